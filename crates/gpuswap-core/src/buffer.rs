@@ -1,0 +1,115 @@
+//! Buffers and their chunks: the units the manager accounts, places and (later) relocates.
+
+use crate::ids::{BufferId, TenantId};
+use serde::Serialize;
+
+/// Where the bytes of a chunk live now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Location {
+    /// Device memory.
+    Vram,
+    /// Host memory mapped into the GPU address space (reached over the link).
+    Host,
+}
+
+/// A buffer the CUDA runtime allocates for each tenant on its own behalf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum SystemBuffer {
+    /// The per-thread stack (local memory): large and rarely touched.
+    Stack,
+    /// Kernel code.
+    Code,
+    /// Constant data.
+    Constant,
+}
+
+/// What a buffer is for; policies treat the kinds differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum BufferKind {
+    /// Memory the application asked for.
+    Device,
+    /// Memory the runtime allocated for the tenant.
+    System(SystemBuffer),
+}
+
+/// GPUswap's unit of accounting and relocation. A buffer's last chunk may be shorter
+/// (a remainder chunk); a chunk never spans two buffers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Chunk {
+    /// Offset of the chunk inside its buffer.
+    pub offset_bytes: u64,
+    /// Length of the chunk.
+    pub bytes: u64,
+    /// Where the chunk lives now.
+    pub location: Location,
+}
+
+/// One allocation of a tenant, split into chunks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Buffer {
+    /// The manager's handle.
+    pub id: BufferId,
+    /// The owning tenant.
+    pub tenant: TenantId,
+    /// What the buffer is for.
+    pub kind: BufferKind,
+    /// Size as requested.
+    pub bytes: u64,
+    /// The chunks in address order; their lengths sum to `bytes`.
+    pub chunks: Vec<Chunk>,
+}
+
+impl Buffer {
+    /// Bytes of this buffer that live in VRAM now.
+    pub fn vram_bytes(&self) -> u64 {
+        self.bytes_at(Location::Vram)
+    }
+
+    /// Bytes of this buffer that live at `location` now.
+    pub fn bytes_at(&self, location: Location) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.location == location)
+            .map(|c| c.bytes)
+            .sum()
+    }
+}
+
+/// Splits a buffer of `bytes` into `(offset, length)` chunks of `chunk_bytes`, the last one
+/// a remainder chunk when `bytes` is not a multiple of `chunk_bytes`.
+///
+/// A zero-byte buffer has no chunks. `chunk_bytes` must be positive.
+pub fn chunk_layout(bytes: u64, chunk_bytes: u64) -> impl Iterator<Item = (u64, u64)> {
+    assert!(chunk_bytes > 0, "chunk size must be positive");
+    (0..bytes.div_ceil(chunk_bytes)).map(move |i| {
+        let offset = i * chunk_bytes;
+        (offset, chunk_bytes.min(bytes - offset))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn remainder_chunk_is_last_and_short() {
+        let chunks: Vec<_> = chunk_layout(10, 4).collect();
+        assert_eq!(chunks, vec![(0, 4), (4, 4), (8, 2)]);
+        assert_eq!(chunk_layout(0, 4).count(), 0);
+        assert_eq!(chunk_layout(8, 4).collect::<Vec<_>>(), vec![(0, 4), (4, 4)]);
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_tile_the_buffer(bytes in 0u64..1 << 40, chunk in 1u64..1 << 30) {
+            let mut next = 0;
+            for (offset, len) in chunk_layout(bytes, chunk) {
+                prop_assert_eq!(offset, next);
+                prop_assert!(len > 0 && len <= chunk);
+                next = offset + len;
+            }
+            prop_assert_eq!(next, bytes);
+        }
+    }
+}
