@@ -1,5 +1,11 @@
 //! gpuswap-sim: the simulated GPU around the memory manager.
 
 pub mod apps;
+pub mod engine;
+pub mod link;
+pub mod preset;
 pub mod program;
+pub mod report;
+pub mod runtime;
+pub mod timing;
 pub mod units;

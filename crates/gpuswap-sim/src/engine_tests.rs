@@ -1,0 +1,267 @@
+use super::*;
+use crate::preset;
+use crate::program::{Access, Op};
+use gpuswap_core::MIB;
+use proptest::prelude::*;
+
+fn gtx480() -> Preset {
+    preset::find("gtx480").unwrap()
+}
+
+fn config(tenants: Vec<TenantSpec>, vram_bytes: u64) -> SimConfig {
+    SimConfig {
+        preset: gtx480(),
+        tenant_vram_bytes: vram_bytes,
+        chunk_bytes: 4 * MIB,
+        mode: Mode::Native,
+        tenants,
+        check_invariants: true,
+    }
+}
+
+fn tenant(name: &str, program: Program) -> TenantSpec {
+    TenantSpec {
+        name: name.into(),
+        app: "test".into(),
+        program,
+        start_ns: 0,
+    }
+}
+
+/// One buffer, `kernels` launches reading it whole, then sync and free.
+fn kernels_program(bytes: u64, kernels: u32) -> Program {
+    let mut p = Program::default();
+    let a = p.buffer("a", bytes);
+    p.ops = vec![
+        Op::Alloc(a),
+        Op::PhaseStart,
+        Op::Repeat {
+            times: kernels,
+            body: vec![Op::Launch(Kernel {
+                name: "read".into(),
+                ops: 0,
+                accesses: vec![Access::uniform(a, bytes, 0)],
+            })],
+        },
+        Op::Sync,
+        Op::PhaseEnd,
+        Op::Free(a),
+    ];
+    p
+}
+
+/// The kernel time the timing model gives `kernels_program`'s kernel: launch + VRAM term
+/// of the app buffer and the runtime's small accesses.
+fn read_kernel_ns(p: &Preset, bytes: u64) -> u64 {
+    let sms = u64::from(p.sms);
+    let system_bytes = sms * (128 * 2 + 4096 + 512);
+    let mut traffic = Traffic::default();
+    traffic.add(bytes + system_bytes, 0, 1.0);
+    timing::fixed_ns(p, 0, &traffic)
+}
+
+#[test]
+fn single_kernel_time_is_driver_calls_plus_kernel() {
+    let p = gtx480();
+    let out = simulate(config(
+        vec![tenant("a", kernels_program(64 * MIB, 1))],
+        1 << 30,
+    ))
+    .unwrap();
+    let t = &out.tenants[0];
+    assert_eq!(t.error, None);
+    // 4 allocations (3 runtime buffers + "a") and 4 frees, each one driver call; the
+    // sync waits for the kernel, which starts when it is launched.
+    let kernel_ns = read_kernel_ns(&p, 64 * MIB);
+    assert_eq!(t.total_ns(), 8 * p.driver_call_ns + kernel_ns);
+    assert_eq!(
+        t.phase_ns,
+        Some((4 * p.driver_call_ns, 4 * p.driver_call_ns + kernel_ns))
+    );
+    assert_eq!(t.alloc_latencies_ns, vec![p.driver_call_ns; 4]);
+    let app_and_runtime =
+        64 * MIB + p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
+    assert_eq!(t.vram_peak_bytes, app_and_runtime);
+    assert_eq!(t.remote_bytes, 0.0);
+    // The last free returns the memory one driver call before the tenant ends.
+    assert_eq!(
+        t.vram_timeline.last(),
+        Some(&(t.end_ns - p.driver_call_ns, 0))
+    );
+}
+
+#[test]
+fn back_to_back_kernels_queue_on_the_compute_engine() {
+    let p = gtx480();
+    let out = simulate(config(
+        vec![tenant("a", kernels_program(64 * MIB, 10))],
+        1 << 30,
+    ))
+    .unwrap();
+    let (start, end) = out.tenants[0].phase_ns.unwrap();
+    // Launches take 2.5 us to enqueue, kernels much longer: the GPU is the bottleneck.
+    assert_eq!(end - start, 10 * read_kernel_ns(&p, 64 * MIB));
+}
+
+#[test]
+fn compute_engine_alternates_between_tenants() {
+    let program = kernels_program(16 * MIB, 20);
+    let out = simulate(config(
+        vec![tenant("a", program.clone()), tenant("b", program)],
+        1 << 30,
+    ))
+    .unwrap();
+    let kernel_ns = read_kernel_ns(&gtx480(), 16 * MIB);
+    let (a, b) = (&out.tenants[0], &out.tenants[1]);
+    // Round-robin at kernel granularity: both finish within about one kernel of each
+    // other (first-come-first-served would finish a 20 kernels earlier), and together
+    // they take the time of 40 kernels.
+    assert!(
+        a.end_ns.abs_diff(b.end_ns) <= kernel_ns + 10_000,
+        "{} vs {}",
+        a.end_ns,
+        b.end_ns
+    );
+    let (a_start, _) = a.phase_ns.unwrap();
+    assert!(a.end_ns.max(b.end_ns) - a_start >= 40 * kernel_ns);
+}
+
+#[test]
+fn copies_take_setup_plus_transfer_and_share_the_link() {
+    let p = gtx480();
+    let mut program = Program::default();
+    let a = program.buffer("a", 57 * MIB);
+    program.ops = vec![
+        Op::Alloc(a),
+        Op::PhaseStart,
+        Op::Copy {
+            slot: a,
+            direction: CopyDirection::HostToDevice,
+            bytes: 57_000_000,
+        },
+        Op::PhaseEnd,
+        Op::Free(a),
+    ];
+    let out = simulate(config(vec![tenant("a", program.clone())], 1 << 30)).unwrap();
+    let (s, e) = out.tenants[0].phase_ns.unwrap();
+    // 57 MB at 5.7 GB/s = 10 ms, plus the 2.5 us setup.
+    assert_eq!(e - s, p.copy_setup_ns + 10_000_000);
+    // Two tenants: the single copy engine serializes the copies.
+    let out = simulate(config(
+        vec![tenant("a", program.clone()), tenant("b", program)],
+        1 << 30,
+    ))
+    .unwrap();
+    let ends: Vec<u64> = out.tenants.iter().map(|t| t.phase_ns.unwrap().1).collect();
+    assert!(ends[1] >= ends[0] + 10_000_000, "{ends:?}");
+}
+
+#[test]
+fn native_out_of_memory_fails_only_the_newcomer() {
+    let p = gtx480();
+    let runtime = p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
+    let vram = 2 * runtime + 100 * MIB;
+    let mut late = tenant("late", kernels_program(60 * MIB, 5));
+    late.start_ns = 1_000_000;
+    let out = simulate(config(
+        vec![tenant("early", kernels_program(60 * MIB, 50)), late],
+        vram,
+    ))
+    .unwrap();
+    assert_eq!(out.tenants[0].error, None);
+    let error = out.tenants[1].error.as_deref().unwrap();
+    assert!(
+        error.contains("\"a\"") && error.contains("out of memory"),
+        "{error}"
+    );
+    assert!(out.tenants[1].end_ns < out.tenants[0].end_ns);
+    // The failed tenant's memory is back: its runtime buffers were released.
+    assert_eq!(out.tenants[1].vram_timeline.last().unwrap().1, 0);
+}
+
+#[test]
+fn same_config_same_outcome() {
+    let program = kernels_program(16 * MIB, 7);
+    let cfg = config(
+        vec![tenant("a", program.clone()), tenant("b", program)],
+        1 << 30,
+    );
+    assert_eq!(simulate(cfg.clone()).unwrap(), simulate(cfg).unwrap());
+}
+
+/// Random programs: sequences of allocations, frees, copies, kernels, syncs and CPU work.
+fn arb_program() -> impl Strategy<Value = Program> {
+    let op = prop_oneof![
+        (1u64..64).prop_map(|mib| (0u8, mib)),
+        Just((1u8, 0)),
+        (1u64..32).prop_map(|mib| (2u8, mib)),
+        (1u64..100).prop_map(|mib| (3u8, mib)),
+        Just((4u8, 0)),
+        (1u64..1000).prop_map(|us| (5u8, us)),
+    ];
+    proptest::collection::vec(op, 1..30).prop_map(|ops| {
+        let mut p = Program::default();
+        let mut live: Vec<usize> = Vec::new();
+        for (kind, n) in ops {
+            match kind {
+                0 => {
+                    let slot = p.buffer(format!("b{}", p.buffers.len()), n * MIB);
+                    p.ops.push(Op::Alloc(slot));
+                    live.push(slot);
+                }
+                1 => {
+                    if let Some(slot) = live.pop() {
+                        p.ops.push(Op::Free(slot));
+                    }
+                }
+                2 => {
+                    if let Some(&slot) = live.last() {
+                        let bytes = (n * MIB).min(p.buffers[slot].bytes);
+                        p.ops.push(Op::Copy {
+                            slot,
+                            direction: CopyDirection::HostToDevice,
+                            bytes,
+                        });
+                    }
+                }
+                3 => p.ops.push(Op::Launch(Kernel {
+                    name: "k".into(),
+                    ops: n * 1_000_000,
+                    accesses: live
+                        .iter()
+                        .map(|&s| Access::uniform(s, n * MIB, n * MIB / 2))
+                        .collect(),
+                })),
+                4 => p.ops.push(Op::Sync),
+                _ => p.ops.push(Op::Cpu { ns: n * 1000 }),
+            }
+        }
+        p.ops.extend(live.into_iter().rev().map(Op::Free));
+        p
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Time never goes backwards and VRAM accounting is conserved after every event
+    /// (the engine checks both and fails the run otherwise); every tenant ends, and one
+    /// that did not fail ends with nothing allocated.
+    #[test]
+    fn engine_invariants_hold(programs in proptest::collection::vec(arb_program(), 1..4), vram_mib in 60u64..400, starts in proptest::collection::vec(0u64..5_000_000, 4)) {
+        let tenants = programs.into_iter().enumerate().map(|(i, program)| TenantSpec {
+            name: format!("t{i}"),
+            app: "random".into(),
+            program,
+            start_ns: starts[i],
+        }).collect();
+        let out = simulate(config(tenants, vram_mib * MIB));
+        prop_assert!(out.is_ok(), "{:?}", out.err());
+        let out = out.unwrap();
+        for t in &out.tenants {
+            prop_assert!(t.end_ns >= t.start_ns);
+            prop_assert!(t.vram_timeline.windows(2).all(|w| w[0].0 <= w[1].0));
+            prop_assert_eq!(t.vram_timeline.last().unwrap().1, 0);
+            prop_assert!(t.vram_peak_bytes <= vram_mib * MIB);
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The host link as a fluid model: concurrent flows (DMA copies, kernels' remote
+//! accesses) share each direction's bandwidth max-min fairly, each flow limited by its own
+//! cap. Rates are recomputed whenever a flow starts or ends.
+//!
+//! The link never schedules anything itself: the engine asks [`Link::next_completion_ns`]
+//! after every change and calls [`Link::advance`] when that time comes.
+
+use std::collections::BTreeMap;
+
+/// Identifies a flow on the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowId(pub u64);
+
+/// A link direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Direction {
+    /// Host memory to GPU (H2D copies, remote reads).
+    ToDevice,
+    /// GPU to host memory (D2H copies, remote writes).
+    ToHost,
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    direction: Direction,
+    remaining_bytes: f64,
+    cap_bytes_per_ns: f64,
+    rate_bytes_per_ns: f64,
+}
+
+/// The shared link.
+#[derive(Clone, Debug)]
+pub struct Link {
+    to_device_bytes_per_ns: f64,
+    to_host_bytes_per_ns: f64,
+    flows: BTreeMap<FlowId, Flow>,
+    now_ns: u64,
+    next_id: u64,
+    bytes_moved: [f64; 2],
+}
+
+/// Bytes below which a flow counts as finished: float rounding must never leave a flow
+/// that needs less than a nanosecond of transfer.
+const DONE_EPSILON_BYTES: f64 = 1e-3;
+
+impl Link {
+    /// A link with the given bandwidth per direction (bytes per second).
+    pub fn new(to_device_bytes_per_s: f64, to_host_bytes_per_s: f64) -> Self {
+        Self {
+            to_device_bytes_per_ns: to_device_bytes_per_s / 1e9,
+            to_host_bytes_per_ns: to_host_bytes_per_s / 1e9,
+            flows: BTreeMap::new(),
+            now_ns: 0,
+            next_id: 0,
+            bytes_moved: [0.0; 2],
+        }
+    }
+
+    /// Starts a flow of `bytes` at `now_ns`, at most `cap_bytes_per_s` fast (`None`:
+    /// only the fair share limits it). Call [`Link::advance`] up to `now_ns` first.
+    pub fn start(
+        &mut self,
+        now_ns: u64,
+        direction: Direction,
+        bytes: f64,
+        cap_bytes_per_s: Option<f64>,
+    ) -> FlowId {
+        debug_assert!(now_ns >= self.now_ns, "time went backwards on the link");
+        self.advance(now_ns);
+        let id = FlowId(self.next_id);
+        self.next_id += 1;
+        self.flows.insert(
+            id,
+            Flow {
+                direction,
+                remaining_bytes: bytes.max(0.0),
+                cap_bytes_per_ns: cap_bytes_per_s.map_or(f64::INFINITY, |c| c / 1e9),
+                rate_bytes_per_ns: 0.0,
+            },
+        );
+        self.reshare();
+        id
+    }
+
+    /// Moves time forward to `now_ns` and returns the flows finished by then, in id order.
+    pub fn advance(&mut self, now_ns: u64) -> Vec<FlowId> {
+        let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
+        self.now_ns = self.now_ns.max(now_ns);
+        let mut done = Vec::new();
+        for (id, flow) in &mut self.flows {
+            let moved = (flow.rate_bytes_per_ns * elapsed_ns).min(flow.remaining_bytes);
+            flow.remaining_bytes -= moved;
+            self.bytes_moved[flow.direction as usize] += moved;
+            if flow.remaining_bytes <= DONE_EPSILON_BYTES {
+                done.push(*id);
+            }
+        }
+        if !done.is_empty() {
+            for id in &done {
+                self.flows.remove(id);
+            }
+            self.reshare();
+        }
+        done
+    }
+
+    /// When the next flow finishes at the current rates (rounded up to whole ns).
+    pub fn next_completion_ns(&self) -> Option<u64> {
+        self.flows
+            .values()
+            .filter(|f| f.rate_bytes_per_ns > 0.0)
+            .map(|f| self.now_ns + (f.remaining_bytes / f.rate_bytes_per_ns).ceil().max(1.0) as u64)
+            .min()
+    }
+
+    /// Flows in progress.
+    pub fn active_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Bytes moved so far per direction: (to device, to host).
+    pub fn bytes_moved(&self) -> (f64, f64) {
+        (self.bytes_moved[0], self.bytes_moved[1])
+    }
+
+    /// The current rate of a flow, in bytes per second.
+    pub fn rate_bytes_per_s(&self, id: FlowId) -> Option<f64> {
+        self.flows.get(&id).map(|f| f.rate_bytes_per_ns * 1e9)
+    }
+
+    /// Max-min fair shares with per-flow caps (water filling), per direction.
+    fn reshare(&mut self) {
+        for (direction, capacity) in [
+            (Direction::ToDevice, self.to_device_bytes_per_ns),
+            (Direction::ToHost, self.to_host_bytes_per_ns),
+        ] {
+            let mut ids: Vec<FlowId> = self
+                .flows
+                .iter()
+                .filter(|(_, f)| f.direction == direction)
+                .map(|(id, _)| *id)
+                .collect();
+            // Smallest caps first: they take less than an equal share and leave the rest.
+            ids.sort_by(|a, b| {
+                self.flows[a]
+                    .cap_bytes_per_ns
+                    .total_cmp(&self.flows[b].cap_bytes_per_ns)
+                    .then(a.cmp(b))
+            });
+            let mut left = capacity;
+            let count = ids.len();
+            for (i, id) in ids.into_iter().enumerate() {
+                let flow = self.flows.get_mut(&id).expect("listed above");
+                let share = left / (count - i) as f64;
+                flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
+                left -= flow.rate_bytes_per_ns;
+            }
+        }
+    }
+}
+
+/// Effective bandwidth of one DMA transfer of `bytes` under the research simulator's
+/// arctan transfer-size curve: `peak * (2/pi) * atan(k * bytes / 1 KiB)`.
+pub fn size_curve_bytes_per_s(peak_bytes_per_s: f64, k_per_kib: f64, bytes: u64) -> f64 {
+    peak_bytes_per_s * std::f64::consts::FRAC_2_PI * (k_per_kib * bytes as f64 / 1024.0).atan()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn finish_all(link: &mut Link) -> Vec<(FlowId, u64)> {
+        let mut finished = Vec::new();
+        while let Some(t) = link.next_completion_ns() {
+            for id in link.advance(t) {
+                finished.push((id, t));
+            }
+        }
+        finished
+    }
+
+    #[test]
+    fn single_flow_runs_at_full_bandwidth() {
+        let mut link = Link::new(1e9, 1e9); // 1 byte per ns
+        link.start(0, Direction::ToDevice, 1000.0, None);
+        assert_eq!(finish_all(&mut link), vec![(FlowId(0), 1000)]);
+    }
+
+    #[test]
+    fn two_flows_share_then_the_survivor_speeds_up() {
+        let mut link = Link::new(1e9, 1e9);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        let b = link.start(0, Direction::ToDevice, 3000.0, None);
+        // Both at 0.5 B/ns until a is done at 2000 ns; b has 2000 left, then 1 B/ns.
+        assert_eq!(finish_all(&mut link), vec![(a, 2000), (b, 4000)]);
+    }
+
+    #[test]
+    fn directions_are_independent() {
+        let mut link = Link::new(1e9, 1e9);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        let b = link.start(0, Direction::ToHost, 1000.0, None);
+        assert_eq!(finish_all(&mut link), vec![(a, 1000), (b, 1000)]);
+    }
+
+    #[test]
+    fn capped_flow_leaves_bandwidth_to_others() {
+        let mut link = Link::new(1e9, 1e9);
+        let slow = link.start(0, Direction::ToDevice, 250.0, Some(0.25e9));
+        let fast = link.start(0, Direction::ToDevice, 750.0, None);
+        assert_eq!(link.rate_bytes_per_s(fast), Some(0.75e9));
+        assert_eq!(finish_all(&mut link), vec![(slow, 1000), (fast, 1000)]);
+    }
+
+    #[test]
+    fn size_curve_matches_the_calibration_points() {
+        // calibration.md: about 2.2 GB/s at 4 KB, 10.4 GB/s at 64 KB, 12 GB/s at the top.
+        let bw = |kib: u64| size_curve_bytes_per_s(12e9, 0.07292, kib * 1024) / 1e9;
+        assert!((bw(4) - 2.2).abs() < 0.1, "{}", bw(4));
+        assert!((bw(64) - 10.4).abs() < 0.1, "{}", bw(64));
+        assert!(bw(1 << 20) > 11.9);
+    }
+
+    proptest! {
+        /// Every byte started is delivered, never faster than the link allows, and
+        /// completion times never go backwards.
+        #[test]
+        fn bytes_are_conserved(flows in proptest::collection::vec((0u64..10_000, 1u64..100_000, any::<bool>()), 1..20)) {
+            let mut link = Link::new(2e9, 1e9);
+            let mut starts = flows.clone();
+            starts.sort_by_key(|f| f.0);
+            let mut now = 0;
+            let mut last_finish = 0;
+            let mut finished = 0;
+            for (start, bytes, to_device) in &starts {
+                while let Some(t) = link.next_completion_ns().filter(|t| t <= start) {
+                    prop_assert!(t >= last_finish);
+                    last_finish = t;
+                    finished += link.advance(t).len();
+                }
+                now = now.max(*start);
+                let dir = if *to_device { Direction::ToDevice } else { Direction::ToHost };
+                link.start(now, dir, *bytes as f64, None);
+            }
+            for (_, t) in finish_all(&mut link) {
+                prop_assert!(t >= last_finish);
+                last_finish = t;
+                finished += 1;
+            }
+            prop_assert_eq!(finished, starts.len());
+            let (to_device, to_host) = link.bytes_moved();
+            let want_device: u64 = starts.iter().filter(|f| f.2).map(|f| f.1).sum();
+            let want_host: u64 = starts.iter().filter(|f| !f.2).map(|f| f.1).sum();
+            prop_assert!((to_device - want_device as f64).abs() < 1.0);
+            prop_assert!((to_host - want_host as f64).abs() < 1.0);
+            // At most the bandwidth of each direction: 2 B/ns and 1 B/ns.
+            prop_assert!(last_finish as f64 + 1.0 >= want_device as f64 / 2.0);
+            prop_assert!(last_finish as f64 + 1.0 >= want_host as f64);
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Device presets: named parameter sets of real GPUs, every number with its source.
+//!
+//! Sources (short names as in `shared/spec/calibration.md`): uvmsmart (GPGPU-Sim UVM
+//! Smart configs), superbench (microsoft/superbenchmark logs), nvbandwidth (NVIDIA
+//! nvbandwidth issues), gh200-icpp24 (Schieffer et al., ICPP'24), deviceQuery dumps,
+//! NVIDIA product datasheets, the GPUswap dissertation (Kehne 2019). "unconfirmed" marks a
+//! value nobody was found measuring: chosen, said so, and easy to change here.
+
+use serde::Serialize;
+
+/// GiB in bytes.
+const GIB: u64 = 1 << 30;
+/// MiB in bytes.
+const MIB: u64 = 1 << 20;
+
+/// Hardware features that later manager modes depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Features {
+    /// Replayable GPU page faults (demand paging).
+    pub page_faults: bool,
+    /// Hardware access counters (per-region access notifications).
+    pub access_counters: bool,
+    /// Referenced bits in the GPU's view of host pages (a wish-list feature, simulated).
+    pub reference_bits: bool,
+    /// Compute preemption (stop a running kernel instead of draining).
+    pub preemption: bool,
+}
+
+/// The interconnect between GPU and host memory, one figure per direction.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LinkSpec {
+    /// What the link is.
+    pub name: &'static str,
+    /// Sustained host-to-device bandwidth of pinned DMA copies.
+    pub h2d_bytes_per_s: f64,
+    /// Sustained device-to-host bandwidth of pinned DMA copies.
+    pub d2h_bytes_per_s: f64,
+    /// Latency of one GPU read of host memory.
+    pub latency_ns: u64,
+    /// Transfer-size curve `bw(s) = peak * (2/pi) * atan(k * s / 1 KiB)` (the research
+    /// simulator's fit); `None` when the preset models small transfers by the copy engine's
+    /// setup cost alone.
+    pub size_curve_k_per_kib: Option<f64>,
+    /// Non-posted requests (reads) the GPU can keep in flight on the link: the MLP of the
+    /// remote-latency term. PCIe tags: 32 without extended tags, 256 with.
+    pub outstanding_reads: u32,
+}
+
+/// One GPU model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Preset {
+    /// Name used in scenario files.
+    pub name: &'static str,
+    /// One line for `gpuswap presets`.
+    pub description: &'static str,
+    /// Installed VRAM.
+    pub vram_bytes: u64,
+    /// VRAM bandwidth.
+    pub vram_bytes_per_s: f64,
+    /// VRAM the driver keeps for itself (channels, push buffers, page tables); never
+    /// available to tenants.
+    pub driver_reserved_bytes: u64,
+    /// Host memory of the testbed machine.
+    pub host_memory_bytes: u64,
+    /// Host link.
+    pub link: LinkSpec,
+    /// DMA copy engines usable for memcpy.
+    pub copy_engines: u32,
+    /// Fixed cost of one DMA copy (setup, descriptor, completion).
+    pub copy_setup_ns: u64,
+    /// Streaming multiprocessors.
+    pub sms: u32,
+    /// Arithmetic throughput: cores x clock (instructions per second).
+    pub ops_per_s: f64,
+    /// GPU-side cost of one kernel launch and completion.
+    pub kernel_launch_ns: u64,
+    /// CPU time to enqueue one launch (the call returns after it).
+    pub launch_enqueue_ns: u64,
+    /// CPU time of one driver allocation or free call.
+    pub driver_call_ns: u64,
+    /// The CUDA runtime's per-tenant stack (local memory) buffer.
+    pub runtime_stack_bytes: u64,
+    /// The runtime's code buffer per tenant.
+    pub runtime_code_bytes: u64,
+    /// The runtime's constant buffer per tenant.
+    pub runtime_constant_bytes: u64,
+    /// Features.
+    pub features: Features,
+}
+
+/// Common small costs measured on recent GPUs, used where a preset has nothing better.
+mod common {
+    /// Fixed cost of one async memcpy: about 2-2.5 us (calibration.md: V100 small copies,
+    /// Titan V 4 KB copy).
+    pub const COPY_SETUP_NS: u64 = 2_500;
+    /// Kernel launch plus completion: 5-9 us (calibration.md, desktop and test baselines);
+    /// the low end, since back-to-back launches overlap part of it.
+    pub const KERNEL_LAUNCH_NS: u64 = 5_000;
+    /// Enqueueing a launch: about 2.5-3 us (calibration.md).
+    pub const LAUNCH_ENQUEUE_NS: u64 = 2_500;
+    /// One cudaMalloc/cudaFree on a stock driver: unconfirmed; 10 us, the order of the
+    /// VMM API's map+set-access costs per 2 MB (kvcached) without physical allocation.
+    pub const DRIVER_CALL_NS: u64 = 10_000;
+    /// Code buffer per tenant: unconfirmed, 1 MiB (Gdev allocates code per module).
+    pub const CODE_BYTES: u64 = super::MIB;
+    /// Constant buffer per tenant: 64 KiB, the size of CUDA constant memory.
+    pub const CONSTANT_BYTES: u64 = 64 << 10;
+    /// Per-thread stack: 1 KiB, the default cudaLimitStackSize.
+    pub const STACK_BYTES_PER_THREAD: u64 = 1 << 10;
+}
+
+/// Every preset, in the order `gpuswap presets` lists them.
+pub fn all() -> Vec<Preset> {
+    use common::*;
+    vec![
+        Preset {
+            name: "gtx480",
+            description: "GeForce GTX 480 (Fermi), the GPUswap testbed: 1.5 GB GDDR5, PCIe 2.0 x16",
+            // calibration.md: 1536 MB GDDR5.
+            vram_bytes: 1536 * MIB,
+            // calibration.md: 1848 MHz x 2 x 384 bit = 177.4 GB/s.
+            vram_bytes_per_s: 177.4e9,
+            // gpuswap.md: the prototype kept about 20 MiB of driver structures in VRAM.
+            driver_reserved_bytes: 20 * MIB,
+            // gpuswap.md: testbed with 16 GiB RAM.
+            host_memory_bytes: 16 * GIB,
+            link: LinkSpec {
+                name: "PCIe 2.0 x16",
+                // calibration.md: 5.7 GB/s pinned copies measured on a GTX 580 (NVIDIA FAQ
+                // says up to 6.0); no direction split known, same both ways.
+                h2d_bytes_per_s: 5.7e9,
+                d2h_bytes_per_s: 5.7e9,
+                // unconfirmed: "several hundred ns" (dissertation); 700 ns chosen.
+                latency_ns: 700,
+                size_curve_k_per_kib: None,
+                // PCIe 2.0 default: 5-bit tag field, 32 outstanding reads.
+                outstanding_reads: 32,
+            },
+            // calibration.md: 1 copy engine on GeForce Fermi (unconfirmed).
+            copy_engines: 1,
+            copy_setup_ns: COPY_SETUP_NS,
+            // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
+            // NVIDIA specification).
+            sms: 15,
+            ops_per_s: 480.0 * 1.401e9,
+            kernel_launch_ns: KERNEL_LAUNCH_NS,
+            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            driver_call_ns: DRIVER_CALL_NS,
+            // apps.md: the stack buffers of two instances take about 100 MiB together on
+            // the GPUswap testbed (Gdev runtime); 48 MiB each leaves room for code and
+            // constants.
+            runtime_stack_bytes: 48 * MIB,
+            runtime_code_bytes: CODE_BYTES,
+            runtime_constant_bytes: CONSTANT_BYTES,
+            // calibration.md: no replayable faults, no access counters, no preemption.
+            features: Features {
+                page_faults: false,
+                access_counters: false,
+                reference_bits: false,
+                preemption: false,
+            },
+        },
+        Preset {
+            name: "gtx1080ti",
+            description: "GeForce GTX 1080 Ti (Pascal), the unified-memory papers' simulated GPU: 11 GB, PCIe 3.0 x16",
+            // calibration.md: 11 GB GDDR5X (11264 MiB installed).
+            vram_bytes: 11264 * MIB,
+            // calibration.md: 5505 MHz x 2 x 352 bit = 484 GB/s.
+            vram_bytes_per_s: 484e9,
+            // unconfirmed: 64 MiB for channels, push buffers and page tables.
+            driver_reserved_bytes: 64 * MIB,
+            // unconfirmed: 32 GiB host.
+            host_memory_bytes: 32 * GIB,
+            link: LinkSpec {
+                name: "PCIe 3.0 x16",
+                // calibration.md (uvmsmart fit): 12 GB/s at the top of the curve.
+                h2d_bytes_per_s: 12e9,
+                d2h_bytes_per_s: 12e9,
+                // unconfirmed: 1 us, between the dissertation's "several hundred ns" and
+                // the 1.2 us measured on an H200.
+                latency_ns: 1_000,
+                // calibration.md: uvmsmart's fit k = 0.07292 per KB; the fit includes the
+                // fixed cost of small transfers, hence copy_setup_ns = 0 below.
+                size_curve_k_per_kib: Some(0.07292),
+                // PCIe 3.0 with extended tags: 256 outstanding reads.
+                outstanding_reads: 256,
+            },
+            // calibration.md: 2 copy engines.
+            copy_engines: 2,
+            copy_setup_ns: 0,
+            // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
+            sms: 28,
+            ops_per_s: 3584.0 * 1.481e9,
+            kernel_launch_ns: KERNEL_LAUNCH_NS,
+            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            driver_call_ns: DRIVER_CALL_NS,
+            // 28 SMs x 2048 threads x 1 KiB default stack per thread.
+            runtime_stack_bytes: 28 * 2048 * STACK_BYTES_PER_THREAD,
+            runtime_code_bytes: CODE_BYTES,
+            runtime_constant_bytes: CONSTANT_BYTES,
+            // calibration.md: replayable faults yes, access counters no, preemption yes.
+            features: Features {
+                page_faults: true,
+                access_counters: false,
+                reference_bits: false,
+                preemption: true,
+            },
+        },
+        Preset {
+            name: "v100-pcie-32gb",
+            description: "Tesla V100 PCIe 32 GB (Volta), PILOT's GPU: HBM2, PCIe 3.0 x16",
+            vram_bytes: 32 * GIB,
+            // calibration.md: 898 GB/s.
+            vram_bytes_per_s: 898e9,
+            // unconfirmed: 64 MiB.
+            driver_reserved_bytes: 64 * MIB,
+            // unconfirmed: 128 GiB host.
+            host_memory_bytes: 128 * GIB,
+            link: LinkSpec {
+                name: "PCIe 3.0 x16",
+                // calibration.md (superbench): pinned H2D 12.4 GB/s, D2H 13.0 GB/s.
+                h2d_bytes_per_s: 12.4e9,
+                d2h_bytes_per_s: 13.0e9,
+                // unconfirmed: 1 us.
+                latency_ns: 1_000,
+                // Small copies are explained by the 2.5 us setup (1 KB: 0.4 GB/s).
+                size_curve_k_per_kib: None,
+                outstanding_reads: 256,
+            },
+            // calibration.md: 7 copy engines.
+            copy_engines: 7,
+            copy_setup_ns: COPY_SETUP_NS,
+            // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
+            // PCIe datasheet).
+            sms: 80,
+            ops_per_s: 5120.0 * 1.38e9,
+            kernel_launch_ns: KERNEL_LAUNCH_NS,
+            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            driver_call_ns: DRIVER_CALL_NS,
+            runtime_stack_bytes: 80 * 2048 * STACK_BYTES_PER_THREAD,
+            runtime_code_bytes: CODE_BYTES,
+            runtime_constant_bytes: CONSTANT_BYTES,
+            // calibration.md: faults, access counters and preemption.
+            features: Features {
+                page_faults: true,
+                access_counters: true,
+                reference_bits: false,
+                preemption: true,
+            },
+        },
+        Preset {
+            name: "a100-80gb",
+            description: "A100 80 GB PCIe (Ampere): HBM2e, PCIe 4.0 x16",
+            vram_bytes: 80 * GIB,
+            // calibration.md: 1935 GB/s (PCIe version).
+            vram_bytes_per_s: 1935e9,
+            // unconfirmed: 64 MiB.
+            driver_reserved_bytes: 64 * MIB,
+            // unconfirmed: 512 GiB host.
+            host_memory_bytes: 512 * GIB,
+            link: LinkSpec {
+                name: "PCIe 4.0 x16",
+                // calibration.md (nvbandwidth 53): pinned H2D 25 GB/s, D2H about 25.
+                h2d_bytes_per_s: 25e9,
+                d2h_bytes_per_s: 25e9,
+                // unconfirmed: 1.2 us, as measured on an H200 (calibration.md).
+                latency_ns: 1_200,
+                size_curve_k_per_kib: None,
+                outstanding_reads: 256,
+            },
+            // calibration.md: 3 copy engines.
+            copy_engines: 3,
+            copy_setup_ns: COPY_SETUP_NS,
+            // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
+            // datasheet).
+            sms: 108,
+            ops_per_s: 6912.0 * 1.41e9,
+            kernel_launch_ns: KERNEL_LAUNCH_NS,
+            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            driver_call_ns: DRIVER_CALL_NS,
+            runtime_stack_bytes: 108 * 2048 * STACK_BYTES_PER_THREAD,
+            runtime_code_bytes: CODE_BYTES,
+            runtime_constant_bytes: CONSTANT_BYTES,
+            // calibration.md: faults and access counters; compute preemption since Pascal.
+            features: Features {
+                page_faults: true,
+                access_counters: true,
+                reference_bits: false,
+                preemption: true,
+            },
+        },
+        Preset {
+            name: "h100-pcie-80gb",
+            description: "H100 PCIe 80 GB (Hopper): HBM2e, PCIe 5.0 x16",
+            vram_bytes: 80 * GIB,
+            // calibration.md: 2039 GB/s.
+            vram_bytes_per_s: 2039e9,
+            // unconfirmed: 64 MiB.
+            driver_reserved_bytes: 64 * MIB,
+            // unconfirmed: 512 GiB host.
+            host_memory_bytes: 512 * GIB,
+            link: LinkSpec {
+                name: "PCIe 5.0 x16",
+                // calibration.md: about 57 GB/s pinned H2D seen on H100 systems; D2H
+                // 52.8 GB/s (SM-driven, nvbandwidth 24; form factor unconfirmed).
+                h2d_bytes_per_s: 57e9,
+                d2h_bytes_per_s: 52.8e9,
+                // calibration.md: GPU read of host memory about 1.2 us (H200 SXM).
+                latency_ns: 1_200,
+                size_curve_k_per_kib: None,
+                outstanding_reads: 256,
+            },
+            // calibration.md: 3 copy engines.
+            copy_engines: 3,
+            copy_setup_ns: COPY_SETUP_NS,
+            // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
+            // PCIe datasheet).
+            sms: 114,
+            ops_per_s: 14592.0 * 1.755e9,
+            kernel_launch_ns: KERNEL_LAUNCH_NS,
+            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            driver_call_ns: DRIVER_CALL_NS,
+            runtime_stack_bytes: 114 * 2048 * STACK_BYTES_PER_THREAD,
+            runtime_code_bytes: CODE_BYTES,
+            runtime_constant_bytes: CONSTANT_BYTES,
+            features: Features {
+                page_faults: true,
+                access_counters: true,
+                reference_bits: false,
+                preemption: true,
+            },
+        },
+        Preset {
+            name: "gh200",
+            description: "GH200 Grace Hopper: 96 GB HBM3, NVLink-C2C to 480 GB LPDDR5X",
+            // calibration.md: 96 GB HBM3.
+            vram_bytes: 96 * GIB,
+            // calibration.md: 3.4 TB/s measured (STREAM), of about 4 TB/s peak.
+            vram_bytes_per_s: 3.4e12,
+            // unconfirmed: 64 MiB.
+            driver_reserved_bytes: 64 * MIB,
+            // calibration.md: 480 GB LPDDR5X.
+            host_memory_bytes: 480_000_000_000,
+            link: LinkSpec {
+                name: "NVLink-C2C",
+                // calibration.md (gh200-icpp24): copy-engine H2D 335-375 GB/s, D2H
+                // 292-297 GB/s; midpoints.
+                h2d_bytes_per_s: 355e9,
+                d2h_bytes_per_s: 295e9,
+                // calibration.md: GPU-to-CPU-memory latency about 770 ns.
+                latency_ns: 770,
+                size_curve_k_per_kib: None,
+                // unconfirmed: C2C is not PCIe; 2048 keeps the latency term below the
+                // 372 GB/s SM-driven bandwidth (2048 x 128 B / 770 ns = 340 GB/s).
+                outstanding_reads: 2048,
+            },
+            // calibration.md: 2 copy engines.
+            copy_engines: 2,
+            copy_setup_ns: COPY_SETUP_NS,
+            // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
+            // GH200 datasheet).
+            sms: 132,
+            ops_per_s: 16896.0 * 1.98e9,
+            kernel_launch_ns: KERNEL_LAUNCH_NS,
+            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            driver_call_ns: DRIVER_CALL_NS,
+            runtime_stack_bytes: 132 * 2048 * STACK_BYTES_PER_THREAD,
+            runtime_code_bytes: CODE_BYTES,
+            runtime_constant_bytes: CONSTANT_BYTES,
+            features: Features {
+                page_faults: true,
+                access_counters: true,
+                reference_bits: false,
+                preemption: true,
+            },
+        },
+    ]
+}
+
+/// The preset called `name`.
+pub fn find(name: &str) -> Option<Preset> {
+    all().into_iter().find(|p| p.name == name)
+}
+
+impl Preset {
+    /// VRAM tenants can use at most: installed minus driver-reserved.
+    pub fn tenant_vram_bytes(&self) -> u64 {
+        self.vram_bytes - self.driver_reserved_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_findable() {
+        let presets = all();
+        for p in &presets {
+            assert_eq!(find(p.name).as_ref(), Some(p));
+        }
+        let mut names: Vec<_> = presets.iter().map(|p| p.name).collect();
+        names.dedup();
+        assert_eq!(names.len(), presets.len());
+        for required in [
+            "gtx480",
+            "gtx1080ti",
+            "v100-pcie-32gb",
+            "a100-80gb",
+            "h100-pcie-80gb",
+            "gh200",
+        ] {
+            assert!(find(required).is_some(), "{required} missing");
+        }
+    }
+
+    #[test]
+    fn figures_are_plausible() {
+        for p in all() {
+            assert!(p.driver_reserved_bytes < p.vram_bytes / 10, "{}", p.name);
+            assert!(p.runtime_stack_bytes < p.tenant_vram_bytes(), "{}", p.name);
+            // VRAM is always faster than the host link, which is the point of the problem.
+            assert!(
+                p.vram_bytes_per_s > 4.0 * p.link.h2d_bytes_per_s,
+                "{}",
+                p.name
+            );
+            assert!(
+                p.copy_engines >= 1 && p.sms >= 1 && p.ops_per_s > 1e11,
+                "{}",
+                p.name
+            );
+            assert!(p.link.outstanding_reads >= 1, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn testbed_matches_the_gpuswap_prototype() {
+        let p = find("gtx480").unwrap();
+        assert_eq!(p.tenant_vram_bytes(), 1516 * MIB);
+        assert!(!p.features.page_faults && !p.features.preemption);
+        assert_eq!(p.copy_engines, 1);
+    }
+}

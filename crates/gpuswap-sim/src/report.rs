@@ -1,0 +1,252 @@
+//! The report of a scenario run: per-tenant and system figures, with each tenant's
+//! slowdown against a solo run of the same program with ample memory.
+
+use serde::Serialize;
+
+use crate::engine::{InvariantError, Outcome, SimConfig, TenantOutcome, simulate};
+use gpuswap_core::Mode;
+
+/// Summary of a latency sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Samples.
+    pub count: u64,
+    /// Median (nearest rank).
+    pub p50: u64,
+    /// 99th percentile (nearest rank).
+    pub p99: u64,
+    /// Largest sample.
+    pub max: u64,
+}
+
+impl LatencySummary {
+    /// Summarizes samples (all zero for none).
+    pub fn of(samples: &[u64]) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let rank =
+            |q: f64| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        Self {
+            count: sorted.len() as u64,
+            p50: rank(0.5),
+            p99: rank(0.99),
+            max: *sorted.last().expect("non-empty"),
+        }
+    }
+}
+
+/// Figures of one tenant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TenantReport {
+    /// Name from the scenario.
+    pub name: String,
+    /// App it ran.
+    pub app: String,
+    /// Start to end.
+    pub total_ns: u64,
+    /// Time in the measured phase (0 when the program never finished it).
+    pub phase_ns: u64,
+    /// Measured-phase time over the solo run's (total time when the app has no phase);
+    /// null when the tenant failed.
+    pub slowdown: Option<f64>,
+    /// Highest VRAM held.
+    pub vram_peak_bytes: u64,
+    /// Kernel bytes served from VRAM.
+    pub local_bytes: u64,
+    /// Kernel bytes served from host memory.
+    pub remote_bytes: u64,
+    /// Bytes relocated from VRAM to host memory.
+    pub bytes_evicted: u64,
+    /// Bytes relocated back to VRAM.
+    pub bytes_returned: u64,
+    /// Latency of allocation calls.
+    pub alloc_latency_ns: LatencySummary,
+    /// Why the tenant stopped early; null when it ran to the end.
+    pub error: Option<String>,
+}
+
+/// Figures of the whole system.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SystemReport {
+    /// When the last tenant ended.
+    pub makespan_ns: u64,
+    /// System throughput: sum of 1 / slowdown over tenants that finished.
+    pub stp: f64,
+    /// Average normalized turnaround time: mean slowdown over tenants that finished.
+    pub antt: f64,
+    /// Jain's index of the tenants' mean VRAM held over their lives.
+    pub jain_vram: f64,
+    /// Jain's index of the slowdowns of tenants that finished.
+    pub jain_slowdown: f64,
+}
+
+/// The report of one scenario run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// Scenario name (its file name without extension).
+    pub scenario: String,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Device preset.
+    pub device: String,
+    /// Manager mode.
+    pub manager: String,
+    /// Per tenant, in scenario order.
+    pub tenants: Vec<TenantReport>,
+    /// System figures.
+    pub system: SystemReport,
+}
+
+/// Jain's fairness index of `xs`: 1 when all equal, 1/n when one has everything; 1 for
+/// an empty or all-zero list.
+pub fn jain(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let squares: f64 = xs.iter().map(|x| x * x).sum();
+    if squares == 0.0 {
+        1.0
+    } else {
+        sum * sum / (xs.len() as f64 * squares)
+    }
+}
+
+/// Name of a mode in reports and scenario files.
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Native => "native",
+    }
+}
+
+/// The time a tenant's slowdown compares: the measured phase, or the whole run when
+/// the program has no phase.
+fn measured_ns(t: &TenantOutcome) -> u64 {
+    t.phase_ns.map_or(t.total_ns(), |(a, b)| b - a)
+}
+
+/// Runs a configuration and the solo baselines its report needs.
+///
+/// Each tenant's baseline is its own program alone on the same device, native mode,
+/// with more VRAM than it can use, started at time 0. Tenants with identical programs
+/// share one baseline run.
+pub fn run_and_report(
+    scenario: &str,
+    seed: u64,
+    config: &SimConfig,
+) -> Result<Report, InvariantError> {
+    let outcome = simulate(config.clone())?;
+    let mut baselines: Vec<(usize, u64)> = Vec::new();
+    let mut solo_ns = Vec::with_capacity(config.tenants.len());
+    for (i, spec) in config.tenants.iter().enumerate() {
+        let known = baselines
+            .iter()
+            .find(|(j, _)| config.tenants[*j].program == spec.program)
+            .map(|(_, ns)| *ns);
+        let ns = match known {
+            Some(ns) => ns,
+            None => {
+                let solo = SimConfig {
+                    tenant_vram_bytes: u64::MAX / 4,
+                    mode: Mode::Native,
+                    tenants: vec![crate::engine::TenantSpec {
+                        start_ns: 0,
+                        ..spec.clone()
+                    }],
+                    ..config.clone()
+                };
+                let ns = measured_ns(&simulate(solo)?.tenants[0]);
+                baselines.push((i, ns));
+                ns
+            }
+        };
+        solo_ns.push(ns);
+    }
+    Ok(build(scenario, seed, config, &outcome, &solo_ns))
+}
+
+fn build(
+    scenario: &str,
+    seed: u64,
+    config: &SimConfig,
+    outcome: &Outcome,
+    solo_ns: &[u64],
+) -> Report {
+    let tenants: Vec<TenantReport> = outcome
+        .tenants
+        .iter()
+        .zip(solo_ns)
+        .map(|(t, solo)| TenantReport {
+            name: t.name.clone(),
+            app: t.app.clone(),
+            total_ns: t.total_ns(),
+            phase_ns: t.phase_ns.map_or(0, |(a, b)| b - a),
+            slowdown: match t.error {
+                Some(_) => None,
+                None => Some(measured_ns(t) as f64 / (*solo).max(1) as f64),
+            },
+            vram_peak_bytes: t.vram_peak_bytes,
+            local_bytes: t.local_bytes.round() as u64,
+            remote_bytes: t.remote_bytes.round() as u64,
+            bytes_evicted: 0,
+            bytes_returned: 0,
+            alloc_latency_ns: LatencySummary::of(&t.alloc_latencies_ns),
+            error: t.error.clone(),
+        })
+        .collect();
+    let slowdowns: Vec<f64> = tenants.iter().filter_map(|t| t.slowdown).collect();
+    let vram: Vec<f64> = outcome
+        .tenants
+        .iter()
+        .map(TenantOutcome::mean_vram_bytes)
+        .collect();
+    let system = SystemReport {
+        makespan_ns: outcome.makespan_ns,
+        stp: slowdowns.iter().map(|s| 1.0 / s).sum(),
+        antt: if slowdowns.is_empty() {
+            0.0
+        } else {
+            slowdowns.iter().sum::<f64>() / slowdowns.len() as f64
+        },
+        jain_vram: jain(&vram),
+        jain_slowdown: jain(&slowdowns),
+    };
+    Report {
+        scenario: scenario.to_owned(),
+        seed,
+        device: config.preset.name.to_owned(),
+        manager: mode_name(config.mode).to_owned(),
+        tenants,
+        system,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let samples: Vec<u64> = (1..=100).rev().collect();
+        let s = LatencySummary::of(&samples);
+        assert_eq!((s.count, s.p50, s.p99, s.max), (100, 50, 99, 100));
+        assert_eq!(
+            LatencySummary::of(&[7]),
+            LatencySummary {
+                count: 1,
+                p50: 7,
+                p99: 7,
+                max: 7
+            }
+        );
+        assert_eq!(LatencySummary::of(&[]), LatencySummary::default());
+    }
+
+    #[test]
+    fn jain_index_bounds() {
+        assert_eq!(jain(&[3.0, 3.0, 3.0]), 1.0);
+        assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        assert_eq!(jain(&[]), 1.0);
+        assert!((jain(&[1.0, 2.0]) - 0.9).abs() < 1e-12);
+    }
+}

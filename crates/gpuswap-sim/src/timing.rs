@@ -1,0 +1,268 @@
+//! The kernel timing model.
+//!
+//! With placement fixed for the kernel's whole run (GPUswap never moves a running
+//! tenant's data), a kernel takes
+//!
+//! ```text
+//! T = launch + max(C, L / B_vram, R / B_link_share, n_remote * latency_link / MLP)
+//! ```
+//!
+//! - `C`: pure compute, the kernel's instruction count over the device's throughput;
+//! - `L / B_vram`: bytes served from VRAM over VRAM bandwidth;
+//! - `R / B_link_share`: bytes served from host memory over the link share the kernel
+//!   gets; the engine runs `R` as flows on the shared [`crate::link::Link`], so this term
+//!   is the time those flows take, not a formula here;
+//! - `n_remote * latency / MLP`: remote reads are round trips; at most MLP of them
+//!   (the link's outstanding-read limit) are in flight, so latency bounds throughput.
+//!
+//! Each term is a separate function, so a better model can replace one at a time.
+
+use gpuswap_core::{Buffer, Location};
+
+use crate::preset::Preset;
+use crate::program::Distribution;
+
+/// Remote reads move whole cache lines: Fermi's 128-byte L1 line (coalesced reads).
+pub const READ_TRANSACTION_BYTES: u64 = 128;
+/// Remote writes are write-through and not coalesced: one 32-byte L2 sector each.
+pub const WRITE_TRANSACTION_BYTES: u64 = 32;
+/// Per-transaction overhead on PCIe: 12-16 B TLP header, 2 B sequence number, 4 B LCRC
+/// and framing, about 24 B (PCI Express Base Specification, TLP format).
+pub const TLP_OVERHEAD_BYTES: u64 = 24;
+
+/// Where one kernel's bytes come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Traffic {
+    /// Bytes read or written in VRAM.
+    pub local_bytes: f64,
+    /// Bytes read from host memory.
+    pub remote_read_bytes: f64,
+    /// Bytes written to host memory.
+    pub remote_write_bytes: f64,
+}
+
+impl Traffic {
+    /// Adds the accesses of one buffer, `local_fraction` of them served from VRAM.
+    pub fn add(&mut self, read_bytes: u64, write_bytes: u64, local_fraction: f64) {
+        let remote = 1.0 - local_fraction;
+        self.local_bytes += (read_bytes + write_bytes) as f64 * local_fraction;
+        self.remote_read_bytes += read_bytes as f64 * remote;
+        self.remote_write_bytes += write_bytes as f64 * remote;
+    }
+
+    /// All bytes served remotely.
+    pub fn remote_bytes(&self) -> f64 {
+        self.remote_read_bytes + self.remote_write_bytes
+    }
+
+    /// Bytes the remote reads put on the link toward the device, with packet overhead.
+    pub fn link_bytes_to_device(&self) -> f64 {
+        self.remote_read_bytes * overhead_factor(READ_TRANSACTION_BYTES)
+    }
+
+    /// Bytes the remote writes put on the link toward the host, with packet overhead.
+    pub fn link_bytes_to_host(&self) -> f64 {
+        self.remote_write_bytes * overhead_factor(WRITE_TRANSACTION_BYTES)
+    }
+
+    /// Remote read round trips.
+    pub fn remote_reads(&self) -> f64 {
+        self.remote_read_bytes / READ_TRANSACTION_BYTES as f64
+    }
+}
+
+fn overhead_factor(transaction_bytes: u64) -> f64 {
+    (transaction_bytes + TLP_OVERHEAD_BYTES) as f64 / transaction_bytes as f64
+}
+
+/// `C`: compute time of `ops` instructions.
+pub fn compute_ns(preset: &Preset, ops: u64) -> f64 {
+    ops as f64 / preset.ops_per_s * 1e9
+}
+
+/// `L / B_vram`: time to serve the local bytes from VRAM.
+pub fn vram_ns(preset: &Preset, traffic: &Traffic) -> f64 {
+    traffic.local_bytes / preset.vram_bytes_per_s * 1e9
+}
+
+/// `n_remote * latency / MLP`: time the remote round trips need at the most parallelism
+/// the link allows.
+pub fn remote_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
+    traffic.remote_reads() * preset.link.latency_ns as f64
+        / f64::from(preset.link.outstanding_reads)
+}
+
+/// The part of a kernel's time that does not depend on link sharing: launch cost plus the
+/// largest of compute, VRAM and remote-latency terms, rounded up to whole ns.
+pub fn fixed_ns(preset: &Preset, ops: u64, traffic: &Traffic) -> u64 {
+    let body = compute_ns(preset, ops)
+        .max(vram_ns(preset, traffic))
+        .max(remote_latency_ns(preset, traffic));
+    preset.kernel_launch_ns + body.ceil() as u64
+}
+
+/// Fraction of a kernel's accesses to `buffer` that hit chunks in VRAM, given how the
+/// accesses spread over the buffer.
+pub fn local_fraction(distribution: &Distribution, buffer: &Buffer) -> f64 {
+    let vram = buffer.vram_bytes();
+    if vram == buffer.bytes {
+        return 1.0;
+    }
+    if vram == 0 {
+        return 0.0;
+    }
+    match distribution {
+        Distribution::Uniform => vram as f64 / buffer.bytes as f64,
+        Distribution::Ranges(ranges) => weighted_fraction(
+            buffer,
+            ranges.iter().map(|r| (r.offset_bytes, r.bytes, r.weight)),
+        ),
+        Distribution::Profile {
+            page_bytes,
+            weights,
+        } => weighted_fraction(
+            buffer,
+            weights.iter().enumerate().map(|(i, w)| {
+                let offset = i as u64 * page_bytes;
+                (
+                    offset,
+                    (*page_bytes).min(buffer.bytes.saturating_sub(offset)),
+                    *w,
+                )
+            }),
+        ),
+    }
+}
+
+/// Sum of weight x (VRAM bytes in range / range bytes) over sum of weights.
+fn weighted_fraction(buffer: &Buffer, ranges: impl Iterator<Item = (u64, u64, f64)>) -> f64 {
+    let (mut local, mut total) = (0.0, 0.0);
+    for (offset, bytes, weight) in ranges {
+        if bytes == 0 || weight <= 0.0 {
+            continue;
+        }
+        total += weight;
+        local += weight * vram_bytes_in(buffer, offset, offset + bytes) as f64 / bytes as f64;
+    }
+    if total > 0.0 { local / total } else { 1.0 }
+}
+
+/// VRAM bytes of `buffer` within `[start, end)`. Chunks are in address order.
+fn vram_bytes_in(buffer: &Buffer, start: u64, end: u64) -> u64 {
+    let first = buffer
+        .chunks
+        .partition_point(|c| c.offset_bytes + c.bytes <= start);
+    buffer.chunks[first..]
+        .iter()
+        .take_while(|c| c.offset_bytes < end)
+        .filter(|c| c.location == Location::Vram)
+        .map(|c| (c.offset_bytes + c.bytes).min(end) - c.offset_bytes.max(start))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preset;
+    use crate::program::WeightedRange;
+    use gpuswap_core::{BufferId, BufferKind, Chunk, TenantId};
+
+    fn gtx480() -> Preset {
+        preset::find("gtx480").unwrap()
+    }
+
+    /// A 4-chunk buffer of 400 bytes with the given chunk locations.
+    fn buffer(locations: [Location; 4]) -> Buffer {
+        Buffer {
+            id: BufferId(0),
+            tenant: TenantId(0),
+            kind: BufferKind::Device,
+            bytes: 400,
+            chunks: locations
+                .iter()
+                .enumerate()
+                .map(|(i, l)| Chunk {
+                    offset_bytes: i as u64 * 100,
+                    bytes: 100,
+                    location: *l,
+                })
+                .collect(),
+        }
+    }
+
+    const V: Location = Location::Vram;
+    const H: Location = Location::Host;
+
+    #[test]
+    fn compute_term_is_ops_over_throughput() {
+        let p = gtx480();
+        // 480 cores x 1.401 GHz = 672.48e9 ops/s: 672480 ops take 1 us.
+        assert!((compute_ns(&p, 672_480) - 1000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn vram_term_is_bytes_over_bandwidth() {
+        let p = gtx480();
+        let mut t = Traffic::default();
+        t.add(177_400_000, 0, 1.0); // 1 ms at 177.4 GB/s
+        assert!((vram_ns(&p, &t) - 1e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn latency_term_counts_round_trips_over_parallelism() {
+        let p = gtx480();
+        let mut t = Traffic::default();
+        t.add(128 * 32, 0, 0.0); // 32 remote reads, 32 in flight: one latency
+        assert!((remote_latency_ns(&p, &t) - 700.0).abs() < 1e-9);
+        // Writes are posted: no round trips.
+        let mut w = Traffic::default();
+        w.add(0, 1 << 20, 0.0);
+        assert_eq!(remote_latency_ns(&p, &w), 0.0);
+    }
+
+    #[test]
+    fn fixed_part_takes_the_largest_term_plus_launch() {
+        let p = gtx480();
+        let mut t = Traffic::default();
+        t.add(177_400, 0, 1.0); // 1 us from VRAM
+        assert_eq!(fixed_ns(&p, 0, &t), p.kernel_launch_ns + 1000);
+        // 2 us of compute dominates
+        assert_eq!(fixed_ns(&p, 2 * 672_480, &t), p.kernel_launch_ns + 2000);
+    }
+
+    #[test]
+    fn writes_cost_more_link_bytes_than_reads() {
+        let mut t = Traffic::default();
+        t.add(1000, 1000, 0.0);
+        assert!((t.link_bytes_to_device() - 1000.0 * 152.0 / 128.0).abs() < 1e-9);
+        assert!((t.link_bytes_to_host() - 1000.0 * 56.0 / 32.0).abs() < 1e-9);
+        assert_eq!(t.remote_bytes(), 2000.0);
+    }
+
+    #[test]
+    fn local_fraction_follows_the_distribution() {
+        let b = buffer([V, H, V, H]);
+        assert_eq!(local_fraction(&Distribution::Uniform, &b), 0.5);
+        let hot_first = Distribution::Ranges(vec![
+            WeightedRange {
+                offset_bytes: 0,
+                bytes: 100,
+                weight: 3.0,
+            },
+            WeightedRange {
+                offset_bytes: 100,
+                bytes: 300,
+                weight: 1.0,
+            },
+        ]);
+        // 3/4 of accesses in chunk 0 (VRAM) + 1/4 spread over chunks 1..4 (1/3 VRAM).
+        assert!((local_fraction(&hot_first, &b) - (0.75 + 0.25 / 3.0)).abs() < 1e-12);
+        let profile = Distribution::Profile {
+            page_bytes: 200,
+            weights: vec![0.0, 1.0],
+        };
+        assert_eq!(local_fraction(&profile, &b), 0.5);
+        assert_eq!(local_fraction(&Distribution::Uniform, &buffer([V; 4])), 1.0);
+        assert_eq!(local_fraction(&hot_first, &buffer([H; 4])), 0.0);
+    }
+}
