@@ -1,1 +1,79 @@
-fn main() {}
+//! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
+
+mod render;
+mod scenario;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use gpuswap_sim::report::run_and_report;
+use gpuswap_sim::{apps, preset};
+
+/// Simulate tenants sharing one GPU's memory and report what each one sees.
+#[derive(Parser)]
+#[command(name = "gpuswap", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario file and print a report per tenant and for the system.
+    Run {
+        /// The scenario (TOML).
+        scenario: PathBuf,
+        /// Print the report as one JSON document instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// List the device presets.
+    Presets,
+    /// List the built-in apps with their memory use at the default size.
+    Apps,
+}
+
+/// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run {
+            scenario,
+            json,
+            seed,
+        } => {
+            let mut loaded = match scenario::load(&scenario) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            };
+            if let Some(seed) = seed {
+                loaded.seed = seed;
+            }
+            match run_and_report(&loaded.name, loaded.seed, &loaded.config) {
+                Ok(report) if json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&report).expect("reports serialize")
+                    );
+                }
+                Ok(report) => print!("{}", render::report_table(&report)),
+                Err(e) => {
+                    eprintln!("internal error (please report with the scenario): {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        Command::Presets => print!("{}", render::presets_table(&preset::all())),
+        Command::Apps => print!("{}", render::apps_table(&apps::all())),
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,145 @@
+//! Text tables for the terminal.
+
+use gpuswap_sim::apps::AppModel;
+use gpuswap_sim::preset::Preset;
+use gpuswap_sim::report::Report;
+use gpuswap_sim::units::{format_bytes, format_ns};
+
+/// Lays out rows in left-aligned columns, two spaces apart, with a header rule.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let text: Vec<String> = cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        text.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&mut header.iter().copied());
+    out += &line(&mut widths.iter().map(|w| {
+        &"--------------------------------------------------------------------------------"[..*w]
+    }));
+    for row in rows {
+        out += &line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// The report as tables: one row per tenant, then the system figures.
+pub fn report_table(report: &Report) -> String {
+    let rows: Vec<Vec<String>> = report
+        .tenants
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                t.app.clone(),
+                format_ns(t.total_ns),
+                format_ns(t.phase_ns),
+                t.slowdown.map_or("-".into(), |s| format!("{s:.3}")),
+                format_bytes(t.vram_peak_bytes),
+                format_bytes(t.local_bytes),
+                format_bytes(t.remote_bytes),
+                t.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "scenario {}  seed {}  device {}  manager {}\n\n",
+        report.scenario, report.seed, report.device, report.manager
+    );
+    out += &table(
+        &[
+            "tenant",
+            "app",
+            "total",
+            "phase",
+            "slowdown",
+            "vram peak",
+            "local",
+            "remote",
+            "error",
+        ],
+        &rows,
+    );
+    let s = &report.system;
+    out += &format!(
+        "\nmakespan {}  STP {:.3}  ANTT {:.3}  Jain(VRAM) {:.3}  Jain(slowdown) {:.3}\n",
+        format_ns(s.makespan_ns),
+        s.stp,
+        s.antt,
+        s.jain_vram,
+        s.jain_slowdown
+    );
+    out
+}
+
+/// The presets, one per row.
+pub fn presets_table(presets: &[Preset]) -> String {
+    let rows: Vec<Vec<String>> = presets
+        .iter()
+        .map(|p| {
+            let features = [
+                (p.features.page_faults, "faults"),
+                (p.features.access_counters, "access-counters"),
+                (p.features.reference_bits, "reference-bits"),
+                (p.features.preemption, "preemption"),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, name)| *name)
+            .collect::<Vec<_>>()
+            .join(",");
+            vec![
+                p.name.to_owned(),
+                format_bytes(p.vram_bytes),
+                format!("{:.0} GB/s", p.vram_bytes_per_s / 1e9),
+                format!(
+                    "{} {:.1}/{:.1} GB/s",
+                    p.link.name,
+                    p.link.h2d_bytes_per_s / 1e9,
+                    p.link.d2h_bytes_per_s / 1e9
+                ),
+                p.copy_engines.to_string(),
+                if features.is_empty() {
+                    "-".into()
+                } else {
+                    features
+                },
+                p.description.to_owned(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "preset",
+            "vram",
+            "vram bw",
+            "link (h2d/d2h)",
+            "copy engines",
+            "features",
+            "description",
+        ],
+        &rows,
+    )
+}
+
+/// The apps, one per row, with the memory their default size allocates at most.
+pub fn apps_table(apps: &[&dyn AppModel]) -> String {
+    let rows: Vec<Vec<String>> = apps
+        .iter()
+        .map(|a| {
+            let memory = a.program("default", 1).map_or_else(
+                |e| format!("({e})"),
+                |p| format_bytes(p.peak_allocated_bytes()),
+            );
+            vec![a.name().to_owned(), memory, a.description().to_owned()]
+        })
+        .collect();
+    table(&["app", "memory (default size)", "description"], &rows)
+}

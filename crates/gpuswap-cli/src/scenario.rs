@@ -1,0 +1,447 @@
+//! Scenario files: what to simulate, in TOML.
+//!
+//! ```toml
+//! seed = 42
+//! [device]
+//! preset = "gtx480"
+//! vram_limit = "100MiB"     # VRAM available to tenants (default: all the preset has)
+//! [manager]
+//! mode = "native"
+//! [[tenant]]
+//! name = "a"
+//! app = "backprop"
+//! size = "default"
+//! repeat = 100
+//! start = "0s"
+//! ```
+//!
+//! Every mistake becomes a [`ScenarioError`] naming the file, the key (and line) and what
+//! was expected.
+
+use std::path::{Path, PathBuf};
+
+use gpuswap_core::{MIB, Mode};
+use gpuswap_sim::engine::{SimConfig, TenantSpec};
+use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
+use gpuswap_sim::{apps, preset};
+use serde::Deserialize;
+use thiserror::Error;
+use toml::Spanned;
+
+/// A scenario file that cannot be used.
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key or a value of the wrong type.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (with line, column and key).
+        message: String,
+    },
+    /// A value of the right type that makes no sense.
+    #[error("{path}: {key}{}: {message}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The key, as a path (`tenant[1].app`).
+        key: String,
+        /// Line of the value, when known.
+        line: Option<usize>,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    seed: Option<u64>,
+    #[serde(default)]
+    device: DeviceTable,
+    #[serde(default)]
+    manager: ManagerTable,
+    #[serde(default)]
+    tenant: Vec<TenantTable>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DeviceTable {
+    preset: Option<Spanned<String>>,
+    vram_limit: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ManagerTable {
+    mode: Option<Spanned<String>>,
+    chunk_size: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantTable {
+    name: Option<Spanned<String>>,
+    app: Spanned<String>,
+    size: Option<Spanned<String>>,
+    repeat: Option<Spanned<i64>>,
+    start: Option<Spanned<String>>,
+}
+
+/// A scenario ready to run.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Name in reports: the file name without extension.
+    pub name: String,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// What the engine runs.
+    pub config: SimConfig,
+}
+
+/// Default preset when a scenario names none: the GPUswap testbed.
+pub const DEFAULT_PRESET: &str = "gtx480";
+/// Default chunk size: 4 MiB, the dissertation's default (gpuswap.md).
+pub const DEFAULT_CHUNK_BYTES: u64 = 4 * MIB;
+
+/// Reads and checks a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(path, &text)
+}
+
+/// Checks scenario text; `path` names it in errors.
+pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let file: File = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+        path: path.to_owned(),
+        message: e.to_string().trim_end().to_owned(),
+    })?;
+    let value_error =
+        |key: String, span: Option<std::ops::Range<usize>>, message: String| ScenarioError::Value {
+            path: path.to_owned(),
+            key,
+            line: span.map(|s| text[..s.start].lines().count().max(1)),
+            message,
+        };
+
+    let preset_name = file.device.preset.as_ref();
+    let preset = match preset_name {
+        None => preset::find(DEFAULT_PRESET).expect("default preset exists"),
+        Some(name) => preset::find(name.get_ref()).ok_or_else(|| {
+            let known: Vec<_> = preset::all().iter().map(|p| p.name).collect();
+            value_error(
+                "device.preset".into(),
+                Some(name.span()),
+                format!(
+                    "unknown preset {:?}; expected one of: {}",
+                    name.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?,
+    };
+
+    let tenant_vram_bytes = match &file.device.vram_limit {
+        None => preset.tenant_vram_bytes(),
+        Some(limit) => {
+            let key = || "device.vram_limit".to_owned();
+            let bytes = parse_bytes(limit.get_ref())
+                .map_err(|e| value_error(key(), Some(limit.span()), e.to_string()))?;
+            if bytes == 0 || bytes > preset.tenant_vram_bytes() {
+                return Err(value_error(
+                    key(),
+                    Some(limit.span()),
+                    format!(
+                        "expected a size above 0 and at most the {} that {} has for tenants ({} installed minus {} reserved by the driver)",
+                        format_bytes(preset.tenant_vram_bytes()),
+                        preset.name,
+                        format_bytes(preset.vram_bytes),
+                        format_bytes(preset.driver_reserved_bytes)
+                    ),
+                ));
+            }
+            bytes
+        }
+    };
+
+    let mode = match &file.manager.mode {
+        None => Mode::Native,
+        Some(mode) => match mode.get_ref().as_str() {
+            "native" => Mode::Native,
+            other => {
+                return Err(value_error(
+                    "manager.mode".into(),
+                    Some(mode.span()),
+                    format!("unknown mode {other:?}; expected \"native\""),
+                ));
+            }
+        },
+    };
+
+    let chunk_bytes = match &file.manager.chunk_size {
+        None => DEFAULT_CHUNK_BYTES,
+        Some(size) => {
+            let key = || "manager.chunk_size".to_owned();
+            let bytes = parse_bytes(size.get_ref())
+                .map_err(|e| value_error(key(), Some(size.span()), e.to_string()))?;
+            if bytes < 4096 {
+                return Err(value_error(
+                    key(),
+                    Some(size.span()),
+                    "expected at least 4KiB (one small page)".into(),
+                ));
+            }
+            bytes
+        }
+    };
+
+    if file.tenant.is_empty() {
+        return Err(value_error(
+            "tenant".into(),
+            None,
+            "expected at least one [[tenant]] table".into(),
+        ));
+    }
+    let mut tenants: Vec<TenantSpec> = Vec::with_capacity(file.tenant.len());
+    for (i, t) in file.tenant.iter().enumerate() {
+        let key = |field: &str| format!("tenant[{i}].{field}");
+        let app = apps::find(t.app.get_ref()).ok_or_else(|| {
+            let known: Vec<_> = apps::all().iter().map(|a| a.name()).collect();
+            value_error(
+                key("app"),
+                Some(t.app.span()),
+                format!(
+                    "unknown app {:?}; expected one of: {}",
+                    t.app.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?;
+        let repeat = match &t.repeat {
+            None => 1,
+            Some(r) => u32::try_from(*r.get_ref())
+                .ok()
+                .filter(|r| *r >= 1)
+                .ok_or_else(|| {
+                    value_error(
+                        key("repeat"),
+                        Some(r.span()),
+                        format!(
+                            "expected a whole number from 1 to {}, got {}",
+                            u32::MAX,
+                            r.get_ref()
+                        ),
+                    )
+                })?,
+        };
+        let size = t.size.as_ref().map_or("default", |s| s.get_ref());
+        let program = app.program(size, repeat).map_err(|e| {
+            value_error(
+                key("size"),
+                t.size.as_ref().map(|s| s.span()),
+                format!("{}; accepted: {}", e.message, app.sizes_help()),
+            )
+        })?;
+        let start_ns = match &t.start {
+            None => 0,
+            Some(s) => parse_ns(s.get_ref())
+                .map_err(|e| value_error(key("start"), Some(s.span()), e.to_string()))?,
+        };
+        let name = match &t.name {
+            Some(n) if n.get_ref().trim().is_empty() => {
+                return Err(value_error(
+                    key("name"),
+                    Some(n.span()),
+                    "expected a non-empty name".into(),
+                ));
+            }
+            Some(n) => n.get_ref().clone(),
+            None => format!("{}{i}", app.name()),
+        };
+        if tenants.iter().any(|other| other.name == name) {
+            return Err(value_error(
+                key("name"),
+                t.name.as_ref().map(|n| n.span()),
+                format!("expected a name no other tenant has; {name:?} is taken"),
+            ));
+        }
+        tenants.push(TenantSpec {
+            name,
+            app: app.name().to_owned(),
+            program,
+            start_ns,
+        });
+    }
+
+    Ok(Scenario {
+        name: path
+            .file_stem()
+            .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned()),
+        seed: file.seed.unwrap_or(0),
+        config: SimConfig {
+            preset,
+            tenant_vram_bytes,
+            chunk_bytes,
+            mode,
+            tenants,
+            check_invariants: false,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Scenario, ScenarioError> {
+        parse(Path::new("s.toml"), text)
+    }
+
+    /// The error message for `text`, which must be rejected.
+    fn error(text: &str) -> String {
+        match check(text) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    const TENANT: &str = "[[tenant]]\nname = \"a\"\napp = \"stream\"\n";
+
+    #[test]
+    fn full_scenario_is_read() {
+        let s = check(
+            "seed = 42\n[device]\npreset = \"gtx480\"\nvram_limit = \"100MiB\"\n[manager]\nmode = \"native\"\n\
+             [[tenant]]\nname = \"a\"\napp = \"stream\"\nsize = \"default\"\nrepeat = 3\nstart = \"1.5s\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.name, "s");
+        assert_eq!(s.seed, 42);
+        assert_eq!(s.config.tenant_vram_bytes, 100 * MIB);
+        assert_eq!(s.config.chunk_bytes, DEFAULT_CHUNK_BYTES);
+        assert_eq!(s.config.tenants[0].start_ns, 1_500_000_000);
+        assert_eq!(s.config.tenants[0].name, "a");
+    }
+
+    #[test]
+    fn defaults_fill_what_is_left_out() {
+        let s = check("[[tenant]]\napp = \"stream\"\n[[tenant]]\napp = \"stream\"\n").unwrap();
+        assert_eq!(s.seed, 0);
+        assert_eq!(s.config.preset.name, DEFAULT_PRESET);
+        assert_eq!(
+            s.config.tenant_vram_bytes,
+            s.config.preset.tenant_vram_bytes()
+        );
+        let names: Vec<_> = s.config.tenants.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["stream0", "stream1"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = error(&format!("[device]\nvram_limt = \"1GiB\"\n{TENANT}"));
+        assert!(
+            e.starts_with("s.toml: ") && e.contains("vram_limt") && e.contains("vram_limit"),
+            "{e}"
+        );
+        let e = error(&format!("{TENANT}repat = 3\n"));
+        assert!(e.contains("repat") && e.contains("repeat"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_key_line_and_expectation() {
+        let cases = [
+            (
+                format!("[device]\nvram_limit = \"100 MB\"\n{TENANT}"),
+                "device.vram_limit (line 2)",
+                "MiB",
+            ),
+            (
+                format!("[device]\nvram_limit = \"100XB\"\n{TENANT}"),
+                "device.vram_limit",
+                "expected",
+            ),
+            (
+                format!("[device]\nvram_limit = \"9GiB\"\n{TENANT}"),
+                "device.vram_limit",
+                "at most",
+            ),
+            (
+                format!("[device]\npreset = \"gtx9000\"\n{TENANT}"),
+                "device.preset",
+                "gtx480",
+            ),
+            (
+                format!("[manager]\nmode = \"magic\"\n{TENANT}"),
+                "manager.mode",
+                "native",
+            ),
+            (
+                format!("[manager]\nchunk_size = \"1KiB\"\n{TENANT}"),
+                "manager.chunk_size",
+                "4KiB",
+            ),
+            (
+                "[[tenant]]\napp = \"nosuch\"\n".into(),
+                "tenant[0].app (line 2)",
+                "backprop",
+            ),
+            (
+                format!("{TENANT}repeat = 0\n"),
+                "tenant[0].repeat (line 4)",
+                "from 1",
+            ),
+            (
+                format!("{TENANT}repeat = -5\n"),
+                "tenant[0].repeat",
+                "from 1",
+            ),
+            (
+                format!("{TENANT}start = \"soon\"\n"),
+                "tenant[0].start",
+                "ns, us, ms or s",
+            ),
+            (
+                format!("{TENANT}size = \"huge\"\n"),
+                "tenant[0].size",
+                "accepted",
+            ),
+            (format!("{TENANT}{TENANT}"), "tenant[1].name", "taken"),
+            ("seed = 1\n".into(), "tenant", "at least one"),
+        ];
+        for (text, key, expected) in cases {
+            let e = error(&text);
+            assert!(
+                e.starts_with(&format!("s.toml: {key}")),
+                "{e}\n--- for ---\n{text}"
+            );
+            assert!(e.contains(expected), "{e} lacks {expected:?}");
+        }
+    }
+
+    #[test]
+    fn wrong_types_and_syntax_are_reported_with_position() {
+        let e = error(&format!("{TENANT}repeat = \"many\"\n"));
+        assert!(e.starts_with("s.toml: ") && e.contains("line 4"), "{e}");
+        let e = error("[[tenant]\napp = 1");
+        assert!(e.starts_with("s.toml: ") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let e = load(Path::new("/nonexistent/x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/nonexistent/x.toml: cannot read"), "{e}");
+    }
+}

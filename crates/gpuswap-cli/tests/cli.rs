@@ -1,0 +1,262 @@
+//! The `gpuswap` binary, end to end: one test per command, plus determinism and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gpuswap(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("utf-8 output")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("utf-8 output")
+}
+
+fn repo_file(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Writes a scenario to a fresh temporary file.
+fn temp_scenario(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuswap-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn run_prints_a_table_per_tenant_and_system_figures() {
+    let out = gpuswap(&["run", &repo_file("scenarios/quickstart.toml")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "tenant",
+        "slowdown",
+        "vram peak",
+        "backprop",
+        "hotspot",
+        "makespan",
+        "STP",
+        "ANTT",
+        "Jain(VRAM)",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
+#[test]
+fn run_json_has_every_documented_field() {
+    let out = gpuswap(&["run", "--json", &repo_file("scenarios/quickstart.toml")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for key in ["scenario", "seed", "device", "manager", "tenants", "system"] {
+        assert!(v.get(key).is_some(), "top level lacks {key}");
+    }
+    assert_eq!(v["scenario"], "quickstart");
+    assert_eq!(v["seed"], 42);
+    assert_eq!(v["device"], "gtx480");
+    assert_eq!(v["manager"], "native");
+    let tenants = v["tenants"].as_array().unwrap();
+    assert_eq!(tenants.len(), 2);
+    for t in tenants {
+        for key in [
+            "name",
+            "app",
+            "total_ns",
+            "phase_ns",
+            "slowdown",
+            "vram_peak_bytes",
+            "local_bytes",
+            "remote_bytes",
+            "bytes_evicted",
+            "bytes_returned",
+            "alloc_latency_ns",
+            "error",
+        ] {
+            assert!(t.get(key).is_some(), "tenant lacks {key}: {t}");
+        }
+        for key in ["count", "p50", "p99", "max"] {
+            assert!(
+                t["alloc_latency_ns"][key].is_u64(),
+                "alloc_latency_ns lacks {key}"
+            );
+        }
+        assert!(t["error"].is_null());
+        // Both fit in VRAM: nothing remote, and slowdown from sharing the compute engine.
+        assert_eq!(t["remote_bytes"], 0);
+        let slowdown = t["slowdown"].as_f64().unwrap();
+        assert!((1.0..2.5).contains(&slowdown), "slowdown {slowdown}");
+    }
+    for key in ["makespan_ns", "stp", "antt", "jain_vram", "jain_slowdown"] {
+        assert!(v["system"][key].is_number(), "system lacks {key}");
+    }
+}
+
+#[test]
+fn run_twice_gives_identical_json() {
+    let path = repo_file("scenarios/native-oom.toml");
+    let a = gpuswap(&["run", "--json", &path]);
+    let b = gpuswap(&["run", "--json", &path]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn native_mode_fails_the_newcomer_and_keeps_the_first() {
+    let out = gpuswap(&["run", "--json", &repo_file("scenarios/native-oom.toml")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let first = &v["tenants"][0];
+    let newcomer = &v["tenants"][1];
+    assert!(first["error"].is_null(), "{first}");
+    assert!(
+        newcomer["error"]
+            .as_str()
+            .unwrap()
+            .contains("out of memory"),
+        "{newcomer}"
+    );
+    assert!(newcomer["slowdown"].is_null());
+}
+
+#[test]
+fn seed_flag_overrides_the_scenario() {
+    let out = gpuswap(&[
+        "run",
+        "--json",
+        "--seed",
+        "9",
+        &repo_file("scenarios/native-oom.toml"),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["seed"], 9);
+}
+
+#[test]
+fn every_example_scenario_runs() {
+    let dir = repo_file("scenarios");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = gpuswap(&["run", path.to_str().unwrap()]);
+            assert!(out.status.success(), "{}: {}", path.display(), stderr(&out));
+        }
+    }
+}
+
+#[test]
+fn presets_lists_every_required_device() {
+    let out = gpuswap(&["presets"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for name in [
+        "gtx480",
+        "gtx1080ti",
+        "v100-pcie-32gb",
+        "a100-80gb",
+        "h100-pcie-80gb",
+        "gh200",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing in\n{text}"
+        );
+    }
+    assert!(text.contains("PCIe 2.0 x16") && text.contains("NVLink-C2C"));
+}
+
+#[test]
+fn apps_lists_every_app_with_memory_use() {
+    let out = gpuswap(&["apps"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for name in [
+        "backprop",
+        "bfs",
+        "heartwall",
+        "hotspot",
+        "lud",
+        "nn",
+        "srad_v1",
+        "srad_v2",
+        "alloc",
+        "stream",
+        "random",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name));
+        let line = line.unwrap_or_else(|| panic!("{name} missing in\n{text}"));
+        assert!(line.contains("MiB") || line.contains("GiB"), "{line}");
+    }
+}
+
+#[test]
+fn bad_scenarios_exit_2_with_file_key_and_expectation() {
+    let cases = [
+        (
+            "unknown-key.toml",
+            "[[tenant]]\napp = \"nn\"\nrepet = 2\n",
+            "repet",
+        ),
+        (
+            "bad-unit.toml",
+            "[device]\nvram_limit = \"100 megs\"\n[[tenant]]\napp = \"nn\"\n",
+            "device.vram_limit",
+        ),
+        (
+            "unknown-app.toml",
+            "[[tenant]]\napp = \"crysis\"\n",
+            "tenant[0].app",
+        ),
+        (
+            "unknown-preset.toml",
+            "[device]\npreset = \"voodoo2\"\n[[tenant]]\napp = \"nn\"\n",
+            "device.preset",
+        ),
+        (
+            "zero-repeat.toml",
+            "[[tenant]]\napp = \"nn\"\nrepeat = 0\n",
+            "tenant[0].repeat",
+        ),
+    ];
+    for (name, text, key) in cases {
+        let path = temp_scenario(name, text);
+        let out = gpuswap(&["run", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = stderr(&out);
+        assert!(err.contains(name) && err.contains(key), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn missing_scenario_file_exits_2() {
+    let out = gpuswap(&["run", "/no/such/scenario.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/no/such/scenario.toml"));
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    assert_eq!(gpuswap(&["run"]).status.code(), Some(2));
+    assert_eq!(gpuswap(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(
+        gpuswap(&["run", "x.toml", "--seed", "minus-one"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -1,0 +1,52 @@
+//! Wall time of whole scenario runs: the figure behind "seconds, not days".
+//!
+//! `cargo bench -p gpuswap-sim --bench scenario`
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use gpuswap_core::Mode;
+use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
+use gpuswap_sim::report::run_and_report;
+use gpuswap_sim::{apps, preset};
+
+/// Two instances of `app` at its default size, `repeat` phases each, on a GTX 480.
+fn two_instances(app: &str, repeat: u32) -> SimConfig {
+    let model = apps::find(app).expect("built-in app");
+    let program = model.program("default", repeat).expect("default size");
+    let preset = preset::find("gtx480").expect("preset");
+    SimConfig {
+        tenant_vram_bytes: preset.tenant_vram_bytes(),
+        preset,
+        chunk_bytes: 4 << 20,
+        mode: Mode::Native,
+        tenants: ["a", "b"]
+            .into_iter()
+            .map(|name| TenantSpec {
+                name: name.into(),
+                app: app.into(),
+                program: program.clone(),
+                start_ns: 0,
+            })
+            .collect(),
+        check_invariants: false,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scenario");
+    for app in ["backprop", "srad_v1", "heartwall"] {
+        let config = two_instances(app, 100);
+        let events = simulate(config.clone()).expect("runs").events;
+        group.bench_function(format!("{app} x2, repeat 100 ({events} events)"), |b| {
+            b.iter(|| simulate(config.clone()).expect("runs"))
+        });
+    }
+    // The full report: main run plus the solo baseline.
+    let config = two_instances("backprop", 100);
+    group.bench_function("report backprop x2, repeat 100", |b| {
+        b.iter(|| run_and_report("bench", 0, &config).expect("runs"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
