@@ -21,9 +21,8 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         text.join("  ").trim_end().to_owned() + "\n"
     };
     let mut out = line(&mut header.iter().copied());
-    out += &line(&mut widths.iter().map(|w| {
-        &"--------------------------------------------------------------------------------"[..*w]
-    }));
+    let rules: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    out += &line(&mut rules.iter().map(String::as_str));
     for row in rows {
         out += &line(&mut row.iter().map(String::as_str));
     }

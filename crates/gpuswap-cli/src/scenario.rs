@@ -20,7 +20,11 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuswap_core::{MIB, Mode};
+use std::collections::BTreeMap;
+
+use gpuswap_core::{
+    ChunkPolicy, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Mode, VictimPolicy,
+};
 use gpuswap_sim::engine::{SimConfig, TenantSpec};
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use gpuswap_sim::{apps, preset};
@@ -85,6 +89,9 @@ struct DeviceTable {
 struct ManagerTable {
     mode: Option<Spanned<String>>,
     chunk_size: Option<Spanned<String>>,
+    victim: Option<Spanned<String>>,
+    chunk_policy: Option<Spanned<String>>,
+    return_interval: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +102,10 @@ struct TenantTable {
     size: Option<Spanned<String>>,
     repeat: Option<Spanned<i64>>,
     start: Option<Spanned<String>>,
+    #[serde(default)]
+    priorities: BTreeMap<String, Spanned<i32>>,
+    #[serde(default)]
+    chunk_priorities: BTreeMap<String, Spanned<Vec<i32>>>,
 }
 
 /// A scenario ready to run.
@@ -110,8 +121,6 @@ pub struct Scenario {
 
 /// Default preset when a scenario names none: the GPUswap testbed.
 pub const DEFAULT_PRESET: &str = "gtx480";
-/// Default chunk size: 4 MiB, the dissertation's default (gpuswap.md).
-pub const DEFAULT_CHUNK_BYTES: u64 = 4 * MIB;
 
 /// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
@@ -176,18 +185,76 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
 
-    let mode = match &file.manager.mode {
-        None => Mode::Native,
-        Some(mode) => match mode.get_ref().as_str() {
-            "native" => Mode::Native,
-            other => {
-                return Err(value_error(
-                    "manager.mode".into(),
-                    Some(mode.span()),
-                    format!("unknown mode {other:?}; expected \"native\""),
-                ));
-            }
-        },
+    let mode = choose(
+        file.manager.mode.as_ref(),
+        "manager.mode",
+        &[
+            ("native", Mode::Native),
+            ("gpuswap", Mode::Gpuswap),
+            ("fcfs", Mode::Fcfs),
+            (
+                "static",
+                Mode::Static {
+                    tenants: file.tenant.len().max(1) as u32,
+                },
+            ),
+        ],
+        &value_error,
+    )?
+    .unwrap_or(Mode::Native);
+    let victim = choose(
+        file.manager.victim.as_ref(),
+        "manager.victim",
+        &[
+            ("largest-share", VictimPolicy::LargestShare),
+            ("performance", VictimPolicy::Performance),
+            ("access-rate", VictimPolicy::AccessRate),
+        ],
+        &value_error,
+    )?
+    .unwrap_or_default();
+    let chunk_policy = choose(
+        file.manager.chunk_policy.as_ref(),
+        "manager.chunk_policy",
+        &[
+            ("random", ChunkPolicy::Random),
+            ("priority-buffer", ChunkPolicy::PriorityBuffer),
+            ("priority-chunk", ChunkPolicy::PriorityChunk),
+            ("reverse-swap", ChunkPolicy::ReverseSwap),
+        ],
+        &value_error,
+    )?
+    .unwrap_or_default();
+    if let (ChunkPolicy::ReverseSwap, Some(policy)) = (chunk_policy, &file.manager.chunk_policy)
+        && !preset.features.reference_bits
+    {
+        let with: Vec<_> = preset::all()
+            .into_iter()
+            .filter(|p| p.features.reference_bits)
+            .map(|p| p.name)
+            .collect();
+        return Err(value_error(
+            "manager.chunk_policy".into(),
+            Some(policy.span()),
+            format!(
+                "\"reverse-swap\" needs reference bits, which {} lacks; expected a preset that has them ({})",
+                preset.name,
+                with.join(", ")
+            ),
+        ));
+    }
+    let return_interval_ns = match &file.manager.return_interval {
+        None => DEFAULT_RETURN_INTERVAL_NS,
+        Some(t) => parse_ns(t.get_ref())
+            .ok()
+            .filter(|ns| *ns > 0)
+            .ok_or_else(|| {
+                value_error(
+                    "manager.return_interval".into(),
+                    Some(t.span()),
+                    "expected a positive duration with a unit: ns, us, ms or s".into(),
+                )
+            })?,
     };
 
     let chunk_bytes = match &file.manager.chunk_size {
@@ -277,33 +344,92 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 format!("expected a name no other tenant has; {name:?} is taken"),
             ));
         }
+        let labels: Vec<String> = ["runtime_stack", "runtime_code", "runtime_constant"]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .chain(program.buffers.iter().map(|b| b.label.clone()))
+            .collect();
+        let unknown_label = |field: &str, label: &str, span: std::ops::Range<usize>| {
+            value_error(
+                key(&format!("{field}.{label}")),
+                Some(span),
+                format!(
+                    "{} has no buffer {label:?}; expected one of: {}",
+                    app.name(),
+                    labels.join(", ")
+                ),
+            )
+        };
+        let mut priorities = BTreeMap::new();
+        for (label, priority) in &t.priorities {
+            if !labels.contains(label) {
+                return Err(unknown_label("priorities", label, priority.span()));
+            }
+            priorities.insert(label.clone(), *priority.get_ref());
+        }
+        let mut chunk_priorities = BTreeMap::new();
+        for (label, list) in &t.chunk_priorities {
+            if !labels.contains(label) {
+                return Err(unknown_label("chunk_priorities", label, list.span()));
+            }
+            chunk_priorities.insert(label.clone(), list.get_ref().clone());
+        }
         tenants.push(TenantSpec {
-            name,
-            app: app.name().to_owned(),
-            program,
             start_ns,
+            priorities,
+            chunk_priorities,
+            ..TenantSpec::new(name, app.name(), program)
         });
     }
 
+    let seed = file.seed.unwrap_or(0);
     Ok(Scenario {
         name: path
             .file_stem()
             .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned()),
-        seed: file.seed.unwrap_or(0),
-        config: SimConfig {
-            preset,
-            tenant_vram_bytes,
-            chunk_bytes,
-            mode,
-            tenants,
-            check_invariants: false,
+        seed,
+        config: {
+            let mut config = SimConfig::new(preset, tenant_vram_bytes, mode, tenants);
+            config.manager.chunk_bytes = chunk_bytes;
+            config.manager.victim = victim;
+            config.manager.chunk_policy = chunk_policy;
+            config.manager.return_interval_ns = return_interval_ns;
+            config.manager.seed = seed;
+            config
         },
     })
+}
+
+/// Reads an optional choice among named values; an unknown name is an error listing
+/// the names.
+fn choose<T: Clone>(
+    value: Option<&Spanned<String>>,
+    key: &str,
+    options: &[(&str, T)],
+    value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
+) -> Result<Option<T>, ScenarioError> {
+    let Some(value) = value else { return Ok(None) };
+    match options.iter().find(|(name, _)| name == value.get_ref()) {
+        Some((_, v)) => Ok(Some(v.clone())),
+        None => {
+            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+            Err(value_error(
+                key.to_owned(),
+                Some(value.span()),
+                format!(
+                    "unknown value {:?}; expected one of: {}",
+                    value.get_ref(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpuswap_core::MIB;
 
     fn check(text: &str) -> Result<Scenario, ScenarioError> {
         parse(Path::new("s.toml"), text)
@@ -328,8 +454,9 @@ mod tests {
         .unwrap();
         assert_eq!(s.name, "s");
         assert_eq!(s.seed, 42);
-        assert_eq!(s.config.tenant_vram_bytes, 100 * MIB);
-        assert_eq!(s.config.chunk_bytes, DEFAULT_CHUNK_BYTES);
+        assert_eq!(s.config.manager.vram_bytes, 100 * MIB);
+        assert_eq!(s.config.manager.chunk_bytes, DEFAULT_CHUNK_BYTES);
+        assert_eq!(s.config.manager.seed, 42);
         assert_eq!(s.config.tenants[0].start_ns, 1_500_000_000);
         assert_eq!(s.config.tenants[0].name, "a");
     }
@@ -340,7 +467,7 @@ mod tests {
         assert_eq!(s.seed, 0);
         assert_eq!(s.config.preset.name, DEFAULT_PRESET);
         assert_eq!(
-            s.config.tenant_vram_bytes,
+            s.config.manager.vram_bytes,
             s.config.preset.tenant_vram_bytes()
         );
         let names: Vec<_> = s.config.tenants.iter().map(|t| t.name.as_str()).collect();
@@ -362,7 +489,7 @@ mod tests {
     fn bad_values_name_key_line_and_expectation() {
         let cases = [
             (
-                format!("[device]\nvram_limit = \"100 MB\"\n{TENANT}"),
+                format!("[device]\nvram_limit = \"100 mb\"\n{TENANT}"),
                 "device.vram_limit (line 2)",
                 "MiB",
             ),

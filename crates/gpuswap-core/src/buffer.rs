@@ -40,8 +40,19 @@ pub struct Chunk {
     pub offset_bytes: u64,
     /// Length of the chunk.
     pub bytes: u64,
-    /// Where the chunk lives now.
+    /// Where the chunk's data lives now (what kernels reach).
     pub location: Location,
+    /// Where a planned relocation will put it; accounting already counts it there.
+    pub moving_to: Option<Location>,
+    /// The priority that orders the chunk in its tenant's lists.
+    pub priority: i32,
+}
+
+impl Chunk {
+    /// Where the accounting counts the chunk: its destination while it moves.
+    pub fn planned_location(&self) -> Location {
+        self.moving_to.unwrap_or(self.location)
+    }
 }
 
 /// One allocation of a tenant, split into chunks.
@@ -60,16 +71,20 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// Bytes of this buffer that live in VRAM now.
+    /// Bytes of this buffer whose data is in VRAM now.
     pub fn vram_bytes(&self) -> u64 {
-        self.bytes_at(Location::Vram)
-    }
-
-    /// Bytes of this buffer that live at `location` now.
-    pub fn bytes_at(&self, location: Location) -> u64 {
         self.chunks
             .iter()
-            .filter(|c| c.location == location)
+            .filter(|c| c.location == Location::Vram)
+            .map(|c| c.bytes)
+            .sum()
+    }
+
+    /// Bytes of this buffer the accounting counts at `location`.
+    pub fn planned_bytes_at(&self, location: Location) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.planned_location() == location)
             .map(|c| c.bytes)
             .sum()
     }

@@ -8,13 +8,24 @@
 
 mod buffer;
 mod ids;
+mod lists;
 mod manager;
+mod policy;
 
 pub use buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
 pub use ids::{BufferId, RequestId, TenantId};
+pub use lists::ChunkRef;
 pub use manager::{
-    Action, AllocError, AllocRequest, FreeError, Manager, ManagerConfig, Mode, TenantUsage,
+    Action, AllocError, AllocRequest, CopyId, FreeError, KernelStats, Manager, ManagerConfig, Mode,
+    Purpose, TenantUsage,
 };
+pub use policy::{ChunkPolicy, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM, VictimPolicy};
 
 /// One mebibyte in bytes; used by defaults and tests.
 pub const MIB: u64 = 1 << 20;
+
+/// Default chunk size: 4 MiB, the dissertation's default (the paper used 2 MiB).
+pub const DEFAULT_CHUNK_BYTES: u64 = 4 * MIB;
+
+/// Default period of the return check: 1 s, as in the prototype's code.
+pub const DEFAULT_RETURN_INTERVAL_NS: u64 = 1_000_000_000;

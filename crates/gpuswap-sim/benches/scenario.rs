@@ -13,22 +13,16 @@ fn two_instances(app: &str, repeat: u32) -> SimConfig {
     let model = apps::find(app).expect("built-in app");
     let program = model.program("default", repeat).expect("default size");
     let preset = preset::find("gtx480").expect("preset");
-    SimConfig {
-        tenant_vram_bytes: preset.tenant_vram_bytes(),
-        preset,
-        chunk_bytes: 4 << 20,
-        mode: Mode::Native,
-        tenants: ["a", "b"]
-            .into_iter()
-            .map(|name| TenantSpec {
-                name: name.into(),
-                app: app.into(),
-                program: program.clone(),
-                start_ns: 0,
-            })
-            .collect(),
-        check_invariants: false,
-    }
+    let tenants = ["a", "b"]
+        .into_iter()
+        .map(|name| TenantSpec::new(name, app, program.clone()))
+        .collect();
+    SimConfig::new(
+        preset.clone(),
+        preset.tenant_vram_bytes(),
+        Mode::Native,
+        tenants,
+    )
 }
 
 fn bench(c: &mut Criterion) {

@@ -3,15 +3,17 @@
 //!
 //! Time is integer nanoseconds. Events sit in a binary heap ordered by (time, sequence
 //! number), so ties resolve in scheduling order and a scenario always runs the same way.
-//! The engine owns the device state (compute engine, copy engines, link) and the
-//! [`Manager`]; it feeds the manager events and carries out its actions.
+//! The engine owns the device state (compute engine, copy engines, link, content
+//! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use gpuswap_core::{
-    Action, AllocRequest, BufferId, Manager, ManagerConfig, Mode, RequestId, TenantId,
+    Action, AllocRequest, BufferId, ChunkPolicy, ChunkRef, CopyId, DEFAULT_CHUNK_BYTES,
+    DEFAULT_RETURN_INTERVAL_NS, KernelStats, Location, Manager, ManagerConfig, Mode, RequestId,
+    TenantId, VictimPolicy,
 };
 use thiserror::Error;
 
@@ -19,10 +21,10 @@ use crate::link::{Direction, FlowId, Link, size_curve_bytes_per_s};
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel, Program};
 use crate::runtime::{Instr, flatten, with_runtime};
-use crate::timing::{self, Traffic};
+use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
 
 /// One tenant of a simulation.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TenantSpec {
     /// Name in reports.
     pub name: String,
@@ -32,6 +34,24 @@ pub struct TenantSpec {
     pub program: Program,
     /// When it starts.
     pub start_ns: u64,
+    /// Buffer priorities by label; unlisted buffers get the manager's default rule.
+    pub priorities: BTreeMap<String, i32>,
+    /// Per-chunk priorities by buffer label (the `priority-chunk` policy).
+    pub chunk_priorities: BTreeMap<String, Vec<i32>>,
+}
+
+impl TenantSpec {
+    /// A tenant without priorities.
+    pub fn new(name: impl Into<String>, app: impl Into<String>, program: Program) -> Self {
+        Self {
+            name: name.into(),
+            app: app.into(),
+            program,
+            start_ns: 0,
+            priorities: BTreeMap::new(),
+            chunk_priorities: BTreeMap::new(),
+        }
+    }
 }
 
 /// Everything a simulation needs.
@@ -39,16 +59,62 @@ pub struct TenantSpec {
 pub struct SimConfig {
     /// The device.
     pub preset: Preset,
-    /// VRAM available to tenants.
-    pub tenant_vram_bytes: u64,
-    /// Chunk size of the manager.
-    pub chunk_bytes: u64,
-    /// Manager mode.
-    pub mode: Mode,
+    /// The memory manager (its `vram_bytes` is the VRAM available to tenants).
+    pub manager: ManagerConfig,
     /// The tenants.
     pub tenants: Vec<TenantSpec>,
     /// Check the manager's accounting after every event (tests; costs time).
     pub check_invariants: bool,
+    /// Answer suspensions without suspending: only for the test that shows why
+    /// relocation needs suspension (a write during a copy is lost).
+    pub unsafe_skip_suspend: bool,
+}
+
+impl SimConfig {
+    /// A configuration with the manager's default chunk size, policies and return
+    /// interval, host memory from the preset, seed 0 and no checks.
+    pub fn new(preset: Preset, vram_bytes: u64, mode: Mode, tenants: Vec<TenantSpec>) -> Self {
+        Self {
+            manager: ManagerConfig {
+                vram_bytes,
+                host_bytes: preset.host_memory_bytes,
+                chunk_bytes: DEFAULT_CHUNK_BYTES,
+                mode,
+                victim: VictimPolicy::default(),
+                chunk_policy: ChunkPolicy::default(),
+                return_interval_ns: DEFAULT_RETURN_INTERVAL_NS,
+                seed: 0,
+            },
+            preset,
+            tenants,
+            check_invariants: false,
+            unsafe_skip_suspend: false,
+        }
+    }
+}
+
+/// One eviction as seen by the tenant whose allocation caused it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EvictionLatency {
+    /// From the allocation call to its return.
+    pub total_ns: u64,
+    /// Policy run time.
+    pub policy_ns: u64,
+    /// DMA setup of the chunk copies.
+    pub dma_setup_ns: u64,
+    /// DMA transfers.
+    pub dma_ns: u64,
+    /// The rest: victims draining, queueing behind other relocations and copies.
+    pub waiting_ns: u64,
+}
+
+/// One suspension of a tenant whose data was relocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VictimPause {
+    /// From the suspension request until queued work drained.
+    pub drain_ns: u64,
+    /// From drained until resumed (the copies).
+    pub pause_ns: u64,
 }
 
 /// What happened to one tenant.
@@ -64,7 +130,7 @@ pub struct TenantOutcome {
     pub end_ns: u64,
     /// The measured phase, when the program reached both markers.
     pub phase_ns: Option<(u64, u64)>,
-    /// VRAM held over time: (time, bytes) at every change.
+    /// VRAM accounted to it over time: (time, bytes) at every change.
     pub vram_timeline: Vec<(u64, u64)>,
     /// Highest VRAM held.
     pub vram_peak_bytes: u64,
@@ -72,8 +138,16 @@ pub struct TenantOutcome {
     pub local_bytes: f64,
     /// Kernel bytes served from host memory.
     pub remote_bytes: f64,
+    /// Bytes relocated to host memory.
+    pub bytes_evicted: u64,
+    /// Bytes relocated back to VRAM.
+    pub bytes_returned: u64,
     /// Latency of each allocation call.
     pub alloc_latencies_ns: Vec<u64>,
+    /// Allocations that had to evict, with their latency split.
+    pub evictions: Vec<EvictionLatency>,
+    /// Suspensions as a victim (or winner of a return).
+    pub pauses: Vec<VictimPause>,
     /// Why the tenant stopped early.
     pub error: Option<String>,
 }
@@ -93,7 +167,7 @@ impl TenantOutcome {
         let mut area = 0.0;
         for (i, (t, bytes)) in self.vram_timeline.iter().enumerate() {
             let next = self.vram_timeline.get(i + 1).map_or(self.end_ns, |n| n.0);
-            area += (next.min(self.end_ns) - t.min(&self.end_ns)) as f64 * *bytes as f64;
+            area += (next.min(self.end_ns) - (*t).min(self.end_ns)) as f64 * *bytes as f64;
         }
         area / total as f64
     }
@@ -130,34 +204,57 @@ enum Event {
     LinkWake(u64),
     /// A copy engine finished setting up its transfer.
     CopySetupDone(usize),
+    /// The eviction policy finished running; the manager's next actions may proceed.
+    PolicyDone,
+    /// The manager's timer (return check).
+    ManagerTimer,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    NotStarted,
     /// A `Step` event is scheduled.
     Scheduled,
-    /// Waits until its channel is empty (sync, or a copy behind kernels).
+    /// Waits until its channel is empty (sync, free, exit, or a copy behind kernels),
+    /// or, for a copy, until it is resumed.
     WaitingChannel,
     WaitingCopy,
     WaitingAlloc,
     Done,
 }
 
+/// An allocation call in progress.
+struct PendingAlloc {
+    request: RequestId,
+    slot: usize,
+    asked_ns: u64,
+    eviction: Option<EvictionLatency>,
+}
+
 struct Tenant {
     id: TenantId,
     name: String,
     app: String,
+    priorities: BTreeMap<String, i32>,
+    chunk_priorities: BTreeMap<String, Vec<i32>>,
     buffers: Vec<BufferSpec>,
     instrs: Vec<Instr>,
     pc: usize,
     loops: Vec<u32>,
     slots: Vec<Option<BufferId>>,
+    /// Kernels the GPU may run.
     channel: VecDeque<Rc<Kernel>>,
-    /// Kernels queued or running.
+    /// Kernels launched while suspended: they reach the GPU on resume.
+    held: VecDeque<Rc<Kernel>>,
+    /// Kernels queued, held or running.
     in_flight: usize,
+    /// Memcpys queued or running.
+    copies_in_flight: usize,
+    suspended: bool,
+    /// Suspension requested, not yet drained: (requested at).
+    draining_since: Option<u64>,
+    drained_at: u64,
     state: State,
-    pending_alloc: Option<(RequestId, usize, u64)>,
+    pending_alloc: Option<PendingAlloc>,
     start_ns: u64,
     end_ns: u64,
     phase_start_ns: Option<u64>,
@@ -166,19 +263,47 @@ struct Tenant {
     local_bytes: f64,
     remote_bytes: f64,
     alloc_latencies_ns: Vec<u64>,
+    evictions: Vec<EvictionLatency>,
+    pauses: Vec<VictimPause>,
     error: Option<String>,
+}
+
+impl Tenant {
+    fn drained(&self, running: Option<usize>, me: usize) -> bool {
+        self.channel.is_empty() && running != Some(me) && self.copies_in_flight == 0
+    }
 }
 
 struct RunningKernel {
     tenant: usize,
+    started_ns: u64,
+    ideal_ns: u64,
+    accesses: u64,
     fixed_done: bool,
     flows_left: u32,
+    written: Vec<BufferId>,
+    referenced: Vec<ChunkRef>,
+}
+
+enum CopyKind {
+    Memcpy {
+        buffer: BufferId,
+        writes_device: bool,
+    },
+    Relocation {
+        copy: CopyId,
+        chunk: ChunkRef,
+        epoch: u64,
+    },
 }
 
 struct CopyJob {
     tenant: usize,
+    kind: CopyKind,
     direction: Direction,
     link_bytes: u64,
+    transfer_started_ns: u64,
+    setup_started_ns: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -197,6 +322,7 @@ pub struct Engine {
     now_ns: u64,
     events: u64,
     check_invariants: bool,
+    unsafe_skip_suspend: bool,
     next_request: u64,
     link: Link,
     link_generation: u64,
@@ -205,16 +331,23 @@ pub struct Engine {
     round_robin_next: usize,
     copy_engines: Vec<Option<CopyJob>>,
     copy_queue: VecDeque<CopyJob>,
+    /// The manager's actions wait while its policy runs.
+    policy_running: bool,
+    timer_at: Option<u64>,
+    /// The tenant whose allocation the current relocation serves.
+    evicting_for: Option<usize>,
+    /// Write epochs of buffers: bumped when a write to the buffer starts or ends.
+    write_epochs: HashMap<BufferId, u64>,
+    /// Writers (kernels, memcpys) running per buffer.
+    writers: HashMap<BufferId, u32>,
+    /// The first invariant broken; the run stops after the event that broke it.
+    failure: Option<InvariantError>,
 }
 
 impl Engine {
     /// Builds the simulation; nothing runs until [`Engine::run`].
     pub fn new(config: SimConfig) -> Self {
-        let manager = Manager::new(ManagerConfig {
-            vram_bytes: config.tenant_vram_bytes,
-            chunk_bytes: config.chunk_bytes,
-            mode: config.mode,
-        });
+        let manager = Manager::new(config.manager);
         let preset = config.preset;
         let tenants = config
             .tenants
@@ -226,14 +359,21 @@ impl Engine {
                     id: TenantId(i as u32),
                     name: spec.name,
                     app: spec.app,
+                    priorities: spec.priorities,
+                    chunk_priorities: spec.chunk_priorities,
                     slots: vec![None; program.buffers.len()],
                     instrs: flatten(&program.ops),
                     buffers: program.buffers,
                     pc: 0,
                     loops: Vec::new(),
                     channel: VecDeque::new(),
+                    held: VecDeque::new(),
                     in_flight: 0,
-                    state: State::NotStarted,
+                    copies_in_flight: 0,
+                    suspended: false,
+                    draining_since: None,
+                    drained_at: 0,
+                    state: State::Scheduled,
                     pending_alloc: None,
                     start_ns: spec.start_ns,
                     end_ns: spec.start_ns,
@@ -243,6 +383,8 @@ impl Engine {
                     local_bytes: 0.0,
                     remote_bytes: 0.0,
                     alloc_latencies_ns: Vec::new(),
+                    evictions: Vec::new(),
+                    pauses: Vec::new(),
                     error: None,
                 }
             })
@@ -258,6 +400,7 @@ impl Engine {
             now_ns: 0,
             events: 0,
             check_invariants: config.check_invariants,
+            unsafe_skip_suspend: config.unsafe_skip_suspend,
             next_request: 0,
             link,
             link_generation: 0,
@@ -266,6 +409,12 @@ impl Engine {
             round_robin_next: 0,
             copy_engines,
             copy_queue: VecDeque::new(),
+            policy_running: false,
+            timer_at: None,
+            evicting_for: None,
+            write_epochs: HashMap::new(),
+            writers: HashMap::new(),
+            failure: None,
         }
     }
 
@@ -273,7 +422,6 @@ impl Engine {
     pub fn run(mut self) -> Result<Outcome, InvariantError> {
         for t in 0..self.tenants.len() {
             let start = self.tenants[t].start_ns;
-            self.tenants[t].state = State::Scheduled;
             self.schedule(start, Event::Step(t));
         }
         while let Some(Reverse((time_ns, _, event))) = self.queue.pop() {
@@ -294,12 +442,26 @@ impl Engine {
                 }
                 Event::LinkWake(_) => {}
                 Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
+                Event::PolicyDone => {
+                    self.policy_running = false;
+                    self.apply_actions();
+                }
+                Event::ManagerTimer if self.timer_at == Some(time_ns) => {
+                    self.timer_at = None;
+                    self.manager.handle_timeout(time_ns);
+                    self.apply_actions();
+                }
+                Event::ManagerTimer => {}
+            }
+            if let Some(failure) = self.failure.take() {
+                return Err(failure);
             }
             if self.check_invariants {
                 self.manager
                     .check_invariants()
                     .map_err(|m| self.broken(m))?;
             }
+            self.arm_timer();
         }
         if let Some(t) = self.tenants.iter().find(|t| t.state != State::Done) {
             return Err(self.broken(format!(
@@ -307,30 +469,41 @@ impl Engine {
                 t.name, t.state
             )));
         }
+        Ok(self.into_outcome())
+    }
+
+    fn into_outcome(self) -> Outcome {
         let makespan_ns = self.tenants.iter().map(|t| t.end_ns).max().unwrap_or(0);
         let manager = &self.manager;
         let tenants = self
             .tenants
             .into_iter()
-            .map(|t| TenantOutcome {
-                vram_peak_bytes: manager.usage(t.id).vram_peak_bytes,
-                name: t.name,
-                app: t.app,
-                start_ns: t.start_ns,
-                end_ns: t.end_ns,
-                phase_ns: t.phase_start_ns.zip(t.phase_end_ns),
-                vram_timeline: t.vram_timeline,
-                local_bytes: t.local_bytes,
-                remote_bytes: t.remote_bytes,
-                alloc_latencies_ns: t.alloc_latencies_ns,
-                error: t.error,
+            .map(|t| {
+                let usage = manager.usage(t.id);
+                TenantOutcome {
+                    vram_peak_bytes: usage.vram_peak_bytes,
+                    bytes_evicted: usage.bytes_evicted,
+                    bytes_returned: usage.bytes_returned,
+                    name: t.name,
+                    app: t.app,
+                    start_ns: t.start_ns,
+                    end_ns: t.end_ns,
+                    phase_ns: t.phase_start_ns.zip(t.phase_end_ns),
+                    vram_timeline: t.vram_timeline,
+                    local_bytes: t.local_bytes,
+                    remote_bytes: t.remote_bytes,
+                    alloc_latencies_ns: t.alloc_latencies_ns,
+                    evictions: t.evictions,
+                    pauses: t.pauses,
+                    error: t.error,
+                }
             })
             .collect();
-        Ok(Outcome {
+        Outcome {
             tenants,
             makespan_ns,
             events: self.events,
-        })
+        }
     }
 
     fn broken(&self, message: String) -> InvariantError {
@@ -348,6 +521,19 @@ impl Engine {
     fn schedule_step(&mut self, t: usize, delay_ns: u64) {
         self.tenants[t].state = State::Scheduled;
         self.schedule(self.now_ns + delay_ns, Event::Step(t));
+    }
+
+    /// Keeps one timer event for the manager's next wanted timeout while anybody runs.
+    fn arm_timer(&mut self) {
+        if self.tenants.iter().all(|t| t.state == State::Done) {
+            return;
+        }
+        if let Some(at) = self.manager.poll_timeout().map(|t| t.max(self.now_ns))
+            && self.timer_at != Some(at)
+        {
+            self.timer_at = Some(at);
+            self.schedule(at, Event::ManagerTimer);
+        }
     }
 
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -368,13 +554,24 @@ impl Engine {
                     tenant.state = State::WaitingAlloc;
                     let request = RequestId(self.next_request);
                     self.next_request += 1;
-                    tenant.pending_alloc = Some((request, slot, self.now_ns));
+                    tenant.pending_alloc = Some(PendingAlloc {
+                        request,
+                        slot,
+                        asked_ns: self.now_ns,
+                        eviction: None,
+                    });
                     let spec = &tenant.buffers[slot];
                     self.manager.handle_alloc(AllocRequest {
                         request,
                         tenant: tenant.id,
                         bytes: spec.bytes,
                         kind: spec.kind,
+                        priority: tenant.priorities.get(&spec.label).copied(),
+                        chunk_priorities: tenant
+                            .chunk_priorities
+                            .get(&spec.label)
+                            .cloned()
+                            .unwrap_or_default(),
                     });
                     return self.apply_actions();
                 }
@@ -394,7 +591,7 @@ impl Engine {
                         let message = format!("free of buffer {label:?}: {e}");
                         return self.finish_tenant(t, Some(message));
                     }
-                    self.record_vram(t);
+                    self.record_vram_all();
                     return self.schedule_step(t, self.preset.driver_call_ns);
                 }
                 Instr::Copy {
@@ -402,7 +599,9 @@ impl Engine {
                     direction,
                     bytes,
                 } => {
-                    if tenant.in_flight > 0 {
+                    // Stream order: behind the tenant's kernels; and nothing of a
+                    // suspended tenant reaches the GPU.
+                    if tenant.in_flight > 0 || tenant.suspended {
                         tenant.state = State::WaitingChannel;
                         return;
                     }
@@ -414,24 +613,38 @@ impl Engine {
                     };
                     // Only the part of the buffer in VRAM crosses the link; a copy into
                     // host-resident chunks is a host memcpy, which is not modelled.
-                    let buffer = self.manager.buffer(buffer).expect("live buffer");
-                    let vram_fraction = buffer.vram_bytes() as f64 / buffer.bytes as f64;
+                    let b = self.manager.buffer(buffer).expect("live buffer");
+                    let vram_fraction = b.vram_bytes() as f64 / b.bytes as f64;
                     let link_bytes = (bytes as f64 * vram_fraction).round() as u64;
                     tenant.state = State::WaitingCopy;
-                    let direction = match direction {
-                        CopyDirection::HostToDevice => Direction::ToDevice,
-                        CopyDirection::DeviceToHost => Direction::ToHost,
-                    };
+                    tenant.copies_in_flight += 1;
+                    let writes_device = direction == CopyDirection::HostToDevice;
+                    if writes_device {
+                        self.begin_write(buffer);
+                    }
                     self.copy_queue.push_back(CopyJob {
                         tenant: t,
-                        direction,
+                        kind: CopyKind::Memcpy {
+                            buffer,
+                            writes_device,
+                        },
+                        direction: match direction {
+                            CopyDirection::HostToDevice => Direction::ToDevice,
+                            CopyDirection::DeviceToHost => Direction::ToHost,
+                        },
                         link_bytes,
+                        transfer_started_ns: 0,
+                        setup_started_ns: 0,
                     });
                     return self.start_copies();
                 }
                 Instr::Launch(kernel) => {
                     tenant.pc += 1;
-                    tenant.channel.push_back(kernel);
+                    if tenant.suspended {
+                        tenant.held.push_back(kernel);
+                    } else {
+                        tenant.channel.push_back(kernel);
+                    }
                     tenant.in_flight += 1;
                     self.start_kernel();
                     return self.schedule_step(t, self.preset.launch_enqueue_ns);
@@ -477,49 +690,163 @@ impl Engine {
         }
     }
 
-    /// Carries out the manager's actions.
+    /// Carries out the manager's actions, pausing while its policy runs.
     fn apply_actions(&mut self) {
-        while let Some(action) = self.manager.poll_action() {
-            let (request, tenant) = match &action {
-                Action::Grant {
-                    request, tenant, ..
-                }
-                | Action::Fail {
-                    request, tenant, ..
-                } => (*request, tenant.0 as usize),
+        while !self.policy_running {
+            let Some(action) = self.manager.poll_action() else {
+                break;
             };
-            let Some((pending, slot, asked_ns)) = self.tenants[tenant].pending_alloc else {
-                continue;
-            };
-            debug_assert_eq!(pending, request, "one allocation in flight per tenant");
-            self.tenants[tenant].pending_alloc = None;
-            let done_ns = self.now_ns + self.preset.driver_call_ns;
-            self.tenants[tenant]
-                .alloc_latencies_ns
-                .push(done_ns - asked_ns);
             match action {
-                Action::Grant { buffer, .. } => {
-                    self.tenants[tenant].slots[slot] = Some(buffer);
-                    self.record_vram(tenant);
-                    self.schedule_step(tenant, self.preset.driver_call_ns);
+                Action::Grant {
+                    request,
+                    tenant,
+                    buffer,
+                } => {
+                    let t = tenant.0 as usize;
+                    let Some(pending) = self.tenants[t].pending_alloc.take() else {
+                        continue;
+                    };
+                    debug_assert_eq!(pending.request, request, "one allocation per tenant");
+                    if self.evicting_for == Some(t) {
+                        self.evicting_for = None;
+                    }
+                    let done_ns = self.now_ns + self.preset.driver_call_ns;
+                    let latency = done_ns - pending.asked_ns;
+                    let tenant = &mut self.tenants[t];
+                    tenant.alloc_latencies_ns.push(latency);
+                    if let Some(mut e) = pending.eviction {
+                        e.total_ns = latency;
+                        e.waiting_ns = latency - e.policy_ns - e.dma_setup_ns - e.dma_ns;
+                        tenant.evictions.push(e);
+                    }
+                    tenant.slots[pending.slot] = Some(buffer);
+                    self.record_vram_all();
+                    self.schedule_step(t, self.preset.driver_call_ns);
                 }
-                Action::Fail { error, .. } => {
-                    let spec = &self.tenants[tenant].buffers[slot];
+                Action::Fail {
+                    request,
+                    tenant,
+                    error,
+                } => {
+                    let t = tenant.0 as usize;
+                    let Some(pending) = self.tenants[t].pending_alloc.take() else {
+                        continue;
+                    };
+                    debug_assert_eq!(pending.request, request, "one allocation per tenant");
+                    let done_ns = self.now_ns + self.preset.driver_call_ns;
+                    self.tenants[t]
+                        .alloc_latencies_ns
+                        .push(done_ns - pending.asked_ns);
+                    let spec = &self.tenants[t].buffers[pending.slot];
                     let message = format!(
                         "allocation of {:?} ({} bytes) failed: {error}",
                         spec.label, spec.bytes
                     );
-                    self.finish_tenant(tenant, Some(message));
+                    self.finish_tenant(t, Some(message));
                 }
+                Action::PolicyRan { tenant, chunks } => {
+                    let t = tenant.0 as usize;
+                    let policy_ns = u64::from(chunks) * self.preset.policy_ns_per_chunk;
+                    if let Some(pending) = &mut self.tenants[t].pending_alloc {
+                        pending.eviction.get_or_insert_default().policy_ns += policy_ns;
+                    }
+                    self.evicting_for = Some(t);
+                    self.record_vram_all();
+                    self.policy_running = true;
+                    self.schedule(self.now_ns + policy_ns, Event::PolicyDone);
+                }
+                Action::Suspend { tenant, .. } => {
+                    let t = tenant.0 as usize;
+                    if self.unsafe_skip_suspend {
+                        self.manager.handle_suspended(tenant);
+                        continue;
+                    }
+                    self.tenants[t].suspended = true;
+                    self.tenants[t].draining_since = Some(self.now_ns);
+                    self.check_drained(t);
+                }
+                Action::Copy {
+                    copy,
+                    tenant,
+                    chunk,
+                    bytes,
+                    to,
+                } => {
+                    let t = tenant.0 as usize;
+                    if self.writers.get(&chunk.buffer).copied().unwrap_or(0) > 0 {
+                        return self.lost_write(t, chunk);
+                    }
+                    let epoch = self.write_epochs.get(&chunk.buffer).copied().unwrap_or(0);
+                    self.copy_queue.push_back(CopyJob {
+                        tenant: t,
+                        kind: CopyKind::Relocation { copy, chunk, epoch },
+                        direction: match to {
+                            Location::Host => Direction::ToHost,
+                            Location::Vram => Direction::ToDevice,
+                        },
+                        link_bytes: bytes,
+                        transfer_started_ns: 0,
+                        setup_started_ns: 0,
+                    });
+                    self.start_copies();
+                }
+                Action::Remap { .. } => self.record_vram_all(),
+                Action::Resume { tenant } => self.resume(tenant.0 as usize),
             }
         }
     }
 
-    fn record_vram(&mut self, t: usize) {
-        let bytes = self.manager.usage(self.tenants[t].id).vram_bytes;
-        let timeline = &mut self.tenants[t].vram_timeline;
-        if timeline.last().map(|l| l.1) != Some(bytes) {
-            timeline.push((self.now_ns, bytes));
+    /// Records that a relocation copied a chunk its tenant was writing: the copy in the
+    /// new location misses the write.
+    fn lost_write(&mut self, t: usize, chunk: ChunkRef) {
+        let failure = self.broken(format!(
+            "lost write: {} wrote {:?} while it was being relocated",
+            self.tenants[t].name, chunk
+        ));
+        self.failure.get_or_insert(failure);
+    }
+
+    /// Reports a suspension to the manager once the tenant's queued work is done.
+    fn check_drained(&mut self, t: usize) {
+        let running = self.running.as_ref().map(|r| r.tenant);
+        let tenant = &mut self.tenants[t];
+        if let Some(since) = tenant.draining_since
+            && tenant.drained(running, t)
+        {
+            tenant.draining_since = None;
+            tenant.drained_at = self.now_ns;
+            tenant.pauses.push(VictimPause {
+                drain_ns: self.now_ns - since,
+                pause_ns: 0,
+            });
+            self.manager.handle_suspended(tenant.id);
+        }
+    }
+
+    fn resume(&mut self, t: usize) {
+        let tenant = &mut self.tenants[t];
+        if !tenant.suspended {
+            return;
+        }
+        tenant.suspended = false;
+        if let Some(pause) = tenant.pauses.last_mut() {
+            pause.pause_ns = self.now_ns - tenant.drained_at;
+        }
+        let held: Vec<_> = tenant.held.drain(..).collect();
+        tenant.channel.extend(held);
+        if tenant.state == State::WaitingChannel && tenant.in_flight == 0 {
+            self.schedule_step(t, 0);
+        }
+        self.start_kernel();
+    }
+
+    /// Records every tenant's accounted VRAM where it changed.
+    fn record_vram_all(&mut self) {
+        for t in &mut self.tenants {
+            let bytes = self.manager.usage(t.id).vram_bytes;
+            if t.vram_timeline.last().map(|l| l.1) != Some(bytes) {
+                t.vram_timeline.push((self.now_ns, bytes));
+            }
         }
     }
 
@@ -530,11 +857,14 @@ impl Engine {
         tenant.end_ns = self.now_ns;
         tenant.error = error;
         // Queued kernels of a failed tenant never run; a running one completes.
-        let queued = tenant.channel.len();
+        let dropped = tenant.channel.len() + tenant.held.len();
         tenant.channel.clear();
-        tenant.in_flight -= queued;
+        tenant.held.clear();
+        tenant.in_flight -= dropped;
         self.manager.handle_tenant_exit(tenant.id);
-        self.record_vram(t);
+        self.record_vram_all();
+        self.check_drained(t);
+        self.apply_actions();
     }
 
     /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
@@ -552,13 +882,29 @@ impl Engine {
         };
         self.round_robin_next = (t + 1) % n;
         let kernel = self.tenants[t].channel.pop_front().expect("non-empty");
+        let want_references = self.preset.features.reference_bits
+            && self.manager.config().chunk_policy == ChunkPolicy::ReverseSwap;
         let mut traffic = Traffic::default();
+        let mut ideal = Traffic::default();
+        let mut written = Vec::new();
+        let mut referenced = Vec::new();
         for access in &kernel.accesses {
-            let buffer = self.tenants[t].slots[access.slot].and_then(|id| self.manager.buffer(id));
-            // An access to a buffer the program has not allocated is a program bug; the
-            // validator rejects such programs, so count it as local to stay total.
+            let id = self.tenants[t].slots[access.slot];
+            let buffer = id.and_then(|id| self.manager.buffer(id));
+            // An access to a buffer the program has not allocated is a program bug that
+            // the validator rejects; count it as local to stay total.
             let fraction = buffer.map_or(1.0, |b| timing::local_fraction(&access.distribution, b));
             traffic.add(access.read_bytes, access.write_bytes, fraction);
+            ideal.add(access.read_bytes, access.write_bytes, 1.0);
+            if let (Some(b), true) = (buffer, want_references) {
+                referenced.extend(timing::touched_host_chunks(&access.distribution, b));
+            }
+            if let (Some(id), true) = (id, access.write_bytes > 0) {
+                written.push(id);
+            }
+        }
+        for id in &written {
+            self.begin_write(*id);
         }
         let tenant = &mut self.tenants[t];
         tenant.local_bytes += traffic.local_bytes;
@@ -575,10 +921,16 @@ impl Engine {
                 flows_left += 1;
             }
         }
+        let accesses = ((ideal.local_bytes) / READ_TRANSACTION_BYTES as f64).round() as u64;
         self.running = Some(RunningKernel {
             tenant: t,
+            ideal_ns: timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+            started_ns: self.now_ns,
+            accesses,
             fixed_done: false,
             flows_left,
+            written,
+            referenced,
         });
         self.schedule(self.now_ns + fixed_ns, Event::KernelFixedDone);
         if flows_left > 0 {
@@ -586,39 +938,68 @@ impl Engine {
         }
     }
 
+    fn begin_write(&mut self, buffer: BufferId) {
+        *self.write_epochs.entry(buffer).or_default() += 1;
+        *self.writers.entry(buffer).or_default() += 1;
+    }
+
+    fn end_write(&mut self, buffer: BufferId) {
+        *self.write_epochs.entry(buffer).or_default() += 1;
+        let writers = self.writers.get_mut(&buffer).expect("write began");
+        *writers -= 1;
+    }
+
     fn maybe_finish_kernel(&mut self) {
-        let Some(running) = &self.running else { return };
+        let Some(running) = &self.running else {
+            return;
+        };
         if !running.fixed_done || running.flows_left > 0 {
             return;
         }
+        let running = self.running.take().expect("checked");
+        for id in &running.written {
+            self.end_write(*id);
+        }
         let t = running.tenant;
-        self.running = None;
+        let stats = KernelStats {
+            accesses: running.accesses,
+            ns: self.now_ns - running.started_ns,
+            ideal_ns: running.ideal_ns,
+            referenced: running.referenced,
+        };
+        self.manager
+            .handle_kernel_finished(self.tenants[t].id, &stats);
         let tenant = &mut self.tenants[t];
         tenant.in_flight -= 1;
         if tenant.in_flight == 0 && tenant.state == State::WaitingChannel {
             self.schedule_step(t, 0);
         }
+        self.check_drained(t);
         self.start_kernel();
+        self.apply_actions();
     }
 
     /// Hands queued copies to idle copy engines.
     fn start_copies(&mut self) {
         for engine in 0..self.copy_engines.len() {
             if self.copy_engines[engine].is_none() {
-                let Some(job) = self.copy_queue.pop_front() else {
+                let Some(mut job) = self.copy_queue.pop_front() else {
                     return;
                 };
+                job.setup_started_ns = self.now_ns;
+                let setup_ns = match job.kind {
+                    CopyKind::Memcpy { .. } => self.preset.copy_setup_ns,
+                    CopyKind::Relocation { .. } => self.preset.relocation_setup_ns,
+                };
                 self.copy_engines[engine] = Some(job);
-                self.schedule(
-                    self.now_ns + self.preset.copy_setup_ns,
-                    Event::CopySetupDone(engine),
-                );
+                self.schedule(self.now_ns + setup_ns, Event::CopySetupDone(engine));
             }
         }
     }
 
     fn start_copy_transfer(&mut self, engine: usize) {
-        let job = self.copy_engines[engine].as_ref().expect("engine busy");
+        let job = self.copy_engines[engine].as_mut().expect("engine busy");
+        job.transfer_started_ns = self.now_ns;
         if job.link_bytes == 0 {
             return self.finish_copy(engine);
         }
@@ -640,8 +1021,37 @@ impl Engine {
 
     fn finish_copy(&mut self, engine: usize) {
         let job = self.copy_engines[engine].take().expect("engine busy");
-        self.schedule_step(job.tenant, 0);
         self.start_copies();
+        match job.kind {
+            CopyKind::Memcpy {
+                buffer,
+                writes_device,
+            } => {
+                if writes_device {
+                    self.end_write(buffer);
+                }
+                let tenant = &mut self.tenants[job.tenant];
+                tenant.copies_in_flight -= 1;
+                self.schedule_step(job.tenant, 0);
+                self.check_drained(job.tenant);
+            }
+            CopyKind::Relocation { copy, chunk, epoch } => {
+                let now_epoch = self.write_epochs.get(&chunk.buffer).copied().unwrap_or(0);
+                let writing = self.writers.get(&chunk.buffer).copied().unwrap_or(0) > 0;
+                if now_epoch != epoch || writing {
+                    return self.lost_write(job.tenant, chunk);
+                }
+                if let Some(requester) = self.evicting_for
+                    && let Some(pending) = &mut self.tenants[requester].pending_alloc
+                {
+                    let e = pending.eviction.get_or_insert_default();
+                    e.dma_setup_ns += job.transfer_started_ns - job.setup_started_ns;
+                    e.dma_ns += self.now_ns - job.transfer_started_ns;
+                }
+                self.manager.handle_copy_done(copy);
+                self.apply_actions();
+            }
+        }
     }
 
     /// Schedules a wake-up for the link's next completion; older wake-ups go stale.

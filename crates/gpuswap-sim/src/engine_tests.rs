@@ -9,23 +9,13 @@ fn gtx480() -> Preset {
 }
 
 fn config(tenants: Vec<TenantSpec>, vram_bytes: u64) -> SimConfig {
-    SimConfig {
-        preset: gtx480(),
-        tenant_vram_bytes: vram_bytes,
-        chunk_bytes: 4 * MIB,
-        mode: Mode::Native,
-        tenants,
-        check_invariants: true,
-    }
+    let mut config = SimConfig::new(gtx480(), vram_bytes, Mode::Native, tenants);
+    config.check_invariants = true;
+    config
 }
 
 fn tenant(name: &str, program: Program) -> TenantSpec {
-    TenantSpec {
-        name: name.into(),
-        app: "test".into(),
-        program,
-        start_ns: 0,
-    }
+    TenantSpec::new(name, "test", program)
 }
 
 /// One buffer, `kernels` launches reading it whole, then sync and free.
@@ -249,10 +239,8 @@ proptest! {
     #[test]
     fn engine_invariants_hold(programs in proptest::collection::vec(arb_program(), 1..4), vram_mib in 60u64..400, starts in proptest::collection::vec(0u64..5_000_000, 4)) {
         let tenants = programs.into_iter().enumerate().map(|(i, program)| TenantSpec {
-            name: format!("t{i}"),
-            app: "random".into(),
-            program,
             start_ns: starts[i],
+            ..TenantSpec::new(format!("t{i}"), "random", program)
         }).collect();
         let out = simulate(config(tenants, vram_mib * MIB));
         prop_assert!(out.is_ok(), "{:?}", out.err());
@@ -262,6 +250,138 @@ proptest! {
             prop_assert!(t.vram_timeline.windows(2).all(|w| w[0].0 <= w[1].0));
             prop_assert_eq!(t.vram_timeline.last().unwrap().1, 0);
             prop_assert!(t.vram_peak_bytes <= vram_mib * MIB);
+        }
+    }
+}
+
+/// VRAM the runtime's system buffers take per tenant on the GTX 480.
+fn runtime_bytes() -> u64 {
+    let p = gtx480();
+    p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes
+}
+
+/// A program that writes one buffer with `kernels` launches of about `ms` each, waiting
+/// for each (an iterative app that checks its result every step).
+fn writer_program(bytes: u64, kernels: u32, ms: u64) -> Program {
+    let mut p = Program::default();
+    let a = p.buffer("a", bytes);
+    let ops_per_ms = (gtx480().ops_per_s / 1e3) as u64;
+    p.ops = vec![
+        Op::Alloc(a),
+        Op::PhaseStart,
+        Op::Repeat {
+            times: kernels,
+            body: vec![
+                Op::Launch(Kernel {
+                    name: "write".into(),
+                    ops: ms * ops_per_ms,
+                    accesses: vec![Access::uniform(a, bytes, bytes)],
+                }),
+                Op::Sync,
+            ],
+        },
+        Op::Sync,
+        Op::PhaseEnd,
+        Op::Free(a),
+    ];
+    p
+}
+
+fn squeeze(mode: Mode, unsafe_skip_suspend: bool) -> Result<Outcome, InvariantError> {
+    let mut late = tenant("late", writer_program(32 * MIB, 5, 1));
+    late.start_ns = 5_000_000;
+    let mut cfg = config(
+        vec![tenant("early", writer_program(48 * MIB, 40, 1)), late],
+        2 * runtime_bytes() + 48 * MIB,
+    );
+    cfg.manager.mode = mode;
+    cfg.unsafe_skip_suspend = unsafe_skip_suspend;
+    simulate(cfg)
+}
+
+#[test]
+fn gpuswap_keeps_both_tenants_running_where_native_fails_one() {
+    let native = squeeze(Mode::Native, false).unwrap();
+    assert!(native.tenants[1].error.is_some());
+    let out = squeeze(Mode::Gpuswap, false).unwrap();
+    for t in &out.tenants {
+        assert_eq!(t.error, None, "{}", t.name);
+    }
+    let (early, late) = (&out.tenants[0], &out.tenants[1]);
+    // The early tenant held more than half: it was the victim, its data went to host
+    // memory and its kernels then reached part of it remotely.
+    assert!(early.bytes_evicted >= 16 * MIB, "{}", early.bytes_evicted);
+    assert!(early.remote_bytes > 0.0);
+    assert_eq!(early.pauses.len(), 1);
+    assert!(early.pauses[0].pause_ns > 0);
+    // The late tenant's allocation waited for the eviction.
+    assert_eq!(late.evictions.len(), 1);
+    let e = late.evictions[0];
+    assert_eq!(
+        e.total_ns,
+        e.policy_ns + e.dma_setup_ns + e.dma_ns + e.waiting_ns
+    );
+    assert!(e.dma_ns > 0 && e.dma_setup_ns > 0 && e.policy_ns > 0);
+}
+
+#[test]
+fn relocation_without_suspension_loses_a_write() {
+    let err = squeeze(Mode::Gpuswap, true).unwrap_err();
+    assert!(err.message.contains("lost write"), "{err}");
+    // The real mechanism suspends the victim and never loses one.
+    assert!(squeeze(Mode::Gpuswap, false).is_ok());
+}
+
+#[test]
+fn gpuswap_with_ample_memory_equals_native() {
+    let program = writer_program(64 * MIB, 20, 1);
+    let tenants = vec![tenant("a", program.clone()), tenant("b", program)];
+    let native = simulate(config(tenants.clone(), 1 << 30)).unwrap();
+    let mut cfg = config(tenants, 1 << 30);
+    cfg.manager.mode = Mode::Gpuswap;
+    assert_eq!(simulate(cfg).unwrap(), native);
+}
+
+#[test]
+fn evicted_data_returns_after_the_other_tenant_leaves() {
+    let mut late = tenant("late", writer_program(32 * MIB, 2, 1));
+    late.start_ns = 5_000_000;
+    // The early tenant runs for about 3 s, long enough for return checks after the late
+    // tenant has left.
+    let mut cfg = config(
+        vec![tenant("early", writer_program(48 * MIB, 3000, 1)), late],
+        2 * runtime_bytes() + 48 * MIB,
+    );
+    cfg.manager.mode = Mode::Gpuswap;
+    let out = simulate(cfg).unwrap();
+    let early = &out.tenants[0];
+    assert!(early.bytes_evicted > 0);
+    assert_eq!(early.bytes_returned, early.bytes_evicted);
+    assert_eq!(early.pauses.len(), 2, "one eviction, one return");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Random programs under every mode with too little VRAM: accounting conserved after
+    /// every event, time monotonic, no lost write, everybody ends.
+    #[test]
+    fn gpuswap_invariants_hold(
+        programs in proptest::collection::vec(arb_program(), 2..4),
+        vram_mib in 8u64..200,
+        policy in prop_oneof![Just(ChunkPolicy::Random), Just(ChunkPolicy::PriorityBuffer)],
+        mode in prop_oneof![Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 })],
+    ) {
+        let tenants = programs.into_iter().enumerate().map(|(i, program)| TenantSpec {
+            start_ns: i as u64 * 1_000_000,
+            ..TenantSpec::new(format!("t{i}"), "random", program)
+        }).collect();
+        let mut cfg = config(tenants, 3 * runtime_bytes() + vram_mib * MIB);
+        cfg.manager.mode = mode;
+        cfg.manager.chunk_policy = policy;
+        let out = simulate(cfg);
+        prop_assert!(out.is_ok(), "{:?}", out.err());
+        for t in out.unwrap().tenants {
+            prop_assert_eq!(t.error, None);
         }
     }
 }

@@ -68,6 +68,11 @@ pub struct Preset {
     pub copy_engines: u32,
     /// Fixed cost of one DMA copy (setup, descriptor, completion).
     pub copy_setup_ns: u64,
+    /// Driver cost of relocating one chunk besides its DMA: allocate the destination,
+    /// set up the copy, update the page table, free the source.
+    pub relocation_setup_ns: u64,
+    /// Driver CPU time the eviction policy spends per chunk it chooses.
+    pub policy_ns_per_chunk: u64,
     /// Streaming multiprocessors.
     pub sms: u32,
     /// Arithmetic throughput: cores x clock (instructions per second).
@@ -101,6 +106,17 @@ mod common {
     /// One cudaMalloc/cudaFree on a stock driver: unconfirmed; 10 us, the order of the
     /// VMM API's map+set-access costs per 2 MB (kvcached) without physical allocation.
     pub const DRIVER_CALL_NS: u64 = 10_000;
+    /// Per-chunk relocation cost on the GPUswap prototype: DMA setup was about 13-14 %
+    /// of the eviction latency with 4 MiB chunks whose DMA takes 736 us at 5.7 GB/s
+    /// (gpuswap.md), so setup = 0.135 / 0.865 x 736 us = 115 us.
+    pub const GTX480_RELOCATION_SETUP_NS: u64 = 115_000;
+    /// Per-chunk relocation cost through the CUDA VMM API on recent GPUs: cuMemMap
+    /// 1.45 us + cuMemSetAccess 36 us + cuMemUnmap 25.6 us per 2 MB (kvcached, A100),
+    /// rounded to 65 us; the host backing comes from a preallocated pool.
+    pub const VMM_RELOCATION_SETUP_NS: u64 = 65_000;
+    /// Policy time per chosen chunk: unconfirmed, 2 us (list operations and bookkeeping
+    /// in the driver; the dissertation reports that many small chunks cost policy time).
+    pub const POLICY_NS_PER_CHUNK: u64 = 2_000;
     /// Code buffer per tenant: unconfirmed, 1 MiB (Gdev allocates code per module).
     pub const CODE_BYTES: u64 = super::MIB;
     /// Constant buffer per tenant: 64 KiB, the size of CUDA constant memory.
@@ -111,6 +127,20 @@ mod common {
 
 /// Every preset, in the order `gpuswap presets` lists them.
 pub fn all() -> Vec<Preset> {
+    let mut presets = measured();
+    // The hardware wish-list of the dissertation: the GPUswap testbed with referenced bits
+    // on the GPU's view of host pages, for the reverse-swapping chunk policy. Simulated;
+    // no such GPU exists.
+    let mut refbits = presets[0].clone();
+    refbits.name = "gtx480-refbits";
+    refbits.description = "GTX 480 with simulated reference bits (a hardware wish-list feature)";
+    refbits.features.reference_bits = true;
+    presets.insert(1, refbits);
+    presets
+}
+
+/// The presets of real GPUs.
+fn measured() -> Vec<Preset> {
     use common::*;
     vec![
         Preset {
@@ -139,6 +169,8 @@ pub fn all() -> Vec<Preset> {
             // calibration.md: 1 copy engine on GeForce Fermi (unconfirmed).
             copy_engines: 1,
             copy_setup_ns: COPY_SETUP_NS,
+            relocation_setup_ns: GTX480_RELOCATION_SETUP_NS,
+            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
             // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
             // NVIDIA specification).
             sms: 15,
@@ -188,6 +220,8 @@ pub fn all() -> Vec<Preset> {
             // calibration.md: 2 copy engines.
             copy_engines: 2,
             copy_setup_ns: 0,
+            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
+            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
             // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
             sms: 28,
             ops_per_s: 3584.0 * 1.481e9,
@@ -230,6 +264,8 @@ pub fn all() -> Vec<Preset> {
             // calibration.md: 7 copy engines.
             copy_engines: 7,
             copy_setup_ns: COPY_SETUP_NS,
+            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
+            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
             // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
             // PCIe datasheet).
             sms: 80,
@@ -271,6 +307,8 @@ pub fn all() -> Vec<Preset> {
             // calibration.md: 3 copy engines.
             copy_engines: 3,
             copy_setup_ns: COPY_SETUP_NS,
+            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
+            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
             // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
             // datasheet).
             sms: 108,
@@ -313,6 +351,8 @@ pub fn all() -> Vec<Preset> {
             // calibration.md: 3 copy engines.
             copy_engines: 3,
             copy_setup_ns: COPY_SETUP_NS,
+            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
+            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
             // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
             // PCIe datasheet).
             sms: 114,
@@ -357,6 +397,8 @@ pub fn all() -> Vec<Preset> {
             // calibration.md: 2 copy engines.
             copy_engines: 2,
             copy_setup_ns: COPY_SETUP_NS,
+            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
+            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
             // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
             // GH200 datasheet).
             sms: 132,

@@ -188,6 +188,33 @@ impl Program {
         walk(&self.ops, &self.buffers, &mut live, &mut peak);
         peak
     }
+
+    /// Checks that the program is well formed: every op names an existing slot; a buffer
+    /// is allocated before it is copied, launched on or freed, never allocated twice while
+    /// live, and freed by the end; copies fit their buffer; loops run at least once and
+    /// leave allocations as they found them; ranges lie inside their buffer; weights are
+    /// finite, non-negative and not all zero; a profile has one weight per page of its
+    /// buffer; `PhaseStart` and `PhaseEnd` appear at most once each, in that order, outside
+    /// any repeated loop. The error names the op (`ops[4].body[2]`) and what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut check = Validation {
+            buffers: &self.buffers,
+            live: vec![false; self.buffers.len()],
+            phase_started: false,
+            phase_ended: false,
+        };
+        check.ops(&self.ops, "ops", false)?;
+        if check.phase_started && !check.phase_ended {
+            return Err("the measured phase starts but never ends".into());
+        }
+        match check.live.iter().position(|&live| live) {
+            Some(slot) => Err(format!(
+                "buffer {} is still allocated at the end",
+                check.name(slot)
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Access {
@@ -200,5 +227,368 @@ impl Access {
             distribution: Distribution::Uniform,
             order: AccessOrder::Linear,
         }
+    }
+}
+
+/// The state [`Program::validate`] follows through the ops.
+struct Validation<'a> {
+    buffers: &'a [BufferSpec],
+    live: Vec<bool>,
+    phase_started: bool,
+    phase_ended: bool,
+}
+
+impl Validation<'_> {
+    fn name(&self, slot: Slot) -> String {
+        format!("{slot} ({:?})", self.buffers[slot].label)
+    }
+
+    /// The slot if it exists.
+    fn slot(&self, slot: Slot, at: &str) -> Result<Slot, String> {
+        if slot < self.buffers.len() {
+            Ok(slot)
+        } else {
+            Err(format!(
+                "{at}: slot {slot} does not exist (the program has {} buffers)",
+                self.buffers.len()
+            ))
+        }
+    }
+
+    /// The slot if it exists and is allocated.
+    fn live_slot(&self, slot: Slot, at: &str, what: &str) -> Result<Slot, String> {
+        let slot = self.slot(slot, at)?;
+        if self.live[slot] {
+            Ok(slot)
+        } else {
+            Err(format!(
+                "{at}: {what} buffer {}, which is not allocated",
+                self.name(slot)
+            ))
+        }
+    }
+
+    fn ops(&mut self, ops: &[Op], path: &str, repeated: bool) -> Result<(), String> {
+        for (i, op) in ops.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            match op {
+                Op::Alloc(slot) => {
+                    let slot = self.slot(*slot, &at)?;
+                    if self.live[slot] {
+                        return Err(format!(
+                            "{at}: buffer {} is allocated while already live",
+                            self.name(slot)
+                        ));
+                    }
+                    self.live[slot] = true;
+                }
+                Op::Free(slot) => {
+                    let slot = self.live_slot(*slot, &at, "free of")?;
+                    self.live[slot] = false;
+                }
+                Op::Copy { slot, bytes, .. } => {
+                    let slot = self.live_slot(*slot, &at, "copy of")?;
+                    let size = self.buffers[slot].bytes;
+                    if *bytes > size {
+                        return Err(format!(
+                            "{at}: copy of {bytes} B exceeds buffer {} of {size} B",
+                            self.name(slot)
+                        ));
+                    }
+                }
+                Op::Launch(kernel) => {
+                    for access in &kernel.accesses {
+                        let what = format!("kernel {:?} accesses", kernel.name);
+                        let slot = self.live_slot(access.slot, &at, &what)?;
+                        let size = self.buffers[slot].bytes;
+                        check_distribution(&access.distribution, size).map_err(|e| {
+                            format!(
+                                "{at}: kernel {:?}, buffer {}: {e}",
+                                kernel.name,
+                                self.name(slot)
+                            )
+                        })?;
+                    }
+                }
+                Op::Repeat { times, body } => {
+                    if *times == 0 {
+                        return Err(format!("{at}: a loop must run at least once"));
+                    }
+                    let before = self.live.clone();
+                    self.ops(body, &format!("{at}.body"), repeated || *times > 1)?;
+                    // One pass that leaves allocations as it found them makes every pass
+                    // valid; one that does not would fail on its second pass.
+                    if *times > 1 && self.live != before {
+                        return Err(format!(
+                            "{at}: the loop body allocates or frees buffers it does not \
+                             release or reallocate, so its second pass is invalid"
+                        ));
+                    }
+                }
+                Op::PhaseStart => {
+                    if self.phase_started {
+                        return Err(format!("{at}: a second PhaseStart"));
+                    }
+                    if repeated {
+                        return Err(format!("{at}: PhaseStart inside a repeated loop"));
+                    }
+                    self.phase_started = true;
+                }
+                Op::PhaseEnd => {
+                    if !self.phase_started {
+                        return Err(format!("{at}: PhaseEnd before PhaseStart"));
+                    }
+                    if self.phase_ended {
+                        return Err(format!("{at}: a second PhaseEnd"));
+                    }
+                    if repeated {
+                        return Err(format!("{at}: PhaseEnd inside a repeated loop"));
+                    }
+                    self.phase_ended = true;
+                }
+                Op::Sync | Op::Cpu { .. } => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that a distribution fits a buffer of `size` bytes.
+fn check_distribution(distribution: &Distribution, size: u64) -> Result<(), String> {
+    let weights_ok = |weights: &mut dyn Iterator<Item = f64>| -> Result<(), String> {
+        let mut total = 0.0;
+        for w in weights {
+            if !w.is_finite() || w < 0.0 {
+                return Err(format!("weight {w} is not a finite non-negative number"));
+            }
+            total += w;
+        }
+        if total > 0.0 {
+            Ok(())
+        } else {
+            Err("all weights are zero".into())
+        }
+    };
+    match distribution {
+        Distribution::Uniform => Ok(()),
+        Distribution::Ranges(ranges) => {
+            if ranges.is_empty() {
+                return Err("the distribution has no ranges".into());
+            }
+            for r in ranges {
+                let end = r.offset_bytes.checked_add(r.bytes);
+                if end.is_none_or(|end| end > size) || r.bytes == 0 {
+                    return Err(format!(
+                        "range of {} B at offset {} is empty or outside the buffer of {size} B",
+                        r.bytes, r.offset_bytes
+                    ));
+                }
+            }
+            weights_ok(&mut ranges.iter().map(|r| r.weight))
+        }
+        Distribution::Profile {
+            page_bytes,
+            weights,
+        } => {
+            if *page_bytes == 0 {
+                return Err("profile page size is zero".into());
+            }
+            let pages = size.div_ceil(*page_bytes);
+            if weights.len() as u64 != pages {
+                return Err(format!(
+                    "profile has {} weights but the buffer has {pages} pages of {page_bytes} B",
+                    weights.len()
+                ));
+            }
+            weights_ok(&mut weights.iter().copied())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(accesses: Vec<Access>) -> Op {
+        Op::Launch(Kernel {
+            name: "k".into(),
+            ops: 1,
+            accesses,
+        })
+    }
+
+    /// A well-formed program: one buffer, set up, used in a repeated phase, freed.
+    fn good() -> Program {
+        let mut p = Program::default();
+        let a = p.buffer("a", 10_000);
+        p.ops = vec![
+            Op::Alloc(a),
+            Op::Copy {
+                slot: a,
+                direction: CopyDirection::HostToDevice,
+                bytes: 10_000,
+            },
+            Op::PhaseStart,
+            Op::Repeat {
+                times: 3,
+                body: vec![kernel(vec![Access::uniform(a, 8, 8)]), Op::Sync],
+            },
+            Op::PhaseEnd,
+            Op::Free(a),
+        ];
+        p
+    }
+
+    /// `good()` with `edit` applied must fail validation with a message containing
+    /// `fragment`.
+    fn fails(edit: impl FnOnce(&mut Program), fragment: &str) {
+        let mut p = good();
+        edit(&mut p);
+        let err = p.validate().expect_err("invalid");
+        assert!(err.contains(fragment), "{fragment:?} in {err:?}");
+    }
+
+    fn with_distribution(distribution: Distribution) -> impl FnOnce(&mut Program) {
+        move |p| {
+            p.ops[3] = Op::Repeat {
+                times: 1,
+                body: vec![kernel(vec![Access {
+                    distribution,
+                    ..Access::uniform(0, 1, 0)
+                }])],
+            }
+        }
+    }
+
+    #[test]
+    fn a_well_formed_program_validates() {
+        assert_eq!(good().validate(), Ok(()));
+        assert_eq!(Program::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn slots_must_exist_and_be_allocated_when_used() {
+        fails(|p| p.ops[0] = Op::Alloc(7), "slot 7 does not exist");
+        fails(
+            |p| drop(p.ops.remove(0)),
+            "ops[0]: copy of buffer 0 (\"a\"), which is not allocated",
+        );
+        fails(
+            |p| {
+                p.ops.swap(3, 5);
+                p.ops.swap(4, 5);
+            },
+            "which is not allocated",
+        );
+        fails(|p| p.ops.insert(1, Op::Alloc(0)), "already live");
+        fails(|p| p.ops.push(Op::Free(0)), "ops[6]: free of buffer 0");
+        fails(|p| drop(p.ops.pop()), "still allocated at the end");
+    }
+
+    #[test]
+    fn copies_fit_and_loops_run() {
+        fails(
+            |p| {
+                p.ops[1] = Op::Copy {
+                    slot: 0,
+                    direction: CopyDirection::DeviceToHost,
+                    bytes: 10_001,
+                }
+            },
+            "exceeds buffer",
+        );
+        fails(
+            |p| {
+                p.ops[3] = Op::Repeat {
+                    times: 0,
+                    body: vec![],
+                }
+            },
+            "at least once",
+        );
+        // A repeated body that allocates without freeing breaks on its second pass.
+        fails(
+            |p| {
+                let b = p.buffer("b", 1);
+                p.ops[3] = Op::Repeat {
+                    times: 2,
+                    body: vec![Op::Alloc(b)],
+                };
+            },
+            "second pass",
+        );
+        // Once is fine, and balanced bodies may repeat.
+        let mut p = good();
+        let b = p.buffer("b", 1);
+        p.ops[3] = Op::Repeat {
+            times: 5,
+            body: vec![Op::Alloc(b), Op::Free(b)],
+        };
+        assert_eq!(p.validate(), Ok(()));
+    }
+
+    #[test]
+    fn distributions_must_fit_the_buffer() {
+        let range = |offset_bytes, bytes, weight| WeightedRange {
+            offset_bytes,
+            bytes,
+            weight,
+        };
+        fails(
+            with_distribution(Distribution::Ranges(vec![range(9_000, 1_001, 1.0)])),
+            "outside the buffer",
+        );
+        fails(
+            with_distribution(Distribution::Ranges(vec![range(u64::MAX, 2, 1.0)])),
+            "outside the buffer",
+        );
+        fails(with_distribution(Distribution::Ranges(vec![])), "no ranges");
+        fails(
+            with_distribution(Distribution::Ranges(vec![range(0, 10, f64::NAN)])),
+            "finite non-negative",
+        );
+        fails(
+            with_distribution(Distribution::Ranges(vec![range(0, 10, 0.0)])),
+            "all weights are zero",
+        );
+        // 10 000 bytes in pages of 4096: three pages, the last partial.
+        fails(
+            with_distribution(Distribution::Profile {
+                page_bytes: 4096,
+                weights: vec![1.0, 1.0],
+            }),
+            "3 pages",
+        );
+        fails(
+            with_distribution(Distribution::Profile {
+                page_bytes: 4096,
+                weights: vec![1.0, -1.0, 1.0],
+            }),
+            "finite non-negative",
+        );
+        let mut p = good();
+        with_distribution(Distribution::Profile {
+            page_bytes: 4096,
+            weights: vec![1.0, 2.0, 0.5],
+        })(&mut p);
+        assert_eq!(p.validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_phase_is_marked_once_in_order_outside_repeated_loops() {
+        fails(|p| p.ops.insert(2, Op::PhaseStart), "a second PhaseStart");
+        fails(|p| p.ops.insert(5, Op::PhaseEnd), "a second PhaseEnd");
+        fails(|p| p.ops.swap(2, 4), "PhaseEnd before PhaseStart");
+        fails(|p| drop(p.ops.remove(4)), "never ends");
+        fails(
+            |p| {
+                let Op::Repeat { body, .. } = &mut p.ops[3] else {
+                    unreachable!()
+                };
+                body.push(Op::PhaseEnd);
+                p.ops.remove(4);
+            },
+            "PhaseEnd inside a repeated loop",
+        );
     }
 }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::engine::{InvariantError, Outcome, SimConfig, TenantOutcome, simulate};
-use gpuswap_core::Mode;
+use gpuswap_core::{ManagerConfig, Mode};
 
 /// Summary of a latency sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -64,8 +64,31 @@ pub struct TenantReport {
     pub bytes_returned: u64,
     /// Latency of allocation calls.
     pub alloc_latency_ns: LatencySummary,
+    /// Latency of the allocation calls that had to evict.
+    pub eviction_latency_ns: LatencySummary,
+    /// Where those evictions' time went, summed over them.
+    pub eviction_split_ns: EvictionSplit,
+    /// Suspensions as a victim: time to drain queued work.
+    pub victim_drain_ns: LatencySummary,
+    /// Suspensions as a victim: time paused while chunks were copied.
+    pub victim_pause_ns: LatencySummary,
+    /// VRAM accounted to the tenant over time: [time_ns, bytes] at every change.
+    pub vram_timeline: Vec<(u64, u64)>,
     /// Why the tenant stopped early; null when it ran to the end.
     pub error: Option<String>,
+}
+
+/// Where eviction latency went, summed over a tenant's evicting allocations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EvictionSplit {
+    /// Policy run time.
+    pub policy: u64,
+    /// DMA setup of the chunk copies.
+    pub dma_setup: u64,
+    /// DMA transfers.
+    pub dma: u64,
+    /// Waiting: victims draining, queueing behind other relocations and copies.
+    pub waiting: u64,
 }
 
 /// Figures of the whole system.
@@ -116,6 +139,9 @@ pub fn jain(xs: &[f64]) -> f64 {
 pub fn mode_name(mode: Mode) -> &'static str {
     match mode {
         Mode::Native => "native",
+        Mode::Gpuswap => "gpuswap",
+        Mode::Fcfs => "fcfs",
+        Mode::Static { .. } => "static",
     }
 }
 
@@ -147,8 +173,11 @@ pub fn run_and_report(
             Some(ns) => ns,
             None => {
                 let solo = SimConfig {
-                    tenant_vram_bytes: u64::MAX / 4,
-                    mode: Mode::Native,
+                    manager: ManagerConfig {
+                        vram_bytes: u64::MAX / 4,
+                        mode: Mode::Native,
+                        ..config.manager.clone()
+                    },
                     tenants: vec![crate::engine::TenantSpec {
                         start_ns: 0,
                         ..spec.clone()
@@ -188,9 +217,27 @@ fn build(
             vram_peak_bytes: t.vram_peak_bytes,
             local_bytes: t.local_bytes.round() as u64,
             remote_bytes: t.remote_bytes.round() as u64,
-            bytes_evicted: 0,
-            bytes_returned: 0,
+            bytes_evicted: t.bytes_evicted,
+            bytes_returned: t.bytes_returned,
             alloc_latency_ns: LatencySummary::of(&t.alloc_latencies_ns),
+            eviction_latency_ns: LatencySummary::of(
+                &t.evictions.iter().map(|e| e.total_ns).collect::<Vec<_>>(),
+            ),
+            eviction_split_ns: t.evictions.iter().fold(EvictionSplit::default(), |s, e| {
+                EvictionSplit {
+                    policy: s.policy + e.policy_ns,
+                    dma_setup: s.dma_setup + e.dma_setup_ns,
+                    dma: s.dma + e.dma_ns,
+                    waiting: s.waiting + e.waiting_ns,
+                }
+            }),
+            victim_drain_ns: LatencySummary::of(
+                &t.pauses.iter().map(|p| p.drain_ns).collect::<Vec<_>>(),
+            ),
+            victim_pause_ns: LatencySummary::of(
+                &t.pauses.iter().map(|p| p.pause_ns).collect::<Vec<_>>(),
+            ),
+            vram_timeline: t.vram_timeline.clone(),
             error: t.error.clone(),
         })
         .collect();
@@ -215,7 +262,7 @@ fn build(
         scenario: scenario.to_owned(),
         seed,
         device: config.preset.name.to_owned(),
-        manager: mode_name(config.mode).to_owned(),
+        manager: mode_name(config.manager.mode).to_owned(),
         tenants,
         system,
     }

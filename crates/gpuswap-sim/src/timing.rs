@@ -17,7 +17,7 @@
 //!
 //! Each term is a separate function, so a better model can replace one at a time.
 
-use gpuswap_core::{Buffer, Location};
+use gpuswap_core::{Buffer, ChunkRef, Location};
 
 use crate::preset::Preset;
 use crate::program::Distribution;
@@ -134,6 +134,39 @@ pub fn local_fraction(distribution: &Distribution, buffer: &Buffer) -> f64 {
     }
 }
 
+/// Chunks of `buffer` in host memory that accesses spread by `distribution` touch: the
+/// referenced bits a kernel would set on them.
+pub fn touched_host_chunks(distribution: &Distribution, buffer: &Buffer) -> Vec<ChunkRef> {
+    let touched = |start: u64, end: u64| match distribution {
+        Distribution::Uniform => true,
+        Distribution::Ranges(ranges) => ranges
+            .iter()
+            .any(|r| r.weight > 0.0 && r.offset_bytes < end && start < r.offset_bytes + r.bytes),
+        Distribution::Profile {
+            page_bytes,
+            weights,
+        } => {
+            let first = (start / page_bytes) as usize;
+            let last = end.div_ceil(*page_bytes) as usize;
+            weights
+                .get(first..last.min(weights.len()))
+                .is_some_and(|w| w.iter().any(|w| *w > 0.0))
+        }
+    };
+    buffer
+        .chunks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            c.location == Location::Host && touched(c.offset_bytes, c.offset_bytes + c.bytes)
+        })
+        .map(|(index, _)| ChunkRef {
+            buffer: buffer.id,
+            index: index as u32,
+        })
+        .collect()
+}
+
 /// Sum of weight x (VRAM bytes in range / range bytes) over sum of weights.
 fn weighted_fraction(buffer: &Buffer, ranges: impl Iterator<Item = (u64, u64, f64)>) -> f64 {
     let (mut local, mut total) = (0.0, 0.0);
@@ -185,6 +218,8 @@ mod tests {
                     offset_bytes: i as u64 * 100,
                     bytes: 100,
                     location: *l,
+                    moving_to: None,
+                    priority: 0,
                 })
                 .collect(),
         }

@@ -1,0 +1,425 @@
+use super::*;
+use crate::MIB;
+use proptest::prelude::*;
+
+fn config(mode: Mode, vram_mib: u64) -> ManagerConfig {
+    ManagerConfig {
+        vram_bytes: vram_mib * MIB,
+        host_bytes: 1 << 40,
+        chunk_bytes: 4 * MIB,
+        mode,
+        victim: VictimPolicy::LargestShare,
+        chunk_policy: ChunkPolicy::PriorityBuffer,
+        return_interval_ns: 1_000_000_000,
+        seed: 1,
+    }
+}
+
+fn request(request: u64, tenant: u32, bytes: u64) -> AllocRequest {
+    AllocRequest {
+        request: RequestId(request),
+        tenant: TenantId(tenant),
+        bytes,
+        kind: BufferKind::Device,
+        priority: None,
+        chunk_priorities: Vec::new(),
+    }
+}
+
+/// Plays the driver: answers suspends and copies at once, checks the invariants after
+/// every step, and returns every action in order.
+fn drive(m: &mut Manager) -> Vec<Action> {
+    let mut seen = Vec::new();
+    while let Some(action) = m.poll_action() {
+        match &action {
+            Action::Suspend { tenant, .. } => m.handle_suspended(*tenant),
+            Action::Copy { copy, .. } => m.handle_copy_done(*copy),
+            _ => {}
+        }
+        m.check_invariants().unwrap();
+        seen.push(action);
+    }
+    seen
+}
+
+fn alloc(m: &mut Manager, req: AllocRequest) -> Vec<Action> {
+    m.handle_alloc(req);
+    drive(m)
+}
+
+fn granted(actions: &[Action]) -> Option<BufferId> {
+    actions.iter().find_map(|a| match a {
+        Action::Grant { buffer, .. } => Some(*buffer),
+        _ => None,
+    })
+}
+
+#[test]
+fn native_serves_from_vram_then_fails() {
+    let mut m = Manager::new(config(Mode::Native, 10));
+    let buffer = granted(&alloc(&mut m, request(0, 0, 6 * MIB))).unwrap();
+    assert_eq!(m.buffer(buffer).unwrap().chunks.len(), 2);
+    assert_eq!(m.vram_free_bytes(), 4 * MIB);
+    assert_eq!(
+        alloc(&mut m, request(1, 1, 5 * MIB)),
+        vec![Action::Fail {
+            request: RequestId(1),
+            tenant: TenantId(1),
+            error: AllocError::OutOfMemory {
+                requested_bytes: 5 * MIB,
+                free_bytes: 4 * MIB
+            }
+        }]
+    );
+    assert!(granted(&alloc(&mut m, request(2, 1, 4 * MIB))).is_some());
+    assert_eq!(m.vram_free_bytes(), 0);
+    assert_eq!(m.usage(TenantId(1)).vram_peak_bytes, 4 * MIB);
+}
+
+#[test]
+fn free_checks_ownership_and_existence() {
+    let mut m = Manager::new(config(Mode::Native, 10));
+    let buffer = granted(&alloc(&mut m, request(0, 0, MIB))).unwrap();
+    assert_eq!(
+        m.handle_free(TenantId(1), buffer),
+        Err(FreeError::NotOwner {
+            buffer,
+            owner: TenantId(0),
+            caller: TenantId(1)
+        })
+    );
+    assert_eq!(m.handle_free(TenantId(0), buffer), Ok(()));
+    assert_eq!(
+        m.handle_free(TenantId(0), buffer),
+        Err(FreeError::Unknown(buffer))
+    );
+    assert_eq!(m.vram_used_bytes(), 0);
+}
+
+#[test]
+fn zero_byte_and_impossible_allocations_fail() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 10));
+    assert!(matches!(
+        alloc(&mut m, request(0, 0, 0))[..],
+        [Action::Fail {
+            error: AllocError::ZeroBytes,
+            ..
+        }]
+    ));
+    let mut small_host = config(Mode::Gpuswap, 10);
+    small_host.host_bytes = 8 * MIB;
+    let mut m = Manager::new(small_host);
+    assert!(matches!(
+        alloc(&mut m, request(0, 0, 30 * MIB))[..],
+        [Action::Fail {
+            error: AllocError::OutOfHostMemory { .. },
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn gpuswap_relocates_the_largest_tenant_before_granting() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    m.handle_alloc(request(1, 1, 8 * MIB));
+    let actions = drive(&mut m);
+    // Policy, then one suspension of the victim around its two chunk copies, then grant.
+    let kinds: Vec<&str> = actions
+        .iter()
+        .map(|a| match a {
+            Action::PolicyRan { .. } => "policy",
+            Action::Suspend {
+                tenant: TenantId(0),
+                purpose: Purpose::Evict,
+            } => "suspend0",
+            Action::Copy {
+                to: Location::Host,
+                bytes,
+                ..
+            } if *bytes == 4 * MIB => "copy",
+            Action::Remap {
+                to: Location::Host, ..
+            } => "remap",
+            Action::Resume {
+                tenant: TenantId(0),
+            } => "resume0",
+            Action::Grant {
+                tenant: TenantId(1),
+                ..
+            } => "grant1",
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "policy", "suspend0", "copy", "remap", "copy", "remap", "resume0", "grant1"
+        ]
+    );
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
+    assert_eq!(m.usage(TenantId(0)).bytes_evicted, 8 * MIB);
+    assert_eq!(m.usage(TenantId(1)).vram_bytes, 8 * MIB);
+}
+
+#[test]
+fn a_huge_buffer_cannot_grab_all_vram() {
+    // Tenant 1 asks for more than VRAM: its own new chunks are candidates, so it ends
+    // with an equal share and the rest of its buffer in host memory, with no copies of
+    // its own data.
+    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    granted(&alloc(&mut m, request(0, 0, 8 * MIB))).unwrap();
+    let buffer = granted(&alloc(&mut m, request(1, 1, 40 * MIB))).unwrap();
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
+    assert_eq!(m.usage(TenantId(1)).vram_bytes, 8 * MIB);
+    let b = m.buffer(buffer).unwrap();
+    assert_eq!(b.vram_bytes(), 8 * MIB);
+    assert!(b.chunks.iter().all(|c| c.moving_to.is_none()));
+}
+
+#[test]
+fn requests_during_a_relocation_wait_for_it() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    m.handle_alloc(request(1, 1, 4 * MIB));
+    assert!(matches!(m.poll_action(), Some(Action::PolicyRan { .. })));
+    assert!(matches!(m.poll_action(), Some(Action::Suspend { .. })));
+    assert!(m.relocating());
+    // Arrives mid-relocation: nothing is decided for it yet.
+    m.handle_alloc(request(2, 2, 4 * MIB));
+    assert_eq!(m.poll_action(), None);
+    m.handle_suspended(TenantId(0));
+    let rest = drive(&mut m);
+    let grants: Vec<RequestId> = rest
+        .iter()
+        .filter_map(|a| match a {
+            Action::Grant { request, .. } => Some(*request),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(grants, [RequestId(1), RequestId(2)]);
+}
+
+#[test]
+fn stack_goes_first_under_priority_buffer() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 24));
+    let mut stack = request(0, 0, 8 * MIB);
+    stack.kind = BufferKind::System(SystemBuffer::Stack);
+    let stack = granted(&alloc(&mut m, stack)).unwrap();
+    let data = granted(&alloc(&mut m, request(1, 0, 8 * MIB))).unwrap();
+    let mut code = request(2, 0, 4 * MIB);
+    code.kind = BufferKind::System(SystemBuffer::Code);
+    let code = granted(&alloc(&mut m, code)).unwrap();
+    granted(&alloc(&mut m, request(3, 1, 12 * MIB))).unwrap();
+    // 12 MiB had to go: the 8 MiB stack first, then one chunk of tenant 1's own new
+    // buffer (now the largest holder), never the code buffer.
+    assert_eq!(m.buffer(stack).unwrap().vram_bytes(), 0);
+    assert_eq!(m.buffer(data).unwrap().vram_bytes(), 8 * MIB);
+    assert_eq!(m.buffer(code).unwrap().vram_bytes(), 4 * MIB);
+}
+
+#[test]
+fn explicit_priorities_override_the_default_rule() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut hot = request(0, 0, 8 * MIB);
+    hot.priority = Some(90);
+    let hot = granted(&alloc(&mut m, hot)).unwrap();
+    let mut cold = request(1, 0, 8 * MIB);
+    cold.priority = Some(10);
+    let cold = granted(&alloc(&mut m, cold)).unwrap();
+    granted(&alloc(&mut m, request(2, 1, 8 * MIB))).unwrap();
+    assert_eq!(m.buffer(hot).unwrap().vram_bytes(), 8 * MIB);
+    assert_eq!(m.buffer(cold).unwrap().vram_bytes(), 0);
+}
+
+#[test]
+fn priority_chunk_uses_per_chunk_priorities() {
+    let mut cfg = config(Mode::Gpuswap, 16);
+    cfg.chunk_policy = ChunkPolicy::PriorityChunk;
+    let mut m = Manager::new(cfg);
+    let mut r = request(0, 0, 16 * MIB);
+    r.chunk_priorities = vec![40, 10, 30, 20];
+    let b = granted(&alloc(&mut m, r)).unwrap();
+    granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
+    let locations: Vec<Location> = m
+        .buffer(b)
+        .unwrap()
+        .chunks
+        .iter()
+        .map(|c| c.location)
+        .collect();
+    assert_eq!(
+        locations,
+        [
+            Location::Vram,
+            Location::Host,
+            Location::Vram,
+            Location::Host
+        ]
+    );
+}
+
+#[test]
+fn return_path_brings_data_back_to_the_poorest_after_a_free() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    let b1 = granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
+    assert_eq!(m.poll_timeout(), Some(1_000_000_000));
+    m.handle_free(TenantId(1), b1).unwrap();
+    // Deferred to the periodic check.
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
+    m.handle_timeout(1_000_000_000);
+    let actions = drive(&mut m);
+    assert!(matches!(
+        actions[0],
+        Action::Suspend {
+            tenant: TenantId(0),
+            purpose: Purpose::Return
+        }
+    ));
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 16 * MIB);
+    assert_eq!(m.usage(TenantId(0)).bytes_returned, 8 * MIB);
+    // Nothing evicted any more: no timer wanted.
+    assert_eq!(m.poll_timeout(), None);
+}
+
+#[test]
+fn free_during_relocation_skips_the_freed_chunks() {
+    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let b0 = granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    m.handle_alloc(request(1, 1, 8 * MIB));
+    assert!(matches!(m.poll_action(), Some(Action::PolicyRan { .. })));
+    assert!(matches!(m.poll_action(), Some(Action::Suspend { .. })));
+    m.handle_free(TenantId(0), b0).unwrap();
+    m.handle_suspended(TenantId(0));
+    let rest = drive(&mut m);
+    assert!(
+        !rest.iter().any(|a| matches!(a, Action::Copy { .. })),
+        "{rest:?}"
+    );
+    assert!(granted(&rest).is_some());
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn fcfs_and_static_place_overflow_in_host_memory() {
+    let mut m = Manager::new(config(Mode::Fcfs, 16));
+    granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
+    let b = granted(&alloc(&mut m, request(1, 1, 12 * MIB))).unwrap();
+    assert_eq!(m.buffer(b).unwrap().vram_bytes(), 4 * MIB);
+    assert_eq!(m.usage(TenantId(1)).host_bytes, 8 * MIB);
+
+    let mut m = Manager::new(config(Mode::Static { tenants: 2 }, 16));
+    let a = granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
+    assert_eq!(m.buffer(a).unwrap().vram_bytes(), 8 * MIB);
+    let b = granted(&alloc(&mut m, request(1, 1, 4 * MIB))).unwrap();
+    assert_eq!(m.buffer(b).unwrap().vram_bytes(), 4 * MIB);
+    assert_eq!(
+        m.vram_free_bytes(),
+        4 * MIB,
+        "static leaves unused share idle"
+    );
+}
+
+#[test]
+fn reverse_swap_brings_referenced_chunks_back() {
+    let mut cfg = config(Mode::Gpuswap, 16);
+    cfg.chunk_policy = ChunkPolicy::ReverseSwap;
+    let mut m = Manager::new(cfg);
+    let b = granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
+    let hot = (0..4u32)
+        .map(|index| ChunkRef { buffer: b, index })
+        .find(|r| m.buffer(b).unwrap().chunks[r.index as usize].location == Location::Host)
+        .unwrap();
+    let stats = KernelStats {
+        referenced: vec![hot],
+        ..KernelStats::default()
+    };
+    m.handle_kernel_finished(TenantId(0), &stats);
+    drive(&mut m);
+    assert_eq!(
+        m.buffer(b).unwrap().chunks[hot.index as usize].location,
+        Location::Vram
+    );
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
+}
+
+#[test]
+fn tenant_exit_releases_everything() {
+    let mut m = Manager::new(config(Mode::Native, 100));
+    for i in 0..5 {
+        alloc(&mut m, request(i, 0, 3 * MIB));
+    }
+    alloc(&mut m, request(9, 1, 7 * MIB));
+    m.handle_tenant_exit(TenantId(0));
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 0);
+    assert_eq!(m.usage(TenantId(0)).vram_peak_bytes, 15 * MIB);
+    assert_eq!(m.vram_used_bytes(), 7 * MIB);
+    m.check_invariants().unwrap();
+}
+
+proptest! {
+    /// Any sequence of allocations and frees in any mode keeps the accounting conserved.
+    #[test]
+    fn accounting_is_conserved(
+        mode in prop_oneof![Just(Mode::Native), Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 })],
+        policy in prop_oneof![Just(ChunkPolicy::Random), Just(ChunkPolicy::PriorityBuffer)],
+        ops in proptest::collection::vec((0u32..3, 1u64..20 * MIB, any::<bool>()), 1..60),
+    ) {
+        let mut cfg = config(mode, 64);
+        cfg.chunk_policy = policy;
+        let mut m = Manager::new(cfg);
+        let mut live: Vec<(TenantId, BufferId)> = Vec::new();
+        for (i, (tenant, bytes, free)) in ops.into_iter().enumerate() {
+            if free && !live.is_empty() {
+                let (t, b) = live.remove(i % live.len());
+                prop_assert_eq!(m.handle_free(t, b), Ok(()));
+                m.handle_timeout(i as u64 * 1_000_000_000);
+                drive(&mut m);
+            } else if let Some(b) = granted(&alloc(&mut m, request(i as u64, tenant, bytes))) {
+                live.push((TenantId(tenant), b));
+            }
+            prop_assert_eq!(m.check_invariants(), Ok(()));
+            let held: u64 = live.iter().map(|(_, b)| m.buffer(*b).unwrap().bytes).sum();
+            prop_assert_eq!(held, m.vram_used_bytes() + m.usage(TenantId(0)).host_bytes
+                + m.usage(TenantId(1)).host_bytes + m.usage(TenantId(2)).host_bytes);
+        }
+    }
+
+    /// Two tenants that each want more than half of VRAM end with shares that differ by
+    /// at most one chunk; a tenant below its fair share loses nothing.
+    #[test]
+    fn largest_share_converges_to_equal_shares(
+        want_a in 9u64..40, want_b in 9u64..40, small in 1u64..8, order in any::<bool>(),
+    ) {
+        let chunk = 4 * MIB;
+        let mut m = Manager::new(config(Mode::Gpuswap, 64));
+        // Tenants allocate chunk-sized buffers, interleaved, up to their wish (in chunks).
+        let (first, second) = if order { (0, 1) } else { (1, 0) };
+        let wants = [want_a, want_b];
+        let mut given = [0u64; 2];
+        let mut request_id = 0;
+        while given[0] < wants[0] || given[1] < wants[1] {
+            for t in [first, second] {
+                if given[t] < wants[t] {
+                    request_id += 1;
+                    prop_assert!(granted(&alloc(&mut m, request(request_id, t as u32, chunk))).is_some());
+                    given[t] += 1;
+                }
+            }
+        }
+        let (a, b) = (m.usage(TenantId(0)).vram_bytes, m.usage(TenantId(1)).vram_bytes);
+        prop_assert!(a.abs_diff(b) <= chunk, "{} vs {}", a / MIB, b / MIB);
+        prop_assert_eq!(a + b, 64 * MIB);
+
+        // A third tenant below its fair share is never a victim.
+        let mut m = Manager::new(config(Mode::Gpuswap, 64));
+        granted(&alloc(&mut m, request(0, 2, small * MIB))).unwrap();
+        for i in 0..40 {
+            granted(&alloc(&mut m, request(i + 1, (i % 2) as u32, chunk))).unwrap();
+        }
+        prop_assert_eq!(m.usage(TenantId(2)).vram_bytes, small * MIB);
+        prop_assert_eq!(m.usage(TenantId(2)).bytes_evicted, 0);
+    }
+}

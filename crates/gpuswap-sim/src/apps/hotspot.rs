@@ -1,0 +1,194 @@
+//! Rodinia `hotspot`: transient thermal simulation of a chip on an N x N grid.
+//!
+//! # The real program (Rodinia 3.1, `cuda/hotspot`)
+//! Buffers, float N^2 each, in allocation order: `temp_0`, `temp_1` (the temperature,
+//! ping-pong), `power`. Copies: H2D `temp_0` and `power` once, D2H the result once.
+//! `calculate_temp` runs ceil(iterations / pyramid) times on a grid of ceil(N / 12)^2
+//! blocks of 16 x 16 threads (pyramid height 2: each block loads a 16 x 16 tile of
+//! temperature and power, steps twice in shared memory, and writes the inner 12 x 12).
+//! Each launch reads the source temperature and the power and writes the other
+//! temperature buffer; the host swaps them between launches. The run script uses
+//! N = 512, pyramid 2 and 2 iterations: one launch, from `temp_0` into `temp_1`. The
+//! phase body is the launch loop (`compute_tran_temp`); it starts from `temp_0` every
+//! time, as the real function does.
+//!
+//! # Traffic per launch (derived, see the conventions in [`super`])
+//! Tiles overlap by the 2-element halo on each side, so a block reads 16 x 16 elements
+//! of each input for 12 x 12 it writes: (16/12)^2 = 1.78 times the grid, less the
+//! halo that falls outside the grid at the borders. Exactly: block row b loads rows
+//! 12b - 2 ..= 12b + 13 clipped to the grid, so each input is read
+//! (sum over b of the clipped rows)^2 elements; the output is written once, N^2. The
+//! halo rows and columns (4 of every 12) are read twice; that period (192 KiB of a
+//! 4096-wide grid) is far below a chunk, so the model spreads the reads uniformly.
+//!
+//! # Compute
+//! About 40 instructions of setup per thread (block geometry, clamps, three reciprocals
+//! of the thermal resistances, two loads) and 35 per pyramid step (range tests, the
+//! five-point update, two barriers): 110 per thread at pyramid 2, for (16/12)^2 threads
+//! per cell, against 18 bytes moved per cell: about 11 instructions per byte where the
+//! GTX 480 model balances at 3.8, so the model makes `calculate_temp` compute bound by
+//! about 2.8x (the pyramid trades redundant halo computation for memory traffic).
+
+use super::{AppModel, SizeError, d2h, h2d, parse_size, phased, uniform};
+use crate::program::{AccessOrder, Kernel, Op, Program};
+
+/// The hotspot app.
+pub struct Hotspot;
+
+const HELP: &str = "default (4096 x 4096 grid, 192 MiB), rodinia (512 x 512, 3 MiB), \
+                    uvmsmart (1024 x 1024, 12 MiB), or a grid side (16 to 16384); \
+                    always pyramid height 2 and 2 iterations as in the run script";
+/// Float size.
+const FLOAT_BYTES: u64 = 4;
+/// Threads per block side.
+const BLOCK_SIDE: u64 = 16;
+/// Pyramid height and simulated iterations of the run script.
+const PYRAMID: u64 = 2;
+const ITERATIONS: u64 = 2;
+/// Output cells per block side: the tile less the halo each step consumes.
+const SMALL_SIDE: u64 = BLOCK_SIDE - 2 * PYRAMID;
+/// Instructions per thread: setup, and per pyramid step (module doc).
+const SETUP_OPS: u64 = 40;
+const STEP_OPS: u64 = 35;
+/// Largest grid side accepted: 3 GiB of buffers.
+const MAX_SIDE: u64 = 16_384;
+
+impl AppModel for Hotspot {
+    fn name(&self) -> &'static str {
+        "hotspot"
+    }
+
+    fn description(&self) -> &'static str {
+        "Rodinia hotspot: thermal stencil on a square grid with overlapping 16 x 16 tiles"
+    }
+
+    fn sizes_help(&self) -> &'static str {
+        HELP
+    }
+
+    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+        let named = [("default", 4096), ("rodinia", 512), ("uvmsmart", 1024)];
+        let side = parse_size(self.name(), HELP, size, &named, |n| {
+            if (BLOCK_SIDE..=MAX_SIDE).contains(&n) {
+                Ok(n)
+            } else {
+                Err(format!("a {n} x {n} grid is outside 16 to {MAX_SIDE}"))
+            }
+        })?;
+        Ok(program(side, repeat))
+    }
+}
+
+/// Grid rows (or columns) loaded by all blocks along one dimension, halos included.
+fn loaded_lines(side: u64) -> u64 {
+    let blocks = side.div_ceil(SMALL_SIDE);
+    (0..blocks)
+        .map(|b| {
+            let first = (b * SMALL_SIDE).saturating_sub(PYRAMID);
+            let last = (b * SMALL_SIDE + SMALL_SIDE + PYRAMID - 1).min(side - 1);
+            last - first + 1
+        })
+        .sum()
+}
+
+fn program(side: u64, repeat: u32) -> Program {
+    let mut p = Program::default();
+    let bytes = side * side * FLOAT_BYTES;
+    let temp = [p.buffer("temp_0", bytes), p.buffer("temp_1", bytes)];
+    let power = p.buffer("power", bytes);
+
+    let loaded = loaded_lines(side);
+    let read = loaded * loaded * FLOAT_BYTES;
+    let blocks = side.div_ceil(SMALL_SIDE).pow(2);
+    let ops = blocks * BLOCK_SIDE * BLOCK_SIDE * (SETUP_OPS + STEP_OPS * PYRAMID);
+    let launches = ITERATIONS.div_ceil(PYRAMID);
+    let body: Vec<Op> = (0..launches)
+        .map(|i| {
+            let (src, dst) = if i.is_multiple_of(2) {
+                (temp[0], temp[1])
+            } else {
+                (temp[1], temp[0])
+            };
+            Op::Launch(Kernel {
+                name: "calculate_temp".into(),
+                ops,
+                accesses: vec![
+                    uniform(power, read, 0, AccessOrder::Linear),
+                    uniform(src, read, 0, AccessOrder::Linear),
+                    uniform(dst, 0, bytes, AccessOrder::Linear),
+                ],
+            })
+        })
+        .collect();
+    let result = if !launches.is_multiple_of(2) {
+        temp[1]
+    } else {
+        temp[0]
+    };
+
+    let setup = vec![
+        Op::Alloc(temp[0]),
+        Op::Alloc(temp[1]),
+        h2d(temp[0], bytes),
+        Op::Alloc(power),
+        h2d(power, bytes),
+    ];
+    let teardown = vec![
+        d2h(result, bytes),
+        Op::Free(power),
+        Op::Free(temp[0]),
+        Op::Free(temp[1]),
+    ];
+    p.ops = phased(setup, repeat, body, teardown);
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::testing::{check_app, launches, mib, per_byte, phase_body, rejects};
+
+    #[test]
+    fn footprint_is_three_grids() {
+        let p = check_app(&Hotspot, "rodinia");
+        assert_eq!(p.peak_allocated_bytes(), 3 << 20, "3 MiB at 512");
+        let p = check_app(&Hotspot, "default");
+        assert_eq!(mib(&p), 192.0);
+        assert_eq!(launches(phase_body(&p, 1)), 1);
+    }
+
+    #[test]
+    fn overlapping_tiles_read_the_inputs_about_1_8_times() {
+        let p = Hotspot.program("default", 1).unwrap();
+        let d = per_byte(&p, 1);
+        let (temp_0, temp_1, power) = (d[0], d[1], d[2]);
+        // (16/12)^2 = 1.78, slightly less for the halo clipped at the borders.
+        assert!((1.76..1.78).contains(&power), "{power}");
+        assert_eq!(temp_0, power, "the source is read like the power");
+        assert_eq!(temp_1, 1.0, "the destination is written once");
+        // Exact clipping at a small grid: block 0 loads rows 0..=13, block 1 rows 10..=15.
+        assert_eq!(loaded_lines(16), 14 + 6);
+    }
+
+    #[test]
+    fn compute_bound_by_the_per_thread_estimate() {
+        let p = Hotspot.program("default", 1).unwrap();
+        let Op::Launch(k) = &phase_body(&p, 1)[0] else {
+            panic!("a launch")
+        };
+        let bytes: u64 = k
+            .accesses
+            .iter()
+            .map(|a| a.read_bytes + a.write_bytes)
+            .sum();
+        let ratio = (k.ops as f64 / 672e9) / (bytes as f64 / 177.4e9);
+        assert!((2.0..3.0).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn bad_sizes_are_rejected() {
+        rejects(&Hotspot, "8", "16 to 16384");
+        rejects(&Hotspot, "20000", "16 to 16384");
+        rejects(&Hotspot, "512x512", "not a size");
+    }
+}

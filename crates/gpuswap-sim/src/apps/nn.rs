@@ -1,0 +1,137 @@
+//! Rodinia `nn`: distance of every hurricane record to a query point, for a k-nearest
+//! neighbour search finished on the host.
+//!
+//! # The real program (Rodinia 3.1, `cuda/nn`)
+//! Buffers, in allocation order: `locations` ({lat, lng} floats, 8 B per record) and
+//! `distances` (one float per record): 12 B per record, 0.51 MB for the script's 42,764
+//! records (`spec/apps.md`). Copies: H2D locations, then one launch of `euclid` (one
+//! thread per record, 256 per block), a synchronization, D2H distances; the host then
+//! selects the nearest records. The phase body is the launch and its synchronization.
+//!
+//! # Traffic (derived, see the conventions in [`super`])
+//! Each thread reads its 8-byte record and writes its 4-byte distance, consecutive
+//! threads on consecutive records: the input (2/3 of the footprint) is read once and
+//! only read, the output (1/3) written once and only written, so both get one access per
+//! byte, the equal accesses per page of the GPUswap profiles.
+//!
+//! # Compute
+//! About 25 instructions per thread (index arithmetic 6, bound test, two loads, two
+//! differences, two multiply-adds, a square root ~8, the store): about 2 instructions
+//! per byte where the GTX 480 model balances at 3.8, so memory bound.
+
+use super::{AppModel, SizeError, d2h, h2d, parse_size, phased, uniform};
+use crate::program::{AccessOrder, Kernel, Op, Program};
+
+/// The nn app.
+pub struct Nn;
+
+const HELP: &str = "default (16777216 records, 192 MiB), rodinia (42764 records, 0.51 MB), \
+                    or a number of records (1 to 268435456)";
+/// Bytes per record of input ({lat, lng}) and of output (the distance).
+const RECORD_BYTES: u64 = 8;
+const DISTANCE_BYTES: u64 = 4;
+/// Threads per block.
+const BLOCK: u64 = 256;
+/// Instructions per thread of `euclid`, and of a thread past the last record.
+const OPS_PER_THREAD: u64 = 25;
+const IDLE_OPS_PER_THREAD: u64 = 8;
+/// Largest input accepted: 3 GiB of buffers.
+const MAX_RECORDS: u64 = 1 << 28;
+
+impl AppModel for Nn {
+    fn name(&self) -> &'static str {
+        "nn"
+    }
+
+    fn description(&self) -> &'static str {
+        "Rodinia nn: Euclidean distance of every record to a point (read-only input, write-only output)"
+    }
+
+    fn sizes_help(&self) -> &'static str {
+        HELP
+    }
+
+    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+        let named = [("default", 1 << 24), ("rodinia", 42_764)];
+        let records = parse_size(self.name(), HELP, size, &named, |n| {
+            if (1..=MAX_RECORDS).contains(&n) {
+                Ok(n)
+            } else {
+                Err(format!("{n} records is outside 1 to {MAX_RECORDS}"))
+            }
+        })?;
+        Ok(program(records, repeat))
+    }
+}
+
+fn program(records: u64, repeat: u32) -> Program {
+    let mut p = Program::default();
+    let input_bytes = records * RECORD_BYTES;
+    let output_bytes = records * DISTANCE_BYTES;
+    let locations = p.buffer("locations", input_bytes);
+    let distances = p.buffer("distances", output_bytes);
+    let idle_threads = records.div_ceil(BLOCK) * BLOCK - records;
+    let euclid = Kernel {
+        name: "euclid".into(),
+        ops: records * OPS_PER_THREAD + idle_threads * IDLE_OPS_PER_THREAD,
+        accesses: vec![
+            uniform(locations, input_bytes, 0, AccessOrder::Linear),
+            uniform(distances, 0, output_bytes, AccessOrder::Linear),
+        ],
+    };
+    let setup = vec![
+        Op::Alloc(locations),
+        Op::Alloc(distances),
+        h2d(locations, input_bytes),
+    ];
+    let body = vec![Op::Launch(euclid), Op::Sync];
+    let teardown = vec![
+        d2h(distances, output_bytes),
+        Op::Free(locations),
+        Op::Free(distances),
+    ];
+    p.ops = phased(setup, repeat, body, teardown);
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::testing::{check_app, mib, per_byte, phase_body, rejects, traffic};
+
+    #[test]
+    fn footprint_is_twelve_bytes_per_record() {
+        let p = check_app(&Nn, "rodinia");
+        assert_eq!(p.peak_allocated_bytes(), 12 * 42_764);
+        assert!((p.peak_allocated_bytes() as f64 / 1e6 - 0.51).abs() < 0.01);
+        assert_eq!(mib(&check_app(&Nn, "default")), 192.0);
+    }
+
+    #[test]
+    fn input_is_two_thirds_read_only_output_one_third_write_only() {
+        let p = Nn.program("default", 1).unwrap();
+        let (input, output) = (p.buffers[0].bytes, p.buffers[1].bytes);
+        assert_eq!(input, 2 * output);
+        let t = traffic(phase_body(&p, 1), 2);
+        assert_eq!(t[0], (input, 0), "input read only");
+        assert_eq!(t[1], (0, output), "output written only");
+        let d = per_byte(&p, 1);
+        assert_eq!(d[0], d[1], "equal accesses per byte");
+    }
+
+    #[test]
+    fn memory_bound() {
+        let p = Nn.program("default", 1).unwrap();
+        let Op::Launch(k) = &phase_body(&p, 1)[0] else {
+            panic!("a launch")
+        };
+        assert!(k.ops as f64 / 672e9 < 0.7 * (12u64 << 24) as f64 / 177.4e9);
+    }
+
+    #[test]
+    fn bad_sizes_are_rejected() {
+        rejects(&Nn, "0", "1 to");
+        rejects(&Nn, "300000000", "1 to");
+        rejects(&Nn, "filelist_4", "not a size");
+    }
+}
