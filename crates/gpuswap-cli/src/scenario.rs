@@ -192,6 +192,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             ("native", Mode::Native),
             ("gpuswap", Mode::Gpuswap),
             ("fcfs", Mode::Fcfs),
+            ("gdev", Mode::Gdev),
             (
                 "static",
                 Mode::Static {

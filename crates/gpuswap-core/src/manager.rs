@@ -38,6 +38,11 @@ pub enum Mode {
         /// The n of 1/n, known in advance.
         tenants: u32,
     },
+    /// Gdev-style software scheduling: allocations take whole buffers from VRAM while it
+    /// lasts, then from host memory; before each launch the launching tenant's buffers
+    /// are copied into VRAM whole, evicting other tenants' buffers whole (least recently
+    /// launched first). A tenant whose buffers do not fit in VRAM cannot launch.
+    Gdev,
 }
 
 /// Fixed settings of a manager.
@@ -137,6 +142,8 @@ pub enum Purpose {
     Return,
     /// Reverse swapping: hot evicted chunks in, random resident ones out.
     Swap,
+    /// Gdev: the launching tenant's buffers in, other tenants' buffers out.
+    Launch,
 }
 
 /// What the driver must carry out.
@@ -203,6 +210,18 @@ pub enum Action {
         /// The tenant.
         tenant: TenantId,
     },
+    /// Gdev: `tenant`'s buffers are in VRAM; its kernel may start.
+    LaunchReady {
+        /// The tenant.
+        tenant: TenantId,
+    },
+    /// Gdev: `tenant`'s buffers cannot all fit in VRAM; its kernel cannot run.
+    LaunchFail {
+        /// The tenant.
+        tenant: TenantId,
+        /// Why.
+        error: AllocError,
+    },
 }
 
 /// What the driver observed about one finished kernel of a tenant.
@@ -264,11 +283,18 @@ enum Step {
     Copying { copy: CopyId, mv: Move },
 }
 
+/// What a relocation job answers when it ends.
+#[derive(Clone, Copy, Debug)]
+enum Then {
+    Nothing,
+    Grant(RequestId, TenantId, BufferId),
+    LaunchReady(TenantId),
+}
+
 #[derive(Debug)]
 struct Job {
     purpose: Purpose,
-    /// The request served when the job ends (evictions).
-    grant: Option<(RequestId, TenantId, BufferId)>,
+    then: Then,
     batches: VecDeque<Batch>,
     current: Option<(Batch, Step)>,
 }
@@ -286,8 +312,12 @@ pub struct Manager {
     actions: VecDeque<Action>,
     job: Option<Job>,
     waiting: VecDeque<AllocRequest>,
+    waiting_launches: VecDeque<TenantId>,
     rng: ChaCha8Rng,
     last_check_ns: u64,
+    /// Gdev: when each tenant last launched (a launch counter), for LRU eviction.
+    last_launch: BTreeMap<TenantId, u64>,
+    launches: u64,
 }
 
 impl Manager {
@@ -314,7 +344,10 @@ impl Manager {
             actions: VecDeque::new(),
             job: None,
             waiting: VecDeque::new(),
+            waiting_launches: VecDeque::new(),
             last_check_ns: 0,
+            last_launch: BTreeMap::new(),
+            launches: 0,
         }
     }
 
@@ -478,6 +511,17 @@ impl Manager {
                 .expect("the tenant owns every buffer listed");
         }
         self.waiting.retain(|r| r.tenant != tenant);
+        self.waiting_launches.retain(|t| *t != tenant);
+    }
+
+    /// Gdev mode: `tenant` wants to launch a kernel. Answered with `LaunchReady` once its
+    /// buffers are in VRAM, or `LaunchFail`.
+    pub fn handle_launch(&mut self, tenant: TenantId) {
+        if self.job.is_some() {
+            self.waiting_launches.push_back(tenant);
+        } else {
+            self.make_resident(tenant);
+        }
     }
 
     /// The tenant asked to suspend has drained its queued work.
@@ -597,6 +641,9 @@ impl Manager {
             }
             Mode::Native | Mode::Gpuswap => req.bytes,
             Mode::Fcfs => free,
+            // Whole buffers: all in VRAM or all in host memory.
+            Mode::Gdev if req.bytes <= free => req.bytes,
+            Mode::Gdev => 0,
             Mode::Static { tenants } => {
                 let share = self.config.vram_bytes / u64::from(tenants.max(1));
                 share
@@ -661,11 +708,13 @@ impl Manager {
             self.add_chunk(id, index as u32, chunk);
         }
         if self.vram_used_bytes <= self.config.vram_bytes {
+            self.note_peak(req.tenant);
             return Ok(Some(id));
         }
         // The grant comes from the relocation job when it ends (at once if only chunks of
         // the new buffer were chosen).
         self.evict_for(req, id);
+        self.note_peak(req.tenant);
         Ok(None)
     }
 
@@ -677,8 +726,6 @@ impl Manager {
             Location::Vram => {
                 state.resident.insert(chunk.priority, r);
                 state.usage.vram_bytes += chunk.bytes;
-                state.usage.vram_peak_bytes =
-                    state.usage.vram_peak_bytes.max(state.usage.vram_bytes);
                 self.vram_used_bytes += chunk.bytes;
             }
             Location::Host => {
@@ -736,7 +783,7 @@ impl Manager {
         });
         self.start_job(
             Purpose::Evict,
-            Some((req.request, req.tenant, new_buffer)),
+            Then::Grant(req.request, req.tenant, new_buffer),
             moves,
         );
     }
@@ -758,6 +805,7 @@ impl Manager {
                 break;
             }
             self.plan_move(chunk, Location::Vram);
+            self.note_peak(winner);
             moves.push((
                 winner,
                 Move {
@@ -766,7 +814,7 @@ impl Manager {
                 },
             ));
         }
-        self.start_job(Purpose::Return, None, moves);
+        self.start_job(Purpose::Return, Then::Nothing, moves);
     }
 
     /// Reverse swapping: each referenced evicted chunk comes back in exchange for a
@@ -793,6 +841,7 @@ impl Manager {
             }
             self.plan_move(cold, Location::Host);
             self.plan_move(hot, Location::Vram);
+            self.note_peak(tenant);
             moves.push((
                 tenant,
                 Move {
@@ -808,7 +857,7 @@ impl Manager {
                 },
             ));
         }
-        self.start_job(Purpose::Swap, None, moves);
+        self.start_job(Purpose::Swap, Then::Nothing, moves);
     }
 
     /// Accounts a chunk at `to` at once and moves it between its tenant's lists.
@@ -834,11 +883,17 @@ impl Manager {
                 state.resident.insert(priority, r);
                 state.usage.host_bytes -= bytes;
                 state.usage.vram_bytes += bytes;
-                state.usage.vram_peak_bytes =
-                    state.usage.vram_peak_bytes.max(state.usage.vram_bytes);
                 self.host_used_bytes -= bytes;
                 self.vram_used_bytes += bytes;
             }
+        }
+    }
+
+    /// Raises the tenant's peak to its VRAM figure; called once a decision is complete,
+    /// so the transient over-commitment inside the policy loop never counts.
+    fn note_peak(&mut self, tenant: TenantId) {
+        if let Some(state) = self.tenants.get_mut(&tenant) {
+            state.usage.vram_peak_bytes = state.usage.vram_peak_bytes.max(state.usage.vram_bytes);
         }
     }
 
@@ -874,12 +929,7 @@ impl Manager {
 
     /// Starts a relocation of `moves`, one tenant at a time in order of first appearance;
     /// with nothing to move, finishes at once.
-    fn start_job(
-        &mut self,
-        purpose: Purpose,
-        grant: Option<(RequestId, TenantId, BufferId)>,
-        moves: Vec<(TenantId, Move)>,
-    ) {
+    fn start_job(&mut self, purpose: Purpose, then: Then, moves: Vec<(TenantId, Move)>) {
         let mut batches: Vec<Batch> = Vec::new();
         for (tenant, mv) in moves {
             match batches.iter_mut().find(|b| b.tenant == tenant) {
@@ -892,7 +942,7 @@ impl Manager {
         }
         self.job = Some(Job {
             purpose,
-            grant,
+            then,
             batches: batches.into(),
             current: None,
         });
@@ -902,6 +952,12 @@ impl Manager {
     fn next_batch(&mut self) {
         let job = self.job.as_mut().expect("job running");
         match job.batches.pop_front() {
+            // Gdev's scheduler runs one kernel at a time and is holding the launch:
+            // nobody runs, nobody needs suspending.
+            Some(batch) if job.purpose == Purpose::Launch => {
+                job.current = Some((batch, Step::Suspending));
+                self.next_copy();
+            }
             Some(batch) => {
                 self.actions.push_back(Action::Suspend {
                     tenant: batch.tenant,
@@ -922,7 +978,9 @@ impl Manager {
             let Some(mv) = batch.moves.pop_front() else {
                 let tenant = batch.tenant;
                 job.current = None;
-                self.actions.push_back(Action::Resume { tenant });
+                if job.purpose != Purpose::Launch {
+                    self.actions.push_back(Action::Resume { tenant });
+                }
                 return self.next_batch();
             };
             let tenant = batch.tenant;
@@ -949,22 +1007,87 @@ impl Manager {
 
     fn finish_job(&mut self) {
         let job = self.job.take().expect("job running");
-        if let Some((request, tenant, buffer)) = job.grant {
+        match job.then {
+            Then::Nothing => {}
             // The requester may have been killed while it waited.
-            if self.buffers.contains_key(&buffer) {
+            Then::Grant(request, tenant, buffer) if self.buffers.contains_key(&buffer) => {
                 self.actions.push_back(Action::Grant {
                     request,
                     tenant,
                     buffer,
                 });
             }
+            Then::Grant(..) => {}
+            Then::LaunchReady(tenant) => self.actions.push_back(Action::LaunchReady { tenant }),
         }
         while self.job.is_none() {
-            let Some(req) = self.waiting.pop_front() else {
+            if let Some(tenant) = self.waiting_launches.pop_front() {
+                self.make_resident(tenant);
+            } else if let Some(req) = self.waiting.pop_front() {
+                self.serve(req);
+            } else {
                 break;
-            };
-            self.serve(req);
+            }
         }
+    }
+
+    /// Gdev: brings all of `tenant`'s buffers into VRAM, evicting other tenants' buffers
+    /// whole, least recently launched tenant first.
+    fn make_resident(&mut self, tenant: TenantId) {
+        self.launches += 1;
+        self.last_launch.insert(tenant, self.launches);
+        let total: u64 = self.buffers_of(tenant).map(|b| b.bytes).sum();
+        if total > self.config.vram_bytes {
+            self.actions.push_back(Action::LaunchFail {
+                tenant,
+                error: AllocError::OutOfMemory {
+                    requested_bytes: total,
+                    free_bytes: self.config.vram_bytes,
+                },
+            });
+            return;
+        }
+        let needed = self.usage(tenant).host_bytes;
+        let mut victims: Vec<(u64, BufferId)> = self
+            .buffers
+            .values()
+            .filter(|b| b.tenant != tenant && b.planned_bytes_at(Location::Vram) > 0)
+            .map(|b| (self.last_launch.get(&b.tenant).copied().unwrap_or(0), b.id))
+            .collect();
+        victims.sort_unstable();
+        let mut moves = Vec::new();
+        let mut victims = victims.into_iter();
+        while self.vram_free_bytes() < needed {
+            let (_, id) = victims.next().expect("others hold what this tenant lacks");
+            let owner = self.buffers[&id].tenant;
+            for chunk in self.chunk_refs(id, Location::Vram) {
+                self.plan_move(chunk, Location::Host);
+                moves.push((owner, Move { chunk, to: Location::Host }));
+            }
+        }
+        let own: Vec<BufferId> = self.buffers_of(tenant).map(|b| b.id).collect();
+        for id in own {
+            for chunk in self.chunk_refs(id, Location::Host) {
+                self.plan_move(chunk, Location::Vram);
+                moves.push((tenant, Move { chunk, to: Location::Vram }));
+            }
+        }
+        self.note_peak(tenant);
+        self.start_job(Purpose::Launch, Then::LaunchReady(tenant), moves);
+    }
+
+    /// The chunks of a buffer accounted at `location`.
+    fn chunk_refs(&self, buffer: BufferId, location: Location) -> Vec<ChunkRef> {
+        self.buffers[&buffer]
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.planned_location() == location)
+            .map(|(index, _)| ChunkRef {
+                buffer,
+                index: index as u32,
+            })
+            .collect()
     }
 }
 

@@ -346,6 +346,29 @@ fn reverse_swap_brings_referenced_chunks_back() {
 }
 
 #[test]
+fn gdev_swaps_whole_buffers_before_a_launch() {
+    let mut m = Manager::new(config(Mode::Gdev, 16));
+    let a = granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
+    // Does not fit whole: goes to host memory whole.
+    let b = granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
+    assert_eq!(m.buffer(b).unwrap().vram_bytes(), 0);
+    m.handle_launch(TenantId(0));
+    assert_eq!(drive(&mut m), vec![Action::LaunchReady { tenant: TenantId(0) }]);
+    m.handle_launch(TenantId(1));
+    let actions = drive(&mut m);
+    // No suspension (the scheduler holds everybody), a's whole buffer out, b's in.
+    assert!(!actions.iter().any(|a| matches!(a, Action::Suspend { .. })));
+    assert_eq!(actions.iter().filter(|a| matches!(a, Action::Copy { .. })).count(), 5);
+    assert_eq!(actions.last(), Some(&Action::LaunchReady { tenant: TenantId(1) }));
+    assert_eq!(m.buffer(a).unwrap().vram_bytes(), 0);
+    assert_eq!(m.buffer(b).unwrap().vram_bytes(), 8 * MIB);
+    // A tenant whose buffers exceed VRAM cannot launch at all.
+    granted(&alloc(&mut m, request(2, 1, 12 * MIB))).unwrap();
+    m.handle_launch(TenantId(1));
+    assert!(matches!(drive(&mut m)[..], [Action::LaunchFail { tenant: TenantId(1), .. }]));
+}
+
+#[test]
 fn tenant_exit_releases_everything() {
     let mut m = Manager::new(config(Mode::Native, 100));
     for i in 0..5 {
@@ -363,7 +386,7 @@ proptest! {
     /// Any sequence of allocations and frees in any mode keeps the accounting conserved.
     #[test]
     fn accounting_is_conserved(
-        mode in prop_oneof![Just(Mode::Native), Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 })],
+        mode in prop_oneof![Just(Mode::Native), Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 }), Just(Mode::Gdev)],
         policy in prop_oneof![Just(ChunkPolicy::Random), Just(ChunkPolicy::PriorityBuffer)],
         ops in proptest::collection::vec((0u32..3, 1u64..20 * MIB, any::<bool>()), 1..60),
     ) {
@@ -381,6 +404,9 @@ proptest! {
                 live.push((TenantId(tenant), b));
             }
             prop_assert_eq!(m.check_invariants(), Ok(()));
+            for t in 0..3 {
+                prop_assert!(m.usage(TenantId(t)).vram_peak_bytes <= 64 * MIB);
+            }
             let held: u64 = live.iter().map(|(_, b)| m.buffer(*b).unwrap().bytes).sum();
             prop_assert_eq!(held, m.vram_used_bytes() + m.usage(TenantId(0)).host_bytes
                 + m.usage(TenantId(1)).host_bytes + m.usage(TenantId(2)).host_bytes);

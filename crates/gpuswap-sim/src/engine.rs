@@ -208,6 +208,8 @@ enum Event {
     PolicyDone,
     /// The manager's timer (return check).
     ManagerTimer,
+    /// Gdev's scheduler lets the held kernel start.
+    GdevLaunch,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,6 +344,8 @@ pub struct Engine {
     writers: HashMap<BufferId, u32>,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
+    /// Gdev: the kernel the scheduler holds until its tenant's buffers are resident.
+    gdev_launch: Option<(usize, Rc<Kernel>)>,
 }
 
 impl Engine {
@@ -415,6 +419,7 @@ impl Engine {
             write_epochs: HashMap::new(),
             writers: HashMap::new(),
             failure: None,
+            gdev_launch: None,
         }
     }
 
@@ -452,6 +457,10 @@ impl Engine {
                     self.apply_actions();
                 }
                 Event::ManagerTimer => {}
+                Event::GdevLaunch => {
+                    let (t, kernel) = self.gdev_launch.take().expect("a launch is held");
+                    self.run_kernel(t, kernel);
+                }
             }
             if let Some(failure) = self.failure.take() {
                 return Err(failure);
@@ -792,6 +801,17 @@ impl Engine {
                 }
                 Action::Remap { .. } => self.record_vram_all(),
                 Action::Resume { tenant } => self.resume(tenant.0 as usize),
+                Action::LaunchReady { .. } => {
+                    self.schedule(self.now_ns + self.preset.gdev_launch_ns, Event::GdevLaunch);
+                }
+                Action::LaunchFail { tenant, error } => {
+                    let t = tenant.0 as usize;
+                    self.gdev_launch = None;
+                    self.tenants[t].in_flight -= 1;
+                    let message = format!("gdev cannot launch: the tenant's buffers do not fit in VRAM ({error})");
+                    self.finish_tenant(t, Some(message));
+                    self.start_kernel();
+                }
             }
         }
     }
@@ -870,7 +890,7 @@ impl Engine {
     /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
     /// channels at kernel granularity.
     fn start_kernel(&mut self) {
-        if self.running.is_some() {
+        if self.running.is_some() || self.gdev_launch.is_some() {
             return;
         }
         let n = self.tenants.len();
@@ -882,6 +902,16 @@ impl Engine {
         };
         self.round_robin_next = (t + 1) % n;
         let kernel = self.tenants[t].channel.pop_front().expect("non-empty");
+        if self.manager.config().mode == Mode::Gdev {
+            self.gdev_launch = Some((t, kernel));
+            self.manager.handle_launch(self.tenants[t].id);
+            return self.apply_actions();
+        }
+        self.run_kernel(t, kernel);
+    }
+
+    /// Runs a kernel on the compute engine with its data where it is now.
+    fn run_kernel(&mut self, t: usize, kernel: Rc<Kernel>) {
         let want_references = self.preset.features.reference_bits
             && self.manager.config().chunk_policy == ChunkPolicy::ReverseSwap;
         let mut traffic = Traffic::default();

@@ -360,6 +360,44 @@ fn evicted_data_returns_after_the_other_tenant_leaves() {
     assert_eq!(early.pauses.len(), 2, "one eviction, one return");
 }
 
+#[test]
+fn gdev_costs_time_even_with_ample_memory() {
+    let program = writer_program(16 * MIB, 50, 1);
+    let tenants = vec![tenant("a", program.clone()), tenant("b", program)];
+    let native = simulate(config(tenants.clone(), 1 << 30)).unwrap();
+    let mut cfg = config(tenants, 1 << 30);
+    cfg.manager.mode = Mode::Gdev;
+    let gdev = simulate(cfg).unwrap();
+    for (n, g) in native.tenants.iter().zip(&gdev.tenants) {
+        assert_eq!(g.error, None);
+        // 50 launches, each with the scheduler's cost (a little may overlap the other
+        // tenant's kernels).
+        assert!(g.total_ns() >= n.total_ns() + 40 * gtx480().gdev_launch_ns, "{} vs {}", g.total_ns(), n.total_ns());
+        assert_eq!(g.bytes_evicted, 0);
+    }
+}
+
+#[test]
+fn gdev_swaps_whole_buffers_and_rejects_tenants_that_cannot_fit() {
+    let mut late = tenant("late", writer_program(32 * MIB, 5, 1));
+    late.start_ns = 5_000_000;
+    let vram = 2 * runtime_bytes() + 48 * MIB;
+    let mut cfg = config(vec![tenant("early", writer_program(48 * MIB, 40, 1)), late.clone()], vram);
+    cfg.manager.mode = Mode::Gdev;
+    let out = simulate(cfg).unwrap();
+    for t in &out.tenants {
+        assert_eq!(t.error, None, "{}", t.name);
+        assert!(t.bytes_evicted > 0 && t.bytes_returned > 0, "{} swapped", t.name);
+        assert_eq!(t.remote_bytes, 0.0, "gdev never accesses host memory remotely");
+    }
+    // A tenant whose buffers exceed VRAM gets an error; the other one runs on.
+    let mut cfg = config(vec![tenant("small", writer_program(16 * MIB, 10, 1)), tenant("huge", writer_program(200 * MIB, 5, 1))], vram);
+    cfg.manager.mode = Mode::Gdev;
+    let out = simulate(cfg).unwrap();
+    assert_eq!(out.tenants[0].error, None);
+    assert!(out.tenants[1].error.as_deref().unwrap().contains("gdev cannot launch"));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     /// Random programs under every mode with too little VRAM: accounting conserved after
@@ -369,7 +407,7 @@ proptest! {
         programs in proptest::collection::vec(arb_program(), 2..4),
         vram_mib in 8u64..200,
         policy in prop_oneof![Just(ChunkPolicy::Random), Just(ChunkPolicy::PriorityBuffer)],
-        mode in prop_oneof![Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 })],
+        mode in prop_oneof![Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 }), Just(Mode::Gdev)],
     ) {
         let tenants = programs.into_iter().enumerate().map(|(i, program)| TenantSpec {
             start_ns: i as u64 * 1_000_000,
@@ -381,7 +419,9 @@ proptest! {
         let out = simulate(cfg);
         prop_assert!(out.is_ok(), "{:?}", out.err());
         for t in out.unwrap().tenants {
-            prop_assert_eq!(t.error, None);
+            // Only gdev refuses tenants, those whose buffers cannot fit in VRAM at all.
+            let refused = mode == Mode::Gdev && t.error.as_deref().is_some_and(|e| e.contains("gdev cannot launch"));
+            prop_assert!(t.error.is_none() || refused, "{:?}", t.error);
         }
     }
 }

@@ -73,6 +73,8 @@ pub struct Preset {
     pub relocation_setup_ns: u64,
     /// Driver CPU time the eviction policy spends per chunk it chooses.
     pub policy_ns_per_chunk: u64,
+    /// Gdev mode: the software scheduler's cost per kernel launch.
+    pub gdev_launch_ns: u64,
     /// Streaming multiprocessors.
     pub sms: u32,
     /// Arithmetic throughput: cores x clock (instructions per second).
@@ -117,6 +119,11 @@ mod common {
     /// Policy time per chosen chunk: unconfirmed, 2 us (list operations and bookkeeping
     /// in the driver; the dissertation reports that many small chunks cost policy time).
     pub const POLICY_NS_PER_CHUNK: u64 = 2_000;
+    /// Gdev's per-launch scheduling cost: unconfirmed, 40 us (a launch goes through an
+    /// ioctl into Gdev's kernel-space scheduler and a wake-up of the launching thread).
+    /// The GPUswap paper measured 4.6-95 % slowdown from Gdev's scheduler alone; apps with
+    /// many short kernels are the ones that suffer.
+    pub const GDEV_LAUNCH_NS: u64 = 40_000;
     /// Code buffer per tenant: unconfirmed, 1 MiB (Gdev allocates code per module).
     pub const CODE_BYTES: u64 = super::MIB;
     /// Constant buffer per tenant: 64 KiB, the size of CUDA constant memory.
@@ -171,6 +178,7 @@ fn measured() -> Vec<Preset> {
             copy_setup_ns: COPY_SETUP_NS,
             relocation_setup_ns: GTX480_RELOCATION_SETUP_NS,
             policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            gdev_launch_ns: GDEV_LAUNCH_NS,
             // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
             // NVIDIA specification).
             sms: 15,
@@ -222,6 +230,7 @@ fn measured() -> Vec<Preset> {
             copy_setup_ns: 0,
             relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
             policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
             sms: 28,
             ops_per_s: 3584.0 * 1.481e9,
@@ -266,6 +275,7 @@ fn measured() -> Vec<Preset> {
             copy_setup_ns: COPY_SETUP_NS,
             relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
             policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
             // PCIe datasheet).
             sms: 80,
@@ -309,6 +319,7 @@ fn measured() -> Vec<Preset> {
             copy_setup_ns: COPY_SETUP_NS,
             relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
             policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
             // datasheet).
             sms: 108,
@@ -353,6 +364,7 @@ fn measured() -> Vec<Preset> {
             copy_setup_ns: COPY_SETUP_NS,
             relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
             policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
             // PCIe datasheet).
             sms: 114,
@@ -399,6 +411,7 @@ fn measured() -> Vec<Preset> {
             copy_setup_ns: COPY_SETUP_NS,
             relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
             policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
             // GH200 datasheet).
             sms: 132,

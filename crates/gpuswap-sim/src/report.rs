@@ -142,6 +142,7 @@ pub fn mode_name(mode: Mode) -> &'static str {
         Mode::Gpuswap => "gpuswap",
         Mode::Fcfs => "fcfs",
         Mode::Static { .. } => "static",
+        Mode::Gdev => "gdev",
     }
 }
 

@@ -7,9 +7,11 @@
 //! **Program shape.** Allocations and initial host-to-device copies (setup, not
 //! repeated), `PhaseStart`, `Repeat { times: repeat, body }` with the main computation
 //! (launches, the copies the real program makes inside its main computation, a `Sync`
-//! where it synchronizes), `PhaseEnd`, then the final device-to-host copies and a free
-//! of every buffer (`phased`). The GPUswap evaluation repeated the main computation
-//! 100 times without repeating the allocations. The runtime's system buffers (stack,
+//! where it synchronizes), a `Sync` so that the phase ends when the GPU has done its
+//! work (apps like lud only queue launches; their real program waits at the result's
+//! copy), `PhaseEnd`, then the final device-to-host copies and a free of every buffer
+//! (`phased`). The GPUswap evaluation repeated the main computation 100 times without
+//! repeating the allocations. The runtime's system buffers (stack,
 //! code, constants) are not part of an app; the engine adds them per tenant.
 //!
 //! **Traffic.** [`Access`] bytes are what a launch moves between the SMs and memory,
@@ -185,7 +187,7 @@ pub(crate) fn d2h(slot: Slot, bytes: u64) -> Op {
 }
 
 /// The ops of an app in the conventional shape: `setup`, the measured phase running
-/// `body` `repeat` times, then `teardown`.
+/// `body` `repeat` times and waiting for the GPU, then `teardown`.
 pub(crate) fn phased(setup: Vec<Op>, repeat: u32, body: Vec<Op>, teardown: Vec<Op>) -> Vec<Op> {
     debug_assert!(repeat >= 1, "the measured phase runs at least once");
     let mut ops = setup;
@@ -194,6 +196,7 @@ pub(crate) fn phased(setup: Vec<Op>, repeat: u32, body: Vec<Op>, teardown: Vec<O
         times: repeat,
         body,
     });
+    ops.push(Op::Sync);
     ops.push(Op::PhaseEnd);
     ops.extend(teardown);
     ops
@@ -245,8 +248,8 @@ pub(crate) mod testing {
     use crate::program::{Distribution, Op, Program, Slot};
 
     /// The body of the measured phase, after checking the conventional shape: the
-    /// program validates, and its top level holds `PhaseStart`, `Repeat { times: repeat }`
-    /// and `PhaseEnd` in a row.
+    /// program validates, and its top level holds `PhaseStart`, `Repeat { times: repeat }`,
+    /// `Sync` and `PhaseEnd` in a row.
     pub fn phase_body(program: &Program, repeat: u32) -> &[Op] {
         program.validate().expect("the program validates");
         let start = program
@@ -258,7 +261,7 @@ pub(crate) mod testing {
             panic!("the phase is one Repeat");
         };
         assert_eq!(*times, repeat, "the phase repeats `repeat` times");
-        assert_eq!(program.ops[start + 2], Op::PhaseEnd);
+        assert_eq!(program.ops[start + 2..start + 4], [Op::Sync, Op::PhaseEnd]);
         body
     }
 
