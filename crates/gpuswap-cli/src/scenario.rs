@@ -315,13 +315,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 })?,
         };
         let size = t.size.as_ref().map_or("default", |s| s.get_ref());
-        let program = app.program(size, repeat).map_err(|e| {
-            value_error(
-                key("size"),
-                t.size.as_ref().map(|s| s.span()),
-                format!("{}; accepted: {}", e.message, app.sizes_help()),
-            )
-        })?;
+        let program = app
+            .program(size, repeat)
+            .map_err(|e| value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message))?;
         let start_ns = match &t.start {
             None => 0,
             Some(s) => parse_ns(s.get_ref())
@@ -542,7 +538,7 @@ mod tests {
             (
                 format!("{TENANT}size = \"huge\"\n"),
                 "tenant[0].size",
-                "accepted",
+                "expected default",
             ),
             (format!("{TENANT}{TENANT}"), "tenant[1].name", "taken"),
             ("seed = 1\n".into(), "tenant", "at least one"),

@@ -46,6 +46,8 @@ pub struct Chunk {
     pub moving_to: Option<Location>,
     /// The priority that orders the chunk in its tenant's lists.
     pub priority: i32,
+    /// Seeded pseudo-random rank: random choices take the smallest.
+    pub rank: u64,
 }
 
 impl Chunk {

@@ -1,7 +1,13 @@
-//! Per-address-space chunk lists: unordered lists of chunk references, bucketed by
-//! priority, with constant-time insert and remove.
+//! Per-address-space chunk lists, ordered by priority and by a seeded random rank.
+//!
+//! "Random" choices take the chunk with the smallest rank, a pseudo-random number fixed
+//! per chunk by the seed, the tenant, the tenant's allocation number and the chunk's
+//! index. Each choice is uniformly random among the candidates, as the spec asks, and a
+//! given seed ranks a program's chunks the same way whatever else happens: with more
+//! VRAM, the chunks a tenant loses are a subset of those it loses with less. Runtime
+//! against memory curves stay smooth per seed; the spread across seeds remains.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::ids::BufferId;
 
@@ -14,64 +20,79 @@ pub struct ChunkRef {
     pub index: u32,
 }
 
-/// Chunks bucketed by priority. Order inside a bucket is arbitrary but deterministic.
+/// A chunk's pseudo-random rank: the SplitMix64 finalizer (Steele, Lea, Flood:
+/// "Fast splittable pseudorandom number generators", OOPSLA 2014) over its identity.
+pub(crate) fn rank(seed: u64, tenant: u32, allocation: u64, index: u32) -> u64 {
+    let mut z = seed
+        ^ u64::from(tenant).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ allocation.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ u64::from(index).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A set of chunks ordered two ways: by (priority, rank) and by rank alone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkLists {
-    buckets: BTreeMap<i32, Vec<ChunkRef>>,
-    positions: HashMap<ChunkRef, usize>,
+    by_priority: BTreeSet<(i32, u64, ChunkRef)>,
+    by_rank: BTreeSet<(u64, ChunkRef)>,
+    keys: HashMap<ChunkRef, (i32, u64)>,
 }
 
 impl ChunkLists {
-    pub(crate) fn insert(&mut self, priority: i32, chunk: ChunkRef) {
-        let bucket = self.buckets.entry(priority).or_default();
-        let previous = self.positions.insert(chunk, bucket.len());
+    pub(crate) fn insert(&mut self, priority: i32, rank: u64, chunk: ChunkRef) {
+        let previous = self.keys.insert(chunk, (priority, rank));
         debug_assert!(previous.is_none(), "{chunk:?} listed twice");
-        bucket.push(chunk);
+        self.by_priority.insert((priority, rank, chunk));
+        self.by_rank.insert((rank, chunk));
     }
 
-    pub(crate) fn remove(&mut self, priority: i32, chunk: ChunkRef) {
-        let position = self.positions.remove(&chunk).expect("chunk is listed");
-        let bucket = self.buckets.get_mut(&priority).expect("bucket exists");
-        bucket.swap_remove(position);
-        if let Some(moved) = bucket.get(position) {
-            self.positions.insert(*moved, position);
-        }
-        if bucket.is_empty() {
-            self.buckets.remove(&priority);
-        }
+    pub(crate) fn remove(&mut self, chunk: ChunkRef) {
+        let (priority, rank) = self.keys.remove(&chunk).expect("chunk is listed");
+        self.by_priority.remove(&(priority, rank, chunk));
+        self.by_rank.remove(&(rank, chunk));
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.positions.len()
+        self.keys.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.positions.is_empty()
+        self.keys.is_empty()
     }
 
     pub(crate) fn contains(&self, chunk: ChunkRef) -> bool {
-        self.positions.contains_key(&chunk)
+        self.keys.contains_key(&chunk)
     }
 
-    /// The chunks of the lowest priority present.
-    pub(crate) fn lowest(&self) -> Option<&[ChunkRef]> {
-        self.buckets.values().next().map(Vec::as_slice)
+    /// A random chunk (the smallest rank).
+    pub(crate) fn random(&self) -> Option<ChunkRef> {
+        self.by_rank.first().map(|(_, c)| *c)
     }
 
-    /// The chunks of the highest priority present.
-    pub(crate) fn highest(&self) -> Option<&[ChunkRef]> {
-        self.buckets.values().next_back().map(Vec::as_slice)
+    /// A random chunk of the lowest priority present.
+    pub(crate) fn random_lowest(&self) -> Option<ChunkRef> {
+        self.by_priority.first().map(|(_, _, c)| *c)
     }
 
-    /// The `n`-th chunk counting through the buckets in priority order.
-    pub(crate) fn nth(&self, mut n: usize) -> Option<ChunkRef> {
-        for bucket in self.buckets.values() {
-            if n < bucket.len() {
-                return Some(bucket[n]);
-            }
-            n -= bucket.len();
-        }
-        None
+    /// A random chunk of the highest priority present.
+    pub(crate) fn random_highest(&self) -> Option<ChunkRef> {
+        let (top, _, _) = *self.by_priority.last()?;
+        self.by_priority
+            .range(
+                (
+                    top,
+                    0,
+                    ChunkRef {
+                        buffer: BufferId(0),
+                        index: 0,
+                    },
+                )..,
+            )
+            .next()
+            .map(|(_, _, c)| *c)
     }
 }
 
@@ -79,6 +100,7 @@ impl ChunkLists {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     fn c(buffer: u64, index: u32) -> ChunkRef {
         ChunkRef {
@@ -88,18 +110,35 @@ mod tests {
     }
 
     #[test]
-    fn buckets_order_by_priority() {
+    fn choices_follow_priority_then_rank() {
         let mut l = ChunkLists::default();
-        l.insert(5, c(0, 0));
-        l.insert(1, c(1, 0));
-        l.insert(5, c(0, 1));
-        assert_eq!(l.lowest(), Some(&[c(1, 0)][..]));
-        assert_eq!(l.highest().map(<[_]>::len), Some(2));
-        assert_eq!(l.nth(0), Some(c(1, 0)));
-        assert_eq!(l.nth(3), None);
-        l.remove(1, c(1, 0));
-        assert_eq!(l.lowest().map(<[_]>::len), Some(2));
+        l.insert(5, 30, c(0, 0));
+        l.insert(1, 20, c(1, 0));
+        l.insert(5, 10, c(0, 1));
+        l.insert(1, 40, c(1, 1));
+        assert_eq!(l.random(), Some(c(0, 1)));
+        assert_eq!(l.random_lowest(), Some(c(1, 0)));
+        assert_eq!(l.random_highest(), Some(c(0, 1)));
+        l.remove(c(1, 0));
+        assert_eq!(l.random_lowest(), Some(c(1, 1)));
         assert!(!l.contains(c(1, 0)));
+        assert_eq!(l.len(), 3);
+    }
+
+    #[test]
+    fn ranks_spread_and_depend_on_every_input() {
+        let base = rank(1, 0, 0, 0);
+        assert_ne!(base, rank(2, 0, 0, 0));
+        assert_ne!(base, rank(1, 1, 0, 0));
+        assert_ne!(base, rank(1, 0, 1, 0));
+        assert_ne!(base, rank(1, 0, 0, 1));
+        // Smallest-rank choice among 4 chunks is roughly uniform over 4000 seeds.
+        let mut wins = [0u32; 4];
+        for seed in 0..4000 {
+            let winner = (0..4).min_by_key(|i| rank(seed, 0, 0, *i)).unwrap();
+            wins[winner as usize] += 1;
+        }
+        assert!(wins.iter().all(|w| (850..1150).contains(w)), "{wins:?}");
     }
 
     proptest! {
@@ -109,15 +148,16 @@ mod tests {
             let mut model: BTreeMap<ChunkRef, i32> = BTreeMap::new();
             for (b, p, remove) in ops {
                 let chunk = c(b, 0);
-                match model.get(&chunk).copied() {
-                    Some(prio) if remove => { l.remove(prio, chunk); model.remove(&chunk); }
-                    None if !remove => { l.insert(p, chunk); model.insert(chunk, p); }
+                match model.get(&chunk) {
+                    Some(_) if remove => { l.remove(chunk); model.remove(&chunk); }
+                    None if !remove => { l.insert(p, rank(0, 0, b, 0), chunk); model.insert(chunk, p); }
                     _ => {}
                 }
                 prop_assert_eq!(l.len(), model.len());
-                let mut listed: Vec<ChunkRef> = (0..l.len()).map(|i| l.nth(i).unwrap()).collect();
-                listed.sort();
-                prop_assert_eq!(listed, model.keys().copied().collect::<Vec<_>>());
+                let lowest = model.values().min().copied();
+                prop_assert_eq!(l.random_lowest().map(|c| model[&c]), lowest);
+                let highest = model.values().max().copied();
+                prop_assert_eq!(l.random_highest().map(|c| model[&c]), highest);
             }
         }
     }

@@ -10,14 +10,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use thiserror::Error;
 
 use crate::buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
 use crate::ids::{BufferId, RequestId, TenantId};
-use crate::lists::{ChunkLists, ChunkRef};
+use crate::lists::{ChunkLists, ChunkRef, rank};
 use crate::policy::{
     self, ChunkPolicy, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM, TenantView, VictimPolicy,
 };
@@ -259,6 +257,8 @@ struct TenantState {
     resident: ChunkLists,
     /// Chunks accounted in host memory, by priority.
     evicted: ChunkLists,
+    /// Allocations so far: numbers buffers for the chunks' random ranks.
+    allocations: u64,
     kernel_ns: u64,
     ideal_ns: u64,
     accesses_in_period: u64,
@@ -313,7 +313,6 @@ pub struct Manager {
     job: Option<Job>,
     waiting: VecDeque<AllocRequest>,
     waiting_launches: VecDeque<TenantId>,
-    rng: ChaCha8Rng,
     last_check_ns: u64,
     /// Gdev: when each tenant last launched (a launch counter), for LRU eviction.
     last_launch: BTreeMap<TenantId, u64>,
@@ -333,7 +332,6 @@ impl Manager {
             "return interval must be positive"
         );
         Self {
-            rng: ChaCha8Rng::seed_from_u64(config.seed),
             config,
             buffers: BTreeMap::new(),
             tenants: BTreeMap::new(),
@@ -488,12 +486,12 @@ impl Manager {
             };
             match chunk.planned_location() {
                 Location::Vram => {
-                    state.resident.remove(chunk.priority, r);
+                    state.resident.remove(r);
                     state.usage.vram_bytes -= chunk.bytes;
                     self.vram_used_bytes -= chunk.bytes;
                 }
                 Location::Host => {
-                    state.evicted.remove(chunk.priority, r);
+                    state.evicted.remove(r);
                     state.usage.host_bytes -= chunk.bytes;
                     self.host_used_bytes -= chunk.bytes;
                 }
@@ -680,6 +678,12 @@ impl Manager {
                 .unwrap_or(buffer_priority),
             _ => buffer_priority,
         };
+        let allocation = {
+            let state = self.tenants.entry(req.tenant).or_default();
+            state.allocations += 1;
+            state.allocations
+        };
+        let seed = self.config.seed;
         let chunks: Vec<Chunk> = chunk_layout(req.bytes, self.config.chunk_bytes)
             .enumerate()
             .map(|(index, (offset_bytes, bytes))| Chunk {
@@ -692,6 +696,7 @@ impl Manager {
                 },
                 moving_to: None,
                 priority: chunk_priority(index),
+                rank: rank(seed, req.tenant.0, allocation, index as u32),
             })
             .collect();
         self.buffers.insert(
@@ -724,12 +729,12 @@ impl Manager {
         let r = ChunkRef { buffer, index };
         match chunk.location {
             Location::Vram => {
-                state.resident.insert(chunk.priority, r);
+                state.resident.insert(chunk.priority, chunk.rank, r);
                 state.usage.vram_bytes += chunk.bytes;
                 self.vram_used_bytes += chunk.bytes;
             }
             Location::Host => {
-                state.evicted.insert(chunk.priority, r);
+                state.evicted.insert(chunk.priority, chunk.rank, r);
                 state.usage.host_bytes += chunk.bytes;
                 self.host_used_bytes += chunk.bytes;
             }
@@ -756,9 +761,8 @@ impl Manager {
             )
             .expect("the new buffer's own chunks can always go");
             let resident = &self.tenants[&victim].resident;
-            let chunk =
-                policy::select_chunk_to_evict(self.config.chunk_policy, resident, &mut self.rng)
-                    .expect("the victim has resident chunks");
+            let chunk = policy::select_chunk_to_evict(self.config.chunk_policy, resident)
+                .expect("the victim has resident chunks");
             chosen += 1;
             if chunk.buffer == new_buffer {
                 // Nothing to copy: the chunk starts its life in host memory.
@@ -798,8 +802,7 @@ impl Manager {
                 break;
             };
             let evicted = &self.tenants[&winner].evicted;
-            let chunk =
-                policy::select_chunk_to_return(evicted, &mut self.rng).expect("has evicted");
+            let chunk = policy::select_chunk_to_return(evicted).expect("has evicted");
             let bytes = self.buffers[&chunk.buffer].chunks[chunk.index as usize].bytes;
             if bytes > self.vram_free_bytes() {
                 break;
@@ -830,9 +833,7 @@ impl Manager {
             }
             let bytes = chunk.bytes;
             let resident = &self.tenants[&tenant].resident;
-            let Some(cold) =
-                policy::select_chunk_to_evict(ChunkPolicy::Random, resident, &mut self.rng)
-            else {
+            let Some(cold) = policy::select_chunk_to_evict(ChunkPolicy::Random, resident) else {
                 break;
             };
             let cold_chunk = self.chunk(cold).expect("listed");
@@ -867,20 +868,20 @@ impl Manager {
         let chunk = &mut buffer.chunks[r.index as usize];
         debug_assert_ne!(chunk.planned_location(), to, "{r:?} already planned there");
         chunk.moving_to = Some(to);
-        let (bytes, priority) = (chunk.bytes, chunk.priority);
+        let (bytes, priority, rank) = (chunk.bytes, chunk.priority, chunk.rank);
         let state = self.tenants.get_mut(&tenant).expect("known");
         match to {
             Location::Host => {
-                state.resident.remove(priority, r);
-                state.evicted.insert(priority, r);
+                state.resident.remove(r);
+                state.evicted.insert(priority, rank, r);
                 state.usage.vram_bytes -= bytes;
                 state.usage.host_bytes += bytes;
                 self.vram_used_bytes -= bytes;
                 self.host_used_bytes += bytes;
             }
             Location::Vram => {
-                state.evicted.remove(priority, r);
-                state.resident.insert(priority, r);
+                state.evicted.remove(r);
+                state.resident.insert(priority, rank, r);
                 state.usage.host_bytes -= bytes;
                 state.usage.vram_bytes += bytes;
                 self.host_used_bytes -= bytes;
@@ -1062,14 +1063,26 @@ impl Manager {
             let owner = self.buffers[&id].tenant;
             for chunk in self.chunk_refs(id, Location::Vram) {
                 self.plan_move(chunk, Location::Host);
-                moves.push((owner, Move { chunk, to: Location::Host }));
+                moves.push((
+                    owner,
+                    Move {
+                        chunk,
+                        to: Location::Host,
+                    },
+                ));
             }
         }
         let own: Vec<BufferId> = self.buffers_of(tenant).map(|b| b.id).collect();
         for id in own {
             for chunk in self.chunk_refs(id, Location::Host) {
                 self.plan_move(chunk, Location::Vram);
-                moves.push((tenant, Move { chunk, to: Location::Vram }));
+                moves.push((
+                    tenant,
+                    Move {
+                        chunk,
+                        to: Location::Vram,
+                    },
+                ));
             }
         }
         self.note_peak(tenant);

@@ -353,19 +353,41 @@ fn gdev_swaps_whole_buffers_before_a_launch() {
     let b = granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
     assert_eq!(m.buffer(b).unwrap().vram_bytes(), 0);
     m.handle_launch(TenantId(0));
-    assert_eq!(drive(&mut m), vec![Action::LaunchReady { tenant: TenantId(0) }]);
+    assert_eq!(
+        drive(&mut m),
+        vec![Action::LaunchReady {
+            tenant: TenantId(0)
+        }]
+    );
     m.handle_launch(TenantId(1));
     let actions = drive(&mut m);
     // No suspension (the scheduler holds everybody), a's whole buffer out, b's in.
     assert!(!actions.iter().any(|a| matches!(a, Action::Suspend { .. })));
-    assert_eq!(actions.iter().filter(|a| matches!(a, Action::Copy { .. })).count(), 5);
-    assert_eq!(actions.last(), Some(&Action::LaunchReady { tenant: TenantId(1) }));
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::Copy { .. }))
+            .count(),
+        5
+    );
+    assert_eq!(
+        actions.last(),
+        Some(&Action::LaunchReady {
+            tenant: TenantId(1)
+        })
+    );
     assert_eq!(m.buffer(a).unwrap().vram_bytes(), 0);
     assert_eq!(m.buffer(b).unwrap().vram_bytes(), 8 * MIB);
     // A tenant whose buffers exceed VRAM cannot launch at all.
     granted(&alloc(&mut m, request(2, 1, 12 * MIB))).unwrap();
     m.handle_launch(TenantId(1));
-    assert!(matches!(drive(&mut m)[..], [Action::LaunchFail { tenant: TenantId(1), .. }]));
+    assert!(matches!(
+        drive(&mut m)[..],
+        [Action::LaunchFail {
+            tenant: TenantId(1),
+            ..
+        }]
+    ));
 }
 
 #[test]

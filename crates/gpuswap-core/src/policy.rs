@@ -2,8 +2,6 @@
 //! and which chunk moves. Small pure functions over a view of the tenants, so each can be
 //! tested alone.
 
-use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::ids::TenantId;
@@ -106,41 +104,27 @@ pub(crate) fn select_winner(tenants: &[TenantView]) -> Option<TenantId> {
         .map(|t| t.id)
 }
 
-/// Chooses the chunk a victim gives up.
+/// Chooses the chunk a victim gives up: random, or random among the lowest priority.
 pub(crate) fn select_chunk_to_evict(
     policy: ChunkPolicy,
     resident: &ChunkLists,
-    rng: &mut ChaCha8Rng,
 ) -> Option<ChunkRef> {
     match policy {
-        ChunkPolicy::Random | ChunkPolicy::ReverseSwap => {
-            if resident.is_empty() {
-                return None;
-            }
-            resident.nth(rng.random_range(0..resident.len()))
-        }
-        ChunkPolicy::PriorityBuffer | ChunkPolicy::PriorityChunk => resident
-            .lowest()
-            .map(|set| set[rng.random_range(0..set.len())]),
+        ChunkPolicy::Random | ChunkPolicy::ReverseSwap => resident.random(),
+        ChunkPolicy::PriorityBuffer | ChunkPolicy::PriorityChunk => resident.random_lowest(),
     }
 }
 
 /// Chooses the chunk a winner gets back: its highest-priority evicted chunk, random
 /// among equals.
-pub(crate) fn select_chunk_to_return(
-    evicted: &ChunkLists,
-    rng: &mut ChaCha8Rng,
-) -> Option<ChunkRef> {
-    evicted
-        .highest()
-        .map(|set| set[rng.random_range(0..set.len())])
+pub(crate) fn select_chunk_to_return(evicted: &ChunkLists) -> Option<ChunkRef> {
+    evicted.random_highest()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ids::BufferId;
-    use rand::SeedableRng;
 
     fn view(id: u32, vram_mib: u64) -> TenantView {
         TenantView {
@@ -197,28 +181,33 @@ mod tests {
     }
 
     #[test]
-    fn priority_policies_take_from_the_lowest_bucket_only() {
+    fn priority_policies_take_from_the_lowest_priority_only() {
         let mut lists = ChunkLists::default();
         let chunk = |b, i| ChunkRef {
             buffer: BufferId(b),
             index: i,
         };
-        lists.insert(50, chunk(0, 0));
-        lists.insert(50, chunk(0, 1));
-        lists.insert(0, chunk(1, 0));
-        lists.insert(0, chunk(1, 1));
-        lists.insert(100, chunk(2, 0));
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..100 {
-            let c = select_chunk_to_evict(ChunkPolicy::PriorityBuffer, &lists, &mut rng).unwrap();
-            assert_eq!(c.buffer, BufferId(1));
-            seen.insert(c);
-            let r = select_chunk_to_return(&lists, &mut rng).unwrap();
-            assert_eq!(r, chunk(2, 0));
-            seen.insert(select_chunk_to_evict(ChunkPolicy::Random, &lists, &mut rng).unwrap());
+        for (priority, b) in [(50, 0), (0, 1), (100, 2)] {
+            for i in 0..2 {
+                lists.insert(priority, crate::lists::rank(7, 0, b, i), chunk(b, i));
+            }
         }
-        // Random reaches every chunk, priority picks are random among equals.
-        assert_eq!(seen.len(), 5);
+        let evict = select_chunk_to_evict(ChunkPolicy::PriorityBuffer, &lists).unwrap();
+        assert_eq!(evict.buffer, BufferId(1));
+        assert_eq!(select_chunk_to_return(&lists).unwrap().buffer, BufferId(2));
+        // Random ignores priorities: over many rankings every buffer gets chosen.
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..50 {
+            let mut l = ChunkLists::default();
+            for (priority, b) in [(50, 0), (0, 1), (100, 2)] {
+                l.insert(priority, crate::lists::rank(seed, 0, b, 0), chunk(b, 0));
+            }
+            seen.insert(
+                select_chunk_to_evict(ChunkPolicy::Random, &l)
+                    .unwrap()
+                    .buffer,
+            );
+        }
+        assert_eq!(seen.len(), 3);
     }
 }

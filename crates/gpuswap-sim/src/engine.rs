@@ -221,6 +221,8 @@ enum State {
     WaitingChannel,
     WaitingCopy,
     WaitingAlloc,
+    /// A launch waits for room in the tenant's launch queue.
+    WaitingQueueSpace,
     Done,
 }
 
@@ -648,6 +650,10 @@ impl Engine {
                     return self.start_copies();
                 }
                 Instr::Launch(kernel) => {
+                    if tenant.in_flight >= self.preset.launch_queue_depth {
+                        tenant.state = State::WaitingQueueSpace;
+                        return;
+                    }
                     tenant.pc += 1;
                     if tenant.suspended {
                         tenant.held.push_back(kernel);
@@ -808,7 +814,9 @@ impl Engine {
                     let t = tenant.0 as usize;
                     self.gdev_launch = None;
                     self.tenants[t].in_flight -= 1;
-                    let message = format!("gdev cannot launch: the tenant's buffers do not fit in VRAM ({error})");
+                    let message = format!(
+                        "gdev cannot launch: the tenant's buffers do not fit in VRAM ({error})"
+                    );
                     self.finish_tenant(t, Some(message));
                     self.start_kernel();
                 }
@@ -840,6 +848,7 @@ impl Engine {
                 pause_ns: 0,
             });
             self.manager.handle_suspended(tenant.id);
+            self.apply_actions();
         }
     }
 
@@ -1001,7 +1010,12 @@ impl Engine {
             .handle_kernel_finished(self.tenants[t].id, &stats);
         let tenant = &mut self.tenants[t];
         tenant.in_flight -= 1;
-        if tenant.in_flight == 0 && tenant.state == State::WaitingChannel {
+        let wake = match tenant.state {
+            State::WaitingChannel => tenant.in_flight == 0,
+            State::WaitingQueueSpace => true,
+            _ => false,
+        };
+        if wake {
             self.schedule_step(t, 0);
         }
         self.check_drained(t);

@@ -372,7 +372,12 @@ fn gdev_costs_time_even_with_ample_memory() {
         assert_eq!(g.error, None);
         // 50 launches, each with the scheduler's cost (a little may overlap the other
         // tenant's kernels).
-        assert!(g.total_ns() >= n.total_ns() + 40 * gtx480().gdev_launch_ns, "{} vs {}", g.total_ns(), n.total_ns());
+        assert!(
+            g.total_ns() >= n.total_ns() + 40 * gtx480().gdev_launch_ns,
+            "{} vs {}",
+            g.total_ns(),
+            n.total_ns()
+        );
         assert_eq!(g.bytes_evicted, 0);
     }
 }
@@ -382,20 +387,45 @@ fn gdev_swaps_whole_buffers_and_rejects_tenants_that_cannot_fit() {
     let mut late = tenant("late", writer_program(32 * MIB, 5, 1));
     late.start_ns = 5_000_000;
     let vram = 2 * runtime_bytes() + 48 * MIB;
-    let mut cfg = config(vec![tenant("early", writer_program(48 * MIB, 40, 1)), late.clone()], vram);
+    let mut cfg = config(
+        vec![
+            tenant("early", writer_program(48 * MIB, 40, 1)),
+            late.clone(),
+        ],
+        vram,
+    );
     cfg.manager.mode = Mode::Gdev;
     let out = simulate(cfg).unwrap();
     for t in &out.tenants {
         assert_eq!(t.error, None, "{}", t.name);
-        assert!(t.bytes_evicted > 0 && t.bytes_returned > 0, "{} swapped", t.name);
-        assert_eq!(t.remote_bytes, 0.0, "gdev never accesses host memory remotely");
+        assert!(
+            t.bytes_evicted > 0 && t.bytes_returned > 0,
+            "{} swapped",
+            t.name
+        );
+        assert_eq!(
+            t.remote_bytes, 0.0,
+            "gdev never accesses host memory remotely"
+        );
     }
     // A tenant whose buffers exceed VRAM gets an error; the other one runs on.
-    let mut cfg = config(vec![tenant("small", writer_program(16 * MIB, 10, 1)), tenant("huge", writer_program(200 * MIB, 5, 1))], vram);
+    let mut cfg = config(
+        vec![
+            tenant("small", writer_program(16 * MIB, 10, 1)),
+            tenant("huge", writer_program(200 * MIB, 5, 1)),
+        ],
+        vram,
+    );
     cfg.manager.mode = Mode::Gdev;
     let out = simulate(cfg).unwrap();
     assert_eq!(out.tenants[0].error, None);
-    assert!(out.tenants[1].error.as_deref().unwrap().contains("gdev cannot launch"));
+    assert!(
+        out.tenants[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("gdev cannot launch")
+    );
 }
 
 proptest! {

@@ -83,6 +83,8 @@ pub struct Preset {
     pub kernel_launch_ns: u64,
     /// CPU time to enqueue one launch (the call returns after it).
     pub launch_enqueue_ns: u64,
+    /// Launches a tenant may have pending before a launch call blocks.
+    pub launch_queue_depth: usize,
     /// CPU time of one driver allocation or free call.
     pub driver_call_ns: u64,
     /// The CUDA runtime's per-tenant stack (local memory) buffer.
@@ -105,6 +107,9 @@ mod common {
     pub const KERNEL_LAUNCH_NS: u64 = 5_000;
     /// Enqueueing a launch: about 2.5-3 us (calibration.md).
     pub const LAUNCH_ENQUEUE_NS: u64 = 2_500;
+    /// Pending launches before cudaLaunchKernel blocks: unconfirmed, 1024, the depth
+    /// commonly reported for NVIDIA drivers' launch queues.
+    pub const LAUNCH_QUEUE_DEPTH: usize = 1024;
     /// One cudaMalloc/cudaFree on a stock driver: unconfirmed; 10 us, the order of the
     /// VMM API's map+set-access costs per 2 MB (kvcached) without physical allocation.
     pub const DRIVER_CALL_NS: u64 = 10_000;
@@ -185,6 +190,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 480.0 * 1.401e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             // apps.md: the stack buffers of two instances take about 100 MiB together on
             // the GPUswap testbed (Gdev runtime); 48 MiB each leaves room for code and
@@ -236,6 +242,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 3584.0 * 1.481e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             // 28 SMs x 2048 threads x 1 KiB default stack per thread.
             runtime_stack_bytes: 28 * 2048 * STACK_BYTES_PER_THREAD,
@@ -282,6 +289,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 5120.0 * 1.38e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             runtime_stack_bytes: 80 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
@@ -326,6 +334,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 6912.0 * 1.41e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             runtime_stack_bytes: 108 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
@@ -371,6 +380,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 14592.0 * 1.755e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             runtime_stack_bytes: 114 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
@@ -418,6 +428,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 16896.0 * 1.98e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             runtime_stack_bytes: 132 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,

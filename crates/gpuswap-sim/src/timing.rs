@@ -220,6 +220,7 @@ mod tests {
                     location: *l,
                     moving_to: None,
                     priority: 0,
+                    rank: 0,
                 })
                 .collect(),
         }
