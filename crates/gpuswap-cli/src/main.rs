@@ -1,5 +1,6 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
+mod priorities;
 mod render;
 mod scenario;
 

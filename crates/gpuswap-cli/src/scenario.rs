@@ -26,6 +26,8 @@ use gpuswap_core::{
     ChunkPolicy, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Mode, VictimPolicy,
 };
 use gpuswap_sim::engine::{SimConfig, TenantSpec};
+
+use crate::priorities::PrioritiesFile;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use gpuswap_sim::{apps, preset};
 use serde::Deserialize;
@@ -102,6 +104,7 @@ struct TenantTable {
     size: Option<Spanned<String>>,
     repeat: Option<Spanned<i64>>,
     start: Option<Spanned<String>>,
+    priorities_file: Option<Spanned<String>>,
     #[serde(default)]
     priorities: BTreeMap<String, Spanned<i32>>,
     #[serde(default)]
@@ -357,14 +360,40 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 ),
             )
         };
-        let mut priorities = BTreeMap::new();
+        // A priorities file first; the scenario's own entries override it.
+        let from_file = match &t.priorities_file {
+            None => PrioritiesFile::default(),
+            Some(file) => {
+                let file_path = path.parent().unwrap_or(Path::new(".")).join(file.get_ref());
+                let loaded = PrioritiesFile::load(&file_path)
+                    .map_err(|m| value_error(key("priorities_file"), Some(file.span()), m))?;
+                let unknown = loaded
+                    .priorities
+                    .keys()
+                    .chain(loaded.chunk_priorities.keys())
+                    .find(|l| !labels.contains(l));
+                if let Some(label) = unknown {
+                    return Err(value_error(
+                        key("priorities_file"),
+                        Some(file.span()),
+                        format!(
+                            "{}: {} has no buffer {label:?}; was the file made for another app?",
+                            file_path.display(),
+                            app.name()
+                        ),
+                    ));
+                }
+                loaded
+            }
+        };
+        let mut priorities = from_file.priorities;
         for (label, priority) in &t.priorities {
             if !labels.contains(label) {
                 return Err(unknown_label("priorities", label, priority.span()));
             }
             priorities.insert(label.clone(), *priority.get_ref());
         }
-        let mut chunk_priorities = BTreeMap::new();
+        let mut chunk_priorities = from_file.chunk_priorities;
         for (label, list) in &t.chunk_priorities {
             if !labels.contains(label) {
                 return Err(unknown_label("chunk_priorities", label, list.span()));
@@ -559,6 +588,34 @@ mod tests {
         assert!(e.starts_with("s.toml: ") && e.contains("line 4"), "{e}");
         let e = error("[[tenant]\napp = 1");
         assert!(e.starts_with("s.toml: ") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn priorities_come_from_file_and_scenario() {
+        let dir = std::env::temp_dir().join(format!("gpuswap-scn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("nn.toml"),
+            "app = \"nn\"\n[priorities]\nlocations = 2\ndistances = 1\n[chunk_priorities]\nlocations = [5, 4]\n",
+        )
+        .unwrap();
+        let text = "[[tenant]]\napp = \"nn\"\npriorities_file = \"nn.toml\"\npriorities = { distances = 9 }\n";
+        let s = parse(&dir.join("s.toml"), text).unwrap();
+        let t = &s.config.tenants[0];
+        assert_eq!(t.priorities["locations"], 2);
+        assert_eq!(
+            t.priorities["distances"], 9,
+            "the scenario overrides the file"
+        );
+        assert_eq!(t.chunk_priorities["locations"], vec![5, 4]);
+        // A file for another app is caught.
+        std::fs::write(dir.join("other.toml"), "[priorities]\nweights = 1\n").unwrap();
+        let text = "[[tenant]]\napp = \"nn\"\npriorities_file = \"other.toml\"\n";
+        let e = parse(&dir.join("s.toml"), text).unwrap_err().to_string();
+        assert!(
+            e.contains("tenant[0].priorities_file") && e.contains("weights"),
+            "{e}"
+        );
     }
 
     #[test]
