@@ -1032,6 +1032,10 @@ impl Engine {
                 };
                 job.setup_started_ns = self.now_ns;
                 let setup_ns = match job.kind {
+                    // Gdev's runtime submits copies through its scheduler too.
+                    CopyKind::Memcpy { .. } if self.manager.config().mode == Mode::Gdev => {
+                        self.preset.copy_setup_ns + self.preset.gdev_launch_ns
+                    }
                     CopyKind::Memcpy { .. } => self.preset.copy_setup_ns,
                     CopyKind::Relocation { .. } => self.preset.relocation_setup_ns,
                 };

@@ -73,7 +73,7 @@ pub struct Preset {
     pub relocation_setup_ns: u64,
     /// Driver CPU time the eviction policy spends per chunk it chooses.
     pub policy_ns_per_chunk: u64,
-    /// Gdev mode: the software scheduler's cost per kernel launch.
+    /// Gdev mode: the software scheduler's cost per kernel launch and per memcpy.
     pub gdev_launch_ns: u64,
     /// Streaming multiprocessors.
     pub sms: u32,
