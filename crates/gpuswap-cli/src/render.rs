@@ -44,6 +44,8 @@ pub fn report_table(report: &Report) -> String {
                 format_bytes(t.vram_peak_bytes),
                 format_bytes(t.local_bytes),
                 format_bytes(t.remote_bytes),
+                format_bytes(t.bytes_evicted),
+                format_bytes(t.bytes_returned),
                 t.error.clone().unwrap_or_default(),
             ]
         })
@@ -62,10 +64,58 @@ pub fn report_table(report: &Report) -> String {
             "vram peak",
             "local",
             "remote",
+            "evicted",
+            "returned",
             "error",
         ],
         &rows,
     );
+    if report
+        .tenants
+        .iter()
+        .any(|t| t.eviction_latency_ns.count + t.victim_pause_ns.count > 0)
+    {
+        out += "\nrelocations: allocations that evicted (latency, split summed over them) and suspensions\n";
+        let rows: Vec<Vec<String>> = report
+            .tenants
+            .iter()
+            .map(|t| {
+                let e = &t.eviction_latency_ns;
+                let split = &t.eviction_split_ns;
+                vec![
+                    t.name.clone(),
+                    e.count.to_string(),
+                    format_ns(e.p50),
+                    format_ns(e.max),
+                    format_ns(split.policy),
+                    format_ns(split.dma_setup),
+                    format_ns(split.dma),
+                    format_ns(split.waiting),
+                    t.victim_pause_ns.count.to_string(),
+                    format_ns(t.victim_drain_ns.p50),
+                    format_ns(t.victim_pause_ns.p50),
+                    format_ns(t.victim_pause_ns.max),
+                ]
+            })
+            .collect();
+        out += &table(
+            &[
+                "tenant",
+                "evictions",
+                "p50",
+                "max",
+                "policy",
+                "dma setup",
+                "dma",
+                "waiting",
+                "suspensions",
+                "drain p50",
+                "pause p50",
+                "pause max",
+            ],
+            &rows,
+        );
+    }
     let s = &report.system;
     out += &format!(
         "\nmakespan {}  STP {:.3}  ANTT {:.3}  Jain(VRAM) {:.3}  Jain(slowdown) {:.3}\n",

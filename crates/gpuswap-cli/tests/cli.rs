@@ -113,6 +113,40 @@ fn run_twice_gives_identical_json() {
 }
 
 #[test]
+fn gpuswap_run_is_deterministic_and_reports_relocations() {
+    let path = repo_file("scenarios/gpuswap-20mib.toml");
+    let a = gpuswap(&["run", "--json", &path]);
+    let b = gpuswap(&["run", "--json", &path]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout, "same scenario and seed, same bytes");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&a)).unwrap();
+    assert_eq!(v["manager"], "gpuswap");
+    for t in v["tenants"].as_array().unwrap() {
+        assert!(t["error"].is_null(), "{t}");
+        assert!(t["remote_bytes"].as_u64().unwrap() > 0);
+        assert!(t["vram_peak_bytes"].as_u64().unwrap() <= 20 << 20);
+        let timeline = t["vram_timeline"].as_array().unwrap();
+        assert!(timeline.len() > 2 && timeline.iter().all(|p| p.as_array().unwrap().len() == 2));
+        for key in ["eviction_latency_ns", "victim_drain_ns", "victim_pause_ns"] {
+            assert!(t[key]["count"].is_u64(), "{key}");
+        }
+        for key in ["policy", "dma_setup", "dma", "waiting"] {
+            assert!(t["eviction_split_ns"][key].is_u64(), "{key}");
+        }
+    }
+    let evicted: u64 = v["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["bytes_evicted"].as_u64().unwrap())
+        .sum();
+    assert!(evicted > 0);
+    // Another seed changes the random choices, not the validity.
+    let c = gpuswap(&["run", "--json", "--seed", "2", &path]);
+    assert!(c.status.success());
+}
+
+#[test]
 fn native_mode_fails_the_newcomer_and_keeps_the_first() {
     let out = gpuswap(&["run", "--json", &repo_file("scenarios/native-oom.toml")]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -250,7 +250,8 @@ fn build(
         .collect();
     let system = SystemReport {
         makespan_ns: outcome.makespan_ns,
-        stp: slowdowns.iter().map(|s| 1.0 / s).sum(),
+        // fold from +0.0: an empty float sum is -0.0.
+        stp: slowdowns.iter().fold(0.0, |sum, s| sum + 1.0 / s),
         antt: if slowdowns.is_empty() {
             0.0
         } else {
