@@ -1,8 +1,11 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
+mod plot;
 mod priorities;
+mod profile_cmd;
 mod render;
 mod scenario;
+mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +39,10 @@ enum Command {
     Presets,
     /// List the built-in apps with their memory use at the default size.
     Apps,
+    /// Profile an app's accesses per page, chunk or buffer and derive its priorities.
+    Profile(profile_cmd::ProfileArgs),
+    /// Run a scenario across a grid of settings and seeds in parallel; write CSV and plots.
+    Sweep(sweep::SweepArgs),
 }
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
@@ -57,7 +64,7 @@ fn main() -> ExitCode {
                 }
             };
             if let Some(seed) = seed {
-                loaded.seed = seed;
+                loaded.set_seed(seed);
             }
             match run_and_report(&loaded.name, loaded.seed, &loaded.config) {
                 Ok(report) if json => {
@@ -75,6 +82,24 @@ fn main() -> ExitCode {
         }
         Command::Presets => print!("{}", render::presets_table(&preset::all())),
         Command::Apps => print!("{}", render::apps_table(&apps::all())),
+        Command::Profile(args) => {
+            if let Err(e) = profile_cmd::run(&args) {
+                eprintln!("error: {e}");
+                return ExitCode::from(match e {
+                    profile_cmd::ProfileError::BadInput(_) => EXIT_BAD_INPUT,
+                    profile_cmd::ProfileError::Output(_) => 1,
+                });
+            }
+        }
+        Command::Sweep(args) => {
+            if let Err(e) = sweep::run(&args) {
+                eprintln!("error: {e}");
+                return ExitCode::from(match e {
+                    sweep::SweepError::BadInput(_) => EXIT_BAD_INPUT,
+                    sweep::SweepError::Output(_) => 1,
+                });
+            }
+        }
     }
     ExitCode::SUCCESS
 }

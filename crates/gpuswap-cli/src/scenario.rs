@@ -122,6 +122,14 @@ pub struct Scenario {
     pub config: SimConfig,
 }
 
+impl Scenario {
+    /// Sets the seed of the run: the report's and the manager's random choices'.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+        self.config.manager.seed = seed;
+    }
+}
+
 /// Default preset when a scenario names none: the GPUswap testbed.
 pub const DEFAULT_PRESET: &str = "gtx480";
 

@@ -4,6 +4,7 @@ pub mod apps;
 pub mod engine;
 pub mod link;
 pub mod preset;
+pub mod profile;
 pub mod program;
 pub mod report;
 pub mod runtime;

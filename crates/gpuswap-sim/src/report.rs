@@ -3,7 +3,10 @@
 
 use serde::Serialize;
 
-use crate::engine::{InvariantError, Outcome, SimConfig, TenantOutcome, simulate};
+use std::sync::Mutex;
+
+use crate::engine::{InvariantError, Outcome, SimConfig, TenantOutcome, TenantSpec, simulate};
+use crate::program::Program;
 use gpuswap_core::{ManagerConfig, Mode};
 
 /// Summary of a latency sample.
@@ -152,46 +155,68 @@ fn measured_ns(t: &TenantOutcome) -> u64 {
     t.phase_ns.map_or(t.total_ns(), |(a, b)| b - a)
 }
 
+/// Solo baselines already measured: (preset, program) to measured-phase time. Shared by
+/// the runs of a sweep, which repeat the same programs many times; safe to share between
+/// threads.
+#[derive(Debug, Default)]
+pub struct Baselines(Mutex<Vec<(String, Program, u64)>>);
+
+impl Baselines {
+    /// The solo time of `spec` on `config`'s device: alone, native mode, more VRAM than
+    /// it can use, started at time 0; measured once per (preset, program).
+    pub fn solo_ns(&self, config: &SimConfig, spec: &TenantSpec) -> Result<u64, InvariantError> {
+        let preset = config.preset.name;
+        let known = |list: &Vec<(String, Program, u64)>| {
+            list.iter()
+                .find(|(p, program, _)| p == preset && *program == spec.program)
+                .map(|(_, _, ns)| *ns)
+        };
+        if let Some(ns) = known(&self.0.lock().expect("no panics while locked")) {
+            return Ok(ns);
+        }
+        let solo = SimConfig {
+            manager: ManagerConfig {
+                vram_bytes: u64::MAX / 4,
+                mode: Mode::Native,
+                ..config.manager.clone()
+            },
+            tenants: vec![TenantSpec {
+                start_ns: 0,
+                ..spec.clone()
+            }],
+            ..config.clone()
+        };
+        let ns = measured_ns(&simulate(solo)?.tenants[0]);
+        let mut list = self.0.lock().expect("no panics while locked");
+        if known(&list).is_none() {
+            list.push((preset.to_owned(), spec.program.clone(), ns));
+        }
+        Ok(ns)
+    }
+}
+
 /// Runs a configuration and the solo baselines its report needs.
-///
-/// Each tenant's baseline is its own program alone on the same device, native mode,
-/// with more VRAM than it can use, started at time 0. Tenants with identical programs
-/// share one baseline run.
 pub fn run_and_report(
     scenario: &str,
     seed: u64,
     config: &SimConfig,
 ) -> Result<Report, InvariantError> {
+    run_and_report_with(scenario, seed, config, &Baselines::default())
+}
+
+/// [`run_and_report`] with baselines shared across runs.
+pub fn run_and_report_with(
+    scenario: &str,
+    seed: u64,
+    config: &SimConfig,
+    baselines: &Baselines,
+) -> Result<Report, InvariantError> {
     let outcome = simulate(config.clone())?;
-    let mut baselines: Vec<(usize, u64)> = Vec::new();
-    let mut solo_ns = Vec::with_capacity(config.tenants.len());
-    for (i, spec) in config.tenants.iter().enumerate() {
-        let known = baselines
-            .iter()
-            .find(|(j, _)| config.tenants[*j].program == spec.program)
-            .map(|(_, ns)| *ns);
-        let ns = match known {
-            Some(ns) => ns,
-            None => {
-                let solo = SimConfig {
-                    manager: ManagerConfig {
-                        vram_bytes: u64::MAX / 4,
-                        mode: Mode::Native,
-                        ..config.manager.clone()
-                    },
-                    tenants: vec![crate::engine::TenantSpec {
-                        start_ns: 0,
-                        ..spec.clone()
-                    }],
-                    ..config.clone()
-                };
-                let ns = measured_ns(&simulate(solo)?.tenants[0]);
-                baselines.push((i, ns));
-                ns
-            }
-        };
-        solo_ns.push(ns);
-    }
+    let solo_ns = config
+        .tenants
+        .iter()
+        .map(|spec| baselines.solo_ns(config, spec))
+        .collect::<Result<Vec<u64>, _>>()?;
     Ok(build(scenario, seed, config, &outcome, &solo_ns))
 }
 

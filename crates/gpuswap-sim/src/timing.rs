@@ -111,27 +111,45 @@ pub fn local_fraction(distribution: &Distribution, buffer: &Buffer) -> f64 {
     if vram == 0 {
         return 0.0;
     }
-    match distribution {
-        Distribution::Uniform => vram as f64 / buffer.bytes as f64,
-        Distribution::Ranges(ranges) => weighted_fraction(
-            buffer,
-            ranges.iter().map(|r| (r.offset_bytes, r.bytes, r.weight)),
-        ),
+    weighted_fraction(buffer, weighted_ranges(distribution, buffer.bytes))
+}
+
+/// The accesses of `distribution` over a buffer of `buffer_bytes` as `(offset_bytes,
+/// bytes, weight)` ranges, each range's weight spread evenly over its bytes: the one form
+/// every share computation works on (here the VRAM share of a buffer's accesses, in
+/// `profile` the share of each profiling unit). `Uniform` is one range of weight 1; a
+/// profile's last page ends at the buffer's end. Ranges that carry no accesses (empty or
+/// weightless) are left out.
+pub fn weighted_ranges(
+    distribution: &Distribution,
+    buffer_bytes: u64,
+) -> impl Iterator<Item = (u64, u64, f64)> + '_ {
+    // One chain of the three variants' iterators, two of them empty, keeps this free of
+    // allocation and boxing: the engine calls it for every access of every kernel.
+    let uniform = matches!(distribution, Distribution::Uniform).then_some((0, buffer_bytes, 1.0));
+    let ranges = match distribution {
+        Distribution::Ranges(ranges) => ranges.as_slice(),
+        _ => &[],
+    };
+    let (page_bytes, weights) = match distribution {
         Distribution::Profile {
             page_bytes,
             weights,
-        } => weighted_fraction(
-            buffer,
-            weights.iter().enumerate().map(|(i, w)| {
-                let offset = i as u64 * page_bytes;
-                (
-                    offset,
-                    (*page_bytes).min(buffer.bytes.saturating_sub(offset)),
-                    *w,
-                )
-            }),
-        ),
-    }
+        } => (*page_bytes, weights.as_slice()),
+        _ => (0, &[][..]),
+    };
+    uniform
+        .into_iter()
+        .chain(ranges.iter().map(|r| (r.offset_bytes, r.bytes, r.weight)))
+        .chain(weights.iter().enumerate().map(move |(i, w)| {
+            let offset = i as u64 * page_bytes;
+            (
+                offset,
+                page_bytes.min(buffer_bytes.saturating_sub(offset)),
+                *w,
+            )
+        }))
+        .filter(|&(_, bytes, weight)| bytes > 0 && weight > 0.0)
 }
 
 /// Chunks of `buffer` in host memory that accesses spread by `distribution` touch: the
@@ -167,13 +185,11 @@ pub fn touched_host_chunks(distribution: &Distribution, buffer: &Buffer) -> Vec<
         .collect()
 }
 
-/// Sum of weight x (VRAM bytes in range / range bytes) over sum of weights.
+/// Sum of weight x (VRAM bytes in range / range bytes) over sum of weights, for ranges from
+/// [`weighted_ranges`].
 fn weighted_fraction(buffer: &Buffer, ranges: impl Iterator<Item = (u64, u64, f64)>) -> f64 {
     let (mut local, mut total) = (0.0, 0.0);
     for (offset, bytes, weight) in ranges {
-        if bytes == 0 || weight <= 0.0 {
-            continue;
-        }
         total += weight;
         local += weight * vram_bytes_in(buffer, offset, offset + bytes) as f64 / bytes as f64;
     }
@@ -273,6 +289,31 @@ mod tests {
         assert!((t.link_bytes_to_device() - 1000.0 * 152.0 / 128.0).abs() < 1e-9);
         assert!((t.link_bytes_to_host() - 1000.0 * 56.0 / 32.0).abs() < 1e-9);
         assert_eq!(t.remote_bytes(), 2000.0);
+    }
+
+    #[test]
+    fn weighted_ranges_cover_each_distribution_and_drop_empty_ranges() {
+        let ranges = |d: &Distribution, bytes| weighted_ranges(d, bytes).collect::<Vec<_>>();
+        assert_eq!(ranges(&Distribution::Uniform, 400), [(0, 400, 1.0)]);
+        let banded = Distribution::Ranges(vec![
+            WeightedRange {
+                offset_bytes: 10,
+                bytes: 20,
+                weight: 2.0,
+            },
+            WeightedRange {
+                offset_bytes: 50,
+                bytes: 5,
+                weight: 0.0,
+            },
+        ]);
+        assert_eq!(ranges(&banded, 400), [(10, 20, 2.0)]);
+        // 250 bytes in pages of 100: the last page holds the 50 bytes left.
+        let profile = Distribution::Profile {
+            page_bytes: 100,
+            weights: vec![1.0, 0.0, 3.0],
+        };
+        assert_eq!(ranges(&profile, 250), [(0, 100, 1.0), (200, 50, 3.0)]);
     }
 
     #[test]
