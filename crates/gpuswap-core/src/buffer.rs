@@ -92,6 +92,62 @@ impl Buffer {
     }
 }
 
+/// The live buffers, indexed by id. The manager numbers buffers densely from 0 and never
+/// reuses a number, so a vector of slots gives constant-time lookups on the hot path
+/// (every kernel looks up every buffer it touches).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BufferTable {
+    slots: Vec<Option<Buffer>>,
+    /// Counts mutable accesses: whatever changes a buffer or its chunks goes through one.
+    epoch: u64,
+}
+
+impl BufferTable {
+    pub(crate) fn get(&self, id: &BufferId) -> Option<&Buffer> {
+        self.slots.get(id.0 as usize)?.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, id: &BufferId) -> Option<&mut Buffer> {
+        self.epoch += 1;
+        self.slots.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub(crate) fn contains_key(&self, id: &BufferId) -> bool {
+        self.get(id).is_some()
+    }
+
+    pub(crate) fn insert(&mut self, id: BufferId, buffer: Buffer) {
+        self.epoch += 1;
+        let i = id.0 as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(buffer);
+    }
+
+    pub(crate) fn remove(&mut self, id: &BufferId) -> Option<Buffer> {
+        self.epoch += 1;
+        self.slots.get_mut(id.0 as usize)?.take()
+    }
+
+    /// Live buffers in id (allocation) order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Buffer> {
+        self.slots.iter().flatten()
+    }
+}
+
+impl std::ops::Index<&BufferId> for BufferTable {
+    type Output = Buffer;
+
+    fn index(&self, id: &BufferId) -> &Buffer {
+        self.get(id).expect("live buffer")
+    }
+}
+
 /// Splits a buffer of `bytes` into `(offset, length)` chunks of `chunk_bytes`, the last one
 /// a remainder chunk when `bytes` is not a multiple of `chunk_bytes`.
 ///

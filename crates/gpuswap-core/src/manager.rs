@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
+use crate::buffer::{Buffer, BufferKind, BufferTable, Chunk, Location, SystemBuffer, chunk_layout};
 use crate::ids::{BufferId, RequestId, TenantId};
 use crate::lists::{ChunkLists, ChunkRef, rank};
 use crate::policy::{
@@ -303,7 +303,7 @@ struct Job {
 #[derive(Debug)]
 pub struct Manager {
     config: ManagerConfig,
-    buffers: BTreeMap<BufferId, Buffer>,
+    buffers: BufferTable,
     tenants: BTreeMap<TenantId, TenantState>,
     vram_used_bytes: u64,
     host_used_bytes: u64,
@@ -333,7 +333,7 @@ impl Manager {
         );
         Self {
             config,
-            buffers: BTreeMap::new(),
+            buffers: BufferTable::default(),
             tenants: BTreeMap::new(),
             vram_used_bytes: 0,
             host_used_bytes: 0,
@@ -364,6 +364,12 @@ impl Manager {
     /// VRAM not accounted to anybody.
     pub fn vram_free_bytes(&self) -> u64 {
         self.config.vram_bytes - self.vram_used_bytes
+    }
+
+    /// A number that changes whenever any buffer or chunk placement may have changed:
+    /// what a caller derives from placements stays valid while it stays the same.
+    pub fn placement_epoch(&self) -> u64 {
+        self.buffers.epoch()
     }
 
     /// A live buffer.

@@ -285,7 +285,7 @@ struct RunningKernel {
     accesses: u64,
     fixed_done: bool,
     flows_left: u32,
-    written: Vec<BufferId>,
+    written: Rc<[BufferId]>,
     referenced: Vec<ChunkRef>,
 }
 
@@ -310,6 +310,23 @@ struct CopyJob {
     setup_started_ns: u64,
 }
 
+/// The cost of one kernel launch given the placement of its buffers.
+#[derive(Clone, Debug)]
+struct KernelCost {
+    traffic: Traffic,
+    fixed_ns: u64,
+    ideal_ns: u64,
+    accesses: u64,
+    written: Rc<[BufferId]>,
+}
+
+/// Writes to one buffer: bumped when a write starts or ends, and how many run now.
+#[derive(Clone, Copy, Debug, Default)]
+struct WriteState {
+    epoch: u64,
+    writers: u32,
+}
+
 #[derive(Clone, Copy)]
 enum FlowOwner {
     Kernel,
@@ -330,7 +347,10 @@ pub struct Engine {
     next_request: u64,
     link: Link,
     link_generation: u64,
-    flow_owners: BTreeMap<FlowId, FlowOwner>,
+    /// When the live link wake-up fires.
+    link_wake_at: Option<u64>,
+    /// Who started each flow in progress (a handful at a time).
+    flow_owners: Vec<(FlowId, FlowOwner)>,
     running: Option<RunningKernel>,
     round_robin_next: usize,
     copy_engines: Vec<Option<CopyJob>>,
@@ -341,11 +361,13 @@ pub struct Engine {
     /// The tenant whose allocation the current relocation serves.
     evicting_for: Option<usize>,
     /// Write epochs of buffers: bumped when a write to the buffer starts or ends.
-    write_epochs: HashMap<BufferId, u64>,
-    /// Writers (kernels, memcpys) running per buffer.
-    writers: HashMap<BufferId, u32>,
+    /// Indexed by buffer id (the manager numbers buffers densely from 0).
+    writes: Vec<WriteState>,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
+    /// Kernel costs by launch site (the kernel's address) and the placement epoch they
+    /// were computed at.
+    cost_cache: HashMap<usize, (u64, KernelCost)>,
     /// Gdev: the kernel the scheduler holds until its tenant's buffers are resident.
     gdev_launch: Option<(usize, Rc<Kernel>)>,
 }
@@ -410,7 +432,8 @@ impl Engine {
             next_request: 0,
             link,
             link_generation: 0,
-            flow_owners: BTreeMap::new(),
+            link_wake_at: None,
+            flow_owners: Vec::new(),
             running: None,
             round_robin_next: 0,
             copy_engines,
@@ -418,10 +441,10 @@ impl Engine {
             policy_running: false,
             timer_at: None,
             evicting_for: None,
-            write_epochs: HashMap::new(),
-            writers: HashMap::new(),
+            writes: Vec::new(),
             failure: None,
             gdev_launch: None,
+            cost_cache: HashMap::new(),
         }
     }
 
@@ -445,6 +468,7 @@ impl Engine {
                     self.maybe_finish_kernel();
                 }
                 Event::LinkWake(generation) if generation == self.link_generation => {
+                    self.link_wake_at = None;
                     self.advance_link();
                 }
                 Event::LinkWake(_) => {}
@@ -788,10 +812,11 @@ impl Engine {
                     to,
                 } => {
                     let t = tenant.0 as usize;
-                    if self.writers.get(&chunk.buffer).copied().unwrap_or(0) > 0 {
+                    let writes = self.write_state(chunk.buffer);
+                    if writes.writers > 0 {
                         return self.lost_write(t, chunk);
                     }
-                    let epoch = self.write_epochs.get(&chunk.buffer).copied().unwrap_or(0);
+                    let epoch = writes.epoch;
                     self.copy_queue.push_back(CopyJob {
                         tenant: t,
                         kind: CopyKind::Relocation { copy, chunk, epoch },
@@ -923,32 +948,25 @@ impl Engine {
     fn run_kernel(&mut self, t: usize, kernel: Rc<Kernel>) {
         let want_references = self.preset.features.reference_bits
             && self.manager.config().chunk_policy == ChunkPolicy::ReverseSwap;
-        let mut traffic = Traffic::default();
-        let mut ideal = Traffic::default();
-        let mut written = Vec::new();
+        let cost = self.kernel_cost(t, &kernel);
         let mut referenced = Vec::new();
-        for access in &kernel.accesses {
-            let id = self.tenants[t].slots[access.slot];
-            let buffer = id.and_then(|id| self.manager.buffer(id));
-            // An access to a buffer the program has not allocated is a program bug that
-            // the validator rejects; count it as local to stay total.
-            let fraction = buffer.map_or(1.0, |b| timing::local_fraction(&access.distribution, b));
-            traffic.add(access.read_bytes, access.write_bytes, fraction);
-            ideal.add(access.read_bytes, access.write_bytes, 1.0);
-            if let (Some(b), true) = (buffer, want_references) {
-                referenced.extend(timing::touched_host_chunks(&access.distribution, b));
-            }
-            if let (Some(id), true) = (id, access.write_bytes > 0) {
-                written.push(id);
+        if want_references {
+            for access in &kernel.accesses {
+                if let Some(b) =
+                    self.tenants[t].slots[access.slot].and_then(|id| self.manager.buffer(id))
+                {
+                    referenced.extend(timing::touched_host_chunks(&access.distribution, b));
+                }
             }
         }
-        for id in &written {
+        for id in cost.written.iter() {
             self.begin_write(*id);
         }
+        let traffic = cost.traffic;
         let tenant = &mut self.tenants[t];
         tenant.local_bytes += traffic.local_bytes;
         tenant.remote_bytes += traffic.remote_bytes();
-        let fixed_ns = timing::fixed_ns(&self.preset, kernel.ops, &traffic);
+        let fixed_ns = cost.fixed_ns;
         let mut flows_left = 0;
         for (direction, bytes) in [
             (Direction::ToDevice, traffic.link_bytes_to_device()),
@@ -956,19 +974,18 @@ impl Engine {
         ] {
             if bytes > 0.0 {
                 let id = self.link.start(self.now_ns, direction, bytes, None);
-                self.flow_owners.insert(id, FlowOwner::Kernel);
+                self.flow_owners.push((id, FlowOwner::Kernel));
                 flows_left += 1;
             }
         }
-        let accesses = ((ideal.local_bytes) / READ_TRANSACTION_BYTES as f64).round() as u64;
         self.running = Some(RunningKernel {
             tenant: t,
-            ideal_ns: timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+            ideal_ns: cost.ideal_ns,
             started_ns: self.now_ns,
-            accesses,
+            accesses: cost.accesses,
             fixed_done: false,
             flows_left,
-            written,
+            written: cost.written,
             referenced,
         });
         self.schedule(self.now_ns + fixed_ns, Event::KernelFixedDone);
@@ -977,15 +994,64 @@ impl Engine {
         }
     }
 
+    /// What a launch of `kernel` by tenant `t` costs with the data where it is now.
+    /// Cached per launch site while the manager's placement epoch stays the same: a
+    /// program relaunches the same kernels many times between placement changes, and
+    /// some touch hundreds of buffers (heartwall).
+    fn kernel_cost(&mut self, t: usize, kernel: &Rc<Kernel>) -> KernelCost {
+        let epoch = self.manager.placement_epoch();
+        let key = Rc::as_ptr(kernel) as usize;
+        if let Some((cached_epoch, cost)) = self.cost_cache.get(&key)
+            && *cached_epoch == epoch
+        {
+            return cost.clone();
+        }
+        let mut traffic = Traffic::default();
+        let mut ideal = Traffic::default();
+        let mut written = Vec::new();
+        for access in &kernel.accesses {
+            let id = self.tenants[t].slots[access.slot];
+            let buffer = id.and_then(|id| self.manager.buffer(id));
+            // An access to a buffer the program has not allocated is a program bug that
+            // the validator rejects; count it as local to stay total.
+            let fraction = buffer.map_or(1.0, |b| timing::local_fraction(&access.distribution, b));
+            traffic.add(access.read_bytes, access.write_bytes, fraction);
+            ideal.add(access.read_bytes, access.write_bytes, 1.0);
+            if let (Some(id), true) = (id, access.write_bytes > 0) {
+                written.push(id);
+            }
+        }
+        let cost = KernelCost {
+            traffic,
+            fixed_ns: timing::fixed_ns(&self.preset, kernel.ops, &traffic),
+            ideal_ns: timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+            accesses: (ideal.local_bytes / READ_TRANSACTION_BYTES as f64).round() as u64,
+            written: written.into(),
+        };
+        self.cost_cache.insert(key, (epoch, cost.clone()));
+        cost
+    }
+
+    fn write_state(&self, buffer: BufferId) -> WriteState {
+        self.writes
+            .get(buffer.0 as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
     fn begin_write(&mut self, buffer: BufferId) {
-        *self.write_epochs.entry(buffer).or_default() += 1;
-        *self.writers.entry(buffer).or_default() += 1;
+        let i = buffer.0 as usize;
+        if i >= self.writes.len() {
+            self.writes.resize(i + 1, WriteState::default());
+        }
+        self.writes[i].epoch += 1;
+        self.writes[i].writers += 1;
     }
 
     fn end_write(&mut self, buffer: BufferId) {
-        *self.write_epochs.entry(buffer).or_default() += 1;
-        let writers = self.writers.get_mut(&buffer).expect("write began");
-        *writers -= 1;
+        let state = &mut self.writes[buffer.0 as usize];
+        state.epoch += 1;
+        state.writers -= 1;
     }
 
     fn maybe_finish_kernel(&mut self) {
@@ -996,7 +1062,7 @@ impl Engine {
             return;
         }
         let running = self.running.take().expect("checked");
-        for id in &running.written {
+        for id in running.written.iter() {
             self.end_write(*id);
         }
         let t = running.tenant;
@@ -1063,7 +1129,7 @@ impl Engine {
         let id = self
             .link
             .start(self.now_ns, job.direction, job.link_bytes as f64, cap);
-        self.flow_owners.insert(id, FlowOwner::CopyEngine(engine));
+        self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
         self.rearm_link();
     }
 
@@ -1084,9 +1150,8 @@ impl Engine {
                 self.check_drained(job.tenant);
             }
             CopyKind::Relocation { copy, chunk, epoch } => {
-                let now_epoch = self.write_epochs.get(&chunk.buffer).copied().unwrap_or(0);
-                let writing = self.writers.get(&chunk.buffer).copied().unwrap_or(0) > 0;
-                if now_epoch != epoch || writing {
+                let now = self.write_state(chunk.buffer);
+                if now.epoch != epoch || now.writers > 0 {
                     return self.lost_write(job.tenant, chunk);
                 }
                 if let Some(requester) = self.evicting_for
@@ -1103,20 +1168,28 @@ impl Engine {
     }
 
     /// Schedules a wake-up for the link's next completion; older wake-ups go stale.
+    /// Keeps one live wake-up at the link's next completion: an unchanged time keeps the
+    /// scheduled event; a new time makes older ones stale.
     fn rearm_link(&mut self) {
+        let next = self.link.next_completion_ns();
+        if next == self.link_wake_at {
+            return;
+        }
         self.link_generation += 1;
-        if let Some(t) = self.link.next_completion_ns() {
+        self.link_wake_at = next;
+        if let Some(t) = next {
             self.schedule(t, Event::LinkWake(self.link_generation));
         }
     }
 
     fn advance_link(&mut self) {
         for id in self.link.advance(self.now_ns) {
-            match self
+            let at = self
                 .flow_owners
-                .remove(&id)
-                .expect("every flow has an owner")
-            {
+                .iter()
+                .position(|(f, _)| *f == id)
+                .expect("every flow has an owner");
+            match self.flow_owners.remove(at).1 {
                 FlowOwner::Kernel => {
                     self.running.as_mut().expect("kernel running").flows_left -= 1;
                     self.maybe_finish_kernel();

@@ -5,8 +5,6 @@
 //! The link never schedules anything itself: the engine asks [`Link::next_completion_ns`]
 //! after every change and calls [`Link::advance`] when that time comes.
 
-use std::collections::BTreeMap;
-
 /// Identifies a flow on the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FlowId(pub u64);
@@ -33,7 +31,8 @@ struct Flow {
 pub struct Link {
     to_device_bytes_per_ns: f64,
     to_host_bytes_per_ns: f64,
-    flows: BTreeMap<FlowId, Flow>,
+    /// In id order; a handful at a time, so a vector beats a map.
+    flows: Vec<(FlowId, Flow)>,
     now_ns: u64,
     next_id: u64,
     bytes_moved: [f64; 2],
@@ -49,7 +48,7 @@ impl Link {
         Self {
             to_device_bytes_per_ns: to_device_bytes_per_s / 1e9,
             to_host_bytes_per_ns: to_host_bytes_per_s / 1e9,
-            flows: BTreeMap::new(),
+            flows: Vec::new(),
             now_ns: 0,
             next_id: 0,
             bytes_moved: [0.0; 2],
@@ -69,7 +68,7 @@ impl Link {
         self.advance(now_ns);
         let id = FlowId(self.next_id);
         self.next_id += 1;
-        self.flows.insert(
+        self.flows.push((
             id,
             Flow {
                 direction,
@@ -77,7 +76,7 @@ impl Link {
                 cap_bytes_per_ns: cap_bytes_per_s.map_or(f64::INFINITY, |c| c / 1e9),
                 rate_bytes_per_ns: 0.0,
             },
-        );
+        ));
         self.reshare();
         id
     }
@@ -96,9 +95,7 @@ impl Link {
             }
         }
         if !done.is_empty() {
-            for id in &done {
-                self.flows.remove(id);
-            }
+            self.flows.retain(|(id, _)| !done.contains(id));
             self.reshare();
         }
         done
@@ -107,7 +104,8 @@ impl Link {
     /// When the next flow finishes at the current rates (rounded up to whole ns).
     pub fn next_completion_ns(&self) -> Option<u64> {
         self.flows
-            .values()
+            .iter()
+            .map(|(_, f)| f)
             .filter(|f| f.rate_bytes_per_ns > 0.0)
             .map(|f| self.now_ns + (f.remaining_bytes / f.rate_bytes_per_ns).ceil().max(1.0) as u64)
             .min()
@@ -125,7 +123,10 @@ impl Link {
 
     /// The current rate of a flow, in bytes per second.
     pub fn rate_bytes_per_s(&self, id: FlowId) -> Option<f64> {
-        self.flows.get(&id).map(|f| f.rate_bytes_per_ns * 1e9)
+        self.flows
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, f)| f.rate_bytes_per_ns * 1e9)
     }
 
     /// Max-min fair shares with per-flow caps (water filling), per direction.
@@ -134,23 +135,18 @@ impl Link {
             (Direction::ToDevice, self.to_device_bytes_per_ns),
             (Direction::ToHost, self.to_host_bytes_per_ns),
         ] {
-            let mut ids: Vec<FlowId> = self
+            let mut flows: Vec<&mut Flow> = self
                 .flows
-                .iter()
-                .filter(|(_, f)| f.direction == direction)
-                .map(|(id, _)| *id)
+                .iter_mut()
+                .map(|(_, f)| f)
+                .filter(|f| f.direction == direction)
                 .collect();
             // Smallest caps first: they take less than an equal share and leave the rest.
-            ids.sort_by(|a, b| {
-                self.flows[a]
-                    .cap_bytes_per_ns
-                    .total_cmp(&self.flows[b].cap_bytes_per_ns)
-                    .then(a.cmp(b))
-            });
+            // The sort is stable, so equal caps keep id order.
+            flows.sort_by(|a, b| a.cap_bytes_per_ns.total_cmp(&b.cap_bytes_per_ns));
             let mut left = capacity;
-            let count = ids.len();
-            for (i, id) in ids.into_iter().enumerate() {
-                let flow = self.flows.get_mut(&id).expect("listed above");
+            let count = flows.len();
+            for (i, flow) in flows.into_iter().enumerate() {
                 let share = left / (count - i) as f64;
                 flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
                 left -= flow.rate_bytes_per_ns;
