@@ -42,23 +42,36 @@ pub fn register_font() {
     });
 }
 
-/// Draws runtime against a varied setting: per line the mean with a standard-deviation
+/// Labels of a chart.
+#[derive(Clone, Copy, Debug)]
+struct Labels<'a> {
+    title: &'a str,
+    x: &'a str,
+    y: &'a str,
+}
+
+/// Draws a measure against a varied setting: per line the mean with a standard-deviation
 /// band and the best run dashed. `categories` names the x positions 0, 1, ... when the
-/// setting is not a number. Writes `stem.svg`, and `stem.png` when `png`.
-pub fn runtime_chart(
+/// values sit evenly. Writes `stem.svg`, and `stem.png` when `png`.
+pub fn chart(
     stem: &Path,
     title: &str,
     x_label: &str,
+    y_label: &str,
     lines: &[Line],
     categories: Option<&[String]>,
     png: bool,
 ) -> Result<(), String> {
     register_font();
+    let labels = Labels {
+        title,
+        x: x_label,
+        y: y_label,
+    };
     let svg = stem.with_extension("svg");
     draw(
         SVGBackend::new(&svg, (900, 560)).into_drawing_area(),
-        title,
-        x_label,
+        labels,
         lines,
         categories,
     )?;
@@ -66,8 +79,7 @@ pub fn runtime_chart(
         let png = stem.with_extension("png");
         draw(
             BitMapBackend::new(&png, (900, 560)).into_drawing_area(),
-            title,
-            x_label,
+            labels,
             lines,
             categories,
         )?;
@@ -77,8 +89,7 @@ pub fn runtime_chart(
 
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    title: &str,
-    x_label: &str,
+    labels: Labels<'_>,
     lines: &[Line],
     categories: Option<&[String]>,
 ) -> Result<(), String> {
@@ -99,7 +110,7 @@ fn draw<DB: DrawingBackend>(
     }
     let pad = (x1 - x0) * 0.03;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+        .caption(labels.title, ("sans-serif", 22))
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(70)
@@ -113,8 +124,8 @@ fn draw<DB: DrawingBackend>(
         None => format!("{x}"),
     };
     let mut mesh = chart.configure_mesh();
-    mesh.x_desc(x_label)
-        .y_desc("runtime of the slowest tenant (s)")
+    mesh.x_desc(labels.x)
+        .y_desc(labels.y)
         .x_label_formatter(&format_x)
         .axis_desc_style(("sans-serif", 16))
         .label_style(("sans-serif", 13));

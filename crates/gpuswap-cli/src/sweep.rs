@@ -343,9 +343,10 @@ struct Target<'a> {
 }
 
 fn target(path: &str) -> Result<Target<'_>, String> {
-    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, tenant.repeat or tenant[1].start";
+    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, manager (a table), tenant.repeat or tenant[1].start";
     let (section, key) = match path.split_once('.') {
-        None if path == "seed" => {
+        // Top-level keys: the seed, or a whole table (its entries replace the scenario's).
+        None if ["seed", "device", "manager"].contains(&path) => {
             return Ok(Target {
                 section: None,
                 tenant: None,
@@ -398,9 +399,14 @@ fn check_path(path: &str, scenario: &toml::Table) -> Result<(), String> {
 fn apply(scenario: &mut toml::Table, path: &str, value: &Value) {
     let t = target(path).expect("checked when read");
     match t.section {
-        None => {
-            scenario.insert(t.key.to_owned(), value.clone());
-        }
+        None => match (scenario.get_mut(t.key), value) {
+            (Some(Value::Table(existing)), Value::Table(entries)) => {
+                existing.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            _ => {
+                scenario.insert(t.key.to_owned(), value.clone());
+            }
+        },
         Some("tenant") => {
             if let Some(Value::Array(tenants)) = scenario.get_mut("tenant") {
                 for (i, tenant) in tenants.iter_mut().enumerate() {
@@ -465,8 +471,15 @@ fn run_point(
         .map_err(|e| e.to_string())
         .and_then(|mut s| {
             s.set_seed(seed);
-            run_and_report_with(&s.name, seed, &s.config, baselines)
-                .map_err(|e| format!("internal error: {e}"))
+            // A bug in one run must not take the others down: it becomes that row's error.
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_and_report_with(&s.name, seed, &s.config, baselines)
+            }));
+            match run {
+                Ok(Ok(report)) => Ok(report),
+                Ok(Err(e)) => Err(format!("internal error: {e}")),
+                Err(_) => Err("internal error: the simulation panicked (please report)".into()),
+            }
         });
     Row {
         point: index,
@@ -485,9 +498,33 @@ pub fn slowest_phase_ns(report: &Report) -> Option<u64> {
     report.tenants.iter().map(|t| t.phase_ns).max()
 }
 
+/// Mean latency of the allocations that had to evict, over all tenants; None when none
+/// had to.
+pub fn eviction_mean_ns(report: &Report) -> Option<f64> {
+    let count: u64 = report
+        .tenants
+        .iter()
+        .map(|t| t.eviction_latency_ns.count)
+        .sum();
+    let total: u64 = report
+        .tenants
+        .iter()
+        .map(|t| {
+            let s = &t.eviction_split_ns;
+            s.policy + s.dma_setup + s.dma + s.waiting
+        })
+        .sum();
+    (count > 0).then(|| total as f64 / count as f64)
+}
+
 fn value_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
+        Value::Table(t) => t
+            .iter()
+            .map(|(k, v)| format!("{k}={}", value_text(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
         other => other.to_string(),
     }
 }
@@ -511,6 +548,7 @@ fn metric(report: &Report, name: &str) -> Option<f64> {
         "antt" => Some(s.antt),
         "jain_vram" => Some(s.jain_vram),
         "jain_slowdown" => Some(s.jain_slowdown),
+        "eviction_mean_ns" => eviction_mean_ns(report),
         _ => None,
     }
 }
@@ -634,10 +672,10 @@ fn write_outputs(
     }
     w.flush().map_err(|e| io(&summary, &e))?;
 
-    // A plot per numeric setting, with a line per combination of the others (policies,
-    // modes); a categorical setting gets its own plot only when nothing is numeric.
+    // Plots per numeric setting, with a line per combination of the others (policies,
+    // modes); a categorical setting gets its own plots only when nothing is numeric.
     let numeric: Vec<usize> = (0..axes.len())
-        .filter(|k| axis_label(&axes[*k]).1.is_none())
+        .filter(|k| axis_label(&axes[*k]).2)
         .collect();
     let plotted = if numeric.is_empty() {
         (0..axes.len().min(1)).collect()
@@ -646,21 +684,41 @@ fn write_outputs(
     };
     for k in plotted {
         let axis = &axes[k];
-        let lines = lines_for(k, axes, points, &stats);
-        let file = out.join(format!(
-            "runtime-vs-{}",
-            axis.key.replace(['.', '[', ']'], "_")
-        ));
-        let (label, categories) = axis_label(axis);
-        plot::runtime_chart(
-            &file,
-            &format!("slowest tenant's runtime vs {}", axis.key),
-            &label,
-            &lines,
-            categories.as_deref(),
-            png,
-        )
-        .map_err(|e| io(&file, &e))?;
+        let (label, categories, _) = axis_label(axis);
+        let name = axis.key.replace(['.', '[', ']'], "_");
+        for (metric, scale, stem, title, y_label) in [
+            (
+                "slowest_phase_ns",
+                1e9,
+                "runtime",
+                "slowest tenant's runtime",
+                "runtime of the slowest tenant (s)",
+            ),
+            (
+                "eviction_mean_ns",
+                1e6,
+                "eviction-latency",
+                "eviction latency",
+                "mean latency of evicting allocations (ms)",
+            ),
+        ] {
+            let lines = lines_for(k, axes, points, &stats, metric, scale);
+            if lines.iter().all(|l| l.points.is_empty()) {
+                continue;
+            }
+            let file = out.join(format!("{stem}-vs-{name}"));
+            let title = format!("{title} vs {}", axis.key);
+            plot::chart(
+                &file,
+                &title,
+                &label,
+                y_label,
+                &lines,
+                categories.as_deref(),
+                png,
+            )
+            .map_err(|e| io(&file, &e))?;
+        }
     }
     Ok(())
 }
@@ -719,16 +777,55 @@ fn point_stats(points: usize, rows: &[Row]) -> Vec<BTreeMap<&'static str, Stats>
 }
 
 /// How an axis's values sit on a plot's x axis: numbers in a unit, or categories.
-fn axis_label(axis: &Axis) -> (String, Option<Vec<String>>) {
+/// How an axis's values sit on a plot's x axis: its label, the names of positions 0, 1,
+/// ... when values are placed evenly (categories, or numbers spanning more than a factor
+/// of 64, such as chunk sizes from 128 KiB to 128 MiB), and whether the values are
+/// numbers.
+fn axis_label(axis: &Axis) -> (String, Option<Vec<String>>, bool) {
     let texts: Vec<String> = axis.values.iter().map(value_text).collect();
-    if texts.iter().all(|t| parse_bytes(t).is_ok()) {
-        (format!("{} (MiB)", axis.key), None)
-    } else if texts.iter().all(|t| parse_ns(t).is_ok()) {
-        (format!("{} (ms)", axis.key), None)
-    } else if axis.values.iter().all(Value::is_integer) {
-        (axis.key.clone(), None)
-    } else {
-        (axis.key.clone(), Some(texts))
+    let (label, numbers): (String, Option<Vec<f64>>) =
+        if texts.iter().all(|t| parse_bytes(t).is_ok()) {
+            (
+                format!("{} (MiB)", axis.key),
+                Some(
+                    texts
+                        .iter()
+                        .map(|t| parse_bytes(t).unwrap_or(0) as f64 / 1048576.0)
+                        .collect(),
+                ),
+            )
+        } else if texts.iter().all(|t| parse_ns(t).is_ok()) {
+            (
+                format!("{} (ms)", axis.key),
+                Some(
+                    texts
+                        .iter()
+                        .map(|t| parse_ns(t).unwrap_or(0) as f64 / 1e6)
+                        .collect(),
+                ),
+            )
+        } else if axis.values.iter().all(Value::is_integer) {
+            (
+                axis.key.clone(),
+                Some(
+                    axis.values
+                        .iter()
+                        .map(|v| v.as_integer().unwrap_or(0) as f64)
+                        .collect(),
+                ),
+            )
+        } else {
+            (axis.key.clone(), None)
+        };
+    match numbers {
+        None => (label, Some(texts), false),
+        Some(xs) => {
+            let (min, max) = xs
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
+            let spread = min > 0.0 && max / min >= 64.0;
+            (label, spread.then_some(texts), true)
+        }
     }
 }
 
@@ -746,12 +843,15 @@ fn x_of(value: &Value, index: usize, categorical: bool) -> f64 {
     }
 }
 
-/// One line per combination of the other axes' values: mean, std and best runtime (s).
+/// One line per combination of the other axes' values: mean, std and best of `metric`
+/// divided by `scale`.
 fn lines_for(
     k: usize,
     axes: &[Axis],
     points: &[Vec<Value>],
     stats: &[BTreeMap<&str, Stats>],
+    metric: &str,
+    scale: f64,
 ) -> Vec<Line> {
     let categorical = axis_label(&axes[k]).1.is_some();
     let mut lines: BTreeMap<String, Vec<LinePoint>> = BTreeMap::new();
@@ -760,12 +860,13 @@ fn lines_for(
             .iter()
             .enumerate()
             .filter(|(i, _)| *i != k)
-            .map(|(i, v)| {
-                format!(
+            .map(|(i, v)| match v {
+                Value::Table(_) => value_text(v),
+                _ => format!(
                     "{}={}",
                     axes[i].key.rsplit('.').next().unwrap_or(""),
                     value_text(v)
-                )
+                ),
             })
             .collect();
         let index = axes[k]
@@ -773,12 +874,12 @@ fn lines_for(
             .iter()
             .position(|v| *v == point[k])
             .unwrap_or(0);
-        if let Some(s) = stats[p].get("slowest_phase_ns") {
+        if let Some(s) = stats[p].get(metric) {
             lines.entry(label.join(" ")).or_default().push(LinePoint {
                 x: x_of(&point[k], index, categorical),
-                mean: s.mean / 1e9,
-                std: s.std / 1e9,
-                best: s.min / 1e9,
+                mean: s.mean / scale,
+                std: s.std / scale,
+                best: s.min / scale,
             });
         }
     }

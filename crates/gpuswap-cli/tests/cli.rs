@@ -294,3 +294,124 @@ fn bad_flags_exit_2() {
         Some(2)
     );
 }
+
+#[test]
+fn sweep_writes_every_row_even_when_a_point_fails() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-sweep-test-{}", std::process::id()));
+    let scenario = temp_scenario(
+        "sweep.toml",
+        "seed = 5\n[device]\npreset = \"gtx480\"\n[manager]\nmode = \"gpuswap\"\n\
+         [[tenant]]\nname = \"a\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
+         [[tenant]]\nname = \"b\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
+         [sweep]\nruns = 3\n[sweep.vary]\n\"manager.chunk_policy\" = [\"random\", \"priority-buffer\"]\n",
+    );
+    // The third VRAM size is more than the GTX 480 has: that point fails, the others run.
+    let out = gpuswap(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--vary",
+        "device.vram_limit=20MiB,200MiB,9GiB",
+        "--out",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("18 runs (6 grid points x 3 seeds), 6 failed"),
+        "{}",
+        stdout(&out)
+    );
+
+    let mut results = csv::Reader::from_path(dir.join("results.csv")).unwrap();
+    let header: Vec<String> = results
+        .headers()
+        .unwrap()
+        .iter()
+        .map(String::from)
+        .collect();
+    for column in [
+        "point",
+        "manager.chunk_policy",
+        "device.vram_limit",
+        "run",
+        "seed",
+        "error",
+        "slowest_phase_ns",
+        "stp",
+        "a.total_ns",
+        "b.slowdown",
+        "b.bytes_evicted",
+        "a.error",
+    ] {
+        assert!(
+            header.iter().any(|h| h == column),
+            "no column {column} in {header:?}"
+        );
+    }
+    let rows: Vec<csv::StringRecord> = results.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 18);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for row in &rows {
+        let failed = &row[col("device.vram_limit")] == "9GiB";
+        assert_eq!(!row[col("error")].is_empty(), failed, "{row:?}");
+        assert_eq!(row[col("a.total_ns")].is_empty(), failed);
+        if failed {
+            assert!(
+                row[col("error")].contains("device.vram_limit"),
+                "{}",
+                &row[col("error")]
+            );
+        }
+    }
+    // Seeds: scenario seed + run.
+    let seeds: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.get(col("seed")).unwrap()).collect();
+    assert_eq!(seeds, ["5", "6", "7"].into_iter().collect());
+
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 7, "header + 6 points");
+    assert!(
+        summary
+            .lines()
+            .next()
+            .unwrap()
+            .contains("slowest_phase_ns.mean")
+    );
+    let svg = std::fs::read_to_string(dir.join("runtime-vs-device_vram_limit.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("runtime of the slowest tenant"));
+    // Same sweep, same bytes.
+    let again = dir.join("again");
+    gpuswap(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--vary",
+        "device.vram_limit=20MiB,200MiB,9GiB",
+        "--out",
+        again.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(
+        std::fs::read(dir.join("results.csv")).unwrap(),
+        std::fs::read(again.join("results.csv")).unwrap()
+    );
+}
+
+#[test]
+fn sweep_rejects_bad_input_with_exit_2() {
+    let scenario = temp_scenario("sweep-bad.toml", "[[tenant]]\napp = \"nn\"\n");
+    for (args, expected) in [
+        (vec!["--vary", "colour=red"], "expected a scenario key"),
+        (
+            vec!["--vary", "device.vram_limit=1MiB..0MiB step 1MiB"],
+            "below",
+        ),
+        (vec!["--vary", "tenant[4].repeat=1"], "tenants"),
+        (vec!["--runs", "0"], "--runs"),
+    ] {
+        let mut all = vec!["sweep", scenario.to_str().unwrap(), "--quiet"];
+        all.extend(args);
+        let out = gpuswap(&all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}");
+        assert!(stderr(&out).contains(expected), "{all:?}: {}", stderr(&out));
+    }
+}

@@ -461,6 +461,9 @@ impl Engine {
             self.now_ns = time_ns;
             self.events += 1;
             match event {
+                // A tenant that failed after this step was scheduled has nothing left
+                // to run.
+                Event::Step(t) if self.tenants[t].state == State::Done => {}
                 Event::Step(t) => self.step(t),
                 Event::KernelFixedDone => {
                     let running = self.running.as_mut().expect("a kernel is running");
@@ -554,6 +557,10 @@ impl Engine {
     }
 
     fn schedule_step(&mut self, t: usize, delay_ns: u64) {
+        // A tenant that ended stays ended, whatever it was still waiting for.
+        if self.tenants[t].state == State::Done {
+            return;
+        }
         self.tenants[t].state = State::Scheduled;
         self.schedule(self.now_ns + delay_ns, Event::Step(t));
     }

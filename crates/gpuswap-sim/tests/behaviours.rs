@@ -221,3 +221,22 @@ fn two_greedy_tenants_converge_to_equal_shares_and_a_small_one_loses_nothing() {
     );
     assert!(small.vram_peak_bytes < 1_400_000_000 / 3);
 }
+
+/// Gdev refuses tenants whose buffers cannot all fit in VRAM; the refusal ends the tenant
+/// cleanly even with its next operation already scheduled (this used to resume a failed
+/// tenant and crash on its freed buffers).
+#[test]
+fn gdev_refuses_tenants_that_cannot_fit() {
+    let out = simulate(two_instances(
+        "nn",
+        100 * MIB,
+        Mode::Gdev,
+        ChunkPolicy::PriorityBuffer,
+        100,
+    ))
+    .unwrap();
+    for t in &out.tenants {
+        let error = t.error.as_deref().unwrap_or_default();
+        assert!(error.contains("gdev cannot launch"), "{error:?}");
+    }
+}
