@@ -34,6 +34,9 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Also plot each tenant's VRAM over time into this file (SVG; .png adds a PNG).
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
     },
     /// List the device presets.
     Presets,
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
             scenario,
             json,
             seed,
+            timeline,
         } => {
             let mut loaded = match scenario::load(&scenario) {
                 Ok(s) => s,
@@ -66,7 +70,26 @@ fn main() -> ExitCode {
             if let Some(seed) = seed {
                 loaded.set_seed(seed);
             }
-            match run_and_report(&loaded.name, loaded.seed, &loaded.config) {
+            let result = run_and_report(&loaded.name, loaded.seed, &loaded.config);
+            if let (Ok(report), Some(file)) = (&result, &timeline) {
+                let series: Vec<(String, Vec<(u64, u64)>)> = report
+                    .tenants
+                    .iter()
+                    .map(|t| (t.name.clone(), t.vram_timeline.clone()))
+                    .collect();
+                let title = format!(
+                    "VRAM held per tenant: {} ({})",
+                    report.scenario, report.manager
+                );
+                let png = file.extension().is_some_and(|e| e == "png");
+                if let Err(e) =
+                    plot::vram_timeline(file, &title, &series, report.system.makespan_ns, png)
+                {
+                    eprintln!("error: {}: {e}", file.display());
+                    return ExitCode::FAILURE;
+                }
+            }
+            match result {
                 Ok(report) if json => {
                     println!(
                         "{}",

@@ -191,3 +191,92 @@ fn draw<DB: DrawingBackend>(
     root.present().map_err(e)?;
     Ok(())
 }
+
+/// Draws each tenant's VRAM over time as steps: x in seconds, y in MiB. `series` holds
+/// (tenant, [(time_ns, bytes)]) with the timelines of the report. Writes `stem.svg`, and
+/// `stem.png` when `png`.
+pub fn vram_timeline(
+    stem: &Path,
+    title: &str,
+    series: &[(String, Vec<(u64, u64)>)],
+    end_ns: u64,
+    png: bool,
+) -> Result<(), String> {
+    register_font();
+    let svg = stem.with_extension("svg");
+    draw_timeline(
+        SVGBackend::new(&svg, (900, 520)).into_drawing_area(),
+        title,
+        series,
+        end_ns,
+    )?;
+    if png {
+        let png = stem.with_extension("png");
+        draw_timeline(
+            BitMapBackend::new(&png, (900, 520)).into_drawing_area(),
+            title,
+            series,
+            end_ns,
+        )?;
+    }
+    Ok(())
+}
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    series: &[(String, Vec<(u64, u64)>)],
+    end_ns: u64,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    const MIB: f64 = 1048576.0;
+    let x1 = (end_ns as f64 / 1e9).max(1e-9);
+    let y1 = series
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.1 as f64 / MIB))
+        .fold(1.0f64, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(48)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x1, 0.0..y1 * 1.08)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("VRAM held (MiB)")
+        .axis_desc_style(("sans-serif", 16))
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        // Steps: each value holds until the next change; the last until the end.
+        let mut steps = Vec::with_capacity(points.len() * 2 + 1);
+        for (j, (t, bytes)) in points.iter().enumerate() {
+            let y = *bytes as f64 / MIB;
+            steps.push((*t as f64 / 1e9, y));
+            let next = points.get(j + 1).map_or(end_ns, |n| n.0);
+            steps.push((next as f64 / 1e9, y));
+        }
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+            .map_err(e)?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}

@@ -12,8 +12,10 @@
 //! ```
 //!
 //! A key is a dotted path into the scenario (`seed`, `device.preset`, `manager.mode`,
-//! `tenant.repeat` for every tenant, `tenant[1].start` for one). Run `r` of a point uses
-//! seed `scenario seed + r`.
+//! `tenant.repeat` for every tenant, `tenant[1].start` for one), a whole table
+//! (`manager = [{ mode = "gpuswap", chunk_policy = "random" }, { mode = "gdev" }]`), or
+//! keys joined by `+` that take the same value (`"tenant[0].app+tenant[1].app"`). Run
+//! `r` of a point uses seed `scenario seed + r`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -325,7 +327,8 @@ fn typed(text: String, path: &str, scenario: &toml::Table) -> Value {
 }
 
 fn lookup<'a>(scenario: &'a toml::Table, path: &str) -> Option<&'a Value> {
-    let t = target(path).ok()?;
+    // A joint key ("a+b") takes the type of its first part.
+    let t = target(path.split('+').next()?).ok()?;
     let table = match (t.section, t.tenant) {
         (None, _) => scenario,
         (Some(s), None) => scenario.get(s)?.as_table()?,
@@ -380,23 +383,33 @@ fn target(path: &str) -> Result<Target<'_>, String> {
     }
 }
 
+/// Checks a key path; `a+b` joins keys that take the same value at every point (say the
+/// app of two of three tenants).
 fn check_path(path: &str, scenario: &toml::Table) -> Result<(), String> {
-    if let Some(i) = target(path)?.tenant {
-        let count = scenario
-            .get("tenant")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        if i >= count {
-            return Err(format!(
-                "the scenario has {count} tenants; expected an index below {count}"
-            ));
+    for part in path.split('+') {
+        if let Some(i) = target(part)?.tenant {
+            let count = scenario
+                .get("tenant")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            if i >= count {
+                return Err(format!(
+                    "the scenario has {count} tenants; expected an index below {count}"
+                ));
+            }
         }
     }
     Ok(())
 }
 
-/// Sets `path` to `value` in a scenario table.
+/// Sets `path` (each part of a joint key) to `value` in a scenario table.
 fn apply(scenario: &mut toml::Table, path: &str, value: &Value) {
+    for part in path.split('+') {
+        apply_one(scenario, part, value);
+    }
+}
+
+fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
     let t = target(path).expect("checked when read");
     match t.section {
         None => match (scenario.get_mut(t.key), value) {
@@ -999,18 +1012,37 @@ mod tests {
         assert_eq!(seeds.len(), 10);
     }
 
+    fn tenants_have(s: &toml::Table, key: &str, value: &str) -> bool {
+        s["tenant"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t[key].as_str() == Some(value))
+    }
+
     #[test]
     fn apply_sets_every_tenant_or_one() {
         let mut s = table("[[tenant]]\napp = \"nn\"\n[[tenant]]\napp = \"bfs\"\n");
         apply(&mut s, "tenant.repeat", &Value::Integer(5));
         apply(&mut s, "tenant[1].start", &Value::String("1s".into()));
         apply(&mut s, "device.vram_limit", &Value::String("20MiB".into()));
+        apply(
+            &mut s,
+            "tenant[0].size+tenant[1].size",
+            &Value::String("rodinia".into()),
+        );
+        assert!(
+            check_path("tenant[0].size+tenant[7].size", &s)
+                .unwrap_err()
+                .contains("2 tenants")
+        );
         let tenants = s["tenant"].as_array().unwrap();
         assert_eq!(tenants[0]["repeat"].as_integer(), Some(5));
         assert_eq!(tenants[1]["repeat"].as_integer(), Some(5));
         assert!(tenants[0].get("start").is_none());
         assert_eq!(tenants[1]["start"].as_str(), Some("1s"));
         assert_eq!(s["device"]["vram_limit"].as_str(), Some("20MiB"));
+        assert!(tenants_have(&s, "size", "rodinia"));
     }
 
     #[test]
