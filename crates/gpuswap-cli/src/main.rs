@@ -1,5 +1,6 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
+mod bench;
 mod plot;
 mod priorities;
 mod profile_cmd;
@@ -46,6 +47,8 @@ enum Command {
     Profile(profile_cmd::ProfileArgs),
     /// Run a scenario across a grid of settings and seeds in parallel; write CSV and plots.
     Sweep(sweep::SweepArgs),
+    /// Measure the simulator: the full runtime-versus-memory sweep of the eight apps.
+    Bench(bench::BenchArgs),
 }
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
@@ -114,15 +117,22 @@ fn main() -> ExitCode {
                 });
             }
         }
-        Command::Sweep(args) => {
-            if let Err(e) = sweep::run(&args) {
-                eprintln!("error: {e}");
-                return ExitCode::from(match e {
-                    sweep::SweepError::BadInput(_) => EXIT_BAD_INPUT,
-                    sweep::SweepError::Output(_) => 1,
-                });
-            }
-        }
+        Command::Sweep(args) => return sweep_exit(sweep::run(&args)),
+        Command::Bench(args) => return sweep_exit(bench::run(&args)),
     }
     ExitCode::SUCCESS
+}
+
+/// The exit code of a sweep (or the benchmark, which is one), with its error printed.
+fn sweep_exit(result: Result<(), sweep::SweepError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(match e {
+                sweep::SweepError::BadInput(_) => EXIT_BAD_INPUT,
+                sweep::SweepError::Output(_) => 1,
+            })
+        }
+    }
 }

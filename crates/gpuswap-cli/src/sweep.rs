@@ -88,80 +88,128 @@ pub struct Row {
     pub result: Result<Report, String>,
 }
 
+/// A sweep ready to run: the scenario without its `[sweep]` table, the axes, the grid.
+pub struct Plan {
+    path: PathBuf,
+    table: toml::Table,
+    axes: Vec<Axis>,
+    /// Runs (seeds) per grid point.
+    pub runs: u32,
+    /// The grid points.
+    pub points: Vec<Vec<Value>>,
+    /// The scenario as given, for names and defaults.
+    pub base: scenario::Scenario,
+}
+
+impl Plan {
+    /// Reads a scenario text with its `[sweep]` table and `--vary` flags; `path` names it
+    /// in errors and resolves relative files.
+    pub fn new(
+        path: &Path,
+        text: &str,
+        vary: &[String],
+        runs: Option<u32>,
+    ) -> Result<Self, SweepError> {
+        let bad = |m: String| SweepError::BadInput(format!("{}: {m}", path.display()));
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        let sweep = table.remove("sweep");
+        let (mut axes, file_runs) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
+        for flag in vary {
+            let axis = parse_vary_flag(flag, &table)
+                .map_err(|m| SweepError::BadInput(format!("--vary {flag:?}: {m}")))?;
+            axes.retain(|a| a.key != axis.key);
+            axes.push(axis);
+        }
+        let runs = runs.or(file_runs).unwrap_or(1);
+        if runs == 0 {
+            return Err(SweepError::BadInput("--runs: expected at least 1".into()));
+        }
+        // The base scenario must be valid on its own: catches mistakes before any run.
+        let base = scenario::parse(path, &text_without_sweep(&table))
+            .map_err(|e| SweepError::BadInput(e.to_string()))?;
+        let points = grid(&axes);
+        Ok(Self {
+            path: path.to_owned(),
+            table,
+            axes,
+            runs,
+            points,
+            base,
+        })
+    }
+
+    /// Runs every point `runs` times in parallel (`jobs` threads, default one per core).
+    pub fn execute(&self, jobs: Option<usize>, quiet: bool) -> Result<Vec<Row>, SweepError> {
+        let work: Vec<(usize, u32)> = (0..self.points.len())
+            .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
+            .collect();
+        let progress = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(work.len() as u64)
+        };
+        progress.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
+                .expect("valid template"),
+        );
+        let baselines = Baselines::default();
+        let all = || {
+            work.par_iter()
+                .map(|&(point, run)| {
+                    let row = run_point(
+                        &self.path,
+                        &self.table,
+                        &self.axes,
+                        &self.points[point],
+                        point,
+                        run,
+                        &baselines,
+                    );
+                    progress.inc(1);
+                    row
+                })
+                .collect::<Vec<Row>>()
+        };
+        let rows = match jobs {
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| SweepError::BadInput(format!("--jobs: {e}")))?
+                .install(all),
+            None => all(),
+        };
+        progress.finish_and_clear();
+        Ok(rows)
+    }
+}
+
 /// Runs a sweep and writes its results.
 pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
-    let bad = |m: String| SweepError::BadInput(format!("{}: {m}", args.scenario.display()));
-    let text =
-        std::fs::read_to_string(&args.scenario).map_err(|e| bad(format!("cannot read: {e}")))?;
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| bad(e.to_string()))?;
-    let sweep = table.remove("sweep");
-    let (mut axes, file_runs) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
-    for flag in &args.vary {
-        let axis = parse_vary_flag(flag, &table)
-            .map_err(|m| SweepError::BadInput(format!("--vary {flag:?}: {m}")))?;
-        axes.retain(|a| a.key != axis.key);
-        axes.push(axis);
-    }
-    let runs = args.runs.or(file_runs).unwrap_or(1);
-    if runs == 0 {
-        return Err(SweepError::BadInput("--runs: expected at least 1".into()));
-    }
-    // The base scenario must be valid on its own: catches mistakes before any run.
-    let base = scenario::parse(&args.scenario, &text_without_sweep(&table))
-        .map_err(|e| SweepError::BadInput(e.to_string()))?;
-    let points = grid(&axes);
+    let text = std::fs::read_to_string(&args.scenario).map_err(|e| {
+        SweepError::BadInput(format!("{}: cannot read: {e}", args.scenario.display()))
+    })?;
+    let plan = Plan::new(&args.scenario, &text, &args.vary, args.runs)?;
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| Path::new("results").join(&base.name));
-    let jobs: Vec<(usize, u32)> = (0..points.len())
-        .flat_map(|p| (0..runs).map(move |r| (p, r)))
+        .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
+    let rows = plan.execute(args.jobs, args.quiet)?;
+    let tenants: Vec<String> = plan
+        .base
+        .config
+        .tenants
+        .iter()
+        .map(|t| t.name.clone())
         .collect();
-    let progress = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(jobs.len() as u64)
-    };
-    progress.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
-            .expect("valid template"),
-    );
-    let baselines = Baselines::default();
-    let work = || {
-        jobs.par_iter()
-            .map(|&(point, run)| {
-                let row = run_point(
-                    &args.scenario,
-                    &table,
-                    &axes,
-                    &points[point],
-                    point,
-                    run,
-                    &baselines,
-                );
-                progress.inc(1);
-                row
-            })
-            .collect::<Vec<Row>>()
-    };
-    let rows = match args.jobs {
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build()
-            .map_err(|e| SweepError::BadInput(format!("--jobs: {e}")))?
-            .install(work),
-        None => work(),
-    };
-    progress.finish_and_clear();
-    let tenants: Vec<String> = base.config.tenants.iter().map(|t| t.name.clone()).collect();
-    write_outputs(&out, &axes, &points, &rows, &tenants, args.png)?;
+    write_outputs(&out, &plan.axes, &plan.points, &rows, &tenants, args.png)?;
     let failed = rows.iter().filter(|r| r.result.is_err()).count();
     println!(
-        "{} runs ({} grid points x {runs} seeds), {failed} failed; wrote {}",
+        "{} runs ({} grid points x {} seeds), {failed} failed; wrote {}",
         rows.len(),
-        points.len(),
+        plan.points.len(),
+        plan.runs,
         out.display()
     );
     Ok(())

@@ -124,6 +124,8 @@ pub struct Report {
     pub tenants: Vec<TenantReport>,
     /// System figures.
     pub system: SystemReport,
+    /// Discrete events the simulation processed (the scenario's run, not the baselines).
+    pub events: u64,
 }
 
 /// Jain's fairness index of `xs`: 1 when all equal, 1/n when one has everything; 1 for
@@ -292,6 +294,7 @@ fn build(
         manager: mode_name(config.manager.mode).to_owned(),
         tenants,
         system,
+        events: outcome.events,
     }
 }
 

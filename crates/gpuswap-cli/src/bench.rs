@@ -1,0 +1,68 @@
+//! `gpuswap bench`: the speed of the simulator on the sweep people run most, runtime
+//! against available memory for the eight Rodinia apps.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::sweep::{Plan, SweepError};
+
+/// The benchmark sweep: two instances of each app, main computation repeated 100 times,
+/// 25 memory sizes, random and priority-based chunk selection; `runs` seeds per point.
+const SWEEP: &str = r#"
+seed = 1
+[device]
+preset = "gtx480"
+[manager]
+mode = "gpuswap"
+[[tenant]]
+name = "a"
+app = "backprop"
+repeat = 100
+[[tenant]]
+name = "b"
+app = "backprop"
+repeat = 100
+[sweep]
+runs = 10
+[sweep.vary]
+"tenant.app" = ["backprop", "bfs", "heartwall", "hotspot", "lud", "nn", "srad_v1", "srad_v2"]
+"device.vram_limit" = "20MiB..500MiB step 20MiB"
+"manager.chunk_policy" = ["random", "priority-buffer"]
+"#;
+
+/// Settings of the benchmark.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Seeds per grid point (the target is defined for 10).
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+/// Runs the benchmark sweep and prints wall time, runs and simulated events per second.
+pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
+    let plan = Plan::new(Path::new("<bench sweep>"), SWEEP, &[], Some(args.runs))?;
+    let started = Instant::now();
+    let rows = plan.execute(args.jobs, false)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let failed = rows.iter().filter(|r| r.result.is_err()).count();
+    let events: u64 = rows
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .map(|report| report.events)
+        .sum();
+    println!(
+        "runtime vs memory: 8 apps x 25 sizes x 2 policies x {} runs = {} runs ({failed} failed)",
+        args.runs,
+        rows.len()
+    );
+    println!(
+        "wall time {wall_s:.2} s on {} threads: {:.0} runs/s, {:.2e} simulated events/s ({events} events)",
+        args.jobs.unwrap_or_else(rayon::current_num_threads),
+        rows.len() as f64 / wall_s,
+        events as f64 / wall_s
+    );
+    Ok(())
+}
