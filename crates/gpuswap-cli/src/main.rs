@@ -85,10 +85,13 @@ fn main() -> ExitCode {
                     report.scenario, report.manager
                 );
                 let png = file.extension().is_some_and(|e| e == "png");
-                if let Err(e) =
-                    plot::vram_timeline(file, &title, &series, report.system.makespan_ns, png)
-                {
-                    eprintln!("error: {}: {e}", file.display());
+                let figure = plot::Timeline {
+                    title: &title,
+                    series: &series,
+                    end_ns: report.system.makespan_ns,
+                };
+                if let Err(e) = plot::save(&file.with_extension(""), (900, 520), png, &figure) {
+                    eprintln!("error: {e}");
                     return ExitCode::FAILURE;
                 }
             }

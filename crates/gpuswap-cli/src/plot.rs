@@ -1,6 +1,6 @@
 //! Plots of sweep results (SVG, PNG on request).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
@@ -42,57 +42,64 @@ pub fn register_font() {
     });
 }
 
-/// Labels of a chart.
-#[derive(Clone, Copy, Debug)]
-struct Labels<'a> {
-    title: &'a str,
-    x: &'a str,
-    y: &'a str,
+/// Something that draws itself on any plotters backend, so one drawing serves SVG and
+/// PNG.
+pub trait Figure {
+    /// Draws the figure on `root`.
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
-/// Draws a measure against a varied setting: per line the mean with a standard-deviation
-/// band and the best run dashed. `categories` names the x positions 0, 1, ... when the
-/// values sit evenly. Writes `stem.svg`, and `stem.png` when `png`.
-pub fn chart(
+/// Writes `figure` to `stem.svg`, and to `stem.png` when `png`; returns the files written.
+pub fn save(
     stem: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    lines: &[Line],
-    categories: Option<&[String]>,
+    pixels: (u32, u32),
     png: bool,
-) -> Result<(), String> {
+    figure: &impl Figure,
+) -> Result<Vec<PathBuf>, String> {
     register_font();
-    let labels = Labels {
-        title,
-        x: x_label,
-        y: y_label,
-    };
     let svg = stem.with_extension("svg");
-    draw(
-        SVGBackend::new(&svg, (900, 560)).into_drawing_area(),
-        labels,
-        lines,
-        categories,
-    )?;
+    let at = |path: &Path, e: String| format!("{}: {e}", path.display());
+    figure
+        .draw(SVGBackend::new(&svg, pixels).into_drawing_area())
+        .map_err(|e| at(&svg, e))?;
+    let mut written = vec![svg];
     if png {
         let png = stem.with_extension("png");
-        draw(
-            BitMapBackend::new(&png, (900, 560)).into_drawing_area(),
-            labels,
-            lines,
-            categories,
-        )?;
+        figure
+            .draw(BitMapBackend::new(&png, pixels).into_drawing_area())
+            .map_err(|e| at(&png, e))?;
+        written.push(png);
     }
-    Ok(())
+    Ok(written)
 }
 
-fn draw<DB: DrawingBackend>(
+/// A measure against a varied setting: per line the mean with a standard-deviation band
+/// and the best run dashed. `categories` names the x positions 0, 1, ... when the values
+/// sit evenly.
+pub struct LineChart<'a> {
+    /// Title.
+    pub title: &'a str,
+    /// X axis label.
+    pub x_label: &'a str,
+    /// Y axis label.
+    pub y_label: &'a str,
+    /// The lines.
+    pub lines: &'a [Line],
+    /// Names of evenly spaced x positions.
+    pub categories: Option<&'a [String]>,
+}
+
+impl Figure for LineChart<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_lines(root, self)
+    }
+}
+
+fn draw_lines<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    labels: Labels<'_>,
-    lines: &[Line],
-    categories: Option<&[String]>,
+    figure: &LineChart<'_>,
 ) -> Result<(), String> {
+    let (lines, categories) = (figure.lines, figure.categories);
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let all = lines.iter().flat_map(|l| l.points.iter());
@@ -110,7 +117,7 @@ fn draw<DB: DrawingBackend>(
     }
     let pad = (x1 - x0) * 0.03;
     let mut chart = ChartBuilder::on(&root)
-        .caption(labels.title, ("sans-serif", 22))
+        .caption(figure.title, ("sans-serif", 22))
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(70)
@@ -124,8 +131,8 @@ fn draw<DB: DrawingBackend>(
         None => format!("{x}"),
     };
     let mut mesh = chart.configure_mesh();
-    mesh.x_desc(labels.x)
-        .y_desc(labels.y)
+    mesh.x_desc(figure.x_label)
+        .y_desc(figure.y_label)
         .x_label_formatter(&format_x)
         .axis_desc_style(("sans-serif", 16))
         .label_style(("sans-serif", 13));
@@ -192,34 +199,21 @@ fn draw<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Draws each tenant's VRAM over time as steps: x in seconds, y in MiB. `series` holds
-/// (tenant, [(time_ns, bytes)]) with the timelines of the report. Writes `stem.svg`, and
-/// `stem.png` when `png`.
-pub fn vram_timeline(
-    stem: &Path,
-    title: &str,
-    series: &[(String, Vec<(u64, u64)>)],
-    end_ns: u64,
-    png: bool,
-) -> Result<(), String> {
-    register_font();
-    let svg = stem.with_extension("svg");
-    draw_timeline(
-        SVGBackend::new(&svg, (900, 520)).into_drawing_area(),
-        title,
-        series,
-        end_ns,
-    )?;
-    if png {
-        let png = stem.with_extension("png");
-        draw_timeline(
-            BitMapBackend::new(&png, (900, 520)).into_drawing_area(),
-            title,
-            series,
-            end_ns,
-        )?;
+/// Each tenant's VRAM over time as steps: x in seconds, y in MiB; `series` holds
+/// (tenant, [(time_ns, bytes)]) as the report's timelines do.
+pub struct Timeline<'a> {
+    /// Title.
+    pub title: &'a str,
+    /// One timeline per tenant.
+    pub series: &'a [(String, Vec<(u64, u64)>)],
+    /// Where the x axis ends: the last value holds until then.
+    pub end_ns: u64,
+}
+
+impl Figure for Timeline<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_timeline(root, self.title, self.series, self.end_ns)
     }
-    Ok(())
 }
 
 fn draw_timeline<DB: DrawingBackend>(

@@ -135,26 +135,16 @@ pub fn run(args: &ProfileArgs) -> Result<(), ProfileError> {
         granularity.name()
     );
     let axis = unit_name(granularity, chunk_bytes);
-    let svg_path = out.join("profile.svg");
-    plot(
-        SVGBackend::new(&svg_path, PLOT_PIXELS).into_drawing_area(),
-        &profile,
-        &title,
-        &axis,
-    )
-    .map_err(|e| ProfileError::Output(format!("{}: {e}", svg_path.display())))?;
-    let mut written = vec![csv_path, svg_path];
-    if args.png {
-        let png_path = out.join("profile.png");
-        plot(
-            BitMapBackend::new(&png_path, PLOT_PIXELS).into_drawing_area(),
-            &profile,
-            &title,
-            &axis,
-        )
-        .map_err(|e| ProfileError::Output(format!("{}: {e}", png_path.display())))?;
-        written.push(png_path);
-    }
+    let figure = ProfileFigure {
+        profile: &profile,
+        title: &title,
+        unit: &axis,
+    };
+    let mut written = vec![csv_path];
+    written.extend(
+        crate::plot::save(&out.join("profile"), PLOT_PIXELS, args.png, &figure)
+            .map_err(ProfileError::Output)?,
+    );
     let priorities_path = out.join("priorities.toml");
     let file = PrioritiesFile {
         app: Some(app.name().to_owned()),
@@ -332,8 +322,20 @@ struct Bar {
     writes: f64,
 }
 
-/// Draws the access profile: the buffers laid out one after another in allocation order
-/// on the x axis, reads per unit above zero, writes per unit below.
+/// The access profile: the buffers laid out one after another in allocation order on
+/// the x axis, reads per unit above zero, writes per unit below.
+struct ProfileFigure<'a> {
+    profile: &'a Profile,
+    title: &'a str,
+    unit: &'a str,
+}
+
+impl crate::plot::Figure for ProfileFigure<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
+        plot(root, self.profile, self.title, self.unit)
+    }
+}
+
 fn plot<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     profile: &Profile,

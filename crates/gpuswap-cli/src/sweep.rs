@@ -769,16 +769,19 @@ fn write_outputs(
             }
             let file = out.join(format!("{stem}-vs-{name}"));
             let title = format!("{title} vs {}", axis.key);
-            plot::chart(
+            plot::save(
                 &file,
-                &title,
-                &label,
-                y_label,
-                &lines,
-                categories.as_deref(),
+                (900, 560),
                 png,
+                &plot::LineChart {
+                    title: &title,
+                    x_label: &label,
+                    y_label,
+                    lines: &lines,
+                    categories: categories.as_deref(),
+                },
             )
-            .map_err(|e| io(&file, &e))?;
+            .map_err(SweepError::Output)?;
         }
     }
     Ok(())

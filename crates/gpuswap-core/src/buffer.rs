@@ -12,6 +12,16 @@ pub enum Location {
     Host,
 }
 
+impl Location {
+    /// The other place.
+    pub fn other(self) -> Self {
+        match self {
+            Self::Vram => Self::Host,
+            Self::Host => Self::Vram,
+        }
+    }
+}
+
 /// A buffer the CUDA runtime allocates for each tenant on its own behalf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum SystemBuffer {

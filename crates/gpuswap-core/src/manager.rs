@@ -484,24 +484,12 @@ impl Manager {
             });
         }
         let removed = self.buffers.remove(&buffer).expect("checked above");
-        let state = self.tenants.get_mut(&tenant).expect("owner is known");
         for (index, chunk) in removed.chunks.iter().enumerate() {
             let r = ChunkRef {
                 buffer,
                 index: index as u32,
             };
-            match chunk.planned_location() {
-                Location::Vram => {
-                    state.resident.remove(r);
-                    state.usage.vram_bytes -= chunk.bytes;
-                    self.vram_used_bytes -= chunk.bytes;
-                }
-                Location::Host => {
-                    state.evicted.remove(r);
-                    state.usage.host_bytes -= chunk.bytes;
-                    self.host_used_bytes -= chunk.bytes;
-                }
-            }
+            self.unlist(tenant, chunk.planned_location(), r, chunk.bytes);
         }
         Ok(())
     }
@@ -731,25 +719,64 @@ impl Manager {
 
     fn add_chunk(&mut self, buffer: BufferId, index: u32, chunk: Chunk) {
         let tenant = self.buffers[&buffer].tenant;
-        let state = self.tenants.entry(tenant).or_default();
         let r = ChunkRef { buffer, index };
-        match chunk.location {
-            Location::Vram => {
-                state.resident.insert(chunk.priority, chunk.rank, r);
-                state.usage.vram_bytes += chunk.bytes;
-                self.vram_used_bytes += chunk.bytes;
-            }
-            Location::Host => {
-                state.evicted.insert(chunk.priority, chunk.rank, r);
-                state.usage.host_bytes += chunk.bytes;
-                self.host_used_bytes += chunk.bytes;
-            }
-        }
+        self.list(
+            tenant,
+            chunk.location,
+            r,
+            (chunk.priority, chunk.rank),
+            chunk.bytes,
+        );
         self.buffers
             .get_mut(&buffer)
             .expect("inserted")
             .chunks
             .push(chunk);
+    }
+
+    /// Lists a chunk at `location` and counts its bytes there, for its tenant and in the
+    /// global figures.
+    fn list(
+        &mut self,
+        tenant: TenantId,
+        location: Location,
+        r: ChunkRef,
+        key: (i32, u64),
+        bytes: u64,
+    ) {
+        let (lists, tenant_bytes, global_bytes) = self.books(tenant, location);
+        lists.insert(key.0, key.1, r);
+        *tenant_bytes += bytes;
+        *global_bytes += bytes;
+    }
+
+    /// Undoes [`Manager::list`].
+    fn unlist(&mut self, tenant: TenantId, location: Location, r: ChunkRef, bytes: u64) {
+        let (lists, tenant_bytes, global_bytes) = self.books(tenant, location);
+        lists.remove(r);
+        *tenant_bytes -= bytes;
+        *global_bytes -= bytes;
+    }
+
+    /// Where a tenant's chunks at `location` are listed and counted.
+    fn books(
+        &mut self,
+        tenant: TenantId,
+        location: Location,
+    ) -> (&mut ChunkLists, &mut u64, &mut u64) {
+        let state = self.tenants.entry(tenant).or_default();
+        match location {
+            Location::Vram => (
+                &mut state.resident,
+                &mut state.usage.vram_bytes,
+                &mut self.vram_used_bytes,
+            ),
+            Location::Host => (
+                &mut state.evicted,
+                &mut state.usage.host_bytes,
+                &mut self.host_used_bytes,
+            ),
+        }
     }
 
     /// The policy loop: choose victims and chunks until the request fits; chunks of the
@@ -874,26 +901,9 @@ impl Manager {
         let chunk = &mut buffer.chunks[r.index as usize];
         debug_assert_ne!(chunk.planned_location(), to, "{r:?} already planned there");
         chunk.moving_to = Some(to);
-        let (bytes, priority, rank) = (chunk.bytes, chunk.priority, chunk.rank);
-        let state = self.tenants.get_mut(&tenant).expect("known");
-        match to {
-            Location::Host => {
-                state.resident.remove(r);
-                state.evicted.insert(priority, rank, r);
-                state.usage.vram_bytes -= bytes;
-                state.usage.host_bytes += bytes;
-                self.vram_used_bytes -= bytes;
-                self.host_used_bytes += bytes;
-            }
-            Location::Vram => {
-                state.evicted.remove(r);
-                state.resident.insert(priority, rank, r);
-                state.usage.host_bytes -= bytes;
-                state.usage.vram_bytes += bytes;
-                self.host_used_bytes -= bytes;
-                self.vram_used_bytes += bytes;
-            }
-        }
+        let (bytes, key, from) = (chunk.bytes, (chunk.priority, chunk.rank), to.other());
+        self.unlist(tenant, from, r, bytes);
+        self.list(tenant, to, r, key, bytes);
     }
 
     /// Raises the tenant's peak to its VRAM figure; called once a decision is complete,
