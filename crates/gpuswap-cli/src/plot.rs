@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// One point of a runtime line: mean, standard deviation and best run, in seconds.
@@ -187,16 +188,7 @@ fn draw_lines<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(1))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+    finish(&root, &mut chart)
 }
 
 /// Each tenant's VRAM over time as steps: x in seconds, y in MiB; `series` holds
@@ -263,6 +255,15 @@ fn draw_timeline<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
     }
+    finish(&root, &mut chart)
+}
+
+/// Draws the legend in the upper right corner and writes the figure out.
+fn finish<'a, DB: DrawingBackend + 'a>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -271,6 +272,5 @@ fn draw_timeline<DB: DrawingBackend>(
         .label_font(("sans-serif", 13))
         .draw()
         .map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+    root.present().map_err(e)
 }
