@@ -140,6 +140,14 @@ impl Plan {
         })
     }
 
+    /// The values a key takes, if it is varied.
+    pub fn values(&self, key: &str) -> Option<&[Value]> {
+        self.axes
+            .iter()
+            .find(|a| a.key == key)
+            .map(|a| a.values.as_slice())
+    }
+
     /// Runs every point `runs` times in parallel (`jobs` threads, default one per core).
     pub fn execute(&self, jobs: Option<usize>, quiet: bool) -> Result<Vec<Row>, SweepError> {
         let work: Vec<(usize, u32)> = (0..self.points.len())

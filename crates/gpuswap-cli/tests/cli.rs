@@ -415,3 +415,18 @@ fn sweep_rejects_bad_input_with_exit_2() {
         assert!(stderr(&out).contains(expected), "{all:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn bench_reports_runs_and_event_rate() {
+    let out = gpuswap(&["bench", "--runs", "1", "--apps", "nn,backprop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("2 apps x 25 sizes x 2 policies x 1 runs = 100 runs (0 failed)"),
+        "{text}"
+    );
+    assert!(text.contains("simulated events/s"), "{text}");
+    let bad = gpuswap(&["bench", "--apps", "doom"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("doom"), "{}", stderr(&bad));
+}
