@@ -46,6 +46,18 @@ pub struct BenchArgs {
 
 /// Runs the benchmark sweep and prints wall time, runs and simulated events per second.
 pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
+    if let Some(list) = &args.apps
+        && let Some(unknown) = list
+            .split(',')
+            .map(str::trim)
+            .find(|a| gpuswap_sim::apps::find(a).is_none())
+    {
+        let known: Vec<_> = gpuswap_sim::apps::all().iter().map(|a| a.name()).collect();
+        return Err(SweepError::BadInput(format!(
+            "--apps: unknown app {unknown:?}; expected a comma-separated list of: {}",
+            known.join(", ")
+        )));
+    }
     let vary: Vec<String> = args
         .apps
         .iter()
