@@ -44,12 +44,12 @@ pub enum SweepError {
 /// Settings of a sweep from the command line.
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
-    /// The scenario (TOML), optionally with a [sweep] table.
+    /// The scenario (TOML), optionally with a `[sweep]` table.
     pub scenario: PathBuf,
     /// Vary a scenario key: KEY=V1,V2,... or KEY=FROM..TO step STEP (repeatable).
     #[arg(long = "vary", value_name = "KEY=VALUES")]
     pub vary: Vec<String>,
-    /// Runs (seeds) per grid point; overrides [sweep] runs.
+    /// Runs (seeds) per grid point; overrides `[sweep]` runs.
     #[arg(long)]
     pub runs: Option<u32>,
     /// Output folder (default: results/SCENARIO-NAME).
