@@ -599,13 +599,14 @@ fn value_text(v: &Value) -> String {
 }
 
 /// System figures summarized per grid point.
-const SUMMARY_METRICS: [&str; 6] = [
+const SUMMARY_METRICS: [&str; 7] = [
     "slowest_phase_ns",
     "makespan_ns",
     "stp",
     "antt",
     "jain_vram",
     "jain_slowdown",
+    "eviction_mean_ns",
 ];
 
 fn metric(report: &Report, name: &str) -> Option<f64> {

@@ -377,6 +377,17 @@ fn sweep_writes_every_row_even_when_a_point_fails() {
             .unwrap()
             .contains("slowest_phase_ns.mean")
     );
+    assert!(
+        summary
+            .lines()
+            .next()
+            .unwrap()
+            .contains("eviction_mean_ns.mean")
+    );
+    // 20 MiB forces evictions: their latency gets a plot too.
+    let latency =
+        std::fs::read_to_string(dir.join("eviction-latency-vs-device_vram_limit.svg")).unwrap();
+    assert!(latency.contains("mean latency of evicting allocations (ms)"));
     let svg = std::fs::read_to_string(dir.join("runtime-vs-device_vram_limit.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("runtime of the slowest tenant"));
     // Same sweep, same bytes.
