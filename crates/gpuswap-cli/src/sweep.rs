@@ -122,6 +122,19 @@ impl Plan {
             axes.retain(|a| a.key != axis.key);
             axes.push(axis);
         }
+        // Two axes that set the same key would silently override each other.
+        for (i, a) in axes.iter().enumerate() {
+            for b in &axes[i + 1..] {
+                if overlaps(&a.key, &b.key) {
+                    return Err(SweepError::BadInput(format!(
+                        "{}: the varied keys {:?} and {:?} set the same setting; vary one of them",
+                        path.display(),
+                        a.key,
+                        b.key
+                    )));
+                }
+            }
+        }
         let runs = runs.or(file_runs).unwrap_or(1);
         if runs == 0 {
             return Err(SweepError::BadInput("--runs: expected at least 1".into()));
@@ -439,6 +452,32 @@ fn target(path: &str) -> Result<Target<'_>, String> {
     }
 }
 
+/// Whether two key paths can set the same scenario value: equal parts, or a whole table
+/// and a key inside it (`manager` and `manager.chunk_policy`), or every tenant and one.
+fn overlaps(a: &str, b: &str) -> bool {
+    let section = |k: &str| {
+        k.split('.')
+            .next()
+            .unwrap_or(k)
+            .split('[')
+            .next()
+            .unwrap_or(k)
+            .to_owned()
+    };
+    let field = |k: &str| k.split_once('.').map(|(_, f)| f.to_owned());
+    a.split('+').any(|x| {
+        b.split('+').any(|y| {
+            section(x) == section(y)
+                && match (field(x), field(y)) {
+                    (Some(f), Some(g)) => {
+                        f == g && (x == y || !x.contains('[') || !y.contains('['))
+                    }
+                    _ => true,
+                }
+        })
+    })
+}
+
 /// Checks a key path; `a+b` joins keys that take the same value at every point (say the
 /// app of two of three tenants).
 fn check_path(path: &str, scenario: &toml::Table) -> Result<(), String> {
@@ -720,7 +759,7 @@ fn write_outputs(
     let mut w = csv::Writer::from_path(&summary).map_err(|e| io(&summary, &e))?;
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(axes.iter().map(|a| a.key.clone()));
-    header.extend(["runs", "failed"].map(String::from));
+    header.extend(["runs", "failed", "tenant_failed"].map(String::from));
     for m in SUMMARY_METRICS {
         header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
     }
@@ -732,6 +771,13 @@ fn write_outputs(
         let at: Vec<&Row> = rows.iter().filter(|r| r.point == p).collect();
         cells.push(at.len().to_string());
         cells.push(at.iter().filter(|r| r.result.is_err()).count().to_string());
+        // Runs that completed with a tenant that failed (out of memory, gdev refusals).
+        let tenant_failed = at
+            .iter()
+            .filter_map(|r| r.result.as_ref().ok())
+            .filter(|rep| rep.tenants.iter().any(|t| t.error.is_some()))
+            .count();
+        cells.push(tenant_failed.to_string());
         for m in SUMMARY_METRICS {
             match stats[p].get(m) {
                 Some(s) => cells.extend([s.mean, s.std, s.min, s.max].map(|v| format!("{v}"))),
@@ -764,6 +810,9 @@ fn write_outputs(
                 "slowest tenant's runtime",
                 "runtime of the slowest tenant (s)",
             ),
+            // The slowest phase can shrink when an eviction serializes the tenants (one
+            // runs its phase alone); the makespan shows the whole picture.
+            ("makespan_ns", 1e9, "makespan", "makespan", "makespan (s)"),
             (
                 "eviction_mean_ns",
                 1e6,
@@ -1061,6 +1110,18 @@ mod tests {
         assert_eq!(g[0], [Value::Integer(1), Value::String("x".into())]);
         assert_eq!(g[5], [Value::Integer(2), Value::String("z".into())]);
         assert_eq!(grid(&[]), vec![Vec::<Value>::new()]);
+    }
+
+    #[test]
+    fn overlapping_keys_are_detected() {
+        assert!(overlaps("manager", "manager.chunk_policy"));
+        assert!(overlaps("tenant.app", "tenant[1].app"));
+        assert!(overlaps("tenant[0].app+tenant[1].app", "tenant[1].app"));
+        assert!(overlaps("seed", "seed"));
+        assert!(!overlaps("tenant[0].app", "tenant[1].app"));
+        assert!(!overlaps("manager.mode", "manager.chunk_policy"));
+        assert!(!overlaps("device.vram_limit", "manager.chunk_size"));
+        assert!(!overlaps("tenant.app", "tenant.repeat"));
     }
 
     #[test]

@@ -418,6 +418,15 @@ fn sweep_rejects_bad_input_with_exit_2() {
         ),
         (vec!["--vary", "tenant[4].repeat=1"], "tenants"),
         (vec!["--runs", "0"], "--runs"),
+        (
+            vec![
+                "--vary",
+                "tenant.repeat=1,2",
+                "--vary",
+                "tenant[0].repeat=3",
+            ],
+            "set the same setting",
+        ),
     ] {
         let mut all = vec!["sweep", scenario.to_str().unwrap(), "--quiet"];
         all.extend(args);
