@@ -342,7 +342,6 @@ fn plot<DB: DrawingBackend>(
     title: &str,
     unit: &str,
 ) -> Result<(), String> {
-    crate::plot::register_font();
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
 
     // Each buffer's start address, and the bars: units tile the buffers in order, so a

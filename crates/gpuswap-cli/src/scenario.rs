@@ -26,6 +26,7 @@ use gpuswap_core::{
     ChunkPolicy, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Mode, VictimPolicy,
 };
 use gpuswap_sim::engine::{SimConfig, TenantSpec};
+use gpuswap_sim::report::mode_name;
 
 use crate::priorities::PrioritiesFile;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
@@ -199,18 +200,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let mode = choose(
         file.manager.mode.as_ref(),
         "manager.mode",
+        // Names from the report's `mode_name`, so scenarios and reports spell modes alike.
         &[
-            ("native", Mode::Native),
-            ("gpuswap", Mode::Gpuswap),
-            ("fcfs", Mode::Fcfs),
-            ("gdev", Mode::Gdev),
-            (
-                "static",
-                Mode::Static {
-                    tenants: file.tenant.len().max(1) as u32,
-                },
-            ),
-        ],
+            Mode::Native,
+            Mode::Gpuswap,
+            Mode::Fcfs,
+            Mode::Gdev,
+            Mode::Static {
+                tenants: file.tenant.len().max(1) as u32,
+            },
+        ]
+        .map(|m| (mode_name(m), m)),
         &value_error,
     )?
     .unwrap_or(Mode::Native);

@@ -155,21 +155,10 @@ pub fn weighted_ranges(
 /// Chunks of `buffer` in host memory that accesses spread by `distribution` touch: the
 /// referenced bits a kernel would set on them.
 pub fn touched_host_chunks(distribution: &Distribution, buffer: &Buffer) -> Vec<ChunkRef> {
-    let touched = |start: u64, end: u64| match distribution {
-        Distribution::Uniform => true,
-        Distribution::Ranges(ranges) => ranges
-            .iter()
-            .any(|r| r.weight > 0.0 && r.offset_bytes < end && start < r.offset_bytes + r.bytes),
-        Distribution::Profile {
-            page_bytes,
-            weights,
-        } => {
-            let first = (start / page_bytes) as usize;
-            let last = end.div_ceil(*page_bytes) as usize;
-            weights
-                .get(first..last.min(weights.len()))
-                .is_some_and(|w| w.iter().any(|w| *w > 0.0))
-        }
+    // The same accessed ranges the timing model uses: a chunk is touched when one overlaps it.
+    let touched = |start: u64, end: u64| {
+        weighted_ranges(distribution, buffer.bytes)
+            .any(|(offset, bytes, _)| offset < end && start < offset + bytes)
     };
     buffer
         .chunks
