@@ -8,27 +8,7 @@ use crate::sweep::{Plan, SweepError};
 
 /// The benchmark sweep: two instances of each app, main computation repeated 100 times,
 /// 25 memory sizes, random and priority-based chunk selection; `runs` seeds per point.
-const SWEEP: &str = r#"
-seed = 1
-[device]
-preset = "gtx480"
-[manager]
-mode = "gpuswap"
-[[tenant]]
-name = "a"
-app = "backprop"
-repeat = 100
-[[tenant]]
-name = "b"
-app = "backprop"
-repeat = 100
-[sweep]
-runs = 10
-[sweep.vary]
-"tenant.app" = ["backprop", "bfs", "heartwall", "hotspot", "lud", "nn", "srad_v1", "srad_v2"]
-"device.vram_limit" = "20MiB..500MiB step 20MiB"
-"manager.chunk_policy" = ["random", "priority-buffer"]
-"#;
+const SWEEP: &str = include_str!("../../../scenarios/bench.toml");
 
 /// Settings of the benchmark.
 #[derive(Debug, clap::Args)]
