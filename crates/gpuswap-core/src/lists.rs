@@ -72,6 +72,11 @@ impl ChunkLists {
         self.by_rank.first().map(|(_, c)| *c)
     }
 
+    /// Every chunk in random (rank) order.
+    pub(crate) fn by_rank(&self) -> impl Iterator<Item = ChunkRef> + '_ {
+        self.by_rank.iter().map(|(_, c)| *c)
+    }
+
     /// A random chunk of the lowest priority present.
     pub(crate) fn random_lowest(&self) -> Option<ChunkRef> {
         self.by_priority.first().map(|(_, _, c)| *c)

@@ -865,14 +865,14 @@ impl Manager {
                 continue;
             }
             let bytes = chunk.bytes;
-            let resident = &self.tenants[&tenant].resident;
-            let Some(cold) = policy::select_chunk_to_evict(ChunkPolicy::Random, resident) else {
-                break;
-            };
-            let cold_chunk = self.chunk(cold).expect("listed");
-            if cold_chunk.bytes < bytes || referenced.contains(&cold) {
+            // The random resident chunk is the first in rank order that can take the hot
+            // chunk's place: a shorter remainder chunk or another hot chunk is passed
+            // over, not a reason to give up the swap.
+            let Some(cold) = self.tenants[&tenant].resident.by_rank().find(|c| {
+                !referenced.contains(c) && self.chunk(*c).is_some_and(|c| c.bytes >= bytes)
+            }) else {
                 continue;
-            }
+            };
             self.plan_move(cold, Location::Host);
             self.plan_move(hot, Location::Vram);
             self.note_peak(tenant);
