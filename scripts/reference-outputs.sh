@@ -12,7 +12,7 @@ mkdir -p "$out/run"
 for f in scenarios/*.toml; do
     "$bin" run --json "$f" > "$out/run/$(basename "$f" .toml).json" 2> /dev/null || true
 done
-"$bin" sweep scenarios/bench.toml --runs 1 --out "$out/bench" > /dev/null
+"$bin" sweep scenarios/repro/bench.toml --runs 1 --out "$out/bench" > /dev/null
 for s in backprop-memory eviction-latency-contention; do
     "$bin" sweep "scenarios/repro/$s.toml" --out "$out/$s" > /dev/null
 done

@@ -8,7 +8,7 @@ use crate::sweep::{Plan, SweepError};
 
 /// The benchmark sweep: two instances of each app, main computation repeated 100 times,
 /// 25 memory sizes, random and priority-based chunk selection; `runs` seeds per point.
-const SWEEP: &str = include_str!("../../../scenarios/bench.toml");
+const SWEEP: &str = include_str!("../../../scenarios/repro/bench.toml");
 
 /// Settings of the benchmark.
 #[derive(Debug, clap::Args)]

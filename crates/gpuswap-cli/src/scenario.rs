@@ -22,11 +22,9 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
 
-use gpuswap_core::{
-    ChunkPolicy, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Mode, VictimPolicy,
-};
+use gpuswap_core::registry::SettingsError;
+use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, PolicySettings};
 use gpuswap_sim::engine::{SimConfig, TenantSpec};
-use gpuswap_sim::report::mode_name;
 
 use crate::priorities::PrioritiesFile;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
@@ -87,14 +85,15 @@ struct DeviceTable {
     vram_limit: Option<Spanned<String>>,
 }
 
+/// The `[manager]` table: the settings every mode has, and the chosen mode's own
+/// parameters (checked against the registry, which lists each mode's keys).
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct ManagerTable {
     mode: Option<Spanned<String>>,
     chunk_size: Option<Spanned<String>>,
-    victim: Option<Spanned<String>>,
-    chunk_policy: Option<Spanned<String>>,
     return_interval: Option<Spanned<String>>,
+    #[serde(flatten)]
+    params: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -197,64 +196,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
 
-    let mode = choose(
-        file.manager.mode.as_ref(),
-        "manager.mode",
-        // Names from the report's `mode_name`, so scenarios and reports spell modes alike.
-        &[
-            Mode::Native,
-            Mode::Gpuswap,
-            Mode::Fcfs,
-            Mode::Gdev,
-            Mode::Static {
-                tenants: file.tenant.len().max(1) as u32,
-            },
-        ]
-        .map(|m| (mode_name(m), m)),
-        &value_error,
-    )?
-    .unwrap_or(Mode::Native);
-    let victim = choose(
-        file.manager.victim.as_ref(),
-        "manager.victim",
-        &[
-            ("largest-share", VictimPolicy::LargestShare),
-            ("performance", VictimPolicy::Performance),
-            ("access-rate", VictimPolicy::AccessRate),
-        ],
-        &value_error,
-    )?
-    .unwrap_or_default();
-    let chunk_policy = choose(
-        file.manager.chunk_policy.as_ref(),
-        "manager.chunk_policy",
-        &[
-            ("random", ChunkPolicy::Random),
-            ("priority-buffer", ChunkPolicy::PriorityBuffer),
-            ("priority-chunk", ChunkPolicy::PriorityChunk),
-            ("reverse-swap", ChunkPolicy::ReverseSwap),
-        ],
-        &value_error,
-    )?
-    .unwrap_or_default();
-    if let (ChunkPolicy::ReverseSwap, Some(policy)) = (chunk_policy, &file.manager.chunk_policy)
-        && !preset.features.reference_bits
-    {
-        let with: Vec<_> = preset::all()
-            .into_iter()
-            .filter(|p| p.features.reference_bits)
-            .map(|p| p.name)
-            .collect();
-        return Err(value_error(
-            "manager.chunk_policy".into(),
-            Some(policy.span()),
-            format!(
-                "\"reverse-swap\" needs reference bits, which {} lacks; expected a preset that has them ({})",
-                preset.name,
-                with.join(", ")
-            ),
-        ));
-    }
+    let policy = policy_settings(&file.manager, file.tenant.len(), &preset, &value_error)?;
     let return_interval_ns = match &file.manager.return_interval {
         None => DEFAULT_RETURN_INTERVAL_NS,
         Some(t) => parse_ns(t.get_ref())
@@ -423,10 +365,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned()),
         seed,
         config: {
-            let mut config = SimConfig::new(preset, tenant_vram_bytes, mode, tenants);
+            let mut config = SimConfig::new(preset, tenant_vram_bytes, policy, tenants);
             config.manager.chunk_bytes = chunk_bytes;
-            config.manager.victim = victim;
-            config.manager.chunk_policy = chunk_policy;
             config.manager.return_interval_ns = return_interval_ns;
             config.manager.seed = seed;
             config
@@ -436,28 +376,66 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 
 /// Reads an optional choice among named values; an unknown name is an error listing
 /// the names.
-fn choose<T: Clone>(
-    value: Option<&Spanned<String>>,
-    key: &str,
-    options: &[(&str, T)],
+/// The `[manager]` table's mode and parameters as registry settings; a parameter the
+/// preset cannot support (reference bits, say) is refused with the presets that can.
+fn policy_settings(
+    manager: &ManagerTable,
+    tenants: usize,
+    preset: &preset::Preset,
     value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
-) -> Result<Option<T>, ScenarioError> {
-    let Some(value) = value else { return Ok(None) };
-    match options.iter().find(|(name, _)| name == value.get_ref()) {
-        Some((_, v)) => Ok(Some(v.clone())),
-        None => {
-            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
-            Err(value_error(
-                key.to_owned(),
-                Some(value.span()),
-                format!(
-                    "unknown value {:?}; expected one of: {}",
-                    value.get_ref(),
-                    names.join(", ")
-                ),
-            ))
-        }
+) -> Result<PolicySettings, ScenarioError> {
+    let tenants = u32::try_from(tenants).unwrap_or(u32::MAX);
+    let span = manager.mode.as_ref().map(Spanned::span);
+    let mut settings = match &manager.mode {
+        None => PolicySettings::new("native", tenants),
+        Some(mode) => PolicySettings::new(mode.get_ref(), tenants),
     }
+    .map_err(|e| value_error("manager.mode".into(), span.clone(), e.to_string()))?;
+    for (key, value) in &manager.params {
+        let name = format!("manager.{key}");
+        let text = match value {
+            toml::Value::String(text) => text.clone(),
+            toml::Value::Integer(n) => n.to_string(),
+            other => {
+                return Err(value_error(
+                    name,
+                    None,
+                    format!("expected a string or a number, found {}", other.type_str()),
+                ));
+            }
+        };
+        settings = settings.set(key, &text).map_err(|e| {
+            let message = match &e {
+                SettingsError::UnknownKey { .. } => format!(
+                    "{e}; every mode takes mode, chunk_size and return_interval (see `gpuswap policies`)"
+                ),
+                _ => e.to_string(),
+            };
+            value_error(name.clone(), None, message)
+        })?;
+    }
+    if settings.needs().reference_bits && !preset.features.reference_bits {
+        let with: Vec<_> = preset::all()
+            .into_iter()
+            .filter(|p| p.features.reference_bits)
+            .map(|p| p.name)
+            .collect();
+        let (key, value) = settings
+            .chosen()
+            .into_iter()
+            .find(|(_, c)| c.needs.reference_bits)
+            .map_or(("mode", settings.name()), |(key, c)| (key, c.name));
+        return Err(value_error(
+            format!("manager.{key}"),
+            None,
+            format!(
+                "{value:?} needs reference bits, which {} lacks; expected a preset that has them ({})",
+                preset.name,
+                with.join(", ")
+            ),
+        ));
+    }
+    Ok(settings)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use gpuswap_core::{
-    Action, AllocRequest, BufferKind, ChunkPolicy, Manager, ManagerConfig, Mode, RequestId,
-    TenantId, VictimPolicy,
+    Action, AllocRequest, BufferKind, Manager, ManagerConfig, PolicySettings, Reply, RequestId,
+    TenantId,
 };
 
 const MIB: u64 = 1 << 20;
@@ -15,9 +15,7 @@ fn config(vram_bytes: u64, chunk_bytes: u64) -> ManagerConfig {
         vram_bytes,
         host_bytes: 1 << 40,
         chunk_bytes,
-        mode: Mode::Gpuswap,
-        victim: VictimPolicy::LargestShare,
-        chunk_policy: ChunkPolicy::PriorityBuffer,
+        policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 1_000_000_000,
         seed: 1,
     }
@@ -43,10 +41,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             id += 1;
             m.handle_alloc(request(id, 0, 64 * MIB));
-            let Some(Action::Grant { buffer, .. }) = m.poll_action() else {
+            let _map = m.poll_action();
+            let Some(Action::Reply(Reply::Grant { buffer, .. })) = m.poll_action() else {
                 panic!("fits")
             };
             m.handle_free(TenantId(0), buffer).unwrap();
+            let _unmap = m.poll_action();
         })
     });
 
@@ -57,7 +57,11 @@ fn bench(c: &mut Criterion) {
         let mut m = Manager::new(config(1 << 30, 2 * MIB));
         for i in 0..64u64 {
             m.handle_alloc(request(i, (i % 8) as u32, 16 * MIB));
-            assert!(matches!(m.poll_action(), Some(Action::Grant { .. })));
+            let _map = m.poll_action();
+            assert!(matches!(
+                m.poll_action(),
+                Some(Action::Reply(Reply::Grant { .. }))
+            ));
         }
         m
     };

@@ -103,13 +103,10 @@ impl Buffer {
 }
 
 /// The live buffers, indexed by id. The manager numbers buffers densely from 0 and never
-/// reuses a number, so a vector of slots gives constant-time lookups on the hot path
-/// (every kernel looks up every buffer it touches).
+/// reuses a number, so a vector of slots gives constant-time lookups.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct BufferTable {
     slots: Vec<Option<Buffer>>,
-    /// Counts mutable accesses: whatever changes a buffer or its chunks goes through one.
-    epoch: u64,
 }
 
 impl BufferTable {
@@ -118,12 +115,7 @@ impl BufferTable {
     }
 
     pub(crate) fn get_mut(&mut self, id: &BufferId) -> Option<&mut Buffer> {
-        self.epoch += 1;
         self.slots.get_mut(id.0 as usize)?.as_mut()
-    }
-
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch
     }
 
     pub(crate) fn contains_key(&self, id: &BufferId) -> bool {
@@ -131,7 +123,6 @@ impl BufferTable {
     }
 
     pub(crate) fn insert(&mut self, id: BufferId, buffer: Buffer) {
-        self.epoch += 1;
         let i = id.0 as usize;
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
@@ -140,7 +131,6 @@ impl BufferTable {
     }
 
     pub(crate) fn remove(&mut self, id: &BufferId) -> Option<Buffer> {
-        self.epoch += 1;
         self.slots.get_mut(id.0 as usize)?.take()
     }
 

@@ -25,3 +25,18 @@ impl std::fmt::Display for BufferId {
         write!(f, "buffer {}", self.0)
     }
 }
+
+/// Identifies one chunk copy the manager asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct CopyId(pub u64);
+
+/// One kernel launch, numbered by the driver so that gating answers and kernel statistics
+/// name the launch they are about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct LaunchId(pub u64);
+
+impl std::fmt::Display for LaunchId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "launch {}", self.0)
+    }
+}

@@ -3,23 +3,34 @@
 //! The manager never reads a clock, starts a thread or performs I/O. Whoever drives it
 //! (the simulator in `gpuswap-sim` today, a CUDA interposer later) feeds it events with
 //! the `handle_*` methods of [`Manager`] and then drains [`Manager::poll_action`] for the
-//! actions it must perform (grant an allocation, report a failure, ...). The shape follows
+//! actions it must perform ([`protocol`] says what must follow each). The shape follows
 //! `quinn-proto`: getters, `handle_*` for events, `poll_*` for actions.
+//!
+//! Inside: [`accounting`](crate) keeps the books (buffers, chunks, byte counts), the
+//! relocation state machine moves chunks, a memory policy from the [`registry`] decides,
+//! and a scheduler gates launches.
 
+mod accounting;
 mod buffer;
 mod ids;
 mod lists;
 mod manager;
 mod policy;
+pub mod protocol;
+pub mod registry;
+mod relocation;
+mod scheduler;
 
 pub use buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
-pub use ids::{BufferId, RequestId, TenantId};
+pub use ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 pub use lists::ChunkRef;
-pub use manager::{
-    Action, AllocError, AllocRequest, CopyId, FreeError, KernelStats, Manager, ManagerConfig, Mode,
-    Purpose, TenantUsage,
+pub use manager::{Manager, ManagerConfig};
+pub use policy::{Needs, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM};
+pub use protocol::{
+    Action, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats, Mapping,
+    ProtocolError, Purpose, Reply, TenantUsage,
 };
-pub use policy::{ChunkPolicy, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM, VictimPolicy};
+pub use registry::PolicySettings;
 
 /// One mebibyte in bytes; used by defaults and tests.
 pub const MIB: u64 = 1 << 20;

@@ -7,7 +7,7 @@
 //! VRAM, the chunks a tenant loses are a subset of those it loses with less. Runtime
 //! against memory curves stay smooth per seed; the spread across seeds remains.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use crate::ids::BufferId;
 
@@ -32,39 +32,40 @@ pub(crate) fn rank(seed: u64, tenant: u32, allocation: u64, index: u32) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A set of chunks ordered two ways: by (priority, rank) and by rank alone.
+/// A set of chunks ordered two ways: by (priority, rank) and by rank alone. The caller
+/// knows each chunk's priority and rank (the chunk carries them), so no map from chunk
+/// to key is kept: two tree entries per chunk are the whole cost.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkLists {
     by_priority: BTreeSet<(i32, u64, ChunkRef)>,
     by_rank: BTreeSet<(u64, ChunkRef)>,
-    keys: HashMap<ChunkRef, (i32, u64)>,
 }
 
 impl ChunkLists {
     pub(crate) fn insert(&mut self, priority: i32, rank: u64, chunk: ChunkRef) {
-        let previous = self.keys.insert(chunk, (priority, rank));
-        debug_assert!(previous.is_none(), "{chunk:?} listed twice");
+        let fresh = self.by_rank.insert((rank, chunk));
+        debug_assert!(fresh, "{chunk:?} listed twice");
         self.by_priority.insert((priority, rank, chunk));
-        self.by_rank.insert((rank, chunk));
     }
 
-    pub(crate) fn remove(&mut self, chunk: ChunkRef) {
-        let (priority, rank) = self.keys.remove(&chunk).expect("chunk is listed");
+    /// Removes a chunk listed with this priority and rank.
+    pub(crate) fn remove(&mut self, priority: i32, rank: u64, chunk: ChunkRef) {
+        let listed = self.by_rank.remove(&(rank, chunk));
+        debug_assert!(listed, "{chunk:?} is not listed");
         self.by_priority.remove(&(priority, rank, chunk));
-        self.by_rank.remove(&(rank, chunk));
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.keys.len()
+        self.by_rank.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.by_rank.is_empty()
     }
 
-    pub(crate) fn contains(&self, chunk: ChunkRef) -> bool {
-        self.keys.contains_key(&chunk)
+    pub(crate) fn contains(&self, rank: u64, chunk: ChunkRef) -> bool {
+        self.by_rank.contains(&(rank, chunk))
     }
 
     /// A random chunk (the smallest rank).
@@ -124,9 +125,10 @@ mod tests {
         assert_eq!(l.random(), Some(c(0, 1)));
         assert_eq!(l.random_lowest(), Some(c(1, 0)));
         assert_eq!(l.random_highest(), Some(c(0, 1)));
-        l.remove(c(1, 0));
+        l.remove(1, 20, c(1, 0));
         assert_eq!(l.random_lowest(), Some(c(1, 1)));
-        assert!(!l.contains(c(1, 0)));
+        assert!(!l.contains(20, c(1, 0)));
+        assert!(l.contains(40, c(1, 1)));
         assert_eq!(l.len(), 3);
     }
 
@@ -154,7 +156,7 @@ mod tests {
             for (b, p, remove) in ops {
                 let chunk = c(b, 0);
                 match model.get(&chunk) {
-                    Some(_) if remove => { l.remove(chunk); model.remove(&chunk); }
+                    Some(p) if remove => { l.remove(*p, rank(0, 0, b, 0), chunk); model.remove(&chunk); }
                     None if !remove => { l.insert(p, rank(0, 0, b, 0), chunk); model.insert(chunk, p); }
                     _ => {}
                 }

@@ -1,17 +1,26 @@
 use super::*;
 use crate::MIB;
+use crate::buffer::{BufferKind, Location, SystemBuffer};
+use crate::ids::RequestId;
+use crate::lists::ChunkRef;
+use crate::protocol::{AllocError, Dma, Execution, Purpose};
 use proptest::prelude::*;
 
-fn config(mode: Mode, vram_mib: u64) -> ManagerConfig {
+fn config(mode: &str, vram_mib: u64) -> ManagerConfig {
     ManagerConfig {
         vram_bytes: vram_mib * MIB,
         host_bytes: 1 << 40,
         chunk_bytes: 4 * MIB,
-        mode,
-        victim: VictimPolicy::LargestShare,
-        chunk_policy: ChunkPolicy::PriorityBuffer,
+        policy: PolicySettings::named(mode),
         return_interval_ns: 1_000_000_000,
         seed: 1,
+    }
+}
+
+fn config_static(tenants: u32, vram_mib: u64) -> ManagerConfig {
+    ManagerConfig {
+        policy: PolicySettings::new("static", tenants).unwrap(),
+        ..config("native", vram_mib)
     }
 }
 
@@ -32,8 +41,10 @@ fn drive(m: &mut Manager) -> Vec<Action> {
     let mut seen = Vec::new();
     while let Some(action) = m.poll_action() {
         match &action {
-            Action::Suspend { tenant, .. } => m.handle_suspended(*tenant),
-            Action::Copy { copy, .. } => m.handle_copy_done(*copy),
+            Action::Execution(Execution::Suspend { tenant, .. }) => {
+                m.handle_suspended(*tenant).unwrap()
+            }
+            Action::Dma(Dma::Copy { copy, .. }) => m.handle_copy_done(*copy).unwrap(),
             _ => {}
         }
         m.check_invariants().unwrap();
@@ -49,27 +60,27 @@ fn alloc(m: &mut Manager, req: AllocRequest) -> Vec<Action> {
 
 fn granted(actions: &[Action]) -> Option<BufferId> {
     actions.iter().find_map(|a| match a {
-        Action::Grant { buffer, .. } => Some(*buffer),
+        Action::Reply(Reply::Grant { buffer, .. }) => Some(*buffer),
         _ => None,
     })
 }
 
 #[test]
 fn native_serves_from_vram_then_fails() {
-    let mut m = Manager::new(config(Mode::Native, 10));
+    let mut m = Manager::new(config("native", 10));
     let buffer = granted(&alloc(&mut m, request(0, 0, 6 * MIB))).unwrap();
     assert_eq!(m.buffer(buffer).unwrap().chunks.len(), 2);
     assert_eq!(m.vram_free_bytes(), 4 * MIB);
     assert_eq!(
         alloc(&mut m, request(1, 1, 5 * MIB)),
-        vec![Action::Fail {
+        vec![Action::Reply(Reply::Fail {
             request: RequestId(1),
             tenant: TenantId(1),
             error: AllocError::OutOfMemory {
                 requested_bytes: 5 * MIB,
                 free_bytes: 4 * MIB
             }
-        }]
+        })]
     );
     assert!(granted(&alloc(&mut m, request(2, 1, 4 * MIB))).is_some());
     assert_eq!(m.vram_free_bytes(), 0);
@@ -78,7 +89,7 @@ fn native_serves_from_vram_then_fails() {
 
 #[test]
 fn free_checks_ownership_and_existence() {
-    let mut m = Manager::new(config(Mode::Native, 10));
+    let mut m = Manager::new(config("native", 10));
     let buffer = granted(&alloc(&mut m, request(0, 0, MIB))).unwrap();
     assert_eq!(
         m.handle_free(TenantId(1), buffer),
@@ -98,29 +109,29 @@ fn free_checks_ownership_and_existence() {
 
 #[test]
 fn zero_byte_and_impossible_allocations_fail() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 10));
+    let mut m = Manager::new(config("gpuswap", 10));
     assert!(matches!(
         alloc(&mut m, request(0, 0, 0))[..],
-        [Action::Fail {
+        [Action::Reply(Reply::Fail {
             error: AllocError::ZeroBytes,
             ..
-        }]
+        })]
     ));
-    let mut small_host = config(Mode::Gpuswap, 10);
+    let mut small_host = config("gpuswap", 10);
     small_host.host_bytes = 8 * MIB;
     let mut m = Manager::new(small_host);
     assert!(matches!(
         alloc(&mut m, request(0, 0, 30 * MIB))[..],
-        [Action::Fail {
+        [Action::Reply(Reply::Fail {
             error: AllocError::OutOfHostMemory { .. },
             ..
-        }]
+        })]
     ));
 }
 
 #[test]
 fn gpuswap_relocates_the_largest_tenant_before_granting() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut m = Manager::new(config("gpuswap", 16));
     granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     m.handle_alloc(request(1, 1, 8 * MIB));
     let actions = drive(&mut m);
@@ -128,33 +139,37 @@ fn gpuswap_relocates_the_largest_tenant_before_granting() {
     let kinds: Vec<&str> = actions
         .iter()
         .map(|a| match a {
-            Action::PolicyRan { .. } => "policy",
-            Action::Suspend {
+            Action::Execution(Execution::PolicyRan { .. }) => "policy",
+            Action::Execution(Execution::Suspend {
                 tenant: TenantId(0),
                 purpose: Purpose::Evict,
-            } => "suspend0",
-            Action::Copy {
+            }) => "suspend0",
+            Action::Dma(Dma::Copy {
                 to: Location::Host,
                 bytes,
                 ..
-            } if *bytes == 4 * MIB => "copy",
-            Action::Remap {
+            }) if *bytes == 4 * MIB => "copy",
+            Action::Mapping(Mapping::Remap {
                 to: Location::Host, ..
-            } => "remap",
-            Action::Resume {
+            }) => "remap",
+            Action::Execution(Execution::Resume {
                 tenant: TenantId(0),
-            } => "resume0",
-            Action::Grant {
+            }) => "resume0",
+            Action::Reply(Reply::Grant {
                 tenant: TenantId(1),
                 ..
-            } => "grant1",
+            }) => "grant1",
+            Action::Mapping(Mapping::Map {
+                tenant: TenantId(1),
+                ..
+            }) => "map1",
             other => panic!("unexpected {other:?}"),
         })
         .collect();
     assert_eq!(
         kinds,
         [
-            "policy", "suspend0", "copy", "remap", "copy", "remap", "resume0", "grant1"
+            "policy", "suspend0", "copy", "remap", "copy", "remap", "resume0", "map1", "grant1"
         ]
     );
     assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
@@ -167,7 +182,7 @@ fn a_huge_buffer_cannot_grab_all_vram() {
     // Tenant 1 asks for more than VRAM: its own new chunks are candidates, so it ends
     // with an equal share and the rest of its buffer in host memory, with no copies of
     // its own data.
-    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut m = Manager::new(config("gpuswap", 16));
     granted(&alloc(&mut m, request(0, 0, 8 * MIB))).unwrap();
     let buffer = granted(&alloc(&mut m, request(1, 1, 40 * MIB))).unwrap();
     assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
@@ -179,21 +194,27 @@ fn a_huge_buffer_cannot_grab_all_vram() {
 
 #[test]
 fn requests_during_a_relocation_wait_for_it() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut m = Manager::new(config("gpuswap", 16));
     granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     m.handle_alloc(request(1, 1, 4 * MIB));
-    assert!(matches!(m.poll_action(), Some(Action::PolicyRan { .. })));
-    assert!(matches!(m.poll_action(), Some(Action::Suspend { .. })));
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::PolicyRan { .. }))
+    ));
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::Suspend { .. }))
+    ));
     assert!(m.relocating());
     // Arrives mid-relocation: nothing is decided for it yet.
     m.handle_alloc(request(2, 2, 4 * MIB));
     assert_eq!(m.poll_action(), None);
-    m.handle_suspended(TenantId(0));
+    m.handle_suspended(TenantId(0)).unwrap();
     let rest = drive(&mut m);
     let grants: Vec<RequestId> = rest
         .iter()
         .filter_map(|a| match a {
-            Action::Grant { request, .. } => Some(*request),
+            Action::Reply(Reply::Grant { request, .. }) => Some(*request),
             _ => None,
         })
         .collect();
@@ -202,7 +223,7 @@ fn requests_during_a_relocation_wait_for_it() {
 
 #[test]
 fn stack_goes_first_under_priority_buffer() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 24));
+    let mut m = Manager::new(config("gpuswap", 24));
     let mut stack = request(0, 0, 8 * MIB);
     stack.kind = BufferKind::System(SystemBuffer::Stack);
     let stack = granted(&alloc(&mut m, stack)).unwrap();
@@ -220,7 +241,7 @@ fn stack_goes_first_under_priority_buffer() {
 
 #[test]
 fn explicit_priorities_override_the_default_rule() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut m = Manager::new(config("gpuswap", 16));
     let mut hot = request(0, 0, 8 * MIB);
     hot.priority = Some(90);
     let hot = granted(&alloc(&mut m, hot)).unwrap();
@@ -234,8 +255,8 @@ fn explicit_priorities_override_the_default_rule() {
 
 #[test]
 fn priority_chunk_uses_per_chunk_priorities() {
-    let mut cfg = config(Mode::Gpuswap, 16);
-    cfg.chunk_policy = ChunkPolicy::PriorityChunk;
+    let mut cfg = config("gpuswap", 16);
+    cfg.policy = cfg.policy.with("chunk_policy", "priority-chunk");
     let mut m = Manager::new(cfg);
     let mut r = request(0, 0, 16 * MIB);
     r.chunk_priorities = vec![40, 10, 30, 20];
@@ -261,7 +282,7 @@ fn priority_chunk_uses_per_chunk_priorities() {
 
 #[test]
 fn return_path_brings_data_back_to_the_poorest_after_a_free() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut m = Manager::new(config("gpuswap", 16));
     granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     let b1 = granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
     assert_eq!(m.poll_timeout(), Some(1_000_000_000));
@@ -270,12 +291,19 @@ fn return_path_brings_data_back_to_the_poorest_after_a_free() {
     assert_eq!(m.usage(TenantId(0)).vram_bytes, 8 * MIB);
     m.handle_timeout(1_000_000_000);
     let actions = drive(&mut m);
-    assert!(matches!(
+    assert_eq!(
         actions[0],
-        Action::Suspend {
+        Action::Mapping(Mapping::Unmap {
+            tenant: TenantId(1),
+            buffer: b1
+        })
+    );
+    assert!(matches!(
+        actions[1],
+        Action::Execution(Execution::Suspend {
             tenant: TenantId(0),
             purpose: Purpose::Return
-        }
+        })
     ));
     assert_eq!(m.usage(TenantId(0)).vram_bytes, 16 * MIB);
     assert_eq!(m.usage(TenantId(0)).bytes_returned, 8 * MIB);
@@ -285,16 +313,24 @@ fn return_path_brings_data_back_to_the_poorest_after_a_free() {
 
 #[test]
 fn free_during_relocation_skips_the_freed_chunks() {
-    let mut m = Manager::new(config(Mode::Gpuswap, 16));
+    let mut m = Manager::new(config("gpuswap", 16));
     let b0 = granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     m.handle_alloc(request(1, 1, 8 * MIB));
-    assert!(matches!(m.poll_action(), Some(Action::PolicyRan { .. })));
-    assert!(matches!(m.poll_action(), Some(Action::Suspend { .. })));
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::PolicyRan { .. }))
+    ));
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::Suspend { .. }))
+    ));
     m.handle_free(TenantId(0), b0).unwrap();
-    m.handle_suspended(TenantId(0));
+    m.handle_suspended(TenantId(0)).unwrap();
     let rest = drive(&mut m);
     assert!(
-        !rest.iter().any(|a| matches!(a, Action::Copy { .. })),
+        !rest
+            .iter()
+            .any(|a| matches!(a, Action::Dma(Dma::Copy { .. }))),
         "{rest:?}"
     );
     assert!(granted(&rest).is_some());
@@ -303,13 +339,13 @@ fn free_during_relocation_skips_the_freed_chunks() {
 
 #[test]
 fn fcfs_and_static_place_overflow_in_host_memory() {
-    let mut m = Manager::new(config(Mode::Fcfs, 16));
+    let mut m = Manager::new(config("fcfs", 16));
     granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
     let b = granted(&alloc(&mut m, request(1, 1, 12 * MIB))).unwrap();
     assert_eq!(m.buffer(b).unwrap().vram_bytes(), 4 * MIB);
     assert_eq!(m.usage(TenantId(1)).host_bytes, 8 * MIB);
 
-    let mut m = Manager::new(config(Mode::Static { tenants: 2 }, 16));
+    let mut m = Manager::new(config_static(2, 16));
     let a = granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
     assert_eq!(m.buffer(a).unwrap().vram_bytes(), 8 * MIB);
     let b = granted(&alloc(&mut m, request(1, 1, 4 * MIB))).unwrap();
@@ -323,8 +359,8 @@ fn fcfs_and_static_place_overflow_in_host_memory() {
 
 #[test]
 fn reverse_swap_brings_referenced_chunks_back() {
-    let mut cfg = config(Mode::Gpuswap, 16);
-    cfg.chunk_policy = ChunkPolicy::ReverseSwap;
+    let mut cfg = config("gpuswap", 16);
+    cfg.policy = cfg.policy.with("chunk_policy", "reverse-swap");
     let mut m = Manager::new(cfg);
     let b = granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
@@ -351,8 +387,8 @@ fn reverse_swap_brings_referenced_chunks_back() {
 fn reverse_swap_passes_over_a_short_remainder_chunk() {
     let mut swaps_checked = 0;
     for seed in 0..400 {
-        let mut cfg = config(Mode::Gpuswap, 16);
-        cfg.chunk_policy = ChunkPolicy::ReverseSwap;
+        let mut cfg = config("gpuswap", 16);
+        cfg.policy = cfg.policy.with("chunk_policy", "reverse-swap");
         cfg.seed = seed;
         let mut m = Manager::new(cfg);
         // 14 MiB: chunks of 4, 4, 4 and a 2 MiB remainder.
@@ -388,52 +424,70 @@ fn reverse_swap_passes_over_a_short_remainder_chunk() {
 
 #[test]
 fn gdev_swaps_whole_buffers_before_a_launch() {
-    let mut m = Manager::new(config(Mode::Gdev, 16));
+    let mut m = Manager::new(config("gdev", 16));
     let a = granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
     // Does not fit whole: goes to host memory whole.
     let b = granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
     assert_eq!(m.buffer(b).unwrap().vram_bytes(), 0);
-    m.handle_launch(TenantId(0));
+    m.handle_launch(TenantId(0), LaunchId(0)).unwrap();
     assert_eq!(
         drive(&mut m),
-        vec![Action::LaunchReady {
-            tenant: TenantId(0)
-        }]
+        vec![Action::Reply(Reply::LaunchReady {
+            tenant: TenantId(0),
+            launch: LaunchId(0),
+        })]
     );
-    m.handle_launch(TenantId(1));
+    // One kernel at a time: tenant 1's launch waits for tenant 0's kernel.
+    m.handle_launch(TenantId(1), LaunchId(1)).unwrap();
+    assert_eq!(drive(&mut m), vec![]);
+    let finished = KernelStats {
+        launch: Some(LaunchId(0)),
+        ..KernelStats::default()
+    };
+    m.handle_kernel_finished(TenantId(0), &finished);
     let actions = drive(&mut m);
     // No suspension (the scheduler holds everybody), a's whole buffer out, b's in.
-    assert!(!actions.iter().any(|a| matches!(a, Action::Suspend { .. })));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Execution(Execution::Suspend { .. })))
+    );
     assert_eq!(
         actions
             .iter()
-            .filter(|a| matches!(a, Action::Copy { .. }))
+            .filter(|a| matches!(a, Action::Dma(Dma::Copy { .. })))
             .count(),
         5
     );
     assert_eq!(
         actions.last(),
-        Some(&Action::LaunchReady {
-            tenant: TenantId(1)
-        })
+        Some(&Action::Reply(Reply::LaunchReady {
+            tenant: TenantId(1),
+            launch: LaunchId(1),
+        }))
     );
     assert_eq!(m.buffer(a).unwrap().vram_bytes(), 0);
     assert_eq!(m.buffer(b).unwrap().vram_bytes(), 8 * MIB);
     // A tenant whose buffers exceed VRAM cannot launch at all.
     granted(&alloc(&mut m, request(2, 1, 12 * MIB))).unwrap();
-    m.handle_launch(TenantId(1));
+    let finished = KernelStats {
+        launch: Some(LaunchId(1)),
+        ..KernelStats::default()
+    };
+    m.handle_kernel_finished(TenantId(1), &finished);
+    m.handle_launch(TenantId(1), LaunchId(2)).unwrap();
     assert!(matches!(
         drive(&mut m)[..],
-        [Action::LaunchFail {
+        [Action::Reply(Reply::LaunchFail {
             tenant: TenantId(1),
             ..
-        }]
+        })]
     ));
 }
 
 #[test]
 fn tenant_exit_releases_everything() {
-    let mut m = Manager::new(config(Mode::Native, 100));
+    let mut m = Manager::new(config("native", 100));
     for i in 0..5 {
         alloc(&mut m, request(i, 0, 3 * MIB));
     }
@@ -449,12 +503,15 @@ proptest! {
     /// Any sequence of allocations and frees in any mode keeps the accounting conserved.
     #[test]
     fn accounting_is_conserved(
-        mode in prop_oneof![Just(Mode::Native), Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 }), Just(Mode::Gdev)],
-        policy in prop_oneof![Just(ChunkPolicy::Random), Just(ChunkPolicy::PriorityBuffer)],
+        mode in prop_oneof![Just("native"), Just("gpuswap"), Just("fcfs"), Just("static"), Just("gdev")],
+        policy in prop_oneof![Just("random"), Just("priority-buffer")],
         ops in proptest::collection::vec((0u32..3, 1u64..20 * MIB, any::<bool>()), 1..60),
     ) {
         let mut cfg = config(mode, 64);
-        cfg.chunk_policy = policy;
+        cfg.policy = PolicySettings::new(mode, 3).unwrap();
+        if mode == "gpuswap" {
+            cfg.policy = cfg.policy.with("chunk_policy", policy);
+        }
         let mut m = Manager::new(cfg);
         let mut live: Vec<(TenantId, BufferId)> = Vec::new();
         for (i, (tenant, bytes, free)) in ops.into_iter().enumerate() {
@@ -483,7 +540,7 @@ proptest! {
         want_a in 9u64..40, want_b in 9u64..40, small in 1u64..8, order in any::<bool>(),
     ) {
         let chunk = 4 * MIB;
-        let mut m = Manager::new(config(Mode::Gpuswap, 64));
+        let mut m = Manager::new(config("gpuswap", 64));
         // Tenants allocate chunk-sized buffers, interleaved, up to their wish (in chunks).
         let (first, second) = if order { (0, 1) } else { (1, 0) };
         let wants = [want_a, want_b];
@@ -503,7 +560,7 @@ proptest! {
         prop_assert_eq!(a + b, 64 * MIB);
 
         // A third tenant below its fair share is never a victim.
-        let mut m = Manager::new(config(Mode::Gpuswap, 64));
+        let mut m = Manager::new(config("gpuswap", 64));
         granted(&alloc(&mut m, request(0, 2, small * MIB))).unwrap();
         for i in 0..40 {
             granted(&alloc(&mut m, request(i + 1, (i % 2) as u32, chunk))).unwrap();

@@ -3,7 +3,7 @@
 //! `cargo bench -p gpuswap-sim --bench scenario`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gpuswap_core::Mode;
+use gpuswap_core::PolicySettings;
 use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
 use gpuswap_sim::report::run_and_report;
 use gpuswap_sim::{apps, preset};
@@ -20,7 +20,7 @@ fn two_instances(app: &str, repeat: u32) -> SimConfig {
     SimConfig::new(
         preset.clone(),
         preset.tenant_vram_bytes(),
-        Mode::Native,
+        PolicySettings::named("native"),
         tenants,
     )
 }

@@ -7,17 +7,18 @@
 //! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use gpuswap_core::{
-    Action, AllocRequest, BufferId, ChunkPolicy, ChunkRef, CopyId, DEFAULT_CHUNK_BYTES,
-    DEFAULT_RETURN_INTERVAL_NS, KernelStats, Location, Manager, ManagerConfig, Mode, RequestId,
-    TenantId, VictimPolicy,
+    Action, AllocRequest, BufferId, ChunkRef, CopyId, DEFAULT_CHUNK_BYTES,
+    DEFAULT_RETURN_INTERVAL_NS, Dma, Execution, KernelStats, LaunchId, Location, Manager,
+    ManagerConfig, Needs, PolicySettings, Reply, RequestId, TenantId,
 };
 use thiserror::Error;
 
 use crate::link::{Direction, FlowId, Link, size_curve_bytes_per_s};
+use crate::page_table::PageTable;
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel, Program};
 use crate::runtime::{Instr, flatten, with_runtime};
@@ -71,17 +72,20 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// A configuration with the manager's default chunk size, policies and return
-    /// interval, host memory from the preset, seed 0 and no checks.
-    pub fn new(preset: Preset, vram_bytes: u64, mode: Mode, tenants: Vec<TenantSpec>) -> Self {
+    /// A configuration with the manager's default chunk size and return interval, host
+    /// memory from the preset, seed 0 and no checks.
+    pub fn new(
+        preset: Preset,
+        vram_bytes: u64,
+        policy: PolicySettings,
+        tenants: Vec<TenantSpec>,
+    ) -> Self {
         Self {
             manager: ManagerConfig {
                 vram_bytes,
                 host_bytes: preset.host_memory_bytes,
                 chunk_bytes: DEFAULT_CHUNK_BYTES,
-                mode,
-                victim: VictimPolicy::default(),
-                chunk_policy: ChunkPolicy::default(),
+                policy,
                 return_interval_ns: DEFAULT_RETURN_INTERVAL_NS,
                 seed: 0,
             },
@@ -198,8 +202,8 @@ pub struct InvariantError {
 enum Event {
     /// Continue the tenant's program.
     Step(usize),
-    /// The running kernel's fixed part (compute, VRAM, latency) is over.
-    KernelFixedDone,
+    /// A running kernel's fixed part (compute, VRAM, latency) is over.
+    KernelFixedDone(LaunchId),
     /// A link flow may have finished; stale when the generation moved on.
     LinkWake(u64),
     /// A copy engine finished setting up its transfer.
@@ -208,8 +212,8 @@ enum Event {
     PolicyDone,
     /// The manager's timer (return check).
     ManagerTimer,
-    /// Gdev's scheduler lets the held kernel start.
-    GdevLaunch,
+    /// The software scheduler lets the held (gated) launch start.
+    GatedLaunch,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,9 +250,13 @@ struct Tenant {
     loops: Vec<u32>,
     slots: Vec<Option<BufferId>>,
     /// Kernels the GPU may run.
-    channel: VecDeque<Rc<Kernel>>,
+    channel: VecDeque<Launch>,
     /// Kernels launched while suspended: they reach the GPU on resume.
-    held: VecDeque<Rc<Kernel>>,
+    held: VecDeque<Launch>,
+    /// Kernel costs by launch site (instruction index) with the page-table epoch of the
+    /// tenant they were computed at: programs relaunch the same kernels many times
+    /// between placement changes.
+    cost_cache: Vec<Option<(u64, KernelCost)>>,
     /// Kernels queued, held or running.
     in_flight: usize,
     /// Memcpys queued or running.
@@ -278,7 +286,17 @@ impl Tenant {
     }
 }
 
+/// One kernel launch on its way to the GPU.
+#[derive(Clone)]
+struct Launch {
+    id: LaunchId,
+    /// Where in the tenant's program it was launched (the cost cache's key).
+    site: usize,
+    kernel: Rc<Kernel>,
+}
+
 struct RunningKernel {
+    launch: LaunchId,
     tenant: usize,
     started_ns: u64,
     ideal_ns: u64,
@@ -329,7 +347,7 @@ struct WriteState {
 
 #[derive(Clone, Copy)]
 enum FlowOwner {
-    Kernel,
+    Kernel(LaunchId),
     CopyEngine(usize),
 }
 
@@ -365,17 +383,20 @@ pub struct Engine {
     writes: Vec<WriteState>,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
-    /// Kernel costs by launch site (the kernel's address) and the placement epoch they
-    /// were computed at.
-    cost_cache: HashMap<usize, (u64, KernelCost)>,
-    /// Gdev: the kernel the scheduler holds until its tenant's buffers are resident.
-    gdev_launch: Option<(usize, Rc<Kernel>)>,
+    /// The device's page table, changed only by the manager's mapping actions.
+    page_table: PageTable,
+    /// What the manager's policy needs from the device.
+    needs: Needs,
+    next_launch: u64,
+    /// A gated launch the software scheduler holds until the manager admits it.
+    held_launch: Option<(usize, Launch)>,
 }
 
 impl Engine {
     /// Builds the simulation; nothing runs until [`Engine::run`].
     pub fn new(config: SimConfig) -> Self {
         let manager = Manager::new(config.manager);
+        let needs = manager.needs();
         let preset = config.preset;
         let tenants = config
             .tenants
@@ -396,6 +417,7 @@ impl Engine {
                     loops: Vec::new(),
                     channel: VecDeque::new(),
                     held: VecDeque::new(),
+                    cost_cache: Vec::new(),
                     in_flight: 0,
                     copies_in_flight: 0,
                     suspended: false,
@@ -443,8 +465,10 @@ impl Engine {
             evicting_for: None,
             writes: Vec::new(),
             failure: None,
-            gdev_launch: None,
-            cost_cache: HashMap::new(),
+            page_table: PageTable::default(),
+            needs,
+            next_launch: 0,
+            held_launch: None,
         }
     }
 
@@ -465,11 +489,13 @@ impl Engine {
                 // to run.
                 Event::Step(t) if self.tenants[t].state == State::Done => {}
                 Event::Step(t) => self.step(t),
-                Event::KernelFixedDone => {
-                    let running = self.running.as_mut().expect("a kernel is running");
-                    running.fixed_done = true;
-                    self.maybe_finish_kernel();
-                }
+                Event::KernelFixedDone(launch) => match &mut self.running {
+                    Some(running) if running.launch == launch => {
+                        running.fixed_done = true;
+                        self.maybe_finish_kernel();
+                    }
+                    _ => return Err(self.broken(format!("{launch} is not running"))),
+                },
                 Event::LinkWake(generation) if generation == self.link_generation => {
                     self.link_wake_at = None;
                     self.advance_link();
@@ -486,9 +512,9 @@ impl Engine {
                     self.apply_actions();
                 }
                 Event::ManagerTimer => {}
-                Event::GdevLaunch => {
-                    let (t, kernel) = self.gdev_launch.take().expect("a launch is held");
-                    self.run_kernel(t, kernel);
+                Event::GatedLaunch => {
+                    let (t, launch) = self.held_launch.take().expect("a launch is held");
+                    self.run_kernel(t, launch);
                 }
             }
             if let Some(failure) = self.failure.take() {
@@ -634,6 +660,7 @@ impl Engine {
                         return self.finish_tenant(t, Some(message));
                     }
                     self.record_vram_all();
+                    self.apply_actions();
                     return self.schedule_step(t, self.preset.driver_call_ns);
                 }
                 Instr::Copy {
@@ -655,8 +682,11 @@ impl Engine {
                     };
                     // Only the part of the buffer in VRAM crosses the link; a copy into
                     // host-resident chunks is a host memcpy, which is not modelled.
-                    let b = self.manager.buffer(buffer).expect("live buffer");
-                    let vram_fraction = b.vram_bytes() as f64 / b.bytes as f64;
+                    let b = self
+                        .page_table
+                        .get(buffer)
+                        .expect("granted buffers are mapped");
+                    let vram_fraction = b.vram_bytes as f64 / b.bytes as f64;
                     let link_bytes = (bytes as f64 * vram_fraction).round() as u64;
                     tenant.state = State::WaitingCopy;
                     tenant.copies_in_flight += 1;
@@ -686,10 +716,16 @@ impl Engine {
                         return;
                     }
                     tenant.pc += 1;
+                    let launch = Launch {
+                        id: LaunchId(self.next_launch),
+                        site: tenant.pc - 1,
+                        kernel,
+                    };
+                    self.next_launch += 1;
                     if tenant.suspended {
-                        tenant.held.push_back(kernel);
+                        tenant.held.push_back(launch);
                     } else {
-                        tenant.channel.push_back(kernel);
+                        tenant.channel.push_back(launch);
                     }
                     tenant.in_flight += 1;
                     self.start_kernel();
@@ -743,11 +779,11 @@ impl Engine {
                 break;
             };
             match action {
-                Action::Grant {
+                Action::Reply(Reply::Grant {
                     request,
                     tenant,
                     buffer,
-                } => {
+                }) => {
                     let t = tenant.0 as usize;
                     let Some(pending) = self.tenants[t].pending_alloc.take() else {
                         continue;
@@ -769,11 +805,11 @@ impl Engine {
                     self.record_vram_all();
                     self.schedule_step(t, self.preset.driver_call_ns);
                 }
-                Action::Fail {
+                Action::Reply(Reply::Fail {
                     request,
                     tenant,
                     error,
-                } => {
+                }) => {
                     let t = tenant.0 as usize;
                     let Some(pending) = self.tenants[t].pending_alloc.take() else {
                         continue;
@@ -790,7 +826,7 @@ impl Engine {
                     );
                     self.finish_tenant(t, Some(message));
                 }
-                Action::PolicyRan { tenant, chunks } => {
+                Action::Execution(Execution::PolicyRan { tenant, chunks }) => {
                     let t = tenant.0 as usize;
                     let policy_ns = u64::from(chunks) * self.preset.policy_ns_per_chunk;
                     if let Some(pending) = &mut self.tenants[t].pending_alloc {
@@ -801,23 +837,24 @@ impl Engine {
                     self.policy_running = true;
                     self.schedule(self.now_ns + policy_ns, Event::PolicyDone);
                 }
-                Action::Suspend { tenant, .. } => {
+                Action::Execution(Execution::Suspend { tenant, .. }) => {
                     let t = tenant.0 as usize;
                     if self.unsafe_skip_suspend {
-                        self.manager.handle_suspended(tenant);
+                        let answer = self.manager.handle_suspended(tenant);
+                        self.protocol(answer);
                         continue;
                     }
                     self.tenants[t].suspended = true;
                     self.tenants[t].draining_since = Some(self.now_ns);
                     self.check_drained(t);
                 }
-                Action::Copy {
+                Action::Dma(Dma::Copy {
                     copy,
                     tenant,
                     chunk,
                     bytes,
                     to,
-                } => {
+                }) => {
                     let t = tenant.0 as usize;
                     let writes = self.write_state(chunk.buffer);
                     if writes.writers > 0 {
@@ -837,14 +874,25 @@ impl Engine {
                     });
                     self.start_copies();
                 }
-                Action::Remap { .. } => self.record_vram_all(),
-                Action::Resume { tenant } => self.resume(tenant.0 as usize),
-                Action::LaunchReady { .. } => {
-                    self.schedule(self.now_ns + self.preset.gdev_launch_ns, Event::GdevLaunch);
+                Action::Mapping(mapping) => {
+                    let remap = matches!(mapping, gpuswap_core::Mapping::Remap { .. });
+                    self.page_table.apply(mapping);
+                    if remap {
+                        self.record_vram_all();
+                    }
                 }
-                Action::LaunchFail { tenant, error } => {
+                Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
+                Action::Reply(Reply::LaunchReady { launch, .. }) => {
+                    if self.held_launch.as_ref().map(|h| h.1.id) != Some(launch) {
+                        let failure = self.broken(format!("{launch} admitted but not held"));
+                        self.failure.get_or_insert(failure);
+                        return;
+                    }
+                    self.schedule(self.now_ns + self.preset.gdev_launch_ns, Event::GatedLaunch);
+                }
+                Action::Reply(Reply::LaunchFail { tenant, error, .. }) => {
                     let t = tenant.0 as usize;
-                    self.gdev_launch = None;
+                    self.held_launch = None;
                     self.tenants[t].in_flight -= 1;
                     let message = format!(
                         "gdev cannot launch: the tenant's buffers do not fit in VRAM ({error})"
@@ -866,6 +914,14 @@ impl Engine {
         self.failure.get_or_insert(failure);
     }
 
+    /// Records a protocol error of the manager's (a bug of the engine's): the run stops.
+    fn protocol(&mut self, answer: Result<(), gpuswap_core::ProtocolError>) {
+        if let Err(e) = answer {
+            let failure = self.broken(format!("protocol error: {e}"));
+            self.failure.get_or_insert(failure);
+        }
+    }
+
     /// Reports a suspension to the manager once the tenant's queued work is done.
     fn check_drained(&mut self, t: usize) {
         let running = self.running.as_ref().map(|r| r.tenant);
@@ -879,7 +935,8 @@ impl Engine {
                 drain_ns: self.now_ns - since,
                 pause_ns: 0,
             });
-            self.manager.handle_suspended(tenant.id);
+            let answer = self.manager.handle_suspended(tenant.id);
+            self.protocol(answer);
             self.apply_actions();
         }
     }
@@ -901,10 +958,11 @@ impl Engine {
         self.start_kernel();
     }
 
-    /// Records every tenant's accounted VRAM where it changed.
+    /// Records the accounted VRAM of every tenant whose figure changed.
     fn record_vram_all(&mut self) {
-        for t in &mut self.tenants {
-            let bytes = self.manager.usage(t.id).vram_bytes;
+        while let Some(id) = self.manager.poll_usage_change() {
+            let t = &mut self.tenants[id.0 as usize];
+            let bytes = self.manager.usage(id).vram_bytes;
             if t.vram_timeline.last().map(|l| l.1) != Some(bytes) {
                 t.vram_timeline.push((self.now_ns, bytes));
             }
@@ -931,7 +989,7 @@ impl Engine {
     /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
     /// channels at kernel granularity.
     fn start_kernel(&mut self) {
-        if self.running.is_some() || self.gdev_launch.is_some() {
+        if self.running.is_some() || self.held_launch.is_some() {
             return;
         }
         let n = self.tenants.len();
@@ -942,25 +1000,27 @@ impl Engine {
             return;
         };
         self.round_robin_next = (t + 1) % n;
-        let kernel = self.tenants[t].channel.pop_front().expect("non-empty");
-        if self.manager.config().mode == Mode::Gdev {
-            self.gdev_launch = Some((t, kernel));
-            self.manager.handle_launch(self.tenants[t].id);
+        let launch = self.tenants[t].channel.pop_front().expect("non-empty");
+        if self.needs.launch_gating {
+            let id = launch.id;
+            self.held_launch = Some((t, launch));
+            let answer = self.manager.handle_launch(self.tenants[t].id, id);
+            self.protocol(answer);
             return self.apply_actions();
         }
-        self.run_kernel(t, kernel);
+        self.run_kernel(t, launch);
     }
 
     /// Runs a kernel on the compute engine with its data where it is now.
-    fn run_kernel(&mut self, t: usize, kernel: Rc<Kernel>) {
-        let want_references = self.preset.features.reference_bits
-            && self.manager.config().chunk_policy == ChunkPolicy::ReverseSwap;
-        let cost = self.kernel_cost(t, &kernel);
+    fn run_kernel(&mut self, t: usize, launch: Launch) {
+        let want_references = self.preset.features.reference_bits && self.needs.reference_bits;
+        let cost = self.kernel_cost(t, &launch);
+        let kernel = launch.kernel;
         let mut referenced = Vec::new();
         if want_references {
             for access in &kernel.accesses {
                 if let Some(b) =
-                    self.tenants[t].slots[access.slot].and_then(|id| self.manager.buffer(id))
+                    self.tenants[t].slots[access.slot].and_then(|id| self.page_table.get(id))
                 {
                     referenced.extend(timing::touched_host_chunks(&access.distribution, b));
                 }
@@ -981,11 +1041,12 @@ impl Engine {
         ] {
             if bytes > 0.0 {
                 let id = self.link.start(self.now_ns, direction, bytes, None);
-                self.flow_owners.push((id, FlowOwner::Kernel));
+                self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
                 flows_left += 1;
             }
         }
         self.running = Some(RunningKernel {
+            launch: launch.id,
             tenant: t,
             ideal_ns: cost.ideal_ns,
             started_ns: self.now_ns,
@@ -995,30 +1056,30 @@ impl Engine {
             written: cost.written,
             referenced,
         });
-        self.schedule(self.now_ns + fixed_ns, Event::KernelFixedDone);
+        self.schedule(self.now_ns + fixed_ns, Event::KernelFixedDone(launch.id));
         if flows_left > 0 {
             self.rearm_link();
         }
     }
 
-    /// What a launch of `kernel` by tenant `t` costs with the data where it is now.
-    /// Cached per launch site while the manager's placement epoch stays the same: a
+    /// What `launch` by tenant `t` costs with the data where the page table says it is.
+    /// Cached per launch site while the tenant's page-table epoch stays the same: a
     /// program relaunches the same kernels many times between placement changes, and
     /// some touch hundreds of buffers (heartwall).
-    fn kernel_cost(&mut self, t: usize, kernel: &Rc<Kernel>) -> KernelCost {
-        let epoch = self.manager.placement_epoch();
-        let key = Rc::as_ptr(kernel) as usize;
-        if let Some((cached_epoch, cost)) = self.cost_cache.get(&key)
+    fn kernel_cost(&mut self, t: usize, launch: &Launch) -> KernelCost {
+        let epoch = self.page_table.epoch(self.tenants[t].id);
+        if let Some(Some((cached_epoch, cost))) = self.tenants[t].cost_cache.get(launch.site)
             && *cached_epoch == epoch
         {
             return cost.clone();
         }
+        let kernel = &launch.kernel;
         let mut traffic = Traffic::default();
         let mut ideal = Traffic::default();
         let mut written = Vec::new();
         for access in &kernel.accesses {
             let id = self.tenants[t].slots[access.slot];
-            let buffer = id.and_then(|id| self.manager.buffer(id));
+            let buffer = id.and_then(|id| self.page_table.get(id));
             // An access to a buffer the program has not allocated is a program bug that
             // the validator rejects; count it as local to stay total.
             let fraction = buffer.map_or(1.0, |b| timing::local_fraction(&access.distribution, b));
@@ -1035,7 +1096,11 @@ impl Engine {
             accesses: (ideal.local_bytes / READ_TRANSACTION_BYTES as f64).round() as u64,
             written: written.into(),
         };
-        self.cost_cache.insert(key, (epoch, cost.clone()));
+        let cache = &mut self.tenants[t].cost_cache;
+        if launch.site >= cache.len() {
+            cache.resize(launch.site + 1, None);
+        }
+        cache[launch.site] = Some((epoch, cost.clone()));
         cost
     }
 
@@ -1074,6 +1139,7 @@ impl Engine {
         }
         let t = running.tenant;
         let stats = KernelStats {
+            launch: Some(running.launch),
             accesses: running.accesses,
             ns: self.now_ns - running.started_ns,
             ideal_ns: running.ideal_ns,
@@ -1106,7 +1172,7 @@ impl Engine {
                 job.setup_started_ns = self.now_ns;
                 let setup_ns = match job.kind {
                     // Gdev's runtime submits copies through its scheduler too.
-                    CopyKind::Memcpy { .. } if self.manager.config().mode == Mode::Gdev => {
+                    CopyKind::Memcpy { .. } if self.needs.launch_gating => {
                         self.preset.copy_setup_ns + self.preset.gdev_launch_ns
                     }
                     CopyKind::Memcpy { .. } => self.preset.copy_setup_ns,
@@ -1168,7 +1234,8 @@ impl Engine {
                     e.dma_setup_ns += job.transfer_started_ns - job.setup_started_ns;
                     e.dma_ns += self.now_ns - job.transfer_started_ns;
                 }
-                self.manager.handle_copy_done(copy);
+                let answer = self.manager.handle_copy_done(copy);
+                self.protocol(answer);
                 self.apply_actions();
             }
         }
@@ -1197,8 +1264,9 @@ impl Engine {
                 .position(|(f, _)| *f == id)
                 .expect("every flow has an owner");
             match self.flow_owners.remove(at).1 {
-                FlowOwner::Kernel => {
-                    self.running.as_mut().expect("kernel running").flows_left -= 1;
+                FlowOwner::Kernel(launch) => {
+                    let running = self.running.as_mut().filter(|r| r.launch == launch);
+                    running.expect("a flow's kernel is running").flows_left -= 1;
                     self.maybe_finish_kernel();
                 }
                 FlowOwner::CopyEngine(engine) => self.finish_copy(engine),

@@ -1,7 +1,7 @@
 use super::*;
 use crate::preset;
 use crate::program::{Access, Op};
-use gpuswap_core::{ChunkPolicy, MIB, VictimPolicy};
+use gpuswap_core::{MIB, PolicySettings};
 use proptest::prelude::*;
 
 fn gtx480() -> Preset {
@@ -9,7 +9,12 @@ fn gtx480() -> Preset {
 }
 
 fn config(tenants: Vec<TenantSpec>, vram_bytes: u64) -> SimConfig {
-    let mut config = SimConfig::new(gtx480(), vram_bytes, Mode::Native, tenants);
+    let mut config = SimConfig::new(
+        gtx480(),
+        vram_bytes,
+        PolicySettings::named("native"),
+        tenants,
+    );
     config.check_invariants = true;
     config
 }
@@ -287,23 +292,23 @@ fn writer_program(bytes: u64, kernels: u32, ms: u64) -> Program {
     p
 }
 
-fn squeeze(mode: Mode, unsafe_skip_suspend: bool) -> Result<Outcome, InvariantError> {
+fn squeeze(mode: &str, unsafe_skip_suspend: bool) -> Result<Outcome, InvariantError> {
     let mut late = tenant("late", writer_program(32 * MIB, 5, 1));
     late.start_ns = 5_000_000;
     let mut cfg = config(
         vec![tenant("early", writer_program(48 * MIB, 40, 1)), late],
         2 * runtime_bytes() + 48 * MIB,
     );
-    cfg.manager.mode = mode;
+    cfg.manager.policy = PolicySettings::new(mode, 3).unwrap();
     cfg.unsafe_skip_suspend = unsafe_skip_suspend;
     simulate(cfg)
 }
 
 #[test]
 fn gpuswap_keeps_both_tenants_running_where_native_fails_one() {
-    let native = squeeze(Mode::Native, false).unwrap();
+    let native = squeeze("native", false).unwrap();
     assert!(native.tenants[1].error.is_some());
-    let out = squeeze(Mode::Gpuswap, false).unwrap();
+    let out = squeeze("gpuswap", false).unwrap();
     for t in &out.tenants {
         assert_eq!(t.error, None, "{}", t.name);
     }
@@ -326,10 +331,10 @@ fn gpuswap_keeps_both_tenants_running_where_native_fails_one() {
 
 #[test]
 fn relocation_without_suspension_loses_a_write() {
-    let err = squeeze(Mode::Gpuswap, true).unwrap_err();
+    let err = squeeze("gpuswap", true).unwrap_err();
     assert!(err.message.contains("lost write"), "{err}");
     // The real mechanism suspends the victim and never loses one.
-    assert!(squeeze(Mode::Gpuswap, false).is_ok());
+    assert!(squeeze("gpuswap", false).is_ok());
 }
 
 #[test]
@@ -338,7 +343,7 @@ fn gpuswap_with_ample_memory_equals_native() {
     let tenants = vec![tenant("a", program.clone()), tenant("b", program)];
     let native = simulate(config(tenants.clone(), 1 << 30)).unwrap();
     let mut cfg = config(tenants, 1 << 30);
-    cfg.manager.mode = Mode::Gpuswap;
+    cfg.manager.policy = PolicySettings::new("gpuswap", 3).unwrap();
     assert_eq!(simulate(cfg).unwrap(), native);
 }
 
@@ -352,7 +357,7 @@ fn evicted_data_returns_after_the_other_tenant_leaves() {
         vec![tenant("early", writer_program(48 * MIB, 3000, 1)), late],
         2 * runtime_bytes() + 48 * MIB,
     );
-    cfg.manager.mode = Mode::Gpuswap;
+    cfg.manager.policy = PolicySettings::new("gpuswap", 3).unwrap();
     let out = simulate(cfg).unwrap();
     let early = &out.tenants[0];
     assert!(early.bytes_evicted > 0);
@@ -366,7 +371,7 @@ fn gdev_costs_time_even_with_ample_memory() {
     let tenants = vec![tenant("a", program.clone()), tenant("b", program)];
     let native = simulate(config(tenants.clone(), 1 << 30)).unwrap();
     let mut cfg = config(tenants, 1 << 30);
-    cfg.manager.mode = Mode::Gdev;
+    cfg.manager.policy = PolicySettings::new("gdev", 3).unwrap();
     let gdev = simulate(cfg).unwrap();
     for (n, g) in native.tenants.iter().zip(&gdev.tenants) {
         assert_eq!(g.error, None);
@@ -394,7 +399,7 @@ fn gdev_swaps_whole_buffers_and_rejects_tenants_that_cannot_fit() {
         ],
         vram,
     );
-    cfg.manager.mode = Mode::Gdev;
+    cfg.manager.policy = PolicySettings::new("gdev", 3).unwrap();
     let out = simulate(cfg).unwrap();
     for t in &out.tenants {
         assert_eq!(t.error, None, "{}", t.name);
@@ -416,7 +421,7 @@ fn gdev_swaps_whole_buffers_and_rejects_tenants_that_cannot_fit() {
         ],
         vram,
     );
-    cfg.manager.mode = Mode::Gdev;
+    cfg.manager.policy = PolicySettings::new("gdev", 3).unwrap();
     let out = simulate(cfg).unwrap();
     assert_eq!(out.tenants[0].error, None);
     assert!(
@@ -436,21 +441,23 @@ proptest! {
     fn gpuswap_invariants_hold(
         programs in proptest::collection::vec(arb_program(), 2..4),
         vram_mib in 8u64..200,
-        policy in prop_oneof![Just(ChunkPolicy::Random), Just(ChunkPolicy::PriorityBuffer)],
-        mode in prop_oneof![Just(Mode::Gpuswap), Just(Mode::Fcfs), Just(Mode::Static { tenants: 3 }), Just(Mode::Gdev)],
+        policy in prop_oneof![Just("random"), Just("priority-buffer")],
+        mode in prop_oneof![Just("gpuswap"), Just("fcfs"), Just("static"), Just("gdev")],
     ) {
         let tenants = programs.into_iter().enumerate().map(|(i, program)| TenantSpec {
             start_ns: i as u64 * 1_000_000,
             ..TenantSpec::new(format!("t{i}"), "random", program)
         }).collect();
         let mut cfg = config(tenants, 3 * runtime_bytes() + vram_mib * MIB);
-        cfg.manager.mode = mode;
-        cfg.manager.chunk_policy = policy;
+        cfg.manager.policy = PolicySettings::new(mode, 3).unwrap();
+        if mode == "gpuswap" {
+            cfg.manager.policy = cfg.manager.policy.clone().with("chunk_policy", policy);
+        }
         let out = simulate(cfg);
         prop_assert!(out.is_ok(), "{:?}", out.err());
         for t in out.unwrap().tenants {
             // Only gdev refuses tenants, those whose buffers cannot fit in VRAM at all.
-            let refused = mode == Mode::Gdev && t.error.as_deref().is_some_and(|e| e.contains("gdev cannot launch"));
+            let refused = mode == "gdev" && t.error.as_deref().is_some_and(|e| e.contains("gdev cannot launch"));
             prop_assert!(t.error.is_none() || refused, "{:?}", t.error);
         }
     }
@@ -480,7 +487,7 @@ fn idle_program(bytes: u64, seconds: u32) -> Program {
     p
 }
 
-fn victim_of(victim: VictimPolicy) -> Vec<u64> {
+fn victim_of(victim: &str) -> Vec<u64> {
     let mut c = tenant("c", writer_program(32 * MIB, 5, 1));
     c.start_ns = 2_500_000_000;
     let tenants = vec![
@@ -491,9 +498,9 @@ fn victim_of(victim: VictimPolicy) -> Vec<u64> {
     // 16 MiB short when c arrives; no stack to give (the stacks fit in the extra room
     // only if nobody else is evicted first, so priorities are flattened below).
     let mut cfg = config(tenants, 3 * runtime_bytes() + 116 * MIB);
-    cfg.manager.mode = Mode::Gpuswap;
-    cfg.manager.chunk_policy = ChunkPolicy::Random;
-    cfg.manager.victim = victim;
+    cfg.manager.policy = PolicySettings::new("gpuswap", 3).unwrap();
+    cfg.manager.policy = cfg.manager.policy.clone().with("chunk_policy", "random");
+    cfg.manager.policy = cfg.manager.policy.clone().with("victim", victim);
     let out = simulate(cfg).unwrap();
     out.tenants.iter().map(|t| t.bytes_evicted).collect()
 }
@@ -501,14 +508,14 @@ fn victim_of(victim: VictimPolicy) -> Vec<u64> {
 #[test]
 fn victim_policies_pick_by_share_or_by_access_rate() {
     // Largest share: the idle tenant holds the most.
-    let evicted = victim_of(VictimPolicy::LargestShare);
+    let evicted = victim_of("largest-share");
     assert!(evicted[1] >= 16 * MIB && evicted[0] == 0, "{evicted:?}");
     // Access rate: the busy tenant makes the most accesses per second.
-    let evicted = victim_of(VictimPolicy::AccessRate);
+    let evicted = victim_of("access-rate");
     assert!(evicted[0] >= 16 * MIB && evicted[1] == 0, "{evicted:?}");
     // Performance: the idle tenant barely slows down per byte it holds... and holds
     // more than 1/n: it goes first.
-    let evicted = victim_of(VictimPolicy::Performance);
+    let evicted = victim_of("performance");
     assert!(evicted[1] >= 16 * MIB, "{evicted:?}");
 }
 
@@ -517,7 +524,7 @@ fn reverse_swapping_brings_hot_chunks_back() {
     // One tenant with a hot buffer (read by every kernel) and a cold one (never read);
     // random eviction puts some hot chunks in host memory; with reference bits they come
     // back in exchange for cold ones, so the tenant reads less remotely.
-    let remote = |policy: ChunkPolicy, preset: &str| {
+    let remote = |policy: &str, preset: &str| {
         let mut p = Program::default();
         let hot = p.buffer("hot", 32 * MIB);
         let cold = p.buffer("cold", 32 * MIB);
@@ -542,12 +549,12 @@ fn reverse_swapping_brings_hot_chunks_back() {
         late.start_ns = 1_000_000;
         let mut cfg = config(vec![tenant("a", p), late], 2 * runtime_bytes() + 96 * MIB);
         cfg.preset = preset::find(preset).unwrap();
-        cfg.manager.mode = Mode::Gpuswap;
-        cfg.manager.chunk_policy = policy;
+        cfg.manager.policy = PolicySettings::new("gpuswap", 3).unwrap();
+        cfg.manager.policy = cfg.manager.policy.clone().with("chunk_policy", policy);
         simulate(cfg).unwrap().tenants[0].remote_bytes
     };
-    let random = remote(ChunkPolicy::Random, "gtx480-refbits");
-    let swapped = remote(ChunkPolicy::ReverseSwap, "gtx480-refbits");
+    let random = remote("random", "gtx480-refbits");
+    let swapped = remote("reverse-swap", "gtx480-refbits");
     assert!(random > 0.0);
     assert!(
         swapped < random / 2.0,

@@ -3,6 +3,7 @@
 pub mod apps;
 pub mod engine;
 pub mod link;
+pub mod page_table;
 pub mod preset;
 pub mod profile;
 pub mod program;

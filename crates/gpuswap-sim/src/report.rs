@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use crate::engine::{InvariantError, Outcome, SimConfig, TenantOutcome, TenantSpec, simulate};
 use crate::program::Program;
-use gpuswap_core::{ManagerConfig, Mode};
+use gpuswap_core::{ManagerConfig, PolicySettings};
 
 /// Summary of a latency sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -140,17 +140,6 @@ pub fn jain(xs: &[f64]) -> f64 {
     }
 }
 
-/// Name of a mode in reports and scenario files.
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Native => "native",
-        Mode::Gpuswap => "gpuswap",
-        Mode::Fcfs => "fcfs",
-        Mode::Static { .. } => "static",
-        Mode::Gdev => "gdev",
-    }
-}
-
 /// The time a tenant's slowdown compares: the measured phase, or the whole run when
 /// the program has no phase.
 fn measured_ns(t: &TenantOutcome) -> u64 {
@@ -179,7 +168,7 @@ impl Baselines {
         let solo = SimConfig {
             manager: ManagerConfig {
                 vram_bytes: u64::MAX / 4,
-                mode: Mode::Native,
+                policy: PolicySettings::named("native"),
                 ..config.manager.clone()
             },
             tenants: vec![TenantSpec {
@@ -291,7 +280,7 @@ fn build(
         scenario: scenario.to_owned(),
         seed,
         device: config.preset.name.to_owned(),
-        manager: mode_name(config.manager.mode).to_owned(),
+        manager: config.manager.policy.name().to_owned(),
         tenants,
         system,
         events: outcome.events,

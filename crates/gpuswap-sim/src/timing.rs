@@ -17,7 +17,9 @@
 //!
 //! Each term is a separate function, so a better model can replace one at a time.
 
-use gpuswap_core::{Buffer, ChunkRef, Location};
+use gpuswap_core::{ChunkRef, Location};
+
+use crate::page_table::BufferMap;
 
 use crate::preset::Preset;
 use crate::program::Distribution;
@@ -103,8 +105,8 @@ pub fn fixed_ns(preset: &Preset, ops: u64, traffic: &Traffic) -> u64 {
 
 /// Fraction of a kernel's accesses to `buffer` that hit chunks in VRAM, given how the
 /// accesses spread over the buffer.
-pub fn local_fraction(distribution: &Distribution, buffer: &Buffer) -> f64 {
-    let vram = buffer.vram_bytes();
+pub fn local_fraction(distribution: &Distribution, buffer: &BufferMap) -> f64 {
+    let vram = buffer.vram_bytes;
     if vram == buffer.bytes {
         return 1.0;
     }
@@ -154,21 +156,20 @@ pub fn weighted_ranges(
 
 /// Chunks of `buffer` in host memory that accesses spread by `distribution` touch: the
 /// referenced bits a kernel would set on them.
-pub fn touched_host_chunks(distribution: &Distribution, buffer: &Buffer) -> Vec<ChunkRef> {
+pub fn touched_host_chunks(distribution: &Distribution, buffer: &BufferMap) -> Vec<ChunkRef> {
     // The same accessed ranges the timing model uses: a chunk is touched when one overlaps it.
     let touched = |start: u64, end: u64| {
         weighted_ranges(distribution, buffer.bytes)
             .any(|(offset, bytes, _)| offset < end && start < offset + bytes)
     };
     buffer
-        .chunks
-        .iter()
+        .chunks()
         .enumerate()
-        .filter(|(_, c)| {
-            c.location == Location::Host && touched(c.offset_bytes, c.offset_bytes + c.bytes)
+        .filter(|(_, (offset, bytes, location))| {
+            *location == Location::Host && touched(*offset, offset + bytes)
         })
         .map(|(index, _)| ChunkRef {
-            buffer: buffer.id,
+            buffer: buffer.buffer,
             index: index as u32,
         })
         .collect()
@@ -176,7 +177,7 @@ pub fn touched_host_chunks(distribution: &Distribution, buffer: &Buffer) -> Vec<
 
 /// Sum of weight x (VRAM bytes in range / range bytes) over sum of weights, for ranges from
 /// [`weighted_ranges`].
-fn weighted_fraction(buffer: &Buffer, ranges: impl Iterator<Item = (u64, u64, f64)>) -> f64 {
+fn weighted_fraction(buffer: &BufferMap, ranges: impl Iterator<Item = (u64, u64, f64)>) -> f64 {
     let (mut local, mut total) = (0.0, 0.0);
     for (offset, bytes, weight) in ranges {
         total += weight;
@@ -186,15 +187,13 @@ fn weighted_fraction(buffer: &Buffer, ranges: impl Iterator<Item = (u64, u64, f6
 }
 
 /// VRAM bytes of `buffer` within `[start, end)`. Chunks are in address order.
-fn vram_bytes_in(buffer: &Buffer, start: u64, end: u64) -> u64 {
-    let first = buffer
-        .chunks
-        .partition_point(|c| c.offset_bytes + c.bytes <= start);
-    buffer.chunks[first..]
-        .iter()
-        .take_while(|c| c.offset_bytes < end)
-        .filter(|c| c.location == Location::Vram)
-        .map(|c| (c.offset_bytes + c.bytes).min(end) - c.offset_bytes.max(start))
+fn vram_bytes_in(buffer: &BufferMap, start: u64, end: u64) -> u64 {
+    let first = (start / buffer.chunk_bytes) as usize;
+    buffer
+        .chunks_from(first)
+        .take_while(|c| c.0 < end)
+        .filter(|c| c.2 == Location::Vram)
+        .map(|(offset, bytes, _)| (offset + bytes).min(end) - offset.max(start))
         .sum()
 }
 
@@ -203,31 +202,21 @@ mod tests {
     use super::*;
     use crate::preset;
     use crate::program::WeightedRange;
-    use gpuswap_core::{BufferId, BufferKind, Chunk, TenantId};
+    use gpuswap_core::{BufferId, TenantId};
 
     fn gtx480() -> Preset {
         preset::find("gtx480").unwrap()
     }
 
     /// A 4-chunk buffer of 400 bytes with the given chunk locations.
-    fn buffer(locations: [Location; 4]) -> Buffer {
-        Buffer {
-            id: BufferId(0),
+    fn buffer(locations: [Location; 4]) -> BufferMap {
+        BufferMap {
+            buffer: BufferId(0),
             tenant: TenantId(0),
-            kind: BufferKind::Device,
             bytes: 400,
-            chunks: locations
-                .iter()
-                .enumerate()
-                .map(|(i, l)| Chunk {
-                    offset_bytes: i as u64 * 100,
-                    bytes: 100,
-                    location: *l,
-                    moving_to: None,
-                    priority: 0,
-                    rank: 0,
-                })
-                .collect(),
+            chunk_bytes: 100,
+            locations: locations.to_vec(),
+            vram_bytes: 100 * locations.iter().filter(|l| **l == Location::Vram).count() as u64,
         }
     }
 

@@ -1,6 +1,6 @@
 //! The behaviours GPUswap must show, on the built-in apps.
 
-use gpuswap_core::{ChunkPolicy, MIB, Mode};
+use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_sim::engine::{Outcome, SimConfig, TenantSpec, simulate};
 use gpuswap_sim::{apps, preset};
 
@@ -17,20 +17,22 @@ const RODINIA: [&str; 8] = [
 ];
 
 /// Two instances of `app` at its default size on a GTX 480.
-fn two_instances(
-    app: &str,
-    vram_bytes: u64,
-    mode: Mode,
-    policy: ChunkPolicy,
-    repeat: u32,
-) -> SimConfig {
+fn two_instances(app: &str, vram_bytes: u64, mode: &str, policy: &str, repeat: u32) -> SimConfig {
     let program = apps::find(app).unwrap().program("default", repeat).unwrap();
     let tenants = ["a", "b"]
         .map(|n| TenantSpec::new(n, app, program.clone()))
         .into();
-    let mut config = SimConfig::new(preset::find("gtx480").unwrap(), vram_bytes, mode, tenants);
-    config.manager.chunk_policy = policy;
-    config
+    let mut settings = PolicySettings::named(mode);
+    // Only gpuswap chooses chunks.
+    if mode == "gpuswap" {
+        settings = settings.with("chunk_policy", policy);
+    }
+    SimConfig::new(
+        preset::find("gtx480").unwrap(),
+        vram_bytes,
+        settings,
+        tenants,
+    )
 }
 
 fn run(config: SimConfig) -> Outcome {
@@ -47,20 +49,8 @@ const AMPLE: u64 = 1 << 40;
 #[test]
 fn gpuswap_equals_native_with_ample_memory() {
     for app in apps::all().iter().map(|a| a.name()) {
-        let native = run(two_instances(
-            app,
-            AMPLE,
-            Mode::Native,
-            ChunkPolicy::PriorityBuffer,
-            2,
-        ));
-        let gpuswap = run(two_instances(
-            app,
-            AMPLE,
-            Mode::Gpuswap,
-            ChunkPolicy::PriorityBuffer,
-            2,
-        ));
+        let native = run(two_instances(app, AMPLE, "native", "priority-buffer", 2));
+        let gpuswap = run(two_instances(app, AMPLE, "gpuswap", "priority-buffer", 2));
         assert_eq!(native, gpuswap, "{app}");
     }
 }
@@ -68,20 +58,8 @@ fn gpuswap_equals_native_with_ample_memory() {
 #[test]
 fn gdev_costs_time_with_ample_memory() {
     for app in RODINIA {
-        let native = run(two_instances(
-            app,
-            AMPLE,
-            Mode::Native,
-            ChunkPolicy::PriorityBuffer,
-            10,
-        ));
-        let gdev = run(two_instances(
-            app,
-            AMPLE,
-            Mode::Gdev,
-            ChunkPolicy::PriorityBuffer,
-            10,
-        ));
+        let native = run(two_instances(app, AMPLE, "native", "priority-buffer", 10));
+        let gdev = run(two_instances(app, AMPLE, "gdev", "priority-buffer", 10));
         assert!(
             gdev.makespan_ns > native.makespan_ns,
             "{app}: gdev {} vs native {}",
@@ -94,8 +72,8 @@ fn gdev_costs_time_with_ample_memory() {
 #[test]
 fn every_app_runs_two_instances_in_20_mib() {
     for app in apps::all().iter().map(|a| a.name()) {
-        for policy in [ChunkPolicy::PriorityBuffer, ChunkPolicy::Random] {
-            let out = run(two_instances(app, 20 * MIB, Mode::Gpuswap, policy, 1));
+        for policy in ["priority-buffer", "random"] {
+            let out = run(two_instances(app, 20 * MIB, "gpuswap", policy, 1));
             for t in &out.tenants {
                 assert!(t.vram_peak_bytes <= 20 * MIB, "{app}");
                 assert!(
@@ -115,12 +93,10 @@ fn every_app_runs_two_instances_in_20_mib() {
 fn runtime_does_not_rise_when_vram_grows() {
     const SIZES_MIB: [u64; 8] = [20, 60, 100, 150, 200, 300, 400, 600];
     for app in RODINIA {
-        for policy in [ChunkPolicy::PriorityBuffer, ChunkPolicy::Random] {
+        for policy in ["priority-buffer", "random"] {
             let times: Vec<u64> = SIZES_MIB
                 .iter()
-                .map(|mib| {
-                    run(two_instances(app, mib * MIB, Mode::Gpuswap, policy, 10)).makespan_ns
-                })
+                .map(|mib| run(two_instances(app, mib * MIB, "gpuswap", policy, 10)).makespan_ns)
                 .collect();
             for (i, pair) in times.windows(2).enumerate() {
                 // Remainder-chunk effects may cost a little: 1 %.
@@ -151,8 +127,8 @@ fn priority_buffer_evicts_the_stack_first() {
     let out = run(two_instances(
         "backprop",
         footprint - 90 * MIB,
-        Mode::Gpuswap,
-        ChunkPolicy::PriorityBuffer,
+        "gpuswap",
+        "priority-buffer",
         2,
     ));
     for t in &out.tenants {
@@ -191,7 +167,12 @@ fn two_greedy_tenants_converge_to_equal_shares_and_a_small_one_loses_nothing() {
         second,
         TenantSpec::new("small", "backprop", small),
     ];
-    let mut config = SimConfig::new(gtx480, 1_400_000_000, Mode::Gpuswap, tenants);
+    let mut config = SimConfig::new(
+        gtx480,
+        1_400_000_000,
+        PolicySettings::named("gpuswap"),
+        tenants,
+    );
     config.manager.chunk_bytes = 32_000_000;
     let out = run(config);
     let (first, second, small) = (&out.tenants[0], &out.tenants[1], &out.tenants[2]);
@@ -230,8 +211,8 @@ fn gdev_refuses_tenants_that_cannot_fit() {
     let out = simulate(two_instances(
         "nn",
         100 * MIB,
-        Mode::Gdev,
-        ChunkPolicy::PriorityBuffer,
+        "gdev",
+        "priority-buffer",
         100,
     ))
     .unwrap();

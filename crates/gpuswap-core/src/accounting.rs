@@ -1,0 +1,452 @@
+//! The books: every buffer and chunk, where each is planned to be, and the per-tenant
+//! and global byte counts that follow from it. Policies decide; the books only record,
+//! and [`Books::check_invariants`] re-derives every figure from the chunks.
+
+use std::collections::BTreeSet;
+
+use crate::buffer::{Buffer, BufferKind, BufferTable, Chunk, Location, SystemBuffer, chunk_layout};
+use crate::ids::{BufferId, TenantId};
+use crate::lists::{ChunkLists, ChunkRef, rank};
+use crate::policy::{PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM, TenantView};
+use crate::protocol::{AllocRequest, FreeError, TenantUsage};
+
+/// What the books know about one tenant.
+#[derive(Debug, Default)]
+pub(crate) struct TenantBooks {
+    pub(crate) usage: TenantUsage,
+    /// Chunks accounted in VRAM, by priority.
+    pub(crate) resident: ChunkLists,
+    /// Chunks accounted in host memory, by priority.
+    pub(crate) evicted: ChunkLists,
+    /// Live buffers, in allocation order.
+    pub(crate) buffers: BTreeSet<BufferId>,
+    /// Allocations so far: numbers buffers for the chunks' random ranks.
+    allocations: u64,
+    /// Kernel time and its all-in-VRAM estimate, for slowdown estimates.
+    pub(crate) kernel_ns: u64,
+    pub(crate) ideal_ns: u64,
+    /// Accesses since the last rate measurement, and the last measured rate.
+    pub(crate) accesses_in_period: u64,
+    pub(crate) access_rate: f64,
+    /// Whether `usage.vram_bytes` changed since the driver last asked.
+    usage_changed: bool,
+}
+
+/// Buffers, chunks and byte counts of every tenant.
+#[derive(Debug)]
+pub(crate) struct Books {
+    pub(crate) vram_capacity_bytes: u64,
+    pub(crate) host_capacity_bytes: u64,
+    pub(crate) chunk_bytes: u64,
+    seed: u64,
+    buffers: BufferTable,
+    /// Indexed by tenant number: drivers number tenants densely.
+    tenants: Vec<TenantBooks>,
+    pub(crate) vram_used_bytes: u64,
+    pub(crate) host_used_bytes: u64,
+    next_buffer: u64,
+    /// Tenants with at least one chunk accounted in host memory: the return path's timer
+    /// needs this without a scan of every tenant after every event.
+    tenants_with_evicted: usize,
+    /// Tenants whose VRAM figure changed since the driver last asked, in order of change.
+    usage_changes: Vec<TenantId>,
+}
+
+impl Books {
+    pub(crate) fn new(vram_bytes: u64, host_bytes: u64, chunk_bytes: u64, seed: u64) -> Self {
+        Self {
+            vram_capacity_bytes: vram_bytes,
+            host_capacity_bytes: host_bytes,
+            chunk_bytes,
+            seed,
+            buffers: BufferTable::default(),
+            tenants: Vec::new(),
+            vram_used_bytes: 0,
+            host_used_bytes: 0,
+            next_buffer: 0,
+            tenants_with_evicted: 0,
+            usage_changes: Vec::new(),
+        }
+    }
+
+    pub(crate) fn vram_free_bytes(&self) -> u64 {
+        self.vram_capacity_bytes
+            .saturating_sub(self.vram_used_bytes)
+    }
+
+    pub(crate) fn host_free_bytes(&self) -> u64 {
+        self.host_capacity_bytes - self.host_used_bytes
+    }
+
+    pub(crate) fn over_committed(&self) -> bool {
+        self.vram_used_bytes > self.vram_capacity_bytes
+    }
+
+    pub(crate) fn any_evicted(&self) -> bool {
+        self.tenants_with_evicted > 0
+    }
+
+    pub(crate) fn tenant(&self, id: TenantId) -> Option<&TenantBooks> {
+        self.tenants.get(id.0 as usize)
+    }
+
+    pub(crate) fn tenant_mut(&mut self, id: TenantId) -> &mut TenantBooks {
+        let i = id.0 as usize;
+        if i >= self.tenants.len() {
+            self.tenants.resize_with(i + 1, TenantBooks::default);
+        }
+        &mut self.tenants[i]
+    }
+
+    pub(crate) fn tenants_mut(&mut self) -> impl Iterator<Item = &mut TenantBooks> {
+        self.tenants.iter_mut()
+    }
+
+    pub(crate) fn usage(&self, id: TenantId) -> TenantUsage {
+        self.tenant(id).map(|t| t.usage).unwrap_or_default()
+    }
+
+    /// A tenant whose VRAM figure changed since it was last returned here.
+    pub(crate) fn pop_usage_change(&mut self) -> Option<TenantId> {
+        let id = self.usage_changes.pop()?;
+        self.tenants[id.0 as usize].usage_changed = false;
+        Some(id)
+    }
+
+    pub(crate) fn buffer(&self, id: BufferId) -> Option<&Buffer> {
+        self.buffers.get(&id)
+    }
+
+    pub(crate) fn contains_buffer(&self, id: BufferId) -> bool {
+        self.buffers.contains_key(&id)
+    }
+
+    /// A tenant's live buffers in allocation order.
+    pub(crate) fn buffers_of(&self, tenant: TenantId) -> impl Iterator<Item = &Buffer> {
+        self.tenant(tenant)
+            .into_iter()
+            .flat_map(|t| t.buffers.iter())
+            .map(|id| &self.buffers[id])
+    }
+
+    /// Every live buffer in allocation order.
+    pub(crate) fn all_buffers(&self) -> impl Iterator<Item = &Buffer> {
+        self.buffers.values()
+    }
+
+    pub(crate) fn chunk(&self, r: ChunkRef) -> Option<&Chunk> {
+        self.buffers.get(&r.buffer)?.chunks.get(r.index as usize)
+    }
+
+    fn chunk_mut(&mut self, r: ChunkRef) -> Option<&mut Chunk> {
+        self.buffers
+            .get_mut(&r.buffer)?
+            .chunks
+            .get_mut(r.index as usize)
+    }
+
+    /// Creates a buffer for `req` whose first `vram_share_bytes` (in whole chunks) are
+    /// placed in VRAM and the rest in host memory. With `per_chunk_priorities`, chunks take
+    /// the request's per-chunk priorities.
+    pub(crate) fn create_buffer(
+        &mut self,
+        req: &AllocRequest,
+        vram_share_bytes: u64,
+        per_chunk_priorities: bool,
+    ) -> BufferId {
+        let id = BufferId(self.next_buffer);
+        self.next_buffer += 1;
+        let buffer_priority = req.priority.unwrap_or(match req.kind {
+            BufferKind::System(SystemBuffer::Stack) => PRIORITY_STACK,
+            BufferKind::System(_) => PRIORITY_SYSTEM,
+            BufferKind::Device => PRIORITY_DEFAULT,
+        });
+        let allocation = {
+            let state = self.tenant_mut(req.tenant);
+            state.allocations += 1;
+            state.buffers.insert(id);
+            state.allocations
+        };
+        let seed = self.seed;
+        let chunks: Vec<Chunk> = chunk_layout(req.bytes, self.chunk_bytes)
+            .enumerate()
+            .map(|(index, (offset_bytes, bytes))| Chunk {
+                offset_bytes,
+                bytes,
+                location: if offset_bytes + bytes <= vram_share_bytes {
+                    Location::Vram
+                } else {
+                    Location::Host
+                },
+                moving_to: None,
+                priority: match req.chunk_priorities.get(index) {
+                    Some(p) if per_chunk_priorities => *p,
+                    _ => buffer_priority,
+                },
+                rank: rank(seed, req.tenant.0, allocation, index as u32),
+            })
+            .collect();
+        for (index, chunk) in chunks.iter().enumerate() {
+            let r = ChunkRef {
+                buffer: id,
+                index: index as u32,
+            };
+            self.list(req.tenant, chunk.location, r, chunk);
+        }
+        self.buffers.insert(
+            id,
+            Buffer {
+                id,
+                tenant: req.tenant,
+                kind: req.kind,
+                bytes: req.bytes,
+                chunks,
+            },
+        );
+        id
+    }
+
+    /// Removes a buffer of `tenant` with every chunk of it.
+    pub(crate) fn free(&mut self, tenant: TenantId, buffer: BufferId) -> Result<(), FreeError> {
+        let owner = self
+            .buffers
+            .get(&buffer)
+            .ok_or(FreeError::Unknown(buffer))?
+            .tenant;
+        if owner != tenant {
+            return Err(FreeError::NotOwner {
+                buffer,
+                owner,
+                caller: tenant,
+            });
+        }
+        let removed = self.buffers.remove(&buffer).expect("checked above");
+        self.tenant_mut(tenant).buffers.remove(&buffer);
+        for (index, chunk) in removed.chunks.iter().enumerate() {
+            let r = ChunkRef {
+                buffer,
+                index: index as u32,
+            };
+            self.unlist(tenant, chunk.planned_location(), r, chunk);
+        }
+        Ok(())
+    }
+
+    /// Lists a chunk at `location` and counts its bytes there, for its tenant and in the
+    /// global figures.
+    fn list(&mut self, tenant: TenantId, location: Location, r: ChunkRef, chunk: &Chunk) {
+        let was_empty = self.tenant_mut(tenant).evicted.is_empty();
+        let (lists, tenant_bytes, global_bytes) = self.books_at(tenant, location);
+        lists.insert(chunk.priority, chunk.rank, r);
+        *tenant_bytes += chunk.bytes;
+        *global_bytes += chunk.bytes;
+        self.after_change(tenant, location, was_empty);
+    }
+
+    /// Undoes [`Books::list`].
+    fn unlist(&mut self, tenant: TenantId, location: Location, r: ChunkRef, chunk: &Chunk) {
+        let was_empty = self.tenant_mut(tenant).evicted.is_empty();
+        let (lists, tenant_bytes, global_bytes) = self.books_at(tenant, location);
+        lists.remove(chunk.priority, chunk.rank, r);
+        *tenant_bytes -= chunk.bytes;
+        *global_bytes -= chunk.bytes;
+        self.after_change(tenant, location, was_empty);
+    }
+
+    /// Keeps the count of tenants with evicted chunks and the list of changed VRAM
+    /// figures up to date after a chunk was listed or unlisted at `location`.
+    fn after_change(&mut self, tenant: TenantId, location: Location, evicted_was_empty: bool) {
+        let state = &mut self.tenants[tenant.0 as usize];
+        match location {
+            Location::Host => match (evicted_was_empty, state.evicted.is_empty()) {
+                (true, false) => self.tenants_with_evicted += 1,
+                (false, true) => self.tenants_with_evicted -= 1,
+                _ => {}
+            },
+            Location::Vram if !state.usage_changed => {
+                state.usage_changed = true;
+                self.usage_changes.push(tenant);
+            }
+            Location::Vram => {}
+        }
+    }
+
+    /// Where a tenant's chunks at `location` are listed and counted.
+    fn books_at(
+        &mut self,
+        tenant: TenantId,
+        location: Location,
+    ) -> (&mut ChunkLists, &mut u64, &mut u64) {
+        let i = tenant.0 as usize;
+        let state = &mut self.tenants[i];
+        match location {
+            Location::Vram => (
+                &mut state.resident,
+                &mut state.usage.vram_bytes,
+                &mut self.vram_used_bytes,
+            ),
+            Location::Host => (
+                &mut state.evicted,
+                &mut state.usage.host_bytes,
+                &mut self.host_used_bytes,
+            ),
+        }
+    }
+
+    /// Accounts a chunk at `to` at once and moves it between its tenant's lists; the data
+    /// follows when the copy is done ([`Books::finish_move`]).
+    pub(crate) fn plan_move(&mut self, r: ChunkRef, to: Location) {
+        let buffer = self.buffers.get_mut(&r.buffer).expect("live buffer");
+        let tenant = buffer.tenant;
+        let chunk = &mut buffer.chunks[r.index as usize];
+        debug_assert_ne!(chunk.planned_location(), to, "{r:?} already planned there");
+        chunk.moving_to = Some(to);
+        let chunk = chunk.clone();
+        self.unlist(tenant, to.other(), r, &chunk);
+        self.list(tenant, to, r, &chunk);
+    }
+
+    /// Places a chunk of a buffer not yet granted in host memory without a copy (nothing
+    /// is in it yet).
+    pub(crate) fn place_in_host(&mut self, r: ChunkRef) {
+        self.plan_move(r, Location::Host);
+        let chunk = self.chunk_mut(r).expect("new chunk");
+        chunk.location = Location::Host;
+        chunk.moving_to = None;
+    }
+
+    /// Records that a planned move's copy finished; `None` when the chunk was freed
+    /// meanwhile.
+    pub(crate) fn finish_move(
+        &mut self,
+        tenant: TenantId,
+        r: ChunkRef,
+        to: Location,
+    ) -> Option<()> {
+        let chunk = self.chunk_mut(r)?;
+        chunk.location = to;
+        chunk.moving_to = None;
+        let bytes = chunk.bytes;
+        let usage = &mut self.tenant_mut(tenant).usage;
+        match to {
+            Location::Host => usage.bytes_evicted += bytes,
+            Location::Vram => usage.bytes_returned += bytes,
+        }
+        Some(())
+    }
+
+    /// Raises the tenant's peak to its VRAM figure; called once a decision is complete,
+    /// so the transient over-commitment inside a policy loop never counts.
+    pub(crate) fn note_peak(&mut self, tenant: TenantId) {
+        if let Some(state) = self.tenants.get_mut(tenant.0 as usize) {
+            state.usage.vram_peak_bytes = state.usage.vram_peak_bytes.max(state.usage.vram_bytes);
+        }
+    }
+
+    /// What policies see of every tenant; `can_give` says which may give or get chunks.
+    pub(crate) fn views(&self, can_give: impl Fn(&TenantBooks) -> bool) -> Vec<TenantView> {
+        self.tenants
+            .iter()
+            .enumerate()
+            .map(|(id, s)| TenantView {
+                id: TenantId(id as u32),
+                vram_bytes: s.usage.vram_bytes,
+                can_give: can_give(s),
+                slowdown: if s.ideal_ns == 0 {
+                    1.0
+                } else {
+                    s.kernel_ns as f64 / s.ideal_ns as f64
+                },
+                access_rate: s.access_rate,
+            })
+            .collect()
+    }
+
+    /// The chunks of a buffer accounted at `location`.
+    pub(crate) fn chunk_refs(&self, buffer: BufferId, location: Location) -> Vec<ChunkRef> {
+        self.buffers[&buffer]
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.planned_location() == location)
+            .map(|(index, _)| ChunkRef {
+                buffer,
+                index: index as u32,
+            })
+            .collect()
+    }
+
+    /// Re-derives every figure: chunks tile their buffers, every chunk is in exactly the
+    /// list of its planned location, per-chunk locations sum to the per-tenant figures,
+    /// those sum to the global figures, and VRAM is never over-committed.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let mut per_tenant = vec![(0u64, 0u64); self.tenants.len()];
+        for buffer in self.buffers.values() {
+            let chunk_sum: u64 = buffer.chunks.iter().map(|c| c.bytes).sum();
+            if chunk_sum != buffer.bytes {
+                return Err(format!(
+                    "{}: chunks hold {chunk_sum} of {} bytes",
+                    buffer.id, buffer.bytes
+                ));
+            }
+            let state = &self.tenants[buffer.tenant.0 as usize];
+            if !state.buffers.contains(&buffer.id) {
+                return Err(format!(
+                    "{} missing from {}'s list",
+                    buffer.id, buffer.tenant
+                ));
+            }
+            for (index, chunk) in buffer.chunks.iter().enumerate() {
+                let r = ChunkRef {
+                    buffer: buffer.id,
+                    index: index as u32,
+                };
+                let resident = state.resident.contains(chunk.rank, r);
+                let evicted = state.evicted.contains(chunk.rank, r);
+                let expected = chunk.planned_location() == Location::Vram;
+                if resident != expected || evicted == expected {
+                    return Err(format!(
+                        "{r:?} planned in {:?} but listed resident={resident} evicted={evicted}",
+                        chunk.planned_location()
+                    ));
+                }
+            }
+            let entry = &mut per_tenant[buffer.tenant.0 as usize];
+            entry.0 += buffer.planned_bytes_at(Location::Vram);
+            entry.1 += buffer.planned_bytes_at(Location::Host);
+        }
+        let (mut vram, mut host, mut with_evicted) = (0, 0, 0);
+        for (i, state) in self.tenants.iter().enumerate() {
+            let (v, h) = per_tenant[i];
+            let usage = state.usage;
+            if (v, h) != (usage.vram_bytes, usage.host_bytes) {
+                return Err(format!(
+                    "tenant {i}: accounted {}/{} bytes VRAM/host, chunks say {v}/{h}",
+                    usage.vram_bytes, usage.host_bytes
+                ));
+            }
+            vram += v;
+            host += h;
+            with_evicted += usize::from(!state.evicted.is_empty());
+        }
+        if (vram, host) != (self.vram_used_bytes, self.host_used_bytes) {
+            return Err(format!(
+                "tenants hold {vram}/{host} bytes VRAM/host, global figures say {}/{}",
+                self.vram_used_bytes, self.host_used_bytes
+            ));
+        }
+        if with_evicted != self.tenants_with_evicted {
+            return Err(format!(
+                "{with_evicted} tenants have evicted chunks, the count says {}",
+                self.tenants_with_evicted
+            ));
+        }
+        if self.over_committed() {
+            return Err(format!(
+                "{} bytes of VRAM in use, capacity {}",
+                self.vram_used_bytes, self.vram_capacity_bytes
+            ));
+        }
+        Ok(())
+    }
+}

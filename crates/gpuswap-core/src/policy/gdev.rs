@@ -1,0 +1,92 @@
+//! `gdev`: Gdev-style software scheduling. Allocations take whole buffers from VRAM
+//! while it lasts, then from host memory; before each launch the launching tenant's
+//! buffers are copied into VRAM whole, evicting other tenants' buffers whole (least
+//! recently launched tenant first). A tenant whose buffers do not fit cannot launch.
+
+use std::collections::BTreeMap;
+
+use super::{Ctx, LaunchPrep, MemoryPolicy, Needs, Placed, place_split};
+use crate::buffer::Location;
+use crate::ids::{LaunchId, TenantId};
+use crate::protocol::{AllocError, AllocRequest, Purpose};
+use crate::relocation::{Move, Then};
+
+/// Gdev's memory side (its one-kernel-at-a-time scheduler is
+/// [`crate::scheduler::OneAtATime`]).
+#[derive(Debug, Default)]
+pub(crate) struct Gdev {
+    /// When each tenant last launched (a launch counter), for LRU eviction.
+    last_launch: BTreeMap<TenantId, u64>,
+    launches: u64,
+}
+
+impl MemoryPolicy for Gdev {
+    fn needs(&self) -> Needs {
+        Needs {
+            launch_gating: true,
+            ..Needs::default()
+        }
+    }
+
+    fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
+        // Whole buffers: all in VRAM or all in host memory.
+        let share = if req.bytes <= ctx.books.vram_free_bytes() {
+            req.bytes
+        } else {
+            0
+        };
+        place_split(ctx.books, req, share)
+    }
+
+    fn on_launch(&mut self, ctx: &mut Ctx, tenant: TenantId, launch: LaunchId) -> LaunchPrep {
+        self.launches += 1;
+        self.last_launch.insert(tenant, self.launches);
+        let books = &mut *ctx.books;
+        let total: u64 = books.buffers_of(tenant).map(|b| b.bytes).sum();
+        if total > books.vram_capacity_bytes {
+            return LaunchPrep::Fail(AllocError::OutOfMemory {
+                requested_bytes: total,
+                free_bytes: books.vram_capacity_bytes,
+            });
+        }
+        let needed = books.usage(tenant).host_bytes;
+        let mut victims: Vec<(u64, crate::ids::BufferId)> = books
+            .all_buffers()
+            .filter(|b| b.tenant != tenant && b.planned_bytes_at(Location::Vram) > 0)
+            .map(|b| (self.last_launch.get(&b.tenant).copied().unwrap_or(0), b.id))
+            .collect();
+        victims.sort_unstable();
+        let mut moves = Vec::new();
+        let mut victims = victims.into_iter();
+        while books.vram_free_bytes() < needed {
+            let (_, id) = victims.next().expect("others hold what this tenant lacks");
+            let owner = books.buffer(id).expect("live").tenant;
+            for chunk in books.chunk_refs(id, Location::Vram) {
+                books.plan_move(chunk, Location::Host);
+                moves.push((
+                    owner,
+                    Move {
+                        chunk,
+                        to: Location::Host,
+                    },
+                ));
+            }
+        }
+        let own: Vec<_> = books.buffers_of(tenant).map(|b| b.id).collect();
+        for id in own {
+            for chunk in books.chunk_refs(id, Location::Host) {
+                books.plan_move(chunk, Location::Vram);
+                moves.push((
+                    tenant,
+                    Move {
+                        chunk,
+                        to: Location::Vram,
+                    },
+                ));
+            }
+        }
+        books.note_peak(tenant);
+        ctx.relocate(Purpose::Launch, Then::LaunchReady(tenant, launch), moves);
+        LaunchPrep::AfterRelocation
+    }
+}

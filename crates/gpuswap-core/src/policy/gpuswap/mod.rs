@@ -1,0 +1,199 @@
+//! `gpuswap`: GPUswap (Kehne et al., VEE 2015). Every allocation is served; when VRAM
+//! runs short, chunks of a victim are relocated to host memory and remapped there; a
+//! periodic return check brings evicted data back into free VRAM, poorest tenant first.
+//! Victim and chunk choice are smaller policies ([`victim`], [`chunk`]).
+
+pub(crate) mod chunk;
+pub(crate) mod victim;
+
+use super::{Ctx, MemoryPolicy, Needs, Placed, check_host_room};
+use crate::buffer::Location;
+use crate::ids::{BufferId, TenantId};
+use crate::lists::ChunkRef;
+use crate::protocol::{Action, AllocError, AllocRequest, Execution, KernelStats, Purpose};
+use crate::relocation::{Move, Then};
+use chunk::ChunkChoice;
+use victim::VictimChoice;
+
+/// GPUswap with its victim and chunk policies.
+#[derive(Debug)]
+pub(crate) struct Gpuswap {
+    pub(crate) victim: Box<dyn VictimChoice>,
+    pub(crate) chunk: Box<dyn ChunkChoice>,
+    pub(crate) chunk_needs: Needs,
+    pub(crate) return_interval_ns: u64,
+    pub(crate) last_check_ns: u64,
+}
+
+impl MemoryPolicy for Gpuswap {
+    fn needs(&self) -> Needs {
+        Needs {
+            timers: true,
+            ..Needs::default()
+        }
+        .union(self.chunk_needs)
+    }
+
+    fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
+        if req.bytes == 0 {
+            return Err(AllocError::ZeroBytes);
+        }
+        // Only what other tenants' chunks cannot make room for goes to host memory.
+        let host_bytes_needed = req.bytes.saturating_sub(ctx.books.vram_free_bytes());
+        check_host_room(ctx.books, req, host_bytes_needed)?;
+        let id = ctx
+            .books
+            .create_buffer(req, req.bytes, self.chunk.per_chunk_priorities());
+        if !ctx.books.over_committed() {
+            ctx.books.note_peak(req.tenant);
+            return Ok(Placed::Now(id));
+        }
+        // The grant comes from the relocation job when it ends (at once if only chunks of
+        // the new buffer were chosen).
+        self.evict_for(ctx, req, id);
+        ctx.books.note_peak(req.tenant);
+        Ok(Placed::AfterRelocation)
+    }
+
+    fn next_timeout(&self, books: &crate::accounting::Books) -> Option<u64> {
+        (self.victim.wants_access_rates() || books.any_evicted())
+            .then_some(self.last_check_ns + self.return_interval_ns)
+    }
+
+    fn on_timeout(&mut self, ctx: &mut Ctx, now_ns: u64) {
+        let period_s = now_ns.saturating_sub(self.last_check_ns).max(1) as f64 / 1e9;
+        self.last_check_ns = now_ns;
+        for state in ctx.books.tenants_mut() {
+            state.access_rate = state.accesses_in_period as f64 / period_s;
+            state.accesses_in_period = 0;
+        }
+        if !ctx.relocation.running() {
+            self.plan_return(ctx);
+        }
+    }
+
+    fn on_kernel_finished(&mut self, ctx: &mut Ctx, tenant: TenantId, stats: &KernelStats) {
+        if self.chunk.swaps_referenced() && !ctx.relocation.running() {
+            self.plan_swap(ctx, tenant, &stats.referenced);
+        }
+    }
+}
+
+impl Gpuswap {
+    /// The policy loop: choose victims and chunks until the request fits; chunks of the
+    /// new buffer go to host memory directly, the others are relocated before the grant.
+    fn evict_for(&mut self, ctx: &mut Ctx, req: &AllocRequest, new_buffer: BufferId) {
+        let mut moves: Vec<(TenantId, Move)> = Vec::new();
+        let mut chosen = 0;
+        let books = &mut *ctx.books;
+        while books.over_committed() {
+            let views = books.views(|s| !s.resident.is_empty());
+            let victim = self
+                .victim
+                .choose(&views, req.tenant, books.vram_capacity_bytes)
+                .expect("the new buffer's own chunks can always go");
+            let resident = &books.tenant(victim).expect("a victim is known").resident;
+            let chunk = self
+                .chunk
+                .evict(resident)
+                .expect("the victim has resident chunks");
+            chosen += 1;
+            if chunk.buffer == new_buffer {
+                // Nothing to copy: the chunk starts its life in host memory.
+                books.place_in_host(chunk);
+            } else {
+                books.plan_move(chunk, Location::Host);
+                moves.push((
+                    victim,
+                    Move {
+                        chunk,
+                        to: Location::Host,
+                    },
+                ));
+            }
+        }
+        ctx.out.push_back(Action::Execution(Execution::PolicyRan {
+            tenant: req.tenant,
+            chunks: chosen,
+        }));
+        ctx.relocate(
+            Purpose::Evict,
+            Then::Grant(req.request, req.tenant, new_buffer),
+            moves,
+        );
+    }
+
+    /// The return path: winners (least VRAM first) get their highest-priority evicted
+    /// chunks back while they fit in free VRAM.
+    fn plan_return(&mut self, ctx: &mut Ctx) {
+        let mut moves = Vec::new();
+        let books = &mut *ctx.books;
+        loop {
+            let views = books.views(|s| !s.evicted.is_empty());
+            let Some(winner) = victim::select_winner(&views) else {
+                break;
+            };
+            let evicted = &books.tenant(winner).expect("a winner is known").evicted;
+            let chunk = chunk::select_chunk_to_return(evicted).expect("has evicted");
+            let bytes = books.chunk(chunk).expect("listed").bytes;
+            if bytes > books.vram_free_bytes() {
+                break;
+            }
+            books.plan_move(chunk, Location::Vram);
+            books.note_peak(winner);
+            moves.push((
+                winner,
+                Move {
+                    chunk,
+                    to: Location::Vram,
+                },
+            ));
+        }
+        ctx.relocate(Purpose::Return, Then::Nothing, moves);
+    }
+
+    /// Reverse swapping: each referenced evicted chunk comes back in exchange for a
+    /// random resident chunk at least as large.
+    fn plan_swap(&mut self, ctx: &mut Ctx, tenant: TenantId, referenced: &[ChunkRef]) {
+        let mut moves = Vec::new();
+        let books = &mut *ctx.books;
+        for &hot in referenced {
+            let Some(chunk) = books.chunk(hot) else {
+                continue;
+            };
+            if chunk.planned_location() != Location::Host || chunk.moving_to.is_some() {
+                continue;
+            }
+            let bytes = chunk.bytes;
+            // The random resident chunk is the first in rank order that can take the hot
+            // chunk's place: a shorter remainder chunk or another hot chunk is passed
+            // over, not a reason to give up the swap.
+            let Some(state) = books.tenant(tenant) else {
+                break;
+            };
+            let Some(cold) = state.resident.by_rank().find(|c| {
+                !referenced.contains(c) && books.chunk(*c).is_some_and(|c| c.bytes >= bytes)
+            }) else {
+                continue;
+            };
+            books.plan_move(cold, Location::Host);
+            books.plan_move(hot, Location::Vram);
+            books.note_peak(tenant);
+            moves.push((
+                tenant,
+                Move {
+                    chunk: cold,
+                    to: Location::Host,
+                },
+            ));
+            moves.push((
+                tenant,
+                Move {
+                    chunk: hot,
+                    to: Location::Vram,
+                },
+            ));
+        }
+        ctx.relocate(Purpose::Swap, Then::Nothing, moves);
+    }
+}

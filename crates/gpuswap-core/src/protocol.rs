@@ -1,0 +1,286 @@
+//! The protocol between the manager and whoever drives it: the requests that come in,
+//! the actions that go out (grouped by who carries them out), and the errors a driver
+//! gets when it breaks the protocol.
+//!
+//! What must follow each action:
+//! - [`Reply`]: answers to the tenant; nothing comes back.
+//! - [`Execution::Suspend`]: the driver stops the tenant's GPU work from starting and
+//!   calls [`crate::Manager::handle_suspended`] once its queued work has drained.
+//!   [`Execution::Resume`] lifts it. [`Execution::PolicyRan`] lets the driver charge the
+//!   policy's run time; it may hold back the following actions meanwhile.
+//! - [`Dma::Copy`]: the driver copies the chunk and calls
+//!   [`crate::Manager::handle_copy_done`]; exactly one copy is outstanding at a time.
+//! - [`Mapping`]: the driver changes its page table; nothing comes back. `Map` comes
+//!   before the `Grant` of the buffer, `Remap` after each finished copy, `Unmap` after a
+//!   free or a tenant's exit.
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::buffer::{BufferKind, Location};
+use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
+use crate::lists::ChunkRef;
+
+/// An allocation request of a tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocRequest {
+    /// The caller's number for the request, echoed in the answer.
+    pub request: RequestId,
+    /// Who asks.
+    pub tenant: TenantId,
+    /// How much.
+    pub bytes: u64,
+    /// What for.
+    pub kind: BufferKind,
+    /// The buffer's priority; `None` applies the default rule (stack lowest, other
+    /// system buffers highest, everything else medium).
+    pub priority: Option<i32>,
+    /// Per-chunk priorities (one per chunk) for the `priority-chunk` policy; missing
+    /// entries take the buffer's priority.
+    pub chunk_priorities: Vec<i32>,
+}
+
+/// Why an allocation failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize)]
+pub enum AllocError {
+    /// VRAM cannot hold the request and the mode does not extend it.
+    #[error("out of memory: requested {requested_bytes} bytes, {free_bytes} bytes of VRAM free")]
+    OutOfMemory {
+        /// Size of the failed request.
+        requested_bytes: u64,
+        /// VRAM that was free when it failed.
+        free_bytes: u64,
+    },
+    /// VRAM and host memory together cannot hold it.
+    #[error(
+        "out of host memory: requested {requested_bytes} bytes, {free_bytes} bytes of host memory free"
+    )]
+    OutOfHostMemory {
+        /// Size of the failed request.
+        requested_bytes: u64,
+        /// Host memory that was free.
+        free_bytes: u64,
+    },
+    /// A zero-byte allocation (CUDA returns an error for it too).
+    #[error("zero-byte allocation")]
+    ZeroBytes,
+}
+
+/// Why a free failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum FreeError {
+    /// The buffer does not exist (never allocated or already freed).
+    #[error("{0} does not exist")]
+    Unknown(BufferId),
+    /// The buffer belongs to somebody else.
+    #[error("{buffer} belongs to {owner}, not to {caller}")]
+    NotOwner {
+        /// The buffer.
+        buffer: BufferId,
+        /// Its owner.
+        owner: TenantId,
+        /// Who tried to free it.
+        caller: TenantId,
+    },
+}
+
+/// A driver broke the protocol: it answered something the manager did not ask, or asked
+/// for something the configuration does not offer. The manager's state is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    /// `handle_suspended` for a tenant the manager is not waiting on.
+    #[error("{tenant} reported drained, but no suspension of it is outstanding")]
+    UnexpectedSuspended {
+        /// Who was reported.
+        tenant: TenantId,
+    },
+    /// `handle_copy_done` for a copy that is not the outstanding one.
+    #[error("copy {} reported done, but the outstanding copy is {}", .copy.0, .outstanding.map_or("none".to_owned(), |c| c.0.to_string()))]
+    UnexpectedCopyDone {
+        /// The copy reported.
+        copy: CopyId,
+        /// The copy the manager waits for, if any.
+        outstanding: Option<CopyId>,
+    },
+    /// `handle_launch` although the configuration's scheduler does not gate launches.
+    #[error("{launch} of {tenant} asked for admission, but launches are not gated")]
+    LaunchNotGated {
+        /// The launch.
+        launch: LaunchId,
+        /// Its tenant.
+        tenant: TenantId,
+    },
+}
+
+/// Why a relocation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Purpose {
+    /// To make room for an allocation request.
+    Evict,
+    /// To bring evicted data back into free VRAM.
+    Return,
+    /// Reverse swapping: hot evicted chunks in, random resident ones out.
+    Swap,
+    /// Gdev: the launching tenant's buffers in, other tenants' buffers out.
+    Launch,
+}
+
+/// What the driver must carry out, grouped by who performs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// An answer to a tenant's request.
+    Reply(Reply),
+    /// Control of tenants' GPU execution.
+    Execution(Execution),
+    /// Work for the copy engines.
+    Dma(Dma),
+    /// Changes of the GPU page table.
+    Mapping(Mapping),
+}
+
+/// Answers to tenants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// The request is served by this buffer (its `Map` came first).
+    Grant {
+        /// The request answered.
+        request: RequestId,
+        /// Who asked.
+        tenant: TenantId,
+        /// The new buffer.
+        buffer: BufferId,
+    },
+    /// The request cannot be served.
+    Fail {
+        /// The request answered.
+        request: RequestId,
+        /// Who asked.
+        tenant: TenantId,
+        /// Why.
+        error: AllocError,
+    },
+    /// A gated launch may start: its tenant's data is where the policy wants it.
+    LaunchReady {
+        /// The tenant.
+        tenant: TenantId,
+        /// The launch.
+        launch: LaunchId,
+    },
+    /// A gated launch can never run (Gdev: the tenant's buffers exceed VRAM).
+    LaunchFail {
+        /// The tenant.
+        tenant: TenantId,
+        /// The launch.
+        launch: LaunchId,
+        /// Why.
+        error: AllocError,
+    },
+}
+
+/// Execution control.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Execution {
+    /// The eviction policy ran for `tenant`'s request and chose `chunks` chunks.
+    PolicyRan {
+        /// Whose request.
+        tenant: TenantId,
+        /// Chunks chosen.
+        chunks: u32,
+    },
+    /// Stop `tenant`'s GPU access: new work queues, nothing new starts; answer with
+    /// [`crate::Manager::handle_suspended`] when its queued work has drained.
+    Suspend {
+        /// The tenant.
+        tenant: TenantId,
+        /// Why.
+        purpose: Purpose,
+    },
+    /// Restore `tenant`'s GPU access.
+    Resume {
+        /// The tenant.
+        tenant: TenantId,
+    },
+}
+
+/// Copy-engine work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dma {
+    /// Copy one chunk; answer with [`crate::Manager::handle_copy_done`].
+    Copy {
+        /// The copy's number.
+        copy: CopyId,
+        /// Owner of the chunk.
+        tenant: TenantId,
+        /// The chunk.
+        chunk: ChunkRef,
+        /// Its length.
+        bytes: u64,
+        /// Destination.
+        to: Location,
+    },
+}
+
+/// Page-table changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mapping {
+    /// Map a new buffer: chunk `i` covers bytes `[i * chunk_bytes, ...)` and lives at
+    /// `locations[i]`.
+    Map {
+        /// Owner.
+        tenant: TenantId,
+        /// The buffer.
+        buffer: BufferId,
+        /// Its size.
+        bytes: u64,
+        /// Chunk size (the last chunk may be shorter).
+        chunk_bytes: u64,
+        /// Where each chunk lives.
+        locations: Vec<Location>,
+    },
+    /// Point a chunk's entries at its new location and free the old frames.
+    Remap {
+        /// Owner.
+        tenant: TenantId,
+        /// The chunk.
+        chunk: ChunkRef,
+        /// Where it lives now.
+        to: Location,
+    },
+    /// Drop a freed buffer's entries.
+    Unmap {
+        /// Owner.
+        tenant: TenantId,
+        /// The buffer.
+        buffer: BufferId,
+    },
+}
+
+/// What the driver observed about one finished kernel of a tenant.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelStats {
+    /// The launch that finished.
+    pub launch: Option<LaunchId>,
+    /// Memory accesses (transactions) the kernel made.
+    pub accesses: u64,
+    /// How long it ran.
+    pub ns: u64,
+    /// How long it would have run with all its data in VRAM (hardware-counter estimate).
+    pub ideal_ns: u64,
+    /// Evicted chunks whose reference bits the kernel set.
+    pub referenced: Vec<ChunkRef>,
+}
+
+/// Memory figures of one tenant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TenantUsage {
+    /// Bytes of the tenant's buffers accounted in VRAM.
+    pub vram_bytes: u64,
+    /// Bytes of the tenant's buffers accounted in host memory.
+    pub host_bytes: u64,
+    /// Highest `vram_bytes` so far.
+    pub vram_peak_bytes: u64,
+    /// Bytes relocated from VRAM to host memory.
+    pub bytes_evicted: u64,
+    /// Bytes relocated from host memory back to VRAM.
+    pub bytes_returned: u64,
+}

@@ -1,0 +1,452 @@
+//! The registry: every memory policy (manager mode), victim policy, chunk policy and
+//! scheduler, each registered once with its name, description, typed parameters, what it
+//! needs from the device, and its constructor. Scenario parsing, listings and reports
+//! iterate these tables; a new policy is one file plus one line here.
+
+use thiserror::Error;
+
+use crate::manager::ManagerConfig;
+use crate::policy::gpuswap::Gpuswap;
+use crate::policy::gpuswap::chunk::CHUNKS;
+use crate::policy::gpuswap::victim::VICTIMS;
+use crate::policy::{MemoryPolicy, Needs, fcfs, gdev, native, static_share};
+use crate::scheduler::{SCHEDULERS, Scheduler};
+
+/// A named option: a policy, or a value of a choice parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// The name scenarios and reports use.
+    pub name: &'static str,
+    /// One line saying what it does.
+    pub description: &'static str,
+    /// What it needs from the device.
+    pub needs: Needs,
+}
+
+impl Choice {
+    /// A choice that needs nothing special.
+    pub const fn new(name: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            description,
+            needs: Needs {
+                reference_bits: false,
+                launch_gating: false,
+                timers: false,
+            },
+        }
+    }
+
+    /// The same choice needing `needs`.
+    pub const fn needing(self, needs: Needs) -> Self {
+        Self { needs, ..self }
+    }
+}
+
+/// What kind of value a parameter takes.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamKind {
+    /// One of a registered list.
+    Choice(fn() -> Vec<Choice>),
+    /// A positive whole number.
+    Count,
+}
+
+/// A parameter's default.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamDefault {
+    /// This choice.
+    Choice(&'static str),
+    /// The number of tenants of the scenario.
+    TenantCount,
+}
+
+/// One typed parameter of a policy.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamSpec {
+    /// Its key in the scenario's `[manager]` table.
+    pub key: &'static str,
+    /// What it sets.
+    pub help: &'static str,
+    /// The values it takes.
+    pub kind: ParamKind,
+    /// Its value when not set.
+    pub default: ParamDefault,
+}
+
+/// A parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamValue {
+    /// A registered choice, by name.
+    Choice(&'static str),
+    /// A count.
+    Count(u64),
+}
+
+/// A registered memory policy (a manager mode).
+pub struct PolicyEntry {
+    /// Name, description and needs.
+    pub choice: Choice,
+    /// Its parameters.
+    pub params: &'static [ParamSpec],
+    /// The scheduler it runs with.
+    pub scheduler: &'static str,
+    build: fn(&PolicySettings, &ManagerConfig) -> Box<dyn MemoryPolicy>,
+}
+
+const VICTIM_PARAM: ParamSpec = ParamSpec {
+    key: "victim",
+    help: "who gives up memory",
+    kind: ParamKind::Choice(|| VICTIMS.iter().map(|v| v.choice).collect()),
+    default: ParamDefault::Choice("largest-share"),
+};
+
+const CHUNK_PARAM: ParamSpec = ParamSpec {
+    key: "chunk_policy",
+    help: "which chunk a victim gives up",
+    kind: ParamKind::Choice(|| CHUNKS.iter().map(|c| c.choice).collect()),
+    default: ParamDefault::Choice("priority-buffer"),
+};
+
+const TENANTS_PARAM: ParamSpec = ParamSpec {
+    key: "tenants",
+    help: "n of the 1/n share each tenant may hold in VRAM",
+    kind: ParamKind::Count,
+    default: ParamDefault::TenantCount,
+};
+
+/// Every memory policy, in the order listings show them; `native` is the default.
+pub static POLICIES: &[PolicyEntry] = &[
+    PolicyEntry {
+        choice: Choice::new(
+            "native",
+            "a stock driver: allocations come from VRAM while it lasts, then fail",
+        ),
+        params: &[],
+        scheduler: "pass-through",
+        build: |_, _| Box::new(native::Native),
+    },
+    PolicyEntry {
+        choice: Choice::new(
+            "gpuswap",
+            "GPUswap: evict chunks of a victim to host memory and remap them; return them when VRAM frees up",
+        ),
+        params: &[VICTIM_PARAM, CHUNK_PARAM],
+        scheduler: "pass-through",
+        build: |settings, config| {
+            let victim = VICTIMS
+                .iter()
+                .find(|v| v.choice.name == settings.choice("victim"))
+                .expect("validated");
+            let chunk = CHUNKS
+                .iter()
+                .find(|c| c.choice.name == settings.choice("chunk_policy"))
+                .expect("validated");
+            Box::new(Gpuswap {
+                victim: (victim.build)(),
+                chunk: (chunk.build)(),
+                chunk_needs: chunk.choice.needs,
+                return_interval_ns: config.return_interval_ns,
+                last_check_ns: 0,
+            })
+        },
+    },
+    PolicyEntry {
+        choice: Choice::new(
+            "fcfs",
+            "first come, first served: chunks beyond free VRAM go to host memory and stay",
+        ),
+        params: &[],
+        scheduler: "pass-through",
+        build: |_, _| Box::new(fcfs::Fcfs),
+    },
+    PolicyEntry {
+        choice: Choice::new(
+            "static",
+            "static partitioning: each of n tenants may hold 1/n of VRAM, the rest goes to host memory",
+        ),
+        params: &[TENANTS_PARAM],
+        scheduler: "pass-through",
+        build: |settings, _| {
+            Box::new(static_share::StaticShare {
+                tenants: settings.count("tenants"),
+            })
+        },
+    },
+    PolicyEntry {
+        choice: Choice::new(
+            "gdev",
+            "Gdev: whole buffers; before each launch the launcher's buffers are swapped in whole",
+        )
+        .needing(Needs {
+            reference_bits: false,
+            launch_gating: true,
+            timers: false,
+        }),
+        params: &[],
+        scheduler: "one-at-a-time",
+        build: |_, _| Box::<gdev::Gdev>::default(),
+    },
+];
+
+/// The policy called `name`.
+pub fn find_policy(name: &str) -> Option<&'static PolicyEntry> {
+    POLICIES.iter().find(|p| p.choice.name == name)
+}
+
+/// The scheduler a policy runs with.
+pub(crate) fn build_scheduler(entry: &PolicyEntry) -> Box<dyn Scheduler> {
+    let scheduler = SCHEDULERS
+        .iter()
+        .find(|s| s.choice.name == entry.scheduler)
+        .expect("every policy names a registered scheduler");
+    (scheduler.build)()
+}
+
+/// Every registered scheduler.
+pub fn schedulers() -> Vec<Choice> {
+    SCHEDULERS.iter().map(|s| s.choice).collect()
+}
+
+/// Why settings were refused; the message names what was expected.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum SettingsError {
+    /// No such policy.
+    #[error("unknown mode {name:?}; expected one of: {}", expected.join(", "))]
+    UnknownPolicy {
+        /// What was asked for.
+        name: String,
+        /// The registered names.
+        expected: Vec<&'static str>,
+    },
+    /// The policy has no such parameter.
+    #[error("mode {policy:?} takes no setting {key:?}; {}", if expected.is_empty() { "it takes none".to_owned() } else { format!("expected one of: {}", expected.join(", ")) })]
+    UnknownKey {
+        /// The policy.
+        policy: &'static str,
+        /// The key.
+        key: String,
+        /// The keys it takes.
+        expected: Vec<&'static str>,
+    },
+    /// A value the parameter does not take.
+    #[error("{value:?} is not a valid {key}; expected {expected}")]
+    BadValue {
+        /// The key.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What it takes.
+        expected: String,
+    },
+}
+
+/// A chosen policy with a value for each of its parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicySettings {
+    name: &'static str,
+    values: Vec<(&'static str, ParamValue)>,
+}
+
+impl PolicySettings {
+    /// The policy `name` with its defaults, for a scenario of `tenants` tenants.
+    pub fn new(name: &str, tenants: u32) -> Result<Self, SettingsError> {
+        let entry = find_policy(name).ok_or_else(|| SettingsError::UnknownPolicy {
+            name: name.to_owned(),
+            expected: POLICIES.iter().map(|p| p.choice.name).collect(),
+        })?;
+        let values = entry
+            .params
+            .iter()
+            .map(|p| {
+                let value = match p.default {
+                    ParamDefault::Choice(c) => ParamValue::Choice(c),
+                    ParamDefault::TenantCount => ParamValue::Count(u64::from(tenants.max(1))),
+                };
+                (p.key, value)
+            })
+            .collect();
+        Ok(Self {
+            name: entry.choice.name,
+            values,
+        })
+    }
+
+    /// A built-in policy with its defaults (for tests and examples).
+    ///
+    /// # Panics
+    /// If `name` is not registered.
+    pub fn named(name: &str) -> Self {
+        Self::new(name, 1).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// These settings with `key` set from its text form.
+    pub fn set(mut self, key: &str, value: &str) -> Result<Self, SettingsError> {
+        let entry = self.entry();
+        let spec = entry.params.iter().find(|p| p.key == key).ok_or_else(|| {
+            SettingsError::UnknownKey {
+                policy: self.name,
+                key: key.to_owned(),
+                expected: entry.params.iter().map(|p| p.key).collect(),
+            }
+        })?;
+        let parsed = match spec.kind {
+            ParamKind::Choice(options) => {
+                let options = options();
+                let found = options.iter().find(|c| c.name == value);
+                found.map(|c| ParamValue::Choice(c.name)).ok_or_else(|| {
+                    let names: Vec<_> = options.iter().map(|c| c.name).collect();
+                    format!("one of: {}", names.join(", "))
+                })
+            }
+            ParamKind::Count => value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(ParamValue::Count)
+                .ok_or_else(|| "a positive whole number".to_owned()),
+        };
+        let parsed = parsed.map_err(|expected| SettingsError::BadValue {
+            key: spec.key,
+            value: value.to_owned(),
+            expected,
+        })?;
+        let slot = self.values.iter_mut().find(|(k, _)| *k == spec.key);
+        slot.expect("every parameter has a value").1 = parsed;
+        Ok(self)
+    }
+
+    /// [`PolicySettings::set`] for settings known to be valid (tests and examples).
+    ///
+    /// # Panics
+    /// If the key or value is not valid for the policy.
+    pub fn with(self, key: &str, value: &str) -> Self {
+        self.set(key, value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The registry entry.
+    pub fn entry(&self) -> &'static PolicyEntry {
+        find_policy(self.name).expect("settings name a registered policy")
+    }
+
+    /// Every parameter with its value.
+    pub fn values(&self) -> &[(&'static str, ParamValue)] {
+        &self.values
+    }
+
+    /// The value of a choice parameter.
+    ///
+    /// # Panics
+    /// If the policy has no such choice parameter (a bug in a policy's constructor).
+    pub fn choice(&self, key: &str) -> &'static str {
+        match self.value(key) {
+            ParamValue::Choice(c) => c,
+            ParamValue::Count(_) => panic!("{key} is a count"),
+        }
+    }
+
+    /// The value of a count parameter.
+    ///
+    /// # Panics
+    /// If the policy has no such count parameter (a bug in a policy's constructor).
+    pub fn count(&self, key: &str) -> u64 {
+        match self.value(key) {
+            ParamValue::Count(n) => n,
+            ParamValue::Choice(_) => panic!("{key} is a choice"),
+        }
+    }
+
+    fn value(&self, key: &str) -> ParamValue {
+        let found = self.values.iter().find(|(k, _)| *k == key);
+        found
+            .unwrap_or_else(|| panic!("{} has no setting {key}", self.name))
+            .1
+    }
+
+    /// The chosen value of every choice parameter: `(key, choice)`.
+    pub fn chosen(&self) -> Vec<(&'static str, Choice)> {
+        let entry = self.entry();
+        entry
+            .params
+            .iter()
+            .filter_map(|spec| match (spec.kind, self.value(spec.key)) {
+                (ParamKind::Choice(options), ParamValue::Choice(name)) => options()
+                    .into_iter()
+                    .find(|c| c.name == name)
+                    .map(|c| (spec.key, c)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the policy with these settings needs from the device.
+    pub fn needs(&self) -> Needs {
+        self.chosen()
+            .iter()
+            .fold(self.entry().choice.needs, |needs, (_, c)| {
+                needs.union(c.needs)
+            })
+    }
+
+    pub(crate) fn build(&self, config: &ManagerConfig) -> Box<dyn MemoryPolicy> {
+        (self.entry().build)(self, config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_policy_builds_with_its_defaults_and_names_a_scheduler() {
+        for entry in POLICIES {
+            let settings = PolicySettings::new(entry.choice.name, 3).unwrap();
+            assert_eq!(settings.values().len(), entry.params.len());
+            assert!(
+                SCHEDULERS.iter().any(|s| s.choice.name == entry.scheduler),
+                "{}",
+                entry.choice.name
+            );
+            let needs = settings.needs();
+            assert_eq!(
+                needs.launch_gating,
+                build_scheduler(entry).gates(),
+                "{}: gating needs and scheduler agree",
+                entry.choice.name
+            );
+        }
+    }
+
+    #[test]
+    fn settings_check_keys_and_values() {
+        let s = PolicySettings::named("gpuswap");
+        assert_eq!(s.choice("victim"), "largest-share");
+        let s = s.set("chunk_policy", "reverse-swap").unwrap();
+        assert!(s.needs().reference_bits);
+        assert!(matches!(
+            s.clone().set("chunk_policy", "lru"),
+            Err(SettingsError::BadValue { .. })
+        ));
+        assert!(matches!(
+            PolicySettings::named("native").set("victim", "performance"),
+            Err(SettingsError::UnknownKey { .. })
+        ));
+        assert!(matches!(
+            PolicySettings::new("magic", 1),
+            Err(SettingsError::UnknownPolicy { .. })
+        ));
+        assert_eq!(
+            PolicySettings::new("static", 4).unwrap().count("tenants"),
+            4
+        );
+        let err = PolicySettings::named("static")
+            .set("tenants", "0")
+            .unwrap_err();
+        assert!(err.to_string().contains("positive whole number"), "{err}");
+    }
+}
