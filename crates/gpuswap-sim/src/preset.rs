@@ -6,6 +6,7 @@
 //! NVIDIA product datasheets, the GPUswap dissertation (Kehne 2019). "unconfirmed" marks a
 //! value nobody was found measuring: chosen, said so, and easy to change here.
 
+use crate::apps::DeviceShape;
 use serde::Serialize;
 
 /// GiB in bytes.
@@ -479,6 +480,14 @@ impl Preset {
     /// VRAM tenants can use at most: installed minus driver-reserved.
     pub fn tenant_vram_bytes(&self) -> u64 {
         self.vram_bytes - self.driver_reserved_bytes
+    }
+
+    /// What the app models need to know of this device.
+    pub fn shape(&self) -> DeviceShape {
+        DeviceShape {
+            l2_bytes: self.l2_bytes,
+            sm_count: self.sms,
+        }
     }
 }
 

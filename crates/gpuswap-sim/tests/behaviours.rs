@@ -24,11 +24,15 @@ fn two_instances(
     policy: ChunkPolicy,
     repeat: u32,
 ) -> SimConfig {
-    let program = apps::find(app).unwrap().program("default", repeat).unwrap();
+    let gtx480 = preset::find("gtx480").unwrap();
+    let program = apps::find(app)
+        .unwrap()
+        .program("default", repeat, gtx480.shape())
+        .unwrap();
     let tenants = ["a", "b"]
         .map(|n| TenantSpec::new(n, app, program.clone()))
         .into();
-    let mut config = SimConfig::new(preset::find("gtx480").unwrap(), vram_bytes, mode, tenants);
+    let mut config = SimConfig::new(gtx480, vram_bytes, mode, tenants);
     config.manager.chunk_policy = policy;
     config
 }
@@ -178,11 +182,11 @@ fn two_greedy_tenants_converge_to_equal_shares_and_a_small_one_loses_nothing() {
     let gtx480 = preset::find("gtx480").unwrap();
     let greedy = apps::find("alloc")
         .unwrap()
-        .program("default", 100)
+        .program("default", 100, gtx480.shape())
         .unwrap();
     let small = apps::find("backprop")
         .unwrap()
-        .program("rodinia", 2000)
+        .program("rodinia", 2000, gtx480.shape())
         .unwrap();
     let mut second = TenantSpec::new("second", "alloc", greedy.clone());
     second.start_ns = 20_000_000_000;
