@@ -110,7 +110,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Presets => print!("{}", render::presets_table(&preset::all())),
-        Command::Apps => print!("{}", render::apps_table(&apps::all())),
+        Command::Apps => {
+            let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
+            print!("{}", render::apps_table(&apps::all(), device.shape()));
+        }
         Command::Profile(args) => {
             if let Err(e) = profile_cmd::run(&args) {
                 eprintln!("error: {e}");

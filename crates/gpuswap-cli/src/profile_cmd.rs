@@ -114,7 +114,7 @@ pub fn run(args: &ProfileArgs) -> Result<(), ProfileError> {
     };
     // One phase iteration is the profile (the setup and teardown launches count too).
     let program = app
-        .program(&args.size, 1)
+        .program(&args.size, 1, preset.shape())
         .map_err(|e| bad(format!("--size: {e}")))?;
     let program = runtime::with_runtime(program, &preset);
     let granularity = Granularity::from(args.granularity);

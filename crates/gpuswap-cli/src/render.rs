@@ -1,6 +1,6 @@
 //! Text tables for the terminal.
 
-use gpuswap_sim::apps::AppModel;
+use gpuswap_sim::apps::{AppModel, DeviceShape};
 use gpuswap_sim::preset::Preset;
 use gpuswap_sim::report::Report;
 use gpuswap_sim::units::{format_bytes, format_ns};
@@ -178,12 +178,13 @@ pub fn presets_table(presets: &[Preset]) -> String {
     )
 }
 
-/// The apps, one per row, with the memory their default size allocates at most.
-pub fn apps_table(apps: &[&dyn AppModel]) -> String {
+/// The apps, one per row, with the memory their default size allocates at most on
+/// `device` (allocations do not depend on the device; the programs need one).
+pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape) -> String {
     let rows: Vec<Vec<String>> = apps
         .iter()
         .map(|a| {
-            let memory = a.program("default", 1).map_or_else(
+            let memory = a.program("default", 1, device).map_or_else(
                 |e| format!("({e})"),
                 |p| format_bytes(p.peak_allocated_bytes()),
             );

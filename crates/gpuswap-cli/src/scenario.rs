@@ -269,7 +269,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         };
         let size = t.size.as_ref().map_or("default", |s| s.get_ref());
         let program = app
-            .program(size, repeat)
+            .program(size, repeat, preset.shape())
             .map_err(|e| value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message))?;
         let start_ns = match &t.start {
             None => 0,

@@ -32,7 +32,10 @@ fn temp_dir(name: &str) -> PathBuf {
 /// allocation order (the runtime's first).
 fn nn_buffers() -> Vec<(String, u64)> {
     let gtx480 = preset::find("gtx480").unwrap();
-    let program = apps::find("nn").unwrap().program("rodinia", 1).unwrap();
+    let program = apps::find("nn")
+        .unwrap()
+        .program("rodinia", 1, gtx480.shape())
+        .unwrap();
     runtime::with_runtime(program, &gtx480)
         .buffers
         .into_iter()

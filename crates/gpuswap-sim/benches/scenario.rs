@@ -11,8 +11,10 @@ use gpuswap_sim::{apps, preset};
 /// Two instances of `app` at its default size, `repeat` phases each, on a GTX 480.
 fn two_instances(app: &str, repeat: u32) -> SimConfig {
     let model = apps::find(app).expect("built-in app");
-    let program = model.program("default", repeat).expect("default size");
     let preset = preset::find("gtx480").expect("preset");
+    let program = model
+        .program("default", repeat, preset.shape())
+        .expect("default size");
     let tenants = ["a", "b"]
         .into_iter()
         .map(|name| TenantSpec::new(name, app, program.clone()))

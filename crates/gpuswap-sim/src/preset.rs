@@ -6,12 +6,15 @@
 //! NVIDIA product datasheets, the GPUswap dissertation (Kehne 2019). "unconfirmed" marks a
 //! value nobody was found measuring: chosen, said so, and easy to change here.
 
+use crate::apps::DeviceShape;
 use serde::Serialize;
 
 /// GiB in bytes.
 const GIB: u64 = 1 << 30;
 /// MiB in bytes.
 const MIB: u64 = 1 << 20;
+/// KiB in bytes.
+const KIB: u64 = 1 << 10;
 
 /// Hardware features that later manager modes depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -77,6 +80,9 @@ pub struct Preset {
     pub gdev_launch_ns: u64,
     /// Streaming multiprocessors.
     pub sms: u32,
+    /// L2 cache shared by the SMs: how much of a randomly accessed buffer a kernel
+    /// re-reads without going to VRAM.
+    pub l2_bytes: u64,
     /// Arithmetic throughput: cores x clock (instructions per second).
     pub ops_per_s: f64,
     /// GPU-side cost of one kernel launch and completion.
@@ -187,6 +193,10 @@ fn measured() -> Vec<Preset> {
             // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
             // NVIDIA specification).
             sms: 15,
+            // NVIDIA Fermi compute architecture whitepaper (GF100, 2009): 768 KB unified
+            // L2 shared by all SMs, in six memory partitions; the GTX 480's 384-bit bus
+            // keeps all six (it disables one of GF100's 16 SMs, not a partition).
+            l2_bytes: 768 * KIB,
             ops_per_s: 480.0 * 1.401e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
@@ -239,6 +249,9 @@ fn measured() -> Vec<Preset> {
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
             sms: 28,
+            // NVIDIA GTX 1080 Ti specification (reviewer's guide, quoted by vortez.net's
+            // review): L2 2816 KB, 11 of GP102's 12 memory controllers with 256 KB each.
+            l2_bytes: 2816 * KIB,
             ops_per_s: 3584.0 * 1.481e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
@@ -286,6 +299,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
             // PCIe datasheet).
             sms: 80,
+            // NVIDIA Tesla V100 GPU architecture whitepaper (2017), table 1: L2 cache size
+            // 6144 KB (6 MB, OLCF's Summit V100 guide).
+            l2_bytes: 6 * MIB,
             ops_per_s: 5120.0 * 1.38e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
@@ -331,6 +347,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
             // datasheet).
             sms: 108,
+            // NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 40 MB L2;
+            // deviceQuery on an A100 80GB PCIe reports 41943040 bytes (40 MiB) too.
+            l2_bytes: 40 * MIB,
             ops_per_s: 6912.0 * 1.41e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
@@ -377,6 +396,10 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
             // PCIe datasheet).
             sms: 114,
+            // NVIDIA H100 Tensor Core GPU architecture whitepaper (2022): H100 PCIe, 114
+            // SMs, L2 cache size 50 MB; nvaccelinfo on an H100 PCIe reports 52428800
+            // bytes (50 MiB).
+            l2_bytes: 50 * MIB,
             ops_per_s: 14592.0 * 1.755e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
@@ -425,6 +448,11 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
             // GH200 datasheet).
             sms: 132,
+            // deviceQuery on a GH200 480GB (github.com/slitvinov/grace, README.md; CUDA
+            // 12.4): L2 Cache Size 62914560 bytes = 60 MiB, 132 multiprocessors. The
+            // GH200's H100 has all six HBM3 stacks and their L2 slices enabled (6144-bit
+            // bus), where the 80 GB H100 boards have five (50 MB).
+            l2_bytes: 60 * MIB,
             ops_per_s: 16896.0 * 1.98e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
@@ -452,6 +480,14 @@ impl Preset {
     /// VRAM tenants can use at most: installed minus driver-reserved.
     pub fn tenant_vram_bytes(&self) -> u64 {
         self.vram_bytes - self.driver_reserved_bytes
+    }
+
+    /// What the app models need to know of this device.
+    pub fn shape(&self) -> DeviceShape {
+        DeviceShape {
+            l2_bytes: self.l2_bytes,
+            sm_count: self.sms,
+        }
     }
 }
 
@@ -501,9 +537,25 @@ mod tests {
     }
 
     #[test]
+    fn every_preset_has_an_l2_and_sms() {
+        for p in all() {
+            assert!(p.sms >= 1 && p.l2_bytes > 0, "{}", p.name);
+            // A cache in front of VRAM, three orders of magnitude smaller on every GPU.
+            assert!(p.l2_bytes < p.vram_bytes / 1000, "{}", p.name);
+        }
+        // The refbits preset is the testbed with one feature more, nothing else.
+        let (testbed, refbits) = (find("gtx480").unwrap(), find("gtx480-refbits").unwrap());
+        assert_eq!(
+            (refbits.l2_bytes, refbits.sms),
+            (testbed.l2_bytes, testbed.sms)
+        );
+    }
+
+    #[test]
     fn testbed_matches_the_gpuswap_prototype() {
         let p = find("gtx480").unwrap();
         assert_eq!(p.tenant_vram_bytes(), 1516 * MIB);
+        assert_eq!((p.l2_bytes, p.sms), (768 * KIB, 15));
         assert!(!p.features.page_faults && !p.features.preemption);
         assert_eq!(p.copy_engines, 1);
     }

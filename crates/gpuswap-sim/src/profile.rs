@@ -503,8 +503,12 @@ mod tests {
 
     /// An app's program at `size` with one phase iteration, wrapped with the runtime.
     fn app_program(app: &str, size: &str) -> Program {
-        let program = apps::find(app).unwrap().program(size, 1).unwrap();
-        runtime::with_runtime(program, &gtx480())
+        let gtx480 = gtx480();
+        let program = apps::find(app)
+            .unwrap()
+            .program(size, 1, gtx480.shape())
+            .unwrap();
+        runtime::with_runtime(program, &gtx480)
     }
 
     fn buffer<'a>(profile: &'a Profile, label: &str) -> &'a BufferProfile {

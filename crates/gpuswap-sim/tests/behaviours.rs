@@ -18,7 +18,11 @@ const RODINIA: [&str; 8] = [
 
 /// Two instances of `app` at its default size on a GTX 480.
 fn two_instances(app: &str, vram_bytes: u64, mode: &str, policy: &str, repeat: u32) -> SimConfig {
-    let program = apps::find(app).unwrap().program("default", repeat).unwrap();
+    let gtx480 = preset::find("gtx480").unwrap();
+    let program = apps::find(app)
+        .unwrap()
+        .program("default", repeat, gtx480.shape())
+        .unwrap();
     let tenants = ["a", "b"]
         .map(|n| TenantSpec::new(n, app, program.clone()))
         .into();
@@ -27,12 +31,7 @@ fn two_instances(app: &str, vram_bytes: u64, mode: &str, policy: &str, repeat: u
     if mode == "gpuswap" {
         settings = settings.with("chunk_policy", policy);
     }
-    SimConfig::new(
-        preset::find("gtx480").unwrap(),
-        vram_bytes,
-        settings,
-        tenants,
-    )
+    SimConfig::new(gtx480, vram_bytes, settings, tenants)
 }
 
 fn run(config: SimConfig) -> Outcome {
@@ -154,11 +153,11 @@ fn two_greedy_tenants_converge_to_equal_shares_and_a_small_one_loses_nothing() {
     let gtx480 = preset::find("gtx480").unwrap();
     let greedy = apps::find("alloc")
         .unwrap()
-        .program("default", 100)
+        .program("default", 100, gtx480.shape())
         .unwrap();
     let small = apps::find("backprop")
         .unwrap()
-        .program("rodinia", 2000)
+        .program("rodinia", 2000, gtx480.shape())
         .unwrap();
     let mut second = TenantSpec::new("second", "alloc", greedy.clone());
     second.start_ns = 20_000_000_000;

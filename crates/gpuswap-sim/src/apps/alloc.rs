@@ -18,7 +18,9 @@
 //! written each (32 KiB read and 8 KiB written of a 32 MiB buffer); about 10
 //! instructions per touched place.
 
-use super::{AppModel, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, phased, size_error};
+use super::{
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, phased, size_error,
+};
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program};
 use crate::units::{parse_bytes, parse_ns};
 
@@ -49,7 +51,7 @@ impl AppModel for Alloc {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         Ok(program(&parse(size)?, repeat))
     }
 }
@@ -164,7 +166,7 @@ fn program(input: &Input, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, launches, phase_body, rejects};
+    use crate::apps::testing::{check_app, gtx480, launches, phase_body, rejects};
 
     /// Host time of the ops, loops unrolled.
     fn cpu_ns(ops: &[Op]) -> u64 {
@@ -191,7 +193,7 @@ mod tests {
 
     #[test]
     fn hundred_repetitions_hold_for_sixty_seconds() {
-        let p = Alloc.program("default", 100).unwrap();
+        let p = Alloc.program("default", 100, gtx480()).unwrap();
         let body = phase_body(&p, 100);
         assert_eq!(cpu_ns(body), 600_000_000);
         assert_eq!(launches(body), 6);
@@ -202,7 +204,7 @@ mod tests {
     #[test]
     fn the_touch_kernel_reaches_every_buffer_lightly() {
         let p = Alloc
-            .program("buffer=32MiB,total=256MiB,hold=1s", 1)
+            .program("buffer=32MiB,total=256MiB,hold=1s", 1, gtx480())
             .unwrap();
         assert_eq!(p.buffers.len(), 8);
         let Op::Repeat { times: 10, body } = &phase_body(&p, 1)[0] else {

@@ -51,7 +51,7 @@
 //! (unconfirmed; a Core i7-4770 adds a cached float in well under that, the strided
 //! passes miss more).
 
-use super::{AppModel, SizeError, d2h, h2d, l2_resident_reads, parse_size, phased, uniform};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The backprop app.
@@ -85,7 +85,7 @@ impl AppModel for Backprop {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", MAX_UNITS), ("rodinia", 65_536)];
         let units = parse_size(self.name(), HELP, size, &named, |n| {
             if n == 0 || !n.is_multiple_of(16) || n > MAX_UNITS {
@@ -96,11 +96,11 @@ impl AppModel for Backprop {
                 Ok(n)
             }
         })?;
-        Ok(program(units, repeat))
+        Ok(program(units, repeat, device))
     }
 }
 
-fn program(units: u64, repeat: u32) -> Program {
+fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
     let mut p = Program::default();
     let units_bytes = (units + 1) * FLOAT_BYTES;
     let matrix_bytes = (units + 1) * ROW_FLOATS * FLOAT_BYTES;
@@ -131,7 +131,7 @@ fn program(units: u64, repeat: u32) -> Program {
         accesses: vec![
             uniform(
                 delta,
-                l2_resident_reads(small_bytes, threads * FLOAT_BYTES),
+                device.l2_resident_reads(small_bytes, threads * FLOAT_BYTES),
                 0,
                 AccessOrder::Linear,
             ),
@@ -165,7 +165,7 @@ fn program(units: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, launches, mib, per_byte, phase_body, rejects};
+    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
 
     #[test]
     fn rodinia_footprint_matches_the_formula() {
@@ -180,14 +180,14 @@ mod tests {
     #[test]
     fn default_is_the_largest_input() {
         let p = check_app(&Backprop, "default");
-        assert_eq!(p, Backprop.program("1048560", 1).unwrap());
+        assert_eq!(p, Backprop.program("1048560", 1, gtx480()).unwrap());
         assert!((143.0..145.0).contains(&mib(&p)), "{}", mib(&p));
         assert_eq!(launches(phase_body(&p, 1)), 2);
     }
 
     #[test]
     fn weights_get_twice_the_accesses_per_page_of_the_previous_weights() {
-        let p = Backprop.program("65536", 1).unwrap();
+        let p = Backprop.program("65536", 1, gtx480()).unwrap();
         let density = per_byte(&p, 1);
         let ratio = density[2] / density[5];
         // Two kernels touch the weights, one the previous weights, each the same way.
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn kernel_one_is_compute_bound_kernel_two_memory_bound() {
-        let p = Backprop.program("default", 1).unwrap();
+        let p = Backprop.program("default", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         let time = |op: &Op| {
             let Op::Launch(k) = op else {

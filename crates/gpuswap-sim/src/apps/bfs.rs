@@ -32,7 +32,7 @@
 //! the buffer: reads move 128-byte lines, writes 32-byte sectors. Accesses at the
 //! threads' own nodes come in address order and move each line once
 //! ([`scattered_bytes`]); accesses at neighbours come in random order and move a line
-//! again when the L2 no longer holds it ([`random_bytes`]).
+//! again when the device's L2 no longer holds it ([`DeviceShape::random_bytes`]).
 //! - `Kernel`: `mask` read in full (N) and `f_k` clears; `nodes` `f_k` isolated reads;
 //!   `edges` one run of 6 x 4 = 24 B per frontier node, which spans two lines with
 //!   probability 20/128; `visited` `6 f_k` random reads; `cost` `f_k` reads of the
@@ -57,8 +57,8 @@
 //! model, as BFS is.
 
 use super::{
-    AppModel, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased,
-    random_bytes, scattered_bytes, uniform,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
+    phased, scattered_bytes, uniform,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -94,7 +94,7 @@ impl AppModel for Bfs {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 1 << 22), ("rodinia", 65_536)];
         let nodes = parse_size(self.name(), HELP, size, &named, |n| {
             if (16..=MAX_NODES).contains(&n) {
@@ -103,7 +103,7 @@ impl AppModel for Bfs {
                 Err(format!("{n} nodes is outside 16 to {MAX_NODES}"))
             }
         })?;
-        Ok(program(nodes, repeat))
+        Ok(program(nodes, repeat, device))
     }
 }
 
@@ -140,7 +140,7 @@ fn levels(nodes: u64) -> Vec<Level> {
     }
 }
 
-fn program(nodes: u64, repeat: u32) -> Program {
+fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
     let mut p = Program::default();
     let n = nodes;
     let slots = [
@@ -158,9 +158,9 @@ fn program(nodes: u64, repeat: u32) -> Program {
     let write =
         |slot: usize, accesses: f64| scattered_bytes(size(slot), accesses, WRITE_SECTOR_BYTES);
     let random_read =
-        |slot: usize, accesses: f64| random_bytes(size(slot), accesses, READ_LINE_BYTES);
+        |slot: usize, accesses: f64| device.random_bytes(size(slot), accesses, READ_LINE_BYTES);
     let random_write =
-        |slot: usize, accesses: f64| random_bytes(size(slot), accesses, WRITE_SECTOR_BYTES);
+        |slot: usize, accesses: f64| device.random_bytes(size(slot), accesses, WRITE_SECTOR_BYTES);
     // A 24-byte edge run at a 4-byte-aligned place spans two 128-byte lines when it
     // starts in the last 20 bytes of one.
     let lines_per_run = 1.0 + (4 * DEGREE - 4) as f64 / READ_LINE_BYTES as f64;
@@ -236,7 +236,7 @@ fn program(nodes: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, launches, mib, per_byte, phase_body, rejects};
+    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
 
     #[test]
     fn footprint_is_39_bytes_per_node() {
@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(depth(65_536), 11);
         assert_eq!(depth(1 << 20), 13);
         assert_eq!(depth(1 << 22), 14);
-        let p = Bfs.program("rodinia", 1).unwrap();
+        let p = Bfs.program("rodinia", 1, gtx480()).unwrap();
         assert_eq!(launches(phase_body(&p, 1)), 22);
         // Nearly every node is reached once: the giant component of a degree-6 graph.
         let reached: f64 = 1.0 + levels(1 << 20).iter().map(|l| l.reached).sum::<f64>();
@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn large_buffers_get_few_accesses_per_page_small_ones_many() {
-        let p = Bfs.program("default", 1).unwrap();
+        let p = Bfs.program("default", 1, gtx480()).unwrap();
         let density = per_byte(&p, 1);
         let (nodes, edges) = (density[0], density[1]);
         for (small, buffer) in density[2..6].iter().zip(&p.buffers[2..6]) {
@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn every_level_copies_the_flag_both_ways() {
-        let p = Bfs.program("rodinia", 1).unwrap();
+        let p = Bfs.program("rodinia", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         let copies = body
             .iter()

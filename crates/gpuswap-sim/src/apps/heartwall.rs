@@ -55,12 +55,20 @@
 //! 8.9e9 instructions per frame, 13 ms on the GTX 480 model, against 3 ms of memory
 //! traffic and 0.24 ms for the frame's copy: the model makes heartwall compute bound.
 //! `spec/gpuswap.md` calls it DMA-bound on the GPUswap testbed; nothing in the kernel's
-//! code supports that, so the model does not force it (51 blocks on 15 SMs also leave
-//! the GPU partly idle, which the model ignores).
+//! code supports that, so the model does not force it.
+//!
+//! # Device
+//! The L2 decides only whether the point lists and locations stay cached
+//! ([`DeviceShape::l2_resident_reads`]); they are below a twelfth of any preset's
+//! L2. The SM count would matter and is not used: the 51 blocks spread unevenly over
+//! the GTX 480's 15 SMs and fill fewer than half of the 80 to 132 SMs of a V100 or later,
+//! but the model spreads a launch's instructions over the whole device (see
+//! [`DeviceShape::sm_count`]), so on those GPUs its compute time comes out short by up
+//! to the ratio of SMs to blocks (2.1x on an A100).
 
 use super::{
-    AppModel, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, l2_resident_reads,
-    parse_size, phased, scattered_bytes, uniform,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
+    phased, scattered_bytes, uniform,
 };
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot, WeightedRange};
 
@@ -115,7 +123,7 @@ impl AppModel for Heartwall {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 20), ("rodinia", 20)];
         let frames = parse_size(self.name(), HELP, size, &named, |n| {
             if (1..=VIDEO_FRAMES).contains(&n) {
@@ -124,7 +132,7 @@ impl AppModel for Heartwall {
                 Err(format!("{n} frames is outside 1 to {VIDEO_FRAMES}"))
             }
         })?;
-        Ok(program(frames, repeat))
+        Ok(program(frames, repeat, device))
     }
 }
 
@@ -188,7 +196,7 @@ struct Wall {
     template: Slot,
 }
 
-fn program(frames: u64, repeat: u32) -> Program {
+fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
     let mut p = Program::default();
     let frame = p.buffer("frame", FRAME_ROWS * FRAME_COLS * WORD_BYTES);
     // Point rows and columns, then tracked locations, per wall; templates after both.
@@ -263,7 +271,7 @@ fn program(frames: u64, repeat: u32) -> Program {
             ));
             // Point lists: read by every block (they stay in L2); written on updates.
             let list_bytes = p.buffers[wall.row].bytes;
-            let list_reads = l2_resident_reads(list_bytes, n * 3 * READ_LINE_BYTES);
+            let list_reads = device.l2_resident_reads(list_bytes, n * 3 * READ_LINE_BYTES);
             let list_writes = if update {
                 scattered_bytes(list_bytes, n as f64, WRITE_SECTOR_BYTES)
             } else {
@@ -276,7 +284,7 @@ fn program(frames: u64, repeat: u32) -> Program {
             // video length apart) and, when tracking, reads the previous one.
             let loc_bytes = p.buffers[wall.row_loc].bytes;
             let loc_reads = if track {
-                l2_resident_reads(loc_bytes, n * READ_LINE_BYTES)
+                device.l2_resident_reads(loc_bytes, n * READ_LINE_BYTES)
             } else {
                 0
             };
@@ -401,7 +409,7 @@ fn program(frames: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, density, launches, phase_body, rejects};
+    use crate::apps::testing::{check_app, density, gtx480, launches, phase_body, rejects};
 
     #[test]
     fn footprint_is_42_8_mb_in_623_buffers() {
@@ -416,12 +424,12 @@ mod tests {
         let templates = p.buffers[9].bytes + p.buffers[10].bytes;
         assert_eq!(templates, 208_080 + 322_524);
         assert!((p.peak_allocated_bytes() as f64 / 1e6 - 42.8).abs() < 0.05);
-        assert_eq!(p, Heartwall.program("rodinia", 1).unwrap());
+        assert_eq!(p, Heartwall.program("rodinia", 1, gtx480()).unwrap());
     }
 
     #[test]
     fn one_launch_and_one_frame_copy_per_frame() {
-        let p = Heartwall.program("20", 1).unwrap();
+        let p = Heartwall.program("20", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         assert_eq!(launches(body), 20);
         let frame_copies = body
@@ -454,7 +462,7 @@ mod tests {
 
     #[test]
     fn tracking_is_compute_bound_and_the_window_buffers_are_hottest() {
-        let p = Heartwall.program("default", 1).unwrap();
+        let p = Heartwall.program("default", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         let Op::Launch(track) = &body[3] else {
             panic!("frame 1")
@@ -481,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_frame_is_read_only_where_the_windows_are() {
-        let p = Heartwall.program("default", 1).unwrap();
+        let p = Heartwall.program("default", 1, gtx480()).unwrap();
         let d = density(&p, phase_body(&p, 1), 0, 609);
         // Column c of the column-major frame is bin c.
         assert_eq!(d[FIRST_COLUMN as usize - 1], 0.0);

@@ -29,7 +29,7 @@
 //! GTX 480 model balances at 3.8, so the model makes `calculate_temp` compute bound by
 //! about 2.8x (the pyramid trades redundant halo computation for memory traffic).
 
-use super::{AppModel, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The hotspot app.
@@ -66,7 +66,7 @@ impl AppModel for Hotspot {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 4096), ("rodinia", 512), ("uvmsmart", 1024)];
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             if (BLOCK_SIDE..=MAX_SIDE).contains(&n) {
@@ -146,7 +146,7 @@ fn program(side: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, launches, mib, per_byte, phase_body, rejects};
+    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
 
     #[test]
     fn footprint_is_three_grids() {
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn overlapping_tiles_read_the_inputs_about_1_8_times() {
-        let p = Hotspot.program("default", 1).unwrap();
+        let p = Hotspot.program("default", 1, gtx480()).unwrap();
         let d = per_byte(&p, 1);
         let (temp_0, temp_1, power) = (d[0], d[1], d[2]);
         // (16/12)^2 = 1.78, slightly less for the halo clipped at the borders.
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn compute_bound_by_the_per_thread_estimate() {
-        let p = Hotspot.program("default", 1).unwrap();
+        let p = Hotspot.program("default", 1, gtx480()).unwrap();
         let Op::Launch(k) = &phase_body(&p, 1)[0] else {
             panic!("a launch")
         };

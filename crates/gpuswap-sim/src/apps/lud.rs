@@ -46,7 +46,7 @@
 //! 120 multiply-adds, 16 divisions, 31 stores); `lud_diagonal` about 1000 per thread
 //! (the triangular factorization of 16 x 16 by 16 threads).
 
-use super::{AppModel, SizeError, d2h, h2d, parse_size, phased};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased};
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
 /// The lud app.
@@ -81,7 +81,7 @@ impl AppModel for Lud {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 5120), ("rodinia", 256)];
         let dim = parse_size(self.name(), HELP, size, &named, |n| {
             if n == 0 || !n.is_multiple_of(TILE) || n > MAX_DIM {
@@ -189,7 +189,9 @@ fn program(dim: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, density, launches, mib, phase_body, rejects, traffic};
+    use crate::apps::testing::{
+        check_app, density, gtx480, launches, mib, phase_body, rejects, traffic,
+    };
 
     #[test]
     fn footprint_is_one_matrix() {
@@ -198,23 +200,28 @@ mod tests {
         let p = check_app(&Lud, "default");
         assert_eq!(mib(&p), 100.0);
         assert_eq!(
-            Lud.program("2048", 1).unwrap().peak_allocated_bytes(),
+            Lud.program("2048", 1, gtx480())
+                .unwrap()
+                .peak_allocated_bytes(),
             16 << 20
         );
     }
 
     #[test]
     fn launches_are_three_per_step_plus_one() {
-        let p = Lud.program("rodinia", 1).unwrap();
+        let p = Lud.program("rodinia", 1, gtx480()).unwrap();
         assert_eq!(launches(phase_body(&p, 1)), 46);
-        let p = Lud.program("default", 1).unwrap();
+        let p = Lud.program("default", 1, gtx480()).unwrap();
         assert_eq!(launches(phase_body(&p, 1)), 3 * (5120 / 16 - 1) + 1);
-        assert_eq!(launches(phase_body(&Lud.program("16", 1).unwrap(), 1)), 1);
+        assert_eq!(
+            launches(phase_body(&Lud.program("16", 1, gtx480()).unwrap(), 1)),
+            1
+        );
     }
 
     #[test]
     fn internal_traffic_is_four_tiles_per_block() {
-        let p = Lud.program("256", 1).unwrap();
+        let p = Lud.program("256", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         let Op::Launch(internal) = &body[2] else {
             panic!("first internal")
@@ -234,7 +241,7 @@ mod tests {
 
     #[test]
     fn each_step_concentrates_on_its_bands() {
-        let p = Lud.program("1024", 1).unwrap();
+        let p = Lud.program("1024", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         // The first internal launch: its row band (rows 0..16, 1/64 of the matrix) gets
         // n^2 tiles of reads, the 1008 rows below 3 n^2 tiles: per byte the band gets
@@ -248,7 +255,7 @@ mod tests {
 
     #[test]
     fn the_end_of_the_matrix_gets_more_accesses_per_page() {
-        let p = Lud.program("1024", 1).unwrap();
+        let p = Lud.program("1024", 1, gtx480()).unwrap();
         let d = density(&p, phase_body(&p, 1), 0, 4);
         // Row r is in the band of one step, with about n = (dim - r) / 16 tiles of reads
         // per band byte, and below the band of every earlier step, with about 3n / 64 per

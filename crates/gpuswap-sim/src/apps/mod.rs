@@ -24,10 +24,17 @@
 //!   (`READ_LINE_BYTES`) and an isolated write one sector (`WRITE_SECTOR_BYTES`),
 //!   the transaction sizes the timing model uses for remote accesses; isolated accesses
 //!   in address order move each line once (`scattered_bytes`), those in random order
-//!   move it again unless the 768 KiB L2 still holds it (`random_bytes`);
-//! - a buffer of at most `L2_RESIDENT_BYTES` that every block re-reads (index tables,
-//!   flags, small vectors) stays in the 768 KiB L2 of the GTX 480 and is read from
-//!   memory once per launch (`l2_resident_reads`).
+//!   move it again unless the device's L2 still holds it
+//!   ([`DeviceShape::random_bytes`]);
+//! - a buffer of at most a twelfth of the L2 ([`DeviceShape::l2_resident_bytes`], 64 KiB
+//!   on the GTX 480) that every block re-reads (index tables, flags, small vectors)
+//!   stays in the L2 and is read from memory once per launch
+//!   ([`DeviceShape::l2_resident_reads`]).
+//!
+//! **Device.** [`AppModel::program`] receives the [`DeviceShape`] of the scenario's
+//! preset: its L2 (the two estimates above) and its SM count. No app's numbers depend
+//! on the SM count yet (see [`DeviceShape::sm_count`]); the apps take it so that models
+//! of occupancy can use it without another change to every caller.
 //!
 //! **Compute.** `Kernel::ops` is the instructions executed summed over all threads,
 //! estimated per thread from the kernel's code (a float division or square root counts
@@ -45,6 +52,7 @@
 mod alloc;
 mod backprop;
 mod bfs;
+mod device;
 mod heartwall;
 mod hotspot;
 mod lud;
@@ -56,6 +64,8 @@ mod stream;
 
 use crate::program::{Access, AccessOrder, CopyDirection, Distribution, Op, Program, Slot};
 use crate::timing::{READ_TRANSACTION_BYTES, WRITE_TRANSACTION_BYTES};
+pub use device::DeviceShape;
+pub(crate) use device::scattered_bytes;
 use thiserror::Error;
 
 /// An input size the app does not understand.
@@ -68,7 +78,8 @@ pub struct SizeError {
     pub message: String,
 }
 
-/// A model of an application: turns an input size and a repetition count into a program.
+/// A model of an application: turns an input size, a repetition count and the device
+/// it runs on into a program.
 pub trait AppModel: Sync {
     /// The name used in scenario files.
     fn name(&self) -> &'static str;
@@ -78,8 +89,8 @@ pub trait AppModel: Sync {
     /// `"default (65536 units), paper (1048560 units), or a number of input units"`).
     fn sizes_help(&self) -> &'static str;
     /// The program for `size` (`"default"` always works) with its measured phase run
-    /// `repeat` times (`repeat >= 1`).
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError>;
+    /// `repeat` times (`repeat >= 1`), its traffic estimated for `device`.
+    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError>;
 }
 
 /// Every built-in app, in the order `gpuswap apps` lists them.
@@ -110,52 +121,6 @@ pub(crate) const READ_LINE_BYTES: u64 = READ_TRANSACTION_BYTES;
 /// Bytes an isolated write moves: one 32-byte sector (writes are write-through and not
 /// coalesced), the write transaction of the timing model.
 pub(crate) const WRITE_SECTOR_BYTES: u64 = WRITE_TRANSACTION_BYTES;
-/// The GTX 480's L2 cache.
-pub(crate) const L2_BYTES: u64 = 768 << 10;
-/// Buffers up to this size stay in the L2 while a launch re-reads them (a twelfth of
-/// it, so they survive the streaming traffic beside them).
-pub(crate) const L2_RESIDENT_BYTES: u64 = 64 << 10;
-
-/// Expected granules of `granule_bytes` that `accesses` isolated accesses at uniformly
-/// random places of a region of `region_bytes` touch: `G (1 - (1 - 1/G)^a)` of `G`.
-fn distinct_granules(region_bytes: u64, accesses: f64, granule_bytes: u64) -> f64 {
-    if region_bytes == 0 || accesses <= 0.0 {
-        return 0.0;
-    }
-    let granules = region_bytes.div_ceil(granule_bytes) as f64;
-    granules * (1.0 - (accesses * (-1.0 / granules).ln_1p()).exp())
-}
-
-/// Expected bytes moved by `accesses` isolated accesses to uniformly random places of a
-/// region of `region_bytes`, made in address order (threads in index order reaching
-/// sparse elements), each moving one `granule_bytes` transaction: a granule touched
-/// twice is touched twice in a row and moves once.
-pub(crate) fn scattered_bytes(region_bytes: u64, accesses: f64, granule_bytes: u64) -> u64 {
-    (distinct_granules(region_bytes, accesses, granule_bytes) * granule_bytes as f64).round() as u64
-}
-
-/// Expected bytes moved by `accesses` isolated accesses to uniformly random places of a
-/// region of `region_bytes`, made in random order: the first touch of a granule moves
-/// it, a later one moves it again unless the L2 still holds it, which it does with
-/// probability `L2_BYTES / region_bytes` (a random-replacement estimate; always for a
-/// region that fits).
-pub(crate) fn random_bytes(region_bytes: u64, accesses: f64, granule_bytes: u64) -> u64 {
-    let first = distinct_granules(region_bytes, accesses, granule_bytes);
-    let miss = 1.0 - (L2_BYTES as f64 / region_bytes as f64).min(1.0);
-    let again = (accesses.max(0.0) - first) * miss;
-    ((first + again) * granule_bytes as f64).round() as u64
-}
-
-/// Bytes a launch reads from a buffer of `buffer_bytes` that its blocks read
-/// `streamed_bytes` from in all: once per launch for a buffer that stays in L2
-/// ([`L2_RESIDENT_BYTES`]), every time otherwise.
-pub(crate) fn l2_resident_reads(buffer_bytes: u64, streamed_bytes: u64) -> u64 {
-    if buffer_bytes <= L2_RESIDENT_BYTES {
-        streamed_bytes.min(buffer_bytes)
-    } else {
-        streamed_bytes
-    }
-}
 
 /// An access spread uniformly over the buffer, in the given order.
 pub(crate) fn uniform(slot: Slot, read_bytes: u64, write_bytes: u64, order: AccessOrder) -> Access {
@@ -244,8 +209,14 @@ pub(crate) fn parse_size<T: Clone>(
 /// Helpers the apps' tests share: structural checks and traffic sums over programs.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::AppModel;
+    use super::{AppModel, DeviceShape};
+    use crate::preset;
     use crate::program::{Distribution, Op, Program, Slot};
+
+    /// The GPUswap testbed, the device the apps' figures were derived for.
+    pub fn gtx480() -> DeviceShape {
+        preset::find("gtx480").unwrap().shape()
+    }
 
     /// The body of the measured phase, after checking the conventional shape: the
     /// program validates, and its top level holds `PhaseStart`, `Repeat { times: repeat }`,
@@ -378,8 +349,12 @@ pub(crate) mod testing {
     /// with one repetition: it validates, has the conventional shape, frees everything,
     /// and `repeat` multiplies the phase and nothing else.
     pub fn check_app(app: &dyn AppModel, size: &str) -> Program {
-        let once = app.program(size, 1).expect("the size is accepted");
-        let thrice = app.program(size, 3).expect("the size is accepted");
+        let once = app
+            .program(size, 1, gtx480())
+            .expect("the size is accepted");
+        let thrice = app
+            .program(size, 3, gtx480())
+            .expect("the size is accepted");
         let body = phase_body(&once, 1);
         assert_eq!(
             body,
@@ -408,7 +383,9 @@ pub(crate) mod testing {
     /// Checks that `size` is rejected with a message naming the problem and the
     /// accepted forms.
     pub fn rejects(app: &dyn AppModel, size: &str, fragment: &str) {
-        let err = app.program(size, 1).expect_err("the size is rejected");
+        let err = app
+            .program(size, 1, gtx480())
+            .expect_err("the size is rejected");
         assert_eq!(err.app, app.name());
         assert!(err.message.contains(fragment), "{fragment:?} in {err}");
         assert!(
@@ -425,7 +402,7 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::{check_app, launches, mib, rejects};
+    use super::testing::{check_app, gtx480, launches, mib, rejects, traffic};
     use super::*;
 
     #[test]
@@ -472,9 +449,49 @@ mod tests {
                 "{}: {footprint:.1} MiB",
                 app.name()
             );
-            let total = launches(&app.program("default", 100).unwrap().ops);
+            let total = launches(&app.program("default", 100, gtx480()).unwrap().ops);
             assert!(total <= 100_000, "{}: {total} launches", app.name());
         }
+    }
+
+    #[test]
+    fn apps_that_read_through_the_l2_move_less_on_a_larger_one() {
+        // No L2 at all, the GTX 480's 768 KiB and the GH200's 60 MiB.
+        let testbed = gtx480();
+        let none = DeviceShape {
+            l2_bytes: 0,
+            ..testbed
+        };
+        let large = crate::preset::find("gh200").unwrap().shape();
+        let mut depends = Vec::new();
+        for app in all() {
+            let moved = |device| -> u64 {
+                let program = app.program("default", 1, device).unwrap();
+                traffic(&program.ops, program.buffers.len())
+                    .iter()
+                    .map(|(read, write)| read + write)
+                    .sum()
+            };
+            let (without, small, big) = (moved(none), moved(testbed), moved(large));
+            assert!(
+                without >= small && small >= big,
+                "{}: {without} {small} {big}",
+                app.name()
+            );
+            if without > big {
+                depends.push(app.name());
+            }
+            // Random-order re-reads hit the larger L2: bfs's 4 MiB flag arrays fit in
+            // the GH200's, and it holds 47 % of random's 128 MiB table.
+            if ["bfs", "random"].contains(&app.name()) {
+                assert!(big < small * 9 / 10, "{}: {small} {big}", app.name());
+            }
+        }
+        // Small tables that every block reads stay in any L2 but none.
+        assert_eq!(
+            depends,
+            ["backprop", "bfs", "heartwall", "srad_v1", "random"]
+        );
     }
 
     #[test]
@@ -483,42 +500,6 @@ mod tests {
             rejects(app, "bogus", "not a size");
             rejects(app, "", "not a size");
         }
-    }
-
-    #[test]
-    fn scattered_accesses_saturate_at_the_region() {
-        // One access moves one granule; a few accesses rarely collide.
-        assert_eq!(scattered_bytes(1 << 20, 1.0, 128), 128);
-        let few = scattered_bytes(1 << 30, 1000.0, 128);
-        assert!((127_900..=128_000).contains(&few), "{few}");
-        // Far more accesses than granules touch every granule once.
-        assert_eq!(scattered_bytes(4096, 1e6, 128), 4096);
-        assert_eq!(scattered_bytes(4096, 0.0, 128), 0);
-        // Accesses equal to granules touch 1 - 1/e of them.
-        let e = scattered_bytes(128 << 10, 1024.0, 128) as f64 / f64::from(128 << 10);
-        assert!((e - (1.0 - (-1.0f64).exp())).abs() < 1e-3, "{e}");
-    }
-
-    #[test]
-    fn random_accesses_miss_again_in_regions_larger_than_l2() {
-        // In a region that fits in L2, random order moves each granule once, like
-        // address order.
-        assert_eq!(
-            random_bytes(4096, 1e6, 128),
-            scattered_bytes(4096, 1e6, 128)
-        );
-        // In a region 1024 times the L2, nearly every access moves a line.
-        let region = 1024 * L2_BYTES;
-        let moved = random_bytes(region, 1e6, 128) as f64 / 128.0;
-        assert!((moved / 1e6 - 1.0).abs() < 1e-3, "{moved}");
-        assert!(scattered_bytes(region, 1e6, 128) < random_bytes(region, 1e6, 128));
-    }
-
-    #[test]
-    fn small_buffers_are_read_once_per_launch() {
-        assert_eq!(l2_resident_reads(8 << 10, 1 << 20), 8 << 10);
-        assert_eq!(l2_resident_reads(8 << 10, 100), 100);
-        assert_eq!(l2_resident_reads(1 << 20, 5 << 20), 5 << 20);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! differences, two multiply-adds, a square root ~8, the store): about 2 instructions
 //! per byte where the GTX 480 model balances at 3.8, so memory bound.
 
-use super::{AppModel, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The nn app.
@@ -51,7 +51,7 @@ impl AppModel for Nn {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 1 << 24), ("rodinia", 42_764)];
         let records = parse_size(self.name(), HELP, size, &named, |n| {
             if (1..=MAX_RECORDS).contains(&n) {
@@ -97,7 +97,7 @@ fn program(records: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, mib, per_byte, phase_body, rejects, traffic};
+    use crate::apps::testing::{check_app, gtx480, mib, per_byte, phase_body, rejects, traffic};
 
     #[test]
     fn footprint_is_twelve_bytes_per_record() {
@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn input_is_two_thirds_read_only_output_one_third_write_only() {
-        let p = Nn.program("default", 1).unwrap();
+        let p = Nn.program("default", 1, gtx480()).unwrap();
         let (input, output) = (p.buffers[0].bytes, p.buffers[1].bytes);
         assert_eq!(input, 2 * output);
         let t = traffic(phase_body(&p, 1), 2);
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn memory_bound() {
-        let p = Nn.program("default", 1).unwrap();
+        let p = Nn.program("default", 1, gtx480()).unwrap();
         let Op::Launch(k) = &phase_body(&p, 1)[0] else {
             panic!("a launch")
         };

@@ -6,18 +6,18 @@
 //! table after (teardown: D2H). The phase body is one launch of `update` and a
 //! synchronization: one thread per update reads its word of `updates` (coalesced), and
 //! XORs it into `table[word mod T]` (a read-modify-write of an isolated word: a 128-byte
-//! line read, a 32-byte sector written, again for a line touched again unless the L2
-//! still holds it: [`random_bytes`]). HPCC performs 4T updates in batches; one batch of T/8 per
-//! repetition is this model's choice, small enough that the updates buffer stays a minor
-//! part of the footprint. Compute: about 12 instructions per update (index, load, mask,
+//! line read, a 32-byte sector written, again for a line touched again unless the
+//! device's L2 still holds it: [`DeviceShape::random_bytes`]). HPCC performs 4T updates
+//! in batches; one batch of T/8 per repetition is this model's choice, small enough that
+//! the updates buffer stays a minor part of the footprint. Compute: about 12 instructions per update (index, load, mask,
 //! address, load, XOR, store): memory bound, dominated by the table's line reads.
 //!
 //! (The UVM Smart "ra" benchmark of `spec/apps.md` differs in shape: three 4 MiB float
 //! arrays and 1 active thread in 100; this model follows HPCC instead.)
 
 use super::{
-    AppModel, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased,
-    random_bytes, uniform,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
+    phased, uniform,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -49,7 +49,7 @@ impl AppModel for Random {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 1 << 24)];
         let words = parse_size(self.name(), HELP, size, &named, |n| {
             if n.is_power_of_two() && (MIN_WORDS..=MAX_WORDS).contains(&n) {
@@ -60,11 +60,11 @@ impl AppModel for Random {
                 ))
             }
         })?;
-        Ok(program(words, repeat))
+        Ok(program(words, repeat, device))
     }
 }
 
-fn program(words: u64, repeat: u32) -> Program {
+fn program(words: u64, repeat: u32, device: DeviceShape) -> Program {
     let mut p = Program::default();
     let table_bytes = words * WORD_BYTES;
     let count = words / UPDATES_PER_WORD_INVERSE;
@@ -78,8 +78,8 @@ fn program(words: u64, repeat: u32) -> Program {
             uniform(updates, updates_bytes, 0, AccessOrder::Linear),
             uniform(
                 table,
-                random_bytes(table_bytes, count as f64, READ_LINE_BYTES),
-                random_bytes(table_bytes, count as f64, WRITE_SECTOR_BYTES),
+                device.random_bytes(table_bytes, count as f64, READ_LINE_BYTES),
+                device.random_bytes(table_bytes, count as f64, WRITE_SECTOR_BYTES),
                 AccessOrder::Random,
             ),
         ],
@@ -99,7 +99,7 @@ fn program(words: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, mib, phase_body, rejects};
+    use crate::apps::testing::{check_app, gtx480, mib, phase_body, rejects};
     use crate::program::Access;
 
     #[test]
@@ -113,14 +113,14 @@ mod tests {
 
     #[test]
     fn table_updates_are_random_lines_the_stream_is_linear() {
-        let p = Random.program("default", 1).unwrap();
+        let p = Random.program("default", 1, gtx480()).unwrap();
         let Op::Launch(k) = &phase_body(&p, 1)[0] else {
             panic!("a launch")
         };
         let [stream, table]: &[Access; 2] = k.accesses.as_slice().try_into().unwrap();
         assert_eq!(stream.order, AccessOrder::Linear);
         assert_eq!(table.order, AccessOrder::Random);
-        // 2^21 updates into a 128 MiB table: the 768 KiB L2 holds 0.6 % of it, so
+        // 2^21 updates into a 128 MiB table: the GTX 480's L2 holds 0.6 % of it, so
         // nearly every update moves a 128-byte line in and a 32-byte sector out.
         let updates = f64::from(1 << 21);
         assert!((table.read_bytes as f64 / (updates * 128.0) - 1.0).abs() < 0.01);

@@ -40,8 +40,8 @@
 //! 0.27): memory bound; the reduction tree makes `reduce` compute bound.
 
 use super::{
-    AppModel, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, l2_resident_reads,
-    parse_size, phased, uniform,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
+    phased, uniform,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program, Slot};
 
@@ -79,7 +79,7 @@ impl AppModel for SradV1 {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
         let named = [
             (
                 "default",
@@ -109,7 +109,7 @@ impl AppModel for SradV1 {
                 Err(format!("a {n} x {n} image is outside 2 to {MAX_SIDE}"))
             }
         })?;
-        Ok(program(input, repeat))
+        Ok(program(input, repeat, device))
     }
 }
 
@@ -137,7 +137,7 @@ fn reduce_passes(elements: u64) -> Vec<(u64, u64, u64)> {
     }
 }
 
-fn program(input: Input, repeat: u32) -> Program {
+fn program(input: Input, repeat: u32, device: DeviceShape) -> Program {
     let mut p = Program::default();
     let pixels = input.rows * input.cols;
     let b = pixels * WORD_BYTES;
@@ -157,8 +157,9 @@ fn program(input: Input, repeat: u32) -> Program {
     let threads = pixels.div_ceil(BLOCK) * BLOCK;
     let linear =
         |slot: Slot, read: u64, write: u64| uniform(slot, read, write, AccessOrder::Linear);
-    let table =
-        |p: &Program, slot: Slot| linear(slot, l2_resident_reads(p.buffers[slot].bytes, b), 0);
+    let table = |p: &Program, slot: Slot| {
+        linear(slot, device.l2_resident_reads(p.buffers[slot].bytes, b), 0)
+    };
     let kernel = |name: &str, ops_per_thread: u64, accesses| {
         Op::Launch(Kernel {
             name: name.into(),
@@ -237,7 +238,7 @@ fn program(input: Input, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, launches, mib, per_byte, phase_body, rejects};
+    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
 
     #[test]
     fn footprint_is_eight_images_and_four_tables() {
@@ -258,17 +259,17 @@ mod tests {
     fn launch_counts_match_the_script() {
         // 100 iterations of prepare, two reduce passes, srad, srad2, plus extract and
         // compress outside the phase: 502.
-        let p = SradV1.program("rodinia", 1).unwrap();
+        let p = SradV1.program("rodinia", 1, gtx480()).unwrap();
         assert_eq!(launches(phase_body(&p, 1)), 500);
         assert_eq!(launches(&p.ops), 502);
         assert_eq!(reduce_passes(2048 * 2048).len(), 3);
-        let p = SradV1.program("default", 1).unwrap();
+        let p = SradV1.program("default", 1, gtx480()).unwrap();
         assert_eq!(launches(phase_body(&p, 1)), 60);
     }
 
     #[test]
     fn image_most_accessed_coefficient_intermediate_rest_few() {
-        let p = SradV1.program("default", 1).unwrap();
+        let p = SradV1.program("default", 1, gtx480()).unwrap();
         let d = per_byte(&p, 1);
         let large: Vec<(String, f64)> = p
             .buffers

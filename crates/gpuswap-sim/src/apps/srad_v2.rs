@@ -40,7 +40,7 @@
 //! The host's statistics over the 128 x 128 region cost 1 ns per element (unconfirmed: a
 //! load, an add and a multiply-add on a Core i7-4770, rows 128 floats long).
 
-use super::{AppModel, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot};
 
 /// The srad_v2 app.
@@ -78,7 +78,7 @@ impl AppModel for SradV2 {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 2560), ("rodinia", 2048)];
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             if n == 0 || !n.is_multiple_of(TILE) || n > MAX_SIDE {
@@ -175,7 +175,9 @@ fn program(side: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, density, launches, mib, phase_body, rejects, traffic};
+    use crate::apps::testing::{
+        check_app, density, gtx480, launches, mib, phase_body, rejects, traffic,
+    };
 
     #[test]
     fn footprint_is_six_images() {
@@ -188,14 +190,14 @@ mod tests {
 
     #[test]
     fn the_image_is_copied_both_ways_every_iteration() {
-        let p = SradV2.program("rodinia", 1).unwrap();
+        let p = SradV2.program("rodinia", 1, gtx480()).unwrap();
         let full = |op: &&Op| matches!(op, Op::Copy { slot: 0, bytes, .. } if *bytes == 16 << 20);
         assert_eq!(phase_body(&p, 1).iter().filter(full).count(), 4);
     }
 
     #[test]
     fn halos_give_the_image_row_structure() {
-        let p = SradV2.program("256", 1).unwrap();
+        let p = SradV2.program("256", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         // srad_cuda_1 reads J 1.25 times: 18/16 per row plus two halo rows per 16.
         let Op::Launch(k1) = &body[2] else {
@@ -216,7 +218,7 @@ mod tests {
 
     #[test]
     fn coefficient_and_derivatives_are_written_then_read() {
-        let p = SradV2.program("rodinia", 1).unwrap();
+        let p = SradV2.program("rodinia", 1, gtx480()).unwrap();
         let t = traffic(phase_body(&p, 1), 6);
         let b = 16u64 << 20;
         for (deriv, buffer) in t[2..].iter().zip(&p.buffers[2..]) {

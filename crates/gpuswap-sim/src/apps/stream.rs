@@ -10,7 +10,7 @@
 //! test, two loads, a multiply-add, the store): 0.67 instructions per byte, far below the
 //! GTX 480 model's balance of 3.8, so memory bound, as STREAM is meant to be.
 
-use super::{AppModel, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The stream app.
@@ -38,7 +38,7 @@ impl AppModel for Stream {
         HELP
     }
 
-    fn program(&self, size: &str, repeat: u32) -> Result<Program, SizeError> {
+    fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 1 << 24), ("uvmsmart", 1 << 20)];
         let elements = parse_size(self.name(), HELP, size, &named, |n| {
             if (1..=MAX_ELEMENTS).contains(&n) {
@@ -78,7 +78,7 @@ fn program(elements: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, mib, phase_body, rejects, traffic};
+    use crate::apps::testing::{check_app, gtx480, mib, phase_body, rejects, traffic};
 
     #[test]
     fn footprint_is_three_arrays() {
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn two_arrays_read_one_written_once_per_launch() {
-        let p = Stream.program("1000", 1).unwrap();
+        let p = Stream.program("1000", 1, gtx480()).unwrap();
         let t = traffic(phase_body(&p, 1), 3);
         assert_eq!(t, vec![(0, 4000), (4000, 0), (4000, 0)]);
         let Op::Launch(k) = &phase_body(&p, 1)[0] else {
