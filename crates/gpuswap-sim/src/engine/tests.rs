@@ -1,6 +1,6 @@
 use super::*;
-use crate::preset;
-use crate::program::{Access, Op};
+use crate::program::Program;
+use crate::program::{Access, Op, Program};
 use gpuswap_core::{MIB, PolicySettings};
 use proptest::prelude::*;
 

@@ -1,0 +1,182 @@
+//! The compute engine: launches run one at a time, round-robin over tenants' channels
+//! at kernel granularity (exclusive time slicing), each identified by its launch id.
+
+use super::*;
+
+impl Engine {
+    /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
+    /// channels at kernel granularity.
+    pub(super) fn start_kernel(&mut self) {
+        if self.running.is_some() || self.held_launch.is_some() {
+            return;
+        }
+        let n = self.tenants.len();
+        let Some(t) = (0..n)
+            .map(|i| (self.round_robin_next + i) % n)
+            .find(|&t| !self.tenants[t].channel.is_empty())
+        else {
+            return;
+        };
+        self.round_robin_next = (t + 1) % n;
+        let launch = self.tenants[t].channel.pop_front().expect("non-empty");
+        if self.needs.launch_gating {
+            let id = launch.id;
+            self.held_launch = Some((t, launch));
+            let answer = self.manager.handle_launch(self.tenants[t].id, id);
+            self.protocol(answer);
+            return self.apply_actions();
+        }
+        self.run_kernel(t, launch);
+    }
+
+    /// Runs a kernel on the compute engine with its data where it is now.
+    pub(super) fn run_kernel(&mut self, t: usize, launch: Launch) {
+        let want_references = self.preset.features.reference_bits && self.needs.reference_bits;
+        let cost = self.kernel_cost(t, &launch);
+        let kernel = launch.kernel;
+        let mut referenced = Vec::new();
+        if want_references {
+            for access in &kernel.accesses {
+                if let Some(b) =
+                    self.tenants[t].slots[access.slot].and_then(|id| self.page_table.get(id))
+                {
+                    referenced.extend(timing::touched_host_chunks(&access.distribution, b));
+                }
+            }
+        }
+        for id in cost.written.iter() {
+            self.begin_write(*id);
+        }
+        let traffic = cost.traffic;
+        let tenant = &mut self.tenants[t];
+        tenant.local_bytes += traffic.local_bytes;
+        tenant.remote_bytes += traffic.remote_bytes();
+        let fixed_ns = cost.fixed_ns;
+        let mut flows_left = 0;
+        for (direction, bytes) in [
+            (Direction::ToDevice, traffic.link_bytes_to_device()),
+            (Direction::ToHost, traffic.link_bytes_to_host()),
+        ] {
+            if bytes > 0.0 {
+                let id = self.link.start(self.now_ns, direction, bytes, None);
+                self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
+                flows_left += 1;
+            }
+        }
+        self.running = Some(RunningKernel {
+            launch: launch.id,
+            tenant: t,
+            ideal_ns: cost.ideal_ns,
+            started_ns: self.now_ns,
+            accesses: cost.accesses,
+            fixed_done: false,
+            flows_left,
+            written: cost.written,
+            referenced,
+        });
+        self.schedule(self.now_ns + fixed_ns, Event::KernelFixedDone(launch.id));
+        if flows_left > 0 {
+            self.rearm_link();
+        }
+    }
+
+    /// What `launch` by tenant `t` costs with the data where the page table says it is.
+    /// Cached per launch site while the tenant's page-table epoch stays the same: a
+    /// program relaunches the same kernels many times between placement changes, and
+    /// some touch hundreds of buffers (heartwall).
+    pub(super) fn kernel_cost(&mut self, t: usize, launch: &Launch) -> KernelCost {
+        let epoch = self.page_table.epoch(self.tenants[t].id);
+        if let Some(Some((cached_epoch, cost))) = self.tenants[t].cost_cache.get(launch.site)
+            && *cached_epoch == epoch
+        {
+            return cost.clone();
+        }
+        let kernel = &launch.kernel;
+        let mut traffic = Traffic::default();
+        let mut ideal = Traffic::default();
+        let mut written = Vec::new();
+        for access in &kernel.accesses {
+            let id = self.tenants[t].slots[access.slot];
+            let buffer = id.and_then(|id| self.page_table.get(id));
+            // An access to a buffer the program has not allocated is a program bug that
+            // the validator rejects; count it as local to stay total.
+            let fraction = buffer.map_or(1.0, |b| timing::local_fraction(&access.distribution, b));
+            traffic.add(access.read_bytes, access.write_bytes, fraction);
+            ideal.add(access.read_bytes, access.write_bytes, 1.0);
+            if let (Some(id), true) = (id, access.write_bytes > 0) {
+                written.push(id);
+            }
+        }
+        let cost = KernelCost {
+            traffic,
+            fixed_ns: timing::fixed_ns(&self.preset, kernel.ops, &traffic),
+            ideal_ns: timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+            accesses: (ideal.local_bytes / READ_TRANSACTION_BYTES as f64).round() as u64,
+            written: written.into(),
+        };
+        let cache = &mut self.tenants[t].cost_cache;
+        if launch.site >= cache.len() {
+            cache.resize(launch.site + 1, None);
+        }
+        cache[launch.site] = Some((epoch, cost.clone()));
+        cost
+    }
+
+    pub(super) fn write_state(&self, buffer: BufferId) -> WriteState {
+        self.writes
+            .get(buffer.0 as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub(super) fn begin_write(&mut self, buffer: BufferId) {
+        let i = buffer.0 as usize;
+        if i >= self.writes.len() {
+            self.writes.resize(i + 1, WriteState::default());
+        }
+        self.writes[i].epoch += 1;
+        self.writes[i].writers += 1;
+    }
+
+    pub(super) fn end_write(&mut self, buffer: BufferId) {
+        let state = &mut self.writes[buffer.0 as usize];
+        state.epoch += 1;
+        state.writers -= 1;
+    }
+
+    pub(super) fn maybe_finish_kernel(&mut self) {
+        let Some(running) = &self.running else {
+            return;
+        };
+        if !running.fixed_done || running.flows_left > 0 {
+            return;
+        }
+        let running = self.running.take().expect("checked");
+        for id in running.written.iter() {
+            self.end_write(*id);
+        }
+        let t = running.tenant;
+        let stats = KernelStats {
+            launch: Some(running.launch),
+            accesses: running.accesses,
+            ns: self.now_ns - running.started_ns,
+            ideal_ns: running.ideal_ns,
+            referenced: running.referenced,
+        };
+        self.manager
+            .handle_kernel_finished(self.tenants[t].id, &stats);
+        let tenant = &mut self.tenants[t];
+        tenant.in_flight -= 1;
+        let wake = match tenant.state {
+            State::WaitingChannel => tenant.in_flight == 0,
+            State::WaitingQueueSpace => true,
+            _ => false,
+        };
+        if wake {
+            self.schedule_step(t, 0);
+        }
+        self.check_drained(t);
+        self.start_kernel();
+        self.apply_actions();
+    }
+}

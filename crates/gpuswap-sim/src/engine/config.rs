@@ -1,0 +1,185 @@
+//! What a simulation takes (tenants, configuration) and what it gives back (outcomes).
+
+use std::collections::BTreeMap;
+
+use gpuswap_core::{
+    DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, ManagerConfig, PolicySettings,
+};
+use thiserror::Error;
+
+use crate::preset::Preset;
+use crate::program::Program;
+
+/// One tenant of a simulation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantSpec {
+    /// Name in reports.
+    pub name: String,
+    /// The app it runs (for reports).
+    pub app: String,
+    /// What it does (the app's program, without the runtime's system buffers).
+    pub program: Program,
+    /// When it starts.
+    pub start_ns: u64,
+    /// Buffer priorities by label; unlisted buffers get the manager's default rule.
+    pub priorities: BTreeMap<String, i32>,
+    /// Per-chunk priorities by buffer label (the `priority-chunk` policy).
+    pub chunk_priorities: BTreeMap<String, Vec<i32>>,
+}
+
+impl TenantSpec {
+    /// A tenant without priorities.
+    pub fn new(name: impl Into<String>, app: impl Into<String>, program: Program) -> Self {
+        Self {
+            name: name.into(),
+            app: app.into(),
+            program,
+            start_ns: 0,
+            priorities: BTreeMap::new(),
+            chunk_priorities: BTreeMap::new(),
+        }
+    }
+}
+
+/// Everything a simulation needs.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The device.
+    pub preset: Preset,
+    /// The memory manager (its `vram_bytes` is the VRAM available to tenants).
+    pub manager: ManagerConfig,
+    /// The tenants.
+    pub tenants: Vec<TenantSpec>,
+    /// Check the manager's accounting after every event (tests; costs time).
+    pub check_invariants: bool,
+    /// Answer suspensions without suspending: only for the test that shows why
+    /// relocation needs suspension (a write during a copy is lost).
+    pub unsafe_skip_suspend: bool,
+}
+
+impl SimConfig {
+    /// A configuration with the manager's default chunk size and return interval, host
+    /// memory from the preset, seed 0 and no checks.
+    pub fn new(
+        preset: Preset,
+        vram_bytes: u64,
+        policy: PolicySettings,
+        tenants: Vec<TenantSpec>,
+    ) -> Self {
+        Self {
+            manager: ManagerConfig {
+                vram_bytes,
+                host_bytes: preset.host_memory_bytes,
+                chunk_bytes: DEFAULT_CHUNK_BYTES,
+                policy,
+                return_interval_ns: DEFAULT_RETURN_INTERVAL_NS,
+                seed: 0,
+            },
+            preset,
+            tenants,
+            check_invariants: false,
+            unsafe_skip_suspend: false,
+        }
+    }
+}
+
+/// One eviction as seen by the tenant whose allocation caused it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EvictionLatency {
+    /// From the allocation call to its return.
+    pub total_ns: u64,
+    /// Policy run time.
+    pub policy_ns: u64,
+    /// DMA setup of the chunk copies.
+    pub dma_setup_ns: u64,
+    /// DMA transfers.
+    pub dma_ns: u64,
+    /// The rest: victims draining, queueing behind other relocations and copies.
+    pub waiting_ns: u64,
+}
+
+/// One suspension of a tenant whose data was relocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VictimPause {
+    /// From the suspension request until queued work drained.
+    pub drain_ns: u64,
+    /// From drained until resumed (the copies).
+    pub pause_ns: u64,
+}
+
+/// What happened to one tenant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantOutcome {
+    /// Name.
+    pub name: String,
+    /// App.
+    pub app: String,
+    /// When it started.
+    pub start_ns: u64,
+    /// When it ended (finished or failed).
+    pub end_ns: u64,
+    /// The measured phase, when the program reached both markers.
+    pub phase_ns: Option<(u64, u64)>,
+    /// VRAM accounted to it over time: (time, bytes) at every change.
+    pub vram_timeline: Vec<(u64, u64)>,
+    /// Highest VRAM held.
+    pub vram_peak_bytes: u64,
+    /// Kernel bytes served from VRAM.
+    pub local_bytes: f64,
+    /// Kernel bytes served from host memory.
+    pub remote_bytes: f64,
+    /// Bytes relocated to host memory.
+    pub bytes_evicted: u64,
+    /// Bytes relocated back to VRAM.
+    pub bytes_returned: u64,
+    /// Latency of each allocation call.
+    pub alloc_latencies_ns: Vec<u64>,
+    /// Allocations that had to evict, with their latency split.
+    pub evictions: Vec<EvictionLatency>,
+    /// Suspensions as a victim (or winner of a return).
+    pub pauses: Vec<VictimPause>,
+    /// Why the tenant stopped early.
+    pub error: Option<String>,
+}
+
+impl TenantOutcome {
+    /// Time from start to end.
+    pub fn total_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+
+    /// VRAM held on average over the tenant's life.
+    pub fn mean_vram_bytes(&self) -> f64 {
+        let total = self.total_ns();
+        if total == 0 {
+            return self.vram_peak_bytes as f64;
+        }
+        let mut area = 0.0;
+        for (i, (t, bytes)) in self.vram_timeline.iter().enumerate() {
+            let next = self.vram_timeline.get(i + 1).map_or(self.end_ns, |n| n.0);
+            area += (next.min(self.end_ns) - (*t).min(self.end_ns)) as f64 * *bytes as f64;
+        }
+        area / total as f64
+    }
+}
+
+/// What happened in a simulation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// One per tenant, in scenario order.
+    pub tenants: Vec<TenantOutcome>,
+    /// When the last tenant ended.
+    pub makespan_ns: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// A simulation that broke an invariant (a bug, never bad input).
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("invariant broken at {time_ns} ns: {message}")]
+pub struct InvariantError {
+    /// When.
+    pub time_ns: u64,
+    /// What.
+    pub message: String,
+}

@@ -1,0 +1,119 @@
+//! The copy engines and the link: memcpys and relocation copies get a copy engine,
+//! pay its setup, then run as link flows next to the kernels' remote accesses.
+
+use super::*;
+
+impl Engine {
+    /// Hands queued copies to idle copy engines.
+    pub(super) fn start_copies(&mut self) {
+        for engine in 0..self.copy_engines.len() {
+            if self.copy_engines[engine].is_none() {
+                let Some(mut job) = self.copy_queue.pop_front() else {
+                    return;
+                };
+                job.setup_started_ns = self.now_ns;
+                let setup_ns = match job.kind {
+                    // Gdev's runtime submits copies through its scheduler too.
+                    CopyKind::Memcpy { .. } if self.needs.launch_gating => {
+                        self.preset.copy_setup_ns + self.preset.gdev_launch_ns
+                    }
+                    CopyKind::Memcpy { .. } => self.preset.copy_setup_ns,
+                    CopyKind::Relocation { .. } => self.preset.relocation_setup_ns,
+                };
+                self.copy_engines[engine] = Some(job);
+                self.schedule(self.now_ns + setup_ns, Event::CopySetupDone(engine));
+            }
+        }
+    }
+
+    pub(super) fn start_copy_transfer(&mut self, engine: usize) {
+        let job = self.copy_engines[engine].as_mut().expect("engine busy");
+        job.transfer_started_ns = self.now_ns;
+        if job.link_bytes == 0 {
+            return self.finish_copy(engine);
+        }
+        let peak = match job.direction {
+            Direction::ToDevice => self.preset.link.h2d_bytes_per_s,
+            Direction::ToHost => self.preset.link.d2h_bytes_per_s,
+        };
+        let cap = self
+            .preset
+            .link
+            .size_curve_k_per_kib
+            .map(|k| size_curve_bytes_per_s(peak, k, job.link_bytes));
+        let id = self
+            .link
+            .start(self.now_ns, job.direction, job.link_bytes as f64, cap);
+        self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
+        self.rearm_link();
+    }
+
+    pub(super) fn finish_copy(&mut self, engine: usize) {
+        let job = self.copy_engines[engine].take().expect("engine busy");
+        self.start_copies();
+        match job.kind {
+            CopyKind::Memcpy {
+                buffer,
+                writes_device,
+            } => {
+                if writes_device {
+                    self.end_write(buffer);
+                }
+                let tenant = &mut self.tenants[job.tenant];
+                tenant.copies_in_flight -= 1;
+                self.schedule_step(job.tenant, 0);
+                self.check_drained(job.tenant);
+            }
+            CopyKind::Relocation { copy, chunk, epoch } => {
+                let now = self.write_state(chunk.buffer);
+                if now.epoch != epoch || now.writers > 0 {
+                    return self.lost_write(job.tenant, chunk);
+                }
+                if let Some(requester) = self.evicting_for
+                    && let Some(pending) = &mut self.tenants[requester].pending_alloc
+                {
+                    let e = pending.eviction.get_or_insert_default();
+                    e.dma_setup_ns += job.transfer_started_ns - job.setup_started_ns;
+                    e.dma_ns += self.now_ns - job.transfer_started_ns;
+                }
+                let answer = self.manager.handle_copy_done(copy);
+                self.protocol(answer);
+                self.apply_actions();
+            }
+        }
+    }
+
+    /// Schedules a wake-up for the link's next completion; older wake-ups go stale.
+    /// Keeps one live wake-up at the link's next completion: an unchanged time keeps the
+    /// scheduled event; a new time makes older ones stale.
+    pub(super) fn rearm_link(&mut self) {
+        let next = self.link.next_completion_ns();
+        if next == self.link_wake_at {
+            return;
+        }
+        self.link_generation += 1;
+        self.link_wake_at = next;
+        if let Some(t) = next {
+            self.schedule(t, Event::LinkWake(self.link_generation));
+        }
+    }
+
+    pub(super) fn advance_link(&mut self) {
+        for id in self.link.advance(self.now_ns) {
+            let at = self
+                .flow_owners
+                .iter()
+                .position(|(f, _)| *f == id)
+                .expect("every flow has an owner");
+            match self.flow_owners.remove(at).1 {
+                FlowOwner::Kernel(launch) => {
+                    let running = self.running.as_mut().filter(|r| r.launch == launch);
+                    running.expect("a flow's kernel is running").flows_left -= 1;
+                    self.maybe_finish_kernel();
+                }
+                FlowOwner::CopyEngine(engine) => self.finish_copy(engine),
+            }
+        }
+        self.rearm_link();
+    }
+}

@@ -1,0 +1,173 @@
+//! The tenant interpreter: runs a tenant's program until it blocks or waits for time.
+
+use super::*;
+
+impl Engine {
+    /// Runs the tenant's program until it blocks or waits for time to pass.
+    pub(super) fn step(&mut self, t: usize) {
+        loop {
+            let tenant = &mut self.tenants[t];
+            let Some(instr) = tenant.instrs.get(tenant.pc).cloned() else {
+                // Process exit waits for the GPU work the tenant queued.
+                if tenant.in_flight > 0 {
+                    tenant.state = State::WaitingChannel;
+                    return;
+                }
+                return self.finish_tenant(t, None);
+            };
+            match instr {
+                Instr::Alloc(slot) => {
+                    tenant.pc += 1;
+                    tenant.state = State::WaitingAlloc;
+                    let request = RequestId(self.next_request);
+                    self.next_request += 1;
+                    tenant.pending_alloc = Some(PendingAlloc {
+                        request,
+                        slot,
+                        asked_ns: self.now_ns,
+                        eviction: None,
+                    });
+                    let spec = &tenant.buffers[slot];
+                    self.manager.handle_alloc(AllocRequest {
+                        request,
+                        tenant: tenant.id,
+                        bytes: spec.bytes,
+                        kind: spec.kind,
+                        priority: tenant.priorities.get(&spec.label).copied(),
+                        chunk_priorities: tenant
+                            .chunk_priorities
+                            .get(&spec.label)
+                            .cloned()
+                            .unwrap_or_default(),
+                    });
+                    return self.apply_actions();
+                }
+                Instr::Free(slot) => {
+                    // cudaFree synchronizes with the device.
+                    if tenant.in_flight > 0 {
+                        tenant.state = State::WaitingChannel;
+                        return;
+                    }
+                    tenant.pc += 1;
+                    let label = &tenant.buffers[slot].label;
+                    let Some(buffer) = tenant.slots[slot].take() else {
+                        let message = format!("free of buffer {label:?}, which is not allocated");
+                        return self.finish_tenant(t, Some(message));
+                    };
+                    if let Err(e) = self.manager.handle_free(tenant.id, buffer) {
+                        let message = format!("free of buffer {label:?}: {e}");
+                        return self.finish_tenant(t, Some(message));
+                    }
+                    self.record_vram_all();
+                    self.apply_actions();
+                    return self.schedule_step(t, self.preset.driver_call_ns);
+                }
+                Instr::Copy {
+                    slot,
+                    direction,
+                    bytes,
+                } => {
+                    // Stream order: behind the tenant's kernels; and nothing of a
+                    // suspended tenant reaches the GPU.
+                    if tenant.in_flight > 0 || tenant.suspended {
+                        tenant.state = State::WaitingChannel;
+                        return;
+                    }
+                    tenant.pc += 1;
+                    let Some(buffer) = tenant.slots[slot] else {
+                        let label = &tenant.buffers[slot].label;
+                        let message = format!("copy to buffer {label:?}, which is not allocated");
+                        return self.finish_tenant(t, Some(message));
+                    };
+                    // Only the part of the buffer in VRAM crosses the link; a copy into
+                    // host-resident chunks is a host memcpy, which is not modelled.
+                    let b = self
+                        .page_table
+                        .get(buffer)
+                        .expect("granted buffers are mapped");
+                    let vram_fraction = b.vram_bytes as f64 / b.bytes as f64;
+                    let link_bytes = (bytes as f64 * vram_fraction).round() as u64;
+                    tenant.state = State::WaitingCopy;
+                    tenant.copies_in_flight += 1;
+                    let writes_device = direction == CopyDirection::HostToDevice;
+                    if writes_device {
+                        self.begin_write(buffer);
+                    }
+                    self.copy_queue.push_back(CopyJob {
+                        tenant: t,
+                        kind: CopyKind::Memcpy {
+                            buffer,
+                            writes_device,
+                        },
+                        direction: match direction {
+                            CopyDirection::HostToDevice => Direction::ToDevice,
+                            CopyDirection::DeviceToHost => Direction::ToHost,
+                        },
+                        link_bytes,
+                        transfer_started_ns: 0,
+                        setup_started_ns: 0,
+                    });
+                    return self.start_copies();
+                }
+                Instr::Launch(kernel) => {
+                    if tenant.in_flight >= self.preset.launch_queue_depth {
+                        tenant.state = State::WaitingQueueSpace;
+                        return;
+                    }
+                    tenant.pc += 1;
+                    let launch = Launch {
+                        id: LaunchId(self.next_launch),
+                        site: tenant.pc - 1,
+                        kernel,
+                    };
+                    self.next_launch += 1;
+                    if tenant.suspended {
+                        tenant.held.push_back(launch);
+                    } else {
+                        tenant.channel.push_back(launch);
+                    }
+                    tenant.in_flight += 1;
+                    self.start_kernel();
+                    return self.schedule_step(t, self.preset.launch_enqueue_ns);
+                }
+                Instr::Sync => {
+                    if tenant.in_flight > 0 {
+                        tenant.state = State::WaitingChannel;
+                        return;
+                    }
+                    tenant.pc += 1;
+                }
+                Instr::Cpu(ns) => {
+                    tenant.pc += 1;
+                    return self.schedule_step(t, ns);
+                }
+                Instr::LoopStart { times, end } => {
+                    if times == 0 {
+                        tenant.pc = end + 1;
+                    } else {
+                        tenant.loops.push(times);
+                        tenant.pc += 1;
+                    }
+                }
+                Instr::LoopEnd { start } => {
+                    let left = tenant.loops.last_mut().expect("loop started");
+                    *left -= 1;
+                    if *left == 0 {
+                        tenant.loops.pop();
+                        tenant.pc += 1;
+                    } else {
+                        tenant.pc = start + 1;
+                    }
+                }
+                Instr::PhaseStart => {
+                    tenant.phase_start_ns = Some(self.now_ns);
+                    tenant.pc += 1;
+                }
+                Instr::PhaseEnd => {
+                    tenant.phase_end_ns = Some(self.now_ns);
+                    tenant.pc += 1;
+                }
+            }
+        }
+    }
+}

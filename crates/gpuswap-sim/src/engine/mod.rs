@@ -1,0 +1,448 @@
+//! The discrete-event engine: runs tenants' programs on the simulated device around the
+//! memory manager.
+//!
+//! Time is integer nanoseconds. Events sit in a binary heap ordered by (time, sequence
+//! number), so ties resolve in scheduling order and a scenario always runs the same way.
+//! The engine owns the device state (compute engine, copy engines, link, content
+//! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::rc::Rc;
+
+use gpuswap_core::{
+    Action, AllocRequest, BufferId, ChunkRef, CopyId, Dma, Execution, KernelStats, LaunchId,
+    Location, Manager, Needs, Reply, RequestId, TenantId,
+};
+
+use crate::link::{Direction, FlowId, Link, size_curve_bytes_per_s};
+use crate::page_table::PageTable;
+use crate::preset::Preset;
+use crate::program::{BufferSpec, CopyDirection, Kernel};
+use crate::runtime::{Instr, flatten, with_runtime};
+use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
+
+mod actions;
+mod compute;
+mod config;
+mod copies;
+mod interpreter;
+
+pub use config::{
+    EvictionLatency, InvariantError, Outcome, SimConfig, TenantOutcome, TenantSpec, VictimPause,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// Continue the tenant's program.
+    Step(usize),
+    /// A running kernel's fixed part (compute, VRAM, latency) is over.
+    KernelFixedDone(LaunchId),
+    /// A link flow may have finished; stale when the generation moved on.
+    LinkWake(u64),
+    /// A copy engine finished setting up its transfer.
+    CopySetupDone(usize),
+    /// The eviction policy finished running; the manager's next actions may proceed.
+    PolicyDone,
+    /// The manager's timer (return check).
+    ManagerTimer,
+    /// The software scheduler lets the held (gated) launch start.
+    GatedLaunch,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// A `Step` event is scheduled.
+    Scheduled,
+    /// Waits until its channel is empty (sync, free, exit, or a copy behind kernels),
+    /// or, for a copy, until it is resumed.
+    WaitingChannel,
+    WaitingCopy,
+    WaitingAlloc,
+    /// A launch waits for room in the tenant's launch queue.
+    WaitingQueueSpace,
+    Done,
+}
+
+/// An allocation call in progress.
+struct PendingAlloc {
+    request: RequestId,
+    slot: usize,
+    asked_ns: u64,
+    eviction: Option<EvictionLatency>,
+}
+
+struct Tenant {
+    id: TenantId,
+    name: String,
+    app: String,
+    priorities: BTreeMap<String, i32>,
+    chunk_priorities: BTreeMap<String, Vec<i32>>,
+    buffers: Vec<BufferSpec>,
+    instrs: Vec<Instr>,
+    pc: usize,
+    loops: Vec<u32>,
+    slots: Vec<Option<BufferId>>,
+    /// Kernels the GPU may run.
+    channel: VecDeque<Launch>,
+    /// Kernels launched while suspended: they reach the GPU on resume.
+    held: VecDeque<Launch>,
+    /// Kernel costs by launch site (instruction index) with the page-table epoch of the
+    /// tenant they were computed at: programs relaunch the same kernels many times
+    /// between placement changes.
+    cost_cache: Vec<Option<(u64, KernelCost)>>,
+    /// Kernels queued, held or running.
+    in_flight: usize,
+    /// Memcpys queued or running.
+    copies_in_flight: usize,
+    suspended: bool,
+    /// Suspension requested, not yet drained: (requested at).
+    draining_since: Option<u64>,
+    drained_at: u64,
+    state: State,
+    pending_alloc: Option<PendingAlloc>,
+    start_ns: u64,
+    end_ns: u64,
+    phase_start_ns: Option<u64>,
+    phase_end_ns: Option<u64>,
+    vram_timeline: Vec<(u64, u64)>,
+    local_bytes: f64,
+    remote_bytes: f64,
+    alloc_latencies_ns: Vec<u64>,
+    evictions: Vec<EvictionLatency>,
+    pauses: Vec<VictimPause>,
+    error: Option<String>,
+}
+
+impl Tenant {
+    fn drained(&self, running: Option<usize>, me: usize) -> bool {
+        self.channel.is_empty() && running != Some(me) && self.copies_in_flight == 0
+    }
+}
+
+/// One kernel launch on its way to the GPU.
+#[derive(Clone)]
+struct Launch {
+    id: LaunchId,
+    /// Where in the tenant's program it was launched (the cost cache's key).
+    site: usize,
+    kernel: Rc<Kernel>,
+}
+
+struct RunningKernel {
+    launch: LaunchId,
+    tenant: usize,
+    started_ns: u64,
+    ideal_ns: u64,
+    accesses: u64,
+    fixed_done: bool,
+    flows_left: u32,
+    written: Rc<[BufferId]>,
+    referenced: Vec<ChunkRef>,
+}
+
+enum CopyKind {
+    Memcpy {
+        buffer: BufferId,
+        writes_device: bool,
+    },
+    Relocation {
+        copy: CopyId,
+        chunk: ChunkRef,
+        epoch: u64,
+    },
+}
+
+struct CopyJob {
+    tenant: usize,
+    kind: CopyKind,
+    direction: Direction,
+    link_bytes: u64,
+    transfer_started_ns: u64,
+    setup_started_ns: u64,
+}
+
+/// The cost of one kernel launch given the placement of its buffers.
+#[derive(Clone, Debug)]
+struct KernelCost {
+    traffic: Traffic,
+    fixed_ns: u64,
+    ideal_ns: u64,
+    accesses: u64,
+    written: Rc<[BufferId]>,
+}
+
+/// Writes to one buffer: bumped when a write starts or ends, and how many run now.
+#[derive(Clone, Copy, Debug, Default)]
+struct WriteState {
+    epoch: u64,
+    writers: u32,
+}
+
+#[derive(Clone, Copy)]
+enum FlowOwner {
+    Kernel(LaunchId),
+    CopyEngine(usize),
+}
+
+/// The simulation.
+pub struct Engine {
+    preset: Preset,
+    manager: Manager,
+    tenants: Vec<Tenant>,
+    queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+    now_ns: u64,
+    events: u64,
+    check_invariants: bool,
+    unsafe_skip_suspend: bool,
+    next_request: u64,
+    link: Link,
+    link_generation: u64,
+    /// When the live link wake-up fires.
+    link_wake_at: Option<u64>,
+    /// Who started each flow in progress (a handful at a time).
+    flow_owners: Vec<(FlowId, FlowOwner)>,
+    running: Option<RunningKernel>,
+    round_robin_next: usize,
+    copy_engines: Vec<Option<CopyJob>>,
+    copy_queue: VecDeque<CopyJob>,
+    /// The manager's actions wait while its policy runs.
+    policy_running: bool,
+    timer_at: Option<u64>,
+    /// The tenant whose allocation the current relocation serves.
+    evicting_for: Option<usize>,
+    /// Write epochs of buffers: bumped when a write to the buffer starts or ends.
+    /// Indexed by buffer id (the manager numbers buffers densely from 0).
+    writes: Vec<WriteState>,
+    /// The first invariant broken; the run stops after the event that broke it.
+    failure: Option<InvariantError>,
+    /// The device's page table, changed only by the manager's mapping actions.
+    page_table: PageTable,
+    /// What the manager's policy needs from the device.
+    needs: Needs,
+    next_launch: u64,
+    /// A gated launch the software scheduler holds until the manager admits it.
+    held_launch: Option<(usize, Launch)>,
+}
+
+impl Engine {
+    /// Builds the simulation; nothing runs until [`Engine::run`].
+    pub fn new(config: SimConfig) -> Self {
+        let manager = Manager::new(config.manager);
+        let needs = manager.needs();
+        let preset = config.preset;
+        let tenants = config
+            .tenants
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let program = with_runtime(spec.program, &preset);
+                Tenant {
+                    id: TenantId(i as u32),
+                    name: spec.name,
+                    app: spec.app,
+                    priorities: spec.priorities,
+                    chunk_priorities: spec.chunk_priorities,
+                    slots: vec![None; program.buffers.len()],
+                    instrs: flatten(&program.ops),
+                    buffers: program.buffers,
+                    pc: 0,
+                    loops: Vec::new(),
+                    channel: VecDeque::new(),
+                    held: VecDeque::new(),
+                    cost_cache: Vec::new(),
+                    in_flight: 0,
+                    copies_in_flight: 0,
+                    suspended: false,
+                    draining_since: None,
+                    drained_at: 0,
+                    state: State::Scheduled,
+                    pending_alloc: None,
+                    start_ns: spec.start_ns,
+                    end_ns: spec.start_ns,
+                    phase_start_ns: None,
+                    phase_end_ns: None,
+                    vram_timeline: vec![(spec.start_ns, 0)],
+                    local_bytes: 0.0,
+                    remote_bytes: 0.0,
+                    alloc_latencies_ns: Vec::new(),
+                    evictions: Vec::new(),
+                    pauses: Vec::new(),
+                    error: None,
+                }
+            })
+            .collect();
+        let link = Link::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
+        let copy_engines = (0..preset.copy_engines).map(|_| None).collect();
+        Self {
+            preset,
+            manager,
+            tenants,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            now_ns: 0,
+            events: 0,
+            check_invariants: config.check_invariants,
+            unsafe_skip_suspend: config.unsafe_skip_suspend,
+            next_request: 0,
+            link,
+            link_generation: 0,
+            link_wake_at: None,
+            flow_owners: Vec::new(),
+            running: None,
+            round_robin_next: 0,
+            copy_engines,
+            copy_queue: VecDeque::new(),
+            policy_running: false,
+            timer_at: None,
+            evicting_for: None,
+            writes: Vec::new(),
+            failure: None,
+            page_table: PageTable::default(),
+            needs,
+            next_launch: 0,
+            held_launch: None,
+        }
+    }
+
+    /// Runs every tenant to its end and reports what happened.
+    pub fn run(mut self) -> Result<Outcome, InvariantError> {
+        for t in 0..self.tenants.len() {
+            let start = self.tenants[t].start_ns;
+            self.schedule(start, Event::Step(t));
+        }
+        while let Some(Reverse((time_ns, _, event))) = self.queue.pop() {
+            if time_ns < self.now_ns {
+                return Err(self.broken(format!("event at {time_ns} ns after {} ns", self.now_ns)));
+            }
+            self.now_ns = time_ns;
+            self.events += 1;
+            match event {
+                // A tenant that failed after this step was scheduled has nothing left
+                // to run.
+                Event::Step(t) if self.tenants[t].state == State::Done => {}
+                Event::Step(t) => self.step(t),
+                Event::KernelFixedDone(launch) => match &mut self.running {
+                    Some(running) if running.launch == launch => {
+                        running.fixed_done = true;
+                        self.maybe_finish_kernel();
+                    }
+                    _ => return Err(self.broken(format!("{launch} is not running"))),
+                },
+                Event::LinkWake(generation) if generation == self.link_generation => {
+                    self.link_wake_at = None;
+                    self.advance_link();
+                }
+                Event::LinkWake(_) => {}
+                Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
+                Event::PolicyDone => {
+                    self.policy_running = false;
+                    self.apply_actions();
+                }
+                Event::ManagerTimer if self.timer_at == Some(time_ns) => {
+                    self.timer_at = None;
+                    self.manager.handle_timeout(time_ns);
+                    self.apply_actions();
+                }
+                Event::ManagerTimer => {}
+                Event::GatedLaunch => {
+                    let (t, launch) = self.held_launch.take().expect("a launch is held");
+                    self.run_kernel(t, launch);
+                }
+            }
+            if let Some(failure) = self.failure.take() {
+                return Err(failure);
+            }
+            if self.check_invariants {
+                self.manager
+                    .check_invariants()
+                    .map_err(|m| self.broken(m))?;
+            }
+            self.arm_timer();
+        }
+        if let Some(t) = self.tenants.iter().find(|t| t.state != State::Done) {
+            return Err(self.broken(format!(
+                "{} never finished (stuck in {:?})",
+                t.name, t.state
+            )));
+        }
+        Ok(self.into_outcome())
+    }
+
+    fn into_outcome(self) -> Outcome {
+        let makespan_ns = self.tenants.iter().map(|t| t.end_ns).max().unwrap_or(0);
+        let manager = &self.manager;
+        let tenants = self
+            .tenants
+            .into_iter()
+            .map(|t| {
+                let usage = manager.usage(t.id);
+                TenantOutcome {
+                    vram_peak_bytes: usage.vram_peak_bytes,
+                    bytes_evicted: usage.bytes_evicted,
+                    bytes_returned: usage.bytes_returned,
+                    name: t.name,
+                    app: t.app,
+                    start_ns: t.start_ns,
+                    end_ns: t.end_ns,
+                    phase_ns: t.phase_start_ns.zip(t.phase_end_ns),
+                    vram_timeline: t.vram_timeline,
+                    local_bytes: t.local_bytes,
+                    remote_bytes: t.remote_bytes,
+                    alloc_latencies_ns: t.alloc_latencies_ns,
+                    evictions: t.evictions,
+                    pauses: t.pauses,
+                    error: t.error,
+                }
+            })
+            .collect();
+        Outcome {
+            tenants,
+            makespan_ns,
+            events: self.events,
+        }
+    }
+
+    fn broken(&self, message: String) -> InvariantError {
+        InvariantError {
+            time_ns: self.now_ns,
+            message,
+        }
+    }
+
+    fn schedule(&mut self, time_ns: u64, event: Event) {
+        self.queue.push(Reverse((time_ns, self.seq, event)));
+        self.seq += 1;
+    }
+
+    fn schedule_step(&mut self, t: usize, delay_ns: u64) {
+        // A tenant that ended stays ended, whatever it was still waiting for.
+        if self.tenants[t].state == State::Done {
+            return;
+        }
+        self.tenants[t].state = State::Scheduled;
+        self.schedule(self.now_ns + delay_ns, Event::Step(t));
+    }
+
+    /// Keeps one timer event for the manager's next wanted timeout while anybody runs.
+    fn arm_timer(&mut self) {
+        if self.tenants.iter().all(|t| t.state == State::Done) {
+            return;
+        }
+        if let Some(at) = self.manager.poll_timeout().map(|t| t.max(self.now_ns))
+            && self.timer_at != Some(at)
+        {
+            self.timer_at = Some(at);
+            self.schedule(at, Event::ManagerTimer);
+        }
+    }
+}
+
+/// Runs a configuration to its end.
+pub fn simulate(config: SimConfig) -> Result<Outcome, InvariantError> {
+    Engine::new(config).run()
+}
+
+#[cfg(test)]
+mod tests;
