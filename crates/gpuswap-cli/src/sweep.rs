@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use gpuswap_sim::report::{Baselines, Report, run_and_report_with};
+use gpuswap_sim::report::{Baselines, Report, TenantReport, run_and_report_with};
 use gpuswap_sim::units::{parse_bytes, parse_ns};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -84,8 +84,96 @@ pub struct Row {
     pub run: u32,
     /// Seed used.
     pub seed: u64,
-    /// The report, or why the run failed.
-    pub result: Result<Report, String>,
+    /// What the outputs need of the run's report, or why the run failed.
+    pub result: Result<RunFigures, String>,
+}
+
+/// What the outputs keep of one run's report: the summary metrics and the per-tenant
+/// columns of results.csv, taken in the worker right after the run. A whole report holds
+/// every tenant's VRAM timeline, so keeping it in every row made a sweep's memory grow
+/// with the length of its runs as well as their number; these are fixed-size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunFigures {
+    /// The [`SUMMARY_METRICS`], in order; None where a metric has no value.
+    pub metrics: [Option<f64>; SUMMARY_METRICS.len()],
+    /// Per tenant of the base scenario, by name; None when the run had no tenant of that
+    /// name (a varied name).
+    pub tenants: Vec<Option<TenantFigures>>,
+    /// Whether any tenant of the run failed (out of memory, a gdev refusal).
+    pub tenant_failed: bool,
+    /// Discrete events the simulation processed.
+    pub events: u64,
+}
+
+impl RunFigures {
+    /// Takes the figures of a report; `tenants` names the base scenario's tenants, the
+    /// columns of results.csv.
+    pub fn of(report: &Report, tenants: &[String]) -> Self {
+        Self {
+            metrics: SUMMARY_METRICS.map(|m| metric(report, m)),
+            tenants: tenants
+                .iter()
+                .map(|name| {
+                    report
+                        .tenants
+                        .iter()
+                        .find(|t| t.name == *name)
+                        .map(TenantFigures::of)
+                })
+                .collect(),
+            tenant_failed: report.tenants.iter().any(|t| t.error.is_some()),
+            events: report.events,
+        }
+    }
+
+    /// The value of a summary metric.
+    fn metric(&self, name: &str) -> Option<f64> {
+        let i = SUMMARY_METRICS.iter().position(|m| *m == name)?;
+        self.metrics[i]
+    }
+}
+
+/// One tenant's columns of results.csv.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantFigures {
+    /// The values of [`TENANT_COLUMNS`], in order.
+    pub values: [Figure; TENANT_COLUMNS.len()],
+    /// Why the tenant stopped early.
+    pub error: Option<String>,
+}
+
+impl TenantFigures {
+    fn of(t: &TenantReport) -> Self {
+        Self {
+            values: TENANT_COLUMNS.map(|(_, take)| take(t)),
+            error: t.error.clone(),
+        }
+    }
+
+    /// The cells: the columns, then the error.
+    fn cells(&self) -> Vec<String> {
+        let mut cells: Vec<String> = self.values.iter().map(|v| v.cell()).collect();
+        cells.push(self.error.clone().unwrap_or_default());
+        cells
+    }
+}
+
+/// A number of results.csv, kept as a number until it is written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Figure {
+    /// A whole number: nanoseconds or bytes.
+    Count(u64),
+    /// A ratio; an empty cell when undefined (a failed tenant's slowdown).
+    Ratio(Option<f64>),
+}
+
+impl Figure {
+    fn cell(self) -> String {
+        match self {
+            Self::Count(n) => n.to_string(),
+            Self::Ratio(r) => r.map_or(String::new(), |r| format!("{r:.6}")),
+        }
+    }
 }
 
 /// A sweep ready to run: the scenario without its `[sweep]` table, the axes, the grid.
@@ -176,18 +264,11 @@ impl Plan {
                 .expect("valid template"),
         );
         let baselines = Baselines::default();
+        let tenants = self.tenants();
         let all = || {
             work.par_iter()
                 .map(|&(point, run)| {
-                    let row = run_point(
-                        &self.path,
-                        &self.table,
-                        &self.axes,
-                        &self.points[point],
-                        point,
-                        run,
-                        &baselines,
-                    );
+                    let row = self.run_point(point, run, &baselines, &tenants);
                     progress.inc(1);
                     row
                 })
@@ -204,6 +285,16 @@ impl Plan {
         progress.finish_and_clear();
         Ok(rows)
     }
+
+    /// The base scenario's tenant names: the tenants of results.csv.
+    pub fn tenants(&self) -> Vec<String> {
+        self.base
+            .config
+            .tenants
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
 }
 
 /// Runs a sweep and writes its results.
@@ -217,14 +308,14 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .clone()
         .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
     let rows = plan.execute(args.jobs, args.quiet)?;
-    let tenants: Vec<String> = plan
-        .base
-        .config
-        .tenants
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    write_outputs(&out, &plan.axes, &plan.points, &rows, &tenants, args.png)?;
+    write_outputs(
+        &out,
+        &plan.axes,
+        &plan.points,
+        &rows,
+        &plan.tenants(),
+        args.png,
+    )?;
     let failed = rows.iter().filter(|r| r.result.is_err()).count();
     println!(
         "{} runs ({} grid points x {} seeds), {failed} failed; wrote {}",
@@ -558,42 +649,37 @@ pub fn derive_seed(base: u64, run: u32) -> u64 {
     base.wrapping_add(u64::from(run))
 }
 
-fn run_point(
-    path: &Path,
-    base: &toml::Table,
-    axes: &[Axis],
-    point: &[Value],
-    index: usize,
-    run: u32,
-    baselines: &Baselines,
-) -> Row {
-    let mut table = base.clone();
-    for (axis, value) in axes.iter().zip(point) {
-        apply(&mut table, &axis.key, value);
-    }
-    let seed = derive_seed(
-        table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
-        run,
-    );
-    let result = scenario::parse(path, &text_without_sweep(&table))
-        .map_err(|e| e.to_string())
-        .and_then(|mut s| {
-            s.set_seed(seed);
-            // A bug in one run must not take the others down: it becomes that row's error.
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_and_report_with(&s.name, seed, &s.config, baselines)
-            }));
-            match run {
-                Ok(Ok(report)) => Ok(report),
-                Ok(Err(e)) => Err(format!("internal error: {e}")),
-                Err(_) => Err("internal error: the simulation panicked (please report)".into()),
-            }
-        });
-    Row {
-        point: index,
-        run,
-        seed,
-        result,
+impl Plan {
+    /// Run `run` of point `index`, reduced to what the outputs need of its report.
+    fn run_point(&self, index: usize, run: u32, baselines: &Baselines, tenants: &[String]) -> Row {
+        let mut table = self.table.clone();
+        for (axis, value) in self.axes.iter().zip(&self.points[index]) {
+            apply(&mut table, &axis.key, value);
+        }
+        let seed = derive_seed(
+            table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
+            run,
+        );
+        let result = scenario::parse(&self.path, &text_without_sweep(&table))
+            .map_err(|e| e.to_string())
+            .and_then(|mut s| {
+                s.set_seed(seed);
+                // A bug in one run must not take the others down: it becomes that row's error.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_and_report_with(&s.name, seed, &s.config, baselines)
+                }));
+                match run {
+                    Ok(Ok(report)) => Ok(RunFigures::of(&report, tenants)),
+                    Ok(Err(e)) => Err(format!("internal error: {e}")),
+                    Err(_) => Err("internal error: the simulation panicked (please report)".into()),
+                }
+            });
+        Row {
+            point: index,
+            run,
+            seed,
+            result,
+        }
     }
 }
 
@@ -662,47 +748,70 @@ fn metric(report: &Report, name: &str) -> Option<f64> {
     }
 }
 
-/// Per-tenant columns of results.csv.
-const TENANT_COLUMNS: [&str; 12] = [
-    "total_ns",
-    "phase_ns",
-    "slowdown",
-    "vram_peak_bytes",
-    "local_bytes",
-    "remote_bytes",
-    "bytes_evicted",
-    "bytes_returned",
-    "alloc_p50_ns",
-    "alloc_p99_ns",
-    "eviction_p50_ns",
-    "eviction_max_ns",
+/// A per-tenant column of results.csv: its name and how it is taken from a tenant's report.
+type TenantColumn = (&'static str, fn(&TenantReport) -> Figure);
+
+/// Per-tenant columns of results.csv and how each is taken from a tenant's report (an
+/// error column follows them).
+const TENANT_COLUMNS: [TenantColumn; 12] = [
+    ("total_ns", |t| Figure::Count(t.total_ns)),
+    ("phase_ns", |t| Figure::Count(t.phase_ns)),
+    ("slowdown", |t| Figure::Ratio(t.slowdown)),
+    ("vram_peak_bytes", |t| Figure::Count(t.vram_peak_bytes)),
+    ("local_bytes", |t| Figure::Count(t.local_bytes)),
+    ("remote_bytes", |t| Figure::Count(t.remote_bytes)),
+    ("bytes_evicted", |t| Figure::Count(t.bytes_evicted)),
+    ("bytes_returned", |t| Figure::Count(t.bytes_returned)),
+    ("alloc_p50_ns", |t| Figure::Count(t.alloc_latency_ns.p50)),
+    ("alloc_p99_ns", |t| Figure::Count(t.alloc_latency_ns.p99)),
+    ("eviction_p50_ns", |t| {
+        Figure::Count(t.eviction_latency_ns.p50)
+    }),
+    ("eviction_max_ns", |t| {
+        Figure::Count(t.eviction_latency_ns.max)
+    }),
 ];
 
-fn tenant_cells(report: &Report, name: &str) -> Vec<String> {
-    let Some(t) = report.tenants.iter().find(|t| t.name == name) else {
-        return vec![String::new(); TENANT_COLUMNS.len() + 1];
-    };
-    let mut cells: Vec<String> = [t.total_ns, t.phase_ns]
-        .iter()
-        .map(u64::to_string)
-        .collect();
-    cells.push(t.slowdown.map_or(String::new(), |s| format!("{s:.6}")));
-    cells.extend(
-        [
-            t.vram_peak_bytes,
-            t.local_bytes,
-            t.remote_bytes,
-            t.bytes_evicted,
-            t.bytes_returned,
-            t.alloc_latency_ns.p50,
-            t.alloc_latency_ns.p99,
-            t.eviction_latency_ns.p50,
-            t.eviction_latency_ns.max,
-        ]
-        .iter()
-        .map(u64::to_string),
-    );
-    cells.push(t.error.clone().unwrap_or_default());
+/// The columns of results.csv: the point, its settings, the run, the summary metrics and
+/// each tenant's columns.
+fn results_header(axes: &[Axis], tenants: &[String]) -> Vec<String> {
+    let mut header: Vec<String> = vec!["point".into()];
+    header.extend(axes.iter().map(|a| a.key.clone()));
+    header.extend(["run", "seed", "error"].map(String::from));
+    header.extend(SUMMARY_METRICS.map(String::from));
+    for t in tenants {
+        header.extend(TENANT_COLUMNS.iter().map(|(c, _)| format!("{t}.{c}")));
+        header.push(format!("{t}.error"));
+    }
+    header
+}
+
+/// A row of results.csv; a failed run has only its error, padded to `columns`.
+fn results_record(row: &Row, point: &[Value], columns: usize) -> Vec<String> {
+    let mut cells = vec![row.point.to_string()];
+    cells.extend(point.iter().map(value_text));
+    cells.extend([row.run.to_string(), row.seed.to_string()]);
+    match &row.result {
+        Ok(figures) => {
+            cells.push(String::new());
+            cells.extend(
+                figures
+                    .metrics
+                    .iter()
+                    .map(|v| v.map_or(String::new(), |v| format!("{v}"))),
+            );
+            for t in &figures.tenants {
+                match t {
+                    Some(t) => cells.extend(t.cells()),
+                    None => cells.extend(vec![String::new(); TENANT_COLUMNS.len() + 1]),
+                }
+            }
+        }
+        Err(e) => {
+            cells.push(e.clone());
+            cells.resize(columns, String::new());
+        }
+    }
     cells
 }
 
@@ -721,37 +830,11 @@ fn write_outputs(
 
     let results = out.join("results.csv");
     let mut w = csv::Writer::from_path(&results).map_err(|e| io(&results, &e))?;
-    let mut header: Vec<String> = vec!["point".into()];
-    header.extend(axes.iter().map(|a| a.key.clone()));
-    header.extend(["run", "seed", "error"].map(String::from));
-    header.extend(SUMMARY_METRICS.map(String::from));
-    for t in tenants {
-        header.extend(TENANT_COLUMNS.iter().map(|c| format!("{t}.{c}")));
-        header.push(format!("{t}.error"));
-    }
+    let header = results_header(axes, tenants);
     w.write_record(&header).map_err(|e| io(&results, &e))?;
     for row in rows {
-        let mut cells = vec![row.point.to_string()];
-        cells.extend(points[row.point].iter().map(value_text));
-        cells.extend([row.run.to_string(), row.seed.to_string()]);
-        match &row.result {
-            Ok(report) => {
-                cells.push(String::new());
-                cells.extend(
-                    SUMMARY_METRICS
-                        .iter()
-                        .map(|m| metric(report, m).map_or(String::new(), |v| format!("{v}"))),
-                );
-                for t in tenants {
-                    cells.extend(tenant_cells(report, t));
-                }
-            }
-            Err(e) => {
-                cells.push(e.clone());
-                cells.resize(header.len(), String::new());
-            }
-        }
-        w.write_record(&cells).map_err(|e| io(&results, &e))?;
+        w.write_record(results_record(row, &points[row.point], header.len()))
+            .map_err(|e| io(&results, &e))?;
     }
     w.flush().map_err(|e| io(&results, &e))?;
 
@@ -775,7 +858,7 @@ fn write_outputs(
         let tenant_failed = at
             .iter()
             .filter_map(|r| r.result.as_ref().ok())
-            .filter(|rep| rep.tenants.iter().any(|t| t.error.is_some()))
+            .filter(|f| f.tenant_failed)
             .count();
         cells.push(tenant_failed.to_string());
         for m in SUMMARY_METRICS {
@@ -889,7 +972,7 @@ fn point_stats(points: usize, rows: &[Row]) -> Vec<BTreeMap<&'static str, Stats>
                     let xs: Vec<f64> = rows
                         .iter()
                         .filter(|r| r.point == p)
-                        .filter_map(|r| r.result.as_ref().ok().and_then(|rep| metric(rep, m)))
+                        .filter_map(|r| r.result.as_ref().ok().and_then(|f| f.metric(m)))
                         .collect();
                     Stats::of(&xs).map(|s| (*m, s))
                 })
@@ -1164,6 +1247,89 @@ mod tests {
         assert_eq!(tenants[1]["start"].as_str(), Some("1s"));
         assert_eq!(s["device"]["vram_limit"].as_str(), Some("20MiB"));
         assert!(tenants_have(&s, "size", "rodinia"));
+    }
+
+    /// Two nn tenants; 20 MiB makes them evict, 9 GiB is more than the GTX 480 has.
+    const TWO_NN: &str = "seed = 5\n[device]\npreset = \"gtx480\"\n[manager]\nmode = \"gpuswap\"\n\
+        [[tenant]]\nname = \"a\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
+        [[tenant]]\nname = \"b\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n";
+
+    /// What a results.csv column holds, read from the full report (as JSON) rather than
+    /// through the sweep's own column table; None for the columns the row itself sets.
+    fn from_report(report: &Report, column: &str) -> Option<f64> {
+        let json = serde_json::to_value(report).unwrap();
+        let number = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{column}: {v}"));
+        if ["point", "device.vram_limit", "run", "seed", "error"].contains(&column) {
+            return None;
+        }
+        if let Some((tenant, field)) = column.split_once('.') {
+            let t = json["tenants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == tenant)
+                .unwrap();
+            let (summary, stat) = match field {
+                "alloc_p50_ns" => ("alloc_latency_ns", "p50"),
+                "alloc_p99_ns" => ("alloc_latency_ns", "p99"),
+                "eviction_p50_ns" => ("eviction_latency_ns", "p50"),
+                "eviction_max_ns" => ("eviction_latency_ns", "max"),
+                "error" => {
+                    assert!(t["error"].is_null());
+                    return None;
+                }
+                field => return Some(number(&t[field])),
+            };
+            return Some(number(&t[summary][stat]));
+        }
+        Some(match column {
+            "slowest_phase_ns" => slowest_phase_ns(report).unwrap() as f64,
+            "eviction_mean_ns" => eviction_mean_ns(report).unwrap(),
+            system => number(&json["system"][system]),
+        })
+    }
+
+    #[test]
+    fn rows_carry_exactly_the_results_columns() {
+        let path = Path::new("two-nn.toml");
+        let vary = ["device.vram_limit=20MiB,9GiB".to_owned()];
+        let plan = Plan::new(path, TWO_NN, &vary, Some(1)).unwrap();
+        let rows = plan.execute(Some(1), true).unwrap();
+        assert_eq!(rows.len(), 2);
+        let header = results_header(&plan.axes, &plan.tenants());
+
+        let mut s = scenario::parse(
+            path,
+            &TWO_NN.replace("gtx480\"", "gtx480\"\nvram_limit = \"20MiB\""),
+        )
+        .unwrap();
+        s.set_seed(rows[0].seed);
+        let report =
+            run_and_report_with(&s.name, s.seed, &s.config, &Baselines::default()).unwrap();
+        assert!(
+            report.tenants.iter().any(|t| t.bytes_evicted > 0),
+            "no evictions to check"
+        );
+        let record = results_record(&rows[0], &plan.points[0], header.len());
+        assert_eq!(record.len(), header.len());
+        for (column, cell) in header.iter().zip(&record) {
+            let Some(want) = from_report(&report, column) else {
+                continue;
+            };
+            let got: f64 = cell
+                .parse()
+                .unwrap_or_else(|_| panic!("{column}: {cell:?}"));
+            // Slowdowns are written with six decimals.
+            assert!(
+                (got - want).abs() <= 5e-7 * want.abs().max(1.0),
+                "{column}: {got} != {want}"
+            );
+        }
+        assert_eq!(rows[0].result.as_ref().unwrap().events, report.events);
+
+        let failed = results_record(&rows[1], &plan.points[1], header.len());
+        assert_eq!(failed.len(), header.len());
+        assert!(failed[header.iter().position(|h| h == "error").unwrap()].contains("vram_limit"));
     }
 
     #[test]
