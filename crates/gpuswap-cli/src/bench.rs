@@ -52,7 +52,7 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
     let events: u64 = rows
         .iter()
         .filter_map(|r| r.result.as_ref().ok())
-        .map(|report| report.events)
+        .map(|figures| figures.events)
         .sum();
     println!(
         "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {} runs ({failed} failed)",

@@ -1,5 +1,5 @@
 use super::*;
-use crate::program::Program;
+use crate::preset;
 use crate::program::{Access, Op, Program};
 use gpuswap_core::{MIB, PolicySettings};
 use proptest::prelude::*;

@@ -1,0 +1,116 @@
+//! Running a sweep: every point with every seed, in parallel, each run reduced to its
+//! figures in the worker.
+
+use gpuswap_sim::report::{Baselines, run_and_report_with};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use toml::Value;
+
+use super::SweepError;
+use super::figures::RunFigures;
+use super::keys::apply;
+use super::plan::{Plan, text_without_sweep};
+use crate::scenario;
+
+/// One run of the sweep and what came out.
+#[derive(Debug)]
+pub struct Row {
+    /// Index of the grid point.
+    pub point: usize,
+    /// Run number at the point.
+    pub run: u32,
+    /// Seed used.
+    pub seed: u64,
+    /// What the outputs need of the run's report, or why the run failed.
+    pub result: Result<RunFigures, String>,
+}
+
+impl Plan {
+    /// Runs every point `runs` times in parallel (`jobs` threads, default one per core).
+    pub fn execute(&self, jobs: Option<usize>, quiet: bool) -> Result<Vec<Row>, SweepError> {
+        let work: Vec<(usize, u32)> = (0..self.points.len())
+            .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
+            .collect();
+        let progress = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(work.len() as u64)
+        };
+        progress.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
+                .expect("valid template"),
+        );
+        let baselines = Baselines::default();
+        let tenants = self.tenants();
+        let all = || {
+            work.par_iter()
+                .map(|&(point, run)| {
+                    let row = self.run_point(point, run, &baselines, &tenants);
+                    progress.inc(1);
+                    row
+                })
+                .collect::<Vec<Row>>()
+        };
+        let rows = match jobs {
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| SweepError::BadInput(format!("--jobs: {e}")))?
+                .install(all),
+            None => all(),
+        };
+        progress.finish_and_clear();
+        Ok(rows)
+    }
+
+    /// Run `run` of point `index`, reduced to what the outputs need of its report.
+    fn run_point(&self, index: usize, run: u32, baselines: &Baselines, tenants: &[String]) -> Row {
+        let mut table = self.table.clone();
+        for (axis, value) in self.axes.iter().zip(&self.points[index]) {
+            apply(&mut table, &axis.key, value);
+        }
+        let seed = derive_seed(
+            table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
+            run,
+        );
+        let result = scenario::parse(&self.path, &text_without_sweep(&table))
+            .map_err(|e| e.to_string())
+            .and_then(|mut s| {
+                s.set_seed(seed);
+                // A bug in one run must not take the others down: it becomes that row's error.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_and_report_with(&s.name, seed, &s.config, baselines)
+                }));
+                match run {
+                    Ok(Ok(report)) => Ok(RunFigures::of(&report, tenants)),
+                    Ok(Err(e)) => Err(format!("internal error: {e}")),
+                    Err(_) => Err("internal error: the simulation panicked (please report)".into()),
+                }
+            });
+        Row {
+            point: index,
+            run,
+            seed,
+            result,
+        }
+    }
+}
+
+/// The seed of run `run` of a point whose scenario seed is `base`.
+pub fn derive_seed(base: u64, run: u32) -> u64 {
+    base.wrapping_add(u64::from(run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_derived_from_the_scenario_seed() {
+        assert_eq!(derive_seed(42, 0), 42);
+        assert_eq!(derive_seed(42, 3), 45);
+        assert_eq!(derive_seed(u64::MAX, 1), 0);
+        let seeds: std::collections::BTreeSet<u64> = (0..10).map(|r| derive_seed(7, r)).collect();
+        assert_eq!(seeds.len(), 10);
+    }
+}

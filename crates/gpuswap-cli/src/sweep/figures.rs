@@ -1,0 +1,169 @@
+//! What a sweep keeps of a run: the summary metrics and each tenant's results.csv
+//! columns, taken from the run's report.
+
+use gpuswap_sim::report::{Report, TenantReport};
+
+/// What the outputs keep of one run's report: the summary metrics and the per-tenant
+/// columns of results.csv, taken in the worker right after the run. A whole report holds
+/// every tenant's VRAM timeline, so keeping it in every row made a sweep's memory grow
+/// with the length of its runs as well as their number; these are fixed-size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunFigures {
+    /// The [`SUMMARY_METRICS`], in order; None where a metric has no value.
+    pub metrics: [Option<f64>; SUMMARY_METRICS.len()],
+    /// Per tenant of the base scenario, by name; None when the run had no tenant of that
+    /// name (a varied name).
+    pub tenants: Vec<Option<TenantFigures>>,
+    /// Whether any tenant of the run failed (out of memory, a gdev refusal).
+    pub tenant_failed: bool,
+    /// Discrete events the simulation processed.
+    pub events: u64,
+}
+
+impl RunFigures {
+    /// Takes the figures of a report; `tenants` names the base scenario's tenants, the
+    /// columns of results.csv.
+    pub fn of(report: &Report, tenants: &[String]) -> Self {
+        Self {
+            metrics: SUMMARY_METRICS.map(|m| metric(report, m)),
+            tenants: tenants
+                .iter()
+                .map(|name| {
+                    report
+                        .tenants
+                        .iter()
+                        .find(|t| t.name == *name)
+                        .map(TenantFigures::of)
+                })
+                .collect(),
+            tenant_failed: report.tenants.iter().any(|t| t.error.is_some()),
+            events: report.events,
+        }
+    }
+
+    /// The value of a summary metric.
+    pub(super) fn metric(&self, name: &str) -> Option<f64> {
+        let i = SUMMARY_METRICS.iter().position(|m| *m == name)?;
+        self.metrics[i]
+    }
+}
+
+/// One tenant's columns of results.csv.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantFigures {
+    /// The values of [`TENANT_COLUMNS`], in order.
+    pub values: [Figure; TENANT_COLUMNS.len()],
+    /// Why the tenant stopped early.
+    pub error: Option<String>,
+}
+
+impl TenantFigures {
+    fn of(t: &TenantReport) -> Self {
+        Self {
+            values: TENANT_COLUMNS.map(|(_, take)| take(t)),
+            error: t.error.clone(),
+        }
+    }
+
+    /// The cells: the columns, then the error.
+    pub(super) fn cells(&self) -> Vec<String> {
+        let mut cells: Vec<String> = self.values.iter().map(|v| v.cell()).collect();
+        cells.push(self.error.clone().unwrap_or_default());
+        cells
+    }
+}
+
+/// A number of results.csv, kept as a number until it is written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Figure {
+    /// A whole number: nanoseconds or bytes.
+    Count(u64),
+    /// A ratio; an empty cell when undefined (a failed tenant's slowdown).
+    Ratio(Option<f64>),
+}
+
+impl Figure {
+    fn cell(self) -> String {
+        match self {
+            Self::Count(n) => n.to_string(),
+            Self::Ratio(r) => r.map_or(String::new(), |r| format!("{r:.6}")),
+        }
+    }
+}
+
+/// The slowest tenant's measured phase: the runtime the paper's figures plot. None when a
+/// tenant failed.
+pub fn slowest_phase_ns(report: &Report) -> Option<u64> {
+    if report.tenants.iter().any(|t| t.error.is_some()) {
+        return None;
+    }
+    report.tenants.iter().map(|t| t.phase_ns).max()
+}
+
+/// Mean latency of the allocations that had to evict, over all tenants; None when none
+/// had to.
+pub fn eviction_mean_ns(report: &Report) -> Option<f64> {
+    let count: u64 = report
+        .tenants
+        .iter()
+        .map(|t| t.eviction_latency_ns.count)
+        .sum();
+    let total: u64 = report
+        .tenants
+        .iter()
+        .map(|t| {
+            let s = &t.eviction_split_ns;
+            s.policy + s.dma_setup + s.dma + s.waiting
+        })
+        .sum();
+    (count > 0).then(|| total as f64 / count as f64)
+}
+
+/// System figures summarized per grid point.
+pub(super) const SUMMARY_METRICS: [&str; 7] = [
+    "slowest_phase_ns",
+    "makespan_ns",
+    "stp",
+    "antt",
+    "jain_vram",
+    "jain_slowdown",
+    "eviction_mean_ns",
+];
+
+fn metric(report: &Report, name: &str) -> Option<f64> {
+    let s = &report.system;
+    match name {
+        "slowest_phase_ns" => slowest_phase_ns(report).map(|ns| ns as f64),
+        "makespan_ns" => Some(s.makespan_ns as f64),
+        "stp" => Some(s.stp),
+        "antt" => Some(s.antt),
+        "jain_vram" => Some(s.jain_vram),
+        "jain_slowdown" => Some(s.jain_slowdown),
+        "eviction_mean_ns" => eviction_mean_ns(report),
+        _ => None,
+    }
+}
+
+/// A per-tenant column of results.csv: its name and how it is taken from a tenant's report.
+pub(super) type TenantColumn = (&'static str, fn(&TenantReport) -> Figure);
+
+/// Per-tenant columns of results.csv and how each is taken from a tenant's report (an
+/// error column follows them).
+pub(super) const TENANT_COLUMNS: [TenantColumn; 12] = [
+    ("total_ns", |t| Figure::Count(t.total_ns)),
+    ("phase_ns", |t| Figure::Count(t.phase_ns)),
+    ("slowdown", |t| Figure::Ratio(t.slowdown)),
+    ("vram_peak_bytes", |t| Figure::Count(t.vram_peak_bytes)),
+    ("local_bytes", |t| Figure::Count(t.local_bytes)),
+    ("remote_bytes", |t| Figure::Count(t.remote_bytes)),
+    ("bytes_evicted", |t| Figure::Count(t.bytes_evicted)),
+    ("bytes_returned", |t| Figure::Count(t.bytes_returned)),
+    ("alloc_p50_ns", |t| Figure::Count(t.alloc_latency_ns.p50)),
+    ("alloc_p99_ns", |t| Figure::Count(t.alloc_latency_ns.p99)),
+    ("eviction_p50_ns", |t| {
+        Figure::Count(t.eviction_latency_ns.p50)
+    }),
+    ("eviction_max_ns", |t| {
+        Figure::Count(t.eviction_latency_ns.max)
+    }),
+];

@@ -1,0 +1,213 @@
+//! Scenario key paths (`device.vram_limit`, `tenant[1].start`, `manager`, `a+b`): where
+//! one points, whether two set the same setting, and setting one at a grid point.
+
+use toml::Value;
+
+/// Turns a value written as text into the TOML type the scenario uses at `path` (or an
+/// integer for `seed` and `repeat`, a string otherwise).
+pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Value {
+    let existing = lookup(scenario, path);
+    let wants_integer = match existing {
+        Some(Value::Integer(_)) => true,
+        Some(_) => false,
+        None => path == "seed" || path.ends_with(".repeat"),
+    };
+    match text.parse::<i64>() {
+        Ok(n) if wants_integer => Value::Integer(n),
+        _ => Value::String(text),
+    }
+}
+
+fn lookup<'a>(scenario: &'a toml::Table, path: &str) -> Option<&'a Value> {
+    // A joint key ("a+b") takes the type of its first part.
+    let t = target(path.split('+').next()?).ok()?;
+    let table = match (t.section, t.tenant) {
+        (None, _) => scenario,
+        (Some(s), None) => scenario.get(s)?.as_table()?,
+        (Some(s), Some(i)) => scenario.get(s)?.as_array()?.get(i)?.as_table()?,
+    };
+    table.get(t.key)
+}
+
+/// Where a key path points: a table (none for top-level keys), for `tenant[i]` one
+/// tenant (`tenant.x` means every tenant), and the key in it.
+struct Target<'a> {
+    section: Option<&'a str>,
+    tenant: Option<usize>,
+    key: &'a str,
+}
+
+fn target(path: &str) -> Result<Target<'_>, String> {
+    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, manager (a table), tenant.repeat or tenant[1].start";
+    let (section, key) = match path.split_once('.') {
+        // Top-level keys: the seed, or a whole table (its entries replace the scenario's).
+        None if ["seed", "device", "manager"].contains(&path) => {
+            return Ok(Target {
+                section: None,
+                tenant: None,
+                key: path,
+            });
+        }
+        None => return Err(expected.into()),
+        Some((_, key)) if key.contains('.') || key.is_empty() => {
+            return Err(format!("{path}: {expected}"));
+        }
+        Some(split) => split,
+    };
+    match section {
+        "device" | "manager" | "tenant" => Ok(Target {
+            section: Some(section),
+            tenant: None,
+            key,
+        }),
+        _ => {
+            let index = section
+                .strip_prefix("tenant[")
+                .and_then(|rest| rest.strip_suffix(']'))
+                .and_then(|i| i.parse::<usize>().ok())
+                .ok_or(expected)?;
+            Ok(Target {
+                section: Some("tenant"),
+                tenant: Some(index),
+                key,
+            })
+        }
+    }
+}
+
+/// Whether two key paths can set the same scenario value: equal parts, or a whole table
+/// and a key inside it (`manager` and `manager.chunk_policy`), or every tenant and one.
+pub(super) fn overlaps(a: &str, b: &str) -> bool {
+    let section = |k: &str| {
+        k.split('.')
+            .next()
+            .unwrap_or(k)
+            .split('[')
+            .next()
+            .unwrap_or(k)
+            .to_owned()
+    };
+    let field = |k: &str| k.split_once('.').map(|(_, f)| f.to_owned());
+    a.split('+').any(|x| {
+        b.split('+').any(|y| {
+            section(x) == section(y)
+                && match (field(x), field(y)) {
+                    (Some(f), Some(g)) => {
+                        f == g && (x == y || !x.contains('[') || !y.contains('['))
+                    }
+                    _ => true,
+                }
+        })
+    })
+}
+
+/// Checks a key path; `a+b` joins keys that take the same value at every point (say the
+/// app of two of three tenants).
+pub(super) fn check_path(path: &str, scenario: &toml::Table) -> Result<(), String> {
+    for part in path.split('+') {
+        if let Some(i) = target(part)?.tenant {
+            let count = scenario
+                .get("tenant")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            if i >= count {
+                return Err(format!(
+                    "the scenario has {count} tenants; expected an index below {count}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sets `path` (each part of a joint key) to `value` in a scenario table.
+pub(super) fn apply(scenario: &mut toml::Table, path: &str, value: &Value) {
+    for part in path.split('+') {
+        apply_one(scenario, part, value);
+    }
+}
+
+fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
+    let t = target(path).expect("checked when read");
+    match t.section {
+        None => match (scenario.get_mut(t.key), value) {
+            (Some(Value::Table(existing)), Value::Table(entries)) => {
+                existing.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            _ => {
+                scenario.insert(t.key.to_owned(), value.clone());
+            }
+        },
+        Some("tenant") => {
+            if let Some(Value::Array(tenants)) = scenario.get_mut("tenant") {
+                for (i, tenant) in tenants.iter_mut().enumerate() {
+                    if t.tenant.is_none_or(|want| want == i)
+                        && let Some(table) = tenant.as_table_mut()
+                    {
+                        table.insert(t.key.to_owned(), value.clone());
+                    }
+                }
+            }
+        }
+        Some(section) => {
+            let entry = scenario
+                .entry(section.to_owned())
+                .or_insert_with(|| Value::Table(toml::Table::new()));
+            if let Some(table) = entry.as_table_mut() {
+                table.insert(t.key.to_owned(), value.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_keys_are_detected() {
+        assert!(overlaps("manager", "manager.chunk_policy"));
+        assert!(overlaps("tenant.app", "tenant[1].app"));
+        assert!(overlaps("tenant[0].app+tenant[1].app", "tenant[1].app"));
+        assert!(overlaps("seed", "seed"));
+        assert!(!overlaps("tenant[0].app", "tenant[1].app"));
+        assert!(!overlaps("manager.mode", "manager.chunk_policy"));
+        assert!(!overlaps("device.vram_limit", "manager.chunk_size"));
+        assert!(!overlaps("tenant.app", "tenant.repeat"));
+    }
+
+    fn tenants_have(s: &toml::Table, key: &str, value: &str) -> bool {
+        s["tenant"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t[key].as_str() == Some(value))
+    }
+
+    #[test]
+    fn apply_sets_every_tenant_or_one() {
+        let mut s: toml::Table = ("[[tenant]]\napp = \"nn\"\n[[tenant]]\napp = \"bfs\"\n")
+            .parse()
+            .unwrap();
+        apply(&mut s, "tenant.repeat", &Value::Integer(5));
+        apply(&mut s, "tenant[1].start", &Value::String("1s".into()));
+        apply(&mut s, "device.vram_limit", &Value::String("20MiB".into()));
+        apply(
+            &mut s,
+            "tenant[0].size+tenant[1].size",
+            &Value::String("rodinia".into()),
+        );
+        assert!(
+            check_path("tenant[0].size+tenant[7].size", &s)
+                .unwrap_err()
+                .contains("2 tenants")
+        );
+        let tenants = s["tenant"].as_array().unwrap();
+        assert_eq!(tenants[0]["repeat"].as_integer(), Some(5));
+        assert_eq!(tenants[1]["repeat"].as_integer(), Some(5));
+        assert!(tenants[0].get("start").is_none());
+        assert_eq!(tenants[1]["start"].as_str(), Some("1s"));
+        assert_eq!(s["device"]["vram_limit"].as_str(), Some("20MiB"));
+        assert!(tenants_have(&s, "size", "rodinia"));
+    }
+}

@@ -1,0 +1,97 @@
+//! Sweeps: one scenario run across a grid of settings, several seeds per grid point, in
+//! parallel; results as CSV tables and plots.
+//!
+//! The grid comes from the scenario's `[sweep]` table and from `--vary`:
+//!
+//! ```toml
+//! [sweep]
+//! runs = 10                                   # seeds per grid point
+//! [sweep.vary]
+//! "device.vram_limit" = "20MiB..500MiB step 20MiB"
+//! "manager.chunk_policy" = ["random", "priority-buffer"]
+//! ```
+//!
+//! A key is a dotted path into the scenario (`seed`, `device.preset`, `manager.mode`,
+//! `tenant.repeat` for every tenant, `tenant[1].start` for one), a whole table
+//! (`manager = [{ mode = "gpuswap", chunk_policy = "random" }, { mode = "gdev" }]`), or
+//! keys joined by `+` that take the same value (`"tenant[0].app+tenant[1].app"`). Run
+//! `r` of a point uses seed `scenario seed + r`.
+
+mod execute;
+mod figures;
+mod keys;
+mod output;
+mod plan;
+mod plots;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub use plan::Plan;
+
+/// What went wrong with a sweep as a whole (single failed runs are rows, not errors).
+#[derive(Debug, Error)]
+pub enum SweepError {
+    /// The scenario, a `--vary` flag or the `[sweep]` table is wrong.
+    #[error("{0}")]
+    BadInput(String),
+    /// Results could not be written.
+    #[error("{0}")]
+    Output(String),
+}
+
+/// Settings of a sweep from the command line.
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    /// The scenario (TOML), optionally with a `[sweep]` table.
+    pub scenario: PathBuf,
+    /// Vary a scenario key: KEY=V1,V2,... or KEY=FROM..TO step STEP (repeatable).
+    #[arg(long = "vary", value_name = "KEY=VALUES")]
+    pub vary: Vec<String>,
+    /// Runs (seeds) per grid point; overrides `[sweep]` runs.
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Output folder (default: results/SCENARIO-NAME).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write PNG plots.
+    #[arg(long)]
+    pub png: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Runs a sweep and writes its results.
+pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
+    let text = std::fs::read_to_string(&args.scenario).map_err(|e| {
+        SweepError::BadInput(format!("{}: cannot read: {e}", args.scenario.display()))
+    })?;
+    let plan = Plan::new(&args.scenario, &text, &args.vary, args.runs)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
+    let rows = plan.execute(args.jobs, args.quiet)?;
+    output::write_outputs(
+        &out,
+        &plan.axes,
+        &plan.points,
+        &rows,
+        &plan.tenants(),
+        args.png,
+    )?;
+    let failed = rows.iter().filter(|r| r.result.is_err()).count();
+    println!(
+        "{} runs ({} grid points x {} seeds), {failed} failed; wrote {}",
+        rows.len(),
+        plan.points.len(),
+        plan.runs,
+        out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,363 @@
+//! Planning a sweep: the `[sweep]` table and `--vary` flags read into axes, value
+//! ranges expanded, and the grid of points they span.
+
+use std::path::{Path, PathBuf};
+
+use gpuswap_sim::units::{parse_bytes, parse_ns};
+use toml::Value;
+
+use super::SweepError;
+use super::keys::{check_path, overlaps, typed};
+use crate::scenario;
+
+/// One varied key and its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    /// Dotted scenario key.
+    pub key: String,
+    /// Values, as TOML values of the type the scenario uses for the key.
+    pub values: Vec<Value>,
+}
+
+/// A sweep ready to run: the scenario without its `[sweep]` table, the axes, the grid.
+pub struct Plan {
+    pub(super) path: PathBuf,
+    pub(super) table: toml::Table,
+    pub(super) axes: Vec<Axis>,
+    /// Runs (seeds) per grid point.
+    pub runs: u32,
+    /// The grid points.
+    pub points: Vec<Vec<Value>>,
+    /// The scenario as given, for names and defaults.
+    pub base: scenario::Scenario,
+}
+
+impl Plan {
+    /// Reads a scenario text with its `[sweep]` table and `--vary` flags; `path` names it
+    /// in errors and resolves relative files.
+    pub fn new(
+        path: &Path,
+        text: &str,
+        vary: &[String],
+        runs: Option<u32>,
+    ) -> Result<Self, SweepError> {
+        let bad = |m: String| SweepError::BadInput(format!("{}: {m}", path.display()));
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        let sweep = table.remove("sweep");
+        let (mut axes, file_runs) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
+        for flag in vary {
+            let axis = parse_vary_flag(flag, &table)
+                .map_err(|m| SweepError::BadInput(format!("--vary {flag:?}: {m}")))?;
+            axes.retain(|a| a.key != axis.key);
+            axes.push(axis);
+        }
+        // Two axes that set the same key would silently override each other.
+        for (i, a) in axes.iter().enumerate() {
+            for b in &axes[i + 1..] {
+                if overlaps(&a.key, &b.key) {
+                    return Err(SweepError::BadInput(format!(
+                        "{}: the varied keys {:?} and {:?} set the same setting; vary one of them",
+                        path.display(),
+                        a.key,
+                        b.key
+                    )));
+                }
+            }
+        }
+        let runs = runs.or(file_runs).unwrap_or(1);
+        if runs == 0 {
+            return Err(SweepError::BadInput("--runs: expected at least 1".into()));
+        }
+        // The base scenario must be valid on its own: catches mistakes before any run.
+        let base = scenario::parse(path, &text_without_sweep(&table))
+            .map_err(|e| SweepError::BadInput(e.to_string()))?;
+        let points = grid(&axes);
+        Ok(Self {
+            path: path.to_owned(),
+            table,
+            axes,
+            runs,
+            points,
+            base,
+        })
+    }
+
+    /// The values a key takes, if it is varied.
+    pub fn values(&self, key: &str) -> Option<&[Value]> {
+        self.axes
+            .iter()
+            .find(|a| a.key == key)
+            .map(|a| a.values.as_slice())
+    }
+
+    /// The base scenario's tenant names: the tenants of results.csv.
+    pub fn tenants(&self) -> Vec<String> {
+        self.base
+            .config
+            .tenants
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+}
+
+pub(super) fn text_without_sweep(table: &toml::Table) -> String {
+    toml::to_string(table).expect("tables serialize")
+}
+
+/// Reads `[sweep]`: `runs` and `vary`.
+fn sweep_table(
+    sweep: Option<&Value>,
+    scenario: &toml::Table,
+) -> Result<(Vec<Axis>, Option<u32>), String> {
+    let Some(sweep) = sweep else {
+        return Ok((Vec::new(), None));
+    };
+    let table = sweep.as_table().ok_or("sweep: expected a table")?;
+    let mut runs = None;
+    let mut axes = Vec::new();
+    for (key, value) in table {
+        match key.as_str() {
+            "runs" => {
+                let n = value
+                    .as_integer()
+                    .filter(|n| *n >= 1 && *n <= i64::from(u32::MAX));
+                runs = Some(n.ok_or("sweep.runs: expected a whole number of at least 1")? as u32);
+            }
+            "vary" => {
+                let vary = value
+                    .as_table()
+                    .ok_or("sweep.vary: expected a table of key = values")?;
+                for (path, values) in vary {
+                    let values = match values {
+                        Value::Array(items) if !items.is_empty() => items.clone(),
+                        Value::String(text) if text.contains("..") => expand_range(text)
+                            .map_err(|m| format!("sweep.vary.{path:?}: {m}"))?
+                            .into_iter()
+                            .map(|v| typed(v, path, scenario))
+                            .collect(),
+                        _ => {
+                            return Err(format!(
+                                "sweep.vary.{path:?}: expected a list of values or a range \"FROM..TO step STEP\""
+                            ));
+                        }
+                    };
+                    check_path(path, scenario).map_err(|m| format!("sweep.vary.{path:?}: {m}"))?;
+                    axes.push(Axis {
+                        key: path.clone(),
+                        values,
+                    });
+                }
+            }
+            other => return Err(format!("sweep.{other}: unknown key; expected runs or vary")),
+        }
+    }
+    Ok((axes, runs))
+}
+
+/// Reads `KEY=V1,V2` or `KEY=FROM..TO step STEP`.
+pub fn parse_vary_flag(flag: &str, scenario: &toml::Table) -> Result<Axis, String> {
+    let (key, values) = flag
+        .split_once('=')
+        .ok_or("expected KEY=V1,V2,... or KEY=FROM..TO step STEP")?;
+    let key = key.trim();
+    check_path(key, scenario)?;
+    let texts = if values.contains("..") {
+        expand_range(values)?
+    } else {
+        values
+            .split(',')
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    if texts.is_empty() {
+        return Err("expected at least one value".into());
+    }
+    Ok(Axis {
+        key: key.to_owned(),
+        values: texts.into_iter().map(|t| typed(t, key, scenario)).collect(),
+    })
+}
+
+/// Expands `FROM..TO step STEP` (inclusive when TO is on the grid) for sizes, durations or
+/// whole numbers; values are written in the largest unit (of FROM's kind: binary or
+/// decimal sizes, durations) that divides them all.
+pub fn expand_range(text: &str) -> Result<Vec<String>, String> {
+    let expected = "expected FROM..TO step STEP, e.g. \"20MiB..500MiB step 20MiB\", \"1s..5s step 1s\" or \"1..10 step 1\"";
+    let (range, step) = text.split_once(" step ").ok_or(expected)?;
+    let (from, to) = range.split_once("..").ok_or(expected)?;
+    let (from, to, step) = (from.trim(), to.trim(), step.trim());
+    // Each family: a parser and its units, largest first; decimal sizes are a family of
+    // their own so that "100MB.." stays in MB.
+    type Parser = fn(&str) -> Option<u64>;
+    const BINARY: &[(&str, u64)] = &[
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("B", 1),
+    ];
+    const DECIMAL: &[(&str, u64)] = &[
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1_000),
+        ("B", 1),
+    ];
+    const TIME: &[(&str, u64)] = &[
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    let decimal = ["KB", "MB", "GB"].iter().any(|u| from.ends_with(u));
+    let families: [(Parser, &[(&str, u64)]); 3] = [
+        (
+            |t| parse_bytes(t).ok(),
+            if decimal { DECIMAL } else { BINARY },
+        ),
+        (|t| parse_ns(t).ok(), TIME),
+        (|t| t.parse::<u64>().ok(), &[("", 1)]),
+    ];
+    for (parse, units) in families {
+        let (Some(a), Some(b), Some(s)) = (parse(from), parse(to), parse(step)) else {
+            continue;
+        };
+        if s == 0 {
+            return Err("the step must be positive".into());
+        }
+        if b < a {
+            return Err(format!("{to} is below {from}"));
+        }
+        let count = (b - a) / s + 1;
+        if count > 100_000 {
+            return Err(format!("{count} values; expected at most 100000"));
+        }
+        // The largest unit of the family that divides every value.
+        let (name, scale) = units
+            .iter()
+            .find(|(_, scale)| (0..count).all(|i| (a + i * s) % scale == 0))
+            .copied()
+            .unwrap_or(units[units.len() - 1]);
+        return Ok((0..count)
+            .map(|i| format!("{}{name}", (a + i * s) / scale))
+            .collect());
+    }
+    Err(expected.into())
+}
+
+/// Every combination of the axes' values, first axis slowest.
+pub fn grid(axes: &[Axis]) -> Vec<Vec<Value>> {
+    axes.iter().fold(vec![Vec::new()], |points, axis| {
+        points
+            .iter()
+            .flat_map(|p| {
+                axis.values.iter().map(move |v| {
+                    let mut next = p.clone();
+                    next.push(v.clone());
+                    next
+                })
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn ranges_expand_inclusively_in_the_unit_of_from() {
+        assert_eq!(
+            expand_range("20MiB..100MiB step 20MiB").unwrap(),
+            ["20MiB", "40MiB", "60MiB", "80MiB", "100MiB"]
+        );
+        assert_eq!(
+            expand_range("128KiB..1MiB step 384KiB").unwrap(),
+            ["128KiB", "512KiB", "896KiB"]
+        );
+        assert_eq!(expand_range("1s..3s step 1s").unwrap(), ["1s", "2s", "3s"]);
+        assert_eq!(expand_range("1..10 step 4").unwrap(), ["1", "5", "9"]);
+        assert_eq!(expand_range("1GiB..1GiB step 1MiB").unwrap(), ["1GiB"]);
+        // Mixed units: written in the largest unit that divides every value.
+        assert_eq!(
+            expand_range("1GiB..1536MiB step 512MiB").unwrap(),
+            ["1024MiB", "1536MiB"]
+        );
+    }
+
+    #[test]
+    fn bad_ranges_say_what_is_expected() {
+        for bad in [
+            "20MiB..10MiB step 1MiB",
+            "1..5 step 0",
+            "1..5",
+            "a..b step c",
+            "0..10000000 step 1",
+        ] {
+            let e = expand_range(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(
+            expand_range("1..5")
+                .unwrap_err()
+                .contains("FROM..TO step STEP")
+        );
+        assert!(
+            expand_range("20MiB..10MiB step 1MiB")
+                .unwrap_err()
+                .contains("below")
+        );
+    }
+
+    #[test]
+    fn vary_flags_take_the_scenario_types() {
+        let s = table(
+            "seed = 1\n[device]\nvram_limit = \"1GiB\"\n[[tenant]]\napp = \"nn\"\nrepeat = 3\n",
+        );
+        let a = parse_vary_flag("tenant.repeat=1,2", &s).unwrap();
+        assert_eq!(a.values, [Value::Integer(1), Value::Integer(2)]);
+        let a = parse_vary_flag("device.vram_limit=20MiB..60MiB step 20MiB", &s).unwrap();
+        assert_eq!(
+            a.values,
+            ["20MiB", "40MiB", "60MiB"].map(|v| Value::String(v.into()))
+        );
+        let a = parse_vary_flag("tenant[0].size=4096", &s).unwrap();
+        assert_eq!(a.values, [Value::String("4096".into())]);
+        assert!(
+            parse_vary_flag("tenant[3].repeat=1", &s)
+                .unwrap_err()
+                .contains("1 tenants")
+        );
+        assert!(
+            parse_vary_flag("colour=red", &s)
+                .unwrap_err()
+                .contains("expected a scenario key")
+        );
+        assert!(parse_vary_flag("seed", &s).is_err());
+    }
+
+    #[test]
+    fn grid_is_the_cartesian_product() {
+        let axes = [
+            Axis {
+                key: "a".into(),
+                values: vec![Value::Integer(1), Value::Integer(2)],
+            },
+            Axis {
+                key: "b".into(),
+                values: ["x", "y", "z"].map(|v| Value::String(v.into())).into(),
+            },
+        ];
+        let g = grid(&axes);
+        assert_eq!(g.len(), 6);
+        assert_eq!(g[0], [Value::Integer(1), Value::String("x".into())]);
+        assert_eq!(g[5], [Value::Integer(2), Value::String("z".into())]);
+        assert_eq!(grid(&[]), vec![Vec::<Value>::new()]);
+    }
+}

@@ -1,0 +1,77 @@
+//! Programs, presets and comparisons shared by the profiler's tests.
+
+use super::{BufferProfile, Profile};
+use crate::preset::{self, Preset};
+use crate::program::{Access, Kernel, Op, Program};
+use crate::{apps, runtime};
+
+pub(super) fn gtx480() -> Preset {
+    preset::find("gtx480").unwrap()
+}
+
+/// An app's program at `size` with one phase iteration, wrapped with the runtime.
+pub(super) fn app_program(app: &str, size: &str) -> Program {
+    let gtx480 = gtx480();
+    let program = apps::find(app)
+        .unwrap()
+        .program(size, 1, gtx480.shape())
+        .unwrap();
+    runtime::with_runtime(program, &gtx480)
+}
+
+pub(super) fn buffer<'a>(profile: &'a Profile, label: &str) -> &'a BufferProfile {
+    profile
+        .buffers
+        .iter()
+        .find(|b| b.label == label)
+        .unwrap_or_else(|| panic!("buffer {label}"))
+}
+
+/// Bytes read and written per slot by all launches of `ops`, loops unrolled: the
+/// app model's own traffic, computed without the profiler's walk.
+pub(super) fn model_traffic(ops: &[Op], sums: &mut [(f64, f64)], times: f64) {
+    for op in ops {
+        match op {
+            Op::Launch(kernel) => {
+                for a in &kernel.accesses {
+                    sums[a.slot].0 += times * a.read_bytes as f64;
+                    sums[a.slot].1 += times * a.write_bytes as f64;
+                }
+            }
+            Op::Repeat { times: t, body } => model_traffic(body, sums, times * f64::from(*t)),
+            _ => {}
+        }
+    }
+}
+
+pub(super) fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) + 1e-9
+}
+
+/// A program with one buffer of `bytes` and one kernel accessing it with `access`.
+pub(super) fn one_kernel(bytes: u64, accesses: Vec<Access>) -> Program {
+    let mut p = Program::default();
+    let a = p.buffer("a", bytes);
+    p.ops = vec![
+        Op::Alloc(a),
+        Op::Launch(Kernel {
+            name: "k".into(),
+            ops: 1,
+            accesses,
+        }),
+        Op::Free(a),
+    ];
+    p.validate().unwrap();
+    p
+}
+
+pub(super) fn reads(profile: &Profile) -> Vec<f64> {
+    profile.units.iter().map(|u| u.reads).collect()
+}
+
+pub(super) fn all_close(found: &[f64], expected: &[f64]) {
+    assert!(
+        found.len() == expected.len() && found.iter().zip(expected).all(|(a, b)| close(*a, *b)),
+        "{found:?} vs {expected:?}"
+    );
+}
