@@ -43,6 +43,8 @@ enum Command {
     Presets,
     /// List the built-in apps with their memory use at the default size.
     Apps,
+    /// List every manager mode and policy with its parameters and what it needs.
+    Policies,
     /// Profile an app's accesses per page, chunk or buffer and derive its priorities.
     Profile(profile_cmd::ProfileArgs),
     /// Run a scenario across a grid of settings and seeds in parallel; write CSV and plots.
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Presets => print!("{}", render::presets_table(&preset::all())),
+        Command::Policies => print!("{}", render::policies_table()),
         Command::Apps => {
             let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
             print!("{}", render::apps_table(&apps::all(), device.shape()));

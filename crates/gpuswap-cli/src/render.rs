@@ -193,3 +193,58 @@ pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape) -> String {
         .collect();
     table(&["app", "memory (default size)", "description"], &rows)
 }
+
+/// Every manager mode, and every value of each mode's parameters, with what it needs from
+/// the device; then the launch schedulers. Built from the registry.
+pub fn policies_table() -> String {
+    use gpuswap_core::registry::{POLICIES, ParamDefault, ParamKind, schedulers};
+    let needs = |n: gpuswap_core::Needs| {
+        let names = n.names();
+        if names.is_empty() {
+            "-".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    let mut rows = Vec::new();
+    for entry in POLICIES {
+        let mode = entry.choice;
+        rows.push(vec![
+            "manager.mode".to_owned(),
+            mode.name.to_owned(),
+            needs(mode.needs),
+            format!("{} (scheduler: {})", mode.description, entry.scheduler),
+        ]);
+        for spec in entry.params {
+            let key = format!("manager.{}", spec.key);
+            match (spec.kind, spec.default) {
+                (ParamKind::Choice(options), default) => {
+                    for c in options() {
+                        let is_default = matches!(default, ParamDefault::Choice(d) if d == c.name);
+                        rows.push(vec![
+                            key.clone(),
+                            format!("{}{}", c.name, if is_default { " (default)" } else { "" }),
+                            needs(c.needs),
+                            format!("{}: {}", mode.name, c.description),
+                        ]);
+                    }
+                }
+                (ParamKind::Count, _) => rows.push(vec![
+                    key.clone(),
+                    "a whole number (default: the number of tenants)".to_owned(),
+                    "-".to_owned(),
+                    format!("{}: {}", mode.name, spec.help),
+                ]),
+            }
+        }
+    }
+    for s in schedulers() {
+        rows.push(vec![
+            "scheduler".to_owned(),
+            s.name.to_owned(),
+            needs(s.needs),
+            s.description.to_owned(),
+        ]);
+    }
+    table(&["setting", "value", "needs", "description"], &rows)
+}

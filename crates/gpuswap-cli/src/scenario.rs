@@ -526,6 +526,26 @@ mod tests {
                 "native",
             ),
             (
+                format!("[manager]\nmode = \"native\"\nvictim = \"performance\"\n{TENANT}"),
+                "manager.victim",
+                "takes none",
+            ),
+            (
+                format!("[manager]\nmode = \"gpuswap\"\nvictim = \"richest\"\n{TENANT}"),
+                "manager.victim",
+                "largest-share, performance, access-rate",
+            ),
+            (
+                format!("[manager]\nmode = \"gpuswap\"\nchunk_policy = \"reverse-swap\"\n{TENANT}"),
+                "manager.chunk_policy",
+                "gtx480-refbits",
+            ),
+            (
+                format!("[manager]\nmode = \"static\"\ntenants = 0\n{TENANT}"),
+                "manager.tenants",
+                "positive whole number",
+            ),
+            (
                 format!("[manager]\nchunk_size = \"1KiB\"\n{TENANT}"),
                 "manager.chunk_size",
                 "4KiB",

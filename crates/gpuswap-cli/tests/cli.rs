@@ -223,7 +223,50 @@ fn presets_lists_every_required_device() {
             "{name} missing in\n{text}"
         );
     }
+    // Every registered preset is listed, not only the required ones.
+    for p in gpuswap_sim::preset::all() {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(p.name)),
+            "{} missing in\n{text}",
+            p.name
+        );
+    }
     assert!(text.contains("PCIe 2.0 x16") && text.contains("NVLink-C2C"));
+}
+
+#[test]
+fn policies_lists_every_registered_mode_and_choice_with_its_needs() {
+    use gpuswap_core::registry::{POLICIES, ParamKind, schedulers};
+    let out = gpuswap(&["policies"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let row = |setting: &str, value: &str| {
+        text.lines()
+            .find(|l| {
+                let mut words = l.split_whitespace();
+                words.next() == Some(setting) && words.next() == Some(value)
+            })
+            .unwrap_or_else(|| panic!("{setting} = {value} missing in\n{text}"))
+            .to_owned()
+    };
+    for entry in POLICIES {
+        row("manager.mode", entry.choice.name);
+        for spec in entry.params {
+            if let ParamKind::Choice(options) = spec.kind {
+                for c in options() {
+                    let line = row(&format!("manager.{}", spec.key), c.name);
+                    for need in c.needs.names() {
+                        assert!(line.contains(need), "{line} lacks {need}");
+                    }
+                }
+            }
+        }
+    }
+    for s in schedulers() {
+        row("scheduler", s.name);
+    }
+    assert!(row("manager.mode", "gdev").contains("launch gating"));
 }
 
 #[test]
@@ -231,19 +274,8 @@ fn apps_lists_every_app_with_memory_use() {
     let out = gpuswap(&["apps"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    for name in [
-        "backprop",
-        "bfs",
-        "heartwall",
-        "hotspot",
-        "lud",
-        "nn",
-        "srad_v1",
-        "srad_v2",
-        "alloc",
-        "stream",
-        "random",
-    ] {
+    // Every registered app, whatever the registry holds.
+    for name in gpuswap_sim::apps::all().iter().map(|a| a.name()) {
         let line = text
             .lines()
             .find(|l| l.split_whitespace().next() == Some(name));

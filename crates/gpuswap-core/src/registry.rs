@@ -130,7 +130,12 @@ pub static POLICIES: &[PolicyEntry] = &[
         choice: Choice::new(
             "gpuswap",
             "GPUswap: evict chunks of a victim to host memory and remap them; return them when VRAM frees up",
-        ),
+        )
+        .needing(Needs {
+            reference_bits: false,
+            launch_gating: false,
+            timers: true,
+        }),
         params: &[VICTIM_PARAM, CHUNK_PARAM],
         scheduler: "pass-through",
         build: |settings, config| {
@@ -419,6 +424,35 @@ mod tests {
                 "{}: gating needs and scheduler agree",
                 entry.choice.name
             );
+        }
+    }
+
+    /// What the registry says a policy needs is what the built policy asks of the
+    /// driver, for every choice of every parameter.
+    #[test]
+    fn declared_needs_match_the_built_policies() {
+        let config = |policy: PolicySettings| ManagerConfig {
+            vram_bytes: 1 << 30,
+            host_bytes: 1 << 30,
+            chunk_bytes: 1 << 20,
+            policy,
+            return_interval_ns: 1,
+            seed: 0,
+        };
+        for entry in POLICIES {
+            let base = PolicySettings::new(entry.choice.name, 2).unwrap();
+            let mut variants = vec![base.clone()];
+            for spec in entry.params {
+                if let ParamKind::Choice(options) = spec.kind {
+                    for c in options() {
+                        variants.push(base.clone().with(spec.key, c.name));
+                    }
+                }
+            }
+            for settings in variants {
+                let built = settings.build(&config(settings.clone()));
+                assert_eq!(built.needs(), settings.needs(), "{settings:?}");
+            }
         }
     }
 
