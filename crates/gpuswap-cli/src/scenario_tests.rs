@@ -1,0 +1,192 @@
+use super::*;
+use gpuswap_core::MIB;
+
+fn check(text: &str) -> Result<Scenario, ScenarioError> {
+    parse(Path::new("s.toml"), text)
+}
+
+/// The error message for `text`, which must be rejected.
+fn error(text: &str) -> String {
+    match check(text) {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const TENANT: &str = "[[tenant]]\nname = \"a\"\napp = \"stream\"\n";
+
+#[test]
+fn full_scenario_is_read() {
+    let s = check(
+        "seed = 42\n[device]\npreset = \"gtx480\"\nvram_limit = \"100MiB\"\n[manager]\nmode = \"native\"\n\
+         [[tenant]]\nname = \"a\"\napp = \"stream\"\nsize = \"default\"\nrepeat = 3\nstart = \"1.5s\"\n",
+    )
+    .unwrap();
+    assert_eq!(s.name, "s");
+    assert_eq!(s.seed, 42);
+    assert_eq!(s.config.manager.vram_bytes, 100 * MIB);
+    assert_eq!(s.config.manager.chunk_bytes, DEFAULT_CHUNK_BYTES);
+    assert_eq!(s.config.manager.seed, 42);
+    assert_eq!(s.config.tenants[0].start_ns, 1_500_000_000);
+    assert_eq!(s.config.tenants[0].name, "a");
+}
+
+#[test]
+fn defaults_fill_what_is_left_out() {
+    let s = check("[[tenant]]\napp = \"stream\"\n[[tenant]]\napp = \"stream\"\n").unwrap();
+    assert_eq!(s.seed, 0);
+    assert_eq!(s.config.preset.name, DEFAULT_PRESET);
+    assert_eq!(
+        s.config.manager.vram_bytes,
+        s.config.preset.tenant_vram_bytes()
+    );
+    let names: Vec<_> = s.config.tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["stream0", "stream1"]);
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let e = error(&format!("[device]\nvram_limt = \"1GiB\"\n{TENANT}"));
+    assert!(
+        e.starts_with("s.toml: ") && e.contains("vram_limt") && e.contains("vram_limit"),
+        "{e}"
+    );
+    let e = error(&format!("{TENANT}repat = 3\n"));
+    assert!(e.contains("repat") && e.contains("repeat"), "{e}");
+}
+
+#[test]
+fn bad_values_name_key_line_and_expectation() {
+    let cases = [
+        (
+            format!("[device]\nvram_limit = \"100 mb\"\n{TENANT}"),
+            "device.vram_limit (line 2)",
+            "MiB",
+        ),
+        (
+            format!("[device]\nvram_limit = \"100XB\"\n{TENANT}"),
+            "device.vram_limit",
+            "expected",
+        ),
+        (
+            format!("[device]\nvram_limit = \"9GiB\"\n{TENANT}"),
+            "device.vram_limit",
+            "at most",
+        ),
+        (
+            format!("[device]\npreset = \"gtx9000\"\n{TENANT}"),
+            "device.preset",
+            "gtx480",
+        ),
+        (
+            format!("[manager]\nmode = \"magic\"\n{TENANT}"),
+            "manager.mode",
+            "native",
+        ),
+        (
+            format!("[manager]\nmode = \"native\"\nvictim = \"performance\"\n{TENANT}"),
+            "manager.victim",
+            "takes none",
+        ),
+        (
+            format!("[manager]\nmode = \"gpuswap\"\nvictim = \"richest\"\n{TENANT}"),
+            "manager.victim",
+            "largest-share, performance, access-rate",
+        ),
+        (
+            format!("[manager]\nmode = \"gpuswap\"\nchunk_policy = \"reverse-swap\"\n{TENANT}"),
+            "manager.chunk_policy",
+            "gtx480-refbits",
+        ),
+        (
+            format!("[manager]\nmode = \"static\"\ntenants = 0\n{TENANT}"),
+            "manager.tenants",
+            "positive whole number",
+        ),
+        (
+            format!("[manager]\nchunk_size = \"1KiB\"\n{TENANT}"),
+            "manager.chunk_size",
+            "4KiB",
+        ),
+        (
+            "[[tenant]]\napp = \"nosuch\"\n".into(),
+            "tenant[0].app (line 2)",
+            "backprop",
+        ),
+        (
+            format!("{TENANT}repeat = 0\n"),
+            "tenant[0].repeat (line 4)",
+            "from 1",
+        ),
+        (
+            format!("{TENANT}repeat = -5\n"),
+            "tenant[0].repeat",
+            "from 1",
+        ),
+        (
+            format!("{TENANT}start = \"soon\"\n"),
+            "tenant[0].start",
+            "ns, us, ms or s",
+        ),
+        (
+            format!("{TENANT}size = \"huge\"\n"),
+            "tenant[0].size",
+            "expected default",
+        ),
+        (format!("{TENANT}{TENANT}"), "tenant[1].name", "taken"),
+        ("seed = 1\n".into(), "tenant", "at least one"),
+    ];
+    for (text, key, expected) in cases {
+        let e = error(&text);
+        assert!(
+            e.starts_with(&format!("s.toml: {key}")),
+            "{e}\n--- for ---\n{text}"
+        );
+        assert!(e.contains(expected), "{e} lacks {expected:?}");
+    }
+}
+
+#[test]
+fn wrong_types_and_syntax_are_reported_with_position() {
+    let e = error(&format!("{TENANT}repeat = \"many\"\n"));
+    assert!(e.starts_with("s.toml: ") && e.contains("line 4"), "{e}");
+    let e = error("[[tenant]\napp = 1");
+    assert!(e.starts_with("s.toml: ") && e.contains("line 1"), "{e}");
+}
+
+#[test]
+fn priorities_come_from_file_and_scenario() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-scn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("nn.toml"),
+        "app = \"nn\"\n[priorities]\nlocations = 2\ndistances = 1\n[chunk_priorities]\nlocations = [5, 4]\n",
+    )
+    .unwrap();
+    let text =
+        "[[tenant]]\napp = \"nn\"\npriorities_file = \"nn.toml\"\npriorities = { distances = 9 }\n";
+    let s = parse(&dir.join("s.toml"), text).unwrap();
+    let t = &s.config.tenants[0];
+    assert_eq!(t.priorities["locations"], 2);
+    assert_eq!(
+        t.priorities["distances"], 9,
+        "the scenario overrides the file"
+    );
+    assert_eq!(t.chunk_priorities["locations"], vec![5, 4]);
+    // A file for another app is caught.
+    std::fs::write(dir.join("other.toml"), "[priorities]\nweights = 1\n").unwrap();
+    let text = "[[tenant]]\napp = \"nn\"\npriorities_file = \"other.toml\"\n";
+    let e = parse(&dir.join("s.toml"), text).unwrap_err().to_string();
+    assert!(
+        e.contains("tenant[0].priorities_file") && e.contains("weights"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_file_is_named() {
+    let e = load(Path::new("/nonexistent/x.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("/nonexistent/x.toml: cannot read"), "{e}");
+}
