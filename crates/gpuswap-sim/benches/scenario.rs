@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p gpuswap-sim --bench scenario`
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpuswap_core::PolicySettings;
 use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
 use gpuswap_sim::report::run_and_report;
@@ -44,5 +44,51 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// `n` tenants of mixed apps in gpuswap mode on an A100 with VRAM for 60 % of their
+/// footprint, so evictions, returns and timers run: the per-event cost at `n` tenants.
+fn many_tenants(n: usize) -> SimConfig {
+    let preset = preset::find("a100-80gb").expect("preset");
+    let mix = ["backprop", "nn", "hotspot", "srad_v2"];
+    let tenants: Vec<TenantSpec> = (0..n)
+        .map(|i| {
+            let app = mix[i % mix.len()];
+            let program = apps::find(app)
+                .expect("built-in app")
+                .program("rodinia", 200, preset.shape())
+                .expect("rodinia size");
+            TenantSpec {
+                start_ns: i as u64 * 100_000,
+                ..TenantSpec::new(format!("t{i}"), app, program)
+            }
+        })
+        .collect();
+    let footprint: u64 = tenants
+        .iter()
+        .map(|t| t.program.peak_allocated_bytes())
+        .sum();
+    SimConfig::new(
+        preset,
+        footprint * 6 / 10,
+        PolicySettings::named("gpuswap"),
+        tenants,
+    )
+}
+
+/// Cost per event must not grow with the number of tenants: criterion reports events per
+/// second at 2, 16 and 64 tenants.
+fn per_event(c: &mut Criterion) {
+    let mut group = c.benchmark_group("per-event cost");
+    group.sample_size(10);
+    for n in [2, 16, 64] {
+        let config = many_tenants(n);
+        let events = simulate(config.clone()).expect("runs").events;
+        group.throughput(Throughput::Elements(events));
+        group.bench_function(format!("{n} tenants ({events} events)"), |b| {
+            b.iter(|| simulate(config.clone()).expect("runs"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, per_event);
 criterion_main!(benches);

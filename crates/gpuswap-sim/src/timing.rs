@@ -188,6 +188,10 @@ fn weighted_fraction(buffer: &BufferMap, ranges: impl Iterator<Item = (u64, u64,
 
 /// VRAM bytes of `buffer` within `[start, end)`. Chunks are in address order.
 fn vram_bytes_in(buffer: &BufferMap, start: u64, end: u64) -> u64 {
+    // Uniform accesses cover the whole buffer: the page table keeps that sum.
+    if start == 0 && end >= buffer.bytes {
+        return buffer.vram_bytes;
+    }
     let first = (start / buffer.chunk_bytes) as usize;
     buffer
         .chunks_from(first)

@@ -184,6 +184,9 @@ impl Engine {
         }
         let held: Vec<_> = tenant.held.drain(..).collect();
         tenant.channel.extend(held);
+        if !tenant.channel.is_empty() {
+            self.ready.insert(t);
+        }
         if tenant.state == State::WaitingChannel && tenant.in_flight == 0 {
             self.schedule_step(t, 0);
         }
@@ -204,7 +207,11 @@ impl Engine {
     /// Ends a tenant: it finished its program (`error` = None) or failed.
     pub(super) fn finish_tenant(&mut self, t: usize, error: Option<String>) {
         let tenant = &mut self.tenants[t];
+        if tenant.state != State::Done {
+            self.done += 1;
+        }
         tenant.state = State::Done;
+        self.ready.remove(&t);
         tenant.end_ns = self.now_ns;
         tenant.error = error;
         // Queued kernels of a failed tenant never run; a running one completes.

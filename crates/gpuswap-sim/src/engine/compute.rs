@@ -11,14 +11,17 @@ impl Engine {
             return;
         }
         let n = self.tenants.len();
-        let Some(t) = (0..n)
-            .map(|i| (self.round_robin_next + i) % n)
-            .find(|&t| !self.tenants[t].channel.is_empty())
-        else {
+        // The first tenant with queued kernels at or after the round-robin position,
+        // wrapping around.
+        let next = self.ready.range(self.round_robin_next..).next();
+        let Some(&t) = next.or_else(|| self.ready.first()) else {
             return;
         };
         self.round_robin_next = (t + 1) % n;
-        let launch = self.tenants[t].channel.pop_front().expect("non-empty");
+        let launch = self.tenants[t].channel.pop_front().expect("ready");
+        if self.tenants[t].channel.is_empty() {
+            self.ready.remove(&t);
+        }
         if self.needs.launch_gating {
             let id = launch.id;
             self.held_launch = Some((t, launch));

@@ -7,7 +7,7 @@
 //! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use gpuswap_core::{
@@ -205,6 +205,11 @@ pub struct Engine {
     flow_owners: Vec<(FlowId, FlowOwner)>,
     running: Option<RunningKernel>,
     round_robin_next: usize,
+    /// Tenants whose channel holds kernels, so that choosing the next one costs a lookup,
+    /// not a scan of every tenant.
+    ready: BTreeSet<usize>,
+    /// Tenants that ended.
+    done: usize,
     copy_engines: Vec<Option<CopyJob>>,
     copy_queue: VecDeque<CopyJob>,
     /// The manager's actions wait while its policy runs.
@@ -292,6 +297,8 @@ impl Engine {
             flow_owners: Vec::new(),
             running: None,
             round_robin_next: 0,
+            ready: BTreeSet::new(),
+            done: 0,
             copy_engines,
             copy_queue: VecDeque::new(),
             policy_running: false,
@@ -427,7 +434,7 @@ impl Engine {
 
     /// Keeps one timer event for the manager's next wanted timeout while anybody runs.
     fn arm_timer(&mut self) {
-        if self.tenants.iter().all(|t| t.state == State::Done) {
+        if self.done == self.tenants.len() {
             return;
         }
         if let Some(at) = self.manager.poll_timeout().map(|t| t.max(self.now_ns))
