@@ -83,19 +83,21 @@ impl Engine {
         }
     }
 
-    /// Schedules a wake-up for the link's next completion; older wake-ups go stale.
-    /// Keeps one live wake-up at the link's next completion: an unchanged time keeps the
-    /// scheduled event; a new time makes older ones stale.
+    /// Keeps one wake-up at the link's next completion: an unchanged time keeps it, a
+    /// new time replaces it. A replaced wake-up still counts as an event, as it did when
+    /// it sat stale in the queue, so event counts stay comparable across versions.
     pub(super) fn rearm_link(&mut self) {
         let next = self.link.next_completion_ns();
-        if next == self.link_wake_at {
+        if next == self.link_wake.map(|w| w.0) {
             return;
         }
-        self.link_generation += 1;
-        self.link_wake_at = next;
-        if let Some(t) = next {
-            self.schedule(t, Event::LinkWake(self.link_generation));
+        if self.link_wake.is_some() {
+            self.events += 1;
         }
+        self.link_wake = next.map(|t| {
+            self.seq += 1;
+            (t, self.seq - 1)
+        });
     }
 
     pub(super) fn advance_link(&mut self) {
