@@ -33,6 +33,10 @@ pub struct Link {
     to_host_bytes_per_ns: f64,
     /// In id order; a handful at a time, so a vector beats a map.
     flows: Vec<(FlowId, Flow)>,
+    /// Flows that finished while [`Link::start`] brought the link up to its start time,
+    /// in the order they finished; the next [`Link::advance`] reports them. Dropping them
+    /// there lost their completions when a flow ended in the nanosecond another began.
+    finished: Vec<FlowId>,
     now_ns: u64,
     next_id: u64,
     bytes_moved: [f64; 2],
@@ -49,6 +53,7 @@ impl Link {
             to_device_bytes_per_ns: to_device_bytes_per_s / 1e9,
             to_host_bytes_per_ns: to_host_bytes_per_s / 1e9,
             flows: Vec::new(),
+            finished: Vec::new(),
             now_ns: 0,
             next_id: 0,
             bytes_moved: [0.0; 2],
@@ -56,7 +61,8 @@ impl Link {
     }
 
     /// Starts a flow of `bytes` at `now_ns`, at most `cap_bytes_per_s` fast (`None`:
-    /// only the fair share limits it). Call [`Link::advance`] up to `now_ns` first.
+    /// only the fair share limits it). Flows that finish by `now_ns` are kept for the
+    /// next [`Link::advance`], so calling it up to `now_ns` first is not required.
     pub fn start(
         &mut self,
         now_ns: u64,
@@ -65,7 +71,8 @@ impl Link {
         cap_bytes_per_s: Option<f64>,
     ) -> FlowId {
         debug_assert!(now_ns >= self.now_ns, "time went backwards on the link");
-        self.advance(now_ns);
+        let finished = self.advance(now_ns);
+        self.finished.extend(finished);
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.flows.push((
@@ -81,11 +88,13 @@ impl Link {
         id
     }
 
-    /// Moves time forward to `now_ns` and returns the flows finished by then, in id order.
+    /// Moves time forward to `now_ns` and returns the flows finished by then and not yet
+    /// reported: first those a [`Link::start`] found finished, then the others in id order.
     pub fn advance(&mut self, now_ns: u64) -> Vec<FlowId> {
         let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
         self.now_ns = self.now_ns.max(now_ns);
-        let mut done = Vec::new();
+        let mut done = std::mem::take(&mut self.finished);
+        let reported = done.len();
         for (id, flow) in &mut self.flows {
             let moved = (flow.rate_bytes_per_ns * elapsed_ns).min(flow.remaining_bytes);
             flow.remaining_bytes -= moved;
@@ -94,15 +103,19 @@ impl Link {
                 done.push(*id);
             }
         }
-        if !done.is_empty() {
-            self.flows.retain(|(id, _)| !done.contains(id));
+        if done.len() > reported {
+            self.flows.retain(|(id, _)| !done[reported..].contains(id));
             self.reshare();
         }
         done
     }
 
-    /// When the next flow finishes at the current rates (rounded up to whole ns).
+    /// When the next flow finishes at the current rates (rounded up to whole ns); now
+    /// when a finished flow waits to be reported.
     pub fn next_completion_ns(&self) -> Option<u64> {
+        if !self.finished.is_empty() {
+            return Some(self.now_ns);
+        }
         self.flows
             .iter()
             .map(|(_, f)| f)
@@ -207,6 +220,19 @@ mod tests {
         let fast = link.start(0, Direction::ToDevice, 750.0, None);
         assert_eq!(link.rate_bytes_per_s(fast), Some(0.75e9));
         assert_eq!(finish_all(&mut link), vec![(slow, 1000), (fast, 1000)]);
+    }
+
+    #[test]
+    fn a_flow_finishing_as_another_starts_is_still_reported() {
+        let mut link = Link::new(1e9, 1e9);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        assert_eq!(link.next_completion_ns(), Some(1000));
+        // The engine may start a flow at 1000 ns before it handles a's completion.
+        let b = link.start(1000, Direction::ToDevice, 500.0, None);
+        assert_eq!(link.next_completion_ns(), Some(1000), "a is due now");
+        assert_eq!(link.advance(1000), vec![a]);
+        assert_eq!(link.next_completion_ns(), Some(1500));
+        assert_eq!(finish_all(&mut link), vec![(b, 1500)]);
     }
 
     #[test]
