@@ -3,7 +3,10 @@
 //! cap. Rates are recomputed whenever a flow starts or ends.
 //!
 //! The link never schedules anything itself: the engine asks [`Link::next_completion_ns`]
-//! after every change and calls [`Link::advance`] when that time comes.
+//! after every change, calls [`Link::advance`] when that time comes and takes the
+//! finished flows from [`Link::pop_finished`].
+
+use std::collections::VecDeque;
 
 /// Identifies a flow on the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -33,10 +36,16 @@ pub struct Link {
     to_host_bytes_per_ns: f64,
     /// In id order; a handful at a time, so a vector beats a map.
     flows: Vec<(FlowId, Flow)>,
-    /// Flows that finished while [`Link::start`] brought the link up to its start time,
-    /// in the order they finished; the next [`Link::advance`] reports them. Dropping them
-    /// there lost their completions when a flow ended in the nanosecond another began.
-    finished: Vec<FlowId>,
+    /// Scratch for [`Link::reshare`]: the indices in `flows` of one direction's flows,
+    /// by cap. Kept between calls so that resharing never allocates (it runs on every
+    /// start and completion, a large part of a simulation's time).
+    by_cap: Vec<usize>,
+    /// Finished flows not yet handed out, in the order they finished. The first
+    /// `reportable` are what the last [`Link::advance`] found; the rest a [`Link::start`]
+    /// found after it. Dropping those lost their completions when a flow ended in the
+    /// nanosecond another began.
+    finished: VecDeque<FlowId>,
+    reportable: usize,
     now_ns: u64,
     next_id: u64,
     bytes_moved: [f64; 2],
@@ -53,7 +62,9 @@ impl Link {
             to_device_bytes_per_ns: to_device_bytes_per_s / 1e9,
             to_host_bytes_per_ns: to_host_bytes_per_s / 1e9,
             flows: Vec::new(),
-            finished: Vec::new(),
+            by_cap: Vec::new(),
+            finished: VecDeque::new(),
+            reportable: 0,
             now_ns: 0,
             next_id: 0,
             bytes_moved: [0.0; 2],
@@ -71,8 +82,7 @@ impl Link {
         cap_bytes_per_s: Option<f64>,
     ) -> FlowId {
         debug_assert!(now_ns >= self.now_ns, "time went backwards on the link");
-        let finished = self.advance(now_ns);
-        self.finished.extend(finished);
+        self.move_to(now_ns);
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.flows.push((
@@ -84,36 +94,33 @@ impl Link {
                 rate_bytes_per_ns: 0.0,
             },
         ));
-        self.reshare();
+        self.reshare(direction);
         id
     }
 
-    /// Moves time forward to `now_ns` and returns the flows finished by then and not yet
-    /// reported: first those a [`Link::start`] found finished, then the others in id order.
-    pub fn advance(&mut self, now_ns: u64) -> Vec<FlowId> {
-        let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
-        self.now_ns = self.now_ns.max(now_ns);
-        let mut done = std::mem::take(&mut self.finished);
-        let reported = done.len();
-        for (id, flow) in &mut self.flows {
-            let moved = (flow.rate_bytes_per_ns * elapsed_ns).min(flow.remaining_bytes);
-            flow.remaining_bytes -= moved;
-            self.bytes_moved[flow.direction as usize] += moved;
-            if flow.remaining_bytes <= DONE_EPSILON_BYTES {
-                done.push(*id);
-            }
+    /// Moves time forward to `now_ns`; the flows finished by then and not yet handed out
+    /// are [`Link::pop_finished`]'s to give: first those a [`Link::start`] found
+    /// finished, then the others in id order.
+    pub fn advance(&mut self, now_ns: u64) {
+        self.move_to(now_ns);
+        self.reportable = self.finished.len();
+    }
+
+    /// The next finished flow the last [`Link::advance`] found. A flow that a start
+    /// finishes meanwhile waits for the next advance: [`Link::next_completion_ns`] says
+    /// it is due, so its owner hears of it through the same path as every completion.
+    pub fn pop_finished(&mut self) -> Option<FlowId> {
+        if self.reportable == 0 {
+            return None;
         }
-        if done.len() > reported {
-            self.flows.retain(|(id, _)| !done[reported..].contains(id));
-            self.reshare();
-        }
-        done
+        self.reportable -= 1;
+        self.finished.pop_front()
     }
 
     /// When the next flow finishes at the current rates (rounded up to whole ns); now
-    /// when a finished flow waits to be reported.
+    /// when a flow finished since the last [`Link::advance`].
     pub fn next_completion_ns(&self) -> Option<u64> {
-        if !self.finished.is_empty() {
+        if self.finished.len() > self.reportable {
             return Some(self.now_ns);
         }
         self.flows
@@ -142,28 +149,55 @@ impl Link {
             .map(|(_, f)| f.rate_bytes_per_ns * 1e9)
     }
 
-    /// Max-min fair shares with per-flow caps (water filling), per direction.
-    fn reshare(&mut self) {
-        for (direction, capacity) in [
-            (Direction::ToDevice, self.to_device_bytes_per_ns),
-            (Direction::ToHost, self.to_host_bytes_per_ns),
-        ] {
-            let mut flows: Vec<&mut Flow> = self
-                .flows
-                .iter_mut()
-                .map(|(_, f)| f)
-                .filter(|f| f.direction == direction)
-                .collect();
-            // Smallest caps first: they take less than an equal share and leave the rest.
-            // The sort is stable, so equal caps keep id order.
-            flows.sort_by(|a, b| a.cap_bytes_per_ns.total_cmp(&b.cap_bytes_per_ns));
-            let mut left = capacity;
-            let count = flows.len();
-            for (i, flow) in flows.into_iter().enumerate() {
-                let share = left / (count - i) as f64;
-                flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
-                left -= flow.rate_bytes_per_ns;
+    /// Moves the flows at their rates up to `now_ns` and queues those that finish.
+    fn move_to(&mut self, now_ns: u64) {
+        let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
+        self.now_ns = self.now_ns.max(now_ns);
+        let mut ended = [false; 2];
+        let (finished, bytes_moved) = (&mut self.finished, &mut self.bytes_moved);
+        self.flows.retain_mut(|(id, flow)| {
+            let moved = (flow.rate_bytes_per_ns * elapsed_ns).min(flow.remaining_bytes);
+            flow.remaining_bytes -= moved;
+            bytes_moved[flow.direction as usize] += moved;
+            let done = flow.remaining_bytes <= DONE_EPSILON_BYTES;
+            if done {
+                finished.push_back(*id);
+                ended[flow.direction as usize] = true;
             }
+            !done
+        });
+        // A direction's rates depend on its own flows only.
+        for direction in [Direction::ToDevice, Direction::ToHost] {
+            if ended[direction as usize] {
+                self.reshare(direction);
+            }
+        }
+    }
+
+    /// Max-min fair shares with per-flow caps (water filling) in one direction.
+    fn reshare(&mut self, direction: Direction) {
+        let capacity = match direction {
+            Direction::ToDevice => self.to_device_bytes_per_ns,
+            Direction::ToHost => self.to_host_bytes_per_ns,
+        };
+        let flows = &mut self.flows;
+        self.by_cap.clear();
+        self.by_cap
+            .extend((0..flows.len()).filter(|&i| flows[i].1.direction == direction));
+        // Smallest caps first: they take less than an equal share and leave the rest.
+        // Equal caps keep id order (the index breaks ties), so the shares, and the
+        // float rounding of what is left, never depend on the sort.
+        self.by_cap.sort_unstable_by(|&a, &b| {
+            let cap = |i: usize| flows[i].1.cap_bytes_per_ns;
+            cap(a).total_cmp(&cap(b)).then(a.cmp(&b))
+        });
+        let mut left = capacity;
+        let count = self.by_cap.len();
+        for (i, &at) in self.by_cap.iter().enumerate() {
+            let flow = &mut flows[at].1;
+            let share = left / (count - i) as f64;
+            flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
+            left -= flow.rate_bytes_per_ns;
         }
     }
 }
@@ -179,10 +213,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Advances to `now_ns` and hands out what finished, as the engine does.
+    fn advance(link: &mut Link, now_ns: u64) -> Vec<FlowId> {
+        link.advance(now_ns);
+        std::iter::from_fn(|| link.pop_finished()).collect()
+    }
+
     fn finish_all(link: &mut Link) -> Vec<(FlowId, u64)> {
         let mut finished = Vec::new();
         while let Some(t) = link.next_completion_ns() {
-            for id in link.advance(t) {
+            for id in advance(link, t) {
                 finished.push((id, t));
             }
         }
@@ -230,9 +270,24 @@ mod tests {
         // The engine may start a flow at 1000 ns before it handles a's completion.
         let b = link.start(1000, Direction::ToDevice, 500.0, None);
         assert_eq!(link.next_completion_ns(), Some(1000), "a is due now");
-        assert_eq!(link.advance(1000), vec![a]);
+        assert_eq!(advance(&mut link, 1000), vec![a]);
         assert_eq!(link.next_completion_ns(), Some(1500));
         assert_eq!(finish_all(&mut link), vec![(b, 1500)]);
+    }
+
+    #[test]
+    fn a_flow_finished_while_handing_out_waits_for_the_next_advance() {
+        let mut link = Link::new(1e9, 1e9);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        link.advance(1000);
+        assert_eq!(link.pop_finished(), Some(a));
+        // Handling a's completion starts an empty flow and then another: the second
+        // start finds the empty one finished.
+        let empty = link.start(1000, Direction::ToHost, 0.0, None);
+        link.start(1000, Direction::ToHost, 1000.0, None);
+        assert_eq!(link.pop_finished(), None, "not found by the last advance");
+        assert_eq!(link.next_completion_ns(), Some(1000), "but due now");
+        assert_eq!(advance(&mut link, 1000), vec![empty]);
     }
 
     #[test]
@@ -259,7 +314,7 @@ mod tests {
                 while let Some(t) = link.next_completion_ns().filter(|t| t <= start) {
                     prop_assert!(t >= last_finish);
                     last_finish = t;
-                    finished += link.advance(t).len();
+                    finished += advance(&mut link, t).len();
                 }
                 now = now.max(*start);
                 let dir = if *to_device { Direction::ToDevice } else { Direction::ToHost };
