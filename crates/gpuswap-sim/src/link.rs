@@ -29,6 +29,29 @@ struct Flow {
     rate_bytes_per_ns: f64,
 }
 
+impl Flow {
+    /// Bytes it moves in `elapsed_ns` at its current rate.
+    fn bytes_in(&self, elapsed_ns: f64) -> f64 {
+        (self.rate_bytes_per_ns * elapsed_ns).min(self.remaining_bytes)
+    }
+}
+
+/// The link's byte counters at one moment; two of them give the utilization between
+/// them ([`Link::utilization`]). The default is the start of a run: time 0, no bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkSample {
+    at_ns: u64,
+    /// Per direction, indexed by `Direction as usize`.
+    bytes_moved: [f64; 2],
+}
+
+impl LinkSample {
+    /// When it was taken.
+    pub fn at_ns(&self) -> u64 {
+        self.at_ns
+    }
+}
+
 /// The shared link.
 #[derive(Clone, Debug)]
 pub struct Link {
@@ -123,12 +146,59 @@ impl Link {
         if self.finished.len() > self.reportable {
             return Some(self.now_ns);
         }
+        self.next_flow_end_ns()
+    }
+
+    /// When the next flow in progress ends at the current rates.
+    fn next_flow_end_ns(&self) -> Option<u64> {
         self.flows
             .iter()
             .map(|(_, f)| f)
             .filter(|f| f.rate_bytes_per_ns > 0.0)
             .map(|f| self.now_ns + (f.remaining_bytes / f.rate_bytes_per_ns).ceil().max(1.0) as u64)
             .min()
+    }
+
+    /// The byte counters at `at_ns`, which must lie between the last start or advance
+    /// and the next flow's end: the flows move at their current rates until then, so
+    /// the sample needs no [`Link::advance`] and changes nothing (a report may take one
+    /// at any event). The engine advances the link at every completion, so its current
+    /// time always qualifies.
+    pub fn sample(&self, at_ns: u64) -> LinkSample {
+        debug_assert!(at_ns >= self.now_ns, "sample before the link's time");
+        debug_assert!(
+            self.next_flow_end_ns().is_none_or(|end| at_ns <= end),
+            "sample past a flow's end: the rates change there"
+        );
+        let elapsed_ns = at_ns.saturating_sub(self.now_ns) as f64;
+        let mut bytes_moved = self.bytes_moved;
+        for (_, flow) in &self.flows {
+            bytes_moved[flow.direction as usize] += flow.bytes_in(elapsed_ns);
+        }
+        LinkSample { at_ns, bytes_moved }
+    }
+
+    /// How busy `direction` was from `from` to `to`: the bytes it moved divided by what
+    /// its bandwidth could have moved in that time (0 idle, 1 saturated). `None` when
+    /// no time passed between the samples or `to` comes before `from`.
+    pub fn utilization(
+        &self,
+        direction: Direction,
+        from: LinkSample,
+        to: LinkSample,
+    ) -> Option<f64> {
+        let elapsed_ns = to.at_ns.checked_sub(from.at_ns).filter(|&ns| ns > 0)? as f64;
+        let d = direction as usize;
+        let moved = to.bytes_moved[d] - from.bytes_moved[d];
+        Some(moved / (self.capacity_bytes_per_ns(direction) * elapsed_ns))
+    }
+
+    /// The bandwidth of `direction`.
+    fn capacity_bytes_per_ns(&self, direction: Direction) -> f64 {
+        match direction {
+            Direction::ToDevice => self.to_device_bytes_per_ns,
+            Direction::ToHost => self.to_host_bytes_per_ns,
+        }
     }
 
     /// Flows in progress.
@@ -156,7 +226,7 @@ impl Link {
         let mut ended = [false; 2];
         let (finished, bytes_moved) = (&mut self.finished, &mut self.bytes_moved);
         self.flows.retain_mut(|(id, flow)| {
-            let moved = (flow.rate_bytes_per_ns * elapsed_ns).min(flow.remaining_bytes);
+            let moved = flow.bytes_in(elapsed_ns);
             flow.remaining_bytes -= moved;
             bytes_moved[flow.direction as usize] += moved;
             let done = flow.remaining_bytes <= DONE_EPSILON_BYTES;
@@ -176,10 +246,7 @@ impl Link {
 
     /// Max-min fair shares with per-flow caps (water filling) in one direction.
     fn reshare(&mut self, direction: Direction) {
-        let capacity = match direction {
-            Direction::ToDevice => self.to_device_bytes_per_ns,
-            Direction::ToHost => self.to_host_bytes_per_ns,
-        };
+        let capacity = self.capacity_bytes_per_ns(direction);
         let flows = &mut self.flows;
         self.by_cap.clear();
         self.by_cap
@@ -291,6 +358,46 @@ mod tests {
     }
 
     #[test]
+    fn utilization_is_bytes_moved_over_what_the_bandwidth_allows() {
+        let mut link = Link::new(1e9, 2e9);
+        let start = LinkSample::default();
+        // 1000 B to the device at 1 B/ns in 0..1000 ns; 1000 B to the host capped at a
+        // quarter of its 2 B/ns, in 500..2500 ns.
+        link.start(0, Direction::ToDevice, 1000.0, None);
+        link.start(500, Direction::ToHost, 1000.0, Some(0.5e9));
+        // Mid-flow, without advancing: the flows count at their current rates (to the
+        // host 150 B of the 1600 B that 800 ns allow).
+        let mid = link.sample(800);
+        assert_eq!(mid.at_ns(), 800);
+        assert_eq!(link.utilization(Direction::ToDevice, start, mid), Some(1.0));
+        assert_eq!(
+            link.utilization(Direction::ToHost, start, mid),
+            Some(150.0 / 1600.0)
+        );
+        finish_all(&mut link);
+        let end = link.sample(4000);
+        assert_eq!(
+            link.utilization(Direction::ToDevice, start, end),
+            Some(0.25)
+        );
+        assert_eq!(
+            link.utilization(Direction::ToDevice, mid, end),
+            Some(200.0 / 3200.0)
+        );
+        assert_eq!(link.utilization(Direction::ToHost, start, end), Some(0.125));
+        assert_eq!(
+            link.utilization(Direction::ToHost, end, end),
+            None,
+            "no time"
+        );
+        assert_eq!(
+            link.utilization(Direction::ToHost, end, start),
+            None,
+            "backwards"
+        );
+    }
+
+    #[test]
     fn size_curve_matches_the_calibration_points() {
         // calibration.md: about 2.2 GB/s at 4 KB, 10.4 GB/s at 64 KB, 12 GB/s at the top.
         let bw = |kib: u64| size_curve_bytes_per_s(12e9, 0.07292, kib * 1024) / 1e9;
@@ -334,6 +441,12 @@ mod tests {
             // At most the bandwidth of each direction: 2 B/ns and 1 B/ns.
             prop_assert!(last_finish as f64 + 1.0 >= want_device as f64 / 2.0);
             prop_assert!(last_finish as f64 + 1.0 >= want_host as f64);
+            // So neither direction is ever more than fully used.
+            let end = link.sample(last_finish);
+            for dir in [Direction::ToDevice, Direction::ToHost] {
+                let used = link.utilization(dir, LinkSample::default(), end);
+                prop_assert!(used.is_none_or(|u| u <= 1.0 + 1e-9), "{dir:?}: {used:?}");
+            }
         }
     }
 }
