@@ -3,7 +3,10 @@
 //! cap. Rates are recomputed whenever a flow starts or ends.
 //!
 //! The link never schedules anything itself: the engine asks [`Link::next_completion_ns`]
-//! after every change and calls [`Link::advance`] when that time comes.
+//! after every change, calls [`Link::advance`] when that time comes and takes the
+//! finished flows from [`Link::pop_finished`].
+
+use std::collections::VecDeque;
 
 /// Identifies a flow on the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,6 +29,29 @@ struct Flow {
     rate_bytes_per_ns: f64,
 }
 
+impl Flow {
+    /// Bytes it moves in `elapsed_ns` at its current rate.
+    fn bytes_in(&self, elapsed_ns: f64) -> f64 {
+        (self.rate_bytes_per_ns * elapsed_ns).min(self.remaining_bytes)
+    }
+}
+
+/// The link's byte counters at one moment; two of them give the utilization between
+/// them ([`Link::utilization`]). The default is the start of a run: time 0, no bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkSample {
+    at_ns: u64,
+    /// Per direction, indexed by `Direction as usize`.
+    bytes_moved: [f64; 2],
+}
+
+impl LinkSample {
+    /// When it was taken.
+    pub fn at_ns(&self) -> u64 {
+        self.at_ns
+    }
+}
+
 /// The shared link.
 #[derive(Clone, Debug)]
 pub struct Link {
@@ -33,6 +59,16 @@ pub struct Link {
     to_host_bytes_per_ns: f64,
     /// In id order; a handful at a time, so a vector beats a map.
     flows: Vec<(FlowId, Flow)>,
+    /// Scratch for [`Link::reshare`]: the indices in `flows` of one direction's flows,
+    /// by cap. Kept between calls so that resharing never allocates (it runs on every
+    /// start and completion, a large part of a simulation's time).
+    by_cap: Vec<usize>,
+    /// Finished flows not yet handed out, in the order they finished. The first
+    /// `reportable` are what the last [`Link::advance`] found; the rest a [`Link::start`]
+    /// found after it. Dropping those lost their completions when a flow ended in the
+    /// nanosecond another began.
+    finished: VecDeque<FlowId>,
+    reportable: usize,
     now_ns: u64,
     next_id: u64,
     bytes_moved: [f64; 2],
@@ -49,6 +85,9 @@ impl Link {
             to_device_bytes_per_ns: to_device_bytes_per_s / 1e9,
             to_host_bytes_per_ns: to_host_bytes_per_s / 1e9,
             flows: Vec::new(),
+            by_cap: Vec::new(),
+            finished: VecDeque::new(),
+            reportable: 0,
             now_ns: 0,
             next_id: 0,
             bytes_moved: [0.0; 2],
@@ -56,7 +95,8 @@ impl Link {
     }
 
     /// Starts a flow of `bytes` at `now_ns`, at most `cap_bytes_per_s` fast (`None`:
-    /// only the fair share limits it). Call [`Link::advance`] up to `now_ns` first.
+    /// only the fair share limits it). Flows that finish by `now_ns` are kept for the
+    /// next [`Link::advance`], so calling it up to `now_ns` first is not required.
     pub fn start(
         &mut self,
         now_ns: u64,
@@ -65,7 +105,7 @@ impl Link {
         cap_bytes_per_s: Option<f64>,
     ) -> FlowId {
         debug_assert!(now_ns >= self.now_ns, "time went backwards on the link");
-        self.advance(now_ns);
+        self.move_to(now_ns);
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.flows.push((
@@ -77,38 +117,88 @@ impl Link {
                 rate_bytes_per_ns: 0.0,
             },
         ));
-        self.reshare();
+        self.reshare(direction);
         id
     }
 
-    /// Moves time forward to `now_ns` and returns the flows finished by then, in id order.
-    pub fn advance(&mut self, now_ns: u64) -> Vec<FlowId> {
-        let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
-        self.now_ns = self.now_ns.max(now_ns);
-        let mut done = Vec::new();
-        for (id, flow) in &mut self.flows {
-            let moved = (flow.rate_bytes_per_ns * elapsed_ns).min(flow.remaining_bytes);
-            flow.remaining_bytes -= moved;
-            self.bytes_moved[flow.direction as usize] += moved;
-            if flow.remaining_bytes <= DONE_EPSILON_BYTES {
-                done.push(*id);
-            }
-        }
-        if !done.is_empty() {
-            self.flows.retain(|(id, _)| !done.contains(id));
-            self.reshare();
-        }
-        done
+    /// Moves time forward to `now_ns`; the flows finished by then and not yet handed out
+    /// are [`Link::pop_finished`]'s to give: first those a [`Link::start`] found
+    /// finished, then the others in id order.
+    pub fn advance(&mut self, now_ns: u64) {
+        self.move_to(now_ns);
+        self.reportable = self.finished.len();
     }
 
-    /// When the next flow finishes at the current rates (rounded up to whole ns).
+    /// The next finished flow the last [`Link::advance`] found. A flow that a start
+    /// finishes meanwhile waits for the next advance: [`Link::next_completion_ns`] says
+    /// it is due, so its owner hears of it through the same path as every completion.
+    pub fn pop_finished(&mut self) -> Option<FlowId> {
+        if self.reportable == 0 {
+            return None;
+        }
+        self.reportable -= 1;
+        self.finished.pop_front()
+    }
+
+    /// When the next flow finishes at the current rates (rounded up to whole ns); now
+    /// when a flow finished since the last [`Link::advance`].
     pub fn next_completion_ns(&self) -> Option<u64> {
+        if self.finished.len() > self.reportable {
+            return Some(self.now_ns);
+        }
+        self.next_flow_end_ns()
+    }
+
+    /// When the next flow in progress ends at the current rates.
+    fn next_flow_end_ns(&self) -> Option<u64> {
         self.flows
             .iter()
             .map(|(_, f)| f)
             .filter(|f| f.rate_bytes_per_ns > 0.0)
             .map(|f| self.now_ns + (f.remaining_bytes / f.rate_bytes_per_ns).ceil().max(1.0) as u64)
             .min()
+    }
+
+    /// The byte counters at `at_ns`, which must lie between the last start or advance
+    /// and the next flow's end: the flows move at their current rates until then, so
+    /// the sample needs no [`Link::advance`] and changes nothing (a report may take one
+    /// at any event). The engine advances the link at every completion, so its current
+    /// time always qualifies.
+    pub fn sample(&self, at_ns: u64) -> LinkSample {
+        debug_assert!(at_ns >= self.now_ns, "sample before the link's time");
+        debug_assert!(
+            self.next_flow_end_ns().is_none_or(|end| at_ns <= end),
+            "sample past a flow's end: the rates change there"
+        );
+        let elapsed_ns = at_ns.saturating_sub(self.now_ns) as f64;
+        let mut bytes_moved = self.bytes_moved;
+        for (_, flow) in &self.flows {
+            bytes_moved[flow.direction as usize] += flow.bytes_in(elapsed_ns);
+        }
+        LinkSample { at_ns, bytes_moved }
+    }
+
+    /// How busy `direction` was from `from` to `to`: the bytes it moved divided by what
+    /// its bandwidth could have moved in that time (0 idle, 1 saturated). `None` when
+    /// no time passed between the samples or `to` comes before `from`.
+    pub fn utilization(
+        &self,
+        direction: Direction,
+        from: LinkSample,
+        to: LinkSample,
+    ) -> Option<f64> {
+        let elapsed_ns = to.at_ns.checked_sub(from.at_ns).filter(|&ns| ns > 0)? as f64;
+        let d = direction as usize;
+        let moved = to.bytes_moved[d] - from.bytes_moved[d];
+        Some(moved / (self.capacity_bytes_per_ns(direction) * elapsed_ns))
+    }
+
+    /// The bandwidth of `direction`.
+    fn capacity_bytes_per_ns(&self, direction: Direction) -> f64 {
+        match direction {
+            Direction::ToDevice => self.to_device_bytes_per_ns,
+            Direction::ToHost => self.to_host_bytes_per_ns,
+        }
     }
 
     /// Flows in progress.
@@ -129,28 +219,52 @@ impl Link {
             .map(|(_, f)| f.rate_bytes_per_ns * 1e9)
     }
 
-    /// Max-min fair shares with per-flow caps (water filling), per direction.
-    fn reshare(&mut self) {
-        for (direction, capacity) in [
-            (Direction::ToDevice, self.to_device_bytes_per_ns),
-            (Direction::ToHost, self.to_host_bytes_per_ns),
-        ] {
-            let mut flows: Vec<&mut Flow> = self
-                .flows
-                .iter_mut()
-                .map(|(_, f)| f)
-                .filter(|f| f.direction == direction)
-                .collect();
-            // Smallest caps first: they take less than an equal share and leave the rest.
-            // The sort is stable, so equal caps keep id order.
-            flows.sort_by(|a, b| a.cap_bytes_per_ns.total_cmp(&b.cap_bytes_per_ns));
-            let mut left = capacity;
-            let count = flows.len();
-            for (i, flow) in flows.into_iter().enumerate() {
-                let share = left / (count - i) as f64;
-                flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
-                left -= flow.rate_bytes_per_ns;
+    /// Moves the flows at their rates up to `now_ns` and queues those that finish.
+    fn move_to(&mut self, now_ns: u64) {
+        let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
+        self.now_ns = self.now_ns.max(now_ns);
+        let mut ended = [false; 2];
+        let (finished, bytes_moved) = (&mut self.finished, &mut self.bytes_moved);
+        self.flows.retain_mut(|(id, flow)| {
+            let moved = flow.bytes_in(elapsed_ns);
+            flow.remaining_bytes -= moved;
+            bytes_moved[flow.direction as usize] += moved;
+            let done = flow.remaining_bytes <= DONE_EPSILON_BYTES;
+            if done {
+                finished.push_back(*id);
+                ended[flow.direction as usize] = true;
             }
+            !done
+        });
+        // A direction's rates depend on its own flows only.
+        for direction in [Direction::ToDevice, Direction::ToHost] {
+            if ended[direction as usize] {
+                self.reshare(direction);
+            }
+        }
+    }
+
+    /// Max-min fair shares with per-flow caps (water filling) in one direction.
+    fn reshare(&mut self, direction: Direction) {
+        let capacity = self.capacity_bytes_per_ns(direction);
+        let flows = &mut self.flows;
+        self.by_cap.clear();
+        self.by_cap
+            .extend((0..flows.len()).filter(|&i| flows[i].1.direction == direction));
+        // Smallest caps first: they take less than an equal share and leave the rest.
+        // Equal caps keep id order (the index breaks ties), so the shares, and the
+        // float rounding of what is left, never depend on the sort.
+        self.by_cap.sort_unstable_by(|&a, &b| {
+            let cap = |i: usize| flows[i].1.cap_bytes_per_ns;
+            cap(a).total_cmp(&cap(b)).then(a.cmp(&b))
+        });
+        let mut left = capacity;
+        let count = self.by_cap.len();
+        for (i, &at) in self.by_cap.iter().enumerate() {
+            let flow = &mut flows[at].1;
+            let share = left / (count - i) as f64;
+            flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
+            left -= flow.rate_bytes_per_ns;
         }
     }
 }
@@ -166,10 +280,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Advances to `now_ns` and hands out what finished, as the engine does.
+    fn advance(link: &mut Link, now_ns: u64) -> Vec<FlowId> {
+        link.advance(now_ns);
+        std::iter::from_fn(|| link.pop_finished()).collect()
+    }
+
     fn finish_all(link: &mut Link) -> Vec<(FlowId, u64)> {
         let mut finished = Vec::new();
         while let Some(t) = link.next_completion_ns() {
-            for id in link.advance(t) {
+            for id in advance(link, t) {
                 finished.push((id, t));
             }
         }
@@ -210,6 +330,74 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_finishing_as_another_starts_is_still_reported() {
+        let mut link = Link::new(1e9, 1e9);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        assert_eq!(link.next_completion_ns(), Some(1000));
+        // The engine may start a flow at 1000 ns before it handles a's completion.
+        let b = link.start(1000, Direction::ToDevice, 500.0, None);
+        assert_eq!(link.next_completion_ns(), Some(1000), "a is due now");
+        assert_eq!(advance(&mut link, 1000), vec![a]);
+        assert_eq!(link.next_completion_ns(), Some(1500));
+        assert_eq!(finish_all(&mut link), vec![(b, 1500)]);
+    }
+
+    #[test]
+    fn a_flow_finished_while_handing_out_waits_for_the_next_advance() {
+        let mut link = Link::new(1e9, 1e9);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        link.advance(1000);
+        assert_eq!(link.pop_finished(), Some(a));
+        // Handling a's completion starts an empty flow and then another: the second
+        // start finds the empty one finished.
+        let empty = link.start(1000, Direction::ToHost, 0.0, None);
+        link.start(1000, Direction::ToHost, 1000.0, None);
+        assert_eq!(link.pop_finished(), None, "not found by the last advance");
+        assert_eq!(link.next_completion_ns(), Some(1000), "but due now");
+        assert_eq!(advance(&mut link, 1000), vec![empty]);
+    }
+
+    #[test]
+    fn utilization_is_bytes_moved_over_what_the_bandwidth_allows() {
+        let mut link = Link::new(1e9, 2e9);
+        let start = LinkSample::default();
+        // 1000 B to the device at 1 B/ns in 0..1000 ns; 1000 B to the host capped at a
+        // quarter of its 2 B/ns, in 500..2500 ns.
+        link.start(0, Direction::ToDevice, 1000.0, None);
+        link.start(500, Direction::ToHost, 1000.0, Some(0.5e9));
+        // Mid-flow, without advancing: the flows count at their current rates (to the
+        // host 150 B of the 1600 B that 800 ns allow).
+        let mid = link.sample(800);
+        assert_eq!(mid.at_ns(), 800);
+        assert_eq!(link.utilization(Direction::ToDevice, start, mid), Some(1.0));
+        assert_eq!(
+            link.utilization(Direction::ToHost, start, mid),
+            Some(150.0 / 1600.0)
+        );
+        finish_all(&mut link);
+        let end = link.sample(4000);
+        assert_eq!(
+            link.utilization(Direction::ToDevice, start, end),
+            Some(0.25)
+        );
+        assert_eq!(
+            link.utilization(Direction::ToDevice, mid, end),
+            Some(200.0 / 3200.0)
+        );
+        assert_eq!(link.utilization(Direction::ToHost, start, end), Some(0.125));
+        assert_eq!(
+            link.utilization(Direction::ToHost, end, end),
+            None,
+            "no time"
+        );
+        assert_eq!(
+            link.utilization(Direction::ToHost, end, start),
+            None,
+            "backwards"
+        );
+    }
+
+    #[test]
     fn size_curve_matches_the_calibration_points() {
         // calibration.md: about 2.2 GB/s at 4 KB, 10.4 GB/s at 64 KB, 12 GB/s at the top.
         let bw = |kib: u64| size_curve_bytes_per_s(12e9, 0.07292, kib * 1024) / 1e9;
@@ -233,7 +421,7 @@ mod tests {
                 while let Some(t) = link.next_completion_ns().filter(|t| t <= start) {
                     prop_assert!(t >= last_finish);
                     last_finish = t;
-                    finished += link.advance(t).len();
+                    finished += advance(&mut link, t).len();
                 }
                 now = now.max(*start);
                 let dir = if *to_device { Direction::ToDevice } else { Direction::ToHost };
@@ -253,6 +441,12 @@ mod tests {
             // At most the bandwidth of each direction: 2 B/ns and 1 B/ns.
             prop_assert!(last_finish as f64 + 1.0 >= want_device as f64 / 2.0);
             prop_assert!(last_finish as f64 + 1.0 >= want_host as f64);
+            // So neither direction is ever more than fully used.
+            let end = link.sample(last_finish);
+            for dir in [Direction::ToDevice, Direction::ToHost] {
+                let used = link.utilization(dir, LinkSample::default(), end);
+                prop_assert!(used.is_none_or(|u| u <= 1.0 + 1e-9), "{dir:?}: {used:?}");
+            }
         }
     }
 }

@@ -4,17 +4,8 @@ use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_sim::engine::{Outcome, SimConfig, TenantSpec, simulate};
 use gpuswap_sim::{apps, preset};
 
-/// The Rodinia apps of the GPUswap evaluation.
-const RODINIA: [&str; 8] = [
-    "backprop",
-    "bfs",
-    "heartwall",
-    "hotspot",
-    "lud",
-    "nn",
-    "srad_v1",
-    "srad_v2",
-];
+mod common;
+use common::RODINIA;
 
 /// Two instances of `app` at its default size on a GTX 480.
 fn two_instances(app: &str, vram_bytes: u64, mode: &str, policy: &str, repeat: u32) -> SimConfig {

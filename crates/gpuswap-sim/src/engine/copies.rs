@@ -101,7 +101,8 @@ impl Engine {
     }
 
     pub(super) fn advance_link(&mut self) {
-        for id in self.link.advance(self.now_ns) {
+        self.link.advance(self.now_ns);
+        while let Some(id) = self.link.pop_finished() {
             let at = self
                 .flow_owners
                 .iter()
