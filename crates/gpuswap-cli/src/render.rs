@@ -118,12 +118,15 @@ pub fn report_table(report: &Report) -> String {
     }
     let s = &report.system;
     out += &format!(
-        "\nmakespan {}  STP {:.3}  ANTT {:.3}  Jain(VRAM) {:.3}  Jain(slowdown) {:.3}\n",
+        "\nmakespan {}  STP {:.3}  ANTT {:.3}  Jain(VRAM) {:.3}  Jain(slowdown) {:.3}\n\
+         link utilization: to device {:.1} %, to host {:.1} %\n",
         format_ns(s.makespan_ns),
         s.stp,
         s.antt,
         s.jain_vram,
-        s.jain_slowdown
+        s.jain_slowdown,
+        100.0 * s.link_utilization_to_device,
+        100.0 * s.link_utilization_to_host
     );
     out
 }

@@ -107,6 +107,10 @@ pub struct SystemReport {
     pub jain_vram: f64,
     /// Jain's index of the slowdowns of tenants that finished.
     pub jain_slowdown: f64,
+    /// Utilization of the link toward the device over the run (0 idle, 1 saturated).
+    pub link_utilization_to_device: f64,
+    /// Utilization of the link toward the host over the run.
+    pub link_utilization_to_host: f64,
 }
 
 /// The report of one scenario run.
@@ -266,6 +270,8 @@ fn build(
         .collect();
     let system = SystemReport {
         makespan_ns: outcome.makespan_ns,
+        link_utilization_to_device: outcome.link_utilization.0,
+        link_utilization_to_host: outcome.link_utilization.1,
         // fold from +0.0: an empty float sum is -0.0.
         stp: slowdowns.iter().fold(0.0, |sum, s| sum + 1.0 / s),
         antt: if slowdowns.is_empty() {

@@ -172,6 +172,9 @@ pub struct Outcome {
     pub makespan_ns: u64,
     /// Events processed.
     pub events: u64,
+    /// How busy each link direction was over the run (time 0 to the last event): bytes
+    /// moved over what its bandwidth could move, as (to device, to host).
+    pub link_utilization: (f64, f64),
 }
 
 /// A simulation that broke an invariant (a bug, never bad input).

@@ -15,7 +15,7 @@ use gpuswap_core::{
     Location, Manager, Needs, Reply, RequestId, TenantId,
 };
 
-use crate::link::{Direction, FlowId, Link, size_curve_bytes_per_s};
+use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
 use crate::page_table::PageTable;
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
@@ -375,6 +375,12 @@ impl Engine {
 
     fn into_outcome(self) -> Outcome {
         let makespan_ns = self.tenants.iter().map(|t| t.end_ns).max().unwrap_or(0);
+        let end = self.link.sample(self.now_ns);
+        let busy = |direction| {
+            let start = LinkSample::default();
+            self.link.utilization(direction, start, end).unwrap_or(0.0)
+        };
+        let link_utilization = (busy(Direction::ToDevice), busy(Direction::ToHost));
         let manager = &self.manager;
         let tenants = self
             .tenants
@@ -404,6 +410,7 @@ impl Engine {
             tenants,
             makespan_ns,
             events: self.events,
+            link_utilization,
         }
     }
 

@@ -141,6 +141,15 @@ fn copies_take_setup_plus_transfer_and_share_the_link() {
     let (s, e) = out.tenants[0].phase_ns.unwrap();
     // 57 MB at 5.7 GB/s = 10 ms, plus the 2.5 us setup.
     assert_eq!(e - s, p.copy_setup_ns + 10_000_000);
+    // The link toward the device moved 57 MB in the run, nothing went to the host.
+    let (to_device, to_host) = out.link_utilization;
+    let expected = 57e6 / (p.link.h2d_bytes_per_s * out.makespan_ns as f64 / 1e9);
+    assert!(
+        (to_device - expected).abs() < 1e-9,
+        "{to_device} vs {expected}"
+    );
+    assert!(to_device > 0.9 && to_device <= 1.0, "{to_device}");
+    assert_eq!(to_host, 0.0);
     // Two tenants: the single copy engine serializes the copies.
     let out = simulate(config(
         vec![tenant("a", program.clone()), tenant("b", program)],
