@@ -147,8 +147,10 @@ pub static POLICIES: &[PolicyEntry] = &[
                 .iter()
                 .find(|c| c.choice.name == settings.choice("chunk_policy"))
                 .expect("validated");
+            let victim = (victim.build)();
             Box::new(Gpuswap {
-                victim: (victim.build)(),
+                wants_access_rates: victim.wants_access_rates(),
+                victim,
                 chunk: (chunk.build)(),
                 chunk_needs: chunk.choice.needs,
                 return_interval_ns: config.return_interval_ns,

@@ -69,6 +69,9 @@ pub struct Link {
     /// nanosecond another began.
     finished: VecDeque<FlowId>,
     reportable: usize,
+    /// A flow of (nearly) no bytes started since the last move: it is finished at the
+    /// next move, even one that moves no time forward.
+    empty_started: bool,
     now_ns: u64,
     next_id: u64,
     bytes_moved: [f64; 2],
@@ -88,6 +91,7 @@ impl Link {
             by_cap: Vec::new(),
             finished: VecDeque::new(),
             reportable: 0,
+            empty_started: false,
             now_ns: 0,
             next_id: 0,
             bytes_moved: [0.0; 2],
@@ -108,6 +112,7 @@ impl Link {
         self.move_to(now_ns);
         let id = FlowId(self.next_id);
         self.next_id += 1;
+        self.empty_started |= bytes <= DONE_EPSILON_BYTES;
         self.flows.push((
             id,
             Flow {
@@ -221,21 +226,31 @@ impl Link {
 
     /// Moves the flows at their rates up to `now_ns` and queues those that finish.
     fn move_to(&mut self, now_ns: u64) {
+        // No time passed: nothing moved and nothing finished, unless a flow started
+        // empty since the last move.
+        if now_ns <= self.now_ns && !self.empty_started {
+            return;
+        }
+        self.empty_started = false;
         let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
         self.now_ns = self.now_ns.max(now_ns);
         let mut ended = [false; 2];
-        let (finished, bytes_moved) = (&mut self.finished, &mut self.bytes_moved);
-        self.flows.retain_mut(|(id, flow)| {
+        // A plain loop: with a handful of flows, `retain_mut`'s general machinery cost
+        // more than the work (measured with callgrind).
+        let mut i = 0;
+        while i < self.flows.len() {
+            let (id, flow) = &mut self.flows[i];
             let moved = flow.bytes_in(elapsed_ns);
             flow.remaining_bytes -= moved;
-            bytes_moved[flow.direction as usize] += moved;
-            let done = flow.remaining_bytes <= DONE_EPSILON_BYTES;
-            if done {
-                finished.push_back(*id);
+            self.bytes_moved[flow.direction as usize] += moved;
+            if flow.remaining_bytes <= DONE_EPSILON_BYTES {
+                self.finished.push_back(*id);
                 ended[flow.direction as usize] = true;
+                self.flows.remove(i);
+            } else {
+                i += 1;
             }
-            !done
-        });
+        }
         // A direction's rates depend on its own flows only.
         for direction in [Direction::ToDevice, Direction::ToHost] {
             if ended[direction as usize] {

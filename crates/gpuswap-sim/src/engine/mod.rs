@@ -191,6 +191,9 @@ pub struct Engine {
     manager: Manager,
     tenants: Vec<Tenant>,
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    /// Events scheduled for the current time, in scheduling order: they need no heap
+    /// (`(sequence number, event)`; their time is `now_ns`).
+    now_queue: VecDeque<(u64, Event)>,
     seq: u64,
     now_ns: u64,
     events: u64,
@@ -286,6 +289,7 @@ impl Engine {
             manager,
             tenants,
             queue: BinaryHeap::new(),
+            now_queue: VecDeque::new(),
             seq: 0,
             now_ns: 0,
             events: 0,
@@ -422,19 +426,37 @@ impl Engine {
     }
 
     /// The next event in (time, sequence) order: from the queue, or the link's wake-up.
+    /// The earliest of the three sources in (time, sequence) order: the queue, events
+    /// for the current time, and the link's wake-up.
     fn next_event(&mut self) -> Option<(u64, Event)> {
-        let queued = self.queue.peek().map(|Reverse((t, seq, _))| (*t, *seq));
-        match (self.link_wake, queued) {
-            (Some(wake), queued) if queued.is_none_or(|q| wake < q) => {
-                self.link_wake = None;
-                Some((wake.0, Event::LinkWake))
-            }
-            _ => self.queue.pop().map(|Reverse((t, _, event))| (t, event)),
+        // (time, sequence) keys; u64::MAX stands for an empty source (no real event
+        // gets that sequence number).
+        const NONE: (u64, u64) = (u64::MAX, u64::MAX);
+        let queued = self
+            .queue
+            .peek()
+            .map_or(NONE, |Reverse((t, seq, _))| (*t, *seq));
+        let now = self
+            .now_queue
+            .front()
+            .map_or(NONE, |(seq, _)| (self.now_ns, *seq));
+        let wake = self.link_wake.unwrap_or(NONE);
+        if wake < queued && wake < now {
+            self.link_wake = None;
+            Some((wake.0, Event::LinkWake))
+        } else if now < queued {
+            self.now_queue.pop_front().map(|(_, event)| (now.0, event))
+        } else {
+            self.queue.pop().map(|Reverse((t, _, event))| (t, event))
         }
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
-        self.queue.push(Reverse((time_ns, self.seq, event)));
+        if time_ns == self.now_ns {
+            self.now_queue.push_back((self.seq, event));
+        } else {
+            self.queue.push(Reverse((time_ns, self.seq, event)));
+        }
         self.seq += 1;
     }
 

@@ -21,6 +21,9 @@ pub(crate) struct Gpuswap {
     pub(crate) victim: Box<dyn VictimChoice>,
     pub(crate) chunk: Box<dyn ChunkChoice>,
     pub(crate) chunk_needs: Needs,
+    /// The victim policy's [`VictimChoice::wants_access_rates`], asked once: the driver
+    /// polls the timeout after every event.
+    pub(crate) wants_access_rates: bool,
     pub(crate) return_interval_ns: u64,
     pub(crate) last_check_ns: u64,
 }
@@ -56,7 +59,7 @@ impl MemoryPolicy for Gpuswap {
     }
 
     fn next_timeout(&self, books: &crate::accounting::Books) -> Option<u64> {
-        (self.victim.wants_access_rates() || books.any_evicted())
+        (self.wants_access_rates || books.any_evicted())
             .then_some(self.last_check_ns + self.return_interval_ns)
     }
 
