@@ -152,6 +152,7 @@ impl Manager {
         self.books.free(tenant, buffer)?;
         self.actions
             .push_back(Action::Mapping(Mapping::Unmap { tenant, buffer }));
+        self.run_policy(|policy, ctx| policy.on_free(ctx, tenant, buffer));
         Ok(())
     }
 

@@ -121,6 +121,9 @@ pub(crate) trait MemoryPolicy: std::fmt::Debug + Send {
     /// Places a new buffer, or refuses it.
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError>;
 
+    /// A tenant freed a buffer (the books already dropped it).
+    fn on_free(&mut self, _ctx: &mut Ctx, _tenant: TenantId, _buffer: BufferId) {}
+
     /// When the policy next wants [`MemoryPolicy::on_timeout`], if at all.
     fn next_timeout(&self, _books: &Books) -> Option<u64> {
         None

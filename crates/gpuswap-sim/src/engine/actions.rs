@@ -156,10 +156,10 @@ impl Engine {
 
     /// Reports a suspension to the manager once the tenant's queued work is done.
     pub(super) fn check_drained(&mut self, t: usize) {
-        let running = self.running.as_ref().map(|r| r.tenant);
+        let running_here = self.running.iter().any(|r| r.tenant == t);
         let tenant = &mut self.tenants[t];
         if let Some(since) = tenant.draining_since
-            && tenant.drained(running, t)
+            && tenant.drained(running_here)
         {
             tenant.draining_since = None;
             tenant.drained_at = self.now_ns;

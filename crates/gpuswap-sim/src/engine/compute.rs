@@ -1,13 +1,17 @@
 //! The compute engine: launches run one at a time, round-robin over tenants' channels
 //! at kernel granularity (exclusive time slicing), each identified by its launch id.
 
+/// Kernels the compute engine runs at once in the exclusive model: one, as time slicing
+/// at kernel granularity does (concurrent models such as MPS will raise it).
+pub(super) const EXCLUSIVE_SLOTS: usize = 1;
+
 use super::*;
 
 impl Engine {
     /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
     /// channels at kernel granularity.
     pub(super) fn start_kernel(&mut self) {
-        if self.running.is_some() || self.held_launch.is_some() {
+        if self.running.len() >= EXCLUSIVE_SLOTS || self.held_launch.is_some() {
             return;
         }
         let n = self.tenants.len();
@@ -66,7 +70,7 @@ impl Engine {
                 flows_left += 1;
             }
         }
-        self.running = Some(RunningKernel {
+        self.running.push(RunningKernel {
             launch: launch.id,
             tenant: t,
             ideal_ns: cost.ideal_ns,
@@ -147,14 +151,16 @@ impl Engine {
         state.writers -= 1;
     }
 
-    pub(super) fn maybe_finish_kernel(&mut self) {
-        let Some(running) = &self.running else {
+    /// Ends `launch` once its fixed part and its link flows are done.
+    pub(super) fn maybe_finish_kernel(&mut self, launch: LaunchId) {
+        let Some(at) = self.running.iter().position(|r| r.launch == launch) else {
             return;
         };
+        let running = &self.running[at];
         if !running.fixed_done || running.flows_left > 0 {
             return;
         }
-        let running = self.running.take().expect("checked");
+        let running = self.running.swap_remove(at);
         for id in running.written.iter() {
             self.end_write(*id);
         }
@@ -181,5 +187,10 @@ impl Engine {
         self.check_drained(t);
         self.start_kernel();
         self.apply_actions();
+    }
+
+    /// The running kernel of `launch`.
+    pub(super) fn running_kernel(&mut self, launch: LaunchId) -> Option<&mut RunningKernel> {
+        self.running.iter_mut().find(|r| r.launch == launch)
     }
 }

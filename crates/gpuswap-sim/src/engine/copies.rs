@@ -110,9 +110,9 @@ impl Engine {
                 .expect("every flow has an owner");
             match self.flow_owners.remove(at).1 {
                 FlowOwner::Kernel(launch) => {
-                    let running = self.running.as_mut().filter(|r| r.launch == launch);
+                    let running = self.running_kernel(launch);
                     running.expect("a flow's kernel is running").flows_left -= 1;
-                    self.maybe_finish_kernel();
+                    self.maybe_finish_kernel(launch);
                 }
                 FlowOwner::CopyEngine(engine) => self.finish_copy(engine),
             }

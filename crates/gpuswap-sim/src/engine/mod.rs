@@ -115,8 +115,8 @@ struct Tenant {
 }
 
 impl Tenant {
-    fn drained(&self, running: Option<usize>, me: usize) -> bool {
-        self.channel.is_empty() && running != Some(me) && self.copies_in_flight == 0
+    fn drained(&self, running_here: bool) -> bool {
+        self.channel.is_empty() && !running_here && self.copies_in_flight == 0
     }
 }
 
@@ -207,7 +207,9 @@ pub struct Engine {
     link_wake: Option<(u64, u64)>,
     /// Who started each flow in progress (a handful at a time).
     flow_owners: Vec<(FlowId, FlowOwner)>,
-    running: Option<RunningKernel>,
+    /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
+    /// `compute::EXCLUSIVE_SLOTS` kernel at a time); concurrent models lift that limit.
+    running: Vec<RunningKernel>,
     round_robin_next: usize,
     /// Tenants whose channel holds kernels, so that choosing the next one costs a lookup,
     /// not a scan of every tenant.
@@ -299,7 +301,7 @@ impl Engine {
             link,
             link_wake: None,
             flow_owners: Vec::new(),
-            running: None,
+            running: Vec::new(),
             round_robin_next: 0,
             ready: BTreeSet::new(),
             done: 0,
@@ -334,12 +336,12 @@ impl Engine {
                 // to run.
                 Event::Step(t) if self.tenants[t].state == State::Done => {}
                 Event::Step(t) => self.step(t),
-                Event::KernelFixedDone(launch) => match &mut self.running {
-                    Some(running) if running.launch == launch => {
+                Event::KernelFixedDone(launch) => match self.running_kernel(launch) {
+                    Some(running) => {
                         running.fixed_done = true;
-                        self.maybe_finish_kernel();
+                        self.maybe_finish_kernel(launch);
                     }
-                    _ => return Err(self.broken(format!("{launch} is not running"))),
+                    None => return Err(self.broken(format!("{launch} is not running"))),
                 },
                 Event::LinkWake => self.advance_link(),
                 Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
