@@ -46,23 +46,26 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
     let plan = Plan::new(Path::new("<bench sweep>"), SWEEP, &vary, Some(args.runs))?;
     let apps = plan.values("tenant.app").map_or(1, <[_]>::len);
     let started = Instant::now();
-    let rows = plan.execute(args.jobs, false)?;
+    let (mut runs, mut failed, mut events) = (0, 0, 0u64);
+    plan.execute(args.jobs, false, |_, rows| {
+        runs += rows.len();
+        failed += rows.iter().filter(|r| r.result.is_err()).count();
+        events += rows
+            .iter()
+            .filter_map(|r| r.result.as_ref().ok())
+            .map(|figures| figures.events)
+            .sum::<u64>();
+        Ok(())
+    })?;
     let wall_s = started.elapsed().as_secs_f64();
-    let failed = rows.iter().filter(|r| r.result.is_err()).count();
-    let events: u64 = rows
-        .iter()
-        .filter_map(|r| r.result.as_ref().ok())
-        .map(|figures| figures.events)
-        .sum();
     println!(
         "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {} runs ({failed} failed)",
-        args.runs,
-        rows.len()
+        args.runs, runs
     );
     println!(
         "wall time {wall_s:.2} s on {} threads: {:.0} runs/s, {:.2e} simulated events/s ({events} events)",
         args.jobs.unwrap_or_else(rayon::current_num_threads),
-        rows.len() as f64 / wall_s,
+        runs as f64 / wall_s,
         events as f64 / wall_s
     );
     Ok(())

@@ -25,16 +25,25 @@ pub struct Row {
     pub result: Result<RunFigures, String>,
 }
 
+/// Runs per batch: a sweep runs whole points in batches of about this many runs, hands
+/// each point's rows to the caller and forgets them, so its memory does not grow with
+/// the number of runs.
+const BATCH_RUNS: usize = 512;
+
 impl Plan {
-    /// Runs every point `runs` times in parallel (`jobs` threads, default one per core).
-    pub fn execute(&self, jobs: Option<usize>, quiet: bool) -> Result<Vec<Row>, SweepError> {
-        let work: Vec<(usize, u32)> = (0..self.points.len())
-            .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
-            .collect();
+    /// Runs every point `runs` times in parallel (`jobs` threads, default one per core)
+    /// and hands each point's rows, in point order, to `on_point`.
+    pub fn execute(
+        &self,
+        jobs: Option<usize>,
+        quiet: bool,
+        mut on_point: impl FnMut(usize, Vec<Row>) -> Result<(), SweepError>,
+    ) -> Result<(), SweepError> {
+        let runs = self.runs as usize;
         let progress = if quiet {
             ProgressBar::hidden()
         } else {
-            ProgressBar::new(work.len() as u64)
+            ProgressBar::new((self.points.len() * runs) as u64)
         };
         progress.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
@@ -42,25 +51,47 @@ impl Plan {
         );
         let baselines = Baselines::default();
         let tenants = self.tenants();
-        let all = || {
-            work.par_iter()
-                .map(|&(point, run)| {
-                    let row = self.run_point(point, run, &baselines, &tenants);
-                    progress.inc(1);
-                    row
-                })
-                .collect::<Vec<Row>>()
+        let pool = match jobs {
+            Some(n) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n.max(1))
+                    .build()
+                    .map_err(|e| SweepError::BadInput(format!("--jobs: {e}")))?,
+            ),
+            None => None,
         };
-        let rows = match jobs {
-            Some(n) => rayon::ThreadPoolBuilder::new()
-                .num_threads(n.max(1))
-                .build()
-                .map_err(|e| SweepError::BadInput(format!("--jobs: {e}")))?
-                .install(all),
-            None => all(),
-        };
+        let points_per_batch = (BATCH_RUNS / runs.max(1)).max(1);
+        let mut first = 0;
+        while first < self.points.len() {
+            let last = (first + points_per_batch).min(self.points.len());
+            let batch = || {
+                (first..last)
+                    .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
+                    .collect::<Vec<_>>()
+                    .into_par_iter()
+                    .map(|(point, run)| {
+                        let row = self.run_point(point, run, &baselines, &tenants);
+                        progress.inc(1);
+                        row
+                    })
+                    .collect::<Vec<Row>>()
+            };
+            let rows = match &pool {
+                Some(pool) => pool.install(batch),
+                None => batch(),
+            };
+            let mut rows = rows.into_iter().peekable();
+            for point in first..last {
+                let mut of_point = Vec::with_capacity(runs);
+                while let Some(row) = rows.next_if(|r| r.point == point) {
+                    of_point.push(row);
+                }
+                on_point(point, of_point)?;
+            }
+            first = last;
+        }
         progress.finish_and_clear();
-        Ok(rows)
+        Ok(())
     }
 
     /// Run `run` of point `index`, reduced to what the outputs need of its report.

@@ -76,19 +76,15 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
-    let rows = plan.execute(args.jobs, args.quiet)?;
-    output::write_outputs(
-        &out,
-        &plan.axes,
-        &plan.points,
-        &rows,
-        &plan.tenants(),
-        args.png,
-    )?;
-    let failed = rows.iter().filter(|r| r.result.is_err()).count();
+    let tenants = plan.tenants();
+    let mut outputs = output::Outputs::create(&out, &plan.axes, &plan.points, &tenants)?;
+    plan.execute(args.jobs, args.quiet, |point, rows| {
+        outputs.point(point, &rows)
+    })?;
+    let (runs, failed) = (outputs.runs, outputs.failed);
+    outputs.finish(args.png)?;
     println!(
-        "{} runs ({} grid points x {} seeds), {failed} failed; wrote {}",
-        rows.len(),
+        "{runs} runs ({} grid points x {} seeds), {failed} failed; wrote {}",
         plan.points.len(),
         plan.runs,
         out.display()

@@ -68,64 +68,108 @@ fn results_record(row: &Row, point: &[Value], columns: usize) -> Vec<String> {
     cells
 }
 
-/// Writes results.csv, summary.csv and the plots into `out`.
-pub(super) fn write_outputs(
-    out: &Path,
-    axes: &[Axis],
-    points: &[Vec<Value>],
-    rows: &[Row],
-    tenants: &[String],
-    png: bool,
-) -> Result<(), SweepError> {
-    let io = |what: &Path, e: &dyn std::fmt::Display| {
-        SweepError::Output(format!("{}: {e}", what.display()))
-    };
-    std::fs::create_dir_all(out).map_err(|e| io(out, &e))?;
+/// A sweep's outputs written as points complete: results.csv row by row, one summary
+/// record and the statistics per point kept for summary.csv and the plots at the end.
+/// Nothing per run outlives its point.
+pub(super) struct Outputs<'a> {
+    out: &'a Path,
+    axes: &'a [Axis],
+    points: &'a [Vec<Value>],
+    results: csv::Writer<std::fs::File>,
+    columns: usize,
+    summary: Vec<Vec<String>>,
+    stats: Vec<BTreeMap<&'static str, Stats>>,
+    /// Runs written so far.
+    pub(super) runs: usize,
+    /// Runs that failed.
+    pub(super) failed: usize,
+}
 
-    let results = out.join("results.csv");
-    let mut w = csv::Writer::from_path(&results).map_err(|e| io(&results, &e))?;
-    let header = results_header(axes, tenants);
-    w.write_record(&header).map_err(|e| io(&results, &e))?;
-    for row in rows {
-        w.write_record(results_record(row, &points[row.point], header.len()))
-            .map_err(|e| io(&results, &e))?;
-    }
-    w.flush().map_err(|e| io(&results, &e))?;
+fn io_error(what: &Path, e: &dyn std::fmt::Display) -> SweepError {
+    SweepError::Output(format!("{}: {e}", what.display()))
+}
 
-    let summary = out.join("summary.csv");
-    let mut w = csv::Writer::from_path(&summary).map_err(|e| io(&summary, &e))?;
-    let mut header: Vec<String> = vec!["point".into()];
-    header.extend(axes.iter().map(|a| a.key.clone()));
-    header.extend(["runs", "failed", "tenant_failed"].map(String::from));
-    for m in SUMMARY_METRICS {
-        header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
+impl<'a> Outputs<'a> {
+    /// Creates `out` and results.csv with its header.
+    pub(super) fn create(
+        out: &'a Path,
+        axes: &'a [Axis],
+        points: &'a [Vec<Value>],
+        tenants: &[String],
+    ) -> Result<Self, SweepError> {
+        std::fs::create_dir_all(out).map_err(|e| io_error(out, &e))?;
+        let path = out.join("results.csv");
+        let mut results = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
+        let header = results_header(axes, tenants);
+        results
+            .write_record(&header)
+            .map_err(|e| io_error(&path, &e))?;
+        Ok(Self {
+            out,
+            axes,
+            points,
+            results,
+            columns: header.len(),
+            summary: Vec::with_capacity(points.len()),
+            stats: Vec::with_capacity(points.len()),
+            runs: 0,
+            failed: 0,
+        })
     }
-    w.write_record(&header).map_err(|e| io(&summary, &e))?;
-    let stats = point_stats(points.len(), rows);
-    for (p, point) in points.iter().enumerate() {
+
+    /// Writes the rows of point `p` (points come in order) and keeps its statistics.
+    pub(super) fn point(&mut self, p: usize, rows: &[Row]) -> Result<(), SweepError> {
+        let path = self.out.join("results.csv");
+        for row in rows {
+            self.results
+                .write_record(results_record(row, &self.points[p], self.columns))
+                .map_err(|e| io_error(&path, &e))?;
+        }
+        let stats = point_stats(rows);
+        let failed = rows.iter().filter(|r| r.result.is_err()).count();
         let mut cells = vec![p.to_string()];
-        cells.extend(point.iter().map(value_text));
-        let at: Vec<&Row> = rows.iter().filter(|r| r.point == p).collect();
-        cells.push(at.len().to_string());
-        cells.push(at.iter().filter(|r| r.result.is_err()).count().to_string());
+        cells.extend(self.points[p].iter().map(value_text));
+        cells.push(rows.len().to_string());
+        cells.push(failed.to_string());
         // Runs that completed with a tenant that failed (out of memory, gdev refusals).
-        let tenant_failed = at
+        let tenant_failed = rows
             .iter()
             .filter_map(|r| r.result.as_ref().ok())
             .filter(|f| f.tenant_failed)
             .count();
         cells.push(tenant_failed.to_string());
         for m in SUMMARY_METRICS {
-            match stats[p].get(m) {
+            match stats.get(m) {
                 Some(s) => cells.extend([s.mean, s.std, s.min, s.max].map(|v| format!("{v}"))),
                 None => cells.extend(std::iter::repeat_n(String::new(), 4)),
             }
         }
-        w.write_record(&cells).map_err(|e| io(&summary, &e))?;
+        self.summary.push(cells);
+        self.stats.push(stats);
+        self.runs += rows.len();
+        self.failed += failed;
+        Ok(())
     }
-    w.flush().map_err(|e| io(&summary, &e))?;
 
-    plots::write_plots(out, axes, points, &stats, png)
+    /// Finishes results.csv and writes summary.csv and the plots.
+    pub(super) fn finish(mut self, png: bool) -> Result<(), SweepError> {
+        let path = self.out.join("results.csv");
+        self.results.flush().map_err(|e| io_error(&path, &e))?;
+        let path = self.out.join("summary.csv");
+        let mut w = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
+        let mut header: Vec<String> = vec!["point".into()];
+        header.extend(self.axes.iter().map(|a| a.key.clone()));
+        header.extend(["runs", "failed", "tenant_failed"].map(String::from));
+        for m in SUMMARY_METRICS {
+            header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
+        }
+        w.write_record(&header).map_err(|e| io_error(&path, &e))?;
+        for cells in &self.summary {
+            w.write_record(cells).map_err(|e| io_error(&path, &e))?;
+        }
+        w.flush().map_err(|e| io_error(&path, &e))?;
+        plots::write_plots(self.out, self.axes, self.points, &self.stats, png)
+    }
 }
 
 /// Mean, standard deviation, minimum and maximum of a metric at a point.
@@ -163,20 +207,16 @@ impl Stats {
     }
 }
 
-fn point_stats(points: usize, rows: &[Row]) -> Vec<BTreeMap<&'static str, Stats>> {
-    (0..points)
-        .map(|p| {
-            SUMMARY_METRICS
+/// The statistics of each summary metric over the rows of one point.
+fn point_stats(rows: &[Row]) -> BTreeMap<&'static str, Stats> {
+    SUMMARY_METRICS
+        .iter()
+        .filter_map(|m| {
+            let xs: Vec<f64> = rows
                 .iter()
-                .filter_map(|m| {
-                    let xs: Vec<f64> = rows
-                        .iter()
-                        .filter(|r| r.point == p)
-                        .filter_map(|r| r.result.as_ref().ok().and_then(|f| f.metric(m)))
-                        .collect();
-                    Stats::of(&xs).map(|s| (*m, s))
-                })
-                .collect()
+                .filter_map(|r| r.result.as_ref().ok().and_then(|f| f.metric(m)))
+                .collect();
+            Stats::of(&xs).map(|s| (*m, s))
         })
         .collect()
 }
@@ -237,7 +277,12 @@ mod tests {
         let path = Path::new("two-nn.toml");
         let vary = ["device.vram_limit=20MiB,9GiB".to_owned()];
         let plan = Plan::new(path, TWO_NN, &vary, Some(1)).unwrap();
-        let rows = plan.execute(Some(1), true).unwrap();
+        let mut rows = Vec::new();
+        plan.execute(Some(1), true, |_, point_rows| {
+            rows.extend(point_rows);
+            Ok(())
+        })
+        .unwrap();
         assert_eq!(rows.len(), 2);
         let header = results_header(&plan.axes, &plan.tenants());
 
