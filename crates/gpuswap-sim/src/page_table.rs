@@ -19,6 +19,9 @@ pub struct BufferMap {
     pub locations: Vec<Location>,
     /// Bytes mapped to VRAM.
     pub vram_bytes: u64,
+    /// Changes whenever this buffer's mapping changes (unique across buffers): what a
+    /// caller derives from one buffer's placement stays valid while it stays the same.
+    pub epoch: u64,
 }
 
 impl BufferMap {
@@ -48,6 +51,8 @@ impl BufferMap {
 pub struct PageTable {
     buffers: Vec<Option<BufferMap>>,
     epochs: Vec<u64>,
+    /// Mapping changes so far: the source of the buffers' epochs.
+    changes: u64,
 }
 
 impl PageTable {
@@ -68,6 +73,7 @@ impl PageTable {
                     chunk_bytes,
                     locations,
                     vram_bytes: 0,
+                    epoch: self.changes,
                 };
                 map.vram_bytes = map
                     .chunks()
@@ -89,6 +95,7 @@ impl PageTable {
                 {
                     let index = chunk.index as usize;
                     let len = map.chunk_len(index);
+                    map.epoch = self.changes;
                     if map.locations[index] != to {
                         map.locations[index] = to;
                         match to {
@@ -120,6 +127,7 @@ impl PageTable {
     }
 
     fn bump(&mut self, tenant: TenantId) {
+        self.changes += 1;
         let i = tenant.0 as usize;
         if i >= self.epochs.len() {
             self.epochs.resize(i + 1, 0);
@@ -146,6 +154,7 @@ mod tests {
         });
         let map = table.get(BufferId(2)).unwrap();
         assert_eq!(map.vram_bytes, 6, "4 + the 2-byte remainder");
+        let buffer_epoch = map.epoch;
         let (epoch_a, epoch_b) = (table.epoch(a), table.epoch(b));
         let chunk = ChunkRef {
             buffer: BufferId(2),
@@ -157,6 +166,7 @@ mod tests {
             to: Location::Host,
         });
         assert_eq!(table.get(BufferId(2)).unwrap().vram_bytes, 4);
+        assert_ne!(table.get(BufferId(2)).unwrap().epoch, buffer_epoch);
         assert!(table.epoch(a) > epoch_a);
         assert_eq!(table.epoch(b), epoch_b, "other tenants' epochs stay");
         table.apply(Mapping::Unmap {

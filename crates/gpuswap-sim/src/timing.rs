@@ -221,6 +221,7 @@ mod tests {
             chunk_bytes: 100,
             locations: locations.to_vec(),
             vram_bytes: 100 * locations.iter().filter(|l| **l == Location::Vram).count() as u64,
+            epoch: 0,
         }
     }
 

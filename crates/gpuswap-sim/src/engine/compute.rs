@@ -93,21 +93,39 @@ impl Engine {
     /// some touch hundreds of buffers (heartwall).
     pub(super) fn kernel_cost(&mut self, t: usize, launch: &Launch) -> KernelCost {
         let epoch = self.page_table.epoch(self.tenants[t].id);
-        if let Some(Some((cached_epoch, cost))) = self.tenants[t].cost_cache.get(launch.site)
-            && *cached_epoch == epoch
+        let cached = self.tenants[t]
+            .cost_cache
+            .get_mut(launch.site)
+            .and_then(Option::take);
+        if let Some(site) = &cached
+            && site.epoch == epoch
         {
-            return cost.clone();
+            let cost = site.cost.clone();
+            self.tenants[t].cost_cache[launch.site] = cached;
+            return cost;
         }
         let kernel = &launch.kernel;
+        let mut fractions = cached.map_or_else(Vec::new, |site| site.fractions);
+        fractions.resize(kernel.accesses.len(), None);
         let mut traffic = Traffic::default();
         let mut ideal = Traffic::default();
         let mut written = Vec::new();
-        for access in &kernel.accesses {
+        for (access, known) in kernel.accesses.iter().zip(&mut fractions) {
             let id = self.tenants[t].slots[access.slot];
-            let buffer = id.and_then(|id| self.page_table.get(id));
             // An access to a buffer the program has not allocated is a program bug that
             // the validator rejects; count it as local to stay total.
-            let fraction = buffer.map_or(1.0, |b| timing::local_fraction(&access.distribution, b));
+            let fraction = match id.and_then(|id| self.page_table.get(id)) {
+                None => 1.0,
+                Some(b) => match *known {
+                    // Placements of other buffers moved, not this one's.
+                    Some((buffer_epoch, fraction)) if buffer_epoch == b.epoch => fraction,
+                    _ => {
+                        let fraction = timing::local_fraction(&access.distribution, b);
+                        *known = Some((b.epoch, fraction));
+                        fraction
+                    }
+                },
+            };
             traffic.add(access.read_bytes, access.write_bytes, fraction);
             ideal.add(access.read_bytes, access.write_bytes, 1.0);
             if let (Some(id), true) = (id, access.write_bytes > 0) {
@@ -125,7 +143,11 @@ impl Engine {
         if launch.site >= cache.len() {
             cache.resize(launch.site + 1, None);
         }
-        cache[launch.site] = Some((epoch, cost.clone()));
+        cache[launch.site] = Some(SiteCost {
+            epoch,
+            cost: cost.clone(),
+            fractions,
+        });
         cost
     }
 

@@ -90,7 +90,7 @@ struct Tenant {
     /// Kernel costs by launch site (instruction index) with the page-table epoch of the
     /// tenant they were computed at: programs relaunch the same kernels many times
     /// between placement changes.
-    cost_cache: Vec<Option<(u64, KernelCost)>>,
+    cost_cache: Vec<Option<SiteCost>>,
     /// Kernels queued, held or running.
     in_flight: usize,
     /// Memcpys queued or running.
@@ -160,6 +160,16 @@ struct CopyJob {
     link_bytes: u64,
     transfer_started_ns: u64,
     setup_started_ns: u64,
+}
+
+/// A launch site's cached cost: valid while the tenant's page-table epoch is `epoch`;
+/// when it is not, only the accesses whose buffer's epoch moved are recomputed.
+#[derive(Clone, Debug)]
+struct SiteCost {
+    epoch: u64,
+    cost: KernelCost,
+    /// Per access: the buffer epoch its VRAM fraction was computed at, and the fraction.
+    fractions: Vec<Option<(u64, f64)>>,
 }
 
 /// The cost of one kernel launch given the placement of its buffers.
