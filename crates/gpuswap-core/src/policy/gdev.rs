@@ -60,33 +60,28 @@ impl MemoryPolicy for Gdev {
         let mut victims = victims.into_iter();
         while books.vram_free_bytes() < needed {
             let (_, id) = victims.next().expect("others hold what this tenant lacks");
-            let owner = books.buffer(id).expect("live").tenant;
-            for chunk in books.chunk_refs(id, Location::Vram) {
-                books.plan_move(chunk, Location::Host);
-                moves.push((
-                    owner,
-                    Move {
-                        chunk,
-                        to: Location::Host,
-                    },
-                ));
-            }
+            plan_whole(books, id, Location::Host, &mut moves);
         }
         let own: Vec<_> = books.buffers_of(tenant).map(|b| b.id).collect();
         for id in own {
-            for chunk in books.chunk_refs(id, Location::Host) {
-                books.plan_move(chunk, Location::Vram);
-                moves.push((
-                    tenant,
-                    Move {
-                        chunk,
-                        to: Location::Vram,
-                    },
-                ));
-            }
+            plan_whole(books, id, Location::Vram, &mut moves);
         }
         books.note_peak(tenant);
         ctx.relocate(Purpose::Launch, Then::LaunchReady(tenant, launch), moves);
         LaunchPrep::AfterRelocation
+    }
+}
+
+/// Plans the move of every chunk of `buffer` that is not yet at `to`.
+fn plan_whole(
+    books: &mut crate::accounting::Books,
+    buffer: crate::ids::BufferId,
+    to: Location,
+    moves: &mut Vec<(TenantId, Move)>,
+) {
+    let owner = books.buffer(buffer).expect("live").tenant;
+    for chunk in books.chunk_refs(buffer, to.other()) {
+        books.plan_move(chunk, to);
+        moves.push((owner, Move { chunk, to }));
     }
 }
