@@ -186,12 +186,21 @@ impl Books {
                 rank: rank(seed, req.tenant.0, allocation, index as u32),
             })
             .collect();
-        for (index, chunk) in chunks.iter().enumerate() {
-            let r = ChunkRef {
-                buffer: id,
-                index: index as u32,
-            };
-            self.list(req.tenant, chunk.location, r, chunk);
+        let first = chunks.first().map(|c| c.location);
+        if let Some(location) = first.filter(|l| chunks.iter().all(|c| c.location == *l)) {
+            // The usual case, a buffer in one place: listed whole, its chunks enter the
+            // trees only if a policy looks at this tenant's lists.
+            self.change(req.tenant, location, req.bytes, true, |lists| {
+                lists.add_pending(id)
+            });
+        } else {
+            for (index, chunk) in chunks.iter().enumerate() {
+                let r = ChunkRef {
+                    buffer: id,
+                    index: index as u32,
+                };
+                self.list(req.tenant, chunk.location, r, chunk);
+            }
         }
         self.buffers.insert(
             id,
@@ -222,6 +231,14 @@ impl Books {
         }
         let removed = self.buffers.remove(&buffer).expect("checked above");
         self.tenant_mut(tenant).buffers.remove(&buffer);
+        for location in [Location::Vram, Location::Host] {
+            if self.books_at(tenant, location).0.is_pending(buffer) {
+                self.change(tenant, location, removed.bytes, false, |lists| {
+                    lists.remove_pending(buffer);
+                });
+                return Ok(());
+            }
+        }
         for (index, chunk) in removed.chunks.iter().enumerate() {
             let r = ChunkRef {
                 buffer,
@@ -235,22 +252,61 @@ impl Books {
     /// Lists a chunk at `location` and counts its bytes there, for its tenant and in the
     /// global figures.
     fn list(&mut self, tenant: TenantId, location: Location, r: ChunkRef, chunk: &Chunk) {
-        let was_empty = self.tenant_mut(tenant).evicted.is_empty();
-        let (lists, tenant_bytes, global_bytes) = self.books_at(tenant, location);
-        lists.insert(chunk.priority, chunk.rank, r);
-        *tenant_bytes += chunk.bytes;
-        *global_bytes += chunk.bytes;
-        self.after_change(tenant, location, was_empty);
+        self.change(tenant, location, chunk.bytes, true, |lists| {
+            lists.insert(chunk.priority, chunk.rank, r)
+        });
     }
 
     /// Undoes [`Books::list`].
     fn unlist(&mut self, tenant: TenantId, location: Location, r: ChunkRef, chunk: &Chunk) {
+        self.change(tenant, location, chunk.bytes, false, |lists| {
+            lists.remove(chunk.priority, chunk.rank, r)
+        });
+    }
+
+    /// Changes a tenant's lists at `location` with `edit`, then adds `bytes` to (`add`)
+    /// or takes them from its and the global count there.
+    fn change(
+        &mut self,
+        tenant: TenantId,
+        location: Location,
+        bytes: u64,
+        add: bool,
+        edit: impl FnOnce(&mut ChunkLists),
+    ) {
         let was_empty = self.tenant_mut(tenant).evicted.is_empty();
         let (lists, tenant_bytes, global_bytes) = self.books_at(tenant, location);
-        lists.remove(chunk.priority, chunk.rank, r);
-        *tenant_bytes -= chunk.bytes;
-        *global_bytes -= chunk.bytes;
+        edit(lists);
+        if add {
+            *tenant_bytes += bytes;
+            *global_bytes += bytes;
+        } else {
+            *tenant_bytes -= bytes;
+            *global_bytes -= bytes;
+        }
         self.after_change(tenant, location, was_empty);
+    }
+
+    /// Puts the chunks of every buffer listed whole at `location` into the tenant's trees:
+    /// policies call it before they choose from the lists.
+    pub(crate) fn flush(&mut self, tenant: TenantId, location: Location) {
+        let Some(state) = self.tenants.get_mut(tenant.0 as usize) else {
+            return;
+        };
+        let lists = match location {
+            Location::Vram => &mut state.resident,
+            Location::Host => &mut state.evicted,
+        };
+        for buffer in lists.take_pending() {
+            let chunks = &self.buffers[&buffer].chunks;
+            for (index, chunk) in chunks.iter().enumerate() {
+                let r = ChunkRef {
+                    buffer,
+                    index: index as u32,
+                };
+                lists.insert(chunk.priority, chunk.rank, r);
+            }
+        }
     }
 
     /// Keeps the count of tenants with evicted chunks and the list of changed VRAM
@@ -296,8 +352,11 @@ impl Books {
     /// Accounts a chunk at `to` at once and moves it between its tenant's lists; the data
     /// follows when the copy is done ([`Books::finish_move`]).
     pub(crate) fn plan_move(&mut self, r: ChunkRef, to: Location) {
+        let tenant = self.buffers[&r.buffer].tenant;
+        if self.books_at(tenant, to.other()).0.is_pending(r.buffer) {
+            self.flush(tenant, to.other());
+        }
         let buffer = self.buffers.get_mut(&r.buffer).expect("live buffer");
-        let tenant = buffer.tenant;
         let chunk = &mut buffer.chunks[r.index as usize];
         debug_assert_ne!(chunk.planned_location(), to, "{r:?} already planned there");
         chunk.moving_to = Some(to);

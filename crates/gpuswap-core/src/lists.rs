@@ -35,13 +35,39 @@ pub(crate) fn rank(seed: u64, tenant: u32, allocation: u64, index: u32) -> u64 {
 /// A set of chunks ordered two ways: by (priority, rank) and by rank alone. The caller
 /// knows each chunk's priority and rank (the chunk carries them), so no map from chunk
 /// to key is kept: two tree entries per chunk are the whole cost.
+///
+/// Whole buffers can be listed lazily (`pending`): their chunks enter the trees only when
+/// a policy first looks at the lists (see `Books::flush`), so a tenant that never gives
+/// or gets memory back never pays per chunk.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkLists {
     by_priority: BTreeSet<(i32, u64, ChunkRef)>,
     by_rank: BTreeSet<(u64, ChunkRef)>,
+    /// Buffers all of whose chunks belong here but are not in the trees yet.
+    pending: BTreeSet<BufferId>,
 }
 
 impl ChunkLists {
+    /// Lists every chunk of `buffer` without putting them in the trees yet.
+    pub(crate) fn add_pending(&mut self, buffer: BufferId) {
+        self.pending.insert(buffer);
+    }
+
+    /// Unlists a pending buffer; false if it was not pending.
+    pub(crate) fn remove_pending(&mut self, buffer: BufferId) -> bool {
+        self.pending.remove(&buffer)
+    }
+
+    /// Whether `buffer` is pending.
+    pub(crate) fn is_pending(&self, buffer: BufferId) -> bool {
+        self.pending.contains(&buffer)
+    }
+
+    /// The pending buffers, handed over for insertion into the trees.
+    pub(crate) fn take_pending(&mut self) -> BTreeSet<BufferId> {
+        std::mem::take(&mut self.pending)
+    }
+
     pub(crate) fn insert(&mut self, priority: i32, rank: u64, chunk: ChunkRef) {
         let fresh = self.by_rank.insert((rank, chunk));
         debug_assert!(fresh, "{chunk:?} listed twice");
@@ -61,30 +87,34 @@ impl ChunkLists {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.by_rank.is_empty()
+        self.by_rank.is_empty() && self.pending.is_empty()
     }
 
     pub(crate) fn contains(&self, rank: u64, chunk: ChunkRef) -> bool {
-        self.by_rank.contains(&(rank, chunk))
+        self.by_rank.contains(&(rank, chunk)) || self.pending.contains(&chunk.buffer)
     }
 
     /// A random chunk (the smallest rank).
     pub(crate) fn random(&self) -> Option<ChunkRef> {
+        debug_assert!(self.pending.is_empty(), "lists flushed before choices");
         self.by_rank.first().map(|(_, c)| *c)
     }
 
     /// Every chunk in random (rank) order.
     pub(crate) fn by_rank(&self) -> impl Iterator<Item = ChunkRef> + '_ {
+        debug_assert!(self.pending.is_empty(), "lists flushed before choices");
         self.by_rank.iter().map(|(_, c)| *c)
     }
 
     /// A random chunk of the lowest priority present.
     pub(crate) fn random_lowest(&self) -> Option<ChunkRef> {
+        debug_assert!(self.pending.is_empty(), "lists flushed before choices");
         self.by_priority.first().map(|(_, _, c)| *c)
     }
 
     /// A random chunk of the highest priority present.
     pub(crate) fn random_highest(&self) -> Option<ChunkRef> {
+        debug_assert!(self.pending.is_empty(), "lists flushed before choices");
         let (top, _, _) = *self.by_priority.last()?;
         self.by_priority
             .range(

@@ -95,6 +95,7 @@ impl Gpuswap {
                 .victim
                 .choose(&views, req.tenant, books.vram_capacity_bytes)
                 .expect("the new buffer's own chunks can always go");
+            books.flush(victim, Location::Vram);
             let resident = &books.tenant(victim).expect("a victim is known").resident;
             let chunk = self
                 .chunk
@@ -136,6 +137,7 @@ impl Gpuswap {
             let Some(winner) = victim::select_winner(&views) else {
                 break;
             };
+            books.flush(winner, Location::Host);
             let evicted = &books.tenant(winner).expect("a winner is known").evicted;
             let chunk = chunk::select_chunk_to_return(evicted).expect("has evicted");
             let bytes = books.chunk(chunk).expect("listed").bytes;
@@ -171,6 +173,7 @@ impl Gpuswap {
             // The random resident chunk is the first in rank order that can take the hot
             // chunk's place: a shorter remainder chunk or another hot chunk is passed
             // over, not a reason to give up the swap.
+            books.flush(tenant, Location::Vram);
             let Some(state) = books.tenant(tenant) else {
                 break;
             };
