@@ -211,7 +211,7 @@ impl Engine {
             self.done += 1;
         }
         tenant.state = State::Done;
-        self.ready.remove(&t);
+        self.ready.remove(t);
         tenant.end_ns = self.now_ns;
         tenant.error = error;
         // Queued kernels of a failed tenant never run; a running one completes.

@@ -17,14 +17,13 @@ impl Engine {
         let n = self.tenants.len();
         // The first tenant with queued kernels at or after the round-robin position,
         // wrapping around.
-        let next = self.ready.range(self.round_robin_next..).next();
-        let Some(&t) = next.or_else(|| self.ready.first()) else {
+        let Some(t) = self.ready.next_from(self.round_robin_next) else {
             return;
         };
         self.round_robin_next = (t + 1) % n;
         let launch = self.tenants[t].channel.pop_front().expect("ready");
         if self.tenants[t].channel.is_empty() {
-            self.ready.remove(&t);
+            self.ready.remove(t);
         }
         if self.needs.launch_gating {
             let id = launch.id;
@@ -93,17 +92,13 @@ impl Engine {
     /// some touch hundreds of buffers (heartwall).
     pub(super) fn kernel_cost(&mut self, t: usize, launch: &Launch) -> KernelCost {
         let epoch = self.page_table.epoch(self.tenants[t].id);
-        let cached = self.tenants[t]
-            .cost_cache
-            .get_mut(launch.site)
-            .and_then(Option::take);
-        if let Some(site) = &cached
+        let cache = &mut self.tenants[t].cost_cache;
+        if let Some(Some(site)) = cache.get(launch.site)
             && site.epoch == epoch
         {
-            let cost = site.cost.clone();
-            self.tenants[t].cost_cache[launch.site] = cached;
-            return cost;
+            return site.cost.clone();
         }
+        let cached = cache.get_mut(launch.site).and_then(Option::take);
         let kernel = &launch.kernel;
         let mut fractions = cached.map_or_else(Vec::new, |site| site.fractions);
         fractions.resize(kernel.accesses.len(), None);

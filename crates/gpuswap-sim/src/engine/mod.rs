@@ -7,13 +7,15 @@
 //! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use gpuswap_core::{
     Action, AllocRequest, BufferId, ChunkRef, CopyId, Dma, Execution, KernelStats, LaunchId,
     Location, Manager, Needs, Reply, RequestId, TenantId,
 };
+
+use ready::ReadySet;
 
 use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
 use crate::page_table::PageTable;
@@ -27,6 +29,7 @@ mod compute;
 mod config;
 mod copies;
 mod interpreter;
+mod ready;
 
 pub use config::{
     EvictionLatency, InvariantError, Outcome, SimConfig, TenantOutcome, TenantSpec, VictimPause,
@@ -223,7 +226,7 @@ pub struct Engine {
     round_robin_next: usize,
     /// Tenants whose channel holds kernels, so that choosing the next one costs a lookup,
     /// not a scan of every tenant.
-    ready: BTreeSet<usize>,
+    ready: ReadySet,
     /// Tenants that ended.
     done: usize,
     copy_engines: Vec<Option<CopyJob>>,
@@ -313,7 +316,7 @@ impl Engine {
             flow_owners: Vec::new(),
             running: Vec::new(),
             round_robin_next: 0,
-            ready: BTreeSet::new(),
+            ready: ReadySet::default(),
             done: 0,
             copy_engines,
             copy_queue: VecDeque::new(),
