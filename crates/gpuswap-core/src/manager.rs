@@ -66,7 +66,7 @@ impl Manager {
         );
         let policy = config.policy.build(&config);
         let scheduler = crate::registry::build_scheduler(config.policy.entry());
-        let needs = policy.needs();
+        let needs = config.policy.needs();
         Self {
             books: Books::new(
                 config.vram_bytes,

@@ -1,7 +1,7 @@
 //! `fcfs`: first come, first served. Chunks beyond free VRAM go straight to host
 //! memory and stay there.
 
-use super::{Ctx, MemoryPolicy, Needs, Placed, place_split};
+use super::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::protocol::{AllocError, AllocRequest};
 
 /// First come, first served.
@@ -9,10 +9,6 @@ use crate::protocol::{AllocError, AllocRequest};
 pub(crate) struct Fcfs;
 
 impl MemoryPolicy for Fcfs {
-    fn needs(&self) -> Needs {
-        Needs::default()
-    }
-
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
         let free = ctx.books.vram_free_bytes();
         place_split(ctx.books, req, free)

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Ctx, LaunchPrep, MemoryPolicy, Needs, Placed, place_split};
+use super::{Ctx, LaunchPrep, MemoryPolicy, Placed, place_split};
 use crate::buffer::Location;
 use crate::ids::{LaunchId, TenantId};
 use crate::protocol::{AllocError, AllocRequest, Purpose};
@@ -21,13 +21,6 @@ pub(crate) struct Gdev {
 }
 
 impl MemoryPolicy for Gdev {
-    fn needs(&self) -> Needs {
-        Needs {
-            launch_gating: true,
-            ..Needs::default()
-        }
-    }
-
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
         // Whole buffers: all in VRAM or all in host memory.
         let share = if req.bytes <= ctx.books.vram_free_bytes() {

@@ -36,6 +36,13 @@ pub struct Needs {
 }
 
 impl Needs {
+    /// Nothing special (usable in constants, unlike `Default`).
+    pub const NONE: Needs = Needs {
+        reference_bits: false,
+        launch_gating: false,
+        timers: false,
+    };
+
     /// Both sets of needs.
     pub const fn union(self, other: Needs) -> Needs {
         Needs {
@@ -112,12 +119,10 @@ impl Ctx<'_> {
 }
 
 /// A memory policy. Hooks default to doing nothing; a policy overrides what it reacts
-/// to. `on_alloc` and `on_launch` are only called while no relocation runs; the other
+/// to. What it needs from the device is declared in its registry entry, not here, so
+/// listings and the manager read one source. `on_alloc` and `on_launch` are only called while no relocation runs; the other
 /// hooks must check [`Relocation::running`] before they start one.
 pub(crate) trait MemoryPolicy: std::fmt::Debug + Send {
-    /// What the policy needs from the device and the driver.
-    fn needs(&self) -> Needs;
-
     /// Places a new buffer, or refuses it.
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError>;
 

@@ -1,6 +1,6 @@
 //! `native`: a stock driver. Allocations come from VRAM while it lasts, then fail.
 
-use super::{Ctx, MemoryPolicy, Needs, Placed, place_split};
+use super::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::protocol::{AllocError, AllocRequest};
 
 /// The stock driver's policy.
@@ -8,10 +8,6 @@ use crate::protocol::{AllocError, AllocRequest};
 pub(crate) struct Native;
 
 impl MemoryPolicy for Native {
-    fn needs(&self) -> Needs {
-        Needs::default()
-    }
-
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
         let free_bytes = ctx.books.vram_free_bytes();
         if req.bytes > free_bytes {

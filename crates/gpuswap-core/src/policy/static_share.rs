@@ -1,7 +1,7 @@
 //! `static`: static partitioning. Each of n tenants (known in advance) may hold 1/n of
 //! VRAM; the rest of its allocations go to host memory.
 
-use super::{Ctx, MemoryPolicy, Needs, Placed, place_split};
+use super::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::protocol::{AllocError, AllocRequest};
 
 /// Static partitioning into `tenants` equal shares.
@@ -11,10 +11,6 @@ pub(crate) struct StaticShare {
 }
 
 impl MemoryPolicy for StaticShare {
-    fn needs(&self) -> Needs {
-        Needs::default()
-    }
-
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
         let share = ctx.books.vram_capacity_bytes / self.tenants.max(1);
         let vram_share = share

@@ -54,8 +54,7 @@ pub(crate) static CHUNKS: &[ChunkEntry] = &[
         )
         .needing(Needs {
             reference_bits: true,
-            launch_gating: false,
-            timers: false,
+            ..Needs::NONE
         }),
         build: || Box::new(ReverseSwap),
     },

@@ -6,7 +6,7 @@
 pub(crate) mod chunk;
 pub(crate) mod victim;
 
-use super::{Ctx, MemoryPolicy, Needs, Placed, check_host_room};
+use super::{Ctx, MemoryPolicy, Placed, check_host_room};
 use crate::buffer::Location;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::ChunkRef;
@@ -20,7 +20,6 @@ use victim::VictimChoice;
 pub(crate) struct Gpuswap {
     pub(crate) victim: Box<dyn VictimChoice>,
     pub(crate) chunk: Box<dyn ChunkChoice>,
-    pub(crate) chunk_needs: Needs,
     /// The victim policy's [`VictimChoice::wants_access_rates`], asked once: the driver
     /// polls the timeout after every event.
     pub(crate) wants_access_rates: bool,
@@ -29,14 +28,6 @@ pub(crate) struct Gpuswap {
 }
 
 impl MemoryPolicy for Gpuswap {
-    fn needs(&self) -> Needs {
-        Needs {
-            timers: true,
-            ..Needs::default()
-        }
-        .union(self.chunk_needs)
-    }
-
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
         if req.bytes == 0 {
             return Err(AllocError::ZeroBytes);
