@@ -58,6 +58,18 @@ fn alloc(m: &mut Manager, req: AllocRequest) -> Vec<Action> {
     drive(m)
 }
 
+/// The first actions of an eviction: the policy ran, then the victim is suspended.
+fn expect_policy_then_suspend(m: &mut Manager) {
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::PolicyRan { .. }))
+    ));
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::Suspend { .. }))
+    ));
+}
+
 fn granted(actions: &[Action]) -> Option<BufferId> {
     actions.iter().find_map(|a| match a {
         Action::Reply(Reply::Grant { buffer, .. }) => Some(*buffer),
@@ -197,14 +209,7 @@ fn requests_during_a_relocation_wait_for_it() {
     let mut m = Manager::new(config("gpuswap", 16));
     granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     m.handle_alloc(request(1, 1, 4 * MIB));
-    assert!(matches!(
-        m.poll_action(),
-        Some(Action::Execution(Execution::PolicyRan { .. }))
-    ));
-    assert!(matches!(
-        m.poll_action(),
-        Some(Action::Execution(Execution::Suspend { .. }))
-    ));
+    expect_policy_then_suspend(&mut m);
     assert!(m.relocating());
     // Arrives mid-relocation: nothing is decided for it yet.
     m.handle_alloc(request(2, 2, 4 * MIB));
@@ -316,14 +321,7 @@ fn free_during_relocation_skips_the_freed_chunks() {
     let mut m = Manager::new(config("gpuswap", 16));
     let b0 = granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
     m.handle_alloc(request(1, 1, 8 * MIB));
-    assert!(matches!(
-        m.poll_action(),
-        Some(Action::Execution(Execution::PolicyRan { .. }))
-    ));
-    assert!(matches!(
-        m.poll_action(),
-        Some(Action::Execution(Execution::Suspend { .. }))
-    ));
+    expect_policy_then_suspend(&mut m);
     m.handle_free(TenantId(0), b0).unwrap();
     m.handle_suspended(TenantId(0)).unwrap();
     let rest = drive(&mut m);

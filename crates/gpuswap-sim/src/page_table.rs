@@ -34,8 +34,8 @@ impl BufferMap {
     pub fn chunks_from(&self, first: usize) -> impl Iterator<Item = (u64, u64, Location)> + '_ {
         let rest = self.locations.get(first..).unwrap_or(&[]);
         rest.iter().enumerate().map(move |(i, l)| {
-            let offset = (first + i) as u64 * self.chunk_bytes;
-            (offset, self.chunk_bytes.min(self.bytes - offset), *l)
+            let index = first + i;
+            (index as u64 * self.chunk_bytes, self.chunk_len(index), *l)
         })
     }
 

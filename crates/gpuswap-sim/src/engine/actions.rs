@@ -34,7 +34,7 @@ impl Engine {
                         tenant.evictions.push(e);
                     }
                     tenant.slots[pending.slot] = Some(buffer);
-                    self.record_vram_all();
+                    self.record_usage_changes();
                     self.schedule_step(t, self.preset.driver_call_ns);
                 }
                 Action::Reply(Reply::Fail {
@@ -65,7 +65,7 @@ impl Engine {
                         pending.eviction.get_or_insert_default().policy_ns += policy_ns;
                     }
                     self.evicting_for = Some(t);
-                    self.record_vram_all();
+                    self.record_usage_changes();
                     self.policy_running = true;
                     self.schedule(self.now_ns + policy_ns, Event::PolicyDone);
                 }
@@ -110,7 +110,7 @@ impl Engine {
                     let remap = matches!(mapping, gpuswap_core::Mapping::Remap { .. });
                     self.page_table.apply(mapping);
                     if remap {
-                        self.record_vram_all();
+                        self.record_usage_changes();
                     }
                 }
                 Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
@@ -194,7 +194,7 @@ impl Engine {
     }
 
     /// Records the accounted VRAM of every tenant whose figure changed.
-    pub(super) fn record_vram_all(&mut self) {
+    pub(super) fn record_usage_changes(&mut self) {
         while let Some(id) = self.manager.poll_usage_change() {
             let t = &mut self.tenants[id.0 as usize];
             let bytes = self.manager.usage(id).vram_bytes;
@@ -220,7 +220,7 @@ impl Engine {
         tenant.held.clear();
         tenant.in_flight -= dropped;
         self.manager.handle_tenant_exit(tenant.id);
-        self.record_vram_all();
+        self.record_usage_changes();
         self.check_drained(t);
         self.apply_actions();
     }

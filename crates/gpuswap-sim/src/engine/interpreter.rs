@@ -58,7 +58,7 @@ impl Engine {
                         let message = format!("free of buffer {label:?}: {e}");
                         return self.finish_tenant(t, Some(message));
                     }
-                    self.record_vram_all();
+                    self.record_usage_changes();
                     self.apply_actions();
                     return self.schedule_step(t, self.preset.driver_call_ns);
                 }
