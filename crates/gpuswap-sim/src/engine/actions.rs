@@ -1,6 +1,7 @@
 //! Carrying out the manager's actions: replies to tenants, suspension and resumption,
 //! mapping changes, and the end of a tenant.
 
+use super::copies::one_way;
 use super::*;
 
 impl Engine {
@@ -96,11 +97,14 @@ impl Engine {
                     self.copy_queue.push_back(CopyJob {
                         tenant: t,
                         kind: CopyKind::Relocation { copy, chunk, epoch },
-                        direction: match to {
-                            Location::Host => Direction::ToHost,
-                            Location::Vram => Direction::ToDevice,
-                        },
-                        link_bytes: bytes,
+                        link_bytes: one_way(
+                            match to {
+                                Location::Host => Direction::ToHost,
+                                Location::Vram => Direction::ToDevice,
+                            },
+                            bytes,
+                        ),
+                        flows_left: 0,
                         transfer_started_ns: 0,
                         setup_started_ns: 0,
                     });

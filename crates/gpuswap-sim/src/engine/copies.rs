@@ -29,22 +29,36 @@ impl Engine {
     pub(super) fn start_copy_transfer(&mut self, engine: usize) {
         let job = self.copy_engines[engine].as_mut().expect("engine busy");
         job.transfer_started_ns = self.now_ns;
-        if job.link_bytes == 0 {
+        let link_bytes = job.link_bytes;
+        for direction in [Direction::ToDevice, Direction::ToHost] {
+            let bytes = link_bytes[direction as usize];
+            if bytes == 0 {
+                continue;
+            }
+            let peak = match direction {
+                Direction::ToDevice => self.preset.link.h2d_bytes_per_s,
+                Direction::ToHost => self.preset.link.d2h_bytes_per_s,
+            };
+            let cap = self
+                .preset
+                .link
+                .size_curve_k_per_kib
+                .map(|k| size_curve_bytes_per_s(peak, k, bytes));
+            let id = self.link.start(self.now_ns, direction, bytes as f64, cap);
+            self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
+            self.copy_engines[engine]
+                .as_mut()
+                .expect("engine busy")
+                .flows_left += 1;
+        }
+        if self.copy_engines[engine]
+            .as_ref()
+            .expect("engine busy")
+            .flows_left
+            == 0
+        {
             return self.finish_copy(engine);
         }
-        let peak = match job.direction {
-            Direction::ToDevice => self.preset.link.h2d_bytes_per_s,
-            Direction::ToHost => self.preset.link.d2h_bytes_per_s,
-        };
-        let cap = self
-            .preset
-            .link
-            .size_curve_k_per_kib
-            .map(|k| size_curve_bytes_per_s(peak, k, job.link_bytes));
-        let id = self
-            .link
-            .start(self.now_ns, job.direction, job.link_bytes as f64, cap);
-        self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
         self.rearm_link();
     }
 
@@ -114,9 +128,43 @@ impl Engine {
                     running.expect("a flow's kernel is running").flows_left -= 1;
                     self.maybe_finish_kernel(launch);
                 }
-                FlowOwner::CopyEngine(engine) => self.finish_copy(engine),
+                FlowOwner::CopyEngine(engine) => {
+                    let job = self.copy_engines[engine]
+                        .as_mut()
+                        .expect("a flow's copy runs");
+                    job.flows_left -= 1;
+                    if job.flows_left == 0 {
+                        self.finish_copy(engine);
+                    }
+                }
             }
         }
         self.rearm_link();
+    }
+}
+
+/// Link bytes of a copy that moves `bytes` one way.
+pub(super) fn one_way(direction: Direction, bytes: u64) -> [u64; 2] {
+    let mut link_bytes = [0; 2];
+    link_bytes[direction as usize] = bytes;
+    link_bytes
+}
+
+/// Link bytes of a memcpy of `bytes` between host memory and a buffer of which
+/// `host_fraction` lives in host memory. The runtime does not know a buffer moved, so the
+/// copy engine still moves every byte through the GPU: the host side of the copy crosses
+/// the link as always, and the buffer's host-resident part crosses it too, the other way
+/// (an upload's evicted part is written back to host memory, a download's is read from
+/// it first). GPUswap's copies into evicted chunks thus cost link time in both
+/// directions (gpuswap.md: remote mapping; issue 12, item 1).
+pub(super) fn memcpy_link_bytes(
+    direction: CopyDirection,
+    bytes: u64,
+    host_fraction: f64,
+) -> [u64; 2] {
+    let host_part = (bytes as f64 * host_fraction).round() as u64;
+    match direction {
+        CopyDirection::HostToDevice => [bytes, host_part],
+        CopyDirection::DeviceToHost => [host_part, bytes],
     }
 }

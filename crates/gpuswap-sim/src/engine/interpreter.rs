@@ -1,5 +1,6 @@
 //! The tenant interpreter: runs a tenant's program until it blocks or waits for time.
 
+use super::copies::memcpy_link_bytes;
 use super::*;
 
 impl Engine {
@@ -79,14 +80,12 @@ impl Engine {
                         let message = format!("copy to buffer {label:?}, which is not allocated");
                         return self.finish_tenant(t, Some(message));
                     };
-                    // Only the part of the buffer in VRAM crosses the link; a copy into
-                    // host-resident chunks is a host memcpy, which is not modelled.
                     let b = self
                         .page_table
                         .get(buffer)
                         .expect("granted buffers are mapped");
-                    let vram_fraction = b.vram_bytes as f64 / b.bytes as f64;
-                    let link_bytes = (bytes as f64 * vram_fraction).round() as u64;
+                    let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;
+                    let link_bytes = memcpy_link_bytes(direction, bytes, host_fraction);
                     tenant.state = State::WaitingCopy;
                     tenant.copies_in_flight += 1;
                     let writes_device = direction == CopyDirection::HostToDevice;
@@ -99,11 +98,8 @@ impl Engine {
                             buffer,
                             writes_device,
                         },
-                        direction: match direction {
-                            CopyDirection::HostToDevice => Direction::ToDevice,
-                            CopyDirection::DeviceToHost => Direction::ToHost,
-                        },
                         link_bytes,
+                        flows_left: 0,
                         transfer_started_ns: 0,
                         setup_started_ns: 0,
                     });

@@ -159,8 +159,12 @@ enum CopyKind {
 struct CopyJob {
     tenant: usize,
     kind: CopyKind,
-    direction: Direction,
-    link_bytes: u64,
+    /// Bytes the copy engine moves over the link each way, indexed by `Direction as
+    /// usize`: a relocation moves its chunk one way; a memcpy also moves the part of its
+    /// buffer that lives in host memory, host to host through the GPU's mapping.
+    link_bytes: [u64; 2],
+    /// Link flows of the transfer still running.
+    flows_left: u32,
     transfer_started_ns: u64,
     setup_started_ns: u64,
 }

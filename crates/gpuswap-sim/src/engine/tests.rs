@@ -161,6 +161,47 @@ fn copies_take_setup_plus_transfer_and_share_the_link() {
 }
 
 #[test]
+fn copies_into_host_resident_buffers_cross_the_link_both_ways() {
+    let p = gtx480();
+    for direction in [CopyDirection::HostToDevice, CopyDirection::DeviceToHost] {
+        let mut program = Program::default();
+        let a = program.buffer("a", 57 * MIB);
+        program.ops = vec![
+            Op::Alloc(a),
+            Op::PhaseStart,
+            Op::Copy {
+                slot: a,
+                direction,
+                bytes: 57_000_000,
+            },
+            Op::PhaseEnd,
+            Op::Free(a),
+        ];
+        // FCFS with VRAM for the runtime's buffers only: "a" lives in host memory.
+        let mut cfg = config(vec![tenant("a", program)], runtime_bytes());
+        cfg.manager.policy = PolicySettings::named("fcfs");
+        let out = simulate(cfg).unwrap();
+        let t = &out.tenants[0];
+        assert_eq!(t.error, None);
+        let (s, e) = t.phase_ns.unwrap();
+        // Both directions carry the 57 MB at once: host to GPU and back to host memory.
+        assert_eq!(e - s, p.copy_setup_ns + 10_000_000, "{direction:?}");
+        let (to_device, to_host) = out.link_utilization;
+        let busy_s = out.makespan_ns as f64 / 1e9;
+        let to_device_expected = 57e6 / (p.link.h2d_bytes_per_s * busy_s);
+        let to_host_expected = 57e6 / (p.link.d2h_bytes_per_s * busy_s);
+        assert!(
+            (to_device - to_device_expected).abs() < 1e-9,
+            "{direction:?}: {to_device}"
+        );
+        assert!(
+            (to_host - to_host_expected).abs() < 1e-9,
+            "{direction:?}: {to_host}"
+        );
+    }
+}
+
+#[test]
 fn native_out_of_memory_fails_only_the_newcomer() {
     let p = gtx480();
     let runtime = p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
