@@ -123,7 +123,9 @@ fn profile_writes_units_plot_and_priorities_that_a_scenario_runs_with() {
         .collect();
     values.sort_unstable();
     assert_eq!(values, (1..=buffers.len() as i64).collect::<Vec<_>>());
-    assert!(priorities["distances"].as_integer() > priorities["locations"].as_integer());
+    // Equal accesses per page (coalesced reads and writes alike): the tie goes to the
+    // buffer allocated first.
+    assert!(priorities["locations"].as_integer() > priorities["distances"].as_integer());
     let chunks = file["chunk_priorities"].as_table().unwrap();
     for (label, bytes) in &buffers {
         let list = chunks[label.as_str()].as_array().unwrap();

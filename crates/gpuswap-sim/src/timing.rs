@@ -22,17 +22,38 @@ use gpuswap_core::{ChunkRef, Location};
 use crate::page_table::BufferMap;
 
 use crate::preset::Preset;
-use crate::program::Distribution;
+use crate::program::{Access, AccessOrder, Distribution};
 
 /// Remote reads move whole cache lines: Fermi's 128-byte L1 line (coalesced reads).
 pub const READ_TRANSACTION_BYTES: u64 = 128;
-/// Remote writes are write-through and not coalesced: one 32-byte L2 sector each.
-pub const WRITE_TRANSACTION_BYTES: u64 = 32;
+/// A warp's writes to consecutive addresses coalesce into whole 128-byte lines (Fermi
+/// coalesces a warp's stores per 128-byte segment: CUDA C Programming Guide 3.2,
+/// appendix G.4.2, compute capability 2.x global memory).
+pub const COALESCED_WRITE_BYTES: u64 = 128;
+/// An isolated write (random, or strided by a line or more) is write-through and not
+/// coalesced with its neighbours: one 32-byte L2 sector (gpuswap.md: "writes are
+/// write-through (not coalesced)"; the same guide, G.4.2: stores are cached in L2 only,
+/// in 32-byte segments).
+pub const ISOLATED_WRITE_BYTES: u64 = 32;
 /// Per-transaction overhead on PCIe: 12-16 B TLP header, 2 B sequence number, 4 B LCRC
 /// and framing, about 24 B (PCI Express Base Specification, TLP format).
 pub const TLP_OVERHEAD_BYTES: u64 = 24;
 
-/// Where one kernel's bytes come from.
+/// Bytes one write transaction carries for writes in `order`: neighbouring threads'
+/// writes in address order fill whole lines; random ones, or ones a line or more apart,
+/// go one sector each.
+pub fn write_transaction_bytes(order: AccessOrder) -> u64 {
+    match order {
+        AccessOrder::Linear => COALESCED_WRITE_BYTES,
+        AccessOrder::Strided { stride_bytes } if stride_bytes < COALESCED_WRITE_BYTES => {
+            COALESCED_WRITE_BYTES
+        }
+        AccessOrder::Strided { .. } | AccessOrder::Random => ISOLATED_WRITE_BYTES,
+    }
+}
+
+/// Where one kernel's bytes come from (or, in the profiler, what one unit alone in host
+/// memory makes remote).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Traffic {
     /// Bytes read or written in VRAM.
@@ -41,15 +62,40 @@ pub struct Traffic {
     pub remote_read_bytes: f64,
     /// Bytes written to host memory.
     pub remote_write_bytes: f64,
+    /// The transactions those writes take ([`write_transaction_bytes`]).
+    pub remote_write_transactions: f64,
 }
 
 impl Traffic {
-    /// Adds the accesses of one buffer, `local_fraction` of them served from VRAM.
-    pub fn add(&mut self, read_bytes: u64, write_bytes: u64, local_fraction: f64) {
+    /// Adds `access`, `local_fraction` of it served from VRAM.
+    pub fn add(&mut self, access: &Access, local_fraction: f64) {
+        let (read_bytes, write_bytes) = (access.read_bytes as f64, access.write_bytes as f64);
+        self.add_part(access.order, read_bytes, write_bytes, local_fraction);
+    }
+
+    /// Adds `read_bytes` and `write_bytes` made in `order` (a part of an access),
+    /// `local_fraction` of them served from VRAM.
+    pub fn add_part(
+        &mut self,
+        order: AccessOrder,
+        read_bytes: f64,
+        write_bytes: f64,
+        local_fraction: f64,
+    ) {
         let remote = 1.0 - local_fraction;
-        self.local_bytes += (read_bytes + write_bytes) as f64 * local_fraction;
-        self.remote_read_bytes += read_bytes as f64 * remote;
-        self.remote_write_bytes += write_bytes as f64 * remote;
+        self.local_bytes += (read_bytes + write_bytes) * local_fraction;
+        self.remote_read_bytes += read_bytes * remote;
+        self.remote_write_bytes += write_bytes * remote;
+        self.remote_write_transactions +=
+            write_bytes * remote / write_transaction_bytes(order) as f64;
+    }
+
+    /// Adds `times` times `other`.
+    pub fn add_scaled(&mut self, other: &Traffic, times: f64) {
+        self.local_bytes += other.local_bytes * times;
+        self.remote_read_bytes += other.remote_read_bytes * times;
+        self.remote_write_bytes += other.remote_write_bytes * times;
+        self.remote_write_transactions += other.remote_write_transactions * times;
     }
 
     /// All bytes served remotely.
@@ -64,7 +110,7 @@ impl Traffic {
 
     /// Bytes the remote writes put on the link toward the host, with packet overhead.
     pub fn link_bytes_to_host(&self) -> f64 {
-        self.remote_write_bytes * overhead_factor(WRITE_TRANSACTION_BYTES)
+        self.remote_write_bytes + self.remote_write_transactions * TLP_OVERHEAD_BYTES as f64
     }
 
     /// Remote read round trips.
@@ -239,7 +285,7 @@ mod tests {
     fn vram_term_is_bytes_over_bandwidth() {
         let p = gtx480();
         let mut t = Traffic::default();
-        t.add(177_400_000, 0, 1.0); // 1 ms at 177.4 GB/s
+        t.add_part(AccessOrder::Linear, 177_400_000.0, 0.0, 1.0); // 1 ms at 177.4 GB/s
         assert!((vram_ns(&p, &t) - 1e6).abs() < 1.0);
     }
 
@@ -247,11 +293,11 @@ mod tests {
     fn latency_term_counts_round_trips_over_parallelism() {
         let p = gtx480();
         let mut t = Traffic::default();
-        t.add(128 * 32, 0, 0.0); // 32 remote reads, 32 in flight: one latency
+        t.add_part(AccessOrder::Linear, 4096.0, 0.0, 0.0); // 32 remote reads, 32 in flight: one latency
         assert!((remote_latency_ns(&p, &t) - 700.0).abs() < 1e-9);
         // Writes are posted: no round trips.
         let mut w = Traffic::default();
-        w.add(0, 1 << 20, 0.0);
+        w.add_part(AccessOrder::Linear, 0.0, 1_048_576.0, 0.0);
         assert_eq!(remote_latency_ns(&p, &w), 0.0);
     }
 
@@ -259,19 +305,38 @@ mod tests {
     fn fixed_part_takes_the_largest_term_plus_launch() {
         let p = gtx480();
         let mut t = Traffic::default();
-        t.add(177_400, 0, 1.0); // 1 us from VRAM
+        t.add_part(AccessOrder::Linear, 177_400.0, 0.0, 1.0); // 1 us from VRAM
         assert_eq!(fixed_ns(&p, 0, &t), p.kernel_launch_ns + 1000);
         // 2 us of compute dominates
         assert_eq!(fixed_ns(&p, 2 * 672_480, &t), p.kernel_launch_ns + 2000);
     }
 
     #[test]
-    fn writes_cost_more_link_bytes_than_reads() {
+    fn coalesced_writes_cost_what_reads_cost_and_isolated_writes_more() {
         let mut t = Traffic::default();
-        t.add(1000, 1000, 0.0);
+        t.add_part(AccessOrder::Linear, 1000.0, 1000.0, 0.0);
+        // A warp's linear writes fill lines as its reads do: the same overhead per byte.
         assert!((t.link_bytes_to_device() - 1000.0 * 152.0 / 128.0).abs() < 1e-9);
-        assert!((t.link_bytes_to_host() - 1000.0 * 56.0 / 32.0).abs() < 1e-9);
+        assert!((t.link_bytes_to_host() - 1000.0 * 152.0 / 128.0).abs() < 1e-9);
         assert_eq!(t.remote_bytes(), 2000.0);
+        // Random writes and writes a line apart go one sector each.
+        for order in [
+            AccessOrder::Random,
+            AccessOrder::Strided { stride_bytes: 128 },
+        ] {
+            let mut t = Traffic::default();
+            t.add_part(order, 0.0, 1000.0, 0.0);
+            assert!(
+                (t.link_bytes_to_host() - 1000.0 * 56.0 / 32.0).abs() < 1e-9,
+                "{order:?}"
+            );
+            assert!((t.remote_write_transactions - 1000.0 / 32.0).abs() < 1e-9);
+        }
+        // Writes 8 bytes apart still share lines.
+        let mut t = Traffic::default();
+        t.add_part(AccessOrder::Strided { stride_bytes: 8 }, 0.0, 1280.0, 0.5);
+        assert!((t.remote_write_transactions - 5.0).abs() < 1e-9);
+        assert!((t.local_bytes - 640.0).abs() < 1e-9);
     }
 
     #[test]

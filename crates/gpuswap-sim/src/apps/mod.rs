@@ -63,7 +63,7 @@ mod srad_v2;
 mod stream;
 
 use crate::program::{Access, AccessOrder, CopyDirection, Distribution, Op, Program, Slot};
-use crate::timing::{READ_TRANSACTION_BYTES, WRITE_TRANSACTION_BYTES};
+use crate::timing::{ISOLATED_WRITE_BYTES, READ_TRANSACTION_BYTES};
 pub use device::DeviceShape;
 pub(crate) use device::scattered_bytes;
 use thiserror::Error;
@@ -120,7 +120,7 @@ pub fn find(name: &str) -> Option<&'static dyn AppModel> {
 pub(crate) const READ_LINE_BYTES: u64 = READ_TRANSACTION_BYTES;
 /// Bytes an isolated write moves: one 32-byte sector (writes are write-through and not
 /// coalesced), the write transaction of the timing model.
-pub(crate) const WRITE_SECTOR_BYTES: u64 = WRITE_TRANSACTION_BYTES;
+pub(crate) const WRITE_SECTOR_BYTES: u64 = ISOLATED_WRITE_BYTES;
 
 /// An access spread uniformly over the buffer, in the given order.
 pub(crate) fn uniform(slot: Slot, read_bytes: u64, write_bytes: u64, order: AccessOrder) -> Access {

@@ -121,8 +121,8 @@ impl Engine {
                     }
                 },
             };
-            traffic.add(access.read_bytes, access.write_bytes, fraction);
-            ideal.add(access.read_bytes, access.write_bytes, 1.0);
+            traffic.add(access, fraction);
+            ideal.add(access, 1.0);
             if let (Some(id), true) = (id, access.write_bytes > 0) {
                 written.push(id);
             }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::preset;
-use crate::program::{Access, Op, Program};
+use crate::program::{Access, AccessOrder, Op, Program};
 use gpuswap_core::{MIB, PolicySettings};
 use proptest::prelude::*;
 
@@ -51,7 +51,7 @@ fn read_kernel_ns(p: &Preset, bytes: u64) -> u64 {
     let sms = u64::from(p.sms);
     let system_bytes = sms * (128 * 2 + 4096 + 512);
     let mut traffic = Traffic::default();
-    traffic.add(bytes + system_bytes, 0, 1.0);
+    traffic.add_part(AccessOrder::Linear, (bytes + system_bytes) as f64, 0.0, 1.0);
     timing::fixed_ns(p, 0, &traffic)
 }
 
@@ -582,7 +582,7 @@ fn reverse_swapping_brings_hot_chunks_back() {
             Op::Alloc(hot),
             Op::Alloc(cold),
             Op::Repeat {
-                times: 200,
+                times: 400,
                 body: vec![
                     Op::Launch(Kernel {
                         name: "k".into(),

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use crate::program::{Kernel, Slot};
 use crate::runtime::Instr;
-use crate::timing::{self, READ_TRANSACTION_BYTES, WRITE_TRANSACTION_BYTES};
+use crate::timing::{self, Traffic};
 
 /// Every launch instruction with the number of times it runs (the product of its
 /// enclosing loops' counts). Repeated launches share their kernel, so the profiler works
@@ -52,16 +52,15 @@ pub(super) fn accessed_slots(kernel: &Kernel) -> Vec<Slot> {
     slots
 }
 
-/// Bytes read and written in each unit of `unit_bytes` of buffer `slot` (of
-/// `buffer_bytes`) by one launch of `kernel`: what that unit alone in host memory would
-/// make remote.
+/// The remote traffic each unit of `unit_bytes` of buffer `slot` (of `buffer_bytes`)
+/// alone in host memory would cause in one launch of `kernel`.
 pub(super) fn moved_per_unit(
     kernel: &Kernel,
     slot: Slot,
     buffer_bytes: u64,
     unit_bytes: u64,
-) -> Vec<(f64, f64)> {
-    let mut moved = vec![(0.0, 0.0); buffer_bytes.div_ceil(unit_bytes) as usize];
+) -> Vec<Traffic> {
+    let mut moved = vec![Traffic::default(); buffer_bytes.div_ceil(unit_bytes) as usize];
     for access in kernel.accesses.iter().filter(|a| a.slot == slot) {
         let ranges = || timing::weighted_ranges(&access.distribution, buffer_bytes);
         let total_weight: f64 = ranges().map(|(_, _, weight)| weight).sum();
@@ -75,9 +74,12 @@ pub(super) fn moved_per_unit(
                 let unit = start / unit_bytes;
                 let unit_end = ((unit + 1) * unit_bytes).min(end);
                 let share = share_per_byte * (unit_end - start) as f64;
-                let (read, write) = &mut moved[unit as usize];
-                *read += access.read_bytes as f64 * share;
-                *write += access.write_bytes as f64 * share;
+                moved[unit as usize].add_part(
+                    access.order,
+                    access.read_bytes as f64 * share,
+                    access.write_bytes as f64 * share,
+                    0.0,
+                );
                 start = unit_end;
             }
         }
@@ -86,19 +88,15 @@ pub(super) fn moved_per_unit(
 }
 
 /// Adds `times` launches' worth of `moved` to `sums`.
-pub(super) fn add_scaled(sums: &mut [(f64, f64)], moved: &[(f64, f64)], times: u64) {
-    for ((sum_read, sum_write), (read, write)) in sums.iter_mut().zip(moved) {
-        *sum_read += read * times as f64;
-        *sum_write += write * times as f64;
+pub(super) fn add_scaled(sums: &mut [Traffic], moved: &[Traffic], times: u64) {
+    for (sum, unit) in sums.iter_mut().zip(moved) {
+        sum.add_scaled(unit, times as f64);
     }
 }
 
-/// Remote bytes as the counters see them: (read transactions, write transactions).
-pub(super) fn transactions((read_bytes, write_bytes): (f64, f64)) -> (f64, f64) {
-    (
-        read_bytes / READ_TRANSACTION_BYTES as f64,
-        write_bytes / WRITE_TRANSACTION_BYTES as f64,
-    )
+/// Remote traffic as the counters see it: (read transactions, write transactions).
+pub(super) fn transactions(moved: &Traffic) -> (f64, f64) {
+    (moved.remote_reads(), moved.remote_write_transactions)
 }
 
 #[cfg(test)]
@@ -109,16 +107,17 @@ mod tests {
 
     #[test]
     fn the_last_partial_page_gets_its_share() {
-        // 10000 bytes: pages of 4096, 4096 and 1808 bytes; written uniformly.
+        // 10000 bytes: pages of 4096, 4096 and 1808 bytes; written uniformly in linear
+        // order, so in whole 128-byte lines.
         let program = one_kernel(10_000, vec![Access::uniform(0, 0, 10_000)]);
         let p = profile(&program, &gtx480(), Granularity::Page, 4 << 20);
         let writes: Vec<f64> = p.units.iter().map(|u| u.writes).collect();
-        all_close(&writes, &[128.0, 128.0, 56.5]);
+        all_close(&writes, &[32.0, 32.0, 14.125]);
         assert_eq!(p.units[2].bytes, 1808);
         // At buffer granularity the one unit holds it all.
         let p = profile(&program, &gtx480(), Granularity::Buffer, 4 << 20);
         assert_eq!(p.units.len(), 1);
-        assert!(close(p.units[0].writes, 312.5));
+        assert!(close(p.units[0].writes, 78.125));
         assert!(p.chunk_priorities.is_empty());
     }
 

@@ -16,7 +16,8 @@
 //! timing model: a unit's reads in one launch are the access's `read_bytes` times the
 //! share of the access's distribution that falls in the unit, over
 //! [`READ_TRANSACTION_BYTES`](crate::timing::READ_TRANSACTION_BYTES); writes likewise
-//! over [`WRITE_TRANSACTION_BYTES`](crate::timing::WRITE_TRANSACTION_BYTES). Shares come
+//! over the bytes one write transaction carries in the access's order
+//! ([`write_transaction_bytes`](crate::timing::write_transaction_bytes)). Shares come
 //! from [`timing::weighted_ranges`](crate::timing::weighted_ranges), the form
 //! `timing::local_fraction` works on, with each range's weight spread evenly over its
 //! bytes. The simulator is a fluid model, so counts are expected values and may be
@@ -168,10 +169,11 @@ pub fn profile(
         // One unit for the whole buffer (`max` keeps an empty buffer's layout defined).
         Granularity::Buffer => buffers[slot].bytes.max(1),
     };
-    // Bytes each unit moves when it alone is remote, summed over launches: (read, write).
-    let zeros = |unit_of: &dyn Fn(Slot) -> u64| -> Vec<Vec<(f64, f64)>> {
+    // The traffic each unit makes remote when it alone is in host memory, summed over
+    // launches.
+    let zeros = |unit_of: &dyn Fn(Slot) -> u64| -> Vec<Vec<Traffic>> {
         (0..buffers.len())
-            .map(|s| vec![(0.0, 0.0); buffers[s].bytes.div_ceil(unit_of(s)) as usize])
+            .map(|s| vec![Traffic::default(); buffers[s].bytes.div_ceil(unit_of(s)) as usize])
             .collect()
     };
     let mut unit_moved = zeros(&unit_bytes_of);
@@ -188,7 +190,7 @@ pub fn profile(
         launches += times;
         let mut all_local = Traffic::default();
         for access in &kernel.accesses {
-            all_local.add(access.read_bytes, access.write_bytes, 1.0);
+            all_local.add(access, 1.0);
         }
         normal_ns += times * kernel_ns(preset, kernel.ops, &all_local);
         let restore_ns = restore_ns(preset, program, &kernel);
@@ -201,18 +203,17 @@ pub fn profile(
             // timed once.
             let mut units = chunk_layout(bytes, unit_bytes_of(slot))
                 .zip(&moved)
-                .map(|((_, unit_bytes), &(read, write))| (unit_bytes, read, write))
+                .map(|((_, unit_bytes), &moved)| (unit_bytes, moved))
                 .peekable();
             while let Some(unit) = units.next() {
                 let mut alike = 1;
                 while units.next_if_eq(&unit).is_some() {
                     alike += 1;
                 }
-                let (unit_bytes, read, write) = unit;
+                let (unit_bytes, moved) = unit;
                 let traffic = Traffic {
-                    local_bytes: (all_local.local_bytes - read - write).max(0.0),
-                    remote_read_bytes: read,
-                    remote_write_bytes: write,
+                    local_bytes: (all_local.local_bytes - moved.remote_bytes()).max(0.0),
+                    ..moved
                 };
                 let repetition_ns = kernel_ns(preset, kernel.ops, &traffic)
                     + relocation_ns(preset, unit_bytes)
@@ -235,7 +236,7 @@ pub fn profile(
             chunk_layout(buffers[slot].bytes, unit_bytes_of(slot))
                 .zip(&unit_moved[slot])
                 .map(|((offset_bytes, bytes), &moved)| {
-                    let (reads, writes) = transactions(moved);
+                    let (reads, writes) = transactions(&moved);
                     UnitProfile {
                         label: label.clone(),
                         offset_bytes,
@@ -252,7 +253,7 @@ pub fn profile(
         .map(|&slot| {
             unit_moved[slot]
                 .iter()
-                .map(|&moved| transactions(moved))
+                .map(transactions)
                 .fold((0.0, 0.0), |(r, w), (ur, uw)| (r + ur, w + uw))
         })
         .collect();
@@ -309,7 +310,6 @@ mod tests {
     use super::*;
     use crate::apps;
     use crate::program::{Access, Op};
-    use crate::timing::{READ_TRANSACTION_BYTES, WRITE_TRANSACTION_BYTES};
 
     #[test]
     fn counts_equal_every_apps_modelled_traffic_and_priorities_follow_accesses_per_page() {
@@ -328,9 +328,7 @@ mod tests {
             let mut model = vec![(0.0, 0.0); program.buffers.len()];
             model_traffic(&program.ops, &mut model, 1.0);
             let mut expected_per_page = BTreeMap::new();
-            for (spec, (read_bytes, write_bytes)) in program.buffers.iter().zip(&model) {
-                let reads = read_bytes / READ_TRANSACTION_BYTES as f64;
-                let writes = write_bytes / WRITE_TRANSACTION_BYTES as f64;
+            for (spec, &(reads, writes)) in program.buffers.iter().zip(&model) {
                 let units = profile.units.iter().filter(|u| u.label == spec.label);
                 let (r, w) = units.fold((0.0, 0.0), |(r, w), u| (r + u.reads, w + u.writes));
                 assert!(

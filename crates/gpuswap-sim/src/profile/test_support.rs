@@ -3,6 +3,7 @@
 use super::{BufferProfile, Profile};
 use crate::preset::{self, Preset};
 use crate::program::{Access, Kernel, Op, Program};
+use crate::timing::{READ_TRANSACTION_BYTES, write_transaction_bytes};
 use crate::{apps, runtime};
 
 pub(super) fn gtx480() -> Preset {
@@ -27,15 +28,16 @@ pub(super) fn buffer<'a>(profile: &'a Profile, label: &str) -> &'a BufferProfile
         .unwrap_or_else(|| panic!("buffer {label}"))
 }
 
-/// Bytes read and written per slot by all launches of `ops`, loops unrolled: the
+/// Read and write transactions per slot of all launches of `ops`, loops unrolled: the
 /// app model's own traffic, computed without the profiler's walk.
 pub(super) fn model_traffic(ops: &[Op], sums: &mut [(f64, f64)], times: f64) {
     for op in ops {
         match op {
             Op::Launch(kernel) => {
                 for a in &kernel.accesses {
-                    sums[a.slot].0 += times * a.read_bytes as f64;
-                    sums[a.slot].1 += times * a.write_bytes as f64;
+                    sums[a.slot].0 += times * a.read_bytes as f64 / READ_TRANSACTION_BYTES as f64;
+                    sums[a.slot].1 +=
+                        times * a.write_bytes as f64 / write_transaction_bytes(a.order) as f64;
                 }
             }
             Op::Repeat { times: t, body } => model_traffic(body, sums, times * f64::from(*t)),
