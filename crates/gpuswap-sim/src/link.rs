@@ -1,6 +1,15 @@
 //! The host link as a fluid model: concurrent flows (DMA copies, kernels' remote
-//! accesses) share each direction's bandwidth max-min fairly, each flow limited by its own
-//! cap. Rates are recomputed whenever a flow starts or ends.
+//! accesses) share each direction's bandwidth max-min fairly in proportion to their
+//! weights, each flow limited by its own cap. Rates are recomputed whenever a flow starts
+//! or ends.
+//!
+//! A flow's weight is what its source keeps pending on the link (requests times bytes
+//! per request, [`crate::timing::kernel_pending_bytes`] and
+//! [`crate::timing::dma_pending_bytes`]): requests are served in arrival order, so a
+//! source's share of the bytes in flight, and so of the bandwidth, follows its share of
+//! the pending requests' bytes. A kernel's many pending cache-line requests therefore
+//! crowd out one copy engine's stream, as the dissertation measured (single chunk copies
+//! up to 10x slower under remote traffic).
 //!
 //! The link never schedules anything itself: the engine asks [`Link::next_completion_ns`]
 //! after every change, calls [`Link::advance`] when that time comes and takes the
@@ -26,6 +35,8 @@ struct Flow {
     direction: Direction,
     remaining_bytes: f64,
     cap_bytes_per_ns: f64,
+    /// Its share of the bandwidth relative to the other flows (bytes it keeps pending).
+    weight: f64,
     rate_bytes_per_ns: f64,
 }
 
@@ -98,9 +109,8 @@ impl Link {
         }
     }
 
-    /// Starts a flow of `bytes` at `now_ns`, at most `cap_bytes_per_s` fast (`None`:
-    /// only the fair share limits it). Flows that finish by `now_ns` are kept for the
-    /// next [`Link::advance`], so calling it up to `now_ns` first is not required.
+    /// Starts a flow of `bytes` at `now_ns` with weight 1, at most `cap_bytes_per_s` fast
+    /// (`None`: only the fair share limits it). See [`Link::start_weighted`].
     pub fn start(
         &mut self,
         now_ns: u64,
@@ -108,6 +118,22 @@ impl Link {
         bytes: f64,
         cap_bytes_per_s: Option<f64>,
     ) -> FlowId {
+        self.start_weighted(now_ns, direction, bytes, cap_bytes_per_s, 1.0)
+    }
+
+    /// Starts a flow of `bytes` at `now_ns` that shares the direction's bandwidth with the
+    /// others in proportion to `weight` (positive), at most `cap_bytes_per_s` fast.
+    /// Flows that finish by `now_ns` are kept for the next [`Link::advance`], so calling
+    /// it up to `now_ns` first is not required.
+    pub fn start_weighted(
+        &mut self,
+        now_ns: u64,
+        direction: Direction,
+        bytes: f64,
+        cap_bytes_per_s: Option<f64>,
+        weight: f64,
+    ) -> FlowId {
+        debug_assert!(weight > 0.0, "a flow's weight is positive");
         debug_assert!(now_ns >= self.now_ns, "time went backwards on the link");
         self.move_to(now_ns);
         let id = FlowId(self.next_id);
@@ -119,6 +145,7 @@ impl Link {
                 direction,
                 remaining_bytes: bytes.max(0.0),
                 cap_bytes_per_ns: cap_bytes_per_s.map_or(f64::INFINITY, |c| c / 1e9),
+                weight,
                 rate_bytes_per_ns: 0.0,
             },
         ));
@@ -273,20 +300,21 @@ impl Link {
         self.by_cap.clear();
         self.by_cap
             .extend((0..flows.len()).filter(|&i| flows[i].1.direction == direction));
-        // Smallest caps first: they take less than an equal share and leave the rest.
-        // Equal caps keep id order (the index breaks ties), so the shares, and the
-        // float rounding of what is left, never depend on the sort.
+        // Smallest caps per unit of weight first: they take less than their weighted
+        // share and leave the rest. Equal keys keep id order (the index breaks ties), so
+        // the shares, and the float rounding of what is left, never depend on the sort.
         self.by_cap.sort_unstable_by(|&a, &b| {
-            let cap = |i: usize| flows[i].1.cap_bytes_per_ns;
-            cap(a).total_cmp(&cap(b)).then(a.cmp(&b))
+            let key = |i: usize| flows[i].1.cap_bytes_per_ns / flows[i].1.weight;
+            key(a).total_cmp(&key(b)).then(a.cmp(&b))
         });
         let mut left = capacity;
-        let count = self.by_cap.len();
-        for (i, &at) in self.by_cap.iter().enumerate() {
+        let mut weight_left: f64 = self.by_cap.iter().map(|&i| flows[i].1.weight).sum();
+        for &at in &self.by_cap {
             let flow = &mut flows[at].1;
-            let share = left / (count - i) as f64;
+            let share = left * flow.weight / weight_left;
             flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
             left -= flow.rate_bytes_per_ns;
+            weight_left -= flow.weight;
         }
     }
 }
@@ -361,6 +389,25 @@ mod tests {
         let fast = link.start(0, Direction::ToDevice, 750.0, None);
         assert_eq!(link.rate_bytes_per_s(fast), Some(0.75e9));
         assert_eq!(finish_all(&mut link), vec![(slow, 1000), (fast, 1000)]);
+    }
+
+    #[test]
+    fn flows_share_in_proportion_to_their_weights() {
+        let mut link = Link::new(1e9, 1e9);
+        // A copy engine's stream against a kernel keeping 15x its pending bytes.
+        let copy = link.start_weighted(0, Direction::ToDevice, 1000.0, None, 4096.0);
+        let kernel = link.start_weighted(0, Direction::ToDevice, 1e6, None, 61440.0);
+        assert_eq!(link.rate_bytes_per_s(copy), Some(1e9 / 16.0));
+        assert_eq!(link.rate_bytes_per_s(kernel), Some(1e9 * 15.0 / 16.0));
+        // A capped heavy flow leaves what it cannot use to the light one.
+        let mut link = Link::new(1e9, 1e9);
+        let light = link.start_weighted(0, Direction::ToHost, 1000.0, None, 1.0);
+        let heavy = link.start_weighted(0, Direction::ToHost, 1000.0, Some(0.5e9), 9.0);
+        assert_eq!(link.rate_bytes_per_s(heavy), Some(0.5e9));
+        assert_eq!(link.rate_bytes_per_s(light), Some(0.5e9));
+        // The other direction is untouched.
+        let other = link.start_weighted(0, Direction::ToDevice, 1000.0, None, 1.0);
+        assert_eq!(link.rate_bytes_per_s(other), Some(1e9));
     }
 
     #[test]

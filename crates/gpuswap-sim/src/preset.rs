@@ -80,6 +80,9 @@ pub struct Preset {
     pub gdev_launch_ns: u64,
     /// Streaming multiprocessors.
     pub sms: u32,
+    /// Cache-line reads one SM can keep pending (its L1 miss-status holding registers):
+    /// with [`Preset::sms`], a kernel's weight against copies on the link.
+    pub pending_reads_per_sm: u32,
     /// L2 cache shared by the SMs: how much of a randomly accessed buffer a kernel
     /// re-reads without going to VRAM.
     pub l2_bytes: u64,
@@ -193,6 +196,10 @@ fn measured() -> Vec<Preset> {
             // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
             // NVIDIA specification).
             sms: 15,
+            // GPGPU-Sim's GTX 480 configuration (configs/GTX480/gpgpusim.config, L1D
+            // "A:32:8"): 32 miss-status registers per SM (its newer SM2_GTX480 config
+            // says 64).
+            pending_reads_per_sm: 32,
             // NVIDIA Fermi compute architecture whitepaper (GF100, 2009): 768 KB unified
             // L2 shared by all SMs, in six memory partitions; the GTX 480's 384-bit bus
             // keeps all six (it disables one of GF100's 16 SMs, not a partition).
@@ -249,6 +256,8 @@ fn measured() -> Vec<Preset> {
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
             sms: 28,
+            // GPGPU-Sim SM6_GTX1080Ti configuration, L1D "A:256:8": 256 per SM.
+            pending_reads_per_sm: 256,
             // NVIDIA GTX 1080 Ti specification (reviewer's guide, quoted by vortez.net's
             // review): L2 2816 KB, 11 of GP102's 12 memory controllers with 256 KB each.
             l2_bytes: 2816 * KIB,
@@ -299,6 +308,8 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
             // PCIe datasheet).
             sms: 80,
+            // GPGPU-Sim SM7_QV100 configuration, L1D "A:256:8": 256 per SM.
+            pending_reads_per_sm: 256,
             // NVIDIA Tesla V100 GPU architecture whitepaper (2017), table 1: L2 cache size
             // 6144 KB (6 MB, OLCF's Summit V100 guide).
             l2_bytes: 6 * MIB,
@@ -347,6 +358,8 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
             // datasheet).
             sms: 108,
+            // GPGPU-Sim SM80_A100 configuration, L1D "A:512:64": 512 per SM.
+            pending_reads_per_sm: 512,
             // NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 40 MB L2;
             // deviceQuery on an A100 80GB PCIe reports 41943040 bytes (40 MiB) too.
             l2_bytes: 40 * MIB,
@@ -396,6 +409,8 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
             // PCIe datasheet).
             sms: 114,
+            // GPGPU-Sim SM90_H100 configuration, L1D "A:512:64": 512 per SM.
+            pending_reads_per_sm: 512,
             // NVIDIA H100 Tensor Core GPU architecture whitepaper (2022): H100 PCIe, 114
             // SMs, L2 cache size 50 MB; nvaccelinfo on an H100 PCIe reports 52428800
             // bytes (50 MiB).
@@ -448,6 +463,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
             // GH200 datasheet).
             sms: 132,
+            // unconfirmed: the H100's figure (GPGPU-Sim SM90_H100, L1D "A:512:64"), the
+            // same SM generation.
+            pending_reads_per_sm: 512,
             // deviceQuery on a GH200 480GB (github.com/slitvinov/grace, README.md; CUDA
             // 12.4): L2 Cache Size 62914560 bytes = 60 MiB, 132 multiprocessors. The
             // GH200's H100 has all six HBM3 stacks and their L2 slices enabled (6144-bit

@@ -123,6 +123,26 @@ fn overhead_factor(transaction_bytes: u64) -> f64 {
     (transaction_bytes + TLP_OVERHEAD_BYTES) as f64 / transaction_bytes as f64
 }
 
+/// PCIe's default maximum read request size: a DMA engine's reads of host memory go in
+/// requests of this size (PCI Express Base Specification, Device Control register,
+/// Max_Read_Request_Size, default 512 bytes).
+pub const DMA_REQUEST_BYTES: u64 = 512;
+
+/// The link weight of a running kernel's remote accesses: the cache-line requests its
+/// SMs can keep pending (every SM's L1 miss-status registers full), in bytes.
+pub fn kernel_pending_bytes(preset: &Preset) -> f64 {
+    f64::from(preset.sms) * f64::from(preset.pending_reads_per_sm) * READ_TRANSACTION_BYTES as f64
+}
+
+/// The link weight of a copy engine's stream: the requests it needs pending to reach the
+/// link's peak alone, bandwidth x latency in whole requests (derived: a copy engine that
+/// kept fewer could not reach the measured copy bandwidth; one that kept more would gain
+/// nothing alone).
+pub fn dma_pending_bytes(preset: &Preset) -> f64 {
+    let in_flight = preset.link.h2d_bytes_per_s * preset.link.latency_ns as f64 / 1e9;
+    (in_flight / DMA_REQUEST_BYTES as f64).ceil().max(1.0) * DMA_REQUEST_BYTES as f64
+}
+
 /// `C`: compute time of `ops` instructions.
 pub fn compute_ns(preset: &Preset, ops: u64) -> f64 {
     ops as f64 / preset.ops_per_s * 1e9

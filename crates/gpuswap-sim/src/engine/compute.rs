@@ -59,12 +59,15 @@ impl Engine {
         tenant.remote_bytes += traffic.remote_bytes();
         let fixed_ns = cost.fixed_ns;
         let mut flows_left = 0;
+        let weight = timing::kernel_pending_bytes(&self.preset);
         for (direction, bytes) in [
             (Direction::ToDevice, traffic.link_bytes_to_device()),
             (Direction::ToHost, traffic.link_bytes_to_host()),
         ] {
             if bytes > 0.0 {
-                let id = self.link.start(self.now_ns, direction, bytes, None);
+                let id = self
+                    .link
+                    .start_weighted(self.now_ns, direction, bytes, None, weight);
                 self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
                 flows_left += 1;
             }

@@ -44,7 +44,10 @@ impl Engine {
                 .link
                 .size_curve_k_per_kib
                 .map(|k| size_curve_bytes_per_s(peak, k, bytes));
-            let id = self.link.start(self.now_ns, direction, bytes as f64, cap);
+            let weight = timing::dma_pending_bytes(&self.preset);
+            let id = self
+                .link
+                .start_weighted(self.now_ns, direction, bytes as f64, cap, weight);
             self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
             self.copy_engines[engine]
                 .as_mut()

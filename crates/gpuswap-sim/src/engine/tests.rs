@@ -202,6 +202,59 @@ fn copies_into_host_resident_buffers_cross_the_link_both_ways() {
 }
 
 #[test]
+fn a_kernel_reading_host_memory_crowds_out_a_copy() {
+    let p = gtx480();
+    // "reader" keeps a kernel reading 1 GiB of host memory running for about 190 ms;
+    // "copier" uploads 57 MB (10 ms alone) while it runs.
+    let mut reader = Program::default();
+    let big = reader.buffer("big", 1 << 30);
+    reader.ops = vec![
+        Op::Alloc(big),
+        Op::Launch(Kernel {
+            name: "read".into(),
+            ops: 0,
+            accesses: vec![Access::uniform(big, 1 << 30, 0)],
+        }),
+        Op::Sync,
+        Op::Free(big),
+    ];
+    let mut copier = Program::default();
+    let a = copier.buffer("a", 57 * MIB);
+    copier.ops = vec![
+        Op::Alloc(a),
+        Op::Cpu { ns: 5_000_000 },
+        Op::PhaseStart,
+        Op::Copy {
+            slot: a,
+            direction: CopyDirection::HostToDevice,
+            bytes: 57_000_000,
+        },
+        Op::PhaseEnd,
+        Op::Free(a),
+    ];
+    // FCFS with VRAM for both runtimes and "a": "big" lives in host memory.
+    let mut cfg = config(
+        vec![tenant("copier", copier), tenant("reader", reader)],
+        2 * runtime_bytes() + 57 * MIB,
+    );
+    cfg.manager.policy = PolicySettings::named("fcfs");
+    let out = simulate(cfg).unwrap();
+    assert_eq!(out.tenants[1].error, None);
+    let (s, e) = out.tenants[0].phase_ns.unwrap();
+    // The kernel keeps 15 SMs x 32 line reads = 60 KiB pending, the copy engine the
+    // link's bandwidth-delay product in 512-byte requests (8 = 4 KiB): the copy gets a
+    // sixteenth of the link until the kernel ends.
+    let kernel_weight = timing::kernel_pending_bytes(&p);
+    let dma_weight = timing::dma_pending_bytes(&p);
+    assert_eq!((kernel_weight, dma_weight), (61_440.0, 4096.0));
+    let copy_ns = e - s - p.copy_setup_ns;
+    assert!(
+        copy_ns > 15 * 10_000_000 && copy_ns < 16 * 10_000_000 + 1_000,
+        "{copy_ns}"
+    );
+}
+
+#[test]
 fn native_out_of_memory_fails_only_the_newcomer() {
     let p = gtx480();
     let runtime = p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
@@ -606,8 +659,10 @@ fn reverse_swapping_brings_hot_chunks_back() {
     let random = remote("random", "gtx480-refbits");
     let swapped = remote("reverse-swap", "gtx480-refbits");
     assert!(random > 0.0);
+    // Well below random, not to zero: the swaps' copies share the link with the other
+    // tenant's remote writes, weighted by pending requests, so they land late.
     assert!(
-        swapped < random / 2.0,
+        swapped < random * 0.7,
         "reverse swap {swapped} vs random {random}"
     );
 }
