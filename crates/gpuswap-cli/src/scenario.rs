@@ -5,6 +5,8 @@
 //! [device]
 //! preset = "gtx480"
 //! vram_limit = "100MiB"     # VRAM available to tenants (default: all the preset has)
+//! # or: memory_limit = "120MiB", the GPUswap papers' limit: the driver's own
+//! # structures count against it, tenants get the rest
 //! [manager]
 //! mode = "native"
 //! [[tenant]]
@@ -83,6 +85,7 @@ struct File {
 struct DeviceTable {
     preset: Option<Spanned<String>>,
     vram_limit: Option<Spanned<String>>,
+    memory_limit: Option<Spanned<String>>,
 }
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
@@ -173,9 +176,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         })?,
     };
 
-    let tenant_vram_bytes = match &file.device.vram_limit {
-        None => preset.tenant_vram_bytes(),
-        Some(limit) => {
+    let tenant_vram_bytes = match (&file.device.vram_limit, &file.device.memory_limit) {
+        (None, None) => preset.tenant_vram_bytes(),
+        (Some(_), Some(limit)) => {
+            return Err(value_error(
+                "device.memory_limit".to_owned(),
+                Some(limit.span()),
+                "expected either device.vram_limit (VRAM for tenants) or device.memory_limit (VRAM the driver's structures included), not both".into(),
+            ));
+        }
+        (Some(limit), None) => {
             let key = || "device.vram_limit".to_owned();
             let bytes = parse_bytes(limit.get_ref())
                 .map_err(|e| value_error(key(), Some(limit.span()), e.to_string()))?;
@@ -193,6 +203,25 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 ));
             }
             bytes
+        }
+        // The papers limited all of VRAM; the driver's structures stay in it.
+        (None, Some(limit)) => {
+            let key = || "device.memory_limit".to_owned();
+            let bytes = parse_bytes(limit.get_ref())
+                .map_err(|e| value_error(key(), Some(limit.span()), e.to_string()))?;
+            if bytes <= preset.driver_reserved_bytes || bytes > preset.vram_bytes {
+                return Err(value_error(
+                    key(),
+                    Some(limit.span()),
+                    format!(
+                        "expected a size above the {} the driver keeps on {} and at most its {} installed",
+                        format_bytes(preset.driver_reserved_bytes),
+                        preset.name,
+                        format_bytes(preset.vram_bytes)
+                    ),
+                ));
+            }
+            bytes - preset.driver_reserved_bytes
         }
     };
 
@@ -314,7 +343,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         let from_file = match &t.priorities_file {
             None => PrioritiesFile::default(),
             Some(file) => {
-                let file_path = path.parent().unwrap_or(Path::new(".")).join(file.get_ref());
+                // "{app}" stands for the tenant's app, so that a sweep over apps keeps each
+                // app's own profile.
+                let relative = file.get_ref().replace("{app}", app.name());
+                let file_path = path.parent().unwrap_or(Path::new(".")).join(relative);
                 let loaded = PrioritiesFile::load(&file_path)
                     .map_err(|m| value_error(key("priorities_file"), Some(file.span()), m))?;
                 let unknown = loaded

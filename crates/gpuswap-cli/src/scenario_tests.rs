@@ -56,6 +56,13 @@ fn unknown_keys_are_named() {
 }
 
 #[test]
+fn a_memory_limit_counts_the_drivers_structures() {
+    let s = check(&format!("[device]\nmemory_limit = \"120MiB\"\n{TENANT}")).unwrap();
+    // The GTX 480's driver keeps 20 MiB: tenants get the other 100.
+    assert_eq!(s.config.manager.vram_bytes, 100 * MIB);
+}
+
+#[test]
 fn bad_values_name_key_line_and_expectation() {
     let cases = [
         (
@@ -72,6 +79,16 @@ fn bad_values_name_key_line_and_expectation() {
             format!("[device]\nvram_limit = \"9GiB\"\n{TENANT}"),
             "device.vram_limit",
             "at most",
+        ),
+        (
+            format!("[device]\nmemory_limit = \"20MiB\"\n{TENANT}"),
+            "device.memory_limit (line 2)",
+            "above the 20.0 MiB the driver keeps on gtx480",
+        ),
+        (
+            format!("[device]\nvram_limit = \"1GiB\"\nmemory_limit = \"1GiB\"\n{TENANT}"),
+            "device.memory_limit",
+            "not both",
         ),
         (
             format!("[device]\npreset = \"gtx9000\"\n{TENANT}"),
@@ -173,6 +190,10 @@ fn priorities_come_from_file_and_scenario() {
         "the scenario overrides the file"
     );
     assert_eq!(t.chunk_priorities["locations"], vec![5, 4]);
+    // "{app}" names the tenant's app.
+    let text = "[[tenant]]\napp = \"nn\"\npriorities_file = \"{app}.toml\"\n";
+    let s = parse(&dir.join("s.toml"), text).unwrap();
+    assert_eq!(s.config.tenants[0].priorities["locations"], 2);
     // A file for another app is caught.
     std::fs::write(dir.join("other.toml"), "[priorities]\nweights = 1\n").unwrap();
     let text = "[[tenant]]\napp = \"nn\"\npriorities_file = \"other.toml\"\n";

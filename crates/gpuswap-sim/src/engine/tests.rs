@@ -403,6 +403,8 @@ fn squeeze(mode: &str, unsafe_skip_suspend: bool) -> Result<Outcome, InvariantEr
         2 * runtime_bytes() + 48 * MIB,
     );
     cfg.manager.policy = PolicySettings::new(mode, 3).unwrap();
+    // No return check within the run: the one pause is the eviction's.
+    cfg.manager.return_interval_ns = 1_000_000_000;
     cfg.unsafe_skip_suspend = unsafe_skip_suspend;
     simulate(cfg)
 }
@@ -654,6 +656,8 @@ fn reverse_swapping_brings_hot_chunks_back() {
         cfg.preset = preset::find(preset).unwrap();
         cfg.manager.policy = PolicySettings::new("gpuswap", 3).unwrap();
         cfg.manager.policy = cfg.manager.policy.clone().with("chunk_policy", policy);
+        // Returns would bring chunks back for either policy: the test is of the swaps.
+        cfg.manager.return_interval_ns = 1_000_000_000;
         simulate(cfg).unwrap().tenants[0].remote_bytes
     };
     let random = remote("random", "gtx480-refbits");
