@@ -2,6 +2,7 @@
 
 pub mod apps;
 pub mod engine;
+pub mod gdev;
 pub mod link;
 pub mod page_table;
 pub mod preset;

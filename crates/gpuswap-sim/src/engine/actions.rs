@@ -105,6 +105,8 @@ impl Engine {
                             bytes,
                         ),
                         flows_left: 0,
+                        setup_ns: self.preset.relocation_setup_ns,
+                        cap_bytes_per_s: None,
                         transfer_started_ns: 0,
                         setup_started_ns: 0,
                     });
@@ -134,6 +136,7 @@ impl Engine {
                         "gdev cannot launch: the tenant's buffers do not fit in VRAM ({error})"
                     );
                     self.finish_tenant(t, Some(message));
+                    self.hand_on_device();
                     self.start_kernel();
                 }
             }

@@ -11,7 +11,10 @@ impl Engine {
     /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
     /// channels at kernel granularity.
     pub(super) fn start_kernel(&mut self) {
-        if self.running.len() >= EXCLUSIVE_SLOTS || self.held_launch.is_some() {
+        if self.running.len() >= EXCLUSIVE_SLOTS
+            || self.held_launch.is_some()
+            || self.device_lock.is_some()
+        {
             return;
         }
         let n = self.tenants.len();
@@ -205,6 +208,7 @@ impl Engine {
             self.schedule_step(t, 0);
         }
         self.check_drained(t);
+        self.hand_on_device();
         self.start_kernel();
         self.apply_actions();
     }

@@ -12,14 +12,7 @@ impl Engine {
                     return;
                 };
                 job.setup_started_ns = self.now_ns;
-                let setup_ns = match job.kind {
-                    // Gdev's runtime submits copies through its scheduler too.
-                    CopyKind::Memcpy { .. } if self.needs.launch_gating => {
-                        self.preset.copy_setup_ns + self.preset.gdev_launch_ns
-                    }
-                    CopyKind::Memcpy { .. } => self.preset.copy_setup_ns,
-                    CopyKind::Relocation { .. } => self.preset.relocation_setup_ns,
-                };
+                let setup_ns = job.setup_ns;
                 self.copy_engines[engine] = Some(job);
                 self.schedule(self.now_ns + setup_ns, Event::CopySetupDone(engine));
             }
@@ -29,7 +22,7 @@ impl Engine {
     pub(super) fn start_copy_transfer(&mut self, engine: usize) {
         let job = self.copy_engines[engine].as_mut().expect("engine busy");
         job.transfer_started_ns = self.now_ns;
-        let link_bytes = job.link_bytes;
+        let (link_bytes, job_cap) = (job.link_bytes, job.cap_bytes_per_s);
         for direction in [Direction::ToDevice, Direction::ToHost] {
             let bytes = link_bytes[direction as usize];
             if bytes == 0 {
@@ -39,11 +32,15 @@ impl Engine {
                 Direction::ToDevice => self.preset.link.h2d_bytes_per_s,
                 Direction::ToHost => self.preset.link.d2h_bytes_per_s,
             };
-            let cap = self
+            let curve = self
                 .preset
                 .link
                 .size_curve_k_per_kib
                 .map(|k| size_curve_bytes_per_s(peak, k, bytes));
+            let cap = match (curve, job_cap) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let weight = timing::dma_pending_bytes(&self.preset);
             let id = self
                 .link
@@ -75,6 +72,9 @@ impl Engine {
             } => {
                 if writes_device {
                     self.end_write(buffer);
+                }
+                if self.device_lock == Some(job.tenant) {
+                    self.release_device();
                 }
                 let tenant = &mut self.tenants[job.tenant];
                 tenant.copies_in_flight -= 1;
@@ -169,5 +169,44 @@ pub(super) fn memcpy_link_bytes(
     match direction {
         CopyDirection::HostToDevice => [bytes, host_part],
         CopyDirection::DeviceToHost => [host_part, bytes],
+    }
+}
+
+impl Engine {
+    /// Takes the device for tenant `t`'s Gdev memcpy if it holds it already or nobody
+    /// uses it; otherwise queues `t` for it and says no.
+    pub(super) fn take_device(&mut self, t: usize) -> bool {
+        if self.device_lock == Some(t) {
+            return true;
+        }
+        if self.device_lock.is_none() && self.running.is_empty() && self.held_launch.is_none() {
+            self.device_lock = Some(t);
+            return true;
+        }
+        if !self.device_waiters.contains(&t) {
+            self.device_waiters.push_back(t);
+        }
+        false
+    }
+
+    /// Ends a Gdev memcpy's hold on the device and hands it on.
+    pub(super) fn release_device(&mut self) {
+        self.device_lock = None;
+        self.hand_on_device();
+        self.start_kernel();
+    }
+
+    /// When the device is free, gives it to the first tenant whose copy waits for it (the
+    /// one queue of Gdev's scheduler serves waiting copies before further kernels).
+    pub(super) fn hand_on_device(&mut self) {
+        if self.device_lock.is_some() || !self.running.is_empty() || self.held_launch.is_some() {
+            return;
+        }
+        while let Some(t) = self.device_waiters.pop_front() {
+            if self.tenants[t].state == State::WaitingDevice {
+                self.device_lock = Some(t);
+                return self.schedule_step(t, 0);
+            }
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use super::copies::memcpy_link_bytes;
 use super::*;
+use crate::gdev;
 
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -74,18 +75,30 @@ impl Engine {
                         tenant.state = State::WaitingChannel;
                         return;
                     }
-                    tenant.pc += 1;
                     let Some(buffer) = tenant.slots[slot] else {
                         let label = &tenant.buffers[slot].label;
                         let message = format!("copy to buffer {label:?}, which is not allocated");
                         return self.finish_tenant(t, Some(message));
                     };
+                    // Gdev's runtime takes the device for the copy, as for a kernel.
+                    if self.needs.launch_gating && !self.take_device(t) {
+                        self.tenants[t].state = State::WaitingDevice;
+                        return;
+                    }
                     let b = self
                         .page_table
                         .get(buffer)
                         .expect("granted buffers are mapped");
                     let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;
                     let link_bytes = memcpy_link_bytes(direction, bytes, host_fraction);
+                    let (setup_ns, cap_bytes_per_s) = if self.needs.launch_gating {
+                        let cost = gdev::copy_cost(&self.preset, direction, bytes, b.bytes);
+                        (cost.setup_ns, Some(cost.cap_bytes_per_s))
+                    } else {
+                        (self.preset.copy_setup_ns, None)
+                    };
+                    let tenant = &mut self.tenants[t];
+                    tenant.pc += 1;
                     tenant.state = State::WaitingCopy;
                     tenant.copies_in_flight += 1;
                     let writes_device = direction == CopyDirection::HostToDevice;
@@ -100,6 +113,8 @@ impl Engine {
                         },
                         link_bytes,
                         flows_left: 0,
+                        setup_ns,
+                        cap_bytes_per_s,
                         transfer_started_ns: 0,
                         setup_started_ns: 0,
                     });

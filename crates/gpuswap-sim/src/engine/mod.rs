@@ -62,6 +62,8 @@ enum State {
     WaitingChannel,
     WaitingCopy,
     WaitingAlloc,
+    /// A Gdev memcpy waits for the device (`Engine::device_lock`).
+    WaitingDevice,
     /// A launch waits for room in the tenant's launch queue.
     WaitingQueueSpace,
     Done,
@@ -165,6 +167,10 @@ struct CopyJob {
     link_bytes: [u64; 2],
     /// Link flows of the transfer still running.
     flows_left: u32,
+    /// Before its bytes move: the copy engine's setup, or the runtime's copy path.
+    setup_ns: u64,
+    /// The most its bytes move per second besides the link's share (Gdev's staging).
+    cap_bytes_per_s: Option<f64>,
     transfer_started_ns: u64,
     setup_started_ns: u64,
 }
@@ -252,6 +258,11 @@ pub struct Engine {
     next_launch: u64,
     /// A gated launch the software scheduler holds until the manager admits it.
     held_launch: Option<(usize, Launch)>,
+    /// Under Gdev's runtime a memcpy holds the device as a kernel does (its scheduler
+    /// runs copies and launches through one queue): the tenant whose copy holds it now,
+    /// and the tenants whose copies wait for it, in order.
+    device_lock: Option<usize>,
+    device_waiters: VecDeque<usize>,
 }
 
 impl Engine {
@@ -333,6 +344,8 @@ impl Engine {
             needs,
             next_launch: 0,
             held_launch: None,
+            device_lock: None,
+            device_waiters: VecDeque::new(),
         }
     }
 

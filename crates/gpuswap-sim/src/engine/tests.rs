@@ -1,4 +1,5 @@
 use super::*;
+use crate::gdev;
 use crate::preset;
 use crate::program::{Access, AccessOrder, Op, Program};
 use gpuswap_core::{MIB, PolicySettings};
@@ -490,6 +491,51 @@ fn gdev_costs_time_even_with_ample_memory() {
         );
         assert_eq!(g.bytes_evicted, 0);
     }
+}
+
+#[test]
+fn a_gdev_copy_holds_the_device_against_the_other_tenants_kernels() {
+    let p = gtx480();
+    let mut copier = Program::default();
+    let a = copier.buffer("a", 57 * MIB);
+    copier.ops = vec![
+        Op::Alloc(a),
+        Op::PhaseStart,
+        Op::Copy {
+            slot: a,
+            direction: CopyDirection::HostToDevice,
+            bytes: 57_000_000,
+        },
+        Op::PhaseEnd,
+        Op::Free(a),
+    ];
+    let mut kernels = tenant("kernels", writer_program(16 * MIB, 5, 1));
+    kernels.start_ns = 1_000_000;
+    let run = |mode: &str| {
+        let mut cfg = config(
+            vec![tenant("copier", copier.clone()), kernels.clone()],
+            1 << 30,
+        );
+        cfg.manager.policy = PolicySettings::new(mode, 2).unwrap();
+        let out = simulate(cfg).unwrap();
+        let copy_end = out.tenants[0].phase_ns.unwrap().1;
+        (copy_end, out.tenants[1].phase_ns.unwrap())
+    };
+    // Native: the five 1 ms kernels run while the 10 ms copy moves.
+    let (copy_end, (_, kernels_end)) = run("native");
+    assert!(kernels_end < copy_end, "{kernels_end} vs {copy_end}");
+    // Gdev: the copy holds the device; the kernels start after it. The staged copy is
+    // also slower than the plain DMA: 256 KiB pieces at the slower of CPU copy and DMA.
+    let (copy_end, (_, kernels_end)) = run("gdev");
+    assert!(
+        kernels_end > copy_end + 5_000_000,
+        "{kernels_end} vs {copy_end}"
+    );
+    let staged = gdev::copy_cost(&p, CopyDirection::HostToDevice, 57_000_000, 57 * MIB);
+    assert!(
+        copy_end as f64 > 57e6 / staged.cap_bytes_per_s * 1e9,
+        "{copy_end}"
+    );
 }
 
 #[test]
