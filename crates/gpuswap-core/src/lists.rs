@@ -81,7 +81,7 @@ impl ChunkLists {
         self.by_priority.remove(&(priority, rank, chunk));
     }
 
-    #[cfg(test)]
+    /// Chunks in the trees (all of them once `Books::flush` has run).
     pub(crate) fn len(&self) -> usize {
         self.by_rank.len()
     }

@@ -567,3 +567,26 @@ proptest! {
         prop_assert_eq!(m.usage(TenantId(2)).bytes_evicted, 0);
     }
 }
+
+#[test]
+fn the_policy_walks_every_tenant_and_the_victims_list_per_chunk() {
+    // Tenant 0 fills 40 MiB in ten 4 MiB chunks; tenant 1 asks for 8 MiB: two chunks of
+    // tenant 0 go. Per chosen chunk the prototype walks the tenants with resident
+    // chunks (both: the policy counts the new buffer's chunks as the requester's) and
+    // the victim's resident list (10, then 9).
+    let mut m = Manager::new(config("gpuswap", 40));
+    alloc(&mut m, request(1, 0, 40 * MIB));
+    m.handle_alloc(request(2, 1, 8 * MIB));
+    let walked = match m.poll_action() {
+        Some(Action::Execution(Execution::PolicyRan {
+            chunks,
+            entries_walked,
+            ..
+        })) => {
+            assert_eq!(chunks, 2);
+            entries_walked
+        }
+        other => panic!("expected the policy first, got {other:?}"),
+    };
+    assert_eq!(walked, (2 + 10) + (2 + 9));
+}

@@ -186,6 +186,10 @@ pub enum Execution {
         tenant: TenantId,
         /// Chunks chosen.
         chunks: u32,
+        /// The work it took as the prototype does it: list entries walked (per chosen
+        /// chunk, every tenant for the victim and the victim's whole resident list for
+        /// the chunk; the prototype keeps unordered lists). The driver charges time for it.
+        entries_walked: u64,
     },
     /// Stop `tenant`'s GPU access: new work queues, nothing new starts; answer with
     /// [`crate::Manager::handle_suspended`] when its queued work has drained.

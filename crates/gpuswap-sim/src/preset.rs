@@ -71,11 +71,14 @@ pub struct Preset {
     pub copy_engines: u32,
     /// Fixed cost of one DMA copy (setup, descriptor, completion).
     pub copy_setup_ns: u64,
-    /// Driver cost of relocating one chunk besides its DMA: allocate the destination,
-    /// set up the copy, update the page table, free the source.
-    pub relocation_setup_ns: u64,
-    /// Driver CPU time the eviction policy spends per chunk it chooses.
-    pub policy_ns_per_chunk: u64,
+    /// Driver cost of relocating one chunk besides its DMA, the part that does not grow
+    /// with the chunk: set up the copy, flush the GPU's TLB.
+    pub relocation_fixed_ns: u64,
+    /// The part that grows with the chunk, per 4 KiB page: allocate and map the
+    /// destination's page, rewrite its page-table entry, free the source's.
+    pub relocation_ns_per_page: u64,
+    /// Driver CPU time the eviction policy spends per list entry it walks.
+    pub policy_ns_per_entry: u64,
     /// Gdev mode: the software scheduler's cost per kernel launch and per memcpy.
     pub gdev_launch_ns: u64,
     /// Streaming multiprocessors.
@@ -122,17 +125,24 @@ mod common {
     /// One cudaMalloc/cudaFree on a stock driver: unconfirmed; 10 us, the order of the
     /// VMM API's map+set-access costs per 2 MB (kvcached) without physical allocation.
     pub const DRIVER_CALL_NS: u64 = 10_000;
-    /// Per-chunk relocation cost on the GPUswap prototype: DMA setup was about 13-14 %
-    /// of the eviction latency with 4 MiB chunks whose DMA takes 736 us at 5.7 GB/s
-    /// (gpuswap.md), so setup = 0.135 / 0.865 x 736 us = 115 us.
-    pub const GTX480_RELOCATION_SETUP_NS: u64 = 115_000;
-    /// Per-chunk relocation cost through the CUDA VMM API on recent GPUs: cuMemMap
+    /// Fixed part of a relocation on the GPUswap prototype: unconfirmed, 10 us (the DMA
+    /// setup of about 2.5 us plus a TLB flush and the driver's bookkeeping).
+    pub const GTX480_RELOCATION_FIXED_NS: u64 = 10_000;
+    /// Per-page part on the prototype, derived: DMA setup was about 13-14 % of the
+    /// eviction latency with 4 MiB chunks whose DMA takes 736 us at 5.7 GB/s
+    /// (gpuswap.md), so setup = 0.135 / 0.865 x 736 us = 115 us per 1024 pages; less the
+    /// fixed part, (115 - 10) us / 1024 = 103 ns per page (a page allocation, its DMA
+    /// mapping and a page-table entry).
+    pub const GTX480_RELOCATION_NS_PER_PAGE: u64 = 103;
+    /// Per-page relocation cost through the CUDA VMM API on recent GPUs: cuMemMap
     /// 1.45 us + cuMemSetAccess 36 us + cuMemUnmap 25.6 us per 2 MB (kvcached, A100),
-    /// rounded to 65 us; the host backing comes from a preallocated pool.
-    pub const VMM_RELOCATION_SETUP_NS: u64 = 65_000;
-    /// Policy time per chosen chunk: unconfirmed, 2 us (list operations and bookkeeping
-    /// in the driver; the dissertation reports that many small chunks cost policy time).
-    pub const POLICY_NS_PER_CHUNK: u64 = 2_000;
+    /// about 65 us per 512 pages, 127 ns each; the host backing comes from a
+    /// preallocated pool. The fixed part is the DMA setup, `COPY_SETUP_NS`.
+    pub const VMM_RELOCATION_NS_PER_PAGE: u64 = 127;
+    /// Policy time per list entry walked: unconfirmed, 50 ns, about one cache miss per
+    /// entry of a kernel linked list (the dissertation reports that many small chunks
+    /// cost policy time: the walks grow with the chunks per tenant).
+    pub const POLICY_NS_PER_ENTRY: u64 = 50;
     /// Gdev's per-launch scheduling cost: unconfirmed, 40 us (a launch goes through an
     /// ioctl into Gdev's kernel-space scheduler and a wake-up of the launching thread).
     /// The GPUswap paper measured 4.6-95 % slowdown from Gdev's scheduler alone; apps with
@@ -190,8 +200,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 1 copy engine on GeForce Fermi (unconfirmed).
             copy_engines: 1,
             copy_setup_ns: COPY_SETUP_NS,
-            relocation_setup_ns: GTX480_RELOCATION_SETUP_NS,
-            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            relocation_fixed_ns: GTX480_RELOCATION_FIXED_NS,
+            relocation_ns_per_page: GTX480_RELOCATION_NS_PER_PAGE,
+            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
             // NVIDIA specification).
@@ -251,8 +262,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 2 copy engines.
             copy_engines: 2,
             copy_setup_ns: 0,
-            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
-            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            relocation_fixed_ns: COPY_SETUP_NS,
+            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
+            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
             sms: 28,
@@ -302,8 +314,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 7 copy engines.
             copy_engines: 7,
             copy_setup_ns: COPY_SETUP_NS,
-            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
-            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            relocation_fixed_ns: COPY_SETUP_NS,
+            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
+            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
             // PCIe datasheet).
@@ -352,8 +365,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 3 copy engines.
             copy_engines: 3,
             copy_setup_ns: COPY_SETUP_NS,
-            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
-            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            relocation_fixed_ns: COPY_SETUP_NS,
+            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
+            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
             // datasheet).
@@ -403,8 +417,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 3 copy engines.
             copy_engines: 3,
             copy_setup_ns: COPY_SETUP_NS,
-            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
-            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            relocation_fixed_ns: COPY_SETUP_NS,
+            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
+            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
             // PCIe datasheet).
@@ -457,8 +472,9 @@ fn measured() -> Vec<Preset> {
             // calibration.md: 2 copy engines.
             copy_engines: 2,
             copy_setup_ns: COPY_SETUP_NS,
-            relocation_setup_ns: VMM_RELOCATION_SETUP_NS,
-            policy_ns_per_chunk: POLICY_NS_PER_CHUNK,
+            relocation_fixed_ns: COPY_SETUP_NS,
+            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
+            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
             gdev_launch_ns: GDEV_LAUNCH_NS,
             // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
             // GH200 datasheet).
@@ -495,6 +511,12 @@ pub fn find(name: &str) -> Option<Preset> {
 }
 
 impl Preset {
+    /// Driver cost of relocating a chunk of `bytes` besides its DMA: the fixed part plus
+    /// the part per 4 KiB page (a partial page counts whole).
+    pub fn relocation_setup_ns(&self, bytes: u64) -> u64 {
+        self.relocation_fixed_ns + bytes.div_ceil(4096) * self.relocation_ns_per_page
+    }
+
     /// VRAM tenants can use at most: installed minus driver-reserved.
     pub fn tenant_vram_bytes(&self) -> u64 {
         self.vram_bytes - self.driver_reserved_bytes
@@ -532,6 +554,18 @@ mod tests {
         ] {
             assert!(find(required).is_some(), "{required} missing");
         }
+    }
+
+    #[test]
+    fn relocation_setup_is_a_fixed_part_plus_a_part_per_page() {
+        let p = find("gtx480").unwrap();
+        // The published point: about 115 us for a 4 MiB chunk.
+        assert!(p.relocation_setup_ns(4 << 20).abs_diff(115_000) < 1_000);
+        // A 128 KiB chunk pays the fixed part and 32 pages; 128 MiB pays 32768 pages.
+        assert_eq!(p.relocation_setup_ns(128 << 10), 10_000 + 32 * 103);
+        assert_eq!(p.relocation_setup_ns(128 << 20), 10_000 + 32_768 * 103);
+        // A partial page counts whole.
+        assert_eq!(p.relocation_setup_ns(1), 10_000 + 103);
     }
 
     #[test]

@@ -59,9 +59,13 @@ impl Engine {
                     );
                     self.finish_tenant(t, Some(message));
                 }
-                Action::Execution(Execution::PolicyRan { tenant, chunks }) => {
+                Action::Execution(Execution::PolicyRan {
+                    tenant,
+                    entries_walked,
+                    ..
+                }) => {
                     let t = tenant.0 as usize;
-                    let policy_ns = u64::from(chunks) * self.preset.policy_ns_per_chunk;
+                    let policy_ns = entries_walked * self.preset.policy_ns_per_entry;
                     if let Some(pending) = &mut self.tenants[t].pending_alloc {
                         pending.eviction.get_or_insert_default().policy_ns += policy_ns;
                     }
@@ -105,7 +109,7 @@ impl Engine {
                             bytes,
                         ),
                         flows_left: 0,
-                        setup_ns: self.preset.relocation_setup_ns,
+                        setup_ns: self.preset.relocation_setup_ns(bytes),
                         cap_bytes_per_s: None,
                         transfer_started_ns: 0,
                         setup_started_ns: 0,

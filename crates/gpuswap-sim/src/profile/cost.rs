@@ -35,7 +35,7 @@ pub(super) fn relocation_ns(preset: &Preset, bytes: u64) -> u64 {
                 .link
                 .size_curve_k_per_kib
                 .map_or(peak, |k| size_curve_bytes_per_s(peak, k, bytes));
-            preset.relocation_setup_ns + (bytes as f64 / bytes_per_s * 1e9).ceil() as u64
+            preset.relocation_setup_ns(bytes) + (bytes as f64 / bytes_per_s * 1e9).ceil() as u64
         })
         .sum()
 }
@@ -84,7 +84,7 @@ mod tests {
         // before that.
         let remote_ns = preset.kernel_launch_ns + preset.link.latency_ns;
         assert!(ns(4096.0 * 56.0 / 32.0, preset.link.d2h_bytes_per_s) < remote_ns);
-        let relocation = 2 * (preset.relocation_setup_ns + ns(4096.0, 5.7e9));
+        let relocation = 2 * (preset.relocation_setup_ns(4096) + ns(4096.0, 5.7e9));
         let restore = preset.copy_setup_ns + ns(2.0 * 8192.0, preset.vram_bytes_per_s);
         assert_eq!(p.repetitions, 4);
         assert_eq!(p.profiling_ns, 4 * (remote_ns + relocation + restore));

@@ -79,6 +79,7 @@ impl Gpuswap {
     fn evict_for(&mut self, ctx: &mut Ctx, req: &AllocRequest, new_buffer: BufferId) {
         let mut moves: Vec<(TenantId, Move)> = Vec::new();
         let mut chosen = 0;
+        let mut entries_walked = 0u64;
         let books = &mut *ctx.books;
         while books.over_committed() {
             let views = books.views(|s| !s.resident.is_empty());
@@ -88,6 +89,7 @@ impl Gpuswap {
                 .expect("the new buffer's own chunks can always go");
             books.flush(victim, Location::Vram);
             let resident = &books.tenant(victim).expect("a victim is known").resident;
+            entries_walked += (views.len() + resident.len()) as u64;
             let chunk = self
                 .chunk
                 .evict(resident)
@@ -110,6 +112,7 @@ impl Gpuswap {
         ctx.out.push_back(Action::Execution(Execution::PolicyRan {
             tenant: req.tenant,
             chunks: chosen,
+            entries_walked,
         }));
         ctx.relocate(
             Purpose::Evict,
