@@ -2,9 +2,11 @@
 //! accesses that depend on its L2 cache.
 //!
 //! The traffic of a kernel is counted per thread block with no cache between blocks
-//! (see the conventions in [`super`]) except in two places where the L2 decides how often
-//! a line moves: random-order re-reads of a region ([`DeviceShape::random_bytes`]) and
-//! small buffers that every block re-reads ([`DeviceShape::l2_resident_reads`]). Both take
+//! (see the conventions in [`super`]) except in three places where the L2 decides how
+//! often a line moves: random-order re-reads of a region ([`DeviceShape::random_bytes`]),
+//! small buffers that every block re-reads ([`DeviceShape::l2_resident_reads`]) and
+//! regions that blocks re-read in order with a known reuse distance
+//! ([`DeviceShape::reused_reads`]). Both take
 //! the L2 of the device the scenario names, so a model written against the GTX 480 moves
 //! fewer bytes on a GPU with a larger cache, as the real kernel would.
 
@@ -49,6 +51,19 @@ impl DeviceShape {
     pub fn l2_resident_reads(self, buffer_bytes: u64, streamed_bytes: u64) -> u64 {
         if buffer_bytes <= self.l2_resident_bytes() {
             streamed_bytes.min(buffer_bytes)
+        } else {
+            streamed_bytes
+        }
+    }
+
+    /// Bytes a launch reads from a region of `region_bytes` that its blocks read
+    /// `streamed_bytes` from in all, where between two reads of the same place the other
+    /// blocks bring `between_bytes` of other data through the L2: the region once when
+    /// it and that other data fit in the L2 together (an LRU cache keeps a line whose
+    /// reuse distance is below its capacity), every time otherwise.
+    pub fn reused_reads(self, region_bytes: u64, streamed_bytes: u64, between_bytes: u64) -> u64 {
+        if region_bytes + between_bytes <= self.l2_bytes {
+            streamed_bytes.min(region_bytes)
         } else {
             streamed_bytes
         }
