@@ -88,6 +88,21 @@ pub struct Kernel {
     pub ops: u64,
     /// Memory traffic per buffer.
     pub accesses: Vec<Access>,
+    /// Barrier-separated phases in order, each a share of `ops` and the next run of
+    /// `accesses`; empty for a kernel without barriers that matter (one phase). A kernel
+    /// whose threads all wait at a barrier cannot overlap one phase's memory traffic with
+    /// another's arithmetic, so the timing model takes each phase's slowest resource in
+    /// turn.
+    pub phases: Vec<Phase>,
+}
+
+/// One barrier-separated phase of a [`Kernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Phase {
+    /// Its instructions.
+    pub ops: u64,
+    /// How many of the kernel's accesses, following the previous phase's, are its own.
+    pub accesses: usize,
 }
 
 /// Direction of a host copy.
@@ -297,6 +312,18 @@ impl Validation<'_> {
                     }
                 }
                 Op::Launch(kernel) => {
+                    if !kernel.phases.is_empty() {
+                        let ops: u64 = kernel.phases.iter().map(|p| p.ops).sum();
+                        let accesses: usize = kernel.phases.iter().map(|p| p.accesses).sum();
+                        if ops != kernel.ops || accesses != kernel.accesses.len() {
+                            return Err(format!(
+                                "{at}: kernel {:?}: its phases hold {ops} instructions and {accesses} accesses, the kernel {} and {}",
+                                kernel.name,
+                                kernel.ops,
+                                kernel.accesses.len()
+                            ));
+                        }
+                    }
                     for access in &kernel.accesses {
                         let what = format!("kernel {:?} accesses", kernel.name);
                         let slot = self.live_slot(access.slot, &at, &what)?;
@@ -414,6 +441,7 @@ mod tests {
             name: "k".into(),
             ops: 1,
             accesses,
+            phases: Vec::new(),
         })
     }
 
@@ -525,6 +553,32 @@ mod tests {
             body: vec![Op::Alloc(b), Op::Free(b)],
         };
         assert_eq!(p.validate(), Ok(()));
+    }
+
+    #[test]
+    fn phases_must_cover_the_kernels_work() {
+        let with_phases = |phases: Vec<Phase>| {
+            move |p: &mut Program| {
+                p.ops[3] = Op::Launch(Kernel {
+                    name: "k".into(),
+                    ops: 10,
+                    accesses: vec![Access::uniform(0, 8, 8), Access::uniform(0, 8, 0)],
+                    phases,
+                });
+            }
+        };
+        let phase = |ops, accesses| Phase { ops, accesses };
+        let mut p = good();
+        with_phases(vec![phase(4, 1), phase(6, 1)])(&mut p);
+        assert_eq!(p.validate(), Ok(()));
+        fails(
+            with_phases(vec![phase(4, 1), phase(5, 1)]),
+            "9 instructions and 2 accesses, the kernel 10 and 2",
+        );
+        fails(
+            with_phases(vec![phase(10, 1)]),
+            "10 instructions and 1 accesses",
+        );
     }
 
     #[test]

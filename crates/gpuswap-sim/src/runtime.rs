@@ -189,6 +189,7 @@ mod tests {
                     name: "k".into(),
                     ops: 1,
                     accesses: vec![Access::uniform(a, 10, 0)],
+                    phases: Vec::new(),
                 })],
             },
             Op::Free(a),

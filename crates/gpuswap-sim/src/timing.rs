@@ -169,6 +169,28 @@ pub fn fixed_ns(preset: &Preset, ops: u64, traffic: &Traffic) -> u64 {
     preset.kernel_launch_ns + body.ceil() as u64
 }
 
+/// The fixed part of a kernel of barrier-separated phases, given each phase's
+/// instructions and traffic: launch cost plus, phase after phase, the largest of its
+/// compute, VRAM, remote-latency and remote-bandwidth terms (its remote bytes at the
+/// link's peak, the least time they take), rounded up to whole ns. The threads of a
+/// phase wait at its barrier, so one phase's memory traffic cannot hide under another's
+/// arithmetic. The link flows still carry the kernel's remote bytes, so contention on
+/// the link lengthens the kernel beyond this.
+pub fn phased_fixed_ns(preset: &Preset, phases: impl Iterator<Item = (u64, Traffic)>) -> u64 {
+    let body: f64 = phases
+        .map(|(ops, traffic)| {
+            let to_device = traffic.link_bytes_to_device() / preset.link.h2d_bytes_per_s * 1e9;
+            let to_host = traffic.link_bytes_to_host() / preset.link.d2h_bytes_per_s * 1e9;
+            compute_ns(preset, ops)
+                .max(vram_ns(preset, &traffic))
+                .max(remote_latency_ns(preset, &traffic))
+                .max(to_device)
+                .max(to_host)
+        })
+        .sum();
+    preset.kernel_launch_ns + body.ceil() as u64
+}
+
 /// Fraction of a kernel's accesses to `buffer` that hit chunks in VRAM, given how the
 /// accesses spread over the buffer.
 pub fn local_fraction(distribution: &Distribution, buffer: &BufferMap) -> f64 {
@@ -357,6 +379,28 @@ mod tests {
         t.add_part(AccessOrder::Strided { stride_bytes: 8 }, 0.0, 1280.0, 0.5);
         assert!((t.remote_write_transactions - 5.0).abs() < 1e-9);
         assert!((t.local_bytes - 640.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn phases_add_their_slowest_terms_where_one_phase_overlaps_them() {
+        let p = gtx480();
+        // A compute phase (2 us) and a memory phase (1 us from VRAM, 1 us remote at the
+        // link's peak of 5.7 GB/s, written in lines).
+        let mut memory = Traffic::default();
+        memory.add_part(AccessOrder::Linear, 177_400.0, 0.0, 1.0);
+        let mut remote = Traffic::default();
+        remote.add_part(AccessOrder::Linear, 0.0, 5_700.0 * 128.0 / 152.0, 0.0);
+        let mut both = memory;
+        both.add_scaled(&remote, 1.0);
+        let compute_ops = 2 * 672_480;
+        // One phase: the terms overlap, compute (2 us) wins.
+        assert_eq!(fixed_ns(&p, compute_ops, &both), p.kernel_launch_ns + 2000);
+        // Two phases: 2 us, then max(1 us VRAM, 1 us link) = 3 us.
+        let phased = phased_fixed_ns(
+            &p,
+            [(compute_ops, Traffic::default()), (0, both)].into_iter(),
+        );
+        assert_eq!(phased, p.kernel_launch_ns + 3000);
     }
 
     #[test]

@@ -124,6 +124,7 @@ fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(weights, rows_read, rows_written, AccessOrder::Linear),
             uniform(partial, 0, units * FLOAT_BYTES, AccessOrder::Linear),
         ],
+        phases: Vec::new(),
     };
     let adjust = Kernel {
         name: "bpnn_adjust_weights_cuda".into(),
@@ -139,6 +140,7 @@ fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(weights, rows_read, rows_written, AccessOrder::Linear),
             uniform(prev_weights, rows_read, rows_written, AccessOrder::Linear),
         ],
+        phases: Vec::new(),
     };
 
     let all = [input, output_hidden, weights, partial, delta, prev_weights];

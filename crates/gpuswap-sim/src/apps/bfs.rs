@@ -197,6 +197,7 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
                 ),
                 uniform(updating, 0, random_write(updating, u), AccessOrder::Random),
             ],
+            phases: Vec::new(),
         };
         let mut settle = Kernel {
             name: "Kernel2".into(),
@@ -206,6 +207,7 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
                 uniform(mask, 0, write(mask, reached), AccessOrder::Linear),
                 uniform(visited, 0, write(visited, reached), AccessOrder::Linear),
             ],
+            phases: Vec::new(),
         };
         if reached > 0.0 {
             let reaching_warps = warps * (1.0 - (1.0 - reached / n as f64).powf(WARP));

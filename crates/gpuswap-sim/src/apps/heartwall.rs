@@ -19,9 +19,11 @@
 //! end in the point number (`conv_07`). Total 42.8 MB in 623 allocations
 //! (`spec/apps.md` counts 628; the source's `cudaMalloc` calls give 623).
 //!
-//! Per frame: H2D of the frame (1.44 MB) and of a small constant block (left out: the
-//! engine models the constant buffer itself), then one launch of 51 blocks of 256
-//! threads. Frame 0 only cuts each point's 51 x 51 template out of the frame. Every
+//! Per frame: the host reads the frame from the video (`get_frame`: read, flip,
+//! convert to floats; about 2.2 ms, see `FRAME_READ_NS_PER_PIXEL`), H2D of the frame
+//! (1.44 MB) and of a small constant block (left out: the engine models the constant
+//! buffer itself), then one launch of 51 blocks of 256 threads. Frame 0 only cuts each
+//! point's 51 x 51 template out of the frame. Every
 //! other frame, each block copies its 81 x 81 window out of the frame, convolves it with
 //! the rotated template (in shared memory), computes windowed sums twice (of the window
 //! and of its square) through padding, vertical and horizontal prefix sums and
@@ -53,9 +55,21 @@
 //! mask convolution 1285^2 = 1.65 M at about 8; the elementwise steps touch 0.56 M
 //! elements at about 15 (the column-major index needs a division and a modulo). That is
 //! 8.9e9 instructions per frame, 13 ms on the GTX 480 model, against 3 ms of memory
-//! traffic and 0.24 ms for the frame's copy: the model makes heartwall compute bound.
-//! `spec/gpuswap.md` calls it DMA-bound on the GPUswap testbed; nothing in the kernel's
-//! code supports that, so the model does not force it.
+//! traffic and 0.24 ms for the frame's copy.
+//!
+//! # Barriers
+//! A block's ~30 steps are separated by `__syncthreads`, so a step's memory traffic
+//! cannot hide under another step's arithmetic. The steps fall in three groups of one
+//! kind each (`PHASE_KINDS`): the window copy and its convolution (compute bound), the
+//! windowed sums and normalization (elementwise, memory bound: about 2 instructions per
+//! byte), the mask and its convolution (compute bound). Within a group, taking each
+//! step's slowest resource in turn gives the group's sum, so the launch is timed as
+//! three phases ([`crate::timing::phased_fixed_ns`]); each scratch buffer belongs to
+//! the group that produces it. With its data in VRAM that adds the elementwise steps'
+//! memory time to the convolutions' compute; with it in host memory, their remote
+//! time. `spec/gpuswap.md` calls heartwall DMA-bound on the GPUswap testbed; with the
+//! host reader, the frame copy and the phases the model still makes it compute bound,
+//! and nothing in the kernel's code says otherwise, so the model does not force it.
 //!
 //! # Device
 //! The L2 decides only whether the point lists and locations stay cached
@@ -70,7 +84,9 @@ use super::{
     AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
     phased, scattered_bytes, uniform,
 };
-use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot, WeightedRange};
+use crate::program::{
+    Access, AccessOrder, Distribution, Kernel, Op, Phase, Program, Slot, WeightedRange,
+};
 
 /// The heartwall app.
 pub struct Heartwall;
@@ -107,6 +123,15 @@ const LAST_COLUMN: u64 = 457 + S_SIZE - 1;
 const CONV_OPS: u64 = 9;
 const MASK_CONV_OPS: u64 = 8;
 const ELEMENT_OPS: u64 = 15;
+/// Host time to read one frame, per pixel: unconfirmed, 6 ns. `get_frame` reads the
+/// frame from the video file (`AVI_read_frame`), flips it (`chop_flip_image`) and
+/// converts it to floats scaled to 0..1: about three passes over its 359,310 pixels at
+/// about 2 ns each on the testbed's Core i7-4770, 2.2 ms per frame.
+const FRAME_READ_NS_PER_PIXEL: u64 = 6;
+/// Scratch kinds (in `SCRATCH` order) per barrier-separated phase group of a tracking
+/// launch: the window copy and its convolution with the template; the windowed sums
+/// and the normalization (the elementwise steps); the mask and its convolution.
+const PHASE_KINDS: [usize; 3] = [2, 8, 2];
 /// Threads per warp.
 const WARP: u64 = 32;
 
@@ -301,11 +326,13 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
             }
         }
         // Cutting or blending the templates: one pass over each template.
-        let mut ops = if update || !track {
+        let template_ops = if update || !track {
             points * t * ELEMENT_OPS
         } else {
             0
         };
+        let mut ops = template_ops;
+        let (mut convolution_ops, mut mask_ops) = (0, 0);
         if track {
             let (c, pad) = (CONV_SIDE * CONV_SIDE, PAD_SIDE * PAD_SIDE);
             let s = CONV_SIDE * PAD_SIDE;
@@ -343,11 +370,33 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
                 }
             }
             let element_work = 2 * w + 4 * t + 4 * pad + 8 * s + 12 * c;
-            ops += points
-                * (window * window * CONV_OPS
-                    + mask * mask * MASK_CONV_OPS
-                    + element_work * ELEMENT_OPS);
+            convolution_ops = window * window * CONV_OPS;
+            mask_ops = mask * mask * MASK_CONV_OPS;
+            ops += points * (convolution_ops + mask_ops + element_work * ELEMENT_OPS);
         }
+        // Phase groups of a tracking launch (module doc): the first also holds the
+        // accesses before the scratch buffers and the template work.
+        let phases = if track {
+            let fixed = accesses.len() - PHASE_KINDS.iter().sum::<usize>() * points as usize;
+            let element_ops = ops - template_ops - points * (convolution_ops + mask_ops);
+            let per_point = |kinds: usize| kinds * points as usize;
+            vec![
+                Phase {
+                    ops: template_ops + points * convolution_ops,
+                    accesses: fixed + per_point(PHASE_KINDS[0]),
+                },
+                Phase {
+                    ops: element_ops,
+                    accesses: per_point(PHASE_KINDS[1]),
+                },
+                Phase {
+                    ops: points * mask_ops,
+                    accesses: per_point(PHASE_KINDS[2]),
+                },
+            ]
+        } else {
+            Vec::new()
+        };
         let name = match kind {
             FrameKind::First => "kernel (first frame)",
             FrameKind::Track => "kernel",
@@ -357,6 +406,7 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
             name: name.into(),
             ops,
             accesses,
+            phases,
         }
     };
 
@@ -368,7 +418,13 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
                 f if f.is_multiple_of(10) => FrameKind::TrackAndUpdate,
                 _ => FrameKind::Track,
             };
-            [h2d(frame, frame_bytes), Op::Launch(kernel(kind))]
+            [
+                Op::Cpu {
+                    ns: FRAME_ROWS * FRAME_COLS * FRAME_READ_NS_PER_PIXEL,
+                },
+                h2d(frame, frame_bytes),
+                Op::Launch(kernel(kind)),
+            ]
         })
         .collect();
 
@@ -446,10 +502,53 @@ mod tests {
             })
             .count();
         assert_eq!(frame_copies, 20);
-        let Op::Launch(update) = &body[21] else {
+        // Each frame: read on the host, copied, tracked.
+        let reads = body
+            .iter()
+            .filter(|op| matches!(op, Op::Cpu { .. }))
+            .count();
+        assert_eq!(reads, 20);
+        let Op::Launch(update) = &body[3 * 10 + 2] else {
             panic!("frame 10")
         };
         assert_eq!(update.name, "kernel (template update)");
+    }
+
+    #[test]
+    fn tracking_runs_in_three_barrier_phases_and_the_middle_one_is_memory_bound() {
+        let p = Heartwall.program("default", 1, gtx480()).unwrap();
+        p.validate().unwrap();
+        let body = phase_body(&p, 1);
+        let Op::Launch(track) = &body[3 + 2] else {
+            panic!("frame 1")
+        };
+        assert_eq!(track.phases.len(), 3);
+        let Op::Launch(first) = &body[2] else {
+            panic!("frame 0")
+        };
+        assert!(
+            first.phases.is_empty(),
+            "cutting templates has no phases that matter"
+        );
+        // The elementwise steps move more bytes per instruction than the GTX 480
+        // balances (3.8 instructions per byte): memory bound; the convolutions are not.
+        let mut start = 0;
+        let ratio: Vec<f64> = track
+            .phases
+            .iter()
+            .map(|phase| {
+                let bytes: u64 = track.accesses[start..start + phase.accesses]
+                    .iter()
+                    .map(|a| a.read_bytes + a.write_bytes)
+                    .sum();
+                start += phase.accesses;
+                phase.ops as f64 / bytes as f64
+            })
+            .collect();
+        assert!(
+            ratio[0] > 3.8 && ratio[2] > 3.8 && ratio[1] < 3.8,
+            "{ratio:?}"
+        );
     }
 
     #[test]
@@ -464,7 +563,7 @@ mod tests {
     fn tracking_is_compute_bound_and_the_window_buffers_are_hottest() {
         let p = Heartwall.program("default", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
-        let Op::Launch(track) = &body[3] else {
+        let Op::Launch(track) = &body[3 + 2] else {
             panic!("frame 1")
         };
         let bytes: u64 = track

@@ -118,6 +118,7 @@ fn program(side: u64, repeat: u32) -> Program {
             uniform(temp[0], read / 2, bytes / 2, AccessOrder::Linear),
             uniform(temp[1], read / 2, bytes / 2, AccessOrder::Linear),
         ],
+        phases: Vec::new(),
     })];
     let result = temp[(u64::from(repeat) % 2) as usize];
 

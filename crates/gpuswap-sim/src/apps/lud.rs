@@ -144,6 +144,7 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
             name: "lud_diagonal".into(),
             ops: TILE * DIAGONAL_OPS_PER_THREAD,
             accesses: vec![banded(m, TILE_BYTES, TILE_LOWER_BYTES, &[band])],
+            phases: Vec::new(),
         })
     };
     let mut body = Vec::new();
@@ -169,6 +170,7 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
                     (below.0, below.1, col_read + col_write),
                 ],
             )],
+            phases: Vec::new(),
         }));
         let blocks = n * n;
         // Row-band tiles: each read by n blocks, n - 1 own tiles apart; column-band
@@ -189,6 +191,7 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
                     (below.0, below.1, below_read + below_write),
                 ],
             )],
+            phases: Vec::new(),
         }));
     }
     body.push(diagonal(dim - TILE));

@@ -79,6 +79,7 @@ fn program(records: u64, repeat: u32) -> Program {
             uniform(locations, input_bytes, 0, AccessOrder::Linear),
             uniform(distances, 0, output_bytes, AccessOrder::Linear),
         ],
+        phases: Vec::new(),
     };
     let setup = vec![Op::Alloc(locations), Op::Alloc(distances)];
     let body = vec![

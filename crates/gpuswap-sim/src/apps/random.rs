@@ -83,6 +83,7 @@ fn program(words: u64, repeat: u32, device: DeviceShape) -> Program {
                 AccessOrder::Random,
             ),
         ],
+        phases: Vec::new(),
     };
     let setup = vec![
         Op::Alloc(table),

@@ -165,6 +165,7 @@ fn program(input: Input, repeat: u32, device: DeviceShape) -> Program {
             name: name.into(),
             ops: threads * ops_per_thread,
             accesses,
+            phases: Vec::new(),
         })
     };
 
@@ -190,6 +191,7 @@ fn program(input: Input, repeat: u32, device: DeviceShape) -> Program {
             name: "reduce".into(),
             ops: blocks * BLOCK * REDUCE_OPS,
             accesses,
+            phases: Vec::new(),
         }));
     }
     iteration.extend([d2h(sums, WORD_BYTES), d2h(sums2, WORD_BYTES)]);

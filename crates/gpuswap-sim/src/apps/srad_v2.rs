@@ -149,11 +149,13 @@ fn program(side: u64, repeat: u32) -> Program {
             name: "srad_cuda_1".into(),
             ops: pixels * SRAD1_OPS,
             accesses: srad1,
+            phases: Vec::new(),
         }),
         Op::Launch(Kernel {
             name: "srad_cuda_2".into(),
             ops: pixels * SRAD2_OPS,
             accesses: srad2,
+            phases: Vec::new(),
         }),
         d2h(j, b),
     ];

@@ -65,6 +65,7 @@ fn program(elements: u64, repeat: u32) -> Program {
             uniform(b, bytes, 0, AccessOrder::Linear),
             uniform(c, bytes, 0, AccessOrder::Linear),
         ],
+        phases: Vec::new(),
     };
     let mut setup: Vec<Op> = [a, b, c].map(Op::Alloc).into();
     setup.extend([a, b, c].map(|slot| h2d(slot, bytes)));

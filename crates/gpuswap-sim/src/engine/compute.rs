@@ -133,10 +133,43 @@ impl Engine {
                 written.push(id);
             }
         }
+        // A kernel with barriers: each phase's own traffic, at the same local fractions.
+        let fractions_now = &fractions;
+        let phase_traffic = |local: bool| {
+            let mut start = 0;
+            kernel.phases.iter().map(move |phase| {
+                let mut t = Traffic::default();
+                let end = start + phase.accesses;
+                for (access, known) in kernel.accesses[start..end]
+                    .iter()
+                    .zip(&fractions_now[start..end])
+                {
+                    let fraction = if local {
+                        1.0
+                    } else {
+                        known.map_or(1.0, |k| k.1)
+                    };
+                    t.add(access, fraction);
+                }
+                start = end;
+                (phase.ops, t)
+            })
+        };
+        let (fixed_ns, ideal_ns) = if kernel.phases.is_empty() {
+            (
+                timing::fixed_ns(&self.preset, kernel.ops, &traffic),
+                timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+            )
+        } else {
+            (
+                timing::phased_fixed_ns(&self.preset, phase_traffic(false)),
+                timing::phased_fixed_ns(&self.preset, phase_traffic(true)),
+            )
+        };
         let cost = KernelCost {
             traffic,
-            fixed_ns: timing::fixed_ns(&self.preset, kernel.ops, &traffic),
-            ideal_ns: timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+            fixed_ns,
+            ideal_ns,
             accesses: (ideal.local_bytes / READ_TRANSACTION_BYTES as f64).round() as u64,
             written: written.into(),
         };

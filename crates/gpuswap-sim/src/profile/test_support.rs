@@ -60,6 +60,7 @@ pub(super) fn one_kernel(bytes: u64, accesses: Vec<Access>) -> Program {
             name: "k".into(),
             ops: 1,
             accesses,
+            phases: Vec::new(),
         }),
         Op::Free(a),
     ];
