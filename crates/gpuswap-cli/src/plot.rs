@@ -142,7 +142,7 @@ fn draw_lines<DB: DrawingBackend>(
     }
     mesh.draw().map_err(e)?;
     for (i, line) in lines.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = line_color(i);
         let band: Vec<(f64, f64)> = line
             .points
             .iter()
@@ -238,7 +238,7 @@ fn draw_timeline<DB: DrawingBackend>(
         .draw()
         .map_err(e)?;
     for (i, (name, points)) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = line_color(i);
         // Steps: each value holds until the next change; the last until the end.
         let mut steps = Vec::with_capacity(points.len() * 2 + 1);
         for (j, (t, bytes)) in points.iter().enumerate() {
@@ -273,4 +273,26 @@ fn finish<'a, DB: DrawingBackend + 'a>(
         .draw()
         .map_err(e)?;
     root.present().map_err(e)
+}
+
+/// Line colours: the ten of Tableau's qualitative palette (matplotlib's default cycle),
+/// then plotters' larger palette. Palette99's first ones include near-identical shades,
+/// so eight lines in one figure (one per app) were hard to tell apart.
+fn line_color(i: usize) -> RGBAColor {
+    const TABLEAU: [(u8, u8, u8); 10] = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
+    ];
+    match TABLEAU.get(i) {
+        Some(&(r, g, b)) => RGBColor(r, g, b).to_rgba(),
+        None => Palette99::pick(i).to_rgba(),
+    }
 }
