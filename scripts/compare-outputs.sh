@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Compares the outputs of the working tree's build with those of BASE (a commit; by
-# default the last commit before the reshape of issue 7). A refactor must leave them
-# identical; new report fields and CSV columns are allowed (additions), changed or
-# missing ones are not. Exit status 1 when they differ.
+# default HEAD, so that a refactor in progress is checked against the last commit). A
+# refactor must leave them identical; new report fields and CSV columns are allowed
+# (additions), changed or missing ones are not. Exit status 1 when they differ.
 #   scripts/compare-outputs.sh [BASE]
 set -euo pipefail
-base=${1:-53bd614}
 root=$(cd "$(dirname "$0")/.." && pwd)
+base=$(git -C "$root" rev-parse --short "${1:-HEAD}")
 work=${COMPARE_DIR:-/tmp/gpuswap-compare}
 mkdir -p "$work"
 if [ ! -x "$work/base-$base/target/release/gpuswap" ]; then
