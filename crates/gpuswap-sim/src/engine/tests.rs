@@ -123,22 +123,32 @@ fn compute_engine_alternates_between_tenants() {
     assert!(a.end_ns.max(b.end_ns) - a_start >= 40 * kernel_ns);
 }
 
-#[test]
-fn copies_take_setup_plus_transfer_and_share_the_link() {
-    let p = gtx480();
+/// One 57 MiB buffer and, after `host_ns` of CPU work, a measured phase of one 57 MB
+/// memcpy in `direction`: 10 ms of transfer at the GTX 480's 5.7 GB/s.
+fn copy_program(direction: CopyDirection, host_ns: u64) -> Program {
     let mut program = Program::default();
     let a = program.buffer("a", 57 * MIB);
-    program.ops = vec![
-        Op::Alloc(a),
+    program.ops = vec![Op::Alloc(a)];
+    if host_ns > 0 {
+        program.ops.push(Op::Cpu { ns: host_ns });
+    }
+    program.ops.extend([
         Op::PhaseStart,
         Op::Copy {
             slot: a,
-            direction: CopyDirection::HostToDevice,
+            direction,
             bytes: 57_000_000,
         },
         Op::PhaseEnd,
         Op::Free(a),
-    ];
+    ]);
+    program
+}
+
+#[test]
+fn copies_take_setup_plus_transfer_and_share_the_link() {
+    let p = gtx480();
+    let program = copy_program(CopyDirection::HostToDevice, 0);
     let out = simulate(config(vec![tenant("a", program.clone())], 1 << 30)).unwrap();
     let (s, e) = out.tenants[0].phase_ns.unwrap();
     // 57 MB at 5.7 GB/s = 10 ms, plus the 2.5 us setup.
@@ -166,19 +176,7 @@ fn copies_take_setup_plus_transfer_and_share_the_link() {
 fn copies_into_host_resident_buffers_cross_the_link_both_ways() {
     let p = gtx480();
     for direction in [CopyDirection::HostToDevice, CopyDirection::DeviceToHost] {
-        let mut program = Program::default();
-        let a = program.buffer("a", 57 * MIB);
-        program.ops = vec![
-            Op::Alloc(a),
-            Op::PhaseStart,
-            Op::Copy {
-                slot: a,
-                direction,
-                bytes: 57_000_000,
-            },
-            Op::PhaseEnd,
-            Op::Free(a),
-        ];
+        let program = copy_program(direction, 0);
         // FCFS with VRAM for the runtime's buffers only: "a" lives in host memory.
         let mut cfg = config(vec![tenant("a", program)], runtime_bytes());
         cfg.manager.policy = PolicySettings::named("fcfs");
@@ -221,20 +219,7 @@ fn a_kernel_reading_host_memory_crowds_out_a_copy() {
         Op::Sync,
         Op::Free(big),
     ];
-    let mut copier = Program::default();
-    let a = copier.buffer("a", 57 * MIB);
-    copier.ops = vec![
-        Op::Alloc(a),
-        Op::Cpu { ns: 5_000_000 },
-        Op::PhaseStart,
-        Op::Copy {
-            slot: a,
-            direction: CopyDirection::HostToDevice,
-            bytes: 57_000_000,
-        },
-        Op::PhaseEnd,
-        Op::Free(a),
-    ];
+    let copier = copy_program(CopyDirection::HostToDevice, 5_000_000);
     // FCFS with VRAM for both runtimes and "a": "big" lives in host memory.
     let mut cfg = config(
         vec![tenant("copier", copier), tenant("reader", reader)],
@@ -500,19 +485,7 @@ fn gdev_costs_time_even_with_ample_memory() {
 #[test]
 fn a_gdev_copy_holds_the_device_against_the_other_tenants_kernels() {
     let p = gtx480();
-    let mut copier = Program::default();
-    let a = copier.buffer("a", 57 * MIB);
-    copier.ops = vec![
-        Op::Alloc(a),
-        Op::PhaseStart,
-        Op::Copy {
-            slot: a,
-            direction: CopyDirection::HostToDevice,
-            bytes: 57_000_000,
-        },
-        Op::PhaseEnd,
-        Op::Free(a),
-    ];
+    let copier = copy_program(CopyDirection::HostToDevice, 0);
     let mut kernels = tenant("kernels", writer_program(16 * MIB, 5, 1));
     kernels.start_ns = 1_000_000;
     let run = |mode: &str| {
