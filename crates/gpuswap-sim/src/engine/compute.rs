@@ -86,7 +86,9 @@ impl Engine {
             written: cost.written,
             referenced,
         });
-        self.schedule(self.now_ns + fixed_ns, Event::KernelFixedDone(launch.id));
+        self.kernel_wakes
+            .push((self.now_ns + fixed_ns, self.seq, launch.id));
+        self.seq += 1;
         if flows_left > 0 {
             self.rearm_link();
         }
@@ -238,7 +240,7 @@ impl Engine {
             _ => false,
         };
         if wake {
-            self.schedule_step(t, 0);
+            self.wake_for_queue_space(t);
         }
         self.check_drained(t);
         self.hand_on_device();

@@ -140,7 +140,7 @@ impl Engine {
                     }
                     tenant.in_flight += 1;
                     self.start_kernel();
-                    return self.schedule_step(t, self.preset.launch_enqueue_ns);
+                    return self.defer_step(t);
                 }
                 Instr::Sync => {
                     if tenant.in_flight > 0 {

@@ -39,7 +39,8 @@ pub use config::{
 enum Event {
     /// Continue the tenant's program.
     Step(usize),
-    /// A running kernel's fixed part (compute, VRAM, latency) is over.
+    /// A running kernel's fixed part (compute, VRAM, latency) is over (never in the
+    /// queue: see `Engine::kernel_wakes`).
     KernelFixedDone(LaunchId),
     /// A link flow may have finished (never in the queue: see `Engine::link_wake`).
     LinkWake,
@@ -103,6 +104,10 @@ struct Tenant {
     suspended: bool,
     /// Suspension requested, not yet drained: (requested at).
     draining_since: Option<u64>,
+    /// The (time, sequence number) of a `Step` that was due after a launch but not put in
+    /// the queue, because it would only have found the launch queue full (see
+    /// `Engine::defer_step`).
+    deferred_step: Option<(u64, u64)>,
     drained_at: u64,
     state: State,
     pending_alloc: Option<PendingAlloc>,
@@ -218,6 +223,8 @@ pub struct Engine {
     /// (`(sequence number, event)`; their time is `now_ns`).
     now_queue: VecDeque<(u64, Event)>,
     seq: u64,
+    /// The (time, sequence number) of the event being handled.
+    current: (u64, u64),
     now_ns: u64,
     events: u64,
     check_invariants: bool,
@@ -228,6 +235,10 @@ pub struct Engine {
     /// the queue: the link's next completion moves whenever a flow starts or ends, and
     /// superseded wake-ups in the heap were a third of the events of link-heavy runs.
     link_wake: Option<(u64, u64)>,
+    /// When running kernels' fixed parts end, as (time, sequence number, launch), kept out
+    /// of the queue like the link's wake-up: one per running kernel, so a short vector
+    /// beats two heap operations per launch.
+    kernel_wakes: Vec<(u64, u64, LaunchId)>,
     /// Who started each flow in progress (a handful at a time).
     flow_owners: Vec<(FlowId, FlowOwner)>,
     /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
@@ -295,6 +306,7 @@ impl Engine {
                     copies_in_flight: 0,
                     suspended: false,
                     draining_since: None,
+                    deferred_step: None,
                     drained_at: 0,
                     state: State::Scheduled,
                     pending_alloc: None,
@@ -321,6 +333,7 @@ impl Engine {
             queue: BinaryHeap::new(),
             now_queue: VecDeque::new(),
             seq: 0,
+            current: (0, 0),
             now_ns: 0,
             events: 0,
             check_invariants: config.check_invariants,
@@ -328,6 +341,7 @@ impl Engine {
             next_request: 0,
             link,
             link_wake: None,
+            kernel_wakes: Vec::new(),
             flow_owners: Vec::new(),
             running: Vec::new(),
             round_robin_next: 0,
@@ -458,8 +472,8 @@ impl Engine {
     }
 
     /// The next event in (time, sequence) order: from the queue, or the link's wake-up.
-    /// The earliest of the three sources in (time, sequence) order: the queue, events
-    /// for the current time, and the link's wake-up.
+    /// The earliest of the four sources in (time, sequence) order: the queue, events
+    /// for the current time, the link's wake-up and the kernels' fixed parts.
     fn next_event(&mut self) -> Option<(u64, Event)> {
         // (time, sequence) keys; u64::MAX stands for an empty source (no real event
         // gets that sequence number).
@@ -473,14 +487,27 @@ impl Engine {
             .front()
             .map_or(NONE, |(seq, _)| (self.now_ns, *seq));
         let wake = self.link_wake.unwrap_or(NONE);
-        if wake < queued && wake < now {
+        let kernel = self
+            .kernel_wakes
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, w)| (w.0, w.1))
+            .map_or((NONE, 0), |(i, w)| ((w.0, w.1), i));
+        let (key, event) = if kernel.0 < queued && kernel.0 < now && kernel.0 < wake {
+            let (_, _, launch) = self.kernel_wakes.swap_remove(kernel.1);
+            (kernel.0, Event::KernelFixedDone(launch))
+        } else if wake < queued && wake < now {
             self.link_wake = None;
-            Some((wake.0, Event::LinkWake))
+            (wake, Event::LinkWake)
         } else if now < queued {
-            self.now_queue.pop_front().map(|(_, event)| (now.0, event))
+            let (_, event) = self.now_queue.pop_front()?;
+            (now, event)
         } else {
-            self.queue.pop().map(|Reverse((t, _, event))| (t, event))
-        }
+            let Reverse((_, _, event)) = self.queue.pop()?;
+            (queued, event)
+        };
+        self.current = key;
+        Some((key.0, event))
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
@@ -499,6 +526,43 @@ impl Engine {
         }
         self.tenants[t].state = State::Scheduled;
         self.schedule(self.now_ns + delay_ns, Event::Step(t));
+    }
+
+    /// Schedules tenant `t`'s next step after a launch's enqueue time, unless that step
+    /// could only find the launch queue full (the queue is full now and the next
+    /// instruction is another launch): then the step keeps its time and sequence number
+    /// but stays out of the queue until a kernel finishes (`wake_for_queue_space`). A
+    /// program that queues thousands of launches (lud) otherwise pays an event per launch
+    /// that does nothing.
+    fn defer_step(&mut self, t: usize) {
+        let tenant = &self.tenants[t];
+        let full = tenant.in_flight >= self.preset.launch_queue_depth;
+        let launch_next = matches!(tenant.instrs.get(tenant.pc), Some(Instr::Launch(_)));
+        if tenant.state == State::Done || !full || !launch_next {
+            return self.schedule_step(t, self.preset.launch_enqueue_ns);
+        }
+        let tenant = &mut self.tenants[t];
+        tenant.deferred_step = Some((self.now_ns + self.preset.launch_enqueue_ns, self.seq));
+        tenant.state = State::WaitingQueueSpace;
+        self.seq += 1;
+    }
+
+    /// Tenant `t` waits for room in its launch queue and a kernel of it finished: its
+    /// next step runs now, or, if a deferred step is still to come, then. A deferred
+    /// step that would already have run (and found the queue full) still counts as an
+    /// event, so event counts stay comparable across versions.
+    fn wake_for_queue_space(&mut self, t: usize) {
+        match self.tenants[t].deferred_step.take() {
+            Some((at, seq)) if (at, seq) > self.current => {
+                self.tenants[t].state = State::Scheduled;
+                self.queue.push(Reverse((at, seq, Event::Step(t))));
+            }
+            Some(_) => {
+                self.events += 1;
+                self.schedule_step(t, 0);
+            }
+            None => self.schedule_step(t, 0),
+        }
     }
 
     /// Keeps one timer event for the manager's next wanted timeout while anybody runs.
