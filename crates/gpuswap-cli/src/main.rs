@@ -7,6 +7,7 @@ mod profile_cmd;
 mod render;
 mod scenario;
 mod sweep;
+mod text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,6 +57,21 @@ enum Command {
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
 const EXIT_BAD_INPUT: u8 = 2;
 
+/// Writes `text` to standard output. A reader that stops early (`| head`) is not an
+/// error, as for other command-line tools; any other write error is (a full disk).
+fn emit(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -74,6 +90,12 @@ fn main() -> ExitCode {
             };
             if let Some(seed) = seed {
                 loaded.set_seed(seed);
+            }
+            if loaded.has_sweep {
+                eprintln!(
+                    "note: {} has a [sweep] table; `run` runs its base point (`gpuswap sweep` runs the grid)",
+                    scenario.display()
+                );
             }
             let result = run_and_report(&loaded.name, loaded.seed, &loaded.config);
             if let (Ok(report), Some(file)) = (&result, &timeline) {
@@ -99,23 +121,21 @@ fn main() -> ExitCode {
             }
             match result {
                 Ok(report) if json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&report).expect("reports serialize")
-                    );
+                    let text = serde_json::to_string_pretty(&report).expect("reports serialize");
+                    return emit(&(text + "\n"));
                 }
-                Ok(report) => print!("{}", render::report_table(&report)),
+                Ok(report) => return emit(&render::report_table(&report)),
                 Err(e) => {
                     eprintln!("internal error (please report with the scenario): {e}");
                     return ExitCode::FAILURE;
                 }
             }
         }
-        Command::Presets => print!("{}", render::presets_table(&preset::all())),
-        Command::Policies => print!("{}", render::policies_table()),
+        Command::Presets => return emit(&render::presets_table(&preset::all())),
+        Command::Policies => return emit(&render::policies_table()),
         Command::Apps => {
             let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
-            print!("{}", render::apps_table(&apps::all(), device.shape()));
+            return emit(&render::apps_table(&apps::all(), device.shape()));
         }
         Command::Profile(args) => {
             if let Err(e) = profile_cmd::run(&args) {

@@ -37,8 +37,7 @@ pub struct PrioritiesFile {
 impl PrioritiesFile {
     /// Reads a priorities file; the error names the file and what is wrong.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = crate::text::read_text(path).map_err(|e| format!("{}: {e}", path.display()))?;
         toml::from_str(&text)
             .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim_end()))
     }

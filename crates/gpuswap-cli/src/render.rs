@@ -16,7 +16,8 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let line = |cells: &mut dyn Iterator<Item = &str>| {
         let text: Vec<String> = cells
             .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            // Padded by hand: a `{:<w$}` width above 65535 panics in std's formatter.
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count()))))
             .collect();
         text.join("  ").trim_end().to_owned() + "\n"
     };
@@ -250,4 +251,23 @@ pub fn policies_table() -> String {
         ]);
     }
     table(&["setting", "value", "needs", "description"], &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_wider_than_the_formatters_limit_are_laid_out() {
+        // std's `{:<w$}` panics for widths above 65535.
+        let wide = "x".repeat(70_000);
+        let text = table(
+            &["name", "app"],
+            &[vec![wide.clone(), "a".into()], vec!["b".into(), "c".into()]],
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[2], format!("{wide}  a"));
+        assert_eq!(lines[3].len(), 70_000 + 3);
+        assert!(lines[3].starts_with('b') && lines[3].ends_with("  c"));
+    }
 }

@@ -29,6 +29,9 @@ use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, PolicySettin
 use gpuswap_sim::engine::{SimConfig, TenantSpec};
 
 use crate::priorities::PrioritiesFile;
+
+/// Longest tenant name: names head table and CSV columns.
+const MAX_NAME_CHARS: usize = 64;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use gpuswap_sim::{apps, preset};
 use serde::Deserialize;
@@ -39,12 +42,12 @@ use toml::Spanned;
 #[derive(Debug, Error)]
 pub enum ScenarioError {
     /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: {message}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why: it cannot be read, or where it stops being UTF-8.
+        message: String,
     },
     /// TOML syntax, an unknown key or a value of the wrong type.
     #[error("{path}: {message}")]
@@ -78,6 +81,8 @@ struct File {
     manager: ManagerTable,
     #[serde(default)]
     tenant: Vec<TenantTable>,
+    /// The grid of `gpuswap sweep` (read there): a single run runs the base point.
+    sweep: Option<toml::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -123,6 +128,8 @@ pub struct Scenario {
     pub seed: u64,
     /// What the engine runs.
     pub config: SimConfig,
+    /// The file has a `[sweep]` table, which a single run leaves aside.
+    pub has_sweep: bool,
 }
 
 impl Scenario {
@@ -138,9 +145,9 @@ pub const DEFAULT_PRESET: &str = "gtx480";
 
 /// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+    let text = crate::text::read_text(path).map_err(|message| ScenarioError::Read {
         path: path.to_owned(),
-        source,
+        message,
     })?;
     parse(path, &text)
 }
@@ -313,6 +320,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                     "expected a non-empty name".into(),
                 ));
             }
+            Some(n) if n.get_ref().chars().count() > MAX_NAME_CHARS => {
+                return Err(value_error(
+                    key("name"),
+                    Some(n.span()),
+                    format!(
+                        "expected a name of at most {MAX_NAME_CHARS} characters (it heads report columns); this one has {}",
+                        n.get_ref().chars().count()
+                    ),
+                ));
+            }
             Some(n) => n.get_ref().clone(),
             None => format!("{}{i}", app.name()),
         };
@@ -392,6 +409,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 
     let seed = file.seed.unwrap_or(0);
     Ok(Scenario {
+        has_sweep: file.sweep.is_some(),
         name: path
             .file_stem()
             .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned()),

@@ -498,3 +498,61 @@ fn bench_reports_runs_and_event_rate() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("doom"), "{}", stderr(&bad));
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error_but_a_full_disk_is() {
+    use std::process::Stdio;
+    // The reading end is closed before the run has written anything.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["run", "--json", &repo_file("scenarios/quickstart.toml")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    if Path::new("/dev/full").exists() {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+            .args(["presets"])
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("cannot write the output"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn run_takes_a_sweep_scenario_and_runs_its_base_point() {
+    let out = gpuswap(&["run", &repo_file("scenarios/repro/backprop-memory.toml")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("backprop"));
+    assert!(stderr(&out).contains("has a [sweep] table; `run` runs its base point"));
+}
+
+#[test]
+fn an_overlong_name_or_a_file_that_is_not_utf8_is_refused_with_its_place() {
+    let name = "x".repeat(70_000);
+    let path = temp_scenario(
+        "long.toml",
+        &format!("[[tenant]]\nname = \"{name}\"\napp = \"stream\"\n"),
+    );
+    let out = gpuswap(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("tenant[0].name (line 2): expected a name of at most 64"));
+    let path = temp_scenario("latin1.toml", "");
+    std::fs::write(&path, b"[[tenant]]\nname = \"caf\xe9\"\napp = \"stream\"\n").unwrap();
+    let out = gpuswap(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not UTF-8 text: byte 0xe9 at line 2, column 12"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -68,9 +68,8 @@ pub struct SweepArgs {
 
 /// Runs a sweep and writes its results.
 pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
-    let text = std::fs::read_to_string(&args.scenario).map_err(|e| {
-        SweepError::BadInput(format!("{}: cannot read: {e}", args.scenario.display()))
-    })?;
+    let text = crate::text::read_text(&args.scenario)
+        .map_err(|e| SweepError::BadInput(format!("{}: {e}", args.scenario.display())))?;
     let plan = Plan::new(&args.scenario, &text, &args.vary, args.runs)?;
     let out = args
         .out
