@@ -1,6 +1,7 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
 mod bench;
+mod limits;
 mod plot;
 mod priorities;
 mod profile_cmd;
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use gpuswap_sim::report::run_and_report;
+use gpuswap_sim::report::{Baselines, run_and_report_progress};
 use gpuswap_sim::{apps, preset};
 
 /// Simulate tenants sharing one GPU's memory and report what each one sees.
@@ -39,6 +40,9 @@ enum Command {
         /// Also plot each tenant's VRAM over time into this file (SVG; .png adds a PNG).
         #[arg(long, value_name = "FILE")]
         timeline: Option<PathBuf>,
+        /// Bounds of the run.
+        #[command(flatten)]
+        limits: limits::LimitArgs,
     },
     /// List the device presets.
     Presets,
@@ -56,6 +60,37 @@ enum Command {
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
 const EXIT_BAD_INPUT: u8 = 2;
+
+/// Runs a scenario; a run that takes more than a second shows a spinner with the
+/// simulated time and events on stderr.
+fn run_with_progress(
+    loaded: &scenario::Scenario,
+) -> Result<gpuswap_sim::report::Report, gpuswap_sim::engine::SimError> {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let started = std::time::Instant::now();
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("a valid template"));
+    let mut progress = |sim_ns: u64, events: u64| {
+        if bar.is_hidden() && started.elapsed() > std::time::Duration::from_secs(1) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+        bar.set_message(format!(
+            "{}: simulated {}, {events} events",
+            loaded.name,
+            gpuswap_sim::units::format_ns(sim_ns)
+        ));
+        bar.tick();
+    };
+    let result = run_and_report_progress(
+        &loaded.name,
+        loaded.seed,
+        &loaded.config,
+        &Baselines::default(),
+        &mut progress,
+    );
+    bar.finish_and_clear();
+    result
+}
 
 /// Writes `text` to standard output. A reader that stops early (`| head`) is not an
 /// error, as for other command-line tools; any other write error is (a full disk).
@@ -80,6 +115,7 @@ fn main() -> ExitCode {
             json,
             seed,
             timeline,
+            limits,
         } => {
             let mut loaded = match scenario::load(&scenario) {
                 Ok(s) => s,
@@ -91,13 +127,14 @@ fn main() -> ExitCode {
             if let Some(seed) = seed {
                 loaded.set_seed(seed);
             }
+            loaded.config.limits = limits.limits();
             if loaded.has_sweep {
                 eprintln!(
                     "note: {} has a [sweep] table; `run` runs its base point (`gpuswap sweep` runs the grid)",
                     scenario.display()
                 );
             }
-            let result = run_and_report(&loaded.name, loaded.seed, &loaded.config);
+            let result = run_with_progress(&loaded);
             if let (Ok(report), Some(file)) = (&result, &timeline) {
                 let series: Vec<(String, Vec<(u64, u64)>)> = report
                     .tenants
@@ -126,7 +163,7 @@ fn main() -> ExitCode {
                 }
                 Ok(report) => return emit(&render::report_table(&report)),
                 Err(e) => {
-                    eprintln!("internal error (please report with the scenario): {e}");
+                    eprintln!("error: {}", limits::explain(&e, &scenario, loaded.seed));
                     return ExitCode::FAILURE;
                 }
             }

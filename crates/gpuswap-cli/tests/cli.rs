@@ -556,3 +556,27 @@ fn an_overlong_name_or_a_file_that_is_not_utf8_is_refused_with_its_place() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_run_that_would_not_end_stops_at_its_limit_and_says_how_to_raise_it() {
+    let path = temp_scenario(
+        "forever.toml",
+        "[[tenant]]\nname = \"a\"\napp = \"stream\"\nrepeat = 4294967295\n",
+    );
+    let out = gpuswap(&["run", path.to_str().unwrap(), "--max-events", "100000"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(e.contains("stopped at its limit of 100000 events"), "{e}");
+    assert!(e.contains("raise it with --max-events N"), "{e}");
+    let path = temp_scenario(
+        "late.toml",
+        "[[tenant]]\nname = \"a\"\napp = \"stream\"\nstart = \"18446744073s\"\n",
+    );
+    let out = gpuswap(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("raise it with --max-sim-time DURATION"),
+        "{}",
+        stderr(&out)
+    );
+}

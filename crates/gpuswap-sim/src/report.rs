@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use std::sync::Mutex;
 
-use crate::engine::{InvariantError, Outcome, SimConfig, TenantOutcome, TenantSpec, simulate};
+use crate::engine::{Engine, Outcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate};
 use crate::program::Program;
 use gpuswap_core::{ManagerConfig, PolicySettings};
 
@@ -159,7 +159,7 @@ pub struct Baselines(Mutex<Vec<(String, Program, u64)>>);
 impl Baselines {
     /// The solo time of `spec` on `config`'s device: alone, native mode, more VRAM than
     /// it can use, started at time 0; measured once per (preset, program).
-    pub fn solo_ns(&self, config: &SimConfig, spec: &TenantSpec) -> Result<u64, InvariantError> {
+    pub fn solo_ns(&self, config: &SimConfig, spec: &TenantSpec) -> Result<u64, SimError> {
         let preset = config.preset.name;
         let known = |list: &Vec<(String, Program, u64)>| {
             list.iter()
@@ -191,11 +191,7 @@ impl Baselines {
 }
 
 /// Runs a configuration and the solo baselines its report needs.
-pub fn run_and_report(
-    scenario: &str,
-    seed: u64,
-    config: &SimConfig,
-) -> Result<Report, InvariantError> {
+pub fn run_and_report(scenario: &str, seed: u64, config: &SimConfig) -> Result<Report, SimError> {
     run_and_report_with(scenario, seed, config, &Baselines::default())
 }
 
@@ -205,8 +201,20 @@ pub fn run_and_report_with(
     seed: u64,
     config: &SimConfig,
     baselines: &Baselines,
-) -> Result<Report, InvariantError> {
-    let outcome = simulate(config.clone())?;
+) -> Result<Report, SimError> {
+    run_and_report_progress(scenario, seed, config, baselines, &mut |_, _| {})
+}
+
+/// [`run_and_report_with`], calling `progress(simulated ns, events)` now and then
+/// during the main run (see [`Engine::run_with_progress`]).
+pub fn run_and_report_progress(
+    scenario: &str,
+    seed: u64,
+    config: &SimConfig,
+    baselines: &Baselines,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Report, SimError> {
+    let outcome = Engine::new(config.clone()).run_with_progress(progress)?;
     let solo_ns = config
         .tenants
         .iter()

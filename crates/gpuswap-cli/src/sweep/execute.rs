@@ -108,13 +108,14 @@ impl Plan {
             .map_err(|e| e.to_string())
             .and_then(|mut s| {
                 s.set_seed(seed);
+                s.config.limits = self.limits;
                 // A bug in one run must not take the others down: it becomes that row's error.
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     run_and_report_with(&s.name, seed, &s.config, baselines)
                 }));
                 match run {
                     Ok(Ok(report)) => Ok(RunFigures::of(&report, tenants)),
-                    Ok(Err(e)) => Err(format!("internal error: {e}")),
+                    Ok(Err(e)) => Err(crate::limits::explain(&e, &self.path, seed)),
                     Err(_) => Err("internal error: the simulation panicked (please report)".into()),
                 }
             });

@@ -64,13 +64,17 @@ pub struct SweepArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Bounds of every run.
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
 }
 
 /// Runs a sweep and writes its results.
 pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     let text = crate::text::read_text(&args.scenario)
         .map_err(|e| SweepError::BadInput(format!("{}: {e}", args.scenario.display())))?;
-    let plan = Plan::new(&args.scenario, &text, &args.vary, args.runs)?;
+    let mut plan = Plan::new(&args.scenario, &text, &args.vary, args.runs)?;
+    plan.limits = args.limits.limits();
     let out = args
         .out
         .clone()

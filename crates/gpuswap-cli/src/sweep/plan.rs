@@ -1,6 +1,7 @@
 //! Planning a sweep: the `[sweep]` table and `--vary` flags read into axes, value
 //! ranges expanded, and the grid of points they span.
 
+use gpuswap_sim::engine::RunLimits;
 use std::path::{Path, PathBuf};
 
 use gpuswap_sim::units::{parse_bytes, parse_ns};
@@ -30,6 +31,8 @@ pub struct Plan {
     pub points: Vec<Vec<Value>>,
     /// The scenario as given, for names and defaults.
     pub base: scenario::Scenario,
+    /// The bounds of every run.
+    pub limits: RunLimits,
 }
 
 impl Plan {
@@ -81,6 +84,7 @@ impl Plan {
             runs,
             points,
             base,
+            limits: RunLimits::default(),
         })
     }
 

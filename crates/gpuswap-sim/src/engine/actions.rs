@@ -25,7 +25,7 @@ impl Engine {
                     if self.evicting_for == Some(t) {
                         self.evicting_for = None;
                     }
-                    let done_ns = self.now_ns + self.preset.driver_call_ns;
+                    let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
                     let latency = done_ns - pending.asked_ns;
                     let tenant = &mut self.tenants[t];
                     tenant.alloc_latencies_ns.push(latency);
@@ -48,7 +48,7 @@ impl Engine {
                         continue;
                     };
                     debug_assert_eq!(pending.request, request, "one allocation per tenant");
-                    let done_ns = self.now_ns + self.preset.driver_call_ns;
+                    let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
                     self.tenants[t]
                         .alloc_latencies_ns
                         .push(done_ns - pending.asked_ns);
@@ -72,7 +72,7 @@ impl Engine {
                     self.evicting_for = Some(t);
                     self.record_usage_changes();
                     self.policy_running = true;
-                    self.schedule(self.now_ns + policy_ns, Event::PolicyDone);
+                    self.schedule(self.now_ns.saturating_add(policy_ns), Event::PolicyDone);
                 }
                 Action::Execution(Execution::Suspend { tenant, .. }) => {
                     let t = tenant.0 as usize;
@@ -130,7 +130,10 @@ impl Engine {
                         self.failure.get_or_insert(failure);
                         return;
                     }
-                    self.schedule(self.now_ns + self.preset.gdev_launch_ns, Event::GatedLaunch);
+                    self.schedule(
+                        self.now_ns.saturating_add(self.preset.gdev_launch_ns),
+                        Event::GatedLaunch,
+                    );
                 }
                 Action::Reply(Reply::LaunchFail { tenant, error, .. }) => {
                     let t = tenant.0 as usize;

@@ -87,7 +87,7 @@ impl Engine {
             referenced,
         });
         self.kernel_wakes
-            .push((self.now_ns + fixed_ns, self.seq, launch.id));
+            .push((self.now_ns.saturating_add(fixed_ns), self.seq, launch.id));
         self.seq += 1;
         if flows_left > 0 {
             self.rearm_link();

@@ -55,6 +55,57 @@ pub struct SimConfig {
     /// Answer suspensions without suspending: only for the test that shows why
     /// relocation needs suspension (a write during a copy is lost).
     pub unsafe_skip_suspend: bool,
+    /// Where a run stops, however the scenario is written.
+    pub limits: RunLimits,
+}
+
+/// Bounds on one run: a scenario that would run for ever (a huge repetition count, a
+/// start time near the end of time) stops with [`SimError::Limit`] instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Events handled at most.
+    pub max_events: u64,
+    /// Simulated time at most.
+    pub max_sim_ns: u64,
+}
+
+impl Default for RunLimits {
+    /// 4 billion events (a few minutes of wall time) and 10^6 s (11.6 days) of simulated
+    /// time: far beyond every shipped scenario (the longest, Gdev thrashing lud, simulates
+    /// 12 239 s), well below where time arithmetic could overflow.
+    fn default() -> Self {
+        Self {
+            max_events: 4_000_000_000,
+            max_sim_ns: 1_000_000 * 1_000_000_000,
+        }
+    }
+}
+
+/// Why a run ended without an outcome.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum SimError {
+    /// An invariant broke: a bug, never bad input.
+    #[error(transparent)]
+    Invariant(#[from] InvariantError),
+    /// The run reached one of its [`RunLimits`].
+    #[error("{0}")]
+    Limit(LimitReached),
+}
+
+/// A run stopped at a limit.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error(
+    "the run stopped at its limit of {what} after {events} events and {time_ns} ns of simulated time"
+)]
+pub struct LimitReached {
+    /// Which limit: "N events" or "N ns of simulated time".
+    pub what: String,
+    /// Events handled by then.
+    pub events: u64,
+    /// Simulated time reached.
+    pub time_ns: u64,
+    /// Whether it was the event limit (else simulated time).
+    pub events_limit: bool,
 }
 
 impl SimConfig {
@@ -79,6 +130,7 @@ impl SimConfig {
             tenants,
             check_invariants: false,
             unsafe_skip_suspend: false,
+            limits: RunLimits::default(),
         }
     }
 }

@@ -14,7 +14,10 @@ impl Engine {
                 job.setup_started_ns = self.now_ns;
                 let setup_ns = job.setup_ns;
                 self.copy_engines[engine] = Some(job);
-                self.schedule(self.now_ns + setup_ns, Event::CopySetupDone(engine));
+                self.schedule(
+                    self.now_ns.saturating_add(setup_ns),
+                    Event::CopySetupDone(engine),
+                );
             }
         }
     }

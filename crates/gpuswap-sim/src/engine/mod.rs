@@ -32,7 +32,8 @@ mod interpreter;
 mod ready;
 
 pub use config::{
-    EvictionLatency, InvariantError, Outcome, SimConfig, TenantOutcome, TenantSpec, VictimPause,
+    EvictionLatency, InvariantError, LimitReached, Outcome, RunLimits, SimConfig, SimError,
+    TenantOutcome, TenantSpec, VictimPause,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -228,6 +229,7 @@ pub struct Engine {
     now_ns: u64,
     events: u64,
     check_invariants: bool,
+    limits: RunLimits,
     unsafe_skip_suspend: bool,
     next_request: u64,
     link: Link,
@@ -337,6 +339,7 @@ impl Engine {
             now_ns: 0,
             events: 0,
             check_invariants: config.check_invariants,
+            limits: config.limits,
             unsafe_skip_suspend: config.unsafe_skip_suspend,
             next_request: 0,
             link,
@@ -364,17 +367,48 @@ impl Engine {
     }
 
     /// Runs every tenant to its end and reports what happened.
-    pub fn run(mut self) -> Result<Outcome, InvariantError> {
+    pub fn run(self) -> Result<Outcome, SimError> {
+        self.run_with_progress(&mut |_, _| {})
+    }
+
+    /// [`Engine::run`], calling `progress(simulated ns, events)` every 2^20 events (so
+    /// a long run can show that it moves).
+    pub fn run_with_progress(
+        mut self,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Outcome, SimError> {
+        const PROGRESS_EVERY: u64 = (1 << 20) - 1;
         for t in 0..self.tenants.len() {
             let start = self.tenants[t].start_ns;
             self.schedule(start, Event::Step(t));
         }
         while let Some((time_ns, event)) = self.next_event() {
             if time_ns < self.now_ns {
-                return Err(self.broken(format!("event at {time_ns} ns after {} ns", self.now_ns)));
+                return Err(self
+                    .broken(format!("event at {time_ns} ns after {} ns", self.now_ns))
+                    .into());
+            }
+            if time_ns > self.limits.max_sim_ns || self.events >= self.limits.max_events {
+                let events_limit = self.events >= self.limits.max_events;
+                return Err(SimError::Limit(LimitReached {
+                    what: if events_limit {
+                        format!("{} events", self.limits.max_events)
+                    } else {
+                        format!(
+                            "{} of simulated time",
+                            crate::units::format_ns(self.limits.max_sim_ns)
+                        )
+                    },
+                    events: self.events,
+                    time_ns: self.now_ns,
+                    events_limit,
+                }));
             }
             self.now_ns = time_ns;
             self.events += 1;
+            if self.events & PROGRESS_EVERY == 0 {
+                progress(self.now_ns, self.events);
+            }
             match event {
                 // A tenant that failed after this step was scheduled has nothing left
                 // to run.
@@ -385,7 +419,7 @@ impl Engine {
                         running.fixed_done = true;
                         self.maybe_finish_kernel(launch);
                     }
-                    None => return Err(self.broken(format!("{launch} is not running"))),
+                    None => return Err(self.broken(format!("{launch} is not running")).into()),
                 },
                 Event::LinkWake => self.advance_link(),
                 Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
@@ -405,7 +439,7 @@ impl Engine {
                 }
             }
             if let Some(failure) = self.failure.take() {
-                return Err(failure);
+                return Err(failure.into());
             }
             if self.check_invariants {
                 self.manager
@@ -415,10 +449,12 @@ impl Engine {
             self.arm_timer();
         }
         if let Some(t) = self.tenants.iter().find(|t| t.state != State::Done) {
-            return Err(self.broken(format!(
-                "{} never finished (stuck in {:?})",
-                t.name, t.state
-            )));
+            return Err(self
+                .broken(format!(
+                    "{} never finished (stuck in {:?})",
+                    t.name, t.state
+                ))
+                .into());
         }
         Ok(self.into_outcome())
     }
@@ -525,7 +561,7 @@ impl Engine {
             return;
         }
         self.tenants[t].state = State::Scheduled;
-        self.schedule(self.now_ns + delay_ns, Event::Step(t));
+        self.schedule(self.now_ns.saturating_add(delay_ns), Event::Step(t));
     }
 
     /// Schedules tenant `t`'s next step after a launch's enqueue time, unless that step
@@ -542,7 +578,10 @@ impl Engine {
             return self.schedule_step(t, self.preset.launch_enqueue_ns);
         }
         let tenant = &mut self.tenants[t];
-        tenant.deferred_step = Some((self.now_ns + self.preset.launch_enqueue_ns, self.seq));
+        tenant.deferred_step = Some((
+            self.now_ns.saturating_add(self.preset.launch_enqueue_ns),
+            self.seq,
+        ));
         tenant.state = State::WaitingQueueSpace;
         self.seq += 1;
     }
@@ -580,7 +619,7 @@ impl Engine {
 }
 
 /// Runs a configuration to its end.
-pub fn simulate(config: SimConfig) -> Result<Outcome, InvariantError> {
+pub fn simulate(config: SimConfig) -> Result<Outcome, SimError> {
     Engine::new(config).run()
 }
 

@@ -385,7 +385,7 @@ fn writer_program(bytes: u64, kernels: u32, ms: u64) -> Program {
     p
 }
 
-fn squeeze(mode: &str, unsafe_skip_suspend: bool) -> Result<Outcome, InvariantError> {
+fn squeeze(mode: &str, unsafe_skip_suspend: bool) -> Result<Outcome, SimError> {
     let mut late = tenant("late", writer_program(32 * MIB, 5, 1));
     late.start_ns = 5_000_000;
     let mut cfg = config(
@@ -426,7 +426,9 @@ fn gpuswap_keeps_both_tenants_running_where_native_fails_one() {
 
 #[test]
 fn relocation_without_suspension_loses_a_write() {
-    let err = squeeze("gpuswap", true).unwrap_err();
+    let Err(SimError::Invariant(err)) = squeeze("gpuswap", true) else {
+        panic!("expected a broken invariant");
+    };
     assert!(err.message.contains("lost write"), "{err}");
     // The real mechanism suspends the victim and never loses one.
     assert!(squeeze("gpuswap", false).is_ok());
@@ -694,4 +696,31 @@ fn reverse_swapping_brings_hot_chunks_back() {
         swapped < random * 0.7,
         "reverse swap {swapped} vs random {random}"
     );
+}
+
+#[test]
+fn runs_stop_at_their_limits_and_times_near_the_end_of_time_do_not_overflow() {
+    // Many events: the event limit.
+    let mut cfg = config(vec![tenant("a", kernels_program(MIB, 100_000))], 1 << 30);
+    cfg.limits.max_events = 1_000;
+    match simulate(cfg) {
+        Err(SimError::Limit(l)) => {
+            assert!(l.events_limit);
+            assert_eq!(l.events, 1_000);
+        }
+        other => panic!("expected the event limit, got {other:?}"),
+    }
+    // A start and a host computation near u64::MAX: the time limit, not a wrapped clock.
+    let mut late = tenant("late", kernels_program(MIB, 1));
+    late.start_ns = u64::MAX - 10;
+    let busy = Program {
+        ops: vec![Op::Cpu { ns: u64::MAX }],
+        ..Default::default()
+    };
+    for tenants in [vec![late], vec![tenant("busy", busy)]] {
+        match simulate(config(tenants, 1 << 30)) {
+            Err(SimError::Limit(l)) => assert!(!l.events_limit, "{l}"),
+            other => panic!("expected the time limit, got {other:?}"),
+        }
+    }
 }

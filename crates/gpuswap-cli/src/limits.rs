@@ -1,0 +1,59 @@
+//! The bounds every run obeys, as command-line flags, and what a user is told when a run
+//! ends at one or breaks an invariant.
+
+use std::path::Path;
+
+use gpuswap_sim::engine::{RunLimits, SimError};
+use gpuswap_sim::units::{format_ns, parse_ns};
+
+/// `--max-events` and `--max-sim-time`, shared by `run` and `sweep`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct LimitArgs {
+    /// Stop a run after this many simulated events (a few minutes of wall time by default).
+    #[arg(long, value_name = "N", default_value_t = RunLimits::default().max_events)]
+    pub max_events: u64,
+    /// Stop a run at this much simulated time (ns, us, ms or s).
+    #[arg(long, value_name = "DURATION", default_value = "1000000s", value_parser = duration)]
+    pub max_sim_time: u64,
+}
+
+fn duration(text: &str) -> Result<u64, String> {
+    parse_ns(text).map_err(|e| e.to_string())
+}
+
+impl LimitArgs {
+    /// The limits these flags set.
+    pub fn limits(&self) -> RunLimits {
+        RunLimits {
+            max_events: self.max_events,
+            max_sim_ns: self.max_sim_time,
+        }
+    }
+}
+
+/// What to print for a run that ended without a report: a limit says which and how to
+/// raise it; a broken invariant is an internal error, named with the scenario and the
+/// seed that reproduce it.
+pub fn explain(error: &SimError, file: &Path, seed: u64) -> String {
+    match error {
+        SimError::Limit(limit) => {
+            let raise = if limit.events_limit {
+                "--max-events N"
+            } else {
+                "--max-sim-time DURATION"
+            };
+            format!(
+                "{}: the run stopped at its limit of {} ({} events, {} simulated); raise it with {raise}",
+                file.display(),
+                limit.what,
+                limit.events,
+                format_ns(limit.time_ns)
+            )
+        }
+        SimError::Invariant(e) => format!(
+            "internal error in {} with seed {seed}: {e} (please report it with the scenario; `gpuswap run {} --seed {seed}` reproduces it)",
+            file.display(),
+            file.display()
+        ),
+    }
+}
