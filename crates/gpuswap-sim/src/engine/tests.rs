@@ -329,7 +329,7 @@ fn arb_program() -> impl Strategy<Value = Program> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
     /// Time never goes backwards and VRAM accounting is conserved after every event
     /// (the engine checks both and fails the run otherwise); every tenant ends, and one
     /// that did not fail ends with nothing allocated.
@@ -564,7 +564,7 @@ fn gdev_swaps_whole_buffers_and_rejects_tenants_that_cannot_fit() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
     /// Random programs under every mode with too little VRAM: accounting conserved after
     /// every event, time monotonic, no lost write, everybody ends.
     #[test]
@@ -723,4 +723,13 @@ fn runs_stop_at_their_limits_and_times_near_the_end_of_time_do_not_overflow() {
             other => panic!("expected the time limit, got {other:?}"),
         }
     }
+}
+
+/// A property test's case count: `default` in CI, or `PROPTEST_CASES` when set, so a
+/// long run can look harder than CI does.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
