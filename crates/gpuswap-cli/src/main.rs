@@ -10,6 +10,9 @@ mod scenario;
 mod sweep;
 mod text;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

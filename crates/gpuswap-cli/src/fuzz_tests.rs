@@ -1,0 +1,292 @@
+//! Fuzzing the inputs, proptest-style (cargo-fuzz needs a nightly toolchain this project
+//! does not use): every scenario shipped in `scenarios/`, mutated at random with tokens
+//! that break parsers (huge and negative numbers, empty strings, stray brackets, bytes
+//! that are not UTF-8), must be refused with an error or accepted; an accepted one must
+//! run to an outcome, a limit or a clean error, within small limits, and never panic or
+//! break an invariant.
+//!
+//! CI runs 300 mutated and 60 extreme cases (about 10 s in a debug build);
+//! `PROPTEST_CASES=20000 cargo test --release -p gpuswap-cli fuzz` looks harder (the
+//! extreme cases take about 0.2 s each there). Inputs that once failed are kept in
+//! [`CORPUS`] and replayed by every run.
+
+use std::path::{Path, PathBuf};
+
+use gpuswap_sim::engine::{RunLimits, SimError};
+use gpuswap_sim::report::run_and_report;
+use proptest::prelude::*;
+
+use crate::scenario;
+use crate::sweep::Plan;
+
+/// Inputs that once panicked, hung or broke an invariant, as (what, scenario text).
+const CORPUS: &[(&str, &str)] = &[
+    (
+        "a tenant name wider than std's formatter allows",
+        "[[tenant]]\nname = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\napp = \"stream\"\n",
+    ),
+    (
+        "a repetition count that runs for ever",
+        "[[tenant]]\nname = \"a\"\napp = \"stream\"\nrepeat = 4294967295\n",
+    ),
+    (
+        "a start at the end of time",
+        "[[tenant]]\nname = \"a\"\napp = \"stream\"\nstart = \"18446744073s\"\n",
+    ),
+    (
+        "a host computation at the end of time",
+        "[[tenant]]\nname = \"a\"\napp = \"alloc\"\nsize = \"buffer=1MB,total=2MB,gap=18446744073s\"\n",
+    ),
+];
+
+/// Pieces that parsers mishandle.
+const TOKENS: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "4294967295",
+    "18446744073709551615",
+    "9223372036854775807",
+    "1e308",
+    "nan",
+    "\"\"",
+    "\"0B\"",
+    "\"18446744073709551615s\"",
+    "\"1KiB\"",
+    "\"99999GiB\"",
+    "[[tenant]]\n",
+    "[device]\n",
+    "[manager]\n",
+    "[sweep]\n",
+    "=",
+    "\n",
+    "\"",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "\u{0}",
+    "é",
+    "mode = \"gpuswap\"\n",
+    "mode = \"gdev\"\n",
+    "chunk_size = \"128KiB\"\n",
+    "app = \"lud\"\n",
+    "size = \"16\"\n",
+    "repeat = 2\n",
+];
+
+fn shipped_scenarios() -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .chain(std::fs::read_dir(root.join("repro")).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect()
+}
+
+/// One edit of a text: at a byte position (clamped to a char boundary), delete up to
+/// `len` bytes and insert a token.
+#[derive(Clone, Debug)]
+struct Edit {
+    at: usize,
+    len: usize,
+    token: usize,
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    prop::collection::vec(
+        (any::<usize>(), 0usize..12, 0..TOKENS.len()).prop_map(|(at, len, token)| Edit {
+            at,
+            len,
+            token,
+        }),
+        1..6,
+    )
+}
+
+fn apply(text: &str, edits: &[Edit]) -> String {
+    let mut text = text.to_owned();
+    for edit in edits {
+        let mut at = edit.at % (text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let mut end = (at + edit.len).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        text.replace_range(at..end, TOKENS[edit.token]);
+    }
+    text
+}
+
+/// Small limits: a fuzzed run may be long, but not in a test.
+fn small_limits() -> RunLimits {
+    RunLimits {
+        max_events: 50_000,
+        max_sim_ns: 100_000_000_000,
+    }
+}
+
+/// Parses `text` as `path` and, if accepted, runs it (at most 8 tenants, small limits).
+/// Panics (what the caller's test catches) on an invariant error.
+fn parse_and_run(path: &Path, text: &str) {
+    if let Ok(parsed) = scenario::parse(path, text)
+        && parsed.config.tenants.len() <= 8
+    {
+        run(path, text, parsed);
+    }
+    // The sweep's reading of the same text must not panic either.
+    let _ = Plan::new(path, text, &[], Some(1));
+}
+
+/// [`parse_and_run`] for any number of tenants.
+fn parse_and_run_all(path: &Path, text: &str) {
+    if let Ok(parsed) = scenario::parse(path, text) {
+        run(path, text, parsed);
+    }
+}
+
+fn run(path: &Path, text: &str, mut parsed: scenario::Scenario) {
+    parsed.config.limits = small_limits();
+    match run_and_report(&parsed.name, parsed.seed, &parsed.config) {
+        Ok(_) | Err(SimError::Limit(_)) => {}
+        Err(SimError::Invariant(e)) => panic!("{}: invariant broken: {e}\n{text}", path.display()),
+    }
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn the_corpus_of_past_failures_is_refused_or_runs() {
+    for (what, text) in CORPUS {
+        let result = std::panic::catch_unwind(|| parse_and_run(Path::new("corpus.toml"), text));
+        assert!(result.is_ok(), "{what}");
+    }
+}
+
+#[test]
+fn invalid_utf8_is_refused_with_its_place() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.toml");
+    for (_, text) in shipped_scenarios().iter().take(3) {
+        let mut bytes = text.clone().into_bytes();
+        let at = bytes.len() / 2;
+        bytes.insert(at, 0xff);
+        std::fs::write(&path, &bytes).unwrap();
+        let e = scenario::load(&path).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8 text: byte 0xff at line"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A valid but extreme scenario: up to 15 tenants, tiny or huge chunks, little VRAM,
+/// every mode and policy, staggered starts.
+fn extreme_scenario() -> impl Strategy<Value = String> {
+    let presets = [
+        "gtx480",
+        "gtx480-refbits",
+        "v100-pcie-32gb",
+        "a100-80gb",
+        "gh200",
+    ];
+    let modes = [
+        "mode = \"native\"",
+        "mode = \"fcfs\"",
+        "mode = \"static\"",
+        "mode = \"gdev\"",
+        "mode = \"gpuswap\"\nchunk_policy = \"random\"",
+        "mode = \"gpuswap\"\nchunk_policy = \"priority-chunk\"",
+        "mode = \"gpuswap\"\nvictim = \"performance\"",
+        "mode = \"gpuswap\"\nvictim = \"access-rate\"",
+        "mode = \"gpuswap\"\nchunk_policy = \"reverse-swap\"",
+    ];
+    let apps = [
+        ("backprop", "rodinia"),
+        ("bfs", "rodinia"),
+        ("heartwall", "rodinia"),
+        ("hotspot", "rodinia"),
+        ("lud", "rodinia"),
+        ("nn", "rodinia"),
+        ("srad_v1", "rodinia"),
+        ("srad_v2", "rodinia"),
+        (
+            "alloc",
+            "buffer=1MB,total=8MB,gap=1ms,period=10ms,hold=20ms",
+        ),
+        ("stream", "1048576"),
+        ("random", "1048576"),
+    ];
+    let chunks = ["4KiB", "128KiB", "1MiB", "4MiB", "64MiB"];
+    (
+        0..presets.len(),
+        0..modes.len(),
+        0..chunks.len(),
+        1u64..400,
+        prop::collection::vec((0..apps.len(), 1u32..3, 0u64..20), 1..16),
+        any::<u64>(),
+    )
+        .prop_map(move |(preset, mode, chunk, vram_mib, tenants, seed)| {
+            // Reverse swapping needs reference bits: only the wish-list GTX 480 has them.
+            let preset = if modes[mode].contains("reverse-swap") { 1 } else { preset };
+            let mut text = format!(
+                "seed = {}\n[device]\npreset = \"{}\"\nvram_limit = \"{vram_mib}MiB\"\n[manager]\n{}\nchunk_size = \"{}\"\nreturn_interval = \"5ms\"\n",
+                seed >> 1,
+                presets[preset],
+                modes[mode],
+                chunks[chunk]
+            );
+            for (i, (app, repeat, start_ms)) in tenants.iter().enumerate() {
+                let (name, size) = apps[*app];
+                text += &format!(
+                    "[[tenant]]\nname = \"t{i}\"\napp = \"{name}\"\nsize = \"{size}\"\nrepeat = {repeat}\nstart = \"{start_ms}ms\"\n"
+                );
+            }
+            text
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(60)))]
+    #[test]
+    fn extreme_valid_scenarios_run_without_panics_or_broken_invariants(text in extreme_scenario()) {
+        let path = Path::new("extreme.toml");
+        // They are valid: refusing one is a bug too.
+        if let Err(e) = scenario::parse(path, &text) {
+            prop_assert!(false, "refused: {e}\n{text}");
+        }
+        let result = std::panic::catch_unwind(|| parse_and_run_all(path, &text));
+        prop_assert!(result.is_ok(), "{text}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(300)))]
+    #[test]
+    fn mutated_scenarios_are_refused_or_run_without_panics(
+        file in 0usize..64,
+        edits in edits(),
+    ) {
+        let scenarios = shipped_scenarios();
+        let (path, text) = &scenarios[file % scenarios.len()];
+        let mutated = apply(text, &edits);
+        let result = std::panic::catch_unwind(|| parse_and_run(path, &mutated));
+        prop_assert!(result.is_ok(), "{} with {edits:?}:\n{mutated}", path.display());
+    }
+}
