@@ -143,6 +143,53 @@ impl Scenario {
 /// Default preset when a scenario names none: the GPUswap testbed.
 pub const DEFAULT_PRESET: &str = "gtx480";
 
+/// Keys of the `[device]` table.
+pub const DEVICE_KEYS: &[&str] = &["preset", "vram_limit", "memory_limit"];
+/// Keys every `[manager]` table takes; each mode adds its own (the registry's).
+pub const MANAGER_KEYS: &[&str] = &["mode", "chunk_size", "return_interval"];
+/// Keys of a `[[tenant]]` table.
+pub const TENANT_KEYS: &[&str] = &[
+    "name",
+    "app",
+    "size",
+    "repeat",
+    "start",
+    "priorities_file",
+    "priorities",
+    "chunk_priorities",
+];
+
+/// Whether `key` exists in `section` (`device`, `manager` or `tenant`), for checking a
+/// sweep's keys before any run; the error lists what exists.
+pub fn check_key(section: &str, key: &str) -> Result<(), String> {
+    let mode_keys = || {
+        gpuswap_core::registry::POLICIES
+            .iter()
+            .flat_map(|p| p.params.iter().map(|s| s.key))
+    };
+    let known: Vec<&str> = match section {
+        "device" => DEVICE_KEYS.to_vec(),
+        "manager" => MANAGER_KEYS.iter().copied().chain(mode_keys()).collect(),
+        "tenant" => TENANT_KEYS.to_vec(),
+        _ => return Ok(()),
+    };
+    // Entries of a tenant's priority tables are buffer labels: any name.
+    if known.contains(&key) {
+        return Ok(());
+    }
+    let mut listed = known.clone();
+    listed.sort_unstable();
+    listed.dedup();
+    Err(format!(
+        "{section}.{key} is not a scenario key; expected one of: {}",
+        listed
+            .iter()
+            .map(|k| format!("{section}.{k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 /// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let text = crate::text::read_text(path).map_err(|message| ScenarioError::Read {

@@ -211,3 +211,30 @@ fn missing_file_is_named() {
         .to_string();
     assert!(e.starts_with("/nonexistent/x.toml: cannot read"), "{e}");
 }
+
+#[test]
+fn the_key_lists_a_sweep_checks_against_are_the_parsers_keys() {
+    // Every listed key is one the parser knows (a wrong value, not an unknown key).
+    for key in DEVICE_KEYS {
+        let e = error(&format!("[device]\n{key} = 17\n{TENANT}"));
+        assert!(!e.contains("unknown field"), "{key}: {e}");
+    }
+    for key in TENANT_KEYS {
+        let e = check(&format!("[[tenant]]\napp = \"stream\"\n{key} = true\n"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!e.contains("unknown field"), "{key}: {e}");
+    }
+    assert_eq!(check_key("manager", "chunk_policy"), Ok(()));
+    assert_eq!(check_key("tenant", "repeat"), Ok(()));
+    let e = check_key("tenant", "repat").unwrap_err();
+    assert!(
+        e.contains("tenant.repat is not a scenario key") && e.contains("tenant.repeat"),
+        "{e}"
+    );
+    // And a key the parser does not know is not listed.
+    let e = error(&format!("[device]\nvram_limt = \"1GiB\"\n{TENANT}"));
+    assert!(e.contains("unknown field"), "{e}");
+    assert!(check_key("device", "vram_limt").is_err());
+}

@@ -580,3 +580,36 @@ fn a_run_that_would_not_end_stops_at_its_limit_and_says_how_to_raise_it() {
         stderr(&out)
     );
 }
+
+#[test]
+fn sweep_keys_are_checked_before_any_run() {
+    let scenario = repo_file("scenarios/quickstart.toml");
+    let out = gpuswap(&[
+        "sweep",
+        &scenario,
+        "--vary",
+        "device.vram_limt=100MiB,200MiB",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("device.vram_limt is not a scenario key"),
+        "{}",
+        stderr(&out)
+    );
+    let out = gpuswap(&[
+        "sweep",
+        &scenario,
+        "--vary",
+        "device.vram_limit=100MiB",
+        "--vary",
+        "device.vram_limit=200MiB",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("varied by an earlier --vary too"),
+        "{}",
+        stderr(&out)
+    );
+}

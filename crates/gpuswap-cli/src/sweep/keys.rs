@@ -105,7 +105,11 @@ pub(super) fn overlaps(a: &str, b: &str) -> bool {
 /// app of two of three tenants).
 pub(super) fn check_path(path: &str, scenario: &toml::Table) -> Result<(), String> {
     for part in path.split('+') {
-        if let Some(i) = target(part)?.tenant {
+        let t = target(part)?;
+        if let Some(section) = t.section {
+            crate::scenario::check_key(section, t.key)?;
+        }
+        if let Some(i) = t.tenant {
             let count = scenario
                 .get("tenant")
                 .and_then(Value::as_array)

@@ -50,9 +50,19 @@ impl Plan {
             .map_err(|e: toml::de::Error| bad(e.to_string()))?;
         let sweep = table.remove("sweep");
         let (mut axes, file_runs) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
+        // A flag replaces the `[sweep]` table's axis for its key; two flags for one key
+        // would silently keep the last.
+        let mut flagged: Vec<String> = Vec::new();
         for flag in vary {
             let axis = parse_vary_flag(flag, &table)
                 .map_err(|m| SweepError::BadInput(format!("--vary {flag:?}: {m}")))?;
+            if flagged.contains(&axis.key) {
+                return Err(SweepError::BadInput(format!(
+                    "--vary {flag:?}: {} is varied by an earlier --vary too; give its values in one flag",
+                    axis.key
+                )));
+            }
+            flagged.push(axis.key.clone());
             axes.retain(|a| a.key != axis.key);
             axes.push(axis);
         }
