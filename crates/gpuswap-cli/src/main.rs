@@ -1,6 +1,7 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
 mod bench;
+mod compare;
 mod limits;
 mod plot;
 mod priorities;
@@ -57,6 +58,8 @@ enum Command {
     Profile(profile_cmd::ProfileArgs),
     /// Run a scenario across a grid of settings and seeds in parallel; write CSV and plots.
     Sweep(sweep::SweepArgs),
+    /// Run a scenario's tenants under several managers and compare them side by side.
+    Compare(compare::CompareArgs),
     /// Measure the simulator: the full runtime-versus-memory sweep of the eight apps.
     Bench(bench::BenchArgs),
 }
@@ -187,6 +190,18 @@ fn main() -> ExitCode {
             }
         }
         Command::Sweep(args) => return sweep_exit(sweep::run(&args)),
+        Command::Compare(args) => {
+            return match compare::run(&args) {
+                Ok(reports) => emit(&render::compare_table(&reports)),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(match e {
+                        compare::CompareError::BadInput(_) => EXIT_BAD_INPUT,
+                        compare::CompareError::Run(_) => 1,
+                    })
+                }
+            };
+        }
         Command::Bench(args) => return sweep_exit(bench::run(&args)),
     }
     ExitCode::SUCCESS

@@ -2,7 +2,7 @@
 
 use gpuswap_sim::apps::{AppModel, DeviceShape};
 use gpuswap_sim::preset::Preset;
-use gpuswap_sim::report::Report;
+use gpuswap_sim::report::{Report, jain};
 use gpuswap_sim::units::{format_bytes, format_ns};
 
 /// Lays out rows in left-aligned columns, two spaces apart, with a header rule.
@@ -27,6 +27,88 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     for row in rows {
         out += &line(&mut row.iter().map(String::as_str));
     }
+    out
+}
+
+/// Reports of the same tenants under several managers, side by side: per manager and
+/// tenant whether it ran, its slowdown and what it lost to host memory; per manager how
+/// many tenants failed and the fairness of the survivors' slowdowns.
+pub fn compare_table(reports: &[Report]) -> String {
+    let Some(first) = reports.first() else {
+        return String::new();
+    };
+    let mut out = format!(
+        "scenario {}  seed {}  device {}\n\n",
+        first.scenario, first.seed, first.device
+    );
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .flat_map(|r| {
+            r.tenants.iter().map(|t| {
+                let (result, slowdown) = match &t.error {
+                    Some(e) => (format!("FAILED: {e}"), "-".to_owned()),
+                    None => (
+                        "ran".to_owned(),
+                        t.slowdown.map_or("-".into(), |s| format!("{s:.3}")),
+                    ),
+                };
+                vec![
+                    r.manager.clone(),
+                    t.name.clone(),
+                    t.app.clone(),
+                    slowdown,
+                    format_bytes(t.bytes_evicted),
+                    format_bytes(t.remote_bytes),
+                    result,
+                ]
+            })
+        })
+        .collect();
+    out += &table(
+        &[
+            "manager", "tenant", "app", "slowdown", "evicted", "remote", "result",
+        ],
+        &rows,
+    );
+    out += "\n";
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .map(|r| {
+            let failed = r.tenants.iter().filter(|t| t.error.is_some()).count();
+            let survivors: Vec<f64> = r
+                .tenants
+                .iter()
+                .filter(|t| t.error.is_none())
+                .filter_map(|t| t.slowdown)
+                .collect();
+            let worst = survivors.iter().copied().fold(f64::NAN, f64::max);
+            vec![
+                r.manager.clone(),
+                format!("{failed} of {}", r.tenants.len()),
+                if survivors.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{worst:.3}")
+                },
+                if survivors.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.3}", jain(&survivors))
+                },
+                format_ns(r.system.makespan_ns),
+            ]
+        })
+        .collect();
+    out += &table(
+        &[
+            "manager",
+            "tenants failed",
+            "worst slowdown (survivors)",
+            "Jain(slowdown, survivors)",
+            "makespan",
+        ],
+        &rows,
+    );
     out
 }
 

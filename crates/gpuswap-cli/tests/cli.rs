@@ -66,7 +66,7 @@ fn run_json_has_every_documented_field() {
     assert_eq!(v["scenario"], "quickstart");
     assert_eq!(v["seed"], 42);
     assert_eq!(v["device"], "gtx480");
-    assert_eq!(v["manager"], "native");
+    assert_eq!(v["manager"], "gpuswap");
     let tenants = v["tenants"].as_array().unwrap();
     assert_eq!(tenants.len(), 2);
     for t in tenants {
@@ -93,11 +93,15 @@ fn run_json_has_every_documented_field() {
             );
         }
         assert!(t["error"].is_null());
-        // Both fit in VRAM: nothing remote, and slowdown from sharing the compute engine.
-        assert_eq!(t["remote_bytes"], 0);
+        // 434 MiB of data in 300 MiB: GPUswap evicts, both run, both slower than alone.
         let slowdown = t["slowdown"].as_f64().unwrap();
-        assert!((1.0..2.5).contains(&slowdown), "slowdown {slowdown}");
+        assert!((1.0..5.0).contains(&slowdown), "slowdown {slowdown}");
     }
+    let evicted: u64 = tenants
+        .iter()
+        .map(|t| t["bytes_evicted"].as_u64().unwrap())
+        .sum();
+    assert!(evicted > 0);
     for key in ["makespan_ns", "stp", "antt", "jain_vram", "jain_slowdown"] {
         assert!(v["system"][key].is_number(), "system lacks {key}");
     }
@@ -612,4 +616,42 @@ fn sweep_keys_are_checked_before_any_run() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
+    let out = gpuswap(&[
+        "compare",
+        &repo_file("scenarios/quickstart.toml"),
+        "--managers",
+        "native,gpuswap",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = |manager: &str, tenant: &str| {
+        text.lines()
+            .find(|l| l.starts_with(manager) && l.split_whitespace().nth(1) == Some(tenant))
+            .unwrap_or_else(|| panic!("no row for {manager} {tenant} in\n{text}"))
+            .to_owned()
+    };
+    assert!(line("native", "b").contains("FAILED: allocation"), "{text}");
+    assert!(line("native", "a").ends_with("ran"), "{text}");
+    assert!(line("gpuswap", "a").ends_with("ran") && line("gpuswap", "b").ends_with("ran"));
+    assert!(
+        text.contains("native   1 of 2") && text.contains("gpuswap  0 of 2"),
+        "{text}"
+    );
+    // Every mode by default; an unknown one is bad input.
+    let out = gpuswap(&["compare", &repo_file("scenarios/quickstart.toml")]);
+    for mode in ["native", "gpuswap", "fcfs", "static", "gdev"] {
+        assert!(stdout(&out).contains(&format!("\n{mode} ")), "{mode}");
+    }
+    let out = gpuswap(&[
+        "compare",
+        &repo_file("scenarios/quickstart.toml"),
+        "--managers",
+        "nope",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--managers nope"), "{}", stderr(&out));
 }
