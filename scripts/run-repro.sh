@@ -14,7 +14,7 @@ for scenario in "$root"/scenarios/repro/*.toml; do
     name=$(basename "$scenario" .toml)
     [ "$name" = bench ] && continue
     start=$(date +%s)
-    "$bin" sweep "$scenario" --out "$out/$name" --png --quiet
+    "$bin" sweep "$scenario" --out "$out/$name" --png --quiet --force
     echo "$name: $(( $(date +%s) - start )) s"
 done
 "$bin" run "$root/scenarios/repro/fairness.toml" --timeline "$out/fairness.png" > "$out/fairness.txt"

@@ -134,6 +134,15 @@ fn main() -> ExitCode {
                 loaded.set_seed(seed);
             }
             loaded.config.limits = limits.limits();
+            if let Some(file) = &timeline
+                && !file.extension().is_some_and(|e| e == "svg" || e == "png")
+            {
+                eprintln!(
+                    "error: --timeline {}: expected a file name ending in .svg or .png (the formats it writes)",
+                    file.display()
+                );
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
             if loaded.has_sweep {
                 eprintln!(
                     "note: {} has a [sweep] table; `run` runs its base point (`gpuswap sweep` runs the grid)",

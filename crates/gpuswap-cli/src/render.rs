@@ -133,9 +133,22 @@ pub fn report_table(report: &Report) -> String {
             ]
         })
         .collect();
+    let settings = &report.settings;
     let mut out = format!(
-        "scenario {}  seed {}  device {}  manager {}\n\n",
-        report.scenario, report.seed, report.device, report.manager
+        "scenario {}  seed {}  device {}  manager {}{}\nVRAM for tenants {}  host memory {}  chunk {}  return check every {}\n\n",
+        report.scenario,
+        report.seed,
+        report.device,
+        report.manager,
+        settings
+            .policy
+            .iter()
+            .map(|p| format!(" {p}"))
+            .collect::<String>(),
+        format_bytes(settings.vram_bytes),
+        format_bytes(settings.host_bytes),
+        format_bytes(settings.chunk_bytes),
+        format_ns(settings.return_interval_ns)
     );
     out += &table(
         &[

@@ -67,6 +67,15 @@ fn run_json_has_every_documented_field() {
     assert_eq!(v["seed"], 42);
     assert_eq!(v["device"], "gtx480");
     assert_eq!(v["manager"], "gpuswap");
+    // The settings that produced it.
+    assert_eq!(v["settings"]["vram_bytes"], 300 << 20);
+    assert_eq!(v["settings"]["chunk_bytes"], 4 << 20);
+    assert_eq!(v["settings"]["return_interval_ns"], 50_000_000);
+    let policy = v["settings"]["policy"].as_array().unwrap();
+    assert!(
+        policy.contains(&serde_json::json!("chunk_policy=priority-buffer")),
+        "{policy:?}"
+    );
     let tenants = v["tenants"].as_array().unwrap();
     assert_eq!(tenants.len(), 2);
     for t in tenants {
@@ -141,6 +150,15 @@ fn gpuswap_run_is_deterministic_and_reports_relocations() {
     assert_eq!(a.stdout, b.stdout, "same scenario and seed, same bytes");
     let v: serde_json::Value = serde_json::from_str(&stdout(&a)).unwrap();
     assert_eq!(v["manager"], "gpuswap");
+    // The settings that produced it.
+    assert_eq!(v["settings"]["vram_bytes"], 20 << 20);
+    assert_eq!(v["settings"]["chunk_bytes"], 4 << 20);
+    assert_eq!(v["settings"]["return_interval_ns"], 50_000_000);
+    let policy = v["settings"]["policy"].as_array().unwrap();
+    assert!(
+        policy.contains(&serde_json::json!("chunk_policy=priority-buffer")),
+        "{policy:?}"
+    );
     for t in v["tenants"].as_array().unwrap() {
         assert!(t["error"].is_null(), "{t}");
         assert!(t["remote_bytes"].as_u64().unwrap() > 0);
@@ -654,4 +672,56 @@ fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--managers nope"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_timeline_in_a_format_it_cannot_write_is_refused() {
+    let out = gpuswap(&[
+        "run",
+        &repo_file("scenarios/quickstart.toml"),
+        "--timeline",
+        "/tmp/x.pdf",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("expected a file name ending in .svg or .png"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn sweep_refuses_a_folder_in_use_unless_forced_and_then_replaces_its_files() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-cli-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("old-plot.svg"), "<svg/>").unwrap();
+    let scenario = repo_file("scenarios/quickstart.toml");
+    let out_dir = dir.to_str().unwrap();
+    let args = [
+        "sweep",
+        &scenario,
+        "--out",
+        out_dir,
+        "--quiet",
+        "--vary",
+        "tenant.repeat=1",
+    ];
+    let out = gpuswap(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is not empty"), "{}", stderr(&out));
+    let forced: Vec<&str> = args.iter().copied().chain(["--force"]).collect();
+    let out = gpuswap(&forced);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !dir.join("old-plot.svg").exists(),
+        "the earlier plot is gone"
+    );
+    assert!(dir.join("results.csv").exists());
+    // A file a sweep does not write stops even --force.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out = gpuswap(&forced);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(dir.join("notes.txt").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use crate::engine::{Engine, Outcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate};
 use crate::program::Program;
+use gpuswap_core::registry::ParamValue;
 use gpuswap_core::{ManagerConfig, PolicySettings};
 
 /// Summary of a latency sample.
@@ -124,12 +125,29 @@ pub struct Report {
     pub device: String,
     /// Manager mode.
     pub manager: String,
+    /// The settings that produced the run besides the tenants.
+    pub settings: Settings,
     /// Per tenant, in scenario order.
     pub tenants: Vec<TenantReport>,
     /// System figures.
     pub system: SystemReport,
     /// Discrete events the simulation processed (the scenario's run, not the baselines).
     pub events: u64,
+}
+
+/// What a run was configured with, so that a report says what produced it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Settings {
+    /// VRAM available to the tenants.
+    pub vram_bytes: u64,
+    /// Host memory available for evicted data.
+    pub host_bytes: u64,
+    /// Unit of accounting and relocation.
+    pub chunk_bytes: u64,
+    /// Period of the return check.
+    pub return_interval_ns: u64,
+    /// The mode's parameters with their values (defaults included), as `key=value`.
+    pub policy: Vec<String>,
 }
 
 /// Jain's fairness index of `xs`: 1 when all equal, 1/n when one has everything; 1 for
@@ -295,6 +313,22 @@ fn build(
         seed,
         device: config.preset.name.to_owned(),
         manager: config.manager.policy.name().to_owned(),
+        settings: Settings {
+            vram_bytes: config.manager.vram_bytes,
+            host_bytes: config.manager.host_bytes,
+            chunk_bytes: config.manager.chunk_bytes,
+            return_interval_ns: config.manager.return_interval_ns,
+            policy: config
+                .manager
+                .policy
+                .values()
+                .iter()
+                .map(|(key, value)| match value {
+                    ParamValue::Choice(c) => format!("{key}={c}"),
+                    ParamValue::Count(n) => format!("{key}={n}"),
+                })
+                .collect(),
+        },
         tenants,
         system,
         events: outcome.events,

@@ -64,6 +64,9 @@ pub struct SweepArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Write into an output folder that holds an earlier sweep's files, replacing them.
+    #[arg(long)]
+    pub force: bool,
     /// Bounds of every run.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
@@ -79,6 +82,7 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
+    prepare_out(&out, args.force)?;
     let tenants = plan.tenants();
     let mut outputs = output::Outputs::create(&out, &plan.axes, &plan.points, &tenants)?;
     plan.execute(args.jobs, args.quiet, |point, rows| {
@@ -92,5 +96,48 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         plan.runs,
         out.display()
     );
+    Ok(())
+}
+
+/// Whether a file is one a sweep writes: its CSVs and plots.
+fn sweep_output(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    name == "results.csv"
+        || name == "summary.csv"
+        || name.ends_with(".svg")
+        || name.ends_with(".png")
+}
+
+/// Refuses an output folder that holds anything, unless `force`: then an earlier
+/// sweep's files go first (plots of another grid must not stay beside new CSVs); other
+/// files make it refuse even so.
+fn prepare_out(out: &Path, force: bool) -> Result<(), SweepError> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    let files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    if files.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        return Err(SweepError::BadInput(format!(
+            "{} is not empty; give another --out, or --force to replace an earlier sweep's files there",
+            out.display()
+        )));
+    }
+    if let Some(other) = files.iter().find(|f| !sweep_output(f)) {
+        return Err(SweepError::BadInput(format!(
+            "{}: --force replaces only a sweep's own files, and {} is not one",
+            out.display(),
+            other.display()
+        )));
+    }
+    for file in files {
+        std::fs::remove_file(&file)
+            .map_err(|e| SweepError::BadInput(format!("{}: cannot remove: {e}", file.display())))?;
+    }
     Ok(())
 }
