@@ -44,6 +44,9 @@ enum Command {
         /// Also plot each tenant's VRAM over time into this file (SVG; .png adds a PNG).
         #[arg(long, value_name = "FILE")]
         timeline: Option<PathBuf>,
+        /// Exit with status 1 when a tenant failed (the report is printed all the same).
+        #[arg(long)]
+        fail_on_error: bool,
         /// Bounds of the run.
         #[command(flatten)]
         limits: limits::LimitArgs,
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
             json,
             seed,
             timeline,
+            fail_on_error,
             limits,
         } => {
             let mut loaded = match scenario::load(&scenario) {
@@ -172,11 +176,23 @@ fn main() -> ExitCode {
                 }
             }
             match result {
-                Ok(report) if json => {
-                    let text = serde_json::to_string_pretty(&report).expect("reports serialize");
-                    return emit(&(text + "\n"));
+                Ok(report) => {
+                    let text = if json {
+                        serde_json::to_string_pretty(&report).expect("reports serialize") + "\n"
+                    } else {
+                        render::report_table(&report)
+                    };
+                    let code = emit(&text);
+                    let failed = report.system.tenants_failed;
+                    if fail_on_error && failed > 0 {
+                        eprintln!(
+                            "error: {failed} of {} tenants failed (--fail-on-error)",
+                            report.tenants.len()
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                    return code;
                 }
-                Ok(report) => return emit(&render::report_table(&report)),
                 Err(e) => {
                     eprintln!("error: {}", limits::explain(&e, &scenario, loaded.seed));
                     return ExitCode::FAILURE;
@@ -224,7 +240,7 @@ fn sweep_exit(result: Result<(), sweep::SweepError>) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(match e {
                 sweep::SweepError::BadInput(_) => EXIT_BAD_INPUT,
-                sweep::SweepError::Output(_) => 1,
+                sweep::SweepError::Output(_) | sweep::SweepError::Failures(_) => 1,
             })
         }
     }

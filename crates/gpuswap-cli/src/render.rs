@@ -213,14 +213,31 @@ pub fn report_table(report: &Report) -> String {
         );
     }
     let s = &report.system;
+    let n = report.tenants.len();
+    let ran = n - s.tenants_failed;
+    // Figures over tenants that finished say so when some did not; none are given when
+    // none finished (an empty mean is no figure).
+    let over_survivors = if ran == 0 {
+        "STP -  ANTT -  Jain(slowdown) -".to_owned()
+    } else {
+        format!(
+            "STP {:.3}  ANTT {:.3}  Jain(slowdown) {:.3}",
+            s.stp, s.antt, s.jain_slowdown
+        )
+    };
+    let failed_note = if s.tenants_failed > 0 {
+        format!(
+            "\n{} of {n} tenants FAILED: STP, ANTT and Jain(slowdown) cover the {ran} that finished",
+            s.tenants_failed
+        )
+    } else {
+        String::new()
+    };
     out += &format!(
-        "\nmakespan {}  STP {:.3}  ANTT {:.3}  Jain(VRAM) {:.3}  Jain(slowdown) {:.3}\n\
+        "\nmakespan {}  {over_survivors}  Jain(VRAM) {:.3}{failed_note}\n\
          link utilization: to device {:.1} %, to host {:.1} %\n",
         format_ns(s.makespan_ns),
-        s.stp,
-        s.antt,
         s.jain_vram,
-        s.jain_slowdown,
         100.0 * s.link_utilization_to_device,
         100.0 * s.link_utilization_to_host
     );

@@ -387,7 +387,7 @@ fn sweep_writes_every_row_even_when_a_point_fails() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("18 runs (6 grid points x 3 seeds), 6 failed"),
+        stdout(&out).contains("18 runs (6 grid points x 3 seeds): 6 failed"),
         "{}",
         stdout(&out)
     );
@@ -723,5 +723,54 @@ fn sweep_refuses_a_folder_in_use_unless_forced_and_then_replaces_its_files() {
     let out = gpuswap(&forced);
     assert_eq!(out.status.code(), Some(2));
     assert!(dir.join("notes.txt").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn failed_tenants_are_never_a_good_figure_and_can_fail_the_command() {
+    let scenario = repo_file("scenarios/native-oom.toml");
+    let out = gpuswap(&["run", &scenario]);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).contains(
+            "1 of 2 tenants FAILED: STP, ANTT and Jain(slowdown) cover the 1 that finished"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&gpuswap(&["run", "--json", &scenario]))).unwrap();
+    assert_eq!(v["system"]["tenants_failed"], 1);
+    let out = gpuswap(&["run", &scenario, "--fail-on-error"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("1 of 2 tenants failed"));
+    // Every tenant failed: no figure over survivors at all.
+    let path = temp_scenario(
+        "all-fail.toml",
+        "[device]\nvram_limit = \"1MiB\"\n[manager]\nmode = \"native\"\n[[tenant]]\nname = \"a\"\napp = \"stream\"\n",
+    );
+    let text = stdout(&gpuswap(&["run", path.to_str().unwrap()]));
+    assert!(text.contains("STP -  ANTT -  Jain(slowdown) -"), "{text}");
+    // A sweep says how many runs ended with a failed tenant, and can fail on them.
+    let dir = std::env::temp_dir().join(format!("gpuswap-cli-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = gpuswap(&[
+        "sweep",
+        &scenario,
+        "--out",
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--fail-on-error",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("0 failed, 1 more ended with a failed tenant"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        dir.join("results.csv").exists(),
+        "results are written all the same"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

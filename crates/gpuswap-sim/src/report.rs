@@ -100,6 +100,9 @@ pub struct EvictionSplit {
 pub struct SystemReport {
     /// When the last tenant ended.
     pub makespan_ns: u64,
+    /// Tenants that failed (out of memory, refused by Gdev): the figures below over
+    /// tenants that finished leave them out.
+    pub tenants_failed: usize,
     /// System throughput: sum of 1 / slowdown over tenants that finished.
     pub stp: f64,
     /// Average normalized turnaround time: mean slowdown over tenants that finished.
@@ -296,6 +299,7 @@ fn build(
         .collect();
     let system = SystemReport {
         makespan_ns: outcome.makespan_ns,
+        tenants_failed: tenants.iter().filter(|t| t.error.is_some()).count(),
         link_utilization_to_device: outcome.link_utilization.0,
         link_utilization_to_host: outcome.link_utilization.1,
         // fold from +0.0: an empty float sum is -0.0.

@@ -30,7 +30,8 @@ use thiserror::Error;
 
 pub use plan::Plan;
 
-/// What went wrong with a sweep as a whole (single failed runs are rows, not errors).
+/// What went wrong with a sweep as a whole (single failed runs are rows, not errors,
+/// unless `--fail-on-error` asks for them to count).
 #[derive(Debug, Error)]
 pub enum SweepError {
     /// The scenario, a `--vary` flag or the `[sweep]` table is wrong.
@@ -39,6 +40,10 @@ pub enum SweepError {
     /// Results could not be written.
     #[error("{0}")]
     Output(String),
+    /// `--fail-on-error`: runs failed or ended with a failed tenant (the results are
+    /// written all the same).
+    #[error("{0} runs failed or ended with a failed tenant (--fail-on-error)")]
+    Failures(usize),
 }
 
 /// Settings of a sweep from the command line.
@@ -67,6 +72,9 @@ pub struct SweepArgs {
     /// Write into an output folder that holds an earlier sweep's files, replacing them.
     #[arg(long)]
     pub force: bool,
+    /// Exit with status 1 when a run failed or ended with a failed tenant.
+    #[arg(long)]
+    pub fail_on_error: bool,
     /// Bounds of every run.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
@@ -88,14 +96,17 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     plan.execute(args.jobs, args.quiet, |point, rows| {
         outputs.point(point, &rows)
     })?;
-    let (runs, failed) = (outputs.runs, outputs.failed);
+    let (runs, failed, tenant_failed) = (outputs.runs, outputs.failed, outputs.tenant_failed);
     outputs.finish(args.png)?;
     println!(
-        "{runs} runs ({} grid points x {} seeds), {failed} failed; wrote {}",
+        "{runs} runs ({} grid points x {} seeds): {failed} failed, {tenant_failed} more ended with a failed tenant; wrote {}",
         plan.points.len(),
         plan.runs,
         out.display()
     );
+    if args.fail_on_error && failed + tenant_failed > 0 {
+        return Err(SweepError::Failures(failed + tenant_failed));
+    }
     Ok(())
 }
 

@@ -83,6 +83,8 @@ pub(super) struct Outputs<'a> {
     pub(super) runs: usize,
     /// Runs that failed.
     pub(super) failed: usize,
+    /// Runs that completed with a tenant that failed.
+    pub(super) tenant_failed: usize,
 }
 
 fn io_error(what: &Path, e: &dyn std::fmt::Display) -> SweepError {
@@ -114,6 +116,7 @@ impl<'a> Outputs<'a> {
             stats: Vec::with_capacity(points.len()),
             runs: 0,
             failed: 0,
+            tenant_failed: 0,
         })
     }
 
@@ -148,6 +151,7 @@ impl<'a> Outputs<'a> {
         self.stats.push(stats);
         self.runs += rows.len();
         self.failed += failed;
+        self.tenant_failed += tenant_failed;
         Ok(())
     }
 
