@@ -109,23 +109,12 @@ impl Link {
         }
     }
 
-    /// Starts a flow of `bytes` at `now_ns` with weight 1, at most `cap_bytes_per_s` fast
-    /// (`None`: only the fair share limits it). See [`Link::start_weighted`].
-    pub fn start(
-        &mut self,
-        now_ns: u64,
-        direction: Direction,
-        bytes: f64,
-        cap_bytes_per_s: Option<f64>,
-    ) -> FlowId {
-        self.start_weighted(now_ns, direction, bytes, cap_bytes_per_s, 1.0)
-    }
-
     /// Starts a flow of `bytes` at `now_ns` that shares the direction's bandwidth with the
-    /// others in proportion to `weight` (positive), at most `cap_bytes_per_s` fast.
+    /// others in proportion to `weight` (positive), at most `cap_bytes_per_s` fast (`None`:
+    /// only its share limits it).
     /// Flows that finish by `now_ns` are kept for the next [`Link::advance`], so calling
     /// it up to `now_ns` first is not required.
-    pub fn start_weighted(
+    pub fn start(
         &mut self,
         now_ns: u64,
         direction: Direction,
@@ -361,15 +350,15 @@ mod tests {
     #[test]
     fn single_flow_runs_at_full_bandwidth() {
         let mut link = Link::new(1e9, 1e9); // 1 byte per ns
-        link.start(0, Direction::ToDevice, 1000.0, None);
+        link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
         assert_eq!(finish_all(&mut link), vec![(FlowId(0), 1000)]);
     }
 
     #[test]
     fn two_flows_share_then_the_survivor_speeds_up() {
         let mut link = Link::new(1e9, 1e9);
-        let a = link.start(0, Direction::ToDevice, 1000.0, None);
-        let b = link.start(0, Direction::ToDevice, 3000.0, None);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
+        let b = link.start(0, Direction::ToDevice, 3000.0, None, 1.0);
         // Both at 0.5 B/ns until a is done at 2000 ns; b has 2000 left, then 1 B/ns.
         assert_eq!(finish_all(&mut link), vec![(a, 2000), (b, 4000)]);
     }
@@ -377,16 +366,16 @@ mod tests {
     #[test]
     fn directions_are_independent() {
         let mut link = Link::new(1e9, 1e9);
-        let a = link.start(0, Direction::ToDevice, 1000.0, None);
-        let b = link.start(0, Direction::ToHost, 1000.0, None);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
+        let b = link.start(0, Direction::ToHost, 1000.0, None, 1.0);
         assert_eq!(finish_all(&mut link), vec![(a, 1000), (b, 1000)]);
     }
 
     #[test]
     fn capped_flow_leaves_bandwidth_to_others() {
         let mut link = Link::new(1e9, 1e9);
-        let slow = link.start(0, Direction::ToDevice, 250.0, Some(0.25e9));
-        let fast = link.start(0, Direction::ToDevice, 750.0, None);
+        let slow = link.start(0, Direction::ToDevice, 250.0, Some(0.25e9), 1.0);
+        let fast = link.start(0, Direction::ToDevice, 750.0, None, 1.0);
         assert_eq!(link.rate_bytes_per_s(fast), Some(0.75e9));
         assert_eq!(finish_all(&mut link), vec![(slow, 1000), (fast, 1000)]);
     }
@@ -395,28 +384,28 @@ mod tests {
     fn flows_share_in_proportion_to_their_weights() {
         let mut link = Link::new(1e9, 1e9);
         // A copy engine's stream against a kernel keeping 15x its pending bytes.
-        let copy = link.start_weighted(0, Direction::ToDevice, 1000.0, None, 4096.0);
-        let kernel = link.start_weighted(0, Direction::ToDevice, 1e6, None, 61440.0);
+        let copy = link.start(0, Direction::ToDevice, 1000.0, None, 4096.0);
+        let kernel = link.start(0, Direction::ToDevice, 1e6, None, 61440.0);
         assert_eq!(link.rate_bytes_per_s(copy), Some(1e9 / 16.0));
         assert_eq!(link.rate_bytes_per_s(kernel), Some(1e9 * 15.0 / 16.0));
         // A capped heavy flow leaves what it cannot use to the light one.
         let mut link = Link::new(1e9, 1e9);
-        let light = link.start_weighted(0, Direction::ToHost, 1000.0, None, 1.0);
-        let heavy = link.start_weighted(0, Direction::ToHost, 1000.0, Some(0.5e9), 9.0);
+        let light = link.start(0, Direction::ToHost, 1000.0, None, 1.0);
+        let heavy = link.start(0, Direction::ToHost, 1000.0, Some(0.5e9), 9.0);
         assert_eq!(link.rate_bytes_per_s(heavy), Some(0.5e9));
         assert_eq!(link.rate_bytes_per_s(light), Some(0.5e9));
         // The other direction is untouched.
-        let other = link.start_weighted(0, Direction::ToDevice, 1000.0, None, 1.0);
+        let other = link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
         assert_eq!(link.rate_bytes_per_s(other), Some(1e9));
     }
 
     #[test]
     fn a_flow_finishing_as_another_starts_is_still_reported() {
         let mut link = Link::new(1e9, 1e9);
-        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
         assert_eq!(link.next_completion_ns(), Some(1000));
         // The engine may start a flow at 1000 ns before it handles a's completion.
-        let b = link.start(1000, Direction::ToDevice, 500.0, None);
+        let b = link.start(1000, Direction::ToDevice, 500.0, None, 1.0);
         assert_eq!(link.next_completion_ns(), Some(1000), "a is due now");
         assert_eq!(advance(&mut link, 1000), vec![a]);
         assert_eq!(link.next_completion_ns(), Some(1500));
@@ -426,13 +415,13 @@ mod tests {
     #[test]
     fn a_flow_finished_while_handing_out_waits_for_the_next_advance() {
         let mut link = Link::new(1e9, 1e9);
-        let a = link.start(0, Direction::ToDevice, 1000.0, None);
+        let a = link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
         link.advance(1000);
         assert_eq!(link.pop_finished(), Some(a));
         // Handling a's completion starts an empty flow and then another: the second
         // start finds the empty one finished.
-        let empty = link.start(1000, Direction::ToHost, 0.0, None);
-        link.start(1000, Direction::ToHost, 1000.0, None);
+        let empty = link.start(1000, Direction::ToHost, 0.0, None, 1.0);
+        link.start(1000, Direction::ToHost, 1000.0, None, 1.0);
         assert_eq!(link.pop_finished(), None, "not found by the last advance");
         assert_eq!(link.next_completion_ns(), Some(1000), "but due now");
         assert_eq!(advance(&mut link, 1000), vec![empty]);
@@ -444,8 +433,8 @@ mod tests {
         let start = LinkSample::default();
         // 1000 B to the device at 1 B/ns in 0..1000 ns; 1000 B to the host capped at a
         // quarter of its 2 B/ns, in 500..2500 ns.
-        link.start(0, Direction::ToDevice, 1000.0, None);
-        link.start(500, Direction::ToHost, 1000.0, Some(0.5e9));
+        link.start(0, Direction::ToDevice, 1000.0, None, 1.0);
+        link.start(500, Direction::ToHost, 1000.0, Some(0.5e9), 1.0);
         // Mid-flow, without advancing: the flows count at their current rates (to the
         // host 150 B of the 1600 B that 800 ns allow).
         let mid = link.sample(800);
@@ -512,7 +501,7 @@ mod tests {
                 }
                 now = now.max(*start);
                 let dir = if *to_device { Direction::ToDevice } else { Direction::ToHost };
-                link.start(now, dir, *bytes as f64, None);
+                link.start(now, dir, *bytes as f64, None, 1.0);
             }
             for (_, t) in finish_all(&mut link) {
                 prop_assert!(t >= last_finish);

@@ -68,9 +68,7 @@ impl Engine {
             (Direction::ToHost, traffic.link_bytes_to_host()),
         ] {
             if bytes > 0.0 {
-                let id = self
-                    .link
-                    .start_weighted(self.now_ns, direction, bytes, None, weight);
+                let id = self.link.start(self.now_ns, direction, bytes, None, weight);
                 self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
                 flows_left += 1;
             }

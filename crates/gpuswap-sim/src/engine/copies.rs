@@ -47,7 +47,7 @@ impl Engine {
             let weight = timing::dma_pending_bytes(&self.preset);
             let id = self
                 .link
-                .start_weighted(self.now_ns, direction, bytes as f64, cap, weight);
+                .start(self.now_ns, direction, bytes as f64, cap, weight);
             self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
             self.copy_engines[engine]
                 .as_mut()
