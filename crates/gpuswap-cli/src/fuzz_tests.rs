@@ -76,7 +76,13 @@ const TOKENS: &[&str] = &[
     "repeat = 2\n",
 ];
 
-fn shipped_scenarios() -> Vec<(PathBuf, String)> {
+/// The shipped scenarios with their texts, read once for all cases.
+fn shipped_scenarios() -> &'static [(PathBuf, String)] {
+    static READ: std::sync::OnceLock<Vec<(PathBuf, String)>> = std::sync::OnceLock::new();
+    READ.get_or_init(read_shipped_scenarios)
+}
+
+fn read_shipped_scenarios() -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
