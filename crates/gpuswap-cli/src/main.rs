@@ -1,6 +1,7 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
 mod bench;
+mod check_cmd;
 mod compare;
 mod limits;
 mod plot;
@@ -65,6 +66,9 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Measure the simulator: the full runtime-versus-memory sweep of the eight apps.
     Bench(bench::BenchArgs),
+    /// Test the manager under injected faults: random cases, one per seed, with crashes,
+    /// failing copies, host memory running out and shuffled schedules.
+    Check(check_cmd::CheckArgs),
 }
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
@@ -228,6 +232,15 @@ fn main() -> ExitCode {
             };
         }
         Command::Bench(args) => return sweep_exit(bench::run(&args)),
+        Command::Check(args) => {
+            return match check_cmd::run(&args) {
+                Ok(summary) => emit(&summary),
+                Err(failures) => {
+                    eprint!("{failures}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
     }
     ExitCode::SUCCESS
 }

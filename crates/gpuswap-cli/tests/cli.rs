@@ -774,3 +774,25 @@ fn failed_tenants_are_never_a_good_figure_and_can_fail_the_command() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_runs_seeds_and_names_how_to_reproduce_one() {
+    let out = gpuswap(&["check", "--seeds", "40", "--first", "100"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("checked 40 seeds (100..139)"), "{text}");
+    assert!(text.contains("all passed"), "{text}");
+    // One seed, with its case shown on stderr.
+    let out = gpuswap(&["check", "--seed", "7", "--verbose"]);
+    assert!(out.status.success());
+    assert!(stderr(&out).starts_with("seed 7: "), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("checked 1 seeds (7..7)"));
+    // No seeds, or a seed with a range, is bad input.
+    assert_eq!(gpuswap(&["check", "--seeds", "0"]).status.code(), Some(2));
+    assert_eq!(
+        gpuswap(&["check", "--seed", "1", "--seeds", "5"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

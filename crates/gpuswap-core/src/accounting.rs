@@ -506,6 +506,12 @@ impl Books {
                 self.vram_used_bytes, self.vram_capacity_bytes
             ));
         }
+        if self.host_used_bytes > self.host_capacity_bytes {
+            return Err(format!(
+                "{} bytes of host memory in use, capacity {}",
+                self.host_used_bytes, self.host_capacity_bytes
+            ));
+        }
         Ok(())
     }
 }

@@ -24,10 +24,10 @@ mod scheduler;
 pub use buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
 pub use ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 pub use lists::ChunkRef;
-pub use manager::{Manager, ManagerConfig};
+pub use manager::{MAX_COPY_ATTEMPTS, Manager, ManagerConfig};
 pub use policy::{Needs, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM};
 pub use protocol::{
-    Action, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats, Mapping,
+    Action, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats, KillReason, Mapping,
     ProtocolError, Purpose, Reply, TenantUsage,
 };
 pub use registry::PolicySettings;

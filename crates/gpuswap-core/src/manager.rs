@@ -13,10 +13,12 @@ use crate::buffer::Buffer;
 use crate::ids::{BufferId, CopyId, LaunchId, TenantId};
 use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Needs, Placed};
 use crate::protocol::{
-    Action, AllocRequest, FreeError, KernelStats, Mapping, ProtocolError, Reply, TenantUsage,
+    Action, AllocRequest, Dma, Execution, FreeError, KernelStats, KillReason, Mapping,
+    ProtocolError, Reply, TenantUsage,
 };
 use crate::registry::PolicySettings;
-use crate::relocation::{Relocation, Then};
+pub use crate::relocation::MAX_COPY_ATTEMPTS;
+use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
 
 /// Fixed settings of a manager.
@@ -102,6 +104,11 @@ impl Manager {
         self.books.vram_used_bytes
     }
 
+    /// Host memory accounted to tenants' buffers (evicted or host-placed chunks).
+    pub fn host_used_bytes(&self) -> u64 {
+        self.books.host_used_bytes
+    }
+
     /// VRAM not accounted to anybody.
     pub fn vram_free_bytes(&self) -> u64 {
         self.books.vram_free_bytes()
@@ -149,19 +156,22 @@ impl Manager {
     /// A tenant frees a buffer; its memory is available again at once (an `Unmap`
     /// follows). Evicted data comes back at the next return check, not now.
     pub fn handle_free(&mut self, tenant: TenantId, buffer: BufferId) -> Result<(), FreeError> {
-        self.books.free(tenant, buffer)?;
-        self.actions
-            .push_back(Action::Mapping(Mapping::Unmap { tenant, buffer }));
-        self.run_policy(|policy, ctx| policy.on_free(ctx, tenant, buffer));
-        Ok(())
+        self.release(tenant, buffer, true)
     }
 
-    /// A tenant ended (or was killed): everything it held is freed, its waiting requests
-    /// and launches are dropped.
+    /// A tenant ended, crashed or was killed: everything it held is released at once,
+    /// whatever it was doing. Its buffers are freed (an `Unmap` each; frames of chunks
+    /// in flight are freed with them); its waiting requests and launches are dropped;
+    /// the scheduler forgets its launches (an admission it held passes on); a relocation
+    /// batch of it is dropped, its outstanding copy cancelled (`Dma::Cancel`), and the
+    /// job goes on with the other tenants, answering nothing to the exited one. Calling
+    /// it again for the same tenant changes nothing.
     pub fn handle_tenant_exit(&mut self, tenant: TenantId) {
+        // A buffer placed for a request that waits for the relocation was never mapped.
+        let unmapped = self.relocation.pending_grant(tenant);
         let owned: Vec<BufferId> = self.books.buffers_of(tenant).map(|b| b.id).collect();
         for id in owned {
-            self.handle_free(tenant, id)
+            self.release(tenant, id, Some(id) != unmapped)
                 .expect("the tenant owns every buffer listed");
         }
         self.waiting.retain(|r| r.tenant != tenant);
@@ -175,6 +185,14 @@ impl Manager {
         for launch in dropped {
             self.release_launch(launch);
         }
+        if let Some((next_tenant, next)) = self.scheduler.forget(tenant) {
+            self.prepare_launch(next_tenant, next);
+        }
+        let finished = self
+            .relocation
+            .forget(tenant, &self.books, &mut self.actions);
+        self.finish(finished);
+        self.withdraw_unsent(tenant);
     }
 
     /// A tenant wants to launch and the policy gates launches
@@ -209,6 +227,31 @@ impl Manager {
             .relocation
             .copy_done(copy, &mut self.books, &mut self.actions)?;
         self.finish(finished);
+        Ok(())
+    }
+
+    /// The outstanding copy failed. It is asked again (a new `Copy`) up to
+    /// [`MAX_COPY_ATTEMPTS`] attempts in all; then the chunk's tenant is ended: an
+    /// `Execution::Kill` with the reason, then everything [`Manager::handle_tenant_exit`]
+    /// does.
+    pub fn handle_copy_failed(&mut self, copy: CopyId) -> Result<(), ProtocolError> {
+        match self
+            .relocation
+            .copy_failed(copy, &self.books, &mut self.actions)?
+        {
+            CopyFailure::Retried(finished) => self.finish(finished),
+            CopyFailure::GaveUp {
+                tenant,
+                chunk,
+                attempts,
+            } => {
+                self.actions.push_back(Action::Execution(Execution::Kill {
+                    tenant,
+                    reason: KillReason::CopyFailed { chunk, attempts },
+                }));
+                self.handle_tenant_exit(tenant);
+            }
+        }
         Ok(())
     }
 
@@ -252,6 +295,43 @@ impl Manager {
     }
 
     // ---- internals ----
+
+    /// Takes back the actions for an exited tenant that the driver has not polled yet
+    /// (it may hold them back while a policy runs): a suspension, a resumption, a copy
+    /// (with its cancellation). The driver never hears of them.
+    fn withdraw_unsent(&mut self, tenant: TenantId) {
+        let mut withdrawn = Vec::new();
+        self.actions.retain(|action| match action {
+            Action::Execution(Execution::Suspend { tenant: t, .. })
+            | Action::Execution(Execution::Resume { tenant: t }) => *t != tenant,
+            Action::Dma(Dma::Copy {
+                copy, tenant: t, ..
+            }) if *t == tenant => {
+                withdrawn.push(*copy);
+                false
+            }
+            _ => true,
+        });
+        self.actions.retain(
+            |action| !matches!(action, Action::Dma(Dma::Cancel { copy }) if withdrawn.contains(copy)),
+        );
+    }
+
+    /// Frees a buffer in the books (and tells the device to unmap it if it was mapped).
+    fn release(
+        &mut self,
+        tenant: TenantId,
+        buffer: BufferId,
+        mapped: bool,
+    ) -> Result<(), FreeError> {
+        self.books.free(tenant, buffer)?;
+        if mapped {
+            self.actions
+                .push_back(Action::Mapping(Mapping::Unmap { tenant, buffer }));
+        }
+        self.run_policy(|policy, ctx| policy.on_free(ctx, tenant, buffer));
+        Ok(())
+    }
 
     /// Runs a policy hook with access to the books, the relocation machine and the
     /// outgoing actions; a relocation it started that ended at once is finished here.

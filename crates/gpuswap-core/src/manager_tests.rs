@@ -1,9 +1,10 @@
 use super::*;
 use crate::MIB;
 use crate::buffer::{BufferKind, Location, SystemBuffer};
+use crate::ids::CopyId;
 use crate::ids::RequestId;
 use crate::lists::ChunkRef;
-use crate::protocol::{AllocError, Dma, Execution, Purpose};
+use crate::protocol::{AllocError, Dma, Execution, KillReason, Purpose};
 use proptest::prelude::*;
 
 fn config(mode: &str, vram_mib: u64) -> ManagerConfig {
@@ -495,6 +496,238 @@ fn tenant_exit_releases_everything() {
     assert_eq!(m.usage(TenantId(0)).vram_peak_bytes, 15 * MIB);
     assert_eq!(m.vram_used_bytes(), 7 * MIB);
     m.check_invariants().unwrap();
+}
+
+#[test]
+fn evictions_never_over_commit_host_memory() {
+    // 5 MiB over full VRAM means two 4 MiB chunks to host memory here; with remainder
+    // chunks whole-chunk eviction can move up to one chunk less a byte more than the
+    // excess, so the manager asks for 5 + 4 MiB - 1 byte before it starts (it used to
+    // ask for 5 and over-commit host memory: found by `gpuswap check`).
+    for (host_mib, fits) in [(7, false), (8, false), (9, true)] {
+        let mut m = Manager::new(ManagerConfig {
+            host_bytes: host_mib * MIB,
+            ..config("gpuswap", 16)
+        });
+        granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+        let actions = alloc(&mut m, request(1, 1, 5 * MIB));
+        assert_eq!(
+            granted(&actions).is_some(),
+            fits,
+            "{host_mib} MiB: {actions:?}"
+        );
+        if !fits {
+            assert!(matches!(
+                actions[..],
+                [Action::Reply(Reply::Fail {
+                    error: AllocError::OutOfHostMemory { .. },
+                    ..
+                })]
+            ));
+        }
+        assert!(m.host_used_bytes() <= host_mib * MIB);
+    }
+}
+
+#[test]
+fn gdev_refuses_a_launch_whose_swap_out_host_memory_cannot_take() {
+    let mut m = Manager::new(ManagerConfig {
+        host_bytes: 10 * MIB,
+        ..config("gdev", 16)
+    });
+    granted(&alloc(&mut m, request(0, 0, 12 * MIB))).unwrap();
+    granted(&alloc(&mut m, request(1, 1, 8 * MIB))).unwrap();
+    // Tenant 1's 8 MiB come back from host memory only after tenant 0's 12 MiB went
+    // there: 2 MiB free is too little.
+    m.handle_launch(TenantId(1), LaunchId(0)).unwrap();
+    assert!(matches!(
+        drive(&mut m)[..],
+        [Action::Reply(Reply::LaunchFail {
+            error: AllocError::OutOfHostMemory { .. },
+            ..
+        })]
+    ));
+    assert_eq!(m.host_used_bytes(), 8 * MIB);
+}
+
+/// Tenant 0 holds all 16 MiB; tenant 1's request makes it the victim. Returns the
+/// manager with the victim's suspension outstanding.
+fn victim_suspending() -> Manager {
+    let mut m = Manager::new(config("gpuswap", 16));
+    granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    m.handle_alloc(request(1, 1, 8 * MIB));
+    expect_policy_then_suspend(&mut m);
+    m
+}
+
+/// The next action, which must be a `Copy`: its number.
+fn next_copy(m: &mut Manager) -> CopyId {
+    match m.poll_action() {
+        Some(Action::Dma(Dma::Copy { copy, .. })) => copy,
+        other => panic!("expected a copy, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_victim_that_dies_while_suspending_frees_its_frames_and_the_request_is_granted() {
+    let mut m = victim_suspending();
+    m.handle_tenant_exit(TenantId(0));
+    let actions = drive(&mut m);
+    // No copy, no resume of the dead tenant: its memory is free, so the grant follows.
+    assert!(!actions.iter().any(|a| matches!(
+        a,
+        Action::Dma(_) | Action::Execution(Execution::Resume { .. })
+    )));
+    assert!(granted(&actions).is_some());
+    assert!(!m.relocating());
+    // A late drain report of the dead tenant is a protocol error, not a state change.
+    assert_eq!(
+        m.handle_suspended(TenantId(0)),
+        Err(ProtocolError::UnexpectedSuspended {
+            tenant: TenantId(0)
+        })
+    );
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 0);
+    assert_eq!(m.usage(TenantId(0)).host_bytes, 0);
+    assert_eq!(m.usage(TenantId(1)).vram_bytes, 8 * MIB);
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn a_suspension_not_yet_polled_is_withdrawn_when_its_tenant_exits() {
+    // The driver holds back the actions after `PolicyRan` while the policy's time runs;
+    // the victim ends meanwhile. It must never be asked to suspend (found by `gpuswap
+    // check`: a suspended tenant that had ended).
+    let mut m = Manager::new(config("gpuswap", 16));
+    granted(&alloc(&mut m, request(0, 0, 16 * MIB))).unwrap();
+    m.handle_alloc(request(1, 1, 8 * MIB));
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Execution(Execution::PolicyRan { .. }))
+    ));
+    m.handle_tenant_exit(TenantId(0));
+    let actions = drive(&mut m);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Execution(Execution::Suspend { .. }))),
+        "{actions:?}"
+    );
+    assert!(granted(&actions).is_some());
+}
+
+#[test]
+fn a_victim_that_dies_mid_copy_has_its_copy_cancelled() {
+    let mut m = victim_suspending();
+    m.handle_suspended(TenantId(0)).unwrap();
+    let copy = next_copy(&mut m);
+    m.handle_tenant_exit(TenantId(0));
+    let actions = drive(&mut m);
+    assert!(actions.contains(&Action::Dma(Dma::Cancel { copy })));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Dma(Dma::Copy { .. })))
+    );
+    assert!(granted(&actions).is_some());
+    // The cancelled copy is never to be reported.
+    assert!(m.handle_copy_done(copy).is_err());
+    assert_eq!(m.usage(TenantId(0)).host_bytes, 0);
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn a_requester_that_dies_during_its_eviction_gets_no_answer() {
+    let mut m = victim_suspending();
+    m.handle_tenant_exit(TenantId(1));
+    assert_eq!(m.poll_action(), None);
+    m.handle_suspended(TenantId(0)).unwrap();
+    let actions = drive(&mut m);
+    // The victim's relocation completes (it was suspended for it) and is resumed, but
+    // nothing is granted to the dead requester.
+    assert!(actions.contains(&Action::Execution(Execution::Resume {
+        tenant: TenantId(0)
+    })));
+    assert_eq!(granted(&actions), None);
+    assert_eq!(m.usage(TenantId(1)).vram_bytes, 0);
+    assert_eq!(m.vram_used_bytes(), 8 * MIB);
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn a_failed_copy_is_retried_then_its_tenant_is_killed() {
+    let mut m = victim_suspending();
+    m.handle_suspended(TenantId(0)).unwrap();
+    let first = next_copy(&mut m);
+    // One failure: asked again under a new number; then it succeeds.
+    m.handle_copy_failed(first).unwrap();
+    let second = next_copy(&mut m);
+    assert_ne!(first, second);
+    assert!(
+        m.handle_copy_failed(first).is_err(),
+        "only the outstanding copy"
+    );
+    m.handle_copy_done(second).unwrap();
+    assert!(matches!(
+        m.poll_action(),
+        Some(Action::Mapping(Mapping::Remap { .. }))
+    ));
+    // The second chunk fails every attempt: tenant 0 is killed, its memory freed, and
+    // the waiting request granted.
+    let mut copy = next_copy(&mut m);
+    for _ in 1..MAX_COPY_ATTEMPTS {
+        m.handle_copy_failed(copy).unwrap();
+        copy = next_copy(&mut m);
+    }
+    m.handle_copy_failed(copy).unwrap();
+    let actions = drive(&mut m);
+    assert!(matches!(
+        actions.first(),
+        Some(Action::Execution(Execution::Kill {
+            tenant: TenantId(0),
+            reason: KillReason::CopyFailed {
+                attempts: MAX_COPY_ATTEMPTS,
+                ..
+            },
+        }))
+    ));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Dma(Dma::Cancel { .. })))
+    );
+    assert!(granted(&actions).is_some());
+    assert_eq!(
+        m.usage(TenantId(0)).vram_bytes + m.usage(TenantId(0)).host_bytes,
+        0
+    );
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn gdev_hands_a_dead_tenants_admission_to_the_next_launch() {
+    let mut m = Manager::new(config("gdev", 16));
+    granted(&alloc(&mut m, request(0, 0, 4 * MIB))).unwrap();
+    granted(&alloc(&mut m, request(1, 1, 4 * MIB))).unwrap();
+    m.handle_launch(TenantId(0), LaunchId(0)).unwrap();
+    drive(&mut m);
+    m.handle_launch(TenantId(0), LaunchId(1)).unwrap();
+    m.handle_launch(TenantId(1), LaunchId(2)).unwrap();
+    assert_eq!(drive(&mut m), vec![]);
+    // Tenant 0 dies with its kernel running: its kernel never reports, its queued launch
+    // is dropped, and tenant 1's launch is admitted.
+    m.handle_tenant_exit(TenantId(0));
+    let actions = drive(&mut m);
+    assert_eq!(
+        actions.last(),
+        Some(&Action::Reply(Reply::LaunchReady {
+            tenant: TenantId(1),
+            launch: LaunchId(2),
+        }))
+    );
+    // Exiting twice changes nothing.
+    m.handle_tenant_exit(TenantId(0));
+    assert_eq!(drive(&mut m), vec![]);
 }
 
 proptest! {

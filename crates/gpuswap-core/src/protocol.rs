@@ -9,7 +9,11 @@
 //!   [`Execution::Resume`] lifts it. [`Execution::PolicyRan`] lets the driver charge the
 //!   policy's run time; it may hold back the following actions meanwhile.
 //! - [`Dma::Copy`]: the driver copies the chunk and calls
-//!   [`crate::Manager::handle_copy_done`]; exactly one copy is outstanding at a time.
+//!   [`crate::Manager::handle_copy_done`] (or [`crate::Manager::handle_copy_failed`]);
+//!   exactly one copy is outstanding at a time. [`Dma::Cancel`] withdraws it: the
+//!   driver reports nothing more about that copy.
+//! - [`Execution::Kill`]: the driver ends the tenant; the manager has already released
+//!   everything it held (its `Unmap`s follow).
 //! - [`Mapping`]: the driver changes its page table; nothing comes back. `Map` comes
 //!   before the `Grant` of the buffer, `Remap` after each finished copy, `Unmap` after a
 //!   free or a tenant's exit.
@@ -97,6 +101,14 @@ pub enum ProtocolError {
     /// `handle_copy_done` for a copy that is not the outstanding one.
     #[error("copy {} reported done, but the outstanding copy is {}", .copy.0, .outstanding.map_or("none".to_owned(), |c| c.0.to_string()))]
     UnexpectedCopyDone {
+        /// The copy reported.
+        copy: CopyId,
+        /// The copy the manager waits for, if any.
+        outstanding: Option<CopyId>,
+    },
+    /// `handle_copy_failed` for a copy that is not the outstanding one.
+    #[error("copy {} reported failed, but the outstanding copy is {}", .copy.0, .outstanding.map_or("none".to_owned(), |c| c.0.to_string()))]
+    UnexpectedCopyFailed {
         /// The copy reported.
         copy: CopyId,
         /// The copy the manager waits for, if any.
@@ -204,6 +216,30 @@ pub enum Execution {
         /// The tenant.
         tenant: TenantId,
     },
+    /// End `tenant`: its data cannot be kept. The manager has released everything the
+    /// tenant held as for [`crate::Manager::handle_tenant_exit`] (the `Unmap`s follow);
+    /// the driver tears down its context and reports the reason.
+    Kill {
+        /// The tenant.
+        tenant: TenantId,
+        /// Why.
+        reason: KillReason,
+    },
+}
+
+/// Why the manager ends a tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum KillReason {
+    /// A relocation copy of one of its chunks failed every attempt: the chunk's data
+    /// is in neither place for sure, so the tenant cannot go on (a real driver marks the
+    /// context lost the same way after an unrecoverable DMA error).
+    #[error("relocation copy of {chunk:?} failed {attempts} times")]
+    CopyFailed {
+        /// The chunk.
+        chunk: ChunkRef,
+        /// Attempts made.
+        attempts: u32,
+    },
 }
 
 /// Copy-engine work.
@@ -221,6 +257,12 @@ pub enum Dma {
         bytes: u64,
         /// Destination.
         to: Location,
+    },
+    /// Withdraw the outstanding copy: its tenant exited. A transfer already on the copy
+    /// engine may run out, but its result is dropped and never reported.
+    Cancel {
+        /// The copy.
+        copy: CopyId,
     },
 }
 

@@ -7,6 +7,11 @@
 //!           [Copying c2] ... ──> Resume ──> next batch ... ──> Finished(then)
 //! ```
 //! Gdev's launch jobs skip the suspension: its scheduler already holds every tenant.
+//!
+//! A failed copy is asked again, up to [`MAX_COPY_ATTEMPTS`] times; then the batch is
+//! abandoned and the manager ends the chunk's tenant. A tenant that exits loses its
+//! batches: the current one is dropped (its outstanding copy cancelled) and the job goes
+//! on with the next tenant's.
 
 use std::collections::VecDeque;
 
@@ -15,6 +20,25 @@ use crate::buffer::Location;
 use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::lists::ChunkRef;
 use crate::protocol::{Action, Dma, Execution, Mapping, ProtocolError, Purpose};
+
+/// Attempts at one chunk's copy before its tenant is given up: a transient DMA error
+/// (a timeout under load) is worth retrying; one that repeats three times is taken to be
+/// persistent. A design choice, not a measured figure.
+pub const MAX_COPY_ATTEMPTS: u32 = 3;
+
+/// What a failed copy leads to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CopyFailure {
+    /// The copy was asked again (a new `Copy` is out), or, if its chunk was freed
+    /// meanwhile, the batch went on; the job's answer if that ended it.
+    Retried(Option<Then>),
+    /// Every attempt failed: the batch is abandoned and its tenant must be ended.
+    GaveUp {
+        tenant: TenantId,
+        chunk: ChunkRef,
+        attempts: u32,
+    },
+}
 
 /// One planned chunk move.
 #[derive(Clone, Copy, Debug)]
@@ -32,7 +56,11 @@ struct Batch {
 #[derive(Debug)]
 enum Step {
     Suspending,
-    Copying { copy: CopyId, mv: Move },
+    Copying {
+        copy: CopyId,
+        mv: Move,
+        attempts: u32,
+    },
 }
 
 /// What a relocation job answers when it ends.
@@ -115,11 +143,8 @@ impl Relocation {
         books: &mut Books,
         out: &mut VecDeque<Action>,
     ) -> Result<Option<Then>, ProtocolError> {
-        let outstanding = match self.job.as_ref().and_then(|j| j.current.as_ref()) {
-            Some((batch, Step::Copying { copy: c, mv })) => Some((batch.tenant, *c, *mv)),
-            _ => None,
-        };
-        let Some((tenant, _, mv)) = outstanding.filter(|o| o.1 == copy) else {
+        let outstanding = self.outstanding();
+        let Some((tenant, _, mv, _)) = outstanding.filter(|o| o.1 == copy) else {
             return Err(ProtocolError::UnexpectedCopyDone {
                 copy,
                 outstanding: outstanding.map(|o| o.1),
@@ -133,6 +158,115 @@ impl Relocation {
             }));
         }
         Ok(self.next_copy(books, out))
+    }
+
+    /// The outstanding copy failed: ask it again, or give the batch up.
+    pub(crate) fn copy_failed(
+        &mut self,
+        copy: CopyId,
+        books: &Books,
+        out: &mut VecDeque<Action>,
+    ) -> Result<CopyFailure, ProtocolError> {
+        let outstanding = self.outstanding();
+        let Some((tenant, _, mv, attempts)) = outstanding.filter(|o| o.1 == copy) else {
+            return Err(ProtocolError::UnexpectedCopyFailed {
+                copy,
+                outstanding: outstanding.map(|o| o.1),
+            });
+        };
+        if attempts >= MAX_COPY_ATTEMPTS {
+            // The caller ends the tenant, which drops the rest of the job's batches of
+            // it ([`Relocation::forget`]).
+            let job = self.job.as_mut().expect("a copy is outstanding");
+            job.current = None;
+            return Ok(CopyFailure::GaveUp {
+                tenant,
+                chunk: mv.chunk,
+                attempts,
+            });
+        }
+        if books.chunk(mv.chunk).is_none() {
+            return Ok(CopyFailure::Retried(self.next_copy(books, out)));
+        }
+        self.ask_copy(tenant, mv, attempts + 1, books, out);
+        Ok(CopyFailure::Retried(None))
+    }
+
+    /// `tenant` exited: its batches are dropped (an outstanding copy of it is
+    /// cancelled) and what the job was to answer it is not answered. Returns what to
+    /// answer if that ended the job.
+    pub(crate) fn forget(
+        &mut self,
+        tenant: TenantId,
+        books: &Books,
+        out: &mut VecDeque<Action>,
+    ) -> Option<Then> {
+        let job = self.job.as_mut()?;
+        job.batches.retain(|b| b.tenant != tenant);
+        match job.then {
+            Then::Grant(_, t, _) | Then::LaunchReady(t, _) if t == tenant => {
+                job.then = Then::Nothing;
+            }
+            _ => {}
+        }
+        if let Some((batch, step)) = &job.current
+            && batch.tenant == tenant
+        {
+            if let Step::Copying { copy, .. } = step {
+                out.push_back(Action::Dma(Dma::Cancel { copy: *copy }));
+            }
+            job.current = None;
+        }
+        if job.current.is_none() {
+            return self.next_batch(books, out);
+        }
+        None
+    }
+
+    /// The buffer the running job will grant to `tenant` when it ends (placed, not yet
+    /// mapped).
+    pub(crate) fn pending_grant(&self, tenant: TenantId) -> Option<BufferId> {
+        match self.job.as_ref()?.then {
+            Then::Grant(_, t, buffer) if t == tenant => Some(buffer),
+            _ => None,
+        }
+    }
+
+    /// The outstanding copy: (tenant, copy, move, attempts so far).
+    fn outstanding(&self) -> Option<(TenantId, CopyId, Move, u32)> {
+        match self.job.as_ref().and_then(|j| j.current.as_ref()) {
+            Some((batch, Step::Copying { copy, mv, attempts })) => {
+                Some((batch.tenant, *copy, *mv, *attempts))
+            }
+            _ => None,
+        }
+    }
+
+    /// Asks for `mv`'s copy under a new number (attempt `attempts`).
+    fn ask_copy(
+        &mut self,
+        tenant: TenantId,
+        mv: Move,
+        attempts: u32,
+        books: &Books,
+        out: &mut VecDeque<Action>,
+    ) {
+        let bytes = books
+            .chunk(mv.chunk)
+            .expect("asked only for live chunks")
+            .bytes;
+        let copy = CopyId(self.next_copy);
+        self.next_copy += 1;
+        let job = self.job.as_mut().expect("job running");
+        let (_, step) = job.current.as_mut().expect("batch running");
+        *step = Step::Copying { copy, mv, attempts };
+        out.push_back(Action::Dma(Dma::Copy {
+            copy,
+            tenant,
+            chunk: mv.chunk,
+            bytes,
+            to: mv.to,
+        }));
     }
 
     fn next_batch(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
@@ -161,7 +295,7 @@ impl Relocation {
     fn next_copy(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
         loop {
             let job = self.job.as_mut().expect("job running");
-            let (batch, step) = job.current.as_mut().expect("batch running");
+            let (batch, _) = job.current.as_mut().expect("batch running");
             let Some(mv) = batch.moves.pop_front() else {
                 let tenant = batch.tenant;
                 job.current = None;
@@ -171,19 +305,10 @@ impl Relocation {
                 return self.next_batch(books, out);
             };
             let tenant = batch.tenant;
-            let Some(bytes) = books.chunk(mv.chunk).map(|c| c.bytes) else {
+            if books.chunk(mv.chunk).is_none() {
                 continue;
-            };
-            let copy = CopyId(self.next_copy);
-            self.next_copy += 1;
-            *step = Step::Copying { copy, mv };
-            out.push_back(Action::Dma(Dma::Copy {
-                copy,
-                tenant,
-                chunk: mv.chunk,
-                bytes,
-                to: mv.to,
-            }));
+            }
+            self.ask_copy(tenant, mv, 1, books, out);
             return None;
         }
     }

@@ -19,6 +19,10 @@ pub(crate) trait Scheduler: std::fmt::Debug + Send {
     /// A launch ended (its kernel finished or it failed): the next queued launch to
     /// prepare, if any.
     fn release(&mut self, launch: LaunchId) -> Option<(TenantId, LaunchId)>;
+
+    /// `tenant` exited: its queued launches are dropped and its admitted one, whose
+    /// kernel will never report, released. The next queued launch to prepare, if any.
+    fn forget(&mut self, tenant: TenantId) -> Option<(TenantId, LaunchId)>;
 }
 
 /// A registered scheduler.
@@ -61,12 +65,16 @@ impl Scheduler for PassThrough {
     fn release(&mut self, _: LaunchId) -> Option<(TenantId, LaunchId)> {
         None
     }
+
+    fn forget(&mut self, _: TenantId) -> Option<(TenantId, LaunchId)> {
+        None
+    }
 }
 
 /// Gdev's scheduler: one admitted launch at a time, the rest in arrival order.
 #[derive(Debug, Default)]
 pub(crate) struct OneAtATime {
-    admitted: Option<LaunchId>,
+    admitted: Option<(TenantId, LaunchId)>,
     queue: VecDeque<(TenantId, LaunchId)>,
 }
 
@@ -77,7 +85,7 @@ impl Scheduler for OneAtATime {
 
     fn admit(&mut self, tenant: TenantId, launch: LaunchId) -> bool {
         if self.admitted.is_none() {
-            self.admitted = Some(launch);
+            self.admitted = Some((tenant, launch));
             true
         } else {
             self.queue.push_back((tenant, launch));
@@ -86,13 +94,21 @@ impl Scheduler for OneAtATime {
     }
 
     fn release(&mut self, launch: LaunchId) -> Option<(TenantId, LaunchId)> {
-        if self.admitted != Some(launch) {
+        if self.admitted.map(|a| a.1) != Some(launch) {
             return None;
         }
         self.admitted = None;
         let next = self.queue.pop_front()?;
-        self.admitted = Some(next.1);
+        self.admitted = Some(next);
         Some(next)
+    }
+
+    fn forget(&mut self, tenant: TenantId) -> Option<(TenantId, LaunchId)> {
+        self.queue.retain(|(t, _)| *t != tenant);
+        match self.admitted {
+            Some((t, launch)) if t == tenant => self.release(launch),
+            _ => None,
+        }
     }
 }
 
@@ -113,5 +129,23 @@ mod tests {
         assert_eq!(s.release(b), Some((TenantId(0), c)));
         assert_eq!(s.release(c), None);
         assert!(s.admit(TenantId(1), LaunchId(3)));
+    }
+
+    #[test]
+    fn forgetting_a_tenant_drops_its_launches_and_hands_its_admission_on() {
+        let mut s = OneAtATime::default();
+        let (a, b, c, d) = (LaunchId(0), LaunchId(1), LaunchId(2), LaunchId(3));
+        assert!(s.admit(TenantId(0), a));
+        assert!(!s.admit(TenantId(0), b));
+        assert!(!s.admit(TenantId(1), c));
+        assert!(!s.admit(TenantId(0), d));
+        // Tenant 0 held the admission: it passes to tenant 1's launch, skipping 0's.
+        assert_eq!(s.forget(TenantId(0)), Some((TenantId(1), c)));
+        assert_eq!(s.release(c), None);
+        // Forgetting a tenant that holds nothing changes nothing.
+        assert!(s.admit(TenantId(1), a));
+        assert_eq!(s.forget(TenantId(0)), None);
+        assert!(!s.admit(TenantId(2), b));
+        assert_eq!(s.release(a), Some((TenantId(2), b)));
     }
 }

@@ -1,6 +1,7 @@
 //! gpuswap-sim: the simulated GPU around the memory manager.
 
 pub mod apps;
+pub mod check;
 pub mod engine;
 pub mod gdev;
 pub mod link;

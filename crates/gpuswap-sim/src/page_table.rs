@@ -115,7 +115,12 @@ impl PageTable {
         }
     }
 
-    /// A mapped buffer.
+    /// Whether no buffer is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.buffers.iter().all(Option::is_none)
+    }
+
+    /// The map of a buffer, if it is mapped.
     pub fn get(&self, buffer: BufferId) -> Option<&BufferMap> {
         self.buffers.get(buffer.0 as usize)?.as_ref()
     }

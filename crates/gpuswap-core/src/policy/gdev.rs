@@ -49,10 +49,32 @@ impl MemoryPolicy for Gdev {
             .map(|b| (self.last_launch.get(&b.tenant).copied().unwrap_or(0), b.id))
             .collect();
         victims.sort_unstable();
+        // Whole buffers out, least recently launched first, until the launcher's fit.
+        let mut out_bytes = 0;
+        let chosen: Vec<_> = victims
+            .into_iter()
+            .map(|(_, id)| id)
+            .take_while(|id| {
+                let more = books.vram_free_bytes() + out_bytes < needed;
+                if more {
+                    out_bytes += books
+                        .buffer(*id)
+                        .expect("live")
+                        .planned_bytes_at(Location::Vram);
+                }
+                more
+            })
+            .collect();
+        // Host memory takes the victims' buffers before it gives back the launcher's.
+        let host_free_bytes = books.host_free_bytes();
+        if out_bytes > host_free_bytes + needed {
+            return LaunchPrep::Fail(AllocError::OutOfHostMemory {
+                requested_bytes: total,
+                free_bytes: host_free_bytes,
+            });
+        }
         let mut moves = Vec::new();
-        let mut victims = victims.into_iter();
-        while books.vram_free_bytes() < needed {
-            let (_, id) = victims.next().expect("others hold what this tenant lacks");
+        for id in chosen {
             plan_whole(books, id, Location::Host, &mut moves);
         }
         let own: Vec<_> = books.buffers_of(tenant).map(|b| b.id).collect();

@@ -76,6 +76,9 @@ impl Engine {
                 }
                 Action::Execution(Execution::Suspend { tenant, .. }) => {
                     let t = tenant.0 as usize;
+                    if self.crash_due(t, Trigger::Suspend) {
+                        self.schedule(self.now_ns, Event::Crash(t));
+                    }
                     if self.unsafe_skip_suspend {
                         let answer = self.manager.handle_suspended(tenant);
                         self.protocol(answer);
@@ -98,6 +101,10 @@ impl Engine {
                         return self.lost_write(t, chunk);
                     }
                     let epoch = writes.epoch;
+                    if self.crash_due(t, Trigger::Copy) {
+                        self.schedule(self.now_ns, Event::Crash(t));
+                    }
+                    let delay_ns = self.chaos.as_mut().map_or(0, |c| c.answer_delay_ns());
                     self.copy_queue.push_back(CopyJob {
                         tenant: t,
                         kind: CopyKind::Relocation { copy, chunk, epoch },
@@ -109,7 +116,10 @@ impl Engine {
                             bytes,
                         ),
                         flows_left: 0,
-                        setup_ns: self.preset.relocation_setup_ns(bytes),
+                        setup_ns: self
+                            .preset
+                            .relocation_setup_ns(bytes)
+                            .saturating_add(delay_ns),
                         cap_bytes_per_s: None,
                         transfer_started_ns: 0,
                         setup_started_ns: 0,
@@ -124,6 +134,11 @@ impl Engine {
                     }
                 }
                 Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
+                Action::Execution(Execution::Kill { tenant, reason }) => {
+                    let message = format!("killed by the memory manager: {reason}");
+                    self.finish_tenant(tenant.0 as usize, Some(message));
+                }
+                Action::Dma(Dma::Cancel { copy }) => self.cancel_copy(copy),
                 Action::Reply(Reply::LaunchReady { launch, .. }) => {
                     if self.held_launch.as_ref().map(|h| h.1.id) != Some(launch) {
                         let failure = self.broken(format!("{launch} admitted but not held"));
@@ -132,16 +147,20 @@ impl Engine {
                     }
                     self.schedule(
                         self.now_ns.saturating_add(self.preset.gdev_launch_ns),
-                        Event::GatedLaunch,
+                        Event::GatedLaunch(launch),
                     );
                 }
                 Action::Reply(Reply::LaunchFail { tenant, error, .. }) => {
                     let t = tenant.0 as usize;
                     self.held_launch = None;
                     self.tenants[t].in_flight -= 1;
-                    let message = format!(
-                        "gdev cannot launch: the tenant's buffers do not fit in VRAM ({error})"
-                    );
+                    let why = match error {
+                        gpuswap_core::AllocError::OutOfHostMemory { .. } => {
+                            "host memory cannot take the buffers it would swap out"
+                        }
+                        _ => "the tenant's buffers do not fit in VRAM",
+                    };
+                    let message = format!("gdev cannot launch: {why} ({error})");
                     self.finish_tenant(t, Some(message));
                     self.hand_on_device();
                     self.start_kernel();
@@ -181,9 +200,52 @@ impl Engine {
                 drain_ns: self.now_ns - since,
                 pause_ns: 0,
             });
-            let answer = self.manager.handle_suspended(tenant.id);
-            self.protocol(answer);
-            self.apply_actions();
+            match self.chaos.as_mut().map_or(0, |c| c.answer_delay_ns()) {
+                0 => self.report_drained(t),
+                delay_ns => self.schedule(
+                    self.now_ns.saturating_add(delay_ns),
+                    Event::ReportDrained(t),
+                ),
+            }
+        }
+    }
+
+    /// Tells the manager that tenant `t` drained (unless it ended meanwhile: the manager
+    /// then no longer waits for it).
+    pub(super) fn report_drained(&mut self, t: usize) {
+        if self.tenants[t].state == State::Done {
+            return;
+        }
+        let answer = self.manager.handle_suspended(self.tenants[t].id);
+        self.protocol(answer);
+        self.apply_actions();
+    }
+
+    /// Counts a point of tenant `t`'s life where an injected crash may be due.
+    pub(super) fn crash_due(&mut self, t: usize, trigger: Trigger) -> bool {
+        self.chaos.as_mut().is_some_and(|c| c.crash_due(t, trigger))
+    }
+
+    /// An injected crash: the tenant dies now, whatever it is doing.
+    pub(super) fn crash(&mut self, t: usize) {
+        if self.tenants[t].state != State::Done {
+            let message = format!("crashed at {} ns (injected fault)", self.now_ns);
+            self.finish_tenant(t, Some(message));
+        }
+    }
+
+    /// The manager withdrew a relocation copy (its tenant exited): a queued one is
+    /// dropped, one on a copy engine runs out and its result is dropped.
+    fn cancel_copy(&mut self, copy: CopyId) {
+        let is_it =
+            |job: &CopyJob| matches!(job.kind, CopyKind::Relocation { copy: c, .. } if c == copy);
+        if let Some(at) = self.copy_queue.iter().position(is_it) {
+            self.copy_queue.remove(at);
+        } else if let Some(job) = self.copy_engines.iter_mut().flatten().find(|j| is_it(j)) {
+            job.kind = CopyKind::Cancelled;
+        } else {
+            let failure = self.broken(format!("copy {} cancelled but not in progress", copy.0));
+            self.failure.get_or_insert(failure);
         }
     }
 
@@ -218,7 +280,10 @@ impl Engine {
         }
     }
 
-    /// Ends a tenant: it finished its program (`error` = None) or failed.
+    /// Ends a tenant: it finished its program (`error` = None), failed, crashed or was
+    /// killed. What it had on the GPU already (a running kernel, a memcpy on a copy
+    /// engine) runs out; nothing of it that was queued starts; the manager releases
+    /// everything it held and stops waiting for it.
     pub(super) fn finish_tenant(&mut self, t: usize, error: Option<String>) {
         let tenant = &mut self.tenants[t];
         if tenant.state != State::Done {
@@ -228,14 +293,120 @@ impl Engine {
         self.ready.remove(t);
         tenant.end_ns = self.now_ns;
         tenant.error = error;
-        // Queued kernels of a failed tenant never run; a running one completes.
         let dropped = tenant.channel.len() + tenant.held.len();
         tenant.channel.clear();
         tenant.held.clear();
         tenant.in_flight -= dropped;
-        self.manager.handle_tenant_exit(tenant.id);
+        tenant.pending_alloc = None;
+        tenant.deferred_step = None;
+        tenant.draining_since = None;
+        tenant.suspended = false;
+        if self.evicting_for == Some(t) {
+            self.evicting_for = None;
+        }
+        let held = self.held_launch.as_ref().is_some_and(|h| h.0 == t);
+        if held {
+            self.held_launch = None;
+            self.tenants[t].in_flight -= 1;
+        }
+        let had_device = self.device_lock == Some(t);
+        self.drop_queued_memcpys(t);
+        self.device_waiters.retain(|w| *w != t);
+        self.manager.handle_tenant_exit(self.tenants[t].id);
         self.record_usage_changes();
-        self.check_drained(t);
         self.apply_actions();
+        // Only a crash mid-way leaves the device to hand on.
+        if held || (had_device && self.device_lock.is_none()) {
+            self.hand_on_device();
+            self.start_kernel();
+        }
+    }
+
+    /// Drops tenant `t`'s memcpys that wait for a copy engine, and its hold on the
+    /// device if no memcpy of it runs.
+    fn drop_queued_memcpys(&mut self, t: usize) {
+        let before = self.copy_queue.len();
+        let mut unwritten = Vec::new();
+        self.copy_queue.retain(|job| {
+            let mine = job.tenant == t && matches!(job.kind, CopyKind::Memcpy { .. });
+            if let (
+                true,
+                CopyKind::Memcpy {
+                    buffer,
+                    writes_device: true,
+                },
+            ) = (mine, &job.kind)
+            {
+                unwritten.push(*buffer);
+            }
+            !mine
+        });
+        self.tenants[t].copies_in_flight -= before - self.copy_queue.len();
+        for buffer in unwritten {
+            self.end_write(buffer);
+        }
+        let running = self
+            .copy_engines
+            .iter()
+            .flatten()
+            .any(|j| j.tenant == t && matches!(j.kind, CopyKind::Memcpy { .. }));
+        if self.device_lock == Some(t) && !running {
+            self.device_lock = None;
+        }
+    }
+
+    /// What the device must look like after every event (checked with the manager's
+    /// invariants): an ended tenant holds nothing in the manager's books and is not
+    /// suspended, and nobody is suspended unless a relocation runs.
+    pub(super) fn check_device_invariants(&self) -> Result<(), String> {
+        let relocating = self.manager.relocating();
+        for tenant in &self.tenants {
+            if tenant.state == State::Done && self.manager.buffers_of(tenant.id).next().is_some() {
+                return Err(format!("{} ended but still owns buffers", tenant.name));
+            }
+            if tenant.suspended && (tenant.state == State::Done || !relocating) {
+                return Err(format!(
+                    "{} is left suspended ({}; no relocation runs: {})",
+                    tenant.name,
+                    if tenant.state == State::Done {
+                        "ended"
+                    } else {
+                        "running"
+                    },
+                    !relocating
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What must hold when every tenant ended: nothing allocated, mapped, moving or
+    /// waiting anywhere.
+    pub(super) fn check_end(&self) -> Result<(), String> {
+        let leftovers = [
+            (self.manager.vram_used_bytes() != 0, "VRAM still accounted"),
+            (
+                self.manager.host_used_bytes() != 0,
+                "host memory still accounted",
+            ),
+            (self.manager.relocating(), "a relocation still runs"),
+            (
+                !self.page_table.is_empty(),
+                "the page table still maps buffers",
+            ),
+            (
+                self.copy_engines.iter().any(Option::is_some) || !self.copy_queue.is_empty(),
+                "copies still in progress",
+            ),
+            (!self.running.is_empty(), "kernels still running"),
+            (
+                self.device_lock.is_some() || self.held_launch.is_some(),
+                "the device still held",
+            ),
+        ];
+        match leftovers.iter().find(|(left, _)| *left) {
+            Some((_, what)) => Err(format!("every tenant ended, but {what}")),
+            None => Ok(()),
+        }
     }
 }

@@ -84,9 +84,9 @@ impl Engine {
             written: cost.written,
             referenced,
         });
+        let seq = self.next_seq();
         self.kernel_wakes
-            .push((self.now_ns.saturating_add(fixed_ns), self.seq, launch.id));
-        self.seq += 1;
+            .push((self.now_ns.saturating_add(fixed_ns), seq, launch.id));
         if flows_left > 0 {
             self.rearm_link();
         }

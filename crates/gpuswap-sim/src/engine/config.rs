@@ -57,6 +57,63 @@ pub struct SimConfig {
     pub unsafe_skip_suspend: bool,
     /// Where a run stops, however the scenario is written.
     pub limits: RunLimits,
+    /// Injected faults and schedule perturbations (deterministic simulation testing);
+    /// the default injects nothing.
+    pub faults: Faults,
+}
+
+/// Faults and schedule perturbations for deterministic simulation testing (`gpuswap
+/// check`), every random choice drawn from `seed`: the same faults give the same run.
+/// The default injects nothing and leaves the engine's schedule as it is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Seed of every random choice below.
+    pub seed: u64,
+    /// Tenants that crash, and where.
+    pub crashes: Vec<Crash>,
+    /// Probability that one attempt of a relocation copy fails.
+    pub copy_failure: f64,
+    /// Events due at the same time run in a seeded random order instead of the order
+    /// they were scheduled in (any order is a valid execution).
+    pub shuffle_ties: bool,
+    /// The driver reports a drained tenant up to this much late, and a relocation copy
+    /// takes up to this much longer to set up.
+    pub max_answer_delay_ns: u64,
+    /// The return timer fires up to this much late.
+    pub max_timer_lateness_ns: u64,
+}
+
+impl Faults {
+    /// Whether anything is injected or perturbed.
+    pub fn any(&self) -> bool {
+        *self
+            != Self {
+                seed: self.seed,
+                ..Self::default()
+            }
+    }
+}
+
+/// A tenant crash: the tenant dies at once, whatever it is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crash {
+    /// Index of the tenant in the scenario.
+    pub tenant: usize,
+    /// When.
+    pub at: CrashPoint,
+}
+
+/// Where a tenant crashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// At this simulated time (if it still runs).
+    Time(u64),
+    /// Right after its n-th allocation request (1-based), while it waits for the answer.
+    Alloc(u32),
+    /// When it is asked to suspend for the n-th time: a victim mid-relocation.
+    Suspend(u32),
+    /// When the n-th relocation copy of its chunks is handed to a copy engine.
+    Copy(u32),
 }
 
 /// Bounds on one run: a scenario that would run for ever (a huge repetition count, a
@@ -131,6 +188,7 @@ impl SimConfig {
             check_invariants: false,
             unsafe_skip_suspend: false,
             limits: RunLimits::default(),
+            faults: Faults::default(),
         }
     }
 }

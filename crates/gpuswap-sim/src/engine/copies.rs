@@ -84,10 +84,17 @@ impl Engine {
                 self.schedule_step(job.tenant, 0);
                 self.check_drained(job.tenant);
             }
+            // Withdrawn by the manager: the transfer ran out, its result is dropped.
+            CopyKind::Cancelled => {}
             CopyKind::Relocation { copy, chunk, epoch } => {
                 let now = self.write_state(chunk.buffer);
                 if now.epoch != epoch || now.writers > 0 {
                     return self.lost_write(job.tenant, chunk);
+                }
+                if self.chaos.as_mut().is_some_and(|c| c.copy_fails()) {
+                    let answer = self.manager.handle_copy_failed(copy);
+                    self.protocol(answer);
+                    return self.apply_actions();
                 }
                 if let Some(requester) = self.evicting_for
                     && let Some(pending) = &mut self.tenants[requester].pending_alloc
@@ -114,10 +121,7 @@ impl Engine {
         if self.link_wake.is_some() {
             self.events += 1;
         }
-        self.link_wake = next.map(|t| {
-            self.seq += 1;
-            (t, self.seq - 1)
-        });
+        self.link_wake = next.map(|t| (t, self.next_seq()));
     }
 
     pub(super) fn advance_link(&mut self) {

@@ -42,6 +42,9 @@ impl Engine {
                             .cloned()
                             .unwrap_or_default(),
                     });
+                    if self.crash_due(t, Trigger::Alloc) {
+                        self.schedule(self.now_ns, Event::Crash(t));
+                    }
                     return self.apply_actions();
                 }
                 Instr::Free(slot) => {

@@ -25,6 +25,7 @@ use crate::runtime::{Instr, flatten, with_runtime};
 use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
 
 mod actions;
+mod chaos;
 mod compute;
 mod config;
 mod copies;
@@ -32,9 +33,11 @@ mod interpreter;
 mod ready;
 
 pub use config::{
-    EvictionLatency, InvariantError, LimitReached, Outcome, RunLimits, SimConfig, SimError,
-    TenantOutcome, TenantSpec, VictimPause,
+    Crash, CrashPoint, EvictionLatency, Faults, InvariantError, LimitReached, Outcome, RunLimits,
+    SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
 };
+
+use chaos::{Chaos, Trigger};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -52,7 +55,11 @@ enum Event {
     /// The manager's timer (return check).
     ManagerTimer,
     /// The software scheduler lets the held (gated) launch start.
-    GatedLaunch,
+    GatedLaunch(LaunchId),
+    /// An injected crash of the tenant (see `Faults`).
+    Crash(usize),
+    /// The driver reports the tenant drained, late (see `Faults`).
+    ReportDrained(usize),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +169,8 @@ enum CopyKind {
         chunk: ChunkRef,
         epoch: u64,
     },
+    /// A relocation copy the manager withdrew while it ran.
+    Cancelled,
 }
 
 struct CopyJob {
@@ -256,7 +265,8 @@ pub struct Engine {
     copy_queue: VecDeque<CopyJob>,
     /// The manager's actions wait while its policy runs.
     policy_running: bool,
-    timer_at: Option<u64>,
+    /// The manager's timer: (the time it asked for, when the event fires).
+    timer: Option<(u64, u64)>,
     /// The tenant whose allocation the current relocation serves.
     evicting_for: Option<usize>,
     /// Write epochs of buffers: bumped when a write to the buffer starts or ends.
@@ -276,6 +286,8 @@ pub struct Engine {
     /// and the tenants whose copies wait for it, in order.
     device_lock: Option<usize>,
     device_waiters: VecDeque<usize>,
+    /// Injected faults, when the configuration asks for any.
+    chaos: Option<Box<Chaos>>,
 }
 
 impl Engine {
@@ -284,7 +296,7 @@ impl Engine {
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
         let preset = config.preset;
-        let tenants = config
+        let tenants: Vec<Tenant> = config
             .tenants
             .into_iter()
             .enumerate()
@@ -326,6 +338,7 @@ impl Engine {
                 }
             })
             .collect();
+        let chaos = Chaos::new(config.faults, tenants.len()).map(Box::new);
         let link = Link::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
         let copy_engines = (0..preset.copy_engines).map(|_| None).collect();
         Self {
@@ -353,7 +366,7 @@ impl Engine {
             copy_engines,
             copy_queue: VecDeque::new(),
             policy_running: false,
-            timer_at: None,
+            timer: None,
             evicting_for: None,
             writes: Vec::new(),
             failure: None,
@@ -363,6 +376,7 @@ impl Engine {
             held_launch: None,
             device_lock: None,
             device_waiters: VecDeque::new(),
+            chaos,
         }
     }
 
@@ -381,6 +395,17 @@ impl Engine {
         for t in 0..self.tenants.len() {
             let start = self.tenants[t].start_ns;
             self.schedule(start, Event::Step(t));
+        }
+        let crashes: Vec<(usize, u64)> = self
+            .chaos
+            .as_ref()
+            .map(|c| c.timed_crashes().collect())
+            .unwrap_or_default();
+        // A tenant cannot crash before it starts.
+        for (t, at) in crashes {
+            if let Some(tenant) = self.tenants.get(t) {
+                self.schedule(at.max(tenant.start_ns), Event::Crash(t));
+            }
         }
         while let Some((time_ns, event)) = self.next_event() {
             if time_ns < self.now_ns {
@@ -427,16 +452,20 @@ impl Engine {
                     self.policy_running = false;
                     self.apply_actions();
                 }
-                Event::ManagerTimer if self.timer_at == Some(time_ns) => {
-                    self.timer_at = None;
+                Event::ManagerTimer if self.timer.map(|t| t.1) == Some(time_ns) => {
+                    self.timer = None;
                     self.manager.handle_timeout(time_ns);
                     self.apply_actions();
                 }
                 Event::ManagerTimer => {}
-                Event::GatedLaunch => {
+                // The launch may have gone with its crashed tenant.
+                Event::GatedLaunch(id) if self.held_launch.as_ref().map(|h| h.1.id) == Some(id) => {
                     let (t, launch) = self.held_launch.take().expect("a launch is held");
                     self.run_kernel(t, launch);
                 }
+                Event::GatedLaunch(_) => {}
+                Event::Crash(t) => self.crash(t),
+                Event::ReportDrained(t) => self.report_drained(t),
             }
             if let Some(failure) = self.failure.take() {
                 return Err(failure.into());
@@ -444,6 +473,7 @@ impl Engine {
             if self.check_invariants {
                 self.manager
                     .check_invariants()
+                    .and_then(|()| self.check_device_invariants())
                     .map_err(|m| self.broken(m))?;
             }
             self.arm_timer();
@@ -455,6 +485,9 @@ impl Engine {
                     t.name, t.state
                 ))
                 .into());
+        }
+        if self.check_invariants {
+            self.check_end().map_err(|m| self.broken(m))?;
         }
         Ok(self.into_outcome())
     }
@@ -547,12 +580,25 @@ impl Engine {
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
-        if time_ns == self.now_ns {
-            self.now_queue.push_back((self.seq, event));
+        let shuffles = self.chaos.as_ref().is_some_and(|c| c.shuffles());
+        let seq = self.next_seq();
+        // The current-time FIFO needs increasing keys; shuffled keys go to the heap.
+        if time_ns == self.now_ns && !shuffles {
+            self.now_queue.push_back((seq, event));
         } else {
-            self.queue.push(Reverse((time_ns, self.seq, event)));
+            self.queue.push(Reverse((time_ns, seq, event)));
         }
+    }
+
+    /// The sequence number of the next scheduled event (its place among events due at
+    /// the same time: scheduling order, or a seeded shuffle under `Faults`).
+    fn next_seq(&mut self) -> u64 {
+        let counter = self.seq;
         self.seq += 1;
+        match &mut self.chaos {
+            Some(chaos) => chaos.sequence(counter),
+            None => counter,
+        }
     }
 
     fn schedule_step(&mut self, t: usize, delay_ns: u64) {
@@ -577,13 +623,13 @@ impl Engine {
         if tenant.state == State::Done || !full || !launch_next {
             return self.schedule_step(t, self.preset.launch_enqueue_ns);
         }
+        let seq = self.next_seq();
         let tenant = &mut self.tenants[t];
         tenant.deferred_step = Some((
             self.now_ns.saturating_add(self.preset.launch_enqueue_ns),
-            self.seq,
+            seq,
         ));
         tenant.state = State::WaitingQueueSpace;
-        self.seq += 1;
     }
 
     /// Tenant `t` waits for room in its launch queue and a kernel of it finished: its
@@ -610,10 +656,12 @@ impl Engine {
             return;
         }
         if let Some(at) = self.manager.poll_timeout().map(|t| t.max(self.now_ns))
-            && self.timer_at != Some(at)
+            && self.timer.map(|t| t.0) != Some(at)
         {
-            self.timer_at = Some(at);
-            self.schedule(at, Event::ManagerTimer);
+            let late = self.chaos.as_mut().map_or(0, |c| c.timer_lateness_ns());
+            let fire = at.saturating_add(late);
+            self.timer = Some((at, fire));
+            self.schedule(fire, Event::ManagerTimer);
         }
     }
 }

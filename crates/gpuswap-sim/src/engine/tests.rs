@@ -386,6 +386,14 @@ fn writer_program(bytes: u64, kernels: u32, ms: u64) -> Program {
 }
 
 fn squeeze(mode: &str, unsafe_skip_suspend: bool) -> Result<Outcome, SimError> {
+    squeeze_with(mode, unsafe_skip_suspend, Faults::default())
+}
+
+fn squeeze_with(
+    mode: &str,
+    unsafe_skip_suspend: bool,
+    faults: Faults,
+) -> Result<Outcome, SimError> {
     let mut late = tenant("late", writer_program(32 * MIB, 5, 1));
     late.start_ns = 5_000_000;
     let mut cfg = config(
@@ -396,7 +404,96 @@ fn squeeze(mode: &str, unsafe_skip_suspend: bool) -> Result<Outcome, SimError> {
     // No return check within the run: the one pause is the eviction's.
     cfg.manager.return_interval_ns = 1_000_000_000;
     cfg.unsafe_skip_suspend = unsafe_skip_suspend;
+    cfg.faults = faults;
     simulate(cfg)
+}
+
+/// The squeeze under gpuswap with one injected fault.
+fn squeeze_faulted(faults: Faults) -> Outcome {
+    squeeze_with("gpuswap", false, faults).expect("the run keeps its invariants")
+}
+
+#[test]
+fn a_victim_crashing_mid_relocation_frees_its_memory_and_the_newcomer_runs_on() {
+    for at in [
+        CrashPoint::Suspend(1),
+        CrashPoint::Copy(1),
+        CrashPoint::Copy(3),
+    ] {
+        let out = squeeze_faulted(Faults {
+            crashes: vec![Crash { tenant: 0, at }],
+            ..Faults::default()
+        });
+        let (early, late) = (&out.tenants[0], &out.tenants[1]);
+        assert!(
+            early.error.as_deref().unwrap().contains("injected fault"),
+            "{at:?}"
+        );
+        assert_eq!(late.error, None, "{at:?}");
+        // Its memory went with it: nothing of it stays accounted.
+        assert_eq!(early.vram_timeline.last().unwrap().1, 0, "{at:?}");
+        assert!(early.end_ns < late.end_ns);
+    }
+}
+
+#[test]
+fn a_newcomer_crashing_while_its_eviction_runs_gets_nothing_and_the_victim_resumes() {
+    let out = squeeze_faulted(Faults {
+        crashes: vec![Crash {
+            tenant: 1,
+            at: CrashPoint::Alloc(4),
+        }],
+        ..Faults::default()
+    });
+    let (early, late) = (&out.tenants[0], &out.tenants[1]);
+    assert!(late.error.as_deref().unwrap().contains("injected fault"));
+    assert_eq!(early.error, None);
+    assert_eq!(
+        early.pauses.len(),
+        1,
+        "the victim was suspended once and resumed"
+    );
+    assert_eq!(late.vram_timeline.last().unwrap().1, 0);
+}
+
+#[test]
+fn copies_that_always_fail_kill_the_victim_after_every_attempt() {
+    let out = squeeze_faulted(Faults {
+        copy_failure: 1.0,
+        ..Faults::default()
+    });
+    let (early, late) = (&out.tenants[0], &out.tenants[1]);
+    let error = early.error.as_deref().unwrap();
+    assert!(
+        error.contains(&format!("failed {} times", gpuswap_core::MAX_COPY_ATTEMPTS)),
+        "{error}"
+    );
+    assert_eq!(early.bytes_evicted, 0, "no copy ever completed");
+    // The newcomer may become a victim of its own next allocation (its stack goes
+    // first) and die the same way; it never fails otherwise.
+    assert!(
+        late.error.as_ref().is_none_or(
+            |e| e.contains(&format!("failed {} times", gpuswap_core::MAX_COPY_ATTEMPTS))
+        ),
+        "{:?}",
+        late.error
+    );
+}
+
+#[test]
+fn shuffled_ties_and_late_answers_keep_every_tenant_running() {
+    let base = squeeze("gpuswap", false).unwrap();
+    for seed in 0..20 {
+        let out = squeeze_faulted(Faults {
+            seed,
+            shuffle_ties: true,
+            max_answer_delay_ns: 2_000_000,
+            max_timer_lateness_ns: 100_000_000,
+            ..Faults::default()
+        });
+        assert!(out.tenants.iter().all(|t| t.error.is_none()), "seed {seed}");
+        assert_eq!(out.tenants[0].bytes_evicted, base.tenants[0].bytes_evicted);
+    }
 }
 
 #[test]

@@ -32,8 +32,14 @@ impl MemoryPolicy for Gpuswap {
         if req.bytes == 0 {
             return Err(AllocError::ZeroBytes);
         }
-        // Only what other tenants' chunks cannot make room for goes to host memory.
-        let host_bytes_needed = req.bytes.saturating_sub(ctx.books.vram_free_bytes());
+        // What does not fit in free VRAM goes to host memory, as chunks of victims or
+        // of the new buffer; whole chunks overshoot by less than one chunk, so that much
+        // host memory must be free too (the check found evictions over-committing it).
+        let over_bytes = req.bytes.saturating_sub(ctx.books.vram_free_bytes());
+        let host_bytes_needed = match over_bytes {
+            0 => 0,
+            over => over + (ctx.books.chunk_bytes - 1),
+        };
         check_host_room(ctx.books, req, host_bytes_needed)?;
         let id = ctx
             .books
@@ -176,6 +182,11 @@ impl Gpuswap {
             }) else {
                 continue;
             };
+            // A longer cold chunk takes more host memory than the hot one gives back.
+            let cold_bytes = books.chunk(cold).expect("listed").bytes;
+            if cold_bytes - bytes > books.host_free_bytes() {
+                continue;
+            }
             books.plan_move(cold, Location::Host);
             books.plan_move(hot, Location::Vram);
             books.note_peak(tenant);

@@ -1,0 +1,107 @@
+//! `gpuswap check`: deterministic simulation testing over many seeds (see
+//! `gpuswap_sim::check`): each seed makes a random case with injected faults; a failing
+//! seed is printed with the command that reproduces it.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+use gpuswap_sim::check::{self, CheckFailure, CheckStats};
+use rayon::prelude::*;
+
+/// Settings of `gpuswap check`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    gpuswap check                     # seeds 0..1000, as CI runs it\n  \
+    gpuswap check --seeds 100000      # the long run\n  \
+    gpuswap check --seed 4711 -v      # reproduce one seed and show its case")]
+pub struct CheckArgs {
+    /// How many seeds to check, starting at --first.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 0)]
+    pub first: u64,
+    /// Check this one seed only (what a failure tells you to run).
+    #[arg(long, conflicts_with_all = ["seeds", "first"])]
+    pub seed: Option<u64>,
+    /// Print each case as it is checked.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+/// Checks the seeds; prints a summary, and each failure with its reproduction command.
+/// Returns whether every seed passed.
+pub fn run(args: &CheckArgs) -> Result<String, String> {
+    let seeds = match args.seed {
+        Some(seed) => seed..seed.saturating_add(1),
+        None => args.first..args.first.saturating_add(args.seeds),
+    };
+    let started = Instant::now();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()
+        .map_err(|e| format!("cannot start worker threads: {e}"))?;
+    let results: Vec<Result<CheckStats, CheckFailure>> = pool.install(|| {
+        seeds
+            .clone()
+            .into_par_iter()
+            .map(|seed| {
+                if args.verbose {
+                    eprintln!("seed {seed}: {}", check::describe(&check::case(seed)));
+                }
+                catch_unwind(AssertUnwindSafe(|| check::check(seed))).unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_default();
+                    Err(CheckFailure {
+                        seed,
+                        case: check::describe(&check::case(seed)),
+                        problem: format!("panicked: {what}"),
+                    })
+                })
+            })
+            .collect()
+    });
+    let wall_s = started.elapsed().as_secs_f64();
+    let mut total = CheckStats::default();
+    let mut failures = Vec::new();
+    for result in results {
+        match result {
+            Ok(stats) => {
+                total.events += stats.events;
+                total.crashed += stats.crashed;
+                total.killed += stats.killed;
+                total.refused += stats.refused;
+                total.relocating += stats.relocating;
+            }
+            Err(failure) => failures.push(failure),
+        }
+    }
+    let n = seeds.end - seeds.start;
+    let summary = format!(
+        "checked {n} seeds ({}..{}) in {wall_s:.1} s: {} events, {} cases relocating data; tenants crashed {}, killed after failed copies {}, refused memory {}\n",
+        seeds.start,
+        seeds.end - 1,
+        total.events,
+        total.relocating,
+        total.crashed,
+        total.killed,
+        total.refused,
+    );
+    if failures.is_empty() {
+        return Ok(format!("{summary}all passed\n"));
+    }
+    let mut text = format!("{summary}{} of {n} seeds FAILED:\n", failures.len());
+    for f in &failures {
+        text.push_str(&format!(
+            "  {f}\n    reproduce: gpuswap check --seed {} --verbose\n",
+            f.seed
+        ));
+    }
+    Err(text)
+}
