@@ -12,6 +12,9 @@ const SWEEP: &str = include_str!("../../../scenarios/repro/bench.toml");
 
 /// Settings of the benchmark.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    gpuswap bench                         # the target: 10 seeds per point\n  \
+    gpuswap bench --runs 1 --apps lud,nn  # a quick look")]
 pub struct BenchArgs {
     /// Seeds per grid point (the target is defined for 10).
     #[arg(long, default_value_t = 10)]
@@ -58,15 +61,15 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
         Ok(())
     })?;
     let wall_s = started.elapsed().as_secs_f64();
-    println!(
-        "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {} runs ({failed} failed)",
-        args.runs, runs
-    );
-    println!(
-        "wall time {wall_s:.2} s on {} threads: {:.0} runs/s, {:.2e} simulated events/s ({events} events)",
+    crate::stdout::write(&format!(
+        "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {} runs ({failed} failed)\n\
+         wall time {wall_s:.2} s on {} threads: {:.0} runs/s, {:.2e} simulated events/s ({events} events)\n",
+        args.runs,
+        runs,
         args.jobs.unwrap_or_else(rayon::current_num_threads),
         runs as f64 / wall_s,
         events as f64 / wall_s
-    );
+    ))
+    .map_err(SweepError::Output)?;
     Ok(())
 }

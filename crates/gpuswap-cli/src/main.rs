@@ -3,12 +3,15 @@
 mod bench;
 mod check_cmd;
 mod compare;
+mod glossary;
+mod keys;
 mod limits;
 mod plot;
 mod priorities;
 mod profile_cmd;
 mod render;
 mod scenario;
+mod stdout;
 mod sweep;
 mod text;
 
@@ -18,13 +21,21 @@ mod fuzz_tests;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use gpuswap_sim::report::{Baselines, run_and_report_progress};
 use gpuswap_sim::{apps, preset};
 
 /// Simulate tenants sharing one GPU's memory and report what each one sees.
 #[derive(Parser)]
-#[command(name = "gpuswap", version, about)]
+#[command(
+    name = "gpuswap",
+    version,
+    about,
+    after_help = "Examples:\n  \
+        gpuswap compare scenarios/quickstart.toml   # what oversubscription costs, per manager\n  \
+        gpuswap init my.toml && gpuswap run my.toml # a scenario of your own\n  \
+        gpuswap metrics                             # what the figures mean"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,6 +44,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario file and print a report per tenant and for the system.
+    #[command(after_help = "Examples:\n  \
+        gpuswap run scenarios/quickstart.toml\n  \
+        gpuswap run scenarios/quickstart.toml --json | jq .system\n  \
+        gpuswap run scenarios/quickstart.toml --seed 7 --timeline vram.png\n\n\
+        Tables fit the terminal (COLUMNS, or its width): narrower than a table, they print\n\
+        one record per row. Output to a pipe or file keeps one row per line.")]
     Run {
         /// The scenario (TOML).
         scenario: PathBuf,
@@ -53,11 +70,43 @@ enum Command {
         limits: limits::LimitArgs,
     },
     /// List the device presets.
+    #[command(after_help = "Example:\n  gpuswap presets   # then: [device] preset = \"NAME\"")]
     Presets,
-    /// List the built-in apps with their memory use at the default size.
-    Apps,
+    /// List the built-in apps with their memory use at the default size, or show one app's
+    /// sizes and buffers.
+    #[command(after_help = "Examples:\n  \
+        gpuswap apps\n  \
+        gpuswap apps backprop                 # its sizes and buffer labels\n  \
+        gpuswap apps backprop --size paper")]
+    Apps {
+        /// Show this app's sizes and buffers.
+        app: Option<String>,
+        /// The input size whose buffers to show (with APP).
+        #[arg(long, default_value = "default", requires = "app")]
+        size: String,
+    },
     /// List every manager mode and policy with its parameters and what it needs.
+    #[command(
+        after_help = "Example:\n  gpuswap policies   # then: [manager] mode = \"gpuswap\", victim = ..."
+    )]
     Policies,
+    /// List every scenario key with its type, default and meaning.
+    #[command(after_help = "Example:\n  gpuswap keys | grep device.")]
+    Keys,
+    /// Write a commented scenario template with every key (to FILE, or to standard output).
+    #[command(after_help = "Examples:\n  \
+        gpuswap init my.toml && gpuswap run my.toml\n  \
+        gpuswap init > my.toml")]
+    Init {
+        /// Where to write it (default: standard output).
+        file: Option<PathBuf>,
+        /// Overwrite FILE if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// What every figure in the reports means.
+    #[command(long_about = glossary::GLOSSARY, after_help = "Example:\n  gpuswap metrics")]
+    Metrics,
     /// Profile an app's accesses per page, chunk or buffer and derive its priorities.
     Profile(profile_cmd::ProfileArgs),
     /// Run a scenario across a grid of settings and seeds in parallel; write CSV and plots.
@@ -69,6 +118,17 @@ enum Command {
     /// Test the manager under injected faults: random cases, one per seed, with crashes,
     /// failing copies, host memory running out and shuffled schedules.
     Check(check_cmd::CheckArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  \
+        gpuswap completions bash > ~/.local/share/bash-completion/completions/gpuswap\n  \
+        gpuswap completions zsh > ~/.zfunc/_gpuswap")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff).
+    #[command(after_help = "Example:\n  gpuswap man > gpuswap.1 && man ./gpuswap.1")]
+    Man,
 }
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
@@ -105,16 +165,13 @@ fn run_with_progress(
     result
 }
 
-/// Writes `text` to standard output. A reader that stops early (`| head`) is not an
-/// error, as for other command-line tools; any other write error is (a full disk).
+/// Writes `text` to standard output (see [`stdout::write`]); exit status 1 if it could
+/// not.
 fn emit(text: &str) -> ExitCode {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match stdout::write(text) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: cannot write the output: {e}");
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -184,7 +241,7 @@ fn main() -> ExitCode {
                     let text = if json {
                         serde_json::to_string_pretty(&report).expect("reports serialize") + "\n"
                     } else {
-                        render::report_table(&report)
+                        render::report_table(&report, render::terminal_width())
                     };
                     let code = emit(&text);
                     let failed = report.system.tenants_failed;
@@ -203,11 +260,76 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Presets => return emit(&render::presets_table(&preset::all())),
-        Command::Policies => return emit(&render::policies_table()),
-        Command::Apps => {
+        Command::Presets => {
+            return emit(&render::presets_table(
+                &preset::all(),
+                render::terminal_width(),
+            ));
+        }
+        Command::Policies => return emit(&render::policies_table(render::terminal_width())),
+        Command::Apps { app, size } => {
             let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
-            return emit(&render::apps_table(&apps::all(), device.shape()));
+            let width = render::terminal_width();
+            let Some(name) = app else {
+                return emit(&render::apps_table(&apps::all(), device.shape(), width));
+            };
+            let Some(model) = apps::find(&name) else {
+                let known: Vec<_> = apps::all().iter().map(|a| a.name()).collect();
+                eprintln!(
+                    "error: unknown app {name:?}; expected one of: {}",
+                    known.join(", ")
+                );
+                return ExitCode::from(EXIT_BAD_INPUT);
+            };
+            return match model.program(&size, 1, device.shape()) {
+                Ok(program) => emit(&render::app_details(model, &size, &program, width)),
+                Err(e) => {
+                    eprintln!("error: --size {size:?}: {}", e.message);
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+            };
+        }
+        Command::Keys => {
+            return emit(&render::keys_table(
+                &keys::table_rows(),
+                render::terminal_width(),
+            ));
+        }
+        Command::Init { file, force } => {
+            let text = keys::template();
+            let Some(file) = file else {
+                return emit(&text);
+            };
+            if file.exists() && !force {
+                eprintln!(
+                    "error: {} exists; pass --force to overwrite it",
+                    file.display()
+                );
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+            if let Err(e) = std::fs::write(&file, text) {
+                eprintln!("error: {}: cannot write: {e}", file.display());
+                return ExitCode::FAILURE;
+            }
+            return emit(&format!(
+                "wrote {}; run it with: gpuswap run {}\n",
+                file.display(),
+                file.display()
+            ));
+        }
+        Command::Metrics => return emit(glossary::GLOSSARY),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "gpuswap", &mut script);
+            return emit(&String::from_utf8_lossy(&script));
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut page) {
+                eprintln!("error: cannot render the manual page: {e}");
+                return ExitCode::FAILURE;
+            }
+            return emit(&String::from_utf8_lossy(&page));
         }
         Command::Profile(args) => {
             if let Err(e) = profile_cmd::run(&args) {
@@ -221,7 +343,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => return sweep_exit(sweep::run(&args)),
         Command::Compare(args) => {
             return match compare::run(&args) {
-                Ok(reports) => emit(&render::compare_table(&reports)),
+                Ok(reports) => emit(&render::compare_table(&reports, render::terminal_width())),
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::from(match e {

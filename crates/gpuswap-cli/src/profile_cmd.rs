@@ -20,6 +20,9 @@ use crate::scenario::DEFAULT_PRESET;
 
 /// The arguments of `gpuswap profile`.
 #[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    gpuswap profile backprop --granularity chunk --out profiles/backprop\n  \
+    gpuswap profile hotspot --size 1024 --png")]
 pub struct ProfileArgs {
     /// The app to profile (`gpuswap apps` lists them).
     app: String,
@@ -158,11 +161,14 @@ pub fn run(args: &ProfileArgs) -> Result<(), ProfileError> {
     })?;
     written.push(priorities_path);
 
-    print!(
-        "{}",
-        summary(&profile, &title, preset.name, chunk_bytes, &written)
-    );
-    Ok(())
+    crate::stdout::write(&summary(
+        &profile,
+        &title,
+        preset.name,
+        chunk_bytes,
+        &written,
+    ))
+    .map_err(ProfileError::Output)
 }
 
 /// What one unit is, for the y axis of the plot.

@@ -5,19 +5,42 @@ use gpuswap_sim::preset::Preset;
 use gpuswap_sim::report::{Report, jain};
 use gpuswap_sim::units::{format_bytes, format_ns};
 
-/// Lays out rows in left-aligned columns, two spaces apart, with a header rule.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+/// Narrowest output the tables are laid out for: below it, records wrap anyway.
+const MIN_WIDTH: usize = 40;
+
+/// How wide the terminal on standard output is (`COLUMNS` if set, as for other
+/// command-line tools), or `None` when output goes to a pipe or a file: then tables keep
+/// one row per line, whatever their width, for tools that read them.
+pub fn terminal_width() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+    {
+        return Some(columns);
+    }
+    terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
+}
+
+/// Lays out rows in left-aligned columns, two spaces apart, with a header rule; when
+/// that is wider than `width`, as one record per row instead (the first cell as its
+/// title, then one `header  value` line per other cell, long values wrapped).
+fn table(header: &[&str], rows: &[Vec<String>], width: Option<usize>) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
+    let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    if let Some(width) = width.filter(|w| total > *w) {
+        return records(header, rows, width.max(MIN_WIDTH));
+    }
     let line = |cells: &mut dyn Iterator<Item = &str>| {
         let text: Vec<String> = cells
             .zip(&widths)
             // Padded by hand: a `{:<w$}` width above 65535 panics in std's formatter.
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count()))))
+            .map(|(c, w)| pad(c, *w))
             .collect();
         text.join("  ").trim_end().to_owned() + "\n"
     };
@@ -30,17 +53,96 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// `text` padded with spaces to `width` characters.
+fn pad(text: &str, width: usize) -> String {
+    format!(
+        "{text}{}",
+        " ".repeat(width.saturating_sub(text.chars().count()))
+    )
+}
+
+/// The narrow layout of [`table`]: a record per row.
+fn records(header: &[&str], rows: &[Vec<String>], width: usize) -> String {
+    let label_width = header.iter().skip(1).map(|h| h.len()).max().unwrap_or(0);
+    let indent = 2 + label_width + 2;
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let title = format!("{} {}", header[0], row.first().map_or("", String::as_str));
+        out += &wrap(&title, width, 0);
+        for (h, cell) in header.iter().zip(row).skip(1) {
+            if cell.is_empty() {
+                continue;
+            }
+            let first = format!("  {}  {cell}", pad(h, label_width));
+            out += &wrap(&first, width, indent);
+        }
+    }
+    out
+}
+
+/// Breaks `text` at spaces into lines of at most `width` characters (a word longer than
+/// that gets a line of its own), continuation lines indented by `indent`.
+fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let body = text.trim_start_matches(' ');
+    let lead = text.len() - body.len();
+    let mut out = String::new();
+    let mut line = " ".repeat(lead);
+    for word in body.split(' ') {
+        let len = line.chars().count();
+        if len > indent.max(lead) && len + 1 + word.chars().count() > width {
+            out += line.trim_end();
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if len > lead {
+            line.push(' ');
+        }
+        line += word;
+    }
+    out += line.trim_end();
+    out.push('\n');
+    out
+}
+
+/// A line of `item  item  item` fields: as it is, or with the fields spread over lines
+/// of at most `width` characters.
+fn fields(items: &[String], width: Option<usize>) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for item in items.iter().filter(|i| !i.is_empty()) {
+        let fits = width.is_none_or(|w| line.chars().count() + 2 + item.chars().count() <= w);
+        if !line.is_empty() && !fits {
+            out += &line;
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line += "  ";
+        }
+        line += item;
+    }
+    out += &line;
+    out.push('\n');
+    out
+}
+
 /// Reports of the same tenants under several managers, side by side: per manager and
 /// tenant whether it ran, its slowdown and what it lost to host memory; per manager how
 /// many tenants failed and the fairness of the survivors' slowdowns.
-pub fn compare_table(reports: &[Report]) -> String {
+pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
     let Some(first) = reports.first() else {
         return String::new();
     };
-    let mut out = format!(
-        "scenario {}  seed {}  device {}\n\n",
-        first.scenario, first.seed, first.device
-    );
+    let mut out = fields(
+        &[
+            format!("scenario {}", first.scenario),
+            format!("seed {}", first.seed),
+            format!("device {}", first.device),
+        ],
+        width,
+    ) + "\n";
     let rows: Vec<Vec<String>> = reports
         .iter()
         .flat_map(|r| {
@@ -69,6 +171,7 @@ pub fn compare_table(reports: &[Report]) -> String {
             "manager", "tenant", "app", "slowdown", "evicted", "remote", "result",
         ],
         &rows,
+        width,
     );
     out += "\n";
     let rows: Vec<Vec<String>> = reports
@@ -108,12 +211,13 @@ pub fn compare_table(reports: &[Report]) -> String {
             "makespan",
         ],
         &rows,
+        width,
     );
     out
 }
 
 /// The report as tables: one row per tenant, then the system figures.
-pub fn report_table(report: &Report) -> String {
+pub fn report_table(report: &Report, width: Option<usize>) -> String {
     let rows: Vec<Vec<String>> = report
         .tenants
         .iter()
@@ -134,22 +238,36 @@ pub fn report_table(report: &Report) -> String {
         })
         .collect();
     let settings = &report.settings;
-    let mut out = format!(
-        "scenario {}  seed {}  device {}  manager {}{}\nVRAM for tenants {}  host memory {}  chunk {}  return check every {}\n\n",
-        report.scenario,
-        report.seed,
-        report.device,
-        report.manager,
-        settings
-            .policy
-            .iter()
-            .map(|p| format!(" {p}"))
-            .collect::<String>(),
-        format_bytes(settings.vram_bytes),
-        format_bytes(settings.host_bytes),
-        format_bytes(settings.chunk_bytes),
-        format_ns(settings.return_interval_ns)
+    let mut out = fields(
+        &[
+            format!("scenario {}", report.scenario),
+            format!("seed {}", report.seed),
+            format!("device {}", report.device),
+            format!(
+                "manager {}{}",
+                report.manager,
+                settings
+                    .policy
+                    .iter()
+                    .map(|p| format!(" {p}"))
+                    .collect::<String>()
+            ),
+        ],
+        width,
     );
+    out += &fields(
+        &[
+            format!("VRAM for tenants {}", format_bytes(settings.vram_bytes)),
+            format!("host memory {}", format_bytes(settings.host_bytes)),
+            format!("chunk {}", format_bytes(settings.chunk_bytes)),
+            format!(
+                "return check every {}",
+                format_ns(settings.return_interval_ns)
+            ),
+        ],
+        width,
+    );
+    out += "\n";
     out += &table(
         &[
             "tenant",
@@ -165,13 +283,19 @@ pub fn report_table(report: &Report) -> String {
             "error",
         ],
         &rows,
+        width,
     );
     if report
         .tenants
         .iter()
         .any(|t| t.eviction_latency_ns.count + t.victim_pause_ns.count > 0)
     {
-        out += "\nrelocations: allocations that evicted (latency, split summed over them) and suspensions\n";
+        out += "\n";
+        out += &wrap(
+            "relocations: allocations that evicted (latency, split summed over them) and suspensions",
+            width.unwrap_or(usize::MAX),
+            0,
+        );
         let rows: Vec<Vec<String>> = report
             .tenants
             .iter()
@@ -210,6 +334,7 @@ pub fn report_table(report: &Report) -> String {
                 "pause max",
             ],
             &rows,
+            width,
         );
     }
     let s = &report.system;
@@ -233,7 +358,7 @@ pub fn report_table(report: &Report) -> String {
     } else {
         String::new()
     };
-    out += &format!(
+    let text = format!(
         "\nmakespan {}  {over_survivors}  Jain(VRAM) {:.3}{failed_note}\n\
          link utilization: to device {:.1} %, to host {:.1} %\n",
         format_ns(s.makespan_ns),
@@ -241,11 +366,23 @@ pub fn report_table(report: &Report) -> String {
         100.0 * s.link_utilization_to_device,
         100.0 * s.link_utilization_to_host
     );
+    out += &fit(&text, width);
     out
 }
 
+/// Text whose lines are `field  field  field`, each line spread over lines of at most
+/// `width` characters if it is wider (see [`fields`]).
+fn fit(text: &str, width: Option<usize>) -> String {
+    text.lines()
+        .map(|line| {
+            let items: Vec<String> = line.split("  ").map(str::to_owned).collect();
+            fields(&items, width)
+        })
+        .collect()
+}
+
 /// The presets, one per row.
-pub fn presets_table(presets: &[Preset]) -> String {
+pub fn presets_table(presets: &[Preset], width: Option<usize>) -> String {
     let rows: Vec<Vec<String>> = presets
         .iter()
         .map(|p| {
@@ -263,6 +400,7 @@ pub fn presets_table(presets: &[Preset]) -> String {
             vec![
                 p.name.to_owned(),
                 format_bytes(p.vram_bytes),
+                format_bytes(p.host_memory_bytes),
                 format!("{:.0} GB/s", p.vram_bytes_per_s / 1e9),
                 format!(
                     "{} {:.1}/{:.1} GB/s",
@@ -284,6 +422,7 @@ pub fn presets_table(presets: &[Preset]) -> String {
         &[
             "preset",
             "vram",
+            "host memory",
             "vram bw",
             "link (h2d/d2h)",
             "copy engines",
@@ -291,12 +430,13 @@ pub fn presets_table(presets: &[Preset]) -> String {
             "description",
         ],
         &rows,
+        width,
     )
 }
 
 /// The apps, one per row, with the memory their default size allocates at most on
 /// `device` (allocations do not depend on the device; the programs need one).
-pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape) -> String {
+pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape, width: Option<usize>) -> String {
     let rows: Vec<Vec<String>> = apps
         .iter()
         .map(|a| {
@@ -307,12 +447,62 @@ pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape) -> String {
             vec![a.name().to_owned(), memory, a.description().to_owned()]
         })
         .collect();
-    table(&["app", "memory (default size)", "description"], &rows)
+    table(
+        &["app", "memory (default size)", "description"],
+        &rows,
+        width,
+    )
+}
+
+/// One app: what it is, the sizes it takes, and the buffers it allocates at `size` (the
+/// labels priorities refer to), with their sizes and kinds.
+pub fn app_details(
+    app: &dyn AppModel,
+    size: &str,
+    program: &gpuswap_sim::program::Program,
+    width: Option<usize>,
+) -> String {
+    let mut out = wrap(
+        &format!("{}: {}", app.name(), app.description()),
+        width.unwrap_or(usize::MAX),
+        2,
+    );
+    out += &wrap(
+        &format!("sizes: {}", app.sizes_help()),
+        width.unwrap_or(usize::MAX),
+        2,
+    );
+    out += "\n";
+    out += &wrap(
+        &format!(
+            "buffers at size {size:?} (peak {} allocated; the runtime adds runtime_stack, runtime_code and runtime_constant):",
+            format_bytes(program.peak_allocated_bytes())
+        ),
+        width.unwrap_or(usize::MAX),
+        0,
+    );
+    let rows: Vec<Vec<String>> = program
+        .buffers
+        .iter()
+        .map(|b| {
+            vec![
+                b.label.clone(),
+                format_bytes(b.bytes),
+                format!("{:?}", b.kind).to_lowercase(),
+            ]
+        })
+        .collect();
+    out + &table(&["label", "size", "kind"], &rows, width)
+}
+
+/// Every scenario key with its type, default and meaning (`gpuswap keys`).
+pub fn keys_table(rows: &[Vec<String>], width: Option<usize>) -> String {
+    table(&["key", "value", "default", "meaning"], rows, width)
 }
 
 /// Every manager mode, and every value of each mode's parameters, with what it needs from
 /// the device; then the launch schedulers. Built from the registry.
-pub fn policies_table() -> String {
+pub fn policies_table(width: Option<usize>) -> String {
     use gpuswap_core::registry::{POLICIES, ParamDefault, ParamKind, schedulers};
     let needs = |n: gpuswap_core::Needs| {
         let names = n.names();
@@ -362,12 +552,78 @@ pub fn policies_table() -> String {
             s.description.to_owned(),
         ]);
     }
-    table(&["setting", "value", "needs", "description"], &rows)
+    table(&["setting", "value", "needs", "description"], &rows, width)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rows() -> Vec<Vec<String>> {
+        vec![
+            vec![
+                "a".into(),
+                "backprop".into(),
+                "a long description of what it does".into(),
+            ],
+            vec!["b".into(), "hotspot".into(), String::new()],
+        ]
+    }
+
+    #[test]
+    fn a_table_wider_than_the_terminal_becomes_records() {
+        let header = ["tenant", "app", "description"];
+        let wide = table(&header, &rows(), None);
+        assert_eq!(wide.lines().count(), 4);
+        assert!(
+            wide.lines()
+                .next()
+                .unwrap()
+                .starts_with("tenant  app       description")
+        );
+        // Fits in 60 columns: unchanged.
+        assert_eq!(table(&header, &rows(), Some(60)), wide);
+        let narrow = table(&header, &rows(), Some(40));
+        assert_eq!(
+            narrow,
+            "tenant a\n  app          backprop\n  description  a long description of\n               what it does\n\ntenant b\n  app          hotspot\n"
+        );
+        assert!(narrow.lines().all(|l| l.chars().count() <= 40));
+    }
+
+    #[test]
+    fn fields_spread_over_lines_that_fit() {
+        let items: Vec<String> = ["makespan 1 s", "STP 1.000", "ANTT 1.000"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            fields(&items, None),
+            "makespan 1 s  STP 1.000  ANTT 1.000\n"
+        );
+        assert_eq!(
+            fields(&items, Some(25)),
+            "makespan 1 s  STP 1.000\nANTT 1.000\n"
+        );
+    }
+
+    proptest::proptest! {
+        /// Wrapped lines fit the width, unless one word alone is wider; no word is lost.
+        #[test]
+        fn wrapped_lines_fit_and_keep_every_word(
+            words in proptest::collection::vec("[a-z]{1,12}", 1..40),
+            width in 20usize..100,
+            indent in 0usize..10,
+        ) {
+            let text = words.join(" ");
+            let wrapped = wrap(&text, width, indent);
+            for line in wrapped.lines() {
+                let fits = line.chars().count() <= width;
+                proptest::prop_assert!(fits || !line.trim().contains(' '), "{line:?}");
+            }
+            let back: Vec<&str> = wrapped.split_whitespace().collect();
+            proptest::prop_assert_eq!(back, words.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn cells_wider_than_the_formatters_limit_are_laid_out() {
@@ -376,6 +632,7 @@ mod tests {
         let text = table(
             &["name", "app"],
             &[vec![wide.clone(), "a".into()], vec!["b".into(), "c".into()]],
+            None,
         );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[2], format!("{wide}  a"));

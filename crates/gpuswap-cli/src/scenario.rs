@@ -7,6 +7,7 @@
 //! vram_limit = "100MiB"     # VRAM available to tenants (default: all the preset has)
 //! # or: memory_limit = "120MiB", the GPUswap papers' limit: the driver's own
 //! # structures count against it, tenants get the rest
+//! host_memory = "16GiB"     # host memory for evicted chunks (default: the preset's)
 //! [manager]
 //! mode = "native"
 //! [[tenant]]
@@ -17,7 +18,7 @@
 //! start = "0s"
 //! ```
 //!
-//! Every mistake becomes a [`ScenarioError`] naming the file, the key (and line) and what
+//! `gpuswap keys` lists every key ([`crate::keys`]). Every mistake becomes a [`ScenarioError`] naming the file, the key (and line) and what
 //! was expected.
 
 use std::path::{Path, PathBuf};
@@ -91,6 +92,7 @@ struct DeviceTable {
     preset: Option<Spanned<String>>,
     vram_limit: Option<Spanned<String>>,
     memory_limit: Option<Spanned<String>>,
+    host_memory: Option<Spanned<String>>,
 }
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
@@ -143,46 +145,20 @@ impl Scenario {
 /// Default preset when a scenario names none: the GPUswap testbed.
 pub const DEFAULT_PRESET: &str = "gtx480";
 
-/// Keys of the `[device]` table.
-pub const DEVICE_KEYS: &[&str] = &["preset", "vram_limit", "memory_limit"];
-/// Keys every `[manager]` table takes; each mode adds its own (the registry's).
-pub const MANAGER_KEYS: &[&str] = &["mode", "chunk_size", "return_interval"];
-/// Keys of a `[[tenant]]` table.
-pub const TENANT_KEYS: &[&str] = &[
-    "name",
-    "app",
-    "size",
-    "repeat",
-    "start",
-    "priorities_file",
-    "priorities",
-    "chunk_priorities",
-];
-
 /// Whether `key` exists in `section` (`device`, `manager` or `tenant`), for checking a
-/// sweep's keys before any run; the error lists what exists.
+/// sweep's keys before any run; the error lists what exists (from [`crate::keys`]).
 pub fn check_key(section: &str, key: &str) -> Result<(), String> {
-    let mode_keys = || {
-        gpuswap_core::registry::POLICIES
-            .iter()
-            .flat_map(|p| p.params.iter().map(|s| s.key))
-    };
-    let known: Vec<&str> = match section {
-        "device" => DEVICE_KEYS.to_vec(),
-        "manager" => MANAGER_KEYS.iter().copied().chain(mode_keys()).collect(),
-        "tenant" => TENANT_KEYS.to_vec(),
-        _ => return Ok(()),
-    };
-    // Entries of a tenant's priority tables are buffer labels: any name.
-    if known.contains(&key) {
+    if !["device", "manager", "tenant"].contains(&section) {
         return Ok(());
     }
-    let mut listed = known.clone();
-    listed.sort_unstable();
-    listed.dedup();
+    let known = crate::keys::in_section(section);
+    // Entries of a tenant's priority tables are buffer labels: any name.
+    if known.iter().any(|k| k == key) {
+        return Ok(());
+    }
     Err(format!(
         "{section}.{key} is not a scenario key; expected one of: {}",
-        listed
+        known
             .iter()
             .map(|k| format!("{section}.{k}"))
             .collect::<Vec<_>>()
@@ -277,6 +253,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             }
             bytes - preset.driver_reserved_bytes
         }
+    };
+
+    let host_bytes = match &file.device.host_memory {
+        None => preset.host_memory_bytes,
+        Some(size) => parse_bytes(size.get_ref()).map_err(|e| {
+            value_error(
+                "device.host_memory".into(),
+                Some(size.span()),
+                e.to_string(),
+            )
+        })?,
     };
 
     let policy = policy_settings(&file.manager, file.tenant.len(), &preset, &value_error)?;
@@ -439,10 +426,76 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             }
             priorities.insert(label.clone(), *priority.get_ref());
         }
+        // Chunks per buffer label at this chunk size: lists for priority-chunk must fit.
+        let runtime_bytes = [
+            preset.runtime_stack_bytes,
+            preset.runtime_code_bytes,
+            preset.runtime_constant_bytes,
+        ];
+        let chunks_of = |label: &str| {
+            let bytes = labels[..3]
+                .iter()
+                .zip(runtime_bytes)
+                .find(|(l, _)| *l == label)
+                .map(|(_, b)| b)
+                .or_else(|| {
+                    program
+                        .buffers
+                        .iter()
+                        .find(|b| b.label == label)
+                        .map(|b| b.bytes)
+                })
+                .unwrap_or(0);
+            bytes.div_ceil(chunk_bytes) as usize
+        };
+        let per_chunk = policy.uses_chunk_priorities();
+        if per_chunk && let Some(file) = &t.priorities_file {
+            // The profiler writes one entry per chunk: another count means the file was
+            // made for another chunk size or input size, and would apply wrongly.
+            let made_for = || {
+                format!(
+                    "made for {} at size {}",
+                    from_file.app.as_deref().unwrap_or("an unnamed app"),
+                    from_file.size.as_deref().unwrap_or("unknown")
+                )
+            };
+            if let Some((label, list)) = from_file
+                .chunk_priorities
+                .iter()
+                .find(|(label, list)| list.len() != chunks_of(label))
+            {
+                return Err(value_error(
+                    key("priorities_file"),
+                    Some(file.span()),
+                    format!(
+                        "chunk_priorities.{label} has {} entries, but {label} has {} chunks of {} at size {size:?} ({}); regenerate it with gpuswap profile {} --size {size} --chunk-size {}",
+                        list.len(),
+                        chunks_of(label),
+                        format_bytes(chunk_bytes),
+                        made_for(),
+                        app.name(),
+                        format_bytes(chunk_bytes).replace(' ', "").replace(".0", "")
+                    ),
+                ));
+            }
+        }
         let mut chunk_priorities = from_file.chunk_priorities;
         for (label, list) in &t.chunk_priorities {
             if !labels.contains(label) {
                 return Err(unknown_label("chunk_priorities", label, list.span()));
+            }
+            // Shorter lists are allowed: missing chunks take the buffer's priority.
+            if per_chunk && list.get_ref().len() > chunks_of(label) {
+                return Err(value_error(
+                    key(&format!("chunk_priorities.{label}")),
+                    Some(list.span()),
+                    format!(
+                        "expected at most {} entries, one per {} chunk of {label} at size {size:?}; got {}",
+                        chunks_of(label),
+                        format_bytes(chunk_bytes),
+                        list.get_ref().len()
+                    ),
+                ));
             }
             chunk_priorities.insert(label.clone(), list.get_ref().clone());
         }
@@ -464,6 +517,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         config: {
             let mut config = SimConfig::new(preset, tenant_vram_bytes, policy, tenants);
             config.manager.chunk_bytes = chunk_bytes;
+            config.manager.host_bytes = host_bytes;
             config.manager.return_interval_ns = return_interval_ns;
             config.manager.seed = seed;
             config

@@ -215,11 +215,11 @@ fn missing_file_is_named() {
 #[test]
 fn the_key_lists_a_sweep_checks_against_are_the_parsers_keys() {
     // Every listed key is one the parser knows (a wrong value, not an unknown key).
-    for key in DEVICE_KEYS {
+    for key in crate::keys::in_section("device") {
         let e = error(&format!("[device]\n{key} = 17\n{TENANT}"));
         assert!(!e.contains("unknown field"), "{key}: {e}");
     }
-    for key in TENANT_KEYS {
+    for key in crate::keys::in_section("tenant") {
         let e = check(&format!("[[tenant]]\napp = \"stream\"\n{key} = true\n"))
             .err()
             .map(|e| e.to_string())
@@ -237,4 +237,62 @@ fn the_key_lists_a_sweep_checks_against_are_the_parsers_keys() {
     let e = error(&format!("[device]\nvram_limt = \"1GiB\"\n{TENANT}"));
     assert!(e.contains("unknown field"), "{e}");
     assert!(check_key("device", "vram_limt").is_err());
+}
+
+#[test]
+fn host_memory_is_settable() {
+    let s = check(&format!("[device]\nhost_memory = \"2GiB\"\n{TENANT}")).unwrap();
+    assert_eq!(s.config.manager.host_bytes, 2048 * MIB);
+    let default = check(TENANT).unwrap();
+    assert_eq!(
+        default.config.manager.host_bytes,
+        default.config.preset.host_memory_bytes
+    );
+    let e = error(&format!("[device]\nhost_memory = \"2 lots\"\n{TENANT}"));
+    assert!(e.contains("device.host_memory (line 2)"), "{e}");
+}
+
+#[test]
+fn chunk_priorities_made_for_another_chunk_size_are_refused_where_they_apply() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-chunkprio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // backprop's input_hidden_weights is 68 MiB: 17 chunks of 4 MiB, 9 of 8 MiB.
+    let list = vec!["1"; 17].join(", ");
+    std::fs::write(
+        dir.join("p.toml"),
+        format!(
+            "app = \"backprop\"\nsize = \"default\"\n[chunk_priorities]\ninput_hidden_weights = [{list}]\n"
+        ),
+    )
+    .unwrap();
+    let scenario = |chunk: &str, policy: &str| {
+        format!(
+            "[manager]\nmode = \"gpuswap\"\nchunk_size = \"{chunk}\"\nchunk_policy = \"{policy}\"\n\
+             [[tenant]]\napp = \"backprop\"\npriorities_file = \"p.toml\"\n"
+        )
+    };
+    let parse_in = |text: String| parse(&dir.join("s.toml"), &text);
+    assert!(parse_in(scenario("4MiB", "priority-chunk")).is_ok());
+    let e = parse_in(scenario("8MiB", "priority-chunk"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tenant[0].priorities_file")
+            && e.contains("has 17 entries, but input_hidden_weights has 9 chunks of 8.0 MiB")
+            && e.contains("--chunk-size 8MiB"),
+        "{e}"
+    );
+    // A policy that does not read chunk priorities does not care.
+    assert!(parse_in(scenario("8MiB", "priority-buffer")).is_ok());
+    // Inline lists may be shorter (the rest take the buffer's priority), not longer.
+    let inline = |n: usize| {
+        format!(
+            "[manager]\nmode = \"gpuswap\"\nchunk_policy = \"priority-chunk\"\n\
+             [[tenant]]\napp = \"backprop\"\nchunk_priorities = {{ input_units = [{}] }}\n",
+            vec!["1"; n].join(", ")
+        )
+    };
+    assert!(check(&inline(1)).is_ok());
+    let e = error(&inline(2));
+    assert!(e.contains("expected at most 1 entries"), "{e}");
 }

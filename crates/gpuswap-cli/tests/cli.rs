@@ -3,9 +3,21 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Runs the binary with output to a pipe (wide tables, whatever `COLUMNS` the tests
+/// inherit).
 fn gpuswap(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpuswap"))
         .args(args)
+        .env_remove("COLUMNS")
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs the binary as on a terminal `columns` wide.
+fn gpuswap_in(columns: usize, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(args)
+        .env("COLUMNS", columns.to_string())
         .output()
         .expect("the binary runs")
 }
@@ -795,4 +807,213 @@ fn check_runs_seeds_and_names_how_to_reproduce_one() {
             .code(),
         Some(2)
     );
+}
+
+#[test]
+fn output_fits_a_narrow_terminal() {
+    let quickstart = repo_file("scenarios/quickstart.toml");
+    for args in [
+        vec!["run", quickstart.as_str()],
+        vec!["compare", quickstart.as_str()],
+        vec!["presets"],
+        vec!["policies"],
+        vec!["apps"],
+        vec!["apps", "backprop"],
+        vec!["keys"],
+        vec!["metrics"],
+    ] {
+        let wide = stdout(&gpuswap(&args));
+        let out = gpuswap_in(80, &args);
+        assert!(out.status.success(), "{args:?}");
+        let text = stdout(&out);
+        let longest = text.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(longest <= 80, "{args:?}: a line of {longest} columns");
+        // The same figures, laid out differently.
+        assert_eq!(
+            text.split_whitespace()
+                .filter(|w| w.ends_with("MiB"))
+                .count(),
+            wide.split_whitespace()
+                .filter(|w| w.ends_with("MiB"))
+                .count(),
+            "{args:?}"
+        );
+    }
+    // Piped, a table keeps one row per line however wide.
+    let presets = stdout(&gpuswap(&["presets"]));
+    assert!(presets.lines().any(|l| l.chars().count() > 150));
+}
+
+#[test]
+fn keys_and_init_cover_every_scenario_key_and_the_template_runs() {
+    let keys = stdout(&gpuswap(&["keys"]));
+    for key in [
+        "seed",
+        "device.host_memory",
+        "manager.chunk_size",
+        "manager.victim",
+        "manager.tenants",
+        "tenant.priorities_file",
+        "sweep.vary",
+    ] {
+        assert!(
+            keys.lines().any(|l| l.starts_with(&format!("{key} "))),
+            "{key} missing"
+        );
+    }
+    let template = stdout(&gpuswap(&["init"]));
+    // Every key is in the template, set or commented.
+    for line in keys.lines().skip(2) {
+        let key = line.split_whitespace().next().unwrap();
+        let name = key.rsplit('.').next().unwrap();
+        assert!(
+            template.contains(&format!("{name} = ")),
+            "{key} not in the template"
+        );
+    }
+    let file = temp_scenario("init.toml", "");
+    std::fs::remove_file(&file).unwrap();
+    let path = file.to_string_lossy().into_owned();
+    let out = gpuswap(&["init", &path]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), template);
+    // It does not overwrite without --force.
+    let again = gpuswap(&["init", &path]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("--force"));
+    assert!(gpuswap(&["init", &path, "--force"]).status.success());
+    // And it runs as it is, oversubscribed: gpuswap evicts.
+    let out = gpuswap(&["run", &path, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let evicted: u64 = report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["bytes_evicted"].as_u64().unwrap())
+        .sum();
+    assert!(evicted > 0);
+}
+
+#[test]
+fn host_memory_is_shown_and_settable() {
+    let presets = stdout(&gpuswap(&["presets"]));
+    assert!(presets.lines().next().unwrap().contains("host memory"));
+    assert!(presets.contains("16.0 GiB"));
+    let scenario = temp_scenario(
+        "host.toml",
+        "[device]\nvram_limit = \"300MiB\"\nhost_memory = \"1MiB\"\n[manager]\nmode = \"gpuswap\"\n\
+         [[tenant]]\napp = \"backprop\"\n[[tenant]]\napp = \"hotspot\"\nstart = \"20ms\"\n",
+    );
+    let out = gpuswap(&["run", &scenario.to_string_lossy()]);
+    let text = stdout(&out);
+    assert!(text.contains("host memory 1.0 MiB"), "{text}");
+    // Too little host memory to evict into: the newcomer fails, and says why.
+    assert!(text.contains("out of host memory"), "{text}");
+    let bad = temp_scenario(
+        "host-bad.toml",
+        "[device]\nhost_memory = \"lots\"\n[[tenant]]\napp = \"stream\"\n",
+    );
+    let out = gpuswap(&["run", &bad.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("device.host_memory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn apps_app_shows_sizes_and_buffer_labels() {
+    let out = gpuswap(&["apps", "backprop"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("sizes: default"), "{text}");
+    assert!(text.contains("input_hidden_weights  68.0 MiB"), "{text}");
+    let small = stdout(&gpuswap(&["apps", "backprop", "--size", "rodinia"]));
+    assert!(!small.contains("68.0 MiB"), "{small}");
+    let out = gpuswap(&["apps", "backprp"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("expected one of"));
+    assert_eq!(
+        gpuswap(&["apps", "backprop", "--size", "huge"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn the_metrics_glossary_is_the_readmes() {
+    let glossary = stdout(&gpuswap(&["metrics"]));
+    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
+    assert!(
+        readme.contains(&glossary),
+        "README's glossary differs from gpuswap metrics"
+    );
+    for term in [
+        "STP",
+        "ANTT",
+        "Jain(slowdown)",
+        "local / remote",
+        "slowdown",
+    ] {
+        assert!(glossary.contains(term), "{term}");
+    }
+    let help = stdout(&gpuswap(&["help", "metrics"]));
+    assert!(help.contains("ANTT"), "{help}");
+}
+
+#[test]
+fn every_command_has_examples_completions_and_a_man_page() {
+    let top = stdout(&gpuswap(&["--help"]));
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().to_owned())
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 14, "{commands:?}");
+    for command in &commands {
+        let help = stdout(&gpuswap(&[command, "--help"]));
+        assert!(help.contains("Example"), "{command} --help has no example");
+    }
+    let bash = stdout(&gpuswap(&["completions", "bash"]));
+    assert!(
+        bash.contains("_gpuswap()") && bash.contains("sweep"),
+        "{bash}"
+    );
+    let man = stdout(&gpuswap(&["man"]));
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH gpuswap"),
+        "{man}"
+    );
+    assert_eq!(gpuswap(&["completions", "tcsh"]).status.code(), Some(2));
+}
+
+#[test]
+fn sweep_dry_run_sizes_the_sweep_and_writes_nothing() {
+    let out_dir = std::env::temp_dir().join(format!("gpuswap-dry-{}", std::process::id()));
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/quickstart.toml"),
+        "--vary",
+        "device.vram_limit=100MiB..500MiB step 100MiB",
+        "--runs",
+        "3",
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--dry-run",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("5 grid points x 3 seeds = 15 runs over device.vram_limit (5 values)"),
+        "{text}"
+    );
+    assert!(text.contains("point 0: one run took") && text.contains("point 4: one run took"));
+    assert!(text.contains("estimate: about"), "{text}");
+    assert!(!out_dir.exists(), "a dry run wrote {}", out_dir.display());
 }

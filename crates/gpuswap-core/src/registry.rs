@@ -384,6 +384,18 @@ impl PolicySettings {
             .collect()
     }
 
+    /// Whether the chosen chunk policy reads per-chunk priorities (`priority-chunk`):
+    /// only then must priority lists match the buffers' chunks.
+    pub fn uses_chunk_priorities(&self) -> bool {
+        self.values.iter().any(|(key, value)| {
+            *key == CHUNK_PARAM.key
+                && CHUNKS.iter().any(|c| {
+                    *value == ParamValue::Choice(c.choice.name)
+                        && (c.build)().per_chunk_priorities()
+                })
+        })
+    }
+
     /// What the policy with these settings needs from the device.
     pub fn needs(&self) -> Needs {
         self.chosen()

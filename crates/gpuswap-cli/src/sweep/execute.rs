@@ -95,7 +95,13 @@ impl Plan {
     }
 
     /// Run `run` of point `index`, reduced to what the outputs need of its report.
-    fn run_point(&self, index: usize, run: u32, baselines: &Baselines, tenants: &[String]) -> Row {
+    pub(super) fn run_point(
+        &self,
+        index: usize,
+        run: u32,
+        baselines: &Baselines,
+        tenants: &[String],
+    ) -> Row {
         let mut table = self.table.clone();
         for (axis, value) in self.axes.iter().zip(&self.points[index]) {
             apply(&mut table, &axis.key, value);

@@ -48,6 +48,10 @@ pub enum SweepError {
 
 /// Settings of a sweep from the command line.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    gpuswap sweep scenarios/repro/backprop-memory.toml --out results/backprop --png\n  \
+    gpuswap sweep scenarios/quickstart.toml --vary \"device.vram_limit=100MiB..500MiB step 100MiB\" --runs 5\n  \
+    gpuswap sweep scenarios/quickstart.toml --vary manager.chunk_policy=random,priority-buffer --dry-run")]
 pub struct SweepArgs {
     /// The scenario (TOML), optionally with a `[sweep]` table.
     pub scenario: PathBuf,
@@ -75,6 +79,10 @@ pub struct SweepArgs {
     /// Exit with status 1 when a run failed or ended with a failed tenant.
     #[arg(long)]
     pub fail_on_error: bool,
+    /// Check the sweep and say how big it is and about how long it will take (one run
+    /// of its first and last points is timed); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Bounds of every run.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
@@ -90,6 +98,9 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
+    if args.dry_run {
+        return crate::stdout::write(&dry_run(&plan, &out, args.jobs)).map_err(SweepError::Output);
+    }
     prepare_out(&out, args.force)?;
     let tenants = plan.tenants();
     let mut outputs = output::Outputs::create(&out, &plan.axes, &plan.points, &tenants)?;
@@ -98,16 +109,65 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     })?;
     let (runs, failed, tenant_failed) = (outputs.runs, outputs.failed, outputs.tenant_failed);
     outputs.finish(args.png)?;
-    println!(
-        "{runs} runs ({} grid points x {} seeds): {failed} failed, {tenant_failed} more ended with a failed tenant; wrote {}",
+    crate::stdout::write(&format!(
+        "{runs} runs ({} grid points x {} seeds): {failed} failed, {tenant_failed} more ended with a failed tenant; wrote {}\n",
         plan.points.len(),
         plan.runs,
         out.display()
-    );
+    ))
+    .map_err(SweepError::Output)?;
     if args.fail_on_error && failed + tenant_failed > 0 {
         return Err(SweepError::Failures(failed + tenant_failed));
     }
     Ok(())
+}
+
+/// What `--dry-run` says: the grid, the runs, and a wall-time estimate from timing one
+/// run of the first and of the last point (their solo baselines included, as the sweep
+/// computes them too).
+fn dry_run(plan: &Plan, out: &Path, jobs: Option<usize>) -> String {
+    let axes: Vec<String> = plan
+        .axes
+        .iter()
+        .map(|a| format!("{} ({} values)", a.key, a.values.len()))
+        .collect();
+    let runs = plan.points.len() * plan.runs as usize;
+    let mut text = format!(
+        "{} grid points x {} seeds = {runs} runs over {}; would write {} (results.csv, summary.csv, plots)\n",
+        plan.points.len(),
+        plan.runs,
+        if axes.is_empty() {
+            "no varied key".to_owned()
+        } else {
+            axes.join(", ")
+        },
+        out.display()
+    );
+    let baselines = gpuswap_sim::report::Baselines::default();
+    let tenants = plan.tenants();
+    let mut samples = vec![0];
+    if plan.points.len() > 1 {
+        samples.push(plan.points.len() - 1);
+    }
+    let mut seconds = Vec::new();
+    for point in samples {
+        let started = std::time::Instant::now();
+        let row = plan.run_point(point, 0, &baselines, &tenants);
+        let s = started.elapsed().as_secs_f64();
+        let result = match &row.result {
+            Ok(_) => "ran".to_owned(),
+            Err(e) => format!("failed: {e}"),
+        };
+        text += &format!("point {point}: one run took {s:.2} s here ({result})\n");
+        seconds.push(s);
+    }
+    let threads = jobs.unwrap_or_else(rayon::current_num_threads).max(1);
+    let mean_s = seconds.iter().sum::<f64>() / seconds.len() as f64;
+    text += &format!(
+        "estimate: about {:.1} s on {threads} threads (points differ: a rough guide)\n",
+        mean_s * runs as f64 / threads as f64
+    );
+    text
 }
 
 /// Whether a file is one a sweep writes: its CSVs and plots.

@@ -128,6 +128,8 @@ impl<'a> Outputs<'a> {
                 .write_record(results_record(row, &self.points[p], self.columns))
                 .map_err(|e| io_error(&path, &e))?;
         }
+        // On disk at once: a sweep killed later keeps every finished point's rows.
+        self.results.flush().map_err(|e| io_error(&path, &e))?;
         let stats = point_stats(rows);
         let failed = rows.iter().filter(|r| r.result.is_err()).count();
         let mut cells = vec![p.to_string()];

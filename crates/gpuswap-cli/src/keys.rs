@@ -1,0 +1,258 @@
+//! Every key a scenario file takes, with its type, default and meaning: the one list
+//! behind `gpuswap keys`, `gpuswap init` and the sweep's key checks. The mode parameters
+//! come from the core's registry, so a new policy parameter appears here by itself.
+
+use gpuswap_core::registry::{POLICIES, ParamDefault, ParamKind};
+
+/// One scenario key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySpec {
+    /// Its path: `seed`, `device.preset`, `tenant.app`, `sweep.runs`.
+    pub path: String,
+    /// What it takes (with the unit).
+    pub value: String,
+    /// Its value when left out.
+    pub default: String,
+    /// What it sets.
+    pub help: String,
+}
+
+/// Keys that do not depend on the mode: (path, value, default, help).
+const FIXED: &[(&str, &str, &str, &str)] = &[
+    (
+        "seed",
+        "whole number",
+        "0",
+        "seed of every random choice of the run (gpuswap run --seed overrides it)",
+    ),
+    (
+        "device.preset",
+        "preset name (gpuswap presets)",
+        "gtx480",
+        "the simulated GPU",
+    ),
+    (
+        "device.vram_limit",
+        "size: B, KiB, MiB, GiB",
+        "all the preset has for tenants",
+        "VRAM available to tenants (the driver's own VRAM not included)",
+    ),
+    (
+        "device.memory_limit",
+        "size: B, KiB, MiB, GiB",
+        "unset",
+        "instead of vram_limit: VRAM with the driver's own structures in it (the GPUswap papers' limit)",
+    ),
+    (
+        "device.host_memory",
+        "size: B, KiB, MiB, GiB",
+        "the preset's (gpuswap presets)",
+        "host memory that can hold evicted or host-placed chunks; allocations fail beyond it",
+    ),
+    (
+        "manager.mode",
+        "mode name (gpuswap policies)",
+        "native",
+        "the memory manager",
+    ),
+    (
+        "manager.chunk_size",
+        "size, at least 4KiB",
+        "4MiB",
+        "unit of accounting and relocation",
+    ),
+    (
+        "manager.return_interval",
+        "duration: ns, us, ms, s",
+        "50ms",
+        "period of gpuswap's return check and of access-rate measurements",
+    ),
+    (
+        "tenant.name",
+        "text, at most 64 characters, unique",
+        "the app's name and the tenant's index (backprop0)",
+        "name in reports",
+    ),
+    (
+        "tenant.app",
+        "app name (gpuswap apps)",
+        "required",
+        "what the tenant runs",
+    ),
+    (
+        "tenant.size",
+        "the app's input size (gpuswap apps APP)",
+        "default",
+        "input size of the app",
+    ),
+    (
+        "tenant.repeat",
+        "whole number, at least 1",
+        "1",
+        "how often the app's main computation runs",
+    ),
+    (
+        "tenant.start",
+        "duration: ns, us, ms, s",
+        "0s",
+        "when the tenant starts",
+    ),
+    (
+        "tenant.priorities_file",
+        "path, relative to the scenario; {app} stands for the app",
+        "unset",
+        "buffer and chunk priorities as written by gpuswap profile",
+    ),
+    (
+        "tenant.priorities",
+        "table: buffer label = whole number",
+        "stack lowest, system buffers highest, others medium",
+        "buffer priorities for the priority chunk policies (higher stays in VRAM longer)",
+    ),
+    (
+        "tenant.chunk_priorities",
+        "table: buffer label = list of whole numbers",
+        "the buffer's priority",
+        "per-chunk priorities (priority-chunk)",
+    ),
+    (
+        "sweep.runs",
+        "whole number, at least 1",
+        "1",
+        "seeds per grid point (gpuswap sweep --runs overrides it)",
+    ),
+    (
+        "sweep.vary",
+        "table: key = [values] or \"FROM..TO step STEP\"",
+        "unset",
+        "the grid of gpuswap sweep (a single run runs the file's own values)",
+    ),
+];
+
+/// Every scenario key: the fixed ones, then each mode's parameters (`manager.KEY`, once
+/// per key even when several modes take it).
+pub fn all() -> Vec<KeySpec> {
+    let mut keys: Vec<KeySpec> = FIXED
+        .iter()
+        .map(|(path, value, default, help)| KeySpec {
+            path: (*path).to_owned(),
+            value: (*value).to_owned(),
+            default: (*default).to_owned(),
+            help: (*help).to_owned(),
+        })
+        .collect();
+    for entry in POLICIES {
+        for param in entry.params {
+            let path = format!("manager.{}", param.key);
+            if keys.iter().any(|k| k.path == path) {
+                continue;
+            }
+            let value = match param.kind {
+                ParamKind::Choice(options) => {
+                    let names: Vec<_> = options().iter().map(|c| c.name).collect();
+                    names.join(" | ")
+                }
+                ParamKind::Count => "whole number, at least 1".to_owned(),
+            };
+            let default = match param.default {
+                ParamDefault::Choice(name) => name.to_owned(),
+                ParamDefault::TenantCount => "the number of tenants".to_owned(),
+            };
+            keys.push(KeySpec {
+                path,
+                value,
+                default,
+                help: format!("{} (mode {})", param.help, entry.choice.name),
+            });
+        }
+    }
+    keys
+}
+
+/// The keys of one section (`device`, `manager`, `tenant`), without the section.
+pub fn in_section(section: &str) -> Vec<String> {
+    all()
+        .into_iter()
+        .filter_map(|k| {
+            k.path
+                .strip_prefix(section)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// A scenario template with every key, commented: what `gpuswap init` writes. Its
+/// uncommented lines make a small oversubscribed scenario that runs as it is.
+pub fn template() -> String {
+    let keys = all();
+    let doc = |path: &str| {
+        let k = keys.iter().find(|k| k.path == path).expect("listed");
+        format!("# {}. {}; default: {}.\n", k.help, k.value, k.default)
+    };
+    let commented = |path: &str, example: &str| {
+        let key = path.rsplit('.').next().expect("a path has a key");
+        format!("{}# {key} = {example}\n", doc(path))
+    };
+    let set = |path: &str, value: &str| {
+        let key = path.rsplit('.').next().expect("a path has a key");
+        format!("{}{key} = {value}\n", doc(path))
+    };
+    let mut out = String::from(
+        "# A gpuswap scenario: two tenants that together want more VRAM than the device has.\n\
+         # `gpuswap run FILE` runs it; `gpuswap compare FILE` runs it under every manager;\n\
+         # `gpuswap keys` lists every key. Sizes take B, KiB, MiB, GiB; durations ns, us, ms, s.\n\n",
+    );
+    out += &set("seed", "42");
+    out += "\n[device]\n";
+    out += &set("device.preset", "\"gtx480\"");
+    out += &set("device.vram_limit", "\"300MiB\"");
+    out += &commented("device.memory_limit", "\"320MiB\"");
+    out += &commented("device.host_memory", "\"16GiB\"");
+    out += "\n[manager]\n";
+    out += &set("manager.mode", "\"gpuswap\"");
+    out += &commented("manager.chunk_size", "\"4MiB\"");
+    out += &commented("manager.return_interval", "\"50ms\"");
+    for k in keys.iter().filter(|k| {
+        k.path.starts_with("manager.") && !FIXED.iter().any(|(path, ..)| *path == k.path)
+    }) {
+        let key = k.path.trim_start_matches("manager.");
+        let example = match k.default.parse::<u64>() {
+            Ok(n) => n.to_string(),
+            Err(_) if k.default.contains(' ') => "2".to_owned(),
+            Err(_) => format!("\"{}\"", k.default),
+        };
+        out += &format!(
+            "# {}. {}; default: {}.\n# {key} = {example}\n",
+            k.help, k.value, k.default
+        );
+    }
+    for (name, app, start) in [("a", "backprop", "0s"), ("b", "hotspot", "20ms")] {
+        out += "\n[[tenant]]\n";
+        out += &set("tenant.name", &format!("\"{name}\""));
+        out += &set("tenant.app", &format!("\"{app}\""));
+        out += &commented("tenant.size", "\"default\"");
+        out += &set("tenant.repeat", "10");
+        out += &set("tenant.start", &format!("\"{start}\""));
+        if name == "a" {
+            out += &commented("tenant.priorities_file", "\"priorities/{app}.toml\"");
+            out += &commented("tenant.priorities", "{ input_units = 80 }");
+            out += &commented("tenant.chunk_priorities", "{ input_units = [80, 20] }");
+        }
+    }
+    out += "\n# For gpuswap sweep: a grid over any keys above.\n# [sweep]\n";
+    out += &commented("sweep.runs", "5");
+    out += &commented(
+        "sweep.vary",
+        "{ \"device.vram_limit\" = \"200MiB..500MiB step 100MiB\" }",
+    );
+    out
+}
+
+/// The keys as a table for `gpuswap keys`.
+pub fn table_rows() -> Vec<Vec<String>> {
+    all()
+        .into_iter()
+        .map(|k| vec![k.path, k.value, k.default, k.help])
+        .collect()
+}
