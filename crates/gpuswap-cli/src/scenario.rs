@@ -75,7 +75,9 @@ pub enum ScenarioError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    seed: Option<u64>,
+    /// An integer as TOML defines them (64-bit signed), so that `run` and `sweep`, which
+    /// reads the file as a TOML table, accept the same seeds.
+    seed: Option<Spanned<i64>>,
     #[serde(default)]
     device: DeviceTable,
     #[serde(default)]
@@ -507,7 +509,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         });
     }
 
-    let seed = file.seed.unwrap_or(0);
+    let seed = match &file.seed {
+        None => 0,
+        Some(seed) => u64::try_from(*seed.get_ref()).map_err(|_| {
+            value_error(
+                "seed".into(),
+                Some(seed.span()),
+                format!(
+                    "expected a whole number from 0 to {} (TOML's integer range), got {}",
+                    i64::MAX,
+                    seed.get_ref()
+                ),
+            )
+        })?,
+    };
     Ok(Scenario {
         has_sweep: file.sweep.is_some(),
         name: path

@@ -296,3 +296,17 @@ fn chunk_priorities_made_for_another_chunk_size_are_refused_where_they_apply() {
     let e = error(&inline(2));
     assert!(e.contains("expected at most 1 entries"), "{e}");
 }
+
+#[test]
+fn seeds_are_toml_integers_for_run_and_sweep_alike() {
+    let max = check(&format!("seed = {}\n{TENANT}", i64::MAX)).unwrap();
+    assert_eq!(max.seed, i64::MAX as u64);
+    let e = error(&format!("seed = -1\n{TENANT}"));
+    assert!(
+        e.contains("seed (line 1): expected a whole number from 0 to"),
+        "{e}"
+    );
+    // Beyond TOML's range: refused by the TOML reader, as `sweep` refuses it.
+    let e = error(&format!("seed = {}\n{TENANT}", u64::MAX));
+    assert!(e.contains("line 1"), "{e}");
+}
