@@ -6,6 +6,7 @@ mod compare;
 mod glossary;
 mod keys;
 mod limits;
+mod place_cmd;
 mod plot;
 mod priorities;
 mod profile_cmd;
@@ -118,6 +119,9 @@ enum Command {
     /// Test the manager under injected faults: random cases, one per seed, with crashes,
     /// failing copies, host memory running out and shuffled schedules.
     Check(check_cmd::CheckArgs),
+    /// Place vGPUs in graphics memory slots with one algorithm and count the copies it
+    /// costs (gvirt, gscale, dymgpu-size, dymgpu-util).
+    Place(place_cmd::PlaceArgs),
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  \
         gpuswap completions bash > ~/.local/share/bash-completion/completions/gpuswap\n  \
@@ -318,6 +322,15 @@ fn main() -> ExitCode {
             ));
         }
         Command::Metrics => return emit(glossary::GLOSSARY),
+        Command::Place(args) => {
+            return match place_cmd::run(&args) {
+                Ok(text) => emit(&text),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+            };
+        }
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "gpuswap", &mut script);

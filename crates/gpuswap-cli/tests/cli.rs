@@ -1017,3 +1017,94 @@ fn sweep_dry_run_sizes_the_sweep_and_writes_nothing() {
     assert!(text.contains("estimate: about"), "{text}");
     assert!(!out_dir.exists(), "a dry run wrote {}", out_dir.display());
 }
+
+#[test]
+fn place_computes_the_spec_examples_and_refuses_bad_input() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = gpuswap(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let size = json(&[
+        "place",
+        "dymgpu-size",
+        "--slots",
+        "5",
+        "--sizes",
+        "4,4,3,2",
+        "--json",
+    ]);
+    assert_eq!(size["positions"], serde_json::json!([0, 1, 1, 1]));
+    assert_eq!(size["copies"], serde_json::Value::Null);
+    // The 12-slot example: gScale stacks the last two on the first's slots, which is the
+    // cheaper of the spec's two layouts: 24 + 18(n-1) copies.
+    let gscale = json(&[
+        "place", "gscale", "--slots", "12", "--sizes", "6,6,6,6", "--rounds", "10", "--json",
+    ]);
+    assert_eq!(gscale["positions"], serde_json::json!([0, 6, 0, 0]));
+    assert_eq!(gscale["copies"], serde_json::json!(24 + 18 * 9));
+    let text = stdout(&gpuswap(&[
+        "place",
+        "dymgpu-size",
+        "--slots",
+        "5",
+        "--sizes",
+        "4,4,3,2",
+    ]));
+    assert!(
+        text.contains("vGPU 3: slots 1..2") && text.contains("shared slots: 3"),
+        "{text}"
+    );
+    for (args, expected) in [
+        (
+            vec!["place", "dymgpu", "--slots", "5", "--sizes", "1"],
+            "expected one of: gvirt",
+        ),
+        (
+            vec!["place", "gscale", "--slots", "0", "--sizes", "1"],
+            "--slots",
+        ),
+        (
+            vec!["place", "gscale", "--slots", "4", "--sizes", "5"],
+            "needs 5 slots",
+        ),
+        (
+            vec!["place", "gvirt", "--slots", "5", "--sizes", "4,4"],
+            "does not share",
+        ),
+        (
+            vec![
+                "place",
+                "dymgpu-util",
+                "--slots",
+                "5",
+                "--sizes",
+                "1,2",
+                "--utilization",
+                "0.5",
+            ],
+            "one value per vGPU",
+        ),
+        (
+            vec![
+                "place",
+                "dymgpu-util",
+                "--slots",
+                "5",
+                "--sizes",
+                "1",
+                "--utilization",
+                "2",
+            ],
+            "from 0 to 1",
+        ),
+    ] {
+        let out = gpuswap(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
