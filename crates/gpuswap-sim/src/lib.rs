@@ -8,6 +8,7 @@ pub mod link;
 pub mod page_table;
 pub mod preset;
 pub mod profile;
+pub mod queue;
 pub mod program;
 pub mod report;
 pub mod runtime;

@@ -6,8 +6,7 @@
 //! The engine owns the device state (compute engine, copy engines, link, content
 //! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use gpuswap_core::{
@@ -20,6 +19,7 @@ use ready::ReadySet;
 use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
 use crate::page_table::PageTable;
 use crate::preset::Preset;
+use crate::queue::EventQueue;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
 use crate::runtime::{Instr, flatten, with_runtime};
 use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
@@ -228,7 +228,7 @@ pub struct Engine {
     preset: Preset,
     manager: Manager,
     tenants: Vec<Tenant>,
-    queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    queue: EventQueue<Event>,
     /// Events scheduled for the current time, in scheduling order: they need no heap
     /// (`(sequence number, event)`; their time is `now_ns`).
     now_queue: VecDeque<(u64, Event)>,
@@ -345,7 +345,7 @@ impl Engine {
             preset,
             manager,
             tenants,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             now_queue: VecDeque::new(),
             seq: 0,
             current: (0, 0),
@@ -547,10 +547,7 @@ impl Engine {
         // (time, sequence) keys; u64::MAX stands for an empty source (no real event
         // gets that sequence number).
         const NONE: (u64, u64) = (u64::MAX, u64::MAX);
-        let queued = self
-            .queue
-            .peek()
-            .map_or(NONE, |Reverse((t, seq, _))| (*t, *seq));
+        let queued = self.queue.peek_key().unwrap_or(NONE);
         let now = self
             .now_queue
             .front()
@@ -572,7 +569,7 @@ impl Engine {
             let (_, event) = self.now_queue.pop_front()?;
             (now, event)
         } else {
-            let Reverse((_, _, event)) = self.queue.pop()?;
+            let (_, event) = self.queue.pop()?;
             (queued, event)
         };
         self.current = key;
@@ -586,7 +583,7 @@ impl Engine {
         if time_ns == self.now_ns && !shuffles {
             self.now_queue.push_back((seq, event));
         } else {
-            self.queue.push(Reverse((time_ns, seq, event)));
+            self.queue.push_keyed(time_ns, seq, event);
         }
     }
 
@@ -640,7 +637,7 @@ impl Engine {
         match self.tenants[t].deferred_step.take() {
             Some((at, seq)) if (at, seq) > self.current => {
                 self.tenants[t].state = State::Scheduled;
-                self.queue.push(Reverse((at, seq, Event::Step(t))));
+                self.queue.push_keyed(at, seq, Event::Step(t));
             }
             Some(_) => {
                 self.events += 1;
