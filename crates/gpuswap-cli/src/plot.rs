@@ -1,30 +1,46 @@
-//! Plots of sweep results (SVG, PNG on request).
+//! Plots of sweep results and VRAM timelines (SVG, PNG on request).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use plotters::coord::Shift;
-use plotters::coord::types::RangedCoordf64;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-/// One point of a runtime line: mean, standard deviation and best run, in seconds.
+/// A measure at one point over the runs that gave it a value: mean and range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// Mean.
+    pub mean: f64,
+    /// Smallest value (the best run, for times).
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+/// One point of a line.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinePoint {
     /// Position on the x axis.
     pub x: f64,
-    /// Mean runtime.
-    pub mean: f64,
-    /// Standard deviation of the runtime.
-    pub std: f64,
-    /// Best (smallest) runtime.
-    pub best: f64,
+    /// The measure; None when no run gave it a value.
+    pub value: Option<Spread>,
+    /// A run at the point failed (it has no report).
+    pub run_failed: bool,
+    /// A run at the point ended with a tenant that failed.
+    pub tenant_failed: bool,
 }
 
 /// A labelled line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
-    /// Legend text.
+    /// Legend text; an unlabelled line (the only one of its figure) gets no legend entry.
     pub label: String,
+    /// Palette slot of its colour (see [`color_slots`]).
+    pub color: usize,
     /// Points in x order.
     pub points: Vec<LinePoint>,
 }
@@ -74,20 +90,36 @@ pub fn save(
     Ok(written)
 }
 
-/// A measure against a varied setting: per line the mean with a standard-deviation band
-/// and the best run dashed. `categories` names the x positions 0, 1, ... when the values
-/// sit evenly.
+/// How a chart places its x values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum XAxis<'a> {
+    /// Numbers, at their values.
+    Numbers,
+    /// Numbers placed evenly at 0, 1, ... (they span orders of magnitude); the names of
+    /// the positions.
+    Evenly(&'a [String]),
+    /// Names at 0, 1, ...: drawn as points with range bars, not lines, since nothing lies
+    /// between two policies or two apps.
+    Categories(&'a [String]),
+}
+
+/// A measure against a varied setting: per line the mean, with a band (points: a bar)
+/// from the smallest to the largest run, and red marks where runs or tenants failed.
 pub struct LineChart<'a> {
     /// Title.
     pub title: &'a str,
+    /// What the y values are: over which runs, what the bands show; one line or more.
+    pub subtitle: &'a str,
     /// X axis label.
     pub x_label: &'a str,
-    /// Y axis label.
+    /// Y axis label, without its unit.
     pub y_label: &'a str,
+    /// Unit of the y values.
+    pub y_unit: &'a str,
     /// The lines.
     pub lines: &'a [Line],
-    /// Names of evenly spaced x positions.
-    pub categories: Option<&'a [String]>,
+    /// How x values are placed.
+    pub x_axis: XAxis<'a>,
 }
 
 impl Figure for LineChart<'_> {
@@ -96,35 +128,154 @@ impl Figure for LineChart<'_> {
     }
 }
 
+/// Ratio of the largest to the smallest positive mean beyond which a chart's y axis is
+/// logarithmic: on a linear one the smaller series would lie flat on the x axis.
+const LOG_SCALE_RATIO: f64 = 100.0;
+
+/// Whether a chart of `lines` gets a logarithmic y axis: the positive means of its points
+/// without failures differ by more than a factor of [`LOG_SCALE_RATIO`]. A failed point's
+/// value says little (a tenant killed at its first allocation ends a run in milliseconds)
+/// and must not squash the others.
+pub fn log_scale(lines: &[Line]) -> bool {
+    let (lo, hi) = lines
+        .iter()
+        .flat_map(|l| l.points.iter())
+        .filter(|p| !p.run_failed && !p.tenant_failed)
+        .filter_map(|p| p.value.map(|v| v.mean))
+        .filter(|m| *m > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), m| {
+            (lo.min(m), hi.max(m))
+        });
+    hi / lo > LOG_SCALE_RATIO
+}
+
+/// Palette slots by series name. The names of every series of a set of figures (those
+/// against one setting), sorted, take the slots in turn: a series keeps its colour in
+/// each figure of the set, also where others are missing (no evictions, failed runs), and
+/// in every sweep with the same series; no two series of the set share a slot, as they
+/// would often with a hash of the name into nine colours.
+pub fn color_slots(names: impl IntoIterator<Item = String>) -> BTreeMap<String, usize> {
+    let sorted: BTreeSet<String> = names.into_iter().collect();
+    sorted
+        .into_iter()
+        .enumerate()
+        .map(|(slot, name)| (name, slot))
+        .collect()
+}
+
+/// What a legend row shows before its text.
+enum Key {
+    /// A line, a series of a line chart or a timeline.
+    Line(RGBAColor),
+    /// A point with a range bar, a series of a categorical chart.
+    Point(RGBAColor),
+    /// The mark of points where a tenant failed.
+    TenantFailed,
+    /// The mark of points where a run failed.
+    RunFailed,
+}
+
+/// Red is kept for failures: no series gets it.
+const FAILURE: RGBColor = RGBColor(214, 39, 40);
+
 fn draw_lines<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     figure: &LineChart<'_>,
 ) -> Result<(), String> {
-    let (lines, categories) = (figure.lines, figure.categories);
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let all = lines.iter().flat_map(|l| l.points.iter());
-    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-    for p in all {
-        x0 = x0.min(p.x);
-        x1 = x1.max(p.x);
-        y1 = y1.max(p.mean + p.std).max(p.best);
+    let body = header(&root, figure.title, figure.subtitle)?;
+    let categorical = matches!(figure.x_axis, XAxis::Categories(_));
+    let mut legend: Vec<(Key, String)> = figure
+        .lines
+        .iter()
+        .filter(|l| !l.label.is_empty())
+        .map(|l| {
+            let color = line_color(l.color);
+            let key = if categorical {
+                Key::Point(color)
+            } else {
+                Key::Line(color)
+            };
+            (key, l.label.clone())
+        })
+        .collect();
+    let all = || figure.lines.iter().flat_map(|l| l.points.iter());
+    if all().any(|p| p.tenant_failed) {
+        legend.push((Key::TenantFailed, "a tenant failed".into()));
     }
-    if !x0.is_finite() {
-        (x0, x1) = (0.0, 1.0);
+    if all().any(|p| p.run_failed) {
+        legend.push((Key::RunFailed, "a run failed".into()));
     }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
+    let (area, legend_area) = beside_legend(&body, &legend)?;
+    let log = log_scale(figure.lines);
+    let y_desc = if log {
+        format!("{} ({}, log scale)", figure.y_label, figure.y_unit)
+    } else {
+        format!("{} ({})", figure.y_label, figure.y_unit)
+    };
+    let spreads = || all().filter_map(|p| p.value);
+    let top = spreads().map(|v| v.max).fold(0.0f64, f64::max);
+    if log {
+        let bottom = spreads()
+            .flat_map(|v| [v.min, v.mean])
+            .filter(|y| *y > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let y = bottom / 1.5..top * 1.5;
+        plot_lines(&area, figure, &y_desc, y.clone(), y.log_scale())?;
+    } else {
+        let y = 0.0..if top > 0.0 { top * 1.08 } else { 1.0 };
+        plot_lines(&area, figure, &y_desc, y.clone(), y)?;
     }
-    let pad = (x1 - x0) * 0.03;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(figure.title, ("sans-serif", 22))
+    if let Some(legend_area) = legend_area {
+        draw_legend(&legend_area, &legend)?;
+    }
+    root.present().map_err(e)
+}
+
+/// Draws the axes, lines or points and failure marks of `figure` on `area`, with `y_spec`
+/// (linear or logarithmic) spanning `y`.
+fn plot_lines<DB, Y>(
+    area: &DrawingArea<DB, Shift>,
+    figure: &LineChart<'_>,
+    y_desc: &str,
+    y: Range<f64>,
+    y_spec: Y,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let xs = || {
+        figure
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.x))
+    };
+    let x = match figure.x_axis {
+        XAxis::Categories(names) => -0.5..names.len().max(1) as f64 - 0.5,
+        XAxis::Numbers | XAxis::Evenly(_) => {
+            let x0 = xs().fold(f64::INFINITY, f64::min);
+            let x1 = xs().fold(f64::NEG_INFINITY, f64::max);
+            let (x0, x1) = if x0.is_finite() { (x0, x1) } else { (0.0, 1.0) };
+            let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+            let pad = (x1 - x0) * 0.03;
+            x0 - pad..x1 + pad
+        }
+    };
+    let mut chart = ChartBuilder::on(area)
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(70)
-        .build_cartesian_2d(x0 - pad..x1 + pad, 0.0..(y1 * 1.08).max(1e-9))
+        .build_cartesian_2d(x, y_spec)
         .map_err(e)?;
-    let format_x = |x: &f64| match categories {
+    let names = match figure.x_axis {
+        XAxis::Numbers => None,
+        XAxis::Evenly(names) | XAxis::Categories(names) => Some(names),
+    };
+    let format_x = |x: &f64| match names {
         Some(names) if (x.round() - x).abs() < 1e-9 && *x >= 0.0 => {
             names.get(x.round() as usize).cloned().unwrap_or_default()
         }
@@ -133,62 +284,115 @@ fn draw_lines<DB: DrawingBackend>(
     };
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(figure.x_label)
-        .y_desc(figure.y_label)
+        .y_desc(y_desc)
         .x_label_formatter(&format_x)
         .axis_desc_style(("sans-serif", 16))
         .label_style(("sans-serif", 13));
-    if let Some(names) = categories {
-        mesh.x_labels(names.len());
+    if let Some(names) = names {
+        mesh.x_labels(names.len()).x_max_light_lines(0);
     }
     mesh.draw().map_err(e)?;
-    for (i, line) in lines.iter().enumerate() {
-        let color = line_color(i);
-        let band: Vec<(f64, f64)> = line
+    // Where a point without a value marks its failures: on the x axis. Values go no lower,
+    // which only a zero on a logarithmic axis would.
+    let floor = y.start;
+    let shown = |v: f64| v.max(floor);
+    let categorical = matches!(figure.x_axis, XAxis::Categories(_));
+    // Points of different lines at one category sit side by side, not on each other.
+    let dodge = if categorical {
+        0.15f64.min(0.7 / figure.lines.len().max(1) as f64)
+    } else {
+        0.0
+    };
+    let half = (figure.lines.len().max(1) - 1) as f64 / 2.0;
+    let mut marks = Vec::new();
+    for (i, line) in figure.lines.iter().enumerate() {
+        let color = line_color(line.color);
+        let shift = (i as f64 - half) * dodge;
+        for segment in segments(line, categorical, shift) {
+            if let [(x, v)] = segment[..] {
+                let cap = dodge * 0.3;
+                let bar = [
+                    vec![(x, shown(v.min)), (x, shown(v.max))],
+                    vec![(x - cap, shown(v.min)), (x + cap, shown(v.min))],
+                    vec![(x - cap, shown(v.max)), (x + cap, shown(v.max))],
+                ];
+                chart
+                    .draw_series(bar.map(|b| PathElement::new(b, color.stroke_width(2))))
+                    .map_err(e)?;
+                chart
+                    .draw_series([Circle::new((x, shown(v.mean)), 4, color.filled())])
+                    .map_err(e)?;
+                continue;
+            }
+            let band: Vec<(f64, f64)> = segment
+                .iter()
+                .map(|(x, v)| (*x, shown(v.max)))
+                .chain(segment.iter().rev().map(|(x, v)| (*x, shown(v.min))))
+                .collect();
+            chart
+                .draw_series([Polygon::new(band, color.mix(0.18).filled())])
+                .map_err(e)?;
+            chart
+                .draw_series(LineSeries::new(
+                    segment.iter().map(|(x, v)| (*x, shown(v.mean))),
+                    color.stroke_width(2),
+                ))
+                .map_err(e)?;
+        }
+        for p in line
             .points
             .iter()
-            .map(|p| (p.x, p.mean + p.std))
-            .chain(
-                line.points
-                    .iter()
-                    .rev()
-                    .map(|p| (p.x, (p.mean - p.std).max(0.0))),
-            )
-            .collect();
-        chart
-            .draw_series(std::iter::once(Polygon::new(
-                band,
-                color.mix(0.18).filled(),
-            )))
-            .map_err(e)?;
-        let label = if line.label.is_empty() {
-            "mean".to_owned()
-        } else {
-            line.label.clone()
-        };
-        chart
-            .draw_series(LineSeries::new(
-                line.points.iter().map(|p| (p.x, p.mean)),
-                color.stroke_width(2),
-            ))
-            .map_err(e)?
-            .label(format!("{label} (mean, band: std)"))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(DashedLineSeries::new(
-                line.points.iter().map(|p| (p.x, p.best)),
-                6,
-                4,
-                color.stroke_width(1),
-            ))
-            .map_err(e)?
-            .label(format!("{label} (best run)"))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(1))
-            });
+            .filter(|p| p.run_failed || p.tenant_failed)
+        {
+            marks.push((
+                p.x + shift,
+                p.value.map_or(floor, |v| shown(v.mean)),
+                color,
+                *p,
+            ));
+        }
     }
-    finish(&root, &mut chart)
+    // Marks go over every line, so no series hides another's failure; a dot in the
+    // series' colour under each says whose it is where the mark sits on the x axis.
+    for (x, at, color, p) in marks {
+        chart
+            .draw_series([Circle::new((x, at), 3, color.filled())])
+            .map_err(e)?;
+        if p.tenant_failed {
+            chart
+                .draw_series([Cross::new((x, at), 6, FAILURE.stroke_width(2))])
+                .map_err(e)?;
+        }
+        if p.run_failed {
+            chart
+                .draw_series([Circle::new((x, at), 8, FAILURE.stroke_width(2))])
+                .map_err(e)?;
+        }
+    }
+    Ok(())
+}
+
+/// The pieces a line is drawn in: runs of points joined by the line, each point at its x
+/// plus `shift` with its value. A line joins only points whose runs all went well: it
+/// breaks where a point has no value rather than bridge the gap, and a point where runs
+/// or tenants failed stands alone, with its mark, rather than pass for a value of the
+/// series. On a `categorical` axis every point stands alone.
+fn segments(line: &Line, categorical: bool, shift: f64) -> Vec<Vec<(f64, Spread)>> {
+    let mut segments: Vec<Vec<(f64, Spread)>> = Vec::new();
+    let mut joins_previous = false;
+    for p in &line.points {
+        let Some(v) = p.value else {
+            joins_previous = false;
+            continue;
+        };
+        let joins = !categorical && !p.run_failed && !p.tenant_failed;
+        match segments.last_mut() {
+            Some(segment) if joins && joins_previous => segment.push((p.x + shift, v)),
+            _ => segments.push(vec![(p.x + shift, v)]),
+        }
+        joins_previous = joins;
+    }
+    segments
 }
 
 /// Each tenant's VRAM over time as steps: x in seconds, y in MiB; `series` holds
@@ -216,14 +420,20 @@ fn draw_timeline<DB: DrawingBackend>(
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
+    let body = header(&root, title, "")?;
+    let legend: Vec<(Key, String)> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| (Key::Line(line_color(i)), name.clone()))
+        .collect();
+    let (area, legend_area) = beside_legend(&body, &legend)?;
     const MIB: f64 = 1048576.0;
     let x1 = (end_ns as f64 / 1e9).max(1e-9);
     let y1 = series
         .iter()
         .flat_map(|(_, points)| points.iter().map(|p| p.1 as f64 / MIB))
         .fold(1.0f64, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+    let mut chart = ChartBuilder::on(&area)
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(70)
@@ -237,8 +447,7 @@ fn draw_timeline<DB: DrawingBackend>(
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(e)?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        let color = line_color(i);
+    for (i, (_, points)) in series.iter().enumerate() {
         // Steps: each value holds until the next change; the last until the end.
         let mut steps = Vec::with_capacity(points.len() * 2 + 1);
         for (j, (t, bytes)) in points.iter().enumerate() {
@@ -248,42 +457,113 @@ fn draw_timeline<DB: DrawingBackend>(
             steps.push((next as f64 / 1e9, y));
         }
         chart
-            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
-            .map_err(e)?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .draw_series(LineSeries::new(steps, line_color(i).stroke_width(2)))
+            .map_err(e)?;
     }
-    finish(&root, &mut chart)
-}
-
-/// Draws the legend in the upper right corner and writes the figure out.
-fn finish<'a, DB: DrawingBackend + 'a>(
-    root: &DrawingArea<DB, Shift>,
-    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-) -> Result<(), String> {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    if let Some(legend_area) = legend_area {
+        draw_legend(&legend_area, &legend)?;
+    }
     root.present().map_err(e)
 }
 
-/// Line colours: the ten of Tableau's qualitative palette (matplotlib's default cycle),
-/// then plotters' larger palette. Palette99's first ones include near-identical shades,
-/// so eight lines in one figure (one per app) were hard to tell apart.
-fn line_color(i: usize) -> RGBAColor {
-    const TABLEAU: [(u8, u8, u8); 10] = [
+/// Draws the title and, below it, the subtitle's lines; returns the area under them.
+fn header<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    subtitle: &str,
+) -> Result<DrawingArea<DB, Shift>, String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let mut body = root
+        .margin(6, 0, 0, 0)
+        .titled(title, ("sans-serif", 21))
+        .map_err(e)?;
+    for line in subtitle.lines() {
+        body = body
+            .titled(line, ("sans-serif", 14).into_font().color(&SUBTITLE))
+            .map_err(e)?;
+    }
+    Ok(body)
+}
+
+/// Subtitles in dark grey, below the title in rank.
+const SUBTITLE: RGBColor = RGBColor(80, 80, 80);
+
+/// Legend rows: their height and where the first starts, level with the plot's top.
+const LEGEND_ROW: i32 = 22;
+const LEGEND_TOP: i32 = 24;
+/// Width of a legend row's key and the gap before its text.
+const LEGEND_KEY: i32 = 34;
+
+/// The plot's area and the legend's, when it has one.
+type PlotAndLegend<DB> = (DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>);
+
+/// Splits `area` into the plot and, when there are rows, a column on its right for the
+/// legend, wide enough for its longest text (up to 40% of the width): a legend inside
+/// the plot covers data.
+fn beside_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[(Key, String)],
+) -> Result<PlotAndLegend<DB>, String> {
+    if rows.is_empty() {
+        return Ok((area.clone(), None));
+    }
+    let style = legend_style();
+    let mut widest = 0;
+    for (_, text) in rows {
+        let (w, _) = area
+            .estimate_text_size(text, &style)
+            .map_err(|e| e.to_string())?;
+        widest = widest.max(w as i32);
+    }
+    let width = area.dim_in_pixel().0 as i32;
+    let legend = (widest + LEGEND_KEY + 20).min(width * 2 / 5);
+    let (plot, legend_area) = area.split_horizontally(width - legend);
+    Ok((plot, Some(legend_area)))
+}
+
+fn legend_style() -> TextStyle<'static> {
+    TextStyle::from(("sans-serif", 13)).pos(Pos::new(HPos::Left, VPos::Center))
+}
+
+/// Draws legend rows down `area`.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[(Key, String)],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let style = legend_style();
+    for (i, (key, text)) in rows.iter().enumerate() {
+        let y = LEGEND_TOP + i as i32 * LEGEND_ROW;
+        let mid = (LEGEND_KEY - 10) / 2;
+        match key {
+            Key::Line(color) => area.draw(&PathElement::new(
+                vec![(0, y), (LEGEND_KEY - 10, y)],
+                color.stroke_width(2),
+            )),
+            Key::Point(color) => area
+                .draw(&PathElement::new(
+                    vec![(mid, y - 7), (mid, y + 7)],
+                    color.stroke_width(2),
+                ))
+                .and_then(|()| area.draw(&Circle::new((mid, y), 4, color.filled()))),
+            Key::TenantFailed => area.draw(&Cross::new((mid, y), 6, FAILURE.stroke_width(2))),
+            Key::RunFailed => area.draw(&Circle::new((mid, y), 8, FAILURE.stroke_width(2))),
+        }
+        .map_err(e)?;
+        area.draw_text(text, &style, (LEGEND_KEY, y)).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// Series colours: Tableau's qualitative palette (matplotlib's default cycle) without its
+/// red, which marks failures, then plotters' larger palette. Palette99's first ones
+/// include near-identical shades, so eight lines in one figure (one per app) were hard
+/// to tell apart.
+fn line_color(slot: usize) -> RGBAColor {
+    const TABLEAU: [(u8, u8, u8); 9] = [
         (31, 119, 180),
         (255, 127, 14),
         (44, 160, 44),
-        (214, 39, 40),
         (148, 103, 189),
         (140, 86, 75),
         (227, 119, 194),
@@ -291,8 +571,99 @@ fn line_color(i: usize) -> RGBAColor {
         (188, 189, 34),
         (23, 190, 207),
     ];
-    match TABLEAU.get(i) {
+    match TABLEAU.get(slot) {
         Some(&(r, g, b)) => RGBColor(r, g, b).to_rgba(),
-        None => Palette99::pick(i).to_rgba(),
+        None => Palette99::pick(slot).to_rgba(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(means: &[f64]) -> Line {
+        Line {
+            label: String::new(),
+            color: 0,
+            points: means
+                .iter()
+                .enumerate()
+                .map(|(i, &mean)| LinePoint {
+                    x: i as f64,
+                    value: Some(Spread {
+                        mean,
+                        min: mean,
+                        max: mean,
+                    }),
+                    run_failed: false,
+                    tenant_failed: false,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_y_axis_is_logarithmic_when_means_differ_by_orders_of_magnitude() {
+        assert!(!log_scale(&[line(&[1.0, 50.0, 100.0])]));
+        assert!(log_scale(&[line(&[1.0, 50.0]), line(&[101.0])]));
+        // Zeros and points without a value do not count: a log axis cannot show zero.
+        let mut sparse = line(&[0.0, 2.0, 150.0]);
+        assert!(!log_scale(std::slice::from_ref(&sparse)));
+        sparse.points[2].value = None;
+        let mut failed = sparse.clone();
+        failed.points[0].value = Some(Spread {
+            mean: 0.01,
+            min: 0.01,
+            max: 0.01,
+        });
+        failed.points[0].tenant_failed = true;
+        assert!(!log_scale(&[failed]));
+        sparse.points.push(LinePoint {
+            x: 3.0,
+            value: Some(Spread {
+                mean: 201.0,
+                min: 0.5,
+                max: 300.0,
+            }),
+            run_failed: false,
+            tenant_failed: false,
+        });
+        assert!(log_scale(&[sparse]));
+        assert!(!log_scale(&[]));
+    }
+
+    #[test]
+    fn lines_join_only_points_without_failures_and_categories_stand_alone() {
+        let mut l = line(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        l.points[2].value = None;
+        l.points[4].tenant_failed = true;
+        let xs = |segments: Vec<Vec<(f64, Spread)>>| -> Vec<Vec<f64>> {
+            segments
+                .iter()
+                .map(|s| s.iter().map(|(x, _)| *x).collect())
+                .collect()
+        };
+        assert_eq!(
+            xs(segments(&l, false, 0.0)),
+            [vec![0.0, 1.0], vec![3.0], vec![4.0], vec![5.0]]
+        );
+        // A failed point stands alone even where its neighbours have values.
+        l.points[4].tenant_failed = false;
+        l.points[3].run_failed = true;
+        assert_eq!(
+            xs(segments(&l, false, 0.0)),
+            [vec![0.0, 1.0], vec![3.0], vec![4.0, 5.0]]
+        );
+        assert_eq!(
+            xs(segments(&l, true, 0.25)),
+            [vec![0.25], vec![1.25], vec![3.25], vec![4.25], vec![5.25]]
+        );
+    }
+
+    #[test]
+    fn color_slots_follow_the_sorted_names() {
+        let slots = color_slots(["nn", "bfs", "lud", "bfs"].map(String::from));
+        assert_eq!(slots.len(), 3);
+        assert_eq!((slots["bfs"], slots["lud"], slots["nn"]), (0, 1, 2));
     }
 }

@@ -472,6 +472,15 @@ fn sweep_writes_every_row_even_when_a_point_fails() {
     assert!(latency.contains("mean latency of evicting allocations (ms)"));
     let svg = std::fs::read_to_string(dir.join("runtime-vs-device_vram_limit.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("runtime of the slowest tenant"));
+    // The 9 GiB point failed: the figures mark it rather than leave it out.
+    assert!(
+        svg.contains("a run failed"),
+        "no failure mark in the runtime plot"
+    );
+    let phase = std::fs::read_to_string(dir.join("phase-vs-device_vram_limit.svg")).unwrap();
+    assert!(
+        phase.contains("measured phase of the slowest tenant") && phase.contains("a run failed")
+    );
     // Same sweep, same bytes.
     let again = dir.join("again");
     gpuswap(&[

@@ -108,7 +108,7 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         outputs.point(point, &rows)
     })?;
     let (runs, failed, tenant_failed) = (outputs.runs, outputs.failed, outputs.tenant_failed);
-    outputs.finish(args.png)?;
+    outputs.finish(&plan.apps(), args.png)?;
     crate::stdout::write(&format!(
         "{runs} runs ({} grid points x {} seeds): {failed} failed, {tenant_failed} more ended with a failed tenant; wrote {}\n",
         plan.points.len(),

@@ -78,7 +78,7 @@ pub(super) struct Outputs<'a> {
     results: csv::Writer<std::fs::File>,
     columns: usize,
     summary: Vec<Vec<String>>,
-    stats: Vec<BTreeMap<&'static str, Stats>>,
+    stats: Vec<PointStats>,
     /// Runs written so far.
     pub(super) runs: usize,
     /// Runs that failed.
@@ -130,7 +130,7 @@ impl<'a> Outputs<'a> {
         }
         // On disk at once: a sweep killed later keeps every finished point's rows.
         self.results.flush().map_err(|e| io_error(&path, &e))?;
-        let stats = point_stats(rows);
+        let metrics = metric_stats(rows);
         let failed = rows.iter().filter(|r| r.result.is_err()).count();
         let mut cells = vec![p.to_string()];
         cells.extend(self.points[p].iter().map(value_text));
@@ -144,21 +144,27 @@ impl<'a> Outputs<'a> {
             .count();
         cells.push(tenant_failed.to_string());
         for m in SUMMARY_METRICS {
-            match stats.get(m) {
+            match metrics.get(m) {
                 Some(s) => cells.extend([s.mean, s.std, s.min, s.max].map(|v| format!("{v}"))),
                 None => cells.extend(std::iter::repeat_n(String::new(), 4)),
             }
         }
         self.summary.push(cells);
-        self.stats.push(stats);
+        self.stats.push(PointStats {
+            runs: rows.len(),
+            failed,
+            tenant_failed,
+            metrics,
+        });
         self.runs += rows.len();
         self.failed += failed;
         self.tenant_failed += tenant_failed;
         Ok(())
     }
 
-    /// Finishes results.csv and writes summary.csv and the plots.
-    pub(super) fn finish(mut self, png: bool) -> Result<(), SweepError> {
+    /// Finishes results.csv and writes summary.csv and the plots; `apps` names the
+    /// tenants' apps in the plots' titles.
+    pub(super) fn finish(mut self, apps: &str, png: bool) -> Result<(), SweepError> {
         let path = self.out.join("results.csv");
         self.results.flush().map_err(|e| io_error(&path, &e))?;
         let path = self.out.join("summary.csv");
@@ -174,8 +180,22 @@ impl<'a> Outputs<'a> {
             w.write_record(cells).map_err(|e| io_error(&path, &e))?;
         }
         w.flush().map_err(|e| io_error(&path, &e))?;
-        plots::write_plots(self.out, self.axes, self.points, &self.stats, png)
+        plots::write_plots(self.out, self.axes, self.points, &self.stats, apps, png)
     }
+}
+
+/// What the plots need of a grid point: how its runs ended and the statistics of each
+/// summary metric over the runs that gave it a value.
+#[derive(Debug)]
+pub(super) struct PointStats {
+    /// Runs at the point.
+    pub(super) runs: usize,
+    /// Runs that failed (no report).
+    pub(super) failed: usize,
+    /// Runs that completed with a tenant that failed.
+    pub(super) tenant_failed: usize,
+    /// Statistics per summary metric; a metric no run gave a value is absent.
+    pub(super) metrics: BTreeMap<&'static str, Stats>,
 }
 
 /// Mean, standard deviation, minimum and maximum of a metric at a point.
@@ -214,7 +234,7 @@ impl Stats {
 }
 
 /// The statistics of each summary metric over the rows of one point.
-fn point_stats(rows: &[Row]) -> BTreeMap<&'static str, Stats> {
+fn metric_stats(rows: &[Row]) -> BTreeMap<&'static str, Stats> {
     SUMMARY_METRICS
         .iter()
         .filter_map(|m| {
@@ -274,6 +294,12 @@ mod tests {
         Some(match column {
             "slowest_phase_ns" => slowest_phase_ns(report).unwrap() as f64,
             "eviction_mean_ns" => eviction_mean_ns(report).unwrap(),
+            "slowest_total_ns" => json["tenants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| number(&t["total_ns"]))
+                .fold(0.0, f64::max),
             system => number(&json["system"][system]),
         })
     }

@@ -106,6 +106,32 @@ impl Plan {
             .map(|a| a.values.as_slice())
     }
 
+    /// The tenants' apps for the plots' titles, in tenant order: each app once, with the
+    /// number of tenants running it ("2 × nn + bfs"); a tenant whose app an axis varies
+    /// counts as "varied app", its values being on the x axis or in the legend.
+    pub fn apps(&self) -> String {
+        let mut apps: Vec<(&str, usize)> = Vec::new();
+        for (i, tenant) in self.base.config.tenants.iter().enumerate() {
+            let key = format!("tenant[{i}].app");
+            let app = if self.axes.iter().any(|a| overlaps(&a.key, &key)) {
+                "varied app"
+            } else {
+                &tenant.app
+            };
+            match apps.iter_mut().find(|(a, _)| *a == app) {
+                Some((_, n)) => *n += 1,
+                None => apps.push((app, 1)),
+            }
+        }
+        apps.iter()
+            .map(|(app, n)| match n {
+                1 => (*app).to_owned(),
+                n => format!("{n} × {app}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
     /// The base scenario's tenant names: the tenants of results.csv.
     pub fn tenants(&self) -> Vec<String> {
         self.base
@@ -354,6 +380,28 @@ mod tests {
                 .contains("expected a scenario key")
         );
         assert!(parse_vary_flag("seed", &s).is_err());
+    }
+
+    #[test]
+    fn apps_name_each_app_once_and_the_varied_ones_as_such() {
+        let text = "seed = 1\n[device]\npreset = \"gtx480\"\n\
+            [[tenant]]\nname = \"a\"\napp = \"nn\"\n\
+            [[tenant]]\nname = \"b\"\napp = \"bfs\"\n\
+            [[tenant]]\nname = \"c\"\napp = \"nn\"\n";
+        let apps = |vary: &[&str]| {
+            let vary: Vec<String> = vary.iter().map(|v| (*v).to_owned()).collect();
+            Plan::new(Path::new("three.toml"), text, &vary, None)
+                .unwrap()
+                .apps()
+        };
+        assert_eq!(apps(&[]), "2 × nn + bfs");
+        assert_eq!(apps(&["device.vram_limit=1GiB"]), "2 × nn + bfs");
+        assert_eq!(apps(&["tenant[1].app=lud,hotspot"]), "2 × nn + varied app");
+        assert_eq!(
+            apps(&["tenant[0].app+tenant[2].app=lud"]),
+            "2 × varied app + bfs"
+        );
+        assert_eq!(apps(&["tenant.app=lud"]), "3 × varied app");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! A sweep's plots: runtime, makespan and eviction latency against each numeric setting,
-//! a line per combination of the other settings.
+//! A sweep's plots: runtime, measured phase, makespan and eviction latency against each
+//! numeric setting (each named one when none is numeric), a line per combination of the
+//! other settings, with the points where runs or tenants failed marked.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,67 +9,123 @@ use gpuswap_sim::units::{parse_bytes, parse_ns};
 use toml::Value;
 
 use super::SweepError;
-use super::output::{Stats, value_text};
+use super::output::{PointStats, value_text};
 use super::plan::Axis;
-use crate::plot::{self, Line, LinePoint};
+use crate::plot::{self, Line, LinePoint, Spread, XAxis};
 
-/// Writes the plots of a sweep from its per-point statistics.
+/// A measure the sweep plots: a summary metric and how its figure reads.
+struct Measure {
+    /// The summary metric.
+    metric: &'static str,
+    /// What the metric is divided by for the plot's unit.
+    scale: f64,
+    /// The plot's unit.
+    unit: &'static str,
+    /// File name before `-vs-SETTING`.
+    stem: &'static str,
+    /// Title, before "vs SETTING".
+    title: &'static str,
+    /// Y axis label, without the unit.
+    y_label: &'static str,
+    /// The runs a point's value covers.
+    runs_counted: &'static str,
+}
+
+/// What a sweep plots. The runtime is the slowest tenant's time from start to end, not
+/// its measured phase: an eviction that makes a tenant wait for the other's queued
+/// kernels serializes the two, and each measured phase is then a solo phase, so the
+/// slowest phase can fall where the tenants take longer (and rise with more memory). The
+/// phase, the runtime of the paper's figures, has a plot of its own to compare with them.
+const MEASURES: [Measure; 4] = [
+    Measure {
+        metric: "slowest_total_ns",
+        scale: 1e9,
+        unit: "s",
+        stem: "runtime",
+        title: "slowest tenant's runtime",
+        y_label: "runtime of the slowest tenant, start to end",
+        runs_counted: "runs in which every tenant finished",
+    },
+    Measure {
+        metric: "slowest_phase_ns",
+        scale: 1e9,
+        unit: "s",
+        stem: "phase",
+        title: "slowest tenant's measured phase",
+        y_label: "measured phase of the slowest tenant",
+        runs_counted: "runs in which every tenant finished",
+    },
+    Measure {
+        metric: "makespan_ns",
+        scale: 1e9,
+        unit: "s",
+        stem: "makespan",
+        title: "makespan",
+        y_label: "makespan",
+        runs_counted: "runs that completed (a failed tenant ends where it stopped)",
+    },
+    Measure {
+        metric: "eviction_mean_ns",
+        scale: 1e6,
+        unit: "ms",
+        stem: "eviction-latency",
+        title: "eviction latency",
+        y_label: "mean latency of evicting allocations",
+        runs_counted: "runs in which allocations had to evict",
+    },
+];
+
+/// Writes the plots of a sweep from its per-point statistics; `apps` names the tenants'
+/// apps in the titles.
 pub(super) fn write_plots(
     out: &Path,
     axes: &[Axis],
     points: &[Vec<Value>],
-    stats: &[BTreeMap<&'static str, Stats>],
+    stats: &[PointStats],
+    apps: &str,
     png: bool,
 ) -> Result<(), SweepError> {
-    // Plots per numeric setting, with a line per combination of the others (policies,
-    // modes); a categorical setting gets its own plots only when nothing is numeric.
-    let numeric: Vec<usize> = (0..axes.len())
-        .filter(|k| axis_label(&axes[*k]).2)
-        .collect();
-    let plotted = if numeric.is_empty() {
-        (0..axes.len().min(1)).collect()
-    } else {
-        numeric
-    };
-    for k in plotted {
+    let runs = stats.iter().map(|s| s.runs).max().unwrap_or(0);
+    for k in plotted_axes(axes) {
+        // The figures against one setting share their series, and only they do: a series
+        // names the values of every other setting.
+        let colors = plot::color_slots(points.iter().map(|p| series_label(k, axes, p)));
         let axis = &axes[k];
-        let (label, categories, _) = axis_label(axis);
+        let (x_label, placement) = placement(axis);
         let name = axis.key.replace(['.', '[', ']'], "_");
-        for (metric, scale, stem, title, y_label) in [
-            (
-                "slowest_phase_ns",
-                1e9,
-                "runtime",
-                "slowest tenant's runtime",
-                "runtime of the slowest tenant (s)",
-            ),
-            // The slowest phase can shrink when an eviction serializes the tenants (one
-            // runs its phase alone); the makespan shows the whole picture.
-            ("makespan_ns", 1e9, "makespan", "makespan", "makespan (s)"),
-            (
-                "eviction_mean_ns",
-                1e6,
-                "eviction-latency",
-                "eviction latency",
-                "mean latency of evicting allocations (ms)",
-            ),
-        ] {
-            let lines = lines_for(k, axes, points, stats, metric, scale);
-            if lines.iter().all(|l| l.points.is_empty()) {
+        for measure in &MEASURES {
+            let lines = lines_for(k, axes, points, stats, measure, &placement, &colors);
+            let all = || lines.iter().flat_map(|l| l.points.iter());
+            if !all().any(|p| p.value.is_some() || p.run_failed || p.tenant_failed) {
                 continue;
             }
-            let file = out.join(format!("{stem}-vs-{name}"));
-            let title = format!("{title} vs {}", axis.key);
+            let counted = measure.runs_counted;
+            let mut subtitle = match (runs, &placement) {
+                (..=1, _) => format!("One run (seed) per point; values only from {counted}"),
+                (_, Placement::Categories(_)) => format!(
+                    "Mean of the {counted}, {runs} seeds per point; bar: smallest to largest"
+                ),
+                _ => format!(
+                    "Mean of the {counted}, {runs} seeds per point; band: smallest to largest"
+                ),
+            };
+            if all().any(|p| p.run_failed || p.tenant_failed) {
+                subtitle.push_str(
+                    "\nRed marks: a run or a tenant failed at that point; on the x axis where no run counts",
+                );
+            }
             plot::save(
-                &file,
-                (900, 560),
+                &out.join(format!("{}-vs-{name}", measure.stem)),
+                (1000, 600),
                 png,
                 &plot::LineChart {
-                    title: &title,
-                    x_label: &label,
-                    y_label,
+                    title: &format!("{apps}: {} vs {}", measure.title, axis.key),
+                    subtitle: &subtitle,
+                    x_label: &x_label,
+                    y_label: measure.y_label,
+                    y_unit: measure.unit,
                     lines: &lines,
-                    categories: categories.as_deref(),
+                    x_axis: placement.x_axis(),
                 },
             )
             .map_err(SweepError::Output)?;
@@ -77,62 +134,66 @@ pub(super) fn write_plots(
     Ok(())
 }
 
-/// How an axis's values sit on a plot's x axis: its label, the names of positions 0, 1,
-/// ... when values are placed evenly (categories, or numbers spanning more than a factor
-/// of 64, such as chunk sizes from 128 KiB to 128 MiB), and whether the values are
-/// numbers.
-fn axis_label(axis: &Axis) -> (String, Option<Vec<String>>, bool) {
-    let texts: Vec<String> = axis.values.iter().map(value_text).collect();
-    let (label, numbers): (String, Option<Vec<f64>>) =
-        if texts.iter().all(|t| parse_bytes(t).is_ok()) {
-            (
-                format!("{} (MiB)", axis.key),
-                Some(
-                    texts
-                        .iter()
-                        .map(|t| parse_bytes(t).unwrap_or(0) as f64 / 1048576.0)
-                        .collect(),
-                ),
-            )
-        } else if texts.iter().all(|t| parse_ns(t).is_ok()) {
-            (
-                format!("{} (ms)", axis.key),
-                Some(
-                    texts
-                        .iter()
-                        .map(|t| parse_ns(t).unwrap_or(0) as f64 / 1e6)
-                        .collect(),
-                ),
-            )
-        } else if axis.values.iter().all(Value::is_integer) {
-            (
-                axis.key.clone(),
-                Some(
-                    axis.values
-                        .iter()
-                        .map(|v| v.as_integer().unwrap_or(0) as f64)
-                        .collect(),
-                ),
-            )
-        } else {
-            (axis.key.clone(), None)
-        };
-    match numbers {
-        None => (label, Some(texts), false),
-        Some(xs) => {
-            let (min, max) = xs
-                .iter()
-                .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
-            let spread = min > 0.0 && max / min >= 64.0;
-            (label, spread.then_some(texts), true)
+/// The axes that get plots: each numeric one, with a line per combination of the others
+/// (policies, modes); each named one when nothing is numeric.
+fn plotted_axes(axes: &[Axis]) -> Vec<usize> {
+    let numeric: Vec<usize> = (0..axes.len())
+        .filter(|k| !matches!(placement(&axes[*k]).1, Placement::Categories(_)))
+        .collect();
+    if numeric.is_empty() {
+        (0..axes.len()).collect()
+    } else {
+        numeric
+    }
+}
+
+/// Where an axis's values sit on a plot's x axis.
+#[derive(Clone, Debug, PartialEq)]
+enum Placement {
+    /// Numbers at their values (MiB for sizes, ms for durations).
+    Numbers,
+    /// Numbers spanning more than a factor of 64, such as chunk sizes from 128 KiB to
+    /// 128 MiB, placed evenly; the values as written.
+    Evenly(Vec<String>),
+    /// Names, such as policies, placed evenly; the names.
+    Categories(Vec<String>),
+}
+
+impl Placement {
+    fn x_axis(&self) -> XAxis<'_> {
+        match self {
+            Self::Numbers => XAxis::Numbers,
+            Self::Evenly(names) => XAxis::Evenly(names),
+            Self::Categories(names) => XAxis::Categories(names),
         }
     }
 }
 
-fn x_of(value: &Value, index: usize, categorical: bool) -> f64 {
-    if categorical {
-        return index as f64;
+/// How an axis's values sit on a plot's x axis, and the axis label.
+fn placement(axis: &Axis) -> (String, Placement) {
+    let texts: Vec<String> = axis.values.iter().map(value_text).collect();
+    let (label, numbers) = if texts.iter().all(|t| parse_bytes(t).is_ok()) {
+        (format!("{} (MiB)", axis.key), true)
+    } else if texts.iter().all(|t| parse_ns(t).is_ok()) {
+        (format!("{} (ms)", axis.key), true)
+    } else {
+        (axis.key.clone(), axis.values.iter().all(Value::is_integer))
+    };
+    if !numbers {
+        return (label, Placement::Categories(texts));
     }
+    let xs = axis.values.iter().map(number);
+    let (min, max) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+    if min > 0.0 && max / min >= 64.0 {
+        // The positions show the values as written, units and all.
+        (axis.key.clone(), Placement::Evenly(texts))
+    } else {
+        (label, Placement::Numbers)
+    }
+}
+
+/// A numeric setting's value in the unit of its axis: MiB, ms, or itself.
+fn number(value: &Value) -> f64 {
     let text = value_text(value);
     if let Ok(bytes) = parse_bytes(&text) {
         bytes as f64 / (1u64 << 20) as f64
@@ -143,51 +204,232 @@ fn x_of(value: &Value, index: usize, categorical: bool) -> f64 {
     }
 }
 
-/// One line per combination of the other axes' values: mean, std and best of `metric`
-/// divided by `scale`.
+/// The line a point belongs to on plots against axis `k`: the other axes' values.
+fn series_label(k: usize, axes: &[Axis], point: &[Value]) -> String {
+    point
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != k)
+        .map(|(i, v)| match v {
+            Value::Table(_) => value_text(v),
+            _ => format!(
+                "{}={}",
+                axes[i].key.rsplit('.').next().unwrap_or(""),
+                value_text(v)
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One line per combination of the other axes' values: `measure`'s mean and range at each
+/// point, and whether runs or tenants failed there; `colors` holds the palette slot of
+/// every series of the sweep.
 fn lines_for(
     k: usize,
     axes: &[Axis],
     points: &[Vec<Value>],
-    stats: &[BTreeMap<&str, Stats>],
-    metric: &str,
-    scale: f64,
+    stats: &[PointStats],
+    measure: &Measure,
+    placement: &Placement,
+    colors: &BTreeMap<String, usize>,
 ) -> Vec<Line> {
-    let categorical = axis_label(&axes[k]).1.is_some();
     let mut lines: BTreeMap<String, Vec<LinePoint>> = BTreeMap::new();
-    for (p, point) in points.iter().enumerate() {
-        let label: Vec<String> = point
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != k)
-            .map(|(i, v)| match v {
-                Value::Table(_) => value_text(v),
-                _ => format!(
-                    "{}={}",
-                    axes[i].key.rsplit('.').next().unwrap_or(""),
-                    value_text(v)
-                ),
-            })
-            .collect();
-        let index = axes[k]
-            .values
-            .iter()
-            .position(|v| *v == point[k])
-            .unwrap_or(0);
-        if let Some(s) = stats[p].get(metric) {
-            lines.entry(label.join(" ")).or_default().push(LinePoint {
-                x: x_of(&point[k], index, categorical),
-                mean: s.mean / scale,
-                std: s.std / scale,
-                best: s.min / scale,
+    for (point, stats) in points.iter().zip(stats) {
+        let x = match placement {
+            Placement::Numbers => number(&point[k]),
+            Placement::Evenly(_) | Placement::Categories(_) => axes[k]
+                .values
+                .iter()
+                .position(|v| *v == point[k])
+                .unwrap_or(0) as f64,
+        };
+        let scale = measure.scale;
+        lines
+            .entry(series_label(k, axes, point))
+            .or_default()
+            .push(LinePoint {
+                x,
+                value: stats.metrics.get(measure.metric).map(|s| Spread {
+                    mean: s.mean / scale,
+                    min: s.min / scale,
+                    max: s.max / scale,
+                }),
+                run_failed: stats.failed > 0,
+                tenant_failed: stats.tenant_failed > 0,
             });
-        }
     }
     lines
         .into_iter()
         .map(|(label, mut points)| {
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            Line { label, points }
+            Line {
+                color: colors.get(&label).copied().unwrap_or(0),
+                label,
+                points,
+            }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::output::Stats;
+    use crate::sweep::plan::grid;
+
+    fn axis(key: &str, values: &[&str]) -> Axis {
+        Axis {
+            key: key.into(),
+            values: values.iter().map(|v| Value::String((*v).into())).collect(),
+        }
+    }
+
+    /// Statistics of a point whose runs gave each metric one value.
+    fn point(
+        runs: usize,
+        failed: usize,
+        tenant_failed: usize,
+        metrics: &[(&'static str, f64)],
+    ) -> PointStats {
+        PointStats {
+            runs,
+            failed,
+            tenant_failed,
+            metrics: metrics
+                .iter()
+                .map(|(m, v)| (*m, Stats::of(&[*v]).unwrap()))
+                .collect(),
+        }
+    }
+
+    fn measure(metric: &str) -> &'static Measure {
+        MEASURES.iter().find(|m| m.metric == metric).unwrap()
+    }
+
+    #[test]
+    fn a_series_keeps_its_colour_in_every_figure() {
+        let axes = [
+            axis("device.vram_limit", &["100MiB", "200MiB"]),
+            axis(
+                "manager.chunk_policy",
+                &["random", "priority-buffer", "reverse-swap"],
+            ),
+        ];
+        let points = grid(&axes);
+        // Only reverse-swap evicts: the eviction figure has a line of its own.
+        let stats: Vec<PointStats> = points
+            .iter()
+            .map(|p| match p[1].as_str() {
+                Some("reverse-swap") => {
+                    point(1, 0, 0, &[("makespan_ns", 2e9), ("eviction_mean_ns", 1e6)])
+                }
+                _ => point(1, 0, 0, &[("makespan_ns", 1e9)]),
+            })
+            .collect();
+        let colors = plot::color_slots(points.iter().map(|p| series_label(0, &axes, p)));
+        let (_, placement) = placement(&axes[0]);
+        let figure = |metric| {
+            lines_for(
+                0,
+                &axes,
+                &points,
+                &stats,
+                measure(metric),
+                &placement,
+                &colors,
+            )
+            .into_iter()
+            .filter(|l| l.points.iter().any(|p| p.value.is_some()))
+            .map(|l| (l.label, l.color))
+            .collect::<Vec<_>>()
+        };
+        let makespan = figure("makespan_ns");
+        assert_eq!(makespan.len(), 3);
+        let eviction = figure("eviction_mean_ns");
+        assert_eq!(eviction.len(), 1);
+        assert!(
+            makespan.contains(&eviction[0]),
+            "{eviction:?} not in {makespan:?}"
+        );
+        let mut slots: Vec<usize> = makespan.iter().map(|(_, c)| *c).collect();
+        slots.dedup();
+        assert_eq!(slots.len(), 3, "two series share a colour: {makespan:?}");
+    }
+
+    #[test]
+    fn failed_points_are_marked_not_dropped() {
+        let axes = [axis("device.vram_limit", &["100MiB", "200MiB", "300MiB"])];
+        let points = grid(&axes);
+        let stats = [
+            // Every run had a tenant fail: no runtime, the makespan of the runs.
+            point(2, 0, 2, &[("makespan_ns", 3e9)]),
+            // One of two runs had a tenant fail: the runtime of the other.
+            point(2, 0, 1, &[("slowest_total_ns", 2e9), ("makespan_ns", 2e9)]),
+            // Every run failed.
+            point(2, 2, 0, &[]),
+        ];
+        let (_, placement) = placement(&axes[0]);
+        let colors = plot::color_slots([String::new()]);
+        let lines = lines_for(
+            0,
+            &axes,
+            &points,
+            &stats,
+            measure("slowest_total_ns"),
+            &placement,
+            &colors,
+        );
+        assert_eq!(lines.len(), 1);
+        let marks: Vec<(f64, Option<f64>, bool, bool)> = lines[0]
+            .points
+            .iter()
+            .map(|p| (p.x, p.value.map(|v| v.mean), p.run_failed, p.tenant_failed))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (100.0, None, false, true),
+                (200.0, Some(2.0), false, true),
+                (300.0, None, true, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn named_settings_are_categories_drawn_as_points() {
+        let axes = [axis("manager.chunk_policy", &["random", "priority-buffer"])];
+        let (label, policies) = placement(&axes[0]);
+        assert_eq!(label, "manager.chunk_policy");
+        assert_eq!(
+            policies,
+            Placement::Categories(vec!["random".into(), "priority-buffer".into()])
+        );
+        assert!(matches!(policies.x_axis(), XAxis::Categories(names) if names.len() == 2));
+        let points = grid(&axes);
+        let stats = [
+            point(1, 0, 0, &[("makespan_ns", 1e9)]),
+            point(1, 0, 0, &[("makespan_ns", 2e9)]),
+        ];
+        let colors = plot::color_slots([String::new()]);
+        let lines = lines_for(
+            0,
+            &axes,
+            &points,
+            &stats,
+            measure("makespan_ns"),
+            &policies,
+            &colors,
+        );
+        let xs: Vec<f64> = lines[0].points.iter().map(|p| p.x).collect();
+        assert_eq!(xs, [0.0, 1.0]);
+        // Numbers stay numbers, placed evenly only when they span orders of magnitude.
+        let sizes = axis("device.vram_limit", &["100MiB", "200MiB"]);
+        assert_eq!(placement(&sizes).1, Placement::Numbers);
+        let chunks = axis("manager.chunk_size", &["128KiB", "1MiB", "128MiB"]);
+        assert!(matches!(placement(&chunks).1, Placement::Evenly(_)));
+        // Named settings get plots of their own only when nothing is numeric.
+        assert_eq!(plotted_axes(&[axes[0].clone(), sizes.clone()]), [1]);
+        assert_eq!(plotted_axes(&[axes[0].clone(), axes[0].clone()]), [0, 1]);
+    }
 }

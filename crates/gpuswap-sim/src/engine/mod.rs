@@ -19,8 +19,8 @@ use ready::ReadySet;
 use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
 use crate::page_table::PageTable;
 use crate::preset::Preset;
-use crate::queue::EventQueue;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
+use crate::queue::EventQueue;
 use crate::runtime::{Instr, flatten, with_runtime};
 use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
 
