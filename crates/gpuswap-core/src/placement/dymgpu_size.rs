@@ -6,7 +6,8 @@
 //!
 //! Decided here where the spec is silent: a newcomer that fits in a free run takes the
 //! first one (no sharing, nobody moves); a tie between P_K and a reallocation keeps
-//! P_K (nobody moves).
+//! P_K (nobody moves); a departure reallocates only if that shares fewer slots than
+//! staying put (moving costs copies and cannot help when nothing is shared).
 
 use super::{
     Demand, PlaceError, Placement, check_demands, first_free_run, order_by, pack, shared_slots,
@@ -83,12 +84,20 @@ impl Placement for DymgpuSize {
         &mut self,
         total: u32,
         residents: &[Demand],
-        _positions: &[u32],
+        positions: &[u32],
         held_alone: bool,
     ) -> Option<Vec<u32>> {
         if !held_alone || residents.is_empty() {
             return None;
         }
-        self.place(total, residents).ok()
+        // Moving vGPUs costs copies: reallocate only when it shares fewer slots.
+        let anchor = self.anchor;
+        let next = self.place(total, residents).ok()?;
+        if shared_slots(total, residents, &next) < shared_slots(total, residents, positions) {
+            Some(next)
+        } else {
+            self.anchor = anchor;
+            None
+        }
     }
 }

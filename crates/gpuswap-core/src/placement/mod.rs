@@ -124,6 +124,12 @@ pub struct PlacementEntry {
     build: fn() -> Box<dyn Placement>,
 }
 
+impl std::fmt::Debug for PlacementEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 impl PlacementEntry {
     /// A fresh instance (dynamic algorithms keep state between calls).
     pub fn build(&self) -> Box<dyn Placement> {

@@ -124,10 +124,13 @@ fn size_based_maps_a_small_newcomer_at_the_overlap_and_reallocates_when_space_fr
     assert_eq!(next, [0, 2, 2]);
     let all = demands(&[4, 4, 2]);
     assert_eq!(shared_slots(6, &all, &next), shared_slots(6, &d, &p));
-    // The first vGPU leaves slots 0-1 it held alone: the rest are re-placed.
+    // The first vGPU leaves slots 0-1 it held alone: the rest are re-placed, since that
+    // ends their sharing.
     let after = a.depart(6, &demands(&[4, 2]), &[2, 2], true).unwrap();
     assert_eq!(after, [0, 4]);
     assert_eq!(shared_slots(6, &demands(&[4, 2]), &after), 0);
+    // When nothing is shared, nobody moves.
+    assert_eq!(a.depart(6, &demands(&[2, 2]), &[0, 4], true), None);
     // Leaving only shared slots moves nobody.
     assert_eq!(a.depart(6, &demands(&[4]), &[0], false), None);
 }

@@ -1,0 +1,131 @@
+use gpuswap_core::MIB;
+use gpuswap_core::placement::find_placement;
+
+use super::*;
+use crate::preset;
+use crate::workload;
+
+const S: u64 = 1_000_000_000;
+
+fn vm(name: &str, workload: &str, mib: u64, start_s: u64, duration_s: u64) -> VmSpec {
+    VmSpec {
+        name: name.into(),
+        workload: workload::find(workload).unwrap(),
+        high_memory_bytes: mib * MIB,
+        start_ns: start_s * S,
+        duration_ns: Some(duration_s * S),
+    }
+}
+
+fn run(placement: &str, vms: Vec<VmSpec>) -> VgpuOutcome {
+    simulate(VgpuConfig {
+        preset: preset::find("hd530").unwrap(),
+        placement: find_placement(placement).unwrap(),
+        vms,
+        max_sim_ns: 10_000 * S,
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_vm_alone_switches_in_once_and_renders_at_its_own_pace() {
+    let out = run("gscale", vec![vm("a", "firefox-asteroids", 384, 0, 10)]);
+    assert_eq!(out.switches, 1);
+    assert_eq!(out.slot_copies, 6);
+    // 6 ms of GPU and 8 ms of CPU per frame: about 71 frames per second.
+    let fps = out.vms[0].fps();
+    assert!((fps - 1000.0 / 14.0).abs() < 1.0, "{fps}");
+}
+
+#[test]
+fn while_every_vgpu_fits_alone_all_placements_copy_the_same() {
+    // Nine VMs of 384 MiB fill the 54 slots without sharing.
+    let vms: Vec<VmSpec> = (0..9)
+        .map(|i| vm(&format!("v{i}"), "openarena", 384, 0, 5))
+        .collect();
+    let copies: Vec<u64> = ["gscale", "dymgpu-size", "dymgpu-util"]
+        .iter()
+        .map(|p| run(p, vms.clone()).slot_copies)
+        .collect();
+    // Each vGPU's 6 slots are copied once, at its first switch-in.
+    assert_eq!(copies, [54, 54, 54]);
+}
+
+#[test]
+fn gvirt_holds_at_most_three_vgpus() {
+    let vms: Vec<VmSpec> = (0..4)
+        .map(|i| vm(&format!("v{i}"), "lightsmark", 384, 0, 5))
+        .collect();
+    let out = run("gvirt", vms);
+    assert!(out.vms[..3].iter().all(|v| v.error.is_none()));
+    let refused = out.vms[3].error.as_deref().unwrap();
+    assert!(refused.contains("partitioned"), "{refused}");
+    assert_eq!(out.vms[3].frames, 0);
+}
+
+#[test]
+fn sharing_slots_costs_copies_at_every_switch() {
+    // Eleven VMs of 384 MiB: two more than fit, so some slots are shared.
+    let vms: Vec<VmSpec> = (0..11)
+        .map(|i| vm(&format!("v{i}"), "urbanterror", 384, 0, 10))
+        .collect();
+    let shared = run("gscale", vms.clone());
+    let fits: Vec<VmSpec> = vms[..9].to_vec();
+    let alone = run("gscale", fits);
+    assert!(
+        shared.slot_copies > 10 * alone.slot_copies,
+        "{} vs {}",
+        shared.slot_copies,
+        alone.slot_copies
+    );
+    assert!(shared.cycles_per_switch() > alone.cycles_per_switch());
+}
+
+#[test]
+fn equal_vms_get_equal_gpu_time_and_runs_repeat_exactly() {
+    let vms = vec![vm("a", "nexuiz", 384, 0, 10), vm("b", "nexuiz", 384, 0, 10)];
+    let out = run("dymgpu-size", vms.clone());
+    let (a, b) = (out.vms[0].gpu_ns as f64, out.vms[1].gpu_ns as f64);
+    assert!((a - b).abs() / a < 0.01, "{a} vs {b}");
+    assert_eq!(out, run("dymgpu-size", vms));
+}
+
+#[test]
+fn a_job_ends_when_its_work_is_done() {
+    let job = VmSpec {
+        duration_ns: None,
+        ..vm("nw", "nw", 384, 1, 0)
+    };
+    let out = run("gscale", vec![job]);
+    let v = &out.vms[0];
+    assert_eq!(v.gpu_ns, 2 * S);
+    // Its 125 slices run back to back after one switch.
+    assert!(v.end_ns - v.start_ns >= 2 * S && v.end_ns - v.start_ns < 2 * S + S / 100);
+}
+
+#[test]
+fn a_frame_workload_without_a_duration_is_refused() {
+    let mut v = vm("a", "openarena", 384, 0, 1);
+    v.duration_ns = None;
+    let err = simulate(VgpuConfig {
+        preset: preset::find("hd530").unwrap(),
+        placement: find_placement("gscale").unwrap(),
+        vms: vec![v],
+        max_sim_ns: S,
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("needs a duration"), "{err}");
+}
+
+#[test]
+fn utilization_based_placement_moves_vgpus_every_twenty_seconds() {
+    // Eleven VMs: the busy ones should end up with slots of their own.
+    let mut vms: Vec<VmSpec> = (0..6)
+        .map(|i| vm(&format!("low{i}"), "lightsmark", 384, 0, 60))
+        .collect();
+    vms.extend((0..5).map(|i| vm(&format!("high{i}"), "urbanterror", 384, 0, 60)));
+    let util = run("dymgpu-util", vms.clone());
+    assert!(util.reallocations >= 1);
+    let gscale = run("gscale", vms);
+    assert_eq!(gscale.reallocations, 0);
+}
