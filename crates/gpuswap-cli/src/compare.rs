@@ -87,3 +87,37 @@ fn run_one(
     run_and_report_with(&loaded.name, loaded.seed, &loaded.config, baselines)
         .map_err(|e| CompareError::Run(explain(&e, path, loaded.seed)))
 }
+
+/// `gpuswap compare` on a VM scenario: the same VMs under each placement algorithm
+/// (`--managers` names placements; default: all of them), as a table.
+pub fn run_vgpu(args: &CompareArgs, text: &str) -> Result<String, CompareError> {
+    use gpuswap_core::placement::{PLACEMENTS, find_placement};
+    let loaded = crate::vgpu_scenario::parse(&args.scenario, text)
+        .map_err(|e| CompareError::BadInput(e.to_string()))?;
+    let names: Vec<String> = if args.managers.is_empty() {
+        PLACEMENTS.iter().map(|p| p.name.to_owned()).collect()
+    } else {
+        args.managers.clone()
+    };
+    let mut outcomes = Vec::new();
+    for name in &names {
+        let placement = find_placement(name).ok_or_else(|| {
+            let known: Vec<_> = PLACEMENTS.iter().map(|p| p.name).collect();
+            CompareError::BadInput(format!(
+                "--managers: unknown placement {name:?} for a VM scenario; expected one of: {}",
+                known.join(", ")
+            ))
+        })?;
+        let mut config = loaded.config.clone();
+        config.placement = placement;
+        config.max_sim_ns = args.limits.limits().max_sim_ns;
+        let outcome = gpuswap_vgpu::engine::simulate(config)
+            .map_err(|e| CompareError::Run(format!("{}: {name}: {e}", args.scenario.display())))?;
+        outcomes.push((placement.name, outcome));
+    }
+    Ok(crate::render::vgpu_compare_table(
+        &loaded.name,
+        &outcomes,
+        crate::render::terminal_width(),
+    ))
+}

@@ -116,6 +116,42 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "per-chunk priorities (priority-chunk)",
     ),
     (
+        "vm.name",
+        "text, unique",
+        "the workload's name and the VM's index (urbanterror0)",
+        "VM scenarios: name in reports (count > 1 adds -0, -1, ...)",
+    ),
+    (
+        "vm.workload",
+        "workload name (gpuswap apps, vGPU workloads)",
+        "required",
+        "VM scenarios: what the VM runs on its vGPU",
+    ),
+    (
+        "vm.high_memory",
+        "size: B, KiB, MiB, GiB",
+        "384MiB",
+        "VM scenarios: the vGPU's high graphics memory (64 MiB slots on hd530)",
+    ),
+    (
+        "vm.start",
+        "duration: ns, us, ms, s",
+        "0s",
+        "VM scenarios: when the VM arrives",
+    ),
+    (
+        "vm.duration",
+        "duration: ns, us, ms, s",
+        "required for frame workloads; jobs end when done",
+        "VM scenarios: how long the VM stays",
+    ),
+    (
+        "vm.count",
+        "whole number, 1 to 1000",
+        "1",
+        "VM scenarios: this many VMs alike",
+    ),
+    (
         "sweep.runs",
         "whole number, at least 1",
         "1",
@@ -141,6 +177,16 @@ pub fn all() -> Vec<KeySpec> {
             help: (*help).to_owned(),
         })
         .collect();
+    let placements: Vec<_> = gpuswap_core::placement::PLACEMENTS
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    keys.push(KeySpec {
+        path: "manager.placement".into(),
+        value: placements.join(" | "),
+        default: "gscale".into(),
+        help: "VM scenarios: where vGPUs go in graphics memory".into(),
+    });
     for entry in POLICIES {
         for param in entry.params {
             let path = format!("manager.{}", param.key);
@@ -214,7 +260,9 @@ pub fn template() -> String {
     out += &commented("manager.chunk_size", "\"4MiB\"");
     out += &commented("manager.return_interval", "\"50ms\"");
     for k in keys.iter().filter(|k| {
-        k.path.starts_with("manager.") && !FIXED.iter().any(|(path, ..)| *path == k.path)
+        k.path.starts_with("manager.")
+            && k.path != "manager.placement"
+            && !FIXED.iter().any(|(path, ..)| *path == k.path)
     }) {
         let key = k.path.trim_start_matches("manager.");
         let example = match k.default.parse::<u64>() {
@@ -240,6 +288,16 @@ pub fn template() -> String {
             out += &commented("tenant.chunk_priorities", "{ input_units = [80, 20] }");
         }
     }
+    out += "\n# A scenario for a virtualised integrated GPU has VMs instead of tenants (gpuswap\n\
+            # run tells them apart by their [[vm]] tables), with preset = \"hd530\" and:\n";
+    out += &commented("manager.placement", "\"dymgpu-size\"");
+    out += "# [[vm]]\n";
+    out += &commented("vm.name", "\"game\"");
+    out += &commented("vm.workload", "\"urbanterror\"");
+    out += &commented("vm.high_memory", "\"384MiB\"");
+    out += &commented("vm.start", "\"0s\"");
+    out += &commented("vm.duration", "\"60s\"");
+    out += &commented("vm.count", "11");
     out += "\n# For gpuswap sweep: a grid over any keys above.\n# [sweep]\n";
     out += &commented("sweep.runs", "5");
     out += &commented(

@@ -15,6 +15,7 @@ mod scenario;
 mod stdout;
 mod sweep;
 mod text;
+mod vgpu_scenario;
 
 #[cfg(test)]
 mod fuzz_tests;
@@ -192,6 +193,11 @@ fn main() -> ExitCode {
             fail_on_error,
             limits,
         } => {
+            if let Ok(text) = text::read_text(&scenario)
+                && vgpu_scenario::is_vgpu_text(&text)
+            {
+                return run_vgpu(&scenario, &text, json, timeline.is_some(), &limits);
+            }
             let mut loaded = match scenario::load(&scenario) {
                 Ok(s) => s,
                 Err(e) => {
@@ -355,6 +361,20 @@ fn main() -> ExitCode {
         }
         Command::Sweep(args) => return sweep_exit(sweep::run(&args)),
         Command::Compare(args) => {
+            if let Ok(text) = text::read_text(&args.scenario)
+                && vgpu_scenario::is_vgpu_text(&text)
+            {
+                return match compare::run_vgpu(&args, &text) {
+                    Ok(table) => emit(&table),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::from(match e {
+                            compare::CompareError::BadInput(_) => EXIT_BAD_INPUT,
+                            compare::CompareError::Run(_) => 1,
+                        })
+                    }
+                };
+            }
             return match compare::run(&args) {
                 Ok(reports) => emit(&render::compare_table(&reports, render::terminal_width())),
                 Err(e) => {
@@ -378,6 +398,69 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `gpuswap run` on a VM scenario (virtualised integrated GPU).
+fn run_vgpu(
+    path: &std::path::Path,
+    text: &str,
+    json: bool,
+    timeline: bool,
+    limits: &limits::LimitArgs,
+) -> ExitCode {
+    let mut loaded = match vgpu_scenario::parse(path, text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    if timeline {
+        eprintln!("error: --timeline plots VRAM per tenant; a VM scenario has no VRAM timeline");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    if loaded.has_sweep {
+        eprintln!(
+            "note: {} has a [sweep] table; `run` runs its base point (`gpuswap sweep` runs the grid)",
+            path.display()
+        );
+    }
+    loaded.config.max_sim_ns = limits.limits().max_sim_ns;
+    let outcome = match gpuswap_vgpu::engine::simulate(loaded.config.clone()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    if json {
+        let report = serde_json::json!({
+            "scenario": loaded.name,
+            "device": loaded.config.preset.name,
+            "placement": loaded.config.placement.name,
+            "vms": outcome.vms.iter().map(|v| {
+                let mut value = serde_json::to_value(v).expect("outcomes serialize");
+                value["fps"] = serde_json::json!(v.fps());
+                value
+            }).collect::<Vec<_>>(),
+            "system": {
+                "switches": outcome.switches,
+                "slot_copies": outcome.slot_copies,
+                "entries_copied": outcome.entries_copied,
+                "switch_cycles": outcome.switch_cycles,
+                "cycles_per_switch": outcome.cycles_per_switch(),
+                "reallocations": outcome.reallocations,
+                "makespan_ns": outcome.makespan_ns,
+            },
+        });
+        return emit(&(serde_json::to_string_pretty(&report).expect("json") + "\n"));
+    }
+    emit(&render::vgpu_table(
+        &loaded.name,
+        &loaded.config,
+        &outcome,
+        render::terminal_width(),
+    ))
 }
 
 /// The exit code of a sweep (or the benchmark, which is one), with its error printed.

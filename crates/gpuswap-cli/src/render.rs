@@ -381,6 +381,131 @@ fn fit(text: &str, width: Option<usize>) -> String {
         .collect()
 }
 
+/// A VM scenario's outcome: per VM what it got, then the system's switch costs.
+pub fn vgpu_table(
+    scenario: &str,
+    config: &gpuswap_vgpu::engine::VgpuConfig,
+    out: &gpuswap_vgpu::engine::VgpuOutcome,
+    width: Option<usize>,
+) -> String {
+    let mut text = fields(
+        &[
+            format!("scenario {scenario}"),
+            format!("device {}", config.preset.name),
+            format!("placement {}", config.placement.name),
+            format!(
+                "{} slots of {}",
+                config.preset.total_slots(),
+                format_bytes(config.preset.slot_bytes)
+            ),
+        ],
+        width,
+    ) + "\n";
+    let rows: Vec<Vec<String>> = out
+        .vms
+        .iter()
+        .map(|v| {
+            vec![
+                v.name.clone(),
+                v.workload.to_owned(),
+                v.slots.to_string(),
+                format_ns(v.end_ns - v.start_ns),
+                if v.frames > 0 {
+                    format!("{:.1}", v.fps())
+                } else {
+                    "-".into()
+                },
+                format_ns(v.gpu_ns),
+                v.moves.to_string(),
+                v.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    text += &table(
+        &[
+            "vm", "workload", "slots", "time", "fps", "gpu time", "moves", "error",
+        ],
+        &rows,
+        width,
+    );
+    let refused = out.vms.iter().filter(|v| v.error.is_some()).count();
+    text += "\n";
+    text += &fields(
+        &[
+            format!("context switches {}", out.switches),
+            format!("slot copies {}", out.slot_copies),
+            format!("entries copied {}", out.entries_copied),
+        ],
+        width,
+    );
+    text += &fields(
+        &[
+            format!("cycles per switch {:.0}", out.cycles_per_switch()),
+            format!("switch cycles {}", out.switch_cycles),
+            format!("reallocations {}", out.reallocations),
+            format!("makespan {}", format_ns(out.makespan_ns)),
+        ],
+        width,
+    );
+    if refused > 0 {
+        text += &format!("{refused} of {} VMs FAILED to start\n", out.vms.len());
+    }
+    text
+}
+
+/// The same VMs under several placements: per placement the VMs refused, the mean
+/// frame rate of the VMs that render frames, and the switch costs.
+pub fn vgpu_compare_table(
+    scenario: &str,
+    outcomes: &[(&str, gpuswap_vgpu::engine::VgpuOutcome)],
+    width: Option<usize>,
+) -> String {
+    let rows: Vec<Vec<String>> = outcomes
+        .iter()
+        .map(|(name, o)| {
+            let refused = o.vms.iter().filter(|v| v.error.is_some()).count();
+            let rendering: Vec<f64> = o
+                .vms
+                .iter()
+                .filter(|v| v.frames > 0)
+                .map(|v| v.fps())
+                .collect();
+            vec![
+                (*name).to_owned(),
+                format!("{refused} of {}", o.vms.len()),
+                if rendering.is_empty() {
+                    "-".into()
+                } else {
+                    format!(
+                        "{:.1}",
+                        rendering.iter().sum::<f64>() / rendering.len() as f64
+                    )
+                },
+                o.switches.to_string(),
+                o.slot_copies.to_string(),
+                format!("{:.0}", o.cycles_per_switch()),
+                format!("{:.3e}", o.switch_cycles as f64),
+                o.reallocations.to_string(),
+            ]
+        })
+        .collect();
+    format!("scenario {scenario}\n\n")
+        + &table(
+            &[
+                "placement",
+                "vms failed",
+                "mean fps",
+                "switches",
+                "slot copies",
+                "cycles/switch",
+                "switch cycles",
+                "reallocations",
+            ],
+            &rows,
+            width,
+        )
+}
+
 /// The presets, one per row.
 pub fn presets_table(presets: &[Preset], width: Option<usize>) -> String {
     let rows: Vec<Vec<String>> = presets

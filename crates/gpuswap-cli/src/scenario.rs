@@ -150,7 +150,7 @@ pub const DEFAULT_PRESET: &str = "gtx480";
 /// Whether `key` exists in `section` (`device`, `manager` or `tenant`), for checking a
 /// sweep's keys before any run; the error lists what exists (from [`crate::keys`]).
 pub fn check_key(section: &str, key: &str) -> Result<(), String> {
-    if !["device", "manager", "tenant"].contains(&section) {
+    if !["device", "manager", "tenant", "vm"].contains(&section) {
         return Ok(());
     }
     let known = crate::keys::in_section(section);

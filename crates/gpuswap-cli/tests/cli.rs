@@ -1117,3 +1117,68 @@ fn place_computes_the_spec_examples_and_refuses_bad_input() {
         );
     }
 }
+
+#[test]
+fn vm_scenarios_run_compare_and_sweep() {
+    let fifteen = repo_file("scenarios/vgpu/fifteen-vms.toml");
+    let out = gpuswap(&["run", &fifteen]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("placement dymgpu-size") && text.contains("urbanterror-1"),
+        "{text}"
+    );
+    assert!(text.contains("context switches") && text.contains("cycles per switch"));
+    let json: serde_json::Value =
+        serde_json::from_slice(&gpuswap(&["run", &fifteen, "--json"]).stdout).unwrap();
+    assert_eq!(json["vms"].as_array().unwrap().len(), 15);
+    // 90 slots asked of 54: slots are shared, and copies dominate the switches.
+    assert!(json["system"]["slot_copies"].as_u64().unwrap() > 10_000);
+    assert!(json["vms"][0]["fps"].as_f64().unwrap() > 0.0);
+
+    let compare = stdout(&gpuswap(&["compare", &fifteen]));
+    for placement in ["gvirt", "gscale", "dymgpu-size", "dymgpu-util"] {
+        assert!(compare.contains(placement), "{compare}");
+    }
+    // gVirt's partitions hold three vGPUs.
+    assert!(compare.contains("12 of 15"), "{compare}");
+    let bad = gpuswap(&["compare", &fifteen, "--managers", "native"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let out_dir = std::env::temp_dir().join(format!("gpuswap-vgpu-sweep-{}", std::process::id()));
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/vgpu/placement.toml"),
+        "--vary",
+        "vm[2].count=1,8",
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--force",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
+    assert!(
+        summary.starts_with(
+            "point,manager.placement,vm[2].count,runs,failed,tenant_failed,slot_copies.mean"
+        ),
+        "{summary}"
+    );
+    // 8 points: 4 placements x 2 counts.
+    assert_eq!(summary.lines().count(), 9);
+    assert!(out_dir.join("slot-copies-vs-vm_2__count.svg").exists());
+    // A key the VMs do not have is refused before any run.
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/vgpu/placement.toml"),
+        "--vary",
+        "vm[5].count=1,2",
+        "--dry-run",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("expected an index below 3"),
+        "{}",
+        stderr(&out)
+    );
+}

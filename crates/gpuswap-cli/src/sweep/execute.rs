@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use toml::Value;
 
 use super::SweepError;
-use super::figures::RunFigures;
+use super::figures::{Kind, RunFigures};
 use super::keys::apply;
 use super::plan::{Plan, text_without_sweep};
 use crate::scenario;
@@ -110,7 +110,16 @@ impl Plan {
             table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
             run,
         );
-        let result = scenario::parse(&self.path, &text_without_sweep(&table))
+        let text = text_without_sweep(&table);
+        if self.kind() == Kind::Vms {
+            return Row {
+                point: index,
+                run,
+                seed,
+                result: self.run_vms(&text),
+            };
+        }
+        let result = scenario::parse(&self.path, &text)
             .map_err(|e| e.to_string())
             .and_then(|mut s| {
                 s.set_seed(seed);
@@ -130,6 +139,23 @@ impl Plan {
             run,
             seed,
             result,
+        }
+    }
+}
+
+impl Plan {
+    /// One run of a VM scenario's point (the simulation has no random choices: every
+    /// seed gives the same run).
+    fn run_vms(&self, text: &str) -> Result<RunFigures, String> {
+        let mut s = crate::vgpu_scenario::parse(&self.path, text).map_err(|e| e.to_string())?;
+        s.config.max_sim_ns = self.limits.max_sim_ns;
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gpuswap_vgpu::engine::simulate(s.config)
+        }));
+        match run {
+            Ok(Ok(outcome)) => Ok(RunFigures::of_vms(&outcome)),
+            Ok(Err(e)) => Err(format!("{}: {e}", self.path.display())),
+            Err(_) => Err("internal error: the simulation panicked (please report)".into()),
         }
     }
 }

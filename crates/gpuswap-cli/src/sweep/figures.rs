@@ -1,7 +1,42 @@
 //! What a sweep keeps of a run: the summary metrics and each tenant's results.csv
-//! columns, taken from the run's report.
+//! columns, taken from the run's report (tenants on a discrete GPU) or outcome (VMs on a
+//! virtualised integrated GPU).
 
 use gpuswap_sim::report::{Report, TenantReport};
+use gpuswap_vgpu::engine::VgpuOutcome;
+
+/// What a sweep's scenario runs: tenants on a discrete GPU, or VMs on a virtualised
+/// integrated GPU. Each has its own summary metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `[[tenant]]` scenarios.
+    Tenants,
+    /// `[[vm]]` scenarios.
+    Vms,
+}
+
+impl Kind {
+    /// The summary metrics of its runs, the columns of results.csv and summary.csv.
+    pub fn metrics(self) -> &'static [&'static str] {
+        match self {
+            Self::Tenants => &SUMMARY_METRICS,
+            Self::Vms => &VM_METRICS,
+        }
+    }
+}
+
+/// System figures of a VM run summarized per grid point.
+pub(super) const VM_METRICS: [&str; 9] = [
+    "slot_copies",
+    "entries_copied",
+    "switches",
+    "cycles_per_switch",
+    "switch_cycles",
+    "mean_fps",
+    "vms_failed",
+    "reallocations",
+    "makespan_ns",
+];
 
 /// What the outputs keep of one run's report: the summary metrics and the per-tenant
 /// columns of results.csv, taken in the worker right after the run. A whole report holds
@@ -9,8 +44,10 @@ use gpuswap_sim::report::{Report, TenantReport};
 /// with the length of its runs as well as their number; these are fixed-size.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunFigures {
-    /// The [`SUMMARY_METRICS`], in order; None where a metric has no value.
-    pub metrics: [Option<f64>; SUMMARY_METRICS.len()],
+    /// What ran: names the metrics.
+    pub kind: Kind,
+    /// The kind's metrics ([`Kind::metrics`]), in order; None where one has no value.
+    pub metrics: Vec<Option<f64>>,
     /// Per tenant of the base scenario, by name; None when the run had no tenant of that
     /// name (a varied name).
     pub tenants: Vec<Option<TenantFigures>>,
@@ -25,7 +62,8 @@ impl RunFigures {
     /// columns of results.csv.
     pub fn of(report: &Report, tenants: &[String]) -> Self {
         Self {
-            metrics: SUMMARY_METRICS.map(|m| metric(report, m)),
+            kind: Kind::Tenants,
+            metrics: SUMMARY_METRICS.iter().map(|m| metric(report, m)).collect(),
             tenants: tenants
                 .iter()
                 .map(|name| {
@@ -41,9 +79,43 @@ impl RunFigures {
         }
     }
 
+    /// Takes the figures of a VM run: no per-tenant columns; a VM that failed to start
+    /// counts as a failed tenant. The mean frame rate is over the VMs that rendered.
+    pub fn of_vms(outcome: &VgpuOutcome) -> Self {
+        let failed = outcome.vms.iter().filter(|v| v.error.is_some()).count();
+        let fps: Vec<f64> = outcome
+            .vms
+            .iter()
+            .filter(|v| v.frames > 0)
+            .map(|v| v.fps())
+            .collect();
+        let value = |name: &str| -> Option<f64> {
+            Some(match name {
+                "slot_copies" => outcome.slot_copies as f64,
+                "entries_copied" => outcome.entries_copied as f64,
+                "switches" => outcome.switches as f64,
+                "cycles_per_switch" => outcome.cycles_per_switch(),
+                "switch_cycles" => outcome.switch_cycles as f64,
+                "mean_fps" if fps.is_empty() => return None,
+                "mean_fps" => fps.iter().sum::<f64>() / fps.len() as f64,
+                "vms_failed" => failed as f64,
+                "reallocations" => outcome.reallocations as f64,
+                "makespan_ns" => outcome.makespan_ns as f64,
+                _ => return None,
+            })
+        };
+        Self {
+            kind: Kind::Vms,
+            metrics: VM_METRICS.iter().map(|m| value(m)).collect(),
+            tenants: Vec::new(),
+            tenant_failed: failed > 0,
+            events: outcome.switches,
+        }
+    }
+
     /// The value of a summary metric.
     pub(super) fn metric(&self, name: &str) -> Option<f64> {
-        let i = SUMMARY_METRICS.iter().position(|m| *m == name)?;
+        let i = self.kind.metrics().iter().position(|m| *m == name)?;
         self.metrics[i]
     }
 }

@@ -29,8 +29,12 @@ fn lookup<'a>(scenario: &'a toml::Table, path: &str) -> Option<&'a Value> {
     table.get(t.key)
 }
 
-/// Where a key path points: a table (none for top-level keys), for `tenant[i]` one
-/// tenant (`tenant.x` means every tenant), and the key in it.
+/// The sections that are arrays of tables: the tenants, or the VMs of a scenario for a
+/// virtualised GPU.
+const ARRAY_SECTIONS: [&str; 2] = ["tenant", "vm"];
+
+/// Where a key path points: a table (none for top-level keys), for `tenant[i]` (or
+/// `vm[i]`) one entry (`tenant.x` means every tenant), and the key in it.
 struct Target<'a> {
     section: Option<&'a str>,
     tenant: Option<usize>,
@@ -38,7 +42,7 @@ struct Target<'a> {
 }
 
 fn target(path: &str) -> Result<Target<'_>, String> {
-    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, manager (a table), tenant.repeat or tenant[1].start";
+    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, manager (a table), tenant.repeat, tenant[1].start or vm[0].count";
     let (section, key) = match path.split_once('.') {
         // Top-level keys: the seed, or a whole table (its entries replace the scenario's).
         None if ["seed", "device", "manager"].contains(&path) => {
@@ -55,23 +59,27 @@ fn target(path: &str) -> Result<Target<'_>, String> {
         Some(split) => split,
     };
     match section {
-        "device" | "manager" | "tenant" => Ok(Target {
+        "device" | "manager" | "tenant" | "vm" => Ok(Target {
             section: Some(section),
             tenant: None,
             key,
         }),
-        _ => {
-            let index = section
-                .strip_prefix("tenant[")
-                .and_then(|rest| rest.strip_suffix(']'))
-                .and_then(|i| i.parse::<usize>().ok())
-                .ok_or(expected)?;
-            Ok(Target {
-                section: Some("tenant"),
-                tenant: Some(index),
-                key,
+        _ => ARRAY_SECTIONS
+            .iter()
+            .find_map(|array| {
+                let index = section
+                    .strip_prefix(array)?
+                    .strip_prefix('[')?
+                    .strip_suffix(']')?
+                    .parse::<usize>()
+                    .ok()?;
+                Some(Target {
+                    section: Some(array),
+                    tenant: Some(index),
+                    key,
+                })
             })
-        }
+            .ok_or_else(|| expected.to_owned()),
     }
 }
 
@@ -109,14 +117,15 @@ pub(super) fn check_path(path: &str, scenario: &toml::Table) -> Result<(), Strin
         if let Some(section) = t.section {
             crate::scenario::check_key(section, t.key)?;
         }
-        if let Some(i) = t.tenant {
+        if let (Some(i), Some(section)) = (t.tenant, t.section) {
             let count = scenario
-                .get("tenant")
+                .get(section)
                 .and_then(Value::as_array)
                 .map_or(0, Vec::len);
             if i >= count {
+                let what = if section == "vm" { "VMs" } else { "tenants" };
                 return Err(format!(
-                    "the scenario has {count} tenants; expected an index below {count}"
+                    "the scenario has {count} {what}; expected an index below {count}"
                 ));
             }
         }
@@ -142,8 +151,8 @@ fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
                 scenario.insert(t.key.to_owned(), value.clone());
             }
         },
-        Some("tenant") => {
-            if let Some(Value::Array(tenants)) = scenario.get_mut("tenant") {
+        Some(array) if ARRAY_SECTIONS.contains(&array) => {
+            if let Some(Value::Array(tenants)) = scenario.get_mut(array) {
                 for (i, tenant) in tenants.iter_mut().enumerate() {
                     if t.tenant.is_none_or(|want| want == i)
                         && let Some(table) = tenant.as_table_mut()

@@ -97,13 +97,14 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| Path::new("results").join(&plan.base.name));
+        .unwrap_or_else(|| Path::new("results").join(plan.name()));
     if args.dry_run {
         return crate::stdout::write(&dry_run(&plan, &out, args.jobs)).map_err(SweepError::Output);
     }
     prepare_out(&out, args.force)?;
     let tenants = plan.tenants();
-    let mut outputs = output::Outputs::create(&out, &plan.axes, &plan.points, &tenants)?;
+    let mut outputs =
+        output::Outputs::create(&out, plan.kind(), &plan.axes, &plan.points, &tenants)?;
     plan.execute(args.jobs, args.quiet, |point, rows| {
         outputs.point(point, &rows)
     })?;

@@ -7,7 +7,7 @@ use std::path::Path;
 use toml::Value;
 
 use super::execute::Row;
-use super::figures::{SUMMARY_METRICS, TENANT_COLUMNS};
+use super::figures::{Kind, TENANT_COLUMNS};
 use super::plan::Axis;
 use super::{SweepError, plots};
 
@@ -27,11 +27,11 @@ pub(super) fn value_text(v: &Value) -> String {
 
 /// The columns of results.csv: the point, its settings, the run, the summary metrics and
 /// each tenant's columns.
-fn results_header(axes: &[Axis], tenants: &[String]) -> Vec<String> {
+fn results_header(kind: Kind, axes: &[Axis], tenants: &[String]) -> Vec<String> {
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(axes.iter().map(|a| a.key.clone()));
     header.extend(["run", "seed", "error"].map(String::from));
-    header.extend(SUMMARY_METRICS.map(String::from));
+    header.extend(kind.metrics().iter().map(|m| (*m).to_owned()));
     for t in tenants {
         header.extend(TENANT_COLUMNS.iter().map(|(c, _)| format!("{t}.{c}")));
         header.push(format!("{t}.error"));
@@ -73,6 +73,7 @@ fn results_record(row: &Row, point: &[Value], columns: usize) -> Vec<String> {
 /// Nothing per run outlives its point.
 pub(super) struct Outputs<'a> {
     out: &'a Path,
+    kind: Kind,
     axes: &'a [Axis],
     points: &'a [Vec<Value>],
     results: csv::Writer<std::fs::File>,
@@ -95,6 +96,7 @@ impl<'a> Outputs<'a> {
     /// Creates `out` and results.csv with its header.
     pub(super) fn create(
         out: &'a Path,
+        kind: Kind,
         axes: &'a [Axis],
         points: &'a [Vec<Value>],
         tenants: &[String],
@@ -102,12 +104,13 @@ impl<'a> Outputs<'a> {
         std::fs::create_dir_all(out).map_err(|e| io_error(out, &e))?;
         let path = out.join("results.csv");
         let mut results = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
-        let header = results_header(axes, tenants);
+        let header = results_header(kind, axes, tenants);
         results
             .write_record(&header)
             .map_err(|e| io_error(&path, &e))?;
         Ok(Self {
             out,
+            kind,
             axes,
             points,
             results,
@@ -130,7 +133,7 @@ impl<'a> Outputs<'a> {
         }
         // On disk at once: a sweep killed later keeps every finished point's rows.
         self.results.flush().map_err(|e| io_error(&path, &e))?;
-        let metrics = metric_stats(rows);
+        let metrics = metric_stats(self.kind, rows);
         let failed = rows.iter().filter(|r| r.result.is_err()).count();
         let mut cells = vec![p.to_string()];
         cells.extend(self.points[p].iter().map(value_text));
@@ -143,7 +146,7 @@ impl<'a> Outputs<'a> {
             .filter(|f| f.tenant_failed)
             .count();
         cells.push(tenant_failed.to_string());
-        for m in SUMMARY_METRICS {
+        for m in self.kind.metrics() {
             match metrics.get(m) {
                 Some(s) => cells.extend([s.mean, s.std, s.min, s.max].map(|v| format!("{v}"))),
                 None => cells.extend(std::iter::repeat_n(String::new(), 4)),
@@ -172,7 +175,7 @@ impl<'a> Outputs<'a> {
         let mut header: Vec<String> = vec!["point".into()];
         header.extend(self.axes.iter().map(|a| a.key.clone()));
         header.extend(["runs", "failed", "tenant_failed"].map(String::from));
-        for m in SUMMARY_METRICS {
+        for m in self.kind.metrics() {
             header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
         }
         w.write_record(&header).map_err(|e| io_error(&path, &e))?;
@@ -180,7 +183,15 @@ impl<'a> Outputs<'a> {
             w.write_record(cells).map_err(|e| io_error(&path, &e))?;
         }
         w.flush().map_err(|e| io_error(&path, &e))?;
-        plots::write_plots(self.out, self.axes, self.points, &self.stats, apps, png)
+        plots::write_plots(
+            self.out,
+            self.kind,
+            self.axes,
+            self.points,
+            &self.stats,
+            apps,
+            png,
+        )
     }
 }
 
@@ -234,8 +245,8 @@ impl Stats {
 }
 
 /// The statistics of each summary metric over the rows of one point.
-fn metric_stats(rows: &[Row]) -> BTreeMap<&'static str, Stats> {
-    SUMMARY_METRICS
+fn metric_stats(kind: Kind, rows: &[Row]) -> BTreeMap<&'static str, Stats> {
+    kind.metrics()
         .iter()
         .filter_map(|m| {
             let xs: Vec<f64> = rows
@@ -316,7 +327,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(rows.len(), 2);
-        let header = results_header(&plan.axes, &plan.tenants());
+        let header = results_header(plan.kind(), &plan.axes, &plan.tenants());
 
         let mut s = scenario::parse(
             path,

@@ -8,6 +8,7 @@ use gpuswap_sim::units::{parse_bytes, parse_ns};
 use toml::Value;
 
 use super::SweepError;
+use super::figures::Kind;
 use super::keys::{check_path, overlaps, typed};
 use crate::scenario;
 
@@ -30,7 +31,7 @@ pub struct Plan {
     /// The grid points.
     pub points: Vec<Vec<Value>>,
     /// The scenario as given, for names and defaults.
-    pub base: scenario::Scenario,
+    pub base: Base,
     /// The bounds of every run.
     pub limits: RunLimits,
 }
@@ -84,8 +85,13 @@ impl Plan {
             return Err(SweepError::BadInput("--runs: expected at least 1".into()));
         }
         // The base scenario must be valid on its own: catches mistakes before any run.
-        let base = scenario::parse(path, &text_without_sweep(&table))
-            .map_err(|e| SweepError::BadInput(e.to_string()))?;
+        let base_text = text_without_sweep(&table);
+        let base = if crate::vgpu_scenario::is_vgpu(&table) {
+            crate::vgpu_scenario::parse(path, &base_text).map(Base::Vms)
+        } else {
+            scenario::parse(path, &base_text).map(|s| Base::Tenants(Box::new(s)))
+        }
+        .map_err(|e| SweepError::BadInput(e.to_string()))?;
         let points = grid(&axes);
         Ok(Self {
             path: path.to_owned(),
@@ -111,14 +117,29 @@ impl Plan {
     /// counts as "varied app", its values being on the x axis or in the legend.
     pub fn apps(&self) -> String {
         let mut apps: Vec<(&str, usize)> = Vec::new();
-        for (i, tenant) in self.base.config.tenants.iter().enumerate() {
-            let key = format!("tenant[{i}].app");
-            let app = if self.axes.iter().any(|a| overlaps(&a.key, &key)) {
-                "varied app"
+        let programs: Vec<(String, &str, &str)> = match &self.base {
+            Base::Tenants(s) => s
+                .config
+                .tenants
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (format!("tenant[{i}].app"), t.app.as_str(), "varied app"))
+                .collect(),
+            // VMs of one [[vm]] table share its workload (count expands it).
+            Base::Vms(s) => s
+                .config
+                .vms
+                .iter()
+                .map(|v| ("vm.workload".to_owned(), v.workload.name, "varied workload"))
+                .collect(),
+        };
+        for (key, program, varied) in &programs {
+            let app = if self.axes.iter().any(|a| overlaps(&a.key, key)) {
+                varied
             } else {
-                &tenant.app
+                program
             };
-            match apps.iter_mut().find(|(a, _)| *a == app) {
+            match apps.iter_mut().find(|(a, _)| *a == *app) {
                 Some((_, n)) => *n += 1,
                 None => apps.push((app, 1)),
             }
@@ -134,13 +155,37 @@ impl Plan {
 
     /// The base scenario's tenant names: the tenants of results.csv.
     pub fn tenants(&self) -> Vec<String> {
-        self.base
-            .config
-            .tenants
-            .iter()
-            .map(|t| t.name.clone())
-            .collect()
+        match &self.base {
+            Base::Tenants(s) => s.config.tenants.iter().map(|t| t.name.clone()).collect(),
+            // A VM sweep's results.csv has system columns only.
+            Base::Vms(_) => Vec::new(),
+        }
     }
+
+    /// What the scenario runs, which decides its metrics.
+    pub fn kind(&self) -> Kind {
+        match &self.base {
+            Base::Tenants(_) => Kind::Tenants,
+            Base::Vms(_) => Kind::Vms,
+        }
+    }
+
+    /// The scenario's name (its file name without extension).
+    pub fn name(&self) -> &str {
+        match &self.base {
+            Base::Tenants(s) => &s.name,
+            Base::Vms(s) => &s.name,
+        }
+    }
+}
+
+/// A sweep's base scenario: tenants on a discrete GPU, or VMs on a virtualised one.
+#[derive(Clone, Debug)]
+pub enum Base {
+    /// `[[tenant]]` tables.
+    Tenants(Box<scenario::Scenario>),
+    /// `[[vm]]` tables.
+    Vms(crate::vgpu_scenario::VgpuScenario),
 }
 
 pub(super) fn text_without_sweep(table: &toml::Table) -> String {

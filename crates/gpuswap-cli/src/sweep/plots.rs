@@ -9,6 +9,7 @@ use gpuswap_sim::units::{parse_bytes, parse_ns};
 use toml::Value;
 
 use super::SweepError;
+use super::figures::Kind;
 use super::output::{PointStats, value_text};
 use super::plan::Axis;
 use crate::plot::{self, Line, LinePoint, Spread, XAxis};
@@ -75,10 +76,60 @@ const MEASURES: [Measure; 4] = [
     },
 ];
 
+/// What a VM sweep plots: the copies and cycles that placements are about, and what the
+/// VMs got.
+const VM_MEASURES: [Measure; 4] = [
+    Measure {
+        metric: "slot_copies",
+        scale: 1.0,
+        unit: "copies",
+        stem: "slot-copies",
+        title: "private-table slot copies",
+        y_label: "slot copies at switches",
+        runs_counted: "runs",
+    },
+    Measure {
+        metric: "switch_cycles",
+        scale: 1e9,
+        unit: "10^9 cycles",
+        stem: "switch-cycles",
+        title: "total switch cycles",
+        y_label: "cycles spent switching",
+        runs_counted: "runs",
+    },
+    Measure {
+        metric: "cycles_per_switch",
+        scale: 1e6,
+        unit: "10^6 cycles",
+        stem: "cycles-per-switch",
+        title: "cycles per switch",
+        y_label: "mean cycles per context switch",
+        runs_counted: "runs",
+    },
+    Measure {
+        metric: "mean_fps",
+        scale: 1.0,
+        unit: "frames/s",
+        stem: "fps",
+        title: "frame rate",
+        y_label: "mean frame rate of the VMs that rendered",
+        runs_counted: "runs",
+    },
+];
+
+/// The measures plotted for a kind of scenario.
+fn measures(kind: Kind) -> &'static [Measure] {
+    match kind {
+        Kind::Tenants => &MEASURES,
+        Kind::Vms => &VM_MEASURES,
+    }
+}
+
 /// Writes the plots of a sweep from its per-point statistics; `apps` names the tenants'
 /// apps in the titles.
 pub(super) fn write_plots(
     out: &Path,
+    kind: Kind,
     axes: &[Axis],
     points: &[Vec<Value>],
     stats: &[PointStats],
@@ -93,7 +144,7 @@ pub(super) fn write_plots(
         let axis = &axes[k];
         let (x_label, placement) = placement(axis);
         let name = axis.key.replace(['.', '[', ']'], "_");
-        for measure in &MEASURES {
+        for measure in measures(kind) {
             let lines = lines_for(k, axes, points, stats, measure, &placement, &colors);
             let all = || lines.iter().flat_map(|l| l.points.iter());
             if !all().any(|p| p.value.is_some() || p.run_failed || p.tenant_failed) {

@@ -4,10 +4,12 @@
 //! monitor averaged (a long interval limits the cost of moving vGPUs).
 //!
 //! Decided here where the spec is silent: a newcomer (no utilization measured yet) takes
-//! the first free run if there is one, else it is right-aligned like the least busy.
+//! the first free run if there is one, else it is right-aligned like the least busy; the
+//! periodic re-placement is skipped while no slot is shared (it could only cost copies).
 
 use super::{
-    Demand, PlaceError, Placement, check_demands, first_free_run, order_by, pack, users_per_slot,
+    Demand, PlaceError, Placement, check_demands, first_free_run, order_by, pack, shared_slots,
+    users_per_slot,
 };
 
 /// The re-placement period: DymGPU's 20 s.
@@ -50,8 +52,12 @@ impl Placement for DymgpuUtil {
         &mut self,
         total: u32,
         residents: &[Demand],
-        _positions: &[u32],
+        positions: &[u32],
     ) -> Option<Vec<u32>> {
+        // Nothing shared, nothing to gain: moving would only cost copies.
+        if shared_slots(total, residents, positions) == 0 {
+            return None;
+        }
         self.place(total, residents).ok()
     }
 }

@@ -148,6 +148,8 @@ fn utilization_based_re_places_every_twenty_seconds() {
         .collect();
     // The busy one gets the left, exclusive part; the idle one is right-aligned.
     assert_eq!(a.periodic(5, &busy_second, &[0, 2]), Some(vec![2, 0]));
+    // Nothing shared: nobody moves.
+    assert_eq!(a.periodic(6, &busy_second, &[0, 3]), None);
     // Static algorithms never re-place.
     assert_eq!(find_placement("gscale").unwrap().build().period_ns(), None);
 }

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use gpuswap_core::placement::{Demand, Placement, PlacementEntry};
 use gpuswap_sim::queue::EventQueue;
+use serde::Serialize;
 use thiserror::Error;
 
 use crate::preset::VgpuPreset;
@@ -74,7 +75,7 @@ pub enum VgpuError {
 }
 
 /// What happened to one VM.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VmOutcome {
     /// Name.
     pub name: String,
@@ -108,7 +109,7 @@ impl VmOutcome {
 }
 
 /// What happened in a simulation.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct VgpuOutcome {
     /// One per VM, in scenario order.
     pub vms: Vec<VmOutcome>,
