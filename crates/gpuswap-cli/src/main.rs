@@ -450,6 +450,7 @@ fn run_vgpu(
                 "switch_cycles": outcome.switch_cycles,
                 "cycles_per_switch": outcome.cycles_per_switch(),
                 "reallocations": outcome.reallocations,
+                "idle_releases": outcome.idle_releases,
                 "makespan_ns": outcome.makespan_ns,
             },
         });

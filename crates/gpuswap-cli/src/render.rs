@@ -443,6 +443,7 @@ pub fn vgpu_table(
             format!("cycles per switch {:.0}", out.cycles_per_switch()),
             format!("switch cycles {}", out.switch_cycles),
             format!("reallocations {}", out.reallocations),
+            format!("idle releases {}", out.idle_releases),
             format!("makespan {}", format_ns(out.makespan_ns)),
         ],
         width,

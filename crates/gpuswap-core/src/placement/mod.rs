@@ -121,6 +121,9 @@ pub struct PlacementEntry {
     /// Whether a vGPU's low graphics memory is its own (gVirt's static partitions)
     /// rather than one slot shared by all and copied at every switch (gScale, DymGPU).
     pub partitions_low_memory: bool,
+    /// Whether it runs DymGPU's monitor: an idle vGPU holding slots alone is treated as
+    /// terminated for placement until it has work again.
+    pub releases_idle: bool,
     build: fn() -> Box<dyn Placement>,
 }
 
@@ -143,24 +146,28 @@ pub static PLACEMENTS: &[PlacementEntry] = &[
         name: "gvirt",
         description: "gVirt: static partitions, no sharing; a vGPU that does not fit is refused",
         partitions_low_memory: true,
+        releases_idle: false,
         build: || Box::new(gvirt::Gvirt),
     },
     PlacementEntry {
         name: "gscale",
         description: "gScale: at creation, the contiguous run with the lowest score (occupied slots weigh), ties to the left",
         partitions_low_memory: false,
+        releases_idle: false,
         build: || Box::new(gscale::Gscale),
     },
     PlacementEntry {
         name: "dymgpu-size",
         description: "DymGPU size-based: largest first packed left, the first that does not fit right-aligned, the rest stacked on it; newcomers at the overlap, reallocation when a vGPU with slots of its own leaves",
         partitions_low_memory: false,
+        releases_idle: true,
         build: || Box::<dymgpu_size::DymgpuSize>::default(),
     },
     PlacementEntry {
         name: "dymgpu-util",
         description: "DymGPU utilization-based: busiest first packed left, the rest right-aligned sharing the right end; re-placed every 20 s on averaged utilization",
         partitions_low_memory: false,
+        releases_idle: true,
         build: || Box::new(dymgpu_util::DymgpuUtil),
     },
 ];

@@ -7,8 +7,9 @@
 //! memory slot (unless low memory is partitioned, as under gVirt), and the copy of every
 //! slot of the incoming vGPU whose physical translation entries belong to another vGPU.
 //! DymGPU's monitor samples each vGPU's utilization every second, averages it over 20 s,
-//! and marks a vGPU idle after 20 s without GPU work; an idle vGPU holding slots alone is
-//! treated as terminated for placement until it has work again.
+//! and marks a vGPU idle after 20 s without GPU work; under DymGPU's placements an idle
+//! vGPU holding slots alone is treated as terminated for placement until it has work
+//! again.
 
 use std::collections::VecDeque;
 
@@ -123,6 +124,8 @@ pub struct VgpuOutcome {
     pub switch_cycles: u64,
     /// Reallocations that moved at least one vGPU.
     pub reallocations: u64,
+    /// Times DymGPU's monitor took an idle vGPU holding slots alone out of the placement.
+    pub idle_releases: u64,
     /// When the last VM left.
     pub makespan_ns: u64,
 }
@@ -492,9 +495,11 @@ impl Sim {
             let running_now = self.slice.as_ref().is_some_and(|s| s.vm == v);
             if !vm.idle && unused_ns > IDLE_NS && !running_now {
                 vm.idle = true;
-                // An idle vGPU holding slots alone wastes them: treated as terminated.
-                if self.holds_alone(v) {
+                // An idle vGPU holding slots alone wastes them: DymGPU's monitor treats
+                // it as terminated.
+                if self.entry.releases_idle && self.holds_alone(v) {
                     self.unplace(v);
+                    self.out.idle_releases += 1;
                 }
             }
         }

@@ -3,7 +3,7 @@ use gpuswap_core::placement::find_placement;
 
 use super::*;
 use crate::preset;
-use crate::workload;
+use crate::workload::{self, Kind, Workload};
 
 const S: u64 = 1_000_000_000;
 
@@ -128,4 +128,32 @@ fn utilization_based_placement_moves_vgpus_every_twenty_seconds() {
     assert!(util.reallocations >= 1);
     let gscale = run("gscale", vms);
     assert_eq!(gscale.reallocations, 0);
+}
+
+/// A workload that renders a frame, then thinks for 30 s: idle by DymGPU's 20 s rule.
+static SLEEPY: Workload = Workload {
+    name: "sleepy",
+    description: "a frame every 30 s",
+    kind: Kind::Frames {
+        gpu_ns: 1_000_000,
+        cpu_ns: 30 * S,
+    },
+};
+
+#[test]
+fn an_idle_vgpu_holding_slots_alone_leaves_the_placement_until_it_has_work() {
+    let sleepy = VmSpec {
+        workload: &SLEEPY,
+        ..vm("sleepy", "lightsmark", 40 * 64, 0, 70)
+    };
+    // 40 + 30 slots of 54: they share 16, and the sleepy one holds 24 alone.
+    let busy = vm("busy", "urbanterror", 30 * 64, 0, 70);
+    let out = run("dymgpu-size", vec![sleepy.clone(), busy.clone()]);
+    // Idle after 20 s without work (its frames come every 30 s): released, twice.
+    assert_eq!(out.idle_releases, 2);
+    // It came back for its later frames.
+    assert_eq!(out.vms[0].frames, 3, "{:?}", out.vms[0]);
+    assert_eq!(out.vms[0].error, None);
+    // gScale has no monitor.
+    assert_eq!(run("gscale", vec![sleepy, busy]).idle_releases, 0);
 }
