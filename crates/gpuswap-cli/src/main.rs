@@ -271,9 +271,11 @@ fn main() -> ExitCode {
             }
         }
         Command::Presets => {
-            return emit(&render::presets_table(
-                &preset::all(),
-                render::terminal_width(),
+            let width = render::terminal_width();
+            return emit(&format!(
+                "{}\nvirtualised integrated GPUs (scenarios with [[vm]] tables):\n{}",
+                render::presets_table(&preset::all(), width),
+                render::vgpu_presets_table(&gpuswap_vgpu::preset::all(), width)
             ));
         }
         Command::Policies => return emit(&render::policies_table(render::terminal_width())),
@@ -281,7 +283,11 @@ fn main() -> ExitCode {
             let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
             let width = render::terminal_width();
             let Some(name) = app else {
-                return emit(&render::apps_table(&apps::all(), device.shape(), width));
+                return emit(&format!(
+                    "{}\nvGPU workloads (scenarios with [[vm]] tables):\n{}",
+                    render::apps_table(&apps::all(), device.shape(), width),
+                    render::workloads_table(gpuswap_vgpu::workload::WORKLOADS, width)
+                ));
             };
             let Some(model) = apps::find(&name) else {
                 let known: Vec<_> = apps::all().iter().map(|a| a.name()).collect();

@@ -560,6 +560,59 @@ pub fn presets_table(presets: &[Preset], width: Option<usize>) -> String {
     )
 }
 
+/// The virtualised integrated GPUs, one per row.
+pub fn vgpu_presets_table(
+    presets: &[gpuswap_vgpu::preset::VgpuPreset],
+    width: Option<usize>,
+) -> String {
+    let rows: Vec<Vec<String>> = presets
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.to_owned(),
+                format!("{} x {}", p.total_slots(), format_bytes(p.slot_bytes)),
+                format_bytes(p.low_memory_bytes),
+                format_ns(p.slice_ns),
+                p.description.to_owned(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "preset",
+            "high memory slots",
+            "low memory per vm",
+            "slice",
+            "description",
+        ],
+        &rows,
+        width,
+    )
+}
+
+/// The vGPU workloads, one per row, with what they ask of the GPU.
+pub fn workloads_table(
+    workloads: &[gpuswap_vgpu::workload::Workload],
+    width: Option<usize>,
+) -> String {
+    use gpuswap_vgpu::workload::Kind;
+    let rows: Vec<Vec<String>> = workloads
+        .iter()
+        .map(|w| {
+            let work = match w.kind {
+                Kind::Frames { gpu_ns, cpu_ns } => format!(
+                    "{} GPU + {} CPU per frame",
+                    format_ns(gpu_ns),
+                    format_ns(cpu_ns)
+                ),
+                Kind::Job { gpu_ns } => format!("{} of GPU work", format_ns(gpu_ns)),
+            };
+            vec![w.name.to_owned(), work, w.description.to_owned()]
+        })
+        .collect();
+    table(&["workload", "work", "description"], &rows, width)
+}
+
 /// The apps, one per row, with the memory their default size allocates at most on
 /// `device` (allocations do not depend on the device; the programs need one).
 pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape, width: Option<usize>) -> String {

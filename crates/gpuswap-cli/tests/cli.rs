@@ -1136,6 +1136,10 @@ fn vm_scenarios_run_compare_and_sweep() {
     assert!(json["system"]["slot_copies"].as_u64().unwrap() > 10_000);
     assert!(json["vms"][0]["fps"].as_f64().unwrap() > 0.0);
 
+    // The device and the workloads are listed where the others are.
+    assert!(stdout(&gpuswap(&["presets"])).contains("hd530"));
+    let apps = stdout(&gpuswap(&["apps"]));
+    assert!(apps.contains("urbanterror") && apps.contains("16.000 ms GPU"), "{apps}");
     let compare = stdout(&gpuswap(&["compare", &fifteen]));
     for placement in ["gvirt", "gscale", "dymgpu-size", "dymgpu-util"] {
         assert!(compare.contains(placement), "{compare}");
