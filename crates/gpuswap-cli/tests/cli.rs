@@ -1139,7 +1139,10 @@ fn vm_scenarios_run_compare_and_sweep() {
     // The device and the workloads are listed where the others are.
     assert!(stdout(&gpuswap(&["presets"])).contains("hd530"));
     let apps = stdout(&gpuswap(&["apps"]));
-    assert!(apps.contains("urbanterror") && apps.contains("16.000 ms GPU"), "{apps}");
+    assert!(
+        apps.contains("urbanterror") && apps.contains("16.000 ms GPU"),
+        "{apps}"
+    );
     let compare = stdout(&gpuswap(&["compare", &fifteen]));
     for placement in ["gvirt", "gscale", "dymgpu-size", "dymgpu-util"] {
         assert!(compare.contains(placement), "{compare}");

@@ -76,14 +76,10 @@ impl Chaos {
         self.up_to(self.faults.max_timer_lateness_ns)
     }
 
-    /// The sequence key of the next scheduled event: random high bits order same-time
-    /// events at random when ties are shuffled; the counter keeps keys unique.
+    /// The sequence key of the next scheduled event when ties are shuffled: random high
+    /// bits order same-time events at random; the counter keeps keys unique.
     pub(super) fn sequence(&mut self, counter: u64) -> u64 {
-        if self.faults.shuffle_ties {
-            (u64::from(self.rng.random::<u32>()) << 32) | (counter & 0xFFFF_FFFF)
-        } else {
-            counter
-        }
+        (u64::from(self.rng.random::<u32>()) << 32) | (counter & 0xFFFF_FFFF)
     }
 
     /// Whether same-time events are shuffled (they then all go through the heap).

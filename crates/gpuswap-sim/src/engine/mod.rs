@@ -288,6 +288,9 @@ pub struct Engine {
     device_waiters: VecDeque<usize>,
     /// Injected faults, when the configuration asks for any.
     chaos: Option<Box<Chaos>>,
+    /// Whether same-time events run in a shuffled order (`Faults::shuffle_ties`), kept
+    /// apart from `chaos` because every scheduled event asks.
+    shuffles_ties: bool,
 }
 
 impl Engine {
@@ -376,6 +379,7 @@ impl Engine {
             held_launch: None,
             device_lock: None,
             device_waiters: VecDeque::new(),
+            shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
             chaos,
         }
     }
@@ -577,10 +581,9 @@ impl Engine {
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
-        let shuffles = self.chaos.as_ref().is_some_and(|c| c.shuffles());
         let seq = self.next_seq();
         // The current-time FIFO needs increasing keys; shuffled keys go to the heap.
-        if time_ns == self.now_ns && !shuffles {
+        if time_ns == self.now_ns && !self.shuffles_ties {
             self.now_queue.push_back((seq, event));
         } else {
             self.queue.push_keyed(time_ns, seq, event);
@@ -593,8 +596,8 @@ impl Engine {
         let counter = self.seq;
         self.seq += 1;
         match &mut self.chaos {
-            Some(chaos) => chaos.sequence(counter),
-            None => counter,
+            Some(chaos) if self.shuffles_ties => chaos.sequence(counter),
+            _ => counter,
         }
     }
 
