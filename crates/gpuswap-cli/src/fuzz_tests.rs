@@ -74,6 +74,12 @@ const TOKENS: &[&str] = &[
     "app = \"lud\"\n",
     "size = \"16\"\n",
     "repeat = 2\n",
+    "[[vm]]\n",
+    "count = 1000\n",
+    "high_memory = \"3456MiB\"\n",
+    "placement = \"dymgpu-util\"\n",
+    "duration = \"0s\"\n",
+    "workload = \"nw\"\n",
 ];
 
 /// The shipped scenarios with their texts, read once for all cases.
@@ -87,6 +93,7 @@ fn read_shipped_scenarios() -> Vec<(PathBuf, String)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .chain(std::fs::read_dir(root.join("repro")).unwrap())
+        .chain(std::fs::read_dir(root.join("vgpu")).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
@@ -147,6 +154,9 @@ fn small_limits() -> RunLimits {
 /// Parses `text` as `path` and, if accepted, runs it (at most 8 tenants, small limits).
 /// Panics (what the caller's test catches) on an invariant error.
 fn parse_and_run(path: &Path, text: &str) {
+    if crate::vgpu_scenario::is_vgpu_text(text) {
+        return parse_and_run_vms(path, text);
+    }
     if let Ok(parsed) = scenario::parse(path, text)
         && parsed.config.tenants.len() <= 8
     {
@@ -161,6 +171,17 @@ fn parse_and_run_all(path: &Path, text: &str) {
     if let Ok(parsed) = scenario::parse(path, text) {
         run(path, text, parsed);
     }
+}
+
+/// A VM scenario: parsed, and if accepted run for at most 10 simulated seconds (a
+/// fuzzed count may ask for a thousand VMs); the sweep's reading must not panic either.
+fn parse_and_run_vms(path: &Path, text: &str) {
+    if let Ok(mut parsed) = crate::vgpu_scenario::parse(path, text) {
+        parsed.config.max_sim_ns = 10_000_000_000;
+        parsed.config.vms.truncate(64);
+        let _ = gpuswap_vgpu::engine::simulate(parsed.config);
+    }
+    let _ = Plan::new(path, text, &[], Some(1));
 }
 
 fn run(path: &Path, text: &str, mut parsed: scenario::Scenario) {
