@@ -21,6 +21,7 @@ pub mod protocol;
 pub mod registry;
 mod relocation;
 mod scheduler;
+pub mod uvm;
 
 pub use buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
 pub use ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};

@@ -1,0 +1,172 @@
+//! What leaves VRAM when a migration needs room (`eviction = ...`). Each policy keeps
+//! its own order of what is resident, updated by the paging machine's notifications.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::pages::Pages;
+
+/// Chooses eviction victims.
+pub trait Eviction: std::fmt::Debug + Send {
+    /// Pages of `block` became resident at time `seq` (`first`: the block had none).
+    fn resident(&mut self, block: u32, pages: Pages, first: bool, seq: u64);
+    /// A resident page was touched at time `seq`.
+    fn touched(&mut self, block: u32, page: usize, seq: u64);
+    /// Pages of `block` left VRAM (`emptied`: none is left).
+    fn left(&mut self, block: u32, pages: Pages, emptied: bool);
+    /// What to evict next: a block and its pages to evict (resident ones). Whole-block
+    /// policies never choose `protect`, the block being serviced (its pages are the ones
+    /// wanted); single-page ones may take its other pages. `resident` gives each block's
+    /// resident pages.
+    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, protect: u32) -> Option<(u32, Pages)>;
+}
+
+/// A registered eviction policy.
+pub struct EvictionEntry {
+    /// The name scenarios use.
+    pub name: &'static str,
+    /// One line.
+    pub description: &'static str,
+    /// A fresh instance.
+    pub build: fn() -> Box<dyn Eviction>,
+}
+
+/// Every eviction policy; `fifo-2mb` is what the driver does.
+pub static EVICTIONS: &[EvictionEntry] = &[
+    EvictionEntry {
+        name: "fifo-2mb",
+        description: "the driver's: whole 2 MiB blocks in the order they became resident; accesses do not refresh them",
+        build: || Box::new(BlockOrder::new(BlockKey::FirstResident)),
+    },
+    EvictionEntry {
+        name: "lru-2mb",
+        description: "whole 2 MiB blocks, least recently touched first",
+        build: || Box::new(BlockOrder::new(BlockKey::LastTouch)),
+    },
+    EvictionEntry {
+        name: "lfu-2mb",
+        description: "whole 2 MiB blocks, least often touched first",
+        build: || Box::new(BlockOrder::new(BlockKey::Touches)),
+    },
+    EvictionEntry {
+        name: "lru-4k",
+        description: "single 4 KiB pages, least recently touched first",
+        build: || Box::<PageLru>::default(),
+    },
+];
+
+/// The eviction policy called `name`.
+pub fn find_eviction(name: &str) -> Option<&'static EvictionEntry> {
+    EVICTIONS.iter().find(|e| e.name == name)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum BlockKey {
+    FirstResident,
+    LastTouch,
+    Touches,
+}
+
+/// Whole blocks in the order of a key; the smallest key goes first.
+#[derive(Debug)]
+struct BlockOrder {
+    key: BlockKey,
+    order: BTreeSet<(u64, u32)>,
+    keys: HashMap<u32, u64>,
+}
+
+impl BlockOrder {
+    fn new(key: BlockKey) -> Self {
+        Self {
+            key,
+            order: BTreeSet::new(),
+            keys: HashMap::new(),
+        }
+    }
+
+    fn set(&mut self, block: u32, key: u64) {
+        if let Some(old) = self.keys.insert(block, key) {
+            self.order.remove(&(old, block));
+        }
+        self.order.insert((key, block));
+    }
+}
+
+impl Eviction for BlockOrder {
+    fn resident(&mut self, block: u32, _: Pages, first: bool, seq: u64) {
+        match self.key {
+            BlockKey::FirstResident | BlockKey::LastTouch if first => self.set(block, seq),
+            BlockKey::LastTouch => self.set(block, seq),
+            BlockKey::Touches if first => self.set(block, 0),
+            _ => {}
+        }
+    }
+
+    fn touched(&mut self, block: u32, _: usize, seq: u64) {
+        match self.key {
+            BlockKey::FirstResident => {}
+            BlockKey::LastTouch => self.set(block, seq),
+            BlockKey::Touches => {
+                let n = self.keys.get(&block).copied().unwrap_or(0);
+                self.set(block, n + 1);
+            }
+        }
+    }
+
+    fn left(&mut self, block: u32, _: Pages, emptied: bool) {
+        if emptied && let Some(key) = self.keys.remove(&block) {
+            self.order.remove(&(key, block));
+        }
+    }
+
+    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, protect: u32) -> Option<(u32, Pages)> {
+        self.order
+            .iter()
+            .map(|(_, b)| *b)
+            .find(|b| *b != protect)
+            .map(|b| (b, resident(b)))
+    }
+}
+
+/// Single pages, least recently touched first.
+#[derive(Debug, Default)]
+struct PageLru {
+    order: BTreeSet<(u64, u32, u16)>,
+    last: HashMap<(u32, u16), u64>,
+}
+
+impl PageLru {
+    fn set(&mut self, block: u32, page: usize, seq: u64) {
+        let key = (block, page as u16);
+        if let Some(old) = self.last.insert(key, seq) {
+            self.order.remove(&(old, block, page as u16));
+        }
+        self.order.insert((seq, block, page as u16));
+    }
+}
+
+impl Eviction for PageLru {
+    fn resident(&mut self, block: u32, pages: Pages, _: bool, seq: u64) {
+        for page in pages.iter() {
+            self.set(block, page, seq);
+        }
+    }
+
+    fn touched(&mut self, block: u32, page: usize, seq: u64) {
+        self.set(block, page, seq);
+    }
+
+    fn left(&mut self, block: u32, pages: Pages, _: bool) {
+        for page in pages.iter() {
+            if let Some(old) = self.last.remove(&(block, page as u16)) {
+                self.order.remove(&(old, block, page as u16));
+            }
+        }
+    }
+
+    fn victim(&mut self, _: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
+        self.order
+            .iter()
+            .next()
+            .map(|(_, b, p)| (*b, Pages::single(usize::from(*p))))
+    }
+}

@@ -1,0 +1,175 @@
+//! The geometry of managed memory (`../shared/spec/uvm-driver.md`: 4 KiB pages, 64 KiB
+//! big pages, 2 MiB VA blocks) and the per-block page bitmap everything else is built on.
+
+/// Bytes of a page.
+pub const PAGE_BYTES: u64 = 4096;
+/// Pages of a 64 KiB big page, the prefetch unit.
+pub const PAGES_PER_BIG_PAGE: usize = 16;
+/// Pages of a 2 MiB VA block.
+pub const PAGES_PER_BLOCK: usize = 512;
+const WORDS: usize = PAGES_PER_BLOCK / 64;
+
+/// A set of pages of one VA block, as a bitmap: set operations and counts cost a few
+/// word operations, not one per page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Pages([u64; WORDS]);
+
+impl Pages {
+    /// No page.
+    pub const EMPTY: Self = Self([0; WORDS]);
+    /// Every page of a block.
+    pub const FULL: Self = Self([u64::MAX; WORDS]);
+
+    /// Pages `start..end` of the block.
+    pub fn range(start: usize, end: usize) -> Self {
+        let mut p = Self::EMPTY;
+        p.insert_range(start, end);
+        p
+    }
+
+    /// One page.
+    pub fn single(page: usize) -> Self {
+        let mut p = Self::EMPTY;
+        p.insert(page);
+        p
+    }
+
+    /// Adds a page.
+    pub fn insert(&mut self, page: usize) {
+        self.0[page / 64] |= 1 << (page % 64);
+    }
+
+    /// Removes a page.
+    pub fn remove(&mut self, page: usize) {
+        self.0[page / 64] &= !(1 << (page % 64));
+    }
+
+    /// Adds pages `start..end`, a word at a time.
+    pub fn insert_range(&mut self, start: usize, end: usize) {
+        let mut page = start;
+        while page < end {
+            let word = page / 64;
+            let bit = page % 64;
+            let n = (64 - bit).min(end - page);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << bit
+            };
+            self.0[word] |= mask;
+            page += n;
+        }
+    }
+
+    /// Whether the page is in the set.
+    pub fn contains(&self, page: usize) -> bool {
+        self.0[page / 64] & (1 << (page % 64)) != 0
+    }
+
+    /// Pages in the set.
+    pub fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Pages of the set in `start..end`.
+    pub fn count_range(&self, start: usize, end: usize) -> usize {
+        (*self & Self::range(start, end)).count()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+
+    /// The pages, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, w)| {
+            let mut w = *w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let bit = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + bit)
+            })
+        })
+    }
+
+    /// Every 64 KiB big page with a page in the set, whole.
+    pub fn widened_to_big_pages(&self) -> Self {
+        let mut out = Self::EMPTY;
+        for (i, w) in self.0.iter().enumerate() {
+            for big in 0..64 / PAGES_PER_BIG_PAGE {
+                let mask = 0xFFFFu64 << (big * PAGES_PER_BIG_PAGE);
+                if w & mask != 0 {
+                    out.0[i] |= mask;
+                }
+            }
+        }
+        out
+    }
+}
+
+impl std::ops::BitOr for Pages {
+    type Output = Self;
+    fn bitor(mut self, rhs: Self) -> Self {
+        for (a, b) in self.0.iter_mut().zip(rhs.0) {
+            *a |= b;
+        }
+        self
+    }
+}
+
+impl std::ops::BitAnd for Pages {
+    type Output = Self;
+    fn bitand(mut self, rhs: Self) -> Self {
+        for (a, b) in self.0.iter_mut().zip(rhs.0) {
+            *a &= b;
+        }
+        self
+    }
+}
+
+impl std::ops::Not for Pages {
+    type Output = Self;
+    fn not(mut self) -> Self {
+        for a in &mut self.0 {
+            *a = !*a;
+        }
+        self
+    }
+}
+
+impl std::ops::BitOrAssign for Pages {
+    fn bitor_assign(&mut self, rhs: Self) {
+        *self = *self | rhs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn widening_covers_whole_big_pages() {
+        let p = Pages::single(17) | Pages::single(100);
+        let w = p.widened_to_big_pages();
+        assert_eq!(w, Pages::range(16, 32) | Pages::range(96, 112));
+        assert_eq!(w.count(), 32);
+    }
+
+    proptest! {
+        /// Ranges and counts agree with a page-by-page model.
+        #[test]
+        fn ranges_match_a_model(start in 0usize..512, len in 0usize..512, probe in 0usize..512) {
+            let end = (start + len).min(PAGES_PER_BLOCK);
+            let p = Pages::range(start, end);
+            prop_assert_eq!(p.count(), end - start);
+            prop_assert_eq!(p.contains(probe), (start..end).contains(&probe));
+            prop_assert_eq!(p.iter().collect::<Vec<_>>(), (start..end).collect::<Vec<_>>());
+            prop_assert_eq!(p.count_range(0, probe), (start..end).filter(|x| *x < probe).count());
+        }
+    }
+}

@@ -1,0 +1,161 @@
+use proptest::prelude::*;
+
+use super::evict::{EVICTIONS, find_eviction};
+use super::optimum::belady_pages_in;
+use super::pages::PAGES_PER_BLOCK;
+use super::prefetch::{PREFETCHERS, find_prefetch};
+use super::*;
+
+const MIB: u64 = 1 << 20;
+
+fn paging(capacity_bytes: u64, prefetch: &str, eviction: &str) -> Paging {
+    Paging::new(
+        capacity_bytes,
+        (find_prefetch(prefetch).unwrap().build)(),
+        (find_eviction(eviction).unwrap().build)(),
+    )
+}
+
+/// Plays a driver that services every fault at once (a batch of one), checking the
+/// accounting after each.
+fn run(p: &mut Paging, stream: &[u64]) {
+    for &page in stream {
+        if !p.touch(page) {
+            p.service(&[page]);
+            // A served fault always gets its page in.
+            assert!(
+                p.blocks[(page / 512) as usize]
+                    .resident
+                    .contains((page % 512) as usize)
+            );
+        }
+        p.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn with_ample_vram_every_page_migrates_once_and_nothing_is_evicted() {
+    for prefetch in PREFETCHERS {
+        let mut p = paging(64 * MIB, prefetch.name, "fifo-2mb");
+        let base = p.add_allocation(8 * MIB);
+        let stream: Vec<u64> = (0..3).flat_map(|_| base..base + 2048).collect();
+        run(&mut p, &stream);
+        let s = p.stats();
+        assert_eq!(s.pages_in, 2048, "{}", prefetch.name);
+        assert_eq!(s.pages_out, 0, "{}", prefetch.name);
+        assert_eq!(s.pages_thrashed, 0);
+    }
+}
+
+#[test]
+fn a_cyclic_sweep_over_more_than_vram_thrashes_under_lru() {
+    // 3 MiB swept 4 times through 2 MiB of VRAM, page by page, no prefetching: LRU evicts
+    // exactly the page needed next, so every touch faults.
+    let mut p = paging(2 * MIB, "none", "lru-4k");
+    let base = p.add_allocation(3 * MIB);
+    let pages = 3 * 256;
+    let stream: Vec<u64> = (0..4).flat_map(|_| base..base + pages).collect();
+    run(&mut p, &stream);
+    let s = p.stats();
+    assert_eq!(s.far_faults, stream.len() as u64);
+    assert_eq!(s.pages_in, stream.len() as u64);
+    assert_eq!(s.pages_thrashed, stream.len() as u64 - pages);
+    // Belady's bound: after the first pass, each of the 3 others misses only as many
+    // pages as do not fit (256), half of LRU's total.
+    assert_eq!(belady_pages_in(&stream, 512), 768 + 3 * 256);
+}
+
+#[test]
+fn the_driver_evicts_by_residency_not_by_use() {
+    // Blocks A and B fill VRAM; A is touched again; a third block must evict one.
+    let mut fifo = paging(4 * MIB, "tree", "fifo-2mb");
+    let mut lru = paging(4 * MIB, "tree", "lru-2mb");
+    for p in [&mut fifo, &mut lru] {
+        let base = p.add_allocation(6 * MIB);
+        let block = PAGES_PER_BLOCK as u64;
+        let a: Vec<u64> = (base..base + block).collect();
+        let b: Vec<u64> = (base + block..base + 2 * block).collect();
+        run(p, &a);
+        run(p, &b);
+        run(p, &a[..1]);
+        run(p, &[base + 2 * block]);
+    }
+    // FIFO evicts A (resident first) although it was just used; LRU evicts B.
+    let resident_a = |p: &mut Paging| p.touch(0);
+    assert!(!resident_a(&mut fifo));
+    assert!(resident_a(&mut lru));
+}
+
+#[test]
+fn prefetched_pages_nobody_touched_are_counted_when_evicted() {
+    let mut p = paging(2 * MIB, "sequential-64k", "fifo-2mb");
+    let base = p.add_allocation(4 * MIB);
+    // One touch per 64 KiB big page of the first block: each brings 16 pages.
+    let sparse: Vec<u64> = (0..32).map(|i| base + i * 16).collect();
+    run(&mut p, &sparse);
+    assert_eq!(p.stats().pages_prefetched, 32 * 15);
+    // The second block pushes the first out: its 480 untouched prefetched pages.
+    run(&mut p, &[base + PAGES_PER_BLOCK as u64]);
+    assert_eq!(p.stats().prefetched_unused, 32 * 15);
+}
+
+proptest! {
+    /// Residency never drifts, whatever the stream and the policies; and no policy
+    /// migrates fewer pages than Belady's bound for the same stream and VRAM.
+    #[test]
+    fn accounting_holds_and_belady_bounds_every_policy(
+        capacity_pages in 1u64..1200,
+        touches in proptest::collection::vec((0u64..3, 0u64..1500), 1..400),
+        prefetch in 0..PREFETCHERS.len(),
+        eviction in 0..EVICTIONS.len(),
+        batch in 1usize..8,
+    ) {
+        let mut p = Paging::new(
+            capacity_pages * pages::PAGE_BYTES,
+            (PREFETCHERS[prefetch].build)(),
+            (EVICTIONS[eviction].build)(),
+        );
+        let bases: Vec<u64> = [3 * MIB, MIB, 6 * MIB].iter().map(|b| p.add_allocation(*b)).collect();
+        let sizes = [768, 256, 1536];
+        let stream: Vec<u64> = touches
+            .iter()
+            .map(|(a, off)| bases[*a as usize] + off % sizes[*a as usize])
+            .collect();
+        // Faults wait in batches of up to `batch` distinct pages, as a driver fetches
+        // them; a page is served when its batch is.
+        let mut pending = Vec::new();
+        for &page in &stream {
+            if !p.touch(page) {
+                pending.push(page);
+                if pending.len() >= batch {
+                    p.service(&pending);
+                    pending.clear();
+                }
+            }
+            prop_assert_eq!(p.check_invariants(), Ok(()));
+        }
+        p.service(&pending);
+        prop_assert_eq!(p.check_invariants(), Ok(()));
+        let s = p.stats();
+        prop_assert!(s.pages_in >= s.pages_out);
+        prop_assert_eq!(s.pages_in - s.pages_out, p.resident_pages());
+        // Belady's bound holds for a driver that serves each fault before the next touch.
+        let mut serial = Paging::new(
+            capacity_pages * pages::PAGE_BYTES,
+            (PREFETCHERS[prefetch].build)(),
+            (EVICTIONS[eviction].build)(),
+        );
+        for size in [3 * MIB, MIB, 6 * MIB] {
+            serial.add_allocation(size);
+        }
+        for &page in &stream {
+            if !serial.touch(page) {
+                serial.service(&[page]);
+            }
+        }
+        prop_assert!(
+            belady_pages_in(&stream, capacity_pages) <= serial.stats().pages_in,
+            "Belady {} > {} migrated", belady_pages_in(&stream, capacity_pages), serial.stats().pages_in
+        );
+    }
+}
