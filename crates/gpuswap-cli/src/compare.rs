@@ -50,7 +50,16 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Report>, CompareError> {
     })?;
     table.remove("sweep");
     let modes: Vec<String> = if args.managers.is_empty() {
-        POLICIES.iter().map(|p| p.choice.name.to_owned()).collect()
+        // Every mode the scenario's device supports.
+        let preset = scenario::parse(&args.scenario, &text)
+            .map_err(|e| CompareError::BadInput(e.to_string()))?
+            .config
+            .preset;
+        POLICIES
+            .iter()
+            .filter(|p| !p.choice.needs.page_faults || preset.features.page_faults)
+            .map(|p| p.choice.name.to_owned())
+            .collect()
     } else {
         args.managers.clone()
     };

@@ -44,6 +44,12 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "instead of vram_limit: VRAM with the driver's own structures in it (the GPUswap papers' limit)",
     ),
     (
+        "device.oversubscription",
+        "ratio, at least 1 (1.5 = 150 %)",
+        "unset",
+        "instead of a VRAM limit: VRAM = the tenants' working set (what their programs allocate at most) over this",
+    ),
+    (
         "device.host_memory",
         "size: B, KiB, MiB, GiB",
         "the preset's (gpuswap presets)",
@@ -255,6 +261,7 @@ pub fn template() -> String {
     out += &set("device.vram_limit", "\"300MiB\"");
     out += &commented("device.memory_limit", "\"320MiB\"");
     out += &commented("device.host_memory", "\"16GiB\"");
+    out += &commented("device.oversubscription", "1.5");
     out += "\n[manager]\n";
     out += &set("manager.mode", "\"gpuswap\"");
     out += &commented("manager.chunk_size", "\"4MiB\"");

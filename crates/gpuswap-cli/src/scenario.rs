@@ -95,6 +95,7 @@ struct DeviceTable {
     vram_limit: Option<Spanned<String>>,
     memory_limit: Option<Spanned<String>>,
     host_memory: Option<Spanned<String>>,
+    oversubscription: Option<Spanned<f64>>,
 }
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
@@ -208,6 +209,25 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         })?,
     };
 
+    if let Some(ratio) = &file.device.oversubscription {
+        if file.device.vram_limit.is_some() || file.device.memory_limit.is_some() {
+            return Err(value_error(
+                "device.oversubscription".into(),
+                Some(ratio.span()),
+                "expected either device.oversubscription or a VRAM limit (vram_limit, memory_limit), not both".into(),
+            ));
+        }
+        if !(ratio.get_ref().is_finite() && *ratio.get_ref() >= 1.0) {
+            return Err(value_error(
+                "device.oversubscription".into(),
+                Some(ratio.span()),
+                format!(
+                    "expected a ratio of at least 1 (the tenants' working set over the VRAM they get, 1.5 for 150 %), got {}",
+                    ratio.get_ref()
+                ),
+            ));
+        }
+    }
     let tenant_vram_bytes = match (&file.device.vram_limit, &file.device.memory_limit) {
         (None, None) => preset.tenant_vram_bytes(),
         (Some(_), Some(limit)) => {
@@ -509,6 +529,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         });
     }
 
+    // Oversubscription as the papers make it: limit the VRAM the tenants get, not their
+    // inputs; the working set is what their programs allocate at most.
+    let tenant_vram_bytes = match &file.device.oversubscription {
+        None => tenant_vram_bytes,
+        Some(ratio) => {
+            let working_set: u64 = tenants
+                .iter()
+                .map(|t| t.program.peak_allocated_bytes())
+                .sum();
+            ((working_set as f64 / ratio.get_ref()).ceil() as u64)
+                .clamp(4096, preset.tenant_vram_bytes())
+        }
+    };
+
     let seed = match &file.seed {
         None => 0,
         Some(seed) => u64::try_from(*seed.get_ref()).map_err(|_| {
@@ -579,6 +613,23 @@ fn policy_settings(
             };
             value_error(name.clone(), None, message)
         })?;
+    }
+    if settings.needs().page_faults && !preset.features.page_faults {
+        let with: Vec<_> = preset::all()
+            .into_iter()
+            .filter(|p| p.features.page_faults)
+            .map(|p| p.name)
+            .collect();
+        return Err(value_error(
+            "manager.mode".into(),
+            None,
+            format!(
+                "{:?} needs replayable page faults, which {} lacks; expected a preset that has them ({})",
+                settings.name(),
+                preset.name,
+                with.join(", ")
+            ),
+        ));
     }
     if settings.needs().reference_bits && !preset.features.reference_bits {
         let with: Vec<_> = preset::all()

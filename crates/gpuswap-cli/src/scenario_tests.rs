@@ -216,7 +216,10 @@ fn missing_file_is_named() {
 fn the_key_lists_a_sweep_checks_against_are_the_parsers_keys() {
     // Every listed key is one the parser knows (a wrong value, not an unknown key).
     for key in crate::keys::in_section("device") {
-        let e = error(&format!("[device]\n{key} = 17\n{TENANT}"));
+        let e = check(&format!("[device]\n{key} = 17\n{TENANT}"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(!e.contains("unknown field"), "{key}: {e}");
     }
     for key in crate::keys::in_section("tenant") {
@@ -309,4 +312,36 @@ fn seeds_are_toml_integers_for_run_and_sweep_alike() {
     // Beyond TOML's range: refused by the TOML reader, as `sweep` refuses it.
     let e = error(&format!("seed = {}\n{TENANT}", u64::MAX));
     assert!(e.contains("line 1"), "{e}");
+}
+
+#[test]
+fn uvm_needs_page_faults_and_oversubscription_limits_vram_by_the_working_set() {
+    let uvm = |preset: &str, device: &str| {
+        check(&format!(
+            "[device]\npreset = \"{preset}\"\n{device}\n[manager]\nmode = \"uvm\"\n[[tenant]]\napp = \"hotspot\"\n"
+        ))
+    };
+    let e = uvm("gtx480", "").unwrap_err().to_string();
+    assert!(
+        e.contains("manager.mode")
+            && e.contains("needs replayable page faults, which gtx480 lacks")
+            && e.contains("gtx1080ti"),
+        "{e}"
+    );
+    let s = uvm("gtx1080ti", "oversubscription = 1.5").unwrap();
+    let working_set = s.config.tenants[0].program.peak_allocated_bytes();
+    assert_eq!(
+        s.config.manager.vram_bytes,
+        (working_set as f64 / 1.5).ceil() as u64
+    );
+    for (device, expected) in [
+        ("oversubscription = 0.5", "expected a ratio of at least 1"),
+        ("oversubscription = 1.5\nvram_limit = \"1GiB\"", "not both"),
+    ] {
+        let e = uvm("gtx1080ti", device).unwrap_err().to_string();
+        assert!(
+            e.contains("device.oversubscription") && e.contains(expected),
+            "{e}"
+        );
+    }
 }

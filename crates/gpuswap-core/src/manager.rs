@@ -20,6 +20,7 @@ use crate::registry::PolicySettings;
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
+use crate::uvm::{Paging, PagingStats, Serviced};
 
 /// Fixed settings of a manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +53,11 @@ pub struct Manager {
     waiting: VecDeque<AllocRequest>,
     /// Admitted launches that arrived while a relocation ran.
     waiting_launches: VecDeque<(TenantId, LaunchId)>,
+    /// Unified memory's page residency, when the policy pages ([`Needs::page_faults`]).
+    paging: Option<Paging>,
+    /// The first page of each managed buffer, by buffer id (the manager numbers buffers
+    /// densely).
+    first_pages: Vec<Option<u64>>,
 }
 
 impl Manager {
@@ -69,6 +75,13 @@ impl Manager {
         let policy = config.policy.build(&config);
         let scheduler = crate::registry::build_scheduler(config.policy.entry());
         let needs = config.policy.needs();
+        let paging = needs.page_faults.then(|| {
+            let prefetch = crate::uvm::prefetch::find_prefetch(config.policy.choice("prefetch"))
+                .expect("validated");
+            let eviction = crate::uvm::evict::find_eviction(config.policy.choice("eviction"))
+                .expect("validated");
+            Paging::new(config.vram_bytes, (prefetch.build)(), (eviction.build)())
+        });
         Self {
             books: Books::new(
                 config.vram_bytes,
@@ -84,6 +97,8 @@ impl Manager {
             actions: VecDeque::new(),
             waiting: VecDeque::new(),
             waiting_launches: VecDeque::new(),
+            paging,
+            first_pages: Vec::new(),
         }
     }
 
@@ -141,7 +156,33 @@ impl Manager {
         self.books.check_invariants()
     }
 
+    /// The first page of a managed buffer (unified memory), for the driver's page
+    /// numbers: byte `o` of the buffer is page `first + o / 4096`.
+    pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
+        self.first_pages.get(buffer.0 as usize).copied().flatten()
+    }
+
+    /// Unified memory's counts for a tenant (none unless the policy pages).
+    pub fn paging_stats(&self, tenant: TenantId) -> Option<PagingStats> {
+        self.paging.as_ref().map(|p| p.stats(tenant.0))
+    }
+
     // ---- events ----
+
+    /// A kernel touched a managed page: `true` if it is in VRAM, `false` for a far fault
+    /// (the driver batches faults for [`Manager::handle_faults`]). Always `true` when the
+    /// policy does not page.
+    pub fn handle_touch(&mut self, page: u64) -> bool {
+        self.paging.as_mut().is_none_or(|p| p.touch(page))
+    }
+
+    /// A batch of far faults: the pages are made resident (with what the prefetcher adds
+    /// and what the eviction policy evicts); what moved, for the driver to charge.
+    pub fn handle_faults(&mut self, faults: &[u64]) -> Serviced {
+        self.paging
+            .as_mut()
+            .map_or_else(Serviced::default, |p| p.service(faults))
+    }
 
     /// A tenant asks for memory. The answer is queued for [`Manager::poll_action`]; while
     /// a relocation runs, the request waits for it.
@@ -361,9 +402,17 @@ impl Manager {
         }
     }
 
-    /// Maps the buffer where its chunks are, then grants it.
+    /// Maps the buffer where its chunks are, then grants it; a managed buffer gets its
+    /// pages.
     fn grant(&mut self, request: crate::ids::RequestId, tenant: TenantId, buffer: BufferId) {
         let b = self.books.buffer(buffer).expect("granted buffers are live");
+        if let Some(paging) = self.paging.as_mut() {
+            let i = buffer.0 as usize;
+            if self.first_pages.len() <= i {
+                self.first_pages.resize(i + 1, None);
+            }
+            self.first_pages[i] = Some(paging.add_allocation(tenant.0, b.bytes));
+        }
         self.actions.push_back(Action::Mapping(Mapping::Map {
             tenant,
             buffer,

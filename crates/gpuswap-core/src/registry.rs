@@ -9,7 +9,7 @@ use crate::manager::ManagerConfig;
 use crate::policy::gpuswap::Gpuswap;
 use crate::policy::gpuswap::chunk::CHUNKS;
 use crate::policy::gpuswap::victim::VICTIMS;
-use crate::policy::{MemoryPolicy, Needs, fcfs, gdev, native, static_share};
+use crate::policy::{MemoryPolicy, Needs, fcfs, gdev, native, static_share, uvm};
 use crate::scheduler::{SCHEDULERS, Scheduler};
 
 /// A named option: a policy, or a value of a choice parameter.
@@ -104,6 +104,30 @@ const CHUNK_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("priority-buffer"),
 };
 
+const PREFETCH_PARAM: ParamSpec = ParamSpec {
+    key: "prefetch",
+    help: "what a fault batch migrates besides the faulted pages",
+    kind: ParamKind::Choice(|| {
+        crate::uvm::prefetch::PREFETCHERS
+            .iter()
+            .map(|p| Choice::new(p.name, p.description))
+            .collect()
+    }),
+    default: ParamDefault::Choice("tree"),
+};
+
+const EVICTION_PARAM: ParamSpec = ParamSpec {
+    key: "eviction",
+    help: "what leaves VRAM when a migration needs room",
+    kind: ParamKind::Choice(|| {
+        crate::uvm::evict::EVICTIONS
+            .iter()
+            .map(|e| Choice::new(e.name, e.description))
+            .collect()
+    }),
+    default: ParamDefault::Choice("fifo-2mb"),
+};
+
 const TENANTS_PARAM: ParamSpec = ParamSpec {
     key: "tenants",
     help: "n of the 1/n share each tenant may hold in VRAM",
@@ -173,6 +197,19 @@ pub static POLICIES: &[PolicyEntry] = &[
                 tenants: settings.count("tenants"),
             })
         },
+    },
+    PolicyEntry {
+        choice: Choice::new(
+            "uvm",
+            "unified memory: managed allocations start in host memory; kernels fault pages in, batch by batch, with a prefetcher and an eviction policy",
+        )
+        .needing(Needs {
+            page_faults: true,
+            ..Needs::NONE
+        }),
+        params: &[PREFETCH_PARAM, EVICTION_PARAM],
+        scheduler: "pass-through",
+        build: |_, _| Box::new(uvm::Uvm),
     },
     PolicyEntry {
         choice: Choice::new(

@@ -99,6 +99,11 @@ pub struct Preset {
     pub launch_queue_depth: usize,
     /// CPU time of one driver allocation or free call.
     pub driver_call_ns: u64,
+    /// Unified memory: far faults fetched and serviced per batch.
+    pub fault_batch_pages: u64,
+    /// Unified memory: the fixed cost of servicing one fault batch (interrupt, fetch,
+    /// page-table updates, replay), besides the migration's transfer.
+    pub fault_service_ns: u64,
     /// The CUDA runtime's per-tenant stack (local memory) buffer.
     pub runtime_stack_bytes: u64,
     /// The runtime's code buffer per tenant.
@@ -125,6 +130,11 @@ mod common {
     /// One cudaMalloc/cudaFree on a stock driver: unconfirmed; 10 us, the order of the
     /// VMM API's map+set-access costs per 2 MB (kvcached) without physical allocation.
     pub const DRIVER_CALL_NS: u64 = 10_000;
+    /// uvm-driver.md: uvm_perf_fault_batch_count = 256, the driver's default.
+    pub const FAULT_BATCH_PAGES: u64 = 256;
+    /// uvm-driver.md: the research simulator's far-fault latency, 66 645 cycles at
+    /// 1481 MHz = 45 us (GTX 1080 Ti configuration); unconfirmed for other GPUs.
+    pub const FAULT_SERVICE_NS: u64 = 45_000;
     /// Fixed part of a relocation on the GPUswap prototype: unconfirmed, 10 us (the DMA
     /// setup of about 2.5 us plus a TLB flush and the driver's bookkeeping).
     pub const GTX480_RELOCATION_FIXED_NS: u64 = 10_000;
@@ -220,6 +230,8 @@ fn measured() -> Vec<Preset> {
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
             launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
+            fault_batch_pages: FAULT_BATCH_PAGES,
+            fault_service_ns: FAULT_SERVICE_NS,
             // apps.md: the stack buffers of two instances take about 100 MiB together on
             // the GPUswap testbed (Gdev runtime); 48 MiB each leaves room for code and
             // constants.
@@ -278,6 +290,8 @@ fn measured() -> Vec<Preset> {
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
             launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
+            fault_batch_pages: FAULT_BATCH_PAGES,
+            fault_service_ns: FAULT_SERVICE_NS,
             // 28 SMs x 2048 threads x 1 KiB default stack per thread.
             runtime_stack_bytes: 28 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
@@ -331,6 +345,8 @@ fn measured() -> Vec<Preset> {
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
             launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
+            fault_batch_pages: FAULT_BATCH_PAGES,
+            fault_service_ns: FAULT_SERVICE_NS,
             runtime_stack_bytes: 80 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
             runtime_constant_bytes: CONSTANT_BYTES,
@@ -382,6 +398,8 @@ fn measured() -> Vec<Preset> {
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
             launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
+            fault_batch_pages: FAULT_BATCH_PAGES,
+            fault_service_ns: FAULT_SERVICE_NS,
             runtime_stack_bytes: 108 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
             runtime_constant_bytes: CONSTANT_BYTES,
@@ -435,6 +453,8 @@ fn measured() -> Vec<Preset> {
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
             launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
+            fault_batch_pages: FAULT_BATCH_PAGES,
+            fault_service_ns: FAULT_SERVICE_NS,
             runtime_stack_bytes: 114 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
             runtime_constant_bytes: CONSTANT_BYTES,
@@ -492,6 +512,8 @@ fn measured() -> Vec<Preset> {
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
             launch_queue_depth: LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
+            fault_batch_pages: FAULT_BATCH_PAGES,
+            fault_service_ns: FAULT_SERVICE_NS,
             runtime_stack_bytes: 132 * 2048 * STACK_BYTES_PER_THREAD,
             runtime_code_bytes: CODE_BYTES,
             runtime_constant_bytes: CONSTANT_BYTES,

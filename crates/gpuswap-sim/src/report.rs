@@ -80,6 +80,32 @@ pub struct TenantReport {
     pub vram_timeline: Vec<(u64, u64)>,
     /// Why the tenant stopped early; null when it ran to the end.
     pub error: Option<String>,
+    /// Unified memory's figures (mode `uvm` only; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uvm: Option<UvmReport>,
+}
+
+/// What unified memory did for one tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct UvmReport {
+    /// Touches of pages not in VRAM (duplicates within a batch merged).
+    pub far_faults: u64,
+    /// Fault batches serviced with a fault of the tenant.
+    pub fault_batches: u64,
+    /// Pages migrated to VRAM.
+    pub pages_in: u64,
+    /// Pages evicted to host memory.
+    pub pages_out: u64,
+    /// Faulted pages that had been evicted before.
+    pub pages_thrashed: u64,
+    /// Pages migrated by the prefetcher without being faulted.
+    pub pages_prefetched: u64,
+    /// Prefetched pages evicted before anybody touched them.
+    pub prefetched_unused: u64,
+    /// Time its kernels stalled on fault batches.
+    pub fault_stall_ns: u64,
+    /// Belady's bound on the same page stream (null until the optimum is computed).
+    pub optimum_pages_in: Option<u64>,
 }
 
 /// Where eviction latency went, summed over a tenant's evicting allocations.
@@ -289,6 +315,17 @@ fn build(
             ),
             vram_timeline: t.vram_timeline.clone(),
             error: t.error.clone(),
+            uvm: t.paging.map(|p| UvmReport {
+                far_faults: p.stats.far_faults,
+                fault_batches: p.stats.fault_batches,
+                pages_in: p.stats.pages_in,
+                pages_out: p.stats.pages_out,
+                pages_thrashed: p.stats.pages_thrashed,
+                pages_prefetched: p.stats.pages_prefetched,
+                prefetched_unused: p.stats.prefetched_unused,
+                fault_stall_ns: p.fault_stall_ns,
+                optimum_pages_in: None,
+            }),
         })
         .collect();
     let slowdowns: Vec<f64> = tenants.iter().filter_map(|t| t.slowdown).collect();

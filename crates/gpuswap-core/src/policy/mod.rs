@@ -14,6 +14,7 @@ pub(crate) mod gdev;
 pub(crate) mod gpuswap;
 pub(crate) mod native;
 pub(crate) mod static_share;
+pub(crate) mod uvm;
 
 /// Priority of buffers that have none: the middle of the scale.
 pub const PRIORITY_DEFAULT: i32 = 50;
@@ -33,6 +34,9 @@ pub struct Needs {
     pub launch_gating: bool,
     /// The manager wants `handle_timeout` at the times `poll_timeout` names.
     pub timers: bool,
+    /// Replayable page faults: kernels touch managed pages and the manager pages them
+    /// (unified memory).
+    pub page_faults: bool,
 }
 
 impl Needs {
@@ -41,6 +45,7 @@ impl Needs {
         reference_bits: false,
         launch_gating: false,
         timers: false,
+        page_faults: false,
     };
 
     /// Both sets of needs.
@@ -49,6 +54,7 @@ impl Needs {
             reference_bits: self.reference_bits || other.reference_bits,
             launch_gating: self.launch_gating || other.launch_gating,
             timers: self.timers || other.timers,
+            page_faults: self.page_faults || other.page_faults,
         }
     }
 
@@ -58,6 +64,7 @@ impl Needs {
             (self.reference_bits, "reference bits"),
             (self.launch_gating, "launch gating"),
             (self.timers, "timers"),
+            (self.page_faults, "page faults"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))

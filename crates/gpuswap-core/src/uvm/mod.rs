@@ -22,6 +22,17 @@ use evict::Eviction;
 use pages::{PAGE_BYTES, PAGES_PER_BLOCK, Pages};
 use prefetch::Prefetch;
 
+/// What one fault batch moved, for the driver to charge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Serviced {
+    /// Pages migrated to VRAM.
+    pub pages_in: u64,
+    /// Pages evicted to host memory.
+    pub pages_out: u64,
+    /// VA blocks pages were migrated into (one transfer each).
+    pub blocks_in: u64,
+}
+
 /// What the paging machine counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PagingStats {
@@ -43,6 +54,8 @@ pub struct PagingStats {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Block {
+    /// Whose allocation it belongs to (stats are per owner).
+    owner: u32,
     /// Pages that exist (the allocation's last block may be partial).
     valid: Pages,
     resident: Pages,
@@ -61,7 +74,8 @@ pub struct Paging {
     prefetch: Box<dyn Prefetch>,
     eviction: Box<dyn Eviction>,
     seq: u64,
-    stats: PagingStats,
+    /// Per owner (tenant), dense by owner number.
+    stats: Vec<PagingStats>,
 }
 
 impl Paging {
@@ -79,29 +93,53 @@ impl Paging {
             prefetch,
             eviction,
             seq: 0,
-            stats: PagingStats::default(),
+            stats: Vec::new(),
         }
     }
 
-    /// Registers a managed allocation of `bytes` (all in host memory); returns its first
-    /// page number.
-    pub fn add_allocation(&mut self, bytes: u64) -> u64 {
+    /// Registers a managed allocation of `bytes` of `owner` (all in host memory); returns
+    /// its first page number.
+    pub fn add_allocation(&mut self, owner: u32, bytes: u64) -> u64 {
         let first = self.blocks.len() as u64 * PAGES_PER_BLOCK as u64;
         let mut pages = bytes.div_ceil(PAGE_BYTES) as usize;
         while pages > 0 {
             let n = pages.min(PAGES_PER_BLOCK);
             self.blocks.push(Block {
+                owner,
                 valid: Pages::range(0, n),
                 ..Block::default()
             });
             pages -= n;
         }
+        if self.stats.len() <= owner as usize {
+            self.stats
+                .resize(owner as usize + 1, PagingStats::default());
+        }
         first
     }
 
-    /// What it counted so far.
-    pub fn stats(&self) -> PagingStats {
-        self.stats
+    /// The allocation starting at `first` page, of `bytes`, was freed: its pages leave
+    /// VRAM (not counted as evicted) and can no longer be touched.
+    pub fn free_allocation(&mut self, first: u64, bytes: u64) {
+        let blocks = bytes.div_ceil(PAGE_BYTES).div_ceil(PAGES_PER_BLOCK as u64);
+        let start = split(first).0;
+        for b in start..start + blocks as u32 {
+            let block = &mut self.blocks[b as usize];
+            let pages = block.resident;
+            self.resident_pages -= pages.count() as u64;
+            *block = Block {
+                owner: block.owner,
+                ..Block::default()
+            };
+            if !pages.is_empty() {
+                self.eviction.left(b, pages, true);
+            }
+        }
+    }
+
+    /// What it counted for `owner` so far.
+    pub fn stats(&self, owner: u32) -> PagingStats {
+        self.stats.get(owner as usize).copied().unwrap_or_default()
     }
 
     /// Pages in VRAM.
@@ -128,7 +166,7 @@ impl Paging {
             self.eviction.touched(b, i, self.seq);
             return true;
         }
-        self.stats.far_faults += 1;
+        self.stats[block.owner as usize].far_faults += 1;
         false
     }
 
@@ -136,12 +174,21 @@ impl Paging {
     /// order, the prefetcher's region is migrated, evicting other blocks' pages first when
     /// VRAM is short. When one block's region alone exceeds VRAM, its faulted pages come
     /// first and the rest of the region is dropped.
-    pub fn service(&mut self, faults: &[u64]) {
+    pub fn service(&mut self, faults: &[u64]) -> Serviced {
         let mut by_block: Vec<(u32, usize)> = faults.iter().map(|p| split(*p)).collect();
         by_block.sort_unstable();
         by_block.dedup();
-        self.stats.fault_batches += 1;
+        // A batch counts for every owner with a fault in it.
+        let mut owners: Vec<u32> = by_block
+            .iter()
+            .map(|(b, _)| self.blocks[*b as usize].owner)
+            .collect();
+        owners.dedup();
+        for o in owners {
+            self.stats[o as usize].fault_batches += 1;
+        }
         let mut at = 0;
+        let mut serviced = Serviced::default();
         while at < by_block.len() {
             let b = by_block[at].0;
             let mut faulted = Pages::EMPTY;
@@ -149,16 +196,24 @@ impl Paging {
                 faulted.insert(by_block[at].1);
                 at += 1;
             }
-            self.migrate_block(b, faulted);
+            let (pages_in, pages_out) = self.migrate_block(b, faulted);
+            serviced.pages_in += pages_in;
+            serviced.pages_out += pages_out;
+            serviced.blocks_in += u64::from(pages_in > 0);
         }
+        serviced
     }
 
-    fn migrate_block(&mut self, b: u32, faulted: Pages) {
+    /// Migrates what faulting `faulted` pages of block `b` brings: (pages in, pages
+    /// evicted for it).
+    fn migrate_block(&mut self, b: u32, faulted: Pages) -> (u64, u64) {
         let block = self.blocks[b as usize];
         let faulted = faulted & block.valid & !block.resident;
         if faulted.is_empty() {
-            return;
+            return (0, 0);
         }
+        let resident_before = self.resident_pages;
+        let mut evicted = 0;
         let region = self.prefetch.region(block.resident, block.valid, faulted);
         let mut wanted = (region | faulted) & !block.resident;
         // Room for it: evict other blocks' pages as the policy orders them. When nothing
@@ -172,18 +227,20 @@ impl Paging {
             }
             let blocks = &self.blocks;
             match self.eviction.victim(&|v| blocks[v as usize].resident, b) {
-                Some((v, pages)) => self.evict(v, pages & self.blocks[v as usize].resident),
+                Some((v, pages)) => {
+                    evicted += self.evict(v, pages & self.blocks[v as usize].resident);
+                }
                 None => {
                     wanted = first_pages(faulted, self.capacity_pages as usize);
                     let own = self.blocks[b as usize].resident;
                     let short = (wanted.count() as u64).saturating_sub(room) as usize;
-                    self.evict(b, first_pages(own, short));
+                    evicted += self.evict(b, first_pages(own, short));
                     break;
                 }
             }
         }
         if wanted.is_empty() {
-            return;
+            return (0, evicted);
         }
         self.seq += 1;
         let block = &mut self.blocks[b as usize];
@@ -194,13 +251,20 @@ impl Paging {
         let prefetched = wanted & !faulted;
         block.prefetched |= prefetched;
         self.resident_pages += wanted.count() as u64;
-        self.stats.pages_in += wanted.count() as u64;
-        self.stats.pages_thrashed += thrashed;
-        self.stats.pages_prefetched += prefetched.count() as u64;
+        let stats = &mut self.stats[block.owner as usize];
+        stats.pages_in += wanted.count() as u64;
+        stats.pages_thrashed += thrashed;
+        stats.pages_prefetched += prefetched.count() as u64;
         self.eviction.resident(b, wanted, first, self.seq);
+        debug_assert_eq!(
+            self.resident_pages + evicted,
+            resident_before + wanted.count() as u64
+        );
+        (wanted.count() as u64, evicted)
     }
 
-    fn evict(&mut self, v: u32, pages: Pages) {
+    /// Evicts `pages` of block `v`; returns how many.
+    fn evict(&mut self, v: u32, pages: Pages) -> u64 {
         let block = &mut self.blocks[v as usize];
         let n = pages.count() as u64;
         block.resident = block.resident & !pages;
@@ -209,9 +273,11 @@ impl Paging {
         block.prefetched = block.prefetched & !pages;
         let emptied = block.resident.is_empty();
         self.resident_pages -= n;
-        self.stats.pages_out += n;
-        self.stats.prefetched_unused += unused;
+        let stats = &mut self.stats[block.owner as usize];
+        stats.pages_out += n;
+        stats.prefetched_unused += unused;
         self.eviction.left(v, pages, emptied);
+        n
     }
 
     /// Checks the residency accounting: the resident count is the sum of the blocks'

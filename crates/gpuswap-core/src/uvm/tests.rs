@@ -37,10 +37,10 @@ fn run(p: &mut Paging, stream: &[u64]) {
 fn with_ample_vram_every_page_migrates_once_and_nothing_is_evicted() {
     for prefetch in PREFETCHERS {
         let mut p = paging(64 * MIB, prefetch.name, "fifo-2mb");
-        let base = p.add_allocation(8 * MIB);
+        let base = p.add_allocation(0, 8 * MIB);
         let stream: Vec<u64> = (0..3).flat_map(|_| base..base + 2048).collect();
         run(&mut p, &stream);
-        let s = p.stats();
+        let s = p.stats(0);
         assert_eq!(s.pages_in, 2048, "{}", prefetch.name);
         assert_eq!(s.pages_out, 0, "{}", prefetch.name);
         assert_eq!(s.pages_thrashed, 0);
@@ -52,11 +52,11 @@ fn a_cyclic_sweep_over_more_than_vram_thrashes_under_lru() {
     // 3 MiB swept 4 times through 2 MiB of VRAM, page by page, no prefetching: LRU evicts
     // exactly the page needed next, so every touch faults.
     let mut p = paging(2 * MIB, "none", "lru-4k");
-    let base = p.add_allocation(3 * MIB);
+    let base = p.add_allocation(0, 3 * MIB);
     let pages = 3 * 256;
     let stream: Vec<u64> = (0..4).flat_map(|_| base..base + pages).collect();
     run(&mut p, &stream);
-    let s = p.stats();
+    let s = p.stats(0);
     assert_eq!(s.far_faults, stream.len() as u64);
     assert_eq!(s.pages_in, stream.len() as u64);
     assert_eq!(s.pages_thrashed, stream.len() as u64 - pages);
@@ -71,7 +71,7 @@ fn the_driver_evicts_by_residency_not_by_use() {
     let mut fifo = paging(4 * MIB, "tree", "fifo-2mb");
     let mut lru = paging(4 * MIB, "tree", "lru-2mb");
     for p in [&mut fifo, &mut lru] {
-        let base = p.add_allocation(6 * MIB);
+        let base = p.add_allocation(0, 6 * MIB);
         let block = PAGES_PER_BLOCK as u64;
         let a: Vec<u64> = (base..base + block).collect();
         let b: Vec<u64> = (base + block..base + 2 * block).collect();
@@ -89,14 +89,14 @@ fn the_driver_evicts_by_residency_not_by_use() {
 #[test]
 fn prefetched_pages_nobody_touched_are_counted_when_evicted() {
     let mut p = paging(2 * MIB, "sequential-64k", "fifo-2mb");
-    let base = p.add_allocation(4 * MIB);
+    let base = p.add_allocation(0, 4 * MIB);
     // One touch per 64 KiB big page of the first block: each brings 16 pages.
     let sparse: Vec<u64> = (0..32).map(|i| base + i * 16).collect();
     run(&mut p, &sparse);
-    assert_eq!(p.stats().pages_prefetched, 32 * 15);
+    assert_eq!(p.stats(0).pages_prefetched, 32 * 15);
     // The second block pushes the first out: its 480 untouched prefetched pages.
     run(&mut p, &[base + PAGES_PER_BLOCK as u64]);
-    assert_eq!(p.stats().prefetched_unused, 32 * 15);
+    assert_eq!(p.stats(0).prefetched_unused, 32 * 15);
 }
 
 proptest! {
@@ -115,7 +115,7 @@ proptest! {
             (PREFETCHERS[prefetch].build)(),
             (EVICTIONS[eviction].build)(),
         );
-        let bases: Vec<u64> = [3 * MIB, MIB, 6 * MIB].iter().map(|b| p.add_allocation(*b)).collect();
+        let bases: Vec<u64> = [3 * MIB, MIB, 6 * MIB].iter().map(|b| p.add_allocation(0, *b)).collect();
         let sizes = [768, 256, 1536];
         let stream: Vec<u64> = touches
             .iter()
@@ -136,7 +136,7 @@ proptest! {
         }
         p.service(&pending);
         prop_assert_eq!(p.check_invariants(), Ok(()));
-        let s = p.stats();
+        let s = p.stats(0);
         prop_assert!(s.pages_in >= s.pages_out);
         prop_assert_eq!(s.pages_in - s.pages_out, p.resident_pages());
         // Belady's bound holds for a driver that serves each fault before the next touch.
@@ -146,7 +146,7 @@ proptest! {
             (EVICTIONS[eviction].build)(),
         );
         for size in [3 * MIB, MIB, 6 * MIB] {
-            serial.add_allocation(size);
+            serial.add_allocation(0, size);
         }
         for &page in &stream {
             if !serial.touch(page) {
@@ -154,8 +154,8 @@ proptest! {
             }
         }
         prop_assert!(
-            belady_pages_in(&stream, capacity_pages) <= serial.stats().pages_in,
-            "Belady {} > {} migrated", belady_pages_in(&stream, capacity_pages), serial.stats().pages_in
+            belady_pages_in(&stream, capacity_pages) <= serial.stats(0).pages_in,
+            "Belady {} > {} migrated", belady_pages_in(&stream, capacity_pages), serial.stats(0).pages_in
         );
     }
 }

@@ -57,17 +57,34 @@ impl Engine {
             self.begin_write(*id);
         }
         let traffic = cost.traffic;
+        // Unified memory: every access is served from VRAM once its faults are; the
+        // kernel takes its all-in-VRAM time plus the stalls.
+        let paging_stall_ns = if self.needs.page_faults {
+            let stall = self.fault_in(t, &kernel, launch.id.0);
+            self.tenants[t].fault_stall_ns += stall;
+            Some(stall)
+        } else {
+            None
+        };
         let tenant = &mut self.tenants[t];
-        tenant.local_bytes += traffic.local_bytes;
-        tenant.remote_bytes += traffic.remote_bytes();
-        let fixed_ns = cost.fixed_ns;
+        let fixed_ns = match paging_stall_ns {
+            Some(stall) => {
+                tenant.local_bytes += traffic.local_bytes + traffic.remote_bytes();
+                cost.ideal_ns.saturating_add(stall)
+            }
+            None => {
+                tenant.local_bytes += traffic.local_bytes;
+                tenant.remote_bytes += traffic.remote_bytes();
+                cost.fixed_ns
+            }
+        };
         let mut flows_left = 0;
         let weight = timing::kernel_pending_bytes(&self.preset);
         for (direction, bytes) in [
             (Direction::ToDevice, traffic.link_bytes_to_device()),
             (Direction::ToHost, traffic.link_bytes_to_host()),
         ] {
-            if bytes > 0.0 {
+            if bytes > 0.0 && paging_stall_ns.is_none() {
                 let id = self.link.start(self.now_ns, direction, bytes, None, weight);
                 self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
                 flows_left += 1;

@@ -250,6 +250,17 @@ pub struct TenantOutcome {
     pub pauses: Vec<VictimPause>,
     /// Why the tenant stopped early.
     pub error: Option<String>,
+    /// Unified memory's counts for the tenant (mode `uvm` only).
+    pub paging: Option<PagingOutcome>,
+}
+
+/// What unified memory did for one tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagingOutcome {
+    /// The manager's counts.
+    pub stats: gpuswap_core::uvm::PagingStats,
+    /// Time its kernels stalled on fault batches.
+    pub fault_stall_ns: u64,
 }
 
 impl TenantOutcome {

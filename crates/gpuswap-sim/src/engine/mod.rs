@@ -30,11 +30,12 @@ mod compute;
 mod config;
 mod copies;
 mod interpreter;
+mod paging;
 mod ready;
 
 pub use config::{
-    Crash, CrashPoint, EvictionLatency, Faults, InvariantError, LimitReached, Outcome, RunLimits,
-    SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
+    Crash, CrashPoint, EvictionLatency, Faults, InvariantError, LimitReached, Outcome,
+    PagingOutcome, RunLimits, SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
 };
 
 use chaos::{Chaos, Trigger};
@@ -130,6 +131,8 @@ struct Tenant {
     evictions: Vec<EvictionLatency>,
     pauses: Vec<VictimPause>,
     error: Option<String>,
+    /// Unified memory: time its kernels stalled on fault batches.
+    fault_stall_ns: u64,
 }
 
 impl Tenant {
@@ -338,6 +341,7 @@ impl Engine {
                     evictions: Vec::new(),
                     pauses: Vec::new(),
                     error: None,
+                    fault_stall_ns: 0,
                 }
             })
             .collect();
@@ -526,6 +530,10 @@ impl Engine {
                     evictions: t.evictions,
                     pauses: t.pauses,
                     error: t.error,
+                    paging: manager.paging_stats(t.id).map(|stats| PagingOutcome {
+                        stats,
+                        fault_stall_ns: t.fault_stall_ns,
+                    }),
                 }
             })
             .collect();

@@ -830,3 +830,81 @@ fn cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A tenant sweeping `mib` of managed memory `passes` times with a linear kernel each
+/// pass, on a GTX 1080 Ti in mode `uvm` with `vram_mib` of VRAM.
+fn uvm_sweep(mib: u64, passes: u32, vram_mib: u64, preset: Preset) -> Outcome {
+    let mut p = Program::default();
+    let a = p.buffer("a", mib * MIB);
+    p.ops = vec![
+        Op::Alloc(a),
+        Op::Repeat {
+            times: passes,
+            body: vec![Op::Launch(Kernel {
+                name: "sweep".into(),
+                ops: 1_000,
+                accesses: vec![Access::uniform(a, mib * MIB, 0)],
+                phases: Vec::new(),
+            })],
+        },
+        Op::Sync,
+        Op::Free(a),
+    ];
+    let mut cfg = SimConfig::new(
+        preset,
+        vram_mib * MIB,
+        PolicySettings::named("uvm"),
+        vec![tenant("t", p)],
+    );
+    cfg.check_invariants = true;
+    simulate(cfg).unwrap()
+}
+
+fn gtx1080ti() -> Preset {
+    preset::find("gtx1080ti").unwrap()
+}
+
+#[test]
+fn uvm_with_ample_vram_migrates_every_page_once() {
+    let out = uvm_sweep(64, 3, 1024, gtx1080ti());
+    let paging = out.tenants[0].paging.unwrap();
+    // The buffer's pages and the runtime's few stack, code and constant pages, once.
+    let once = uvm_sweep(64, 1, 1024, gtx1080ti()).tenants[0]
+        .paging
+        .unwrap();
+    assert_eq!(paging.stats, once.stats);
+    assert!(paging.stats.pages_in >= 64 * 256 && paging.stats.pages_in < 66 * 256);
+    assert_eq!(paging.stats.pages_out, 0);
+    assert!(paging.fault_stall_ns > 0);
+    // Oversubscribed by half: every pass faults everything again (the sweep is cyclic
+    // and FIFO evicts what the next pass needs first).
+    let tight = uvm_sweep(64, 3, 48, gtx1080ti()).tenants[0].paging.unwrap();
+    assert!(tight.stats.pages_in >= 3 * 64 * 256);
+    assert!(tight.stats.pages_thrashed >= 2 * 64 * 256 - 48 * 256);
+    assert!(tight.fault_stall_ns > 2 * paging.fault_stall_ns);
+}
+
+#[test]
+fn halving_link_bandwidth_roughly_doubles_transfer_bound_stalls() {
+    let mut fast = gtx1080ti();
+    fast.fault_service_ns = 0;
+    let mut slow = fast.clone();
+    slow.link.h2d_bytes_per_s /= 2.0;
+    slow.link.d2h_bytes_per_s /= 2.0;
+    let stall = |p: Preset| {
+        uvm_sweep(64, 2, 48, p).tenants[0]
+            .paging
+            .unwrap()
+            .fault_stall_ns as f64
+    };
+    let ratio = stall(slow) / stall(fast);
+    assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
+}
+
+#[test]
+fn uvm_runs_repeat_exactly() {
+    assert_eq!(
+        uvm_sweep(16, 2, 8, gtx1080ti()),
+        uvm_sweep(16, 2, 8, gtx1080ti())
+    );
+}
