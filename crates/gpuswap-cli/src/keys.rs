@@ -47,7 +47,7 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "device.oversubscription",
         "ratio, at least 1 (1.5 = 150 %)",
         "unset",
-        "instead of a VRAM limit: VRAM = the tenants' working set (what their programs allocate at most) over this",
+        "instead of a VRAM limit: VRAM = the tenants' working set (what their programs allocate at most) over this, plus the runtime's own buffers",
     ),
     (
         "device.host_memory",

@@ -534,11 +534,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let tenant_vram_bytes = match &file.device.oversubscription {
         None => tenant_vram_bytes,
         Some(ratio) => {
+            // The runtime's own buffers (stack, code, constants) are not managed memory:
+            // they keep their VRAM, and the ratio applies to the rest.
             let working_set: u64 = tenants
                 .iter()
                 .map(|t| t.program.peak_allocated_bytes())
                 .sum();
-            ((working_set as f64 / ratio.get_ref()).ceil() as u64)
+            let runtime = tenants.len() as u64
+                * (preset.runtime_stack_bytes
+                    + preset.runtime_code_bytes
+                    + preset.runtime_constant_bytes);
+            ((working_set as f64 / ratio.get_ref()).ceil() as u64 + runtime)
                 .clamp(4096, preset.tenant_vram_bytes())
         }
     };

@@ -1189,3 +1189,69 @@ fn vm_scenarios_run_compare_and_sweep() {
         stderr(&out)
     );
 }
+
+#[test]
+fn unified_memory_runs_and_sweeps_across_oversubscription() {
+    let scenario = repo_file("scenarios/uvm/hotspot-150.toml");
+    let out = gpuswap(&["run", &scenario, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let uvm = &report["tenants"][0]["uvm"];
+    for field in [
+        "far_faults",
+        "fault_batches",
+        "pages_in",
+        "pages_out",
+        "pages_thrashed",
+        "pages_prefetched",
+        "prefetched_unused",
+        "fault_stall_ns",
+    ] {
+        assert!(uvm[field].is_u64(), "{field}: {uvm}");
+    }
+    assert!(uvm["optimum_pages_in"].is_null());
+    // At 150 % the re-referenced data thrashes.
+    assert!(uvm["pages_thrashed"].as_u64().unwrap() > 0);
+    // Tenant modes' reports have no uvm object.
+    let quick = gpuswap(&["run", &repo_file("scenarios/quickstart.toml"), "--json"]);
+    let quick: serde_json::Value = serde_json::from_slice(&quick.stdout).unwrap();
+    assert!(quick["tenants"][0].get("uvm").is_none());
+
+    let out_dir = std::env::temp_dir().join(format!("gpuswap-uvm-sweep-{}", std::process::id()));
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/uvm/policies.toml"),
+        "--vary",
+        "device.oversubscription=1.0,1.5",
+        "--vary",
+        "manager.prefetch=tree",
+        "--vary",
+        "manager.eviction=fifo-2mb",
+        "--vary",
+        "tenant.app=hotspot",
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--force",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
+    let mut rows = csv::Reader::from_reader(summary.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let thrashed = header
+        .iter()
+        .position(|h| h == "pages_thrashed.mean")
+        .unwrap();
+    let values: Vec<f64> = rows
+        .records()
+        .map(|r| r.unwrap()[thrashed].parse().unwrap())
+        .collect();
+    // Everything fits at 1.0; at 1.5 pages come back after eviction.
+    assert_eq!(values[0], 0.0);
+    assert!(values[1] > 0.0);
+    assert!(
+        out_dir
+            .join("migrated-vs-device_oversubscription.svg")
+            .exists()
+    );
+}

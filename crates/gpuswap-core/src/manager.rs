@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use crate::accounting::Books;
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, BufferKind};
 use crate::ids::{BufferId, CopyId, LaunchId, TenantId};
 use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Needs, Placed};
 use crate::protocol::{
@@ -57,7 +57,16 @@ pub struct Manager {
     paging: Option<Paging>,
     /// The first page of each managed buffer, by buffer id (the manager numbers buffers
     /// densely).
-    first_pages: Vec<Option<u64>>,
+    first_pages: Vec<Option<Managed>>,
+}
+
+/// A buffer under unified memory.
+#[derive(Clone, Copy, Debug)]
+enum Managed {
+    /// Managed memory starting at this page.
+    Pages(u64),
+    /// A runtime buffer holding this much VRAM outside the paging machine.
+    Reserved(u64),
 }
 
 impl Manager {
@@ -159,7 +168,10 @@ impl Manager {
     /// The first page of a managed buffer (unified memory), for the driver's page
     /// numbers: byte `o` of the buffer is page `first + o / 4096`.
     pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
-        self.first_pages.get(buffer.0 as usize).copied().flatten()
+        match self.first_pages.get(buffer.0 as usize).copied().flatten() {
+            Some(Managed::Pages(first)) => Some(first),
+            _ => None,
+        }
     }
 
     /// Unified memory's counts for a tenant (none unless the policy pages).
@@ -365,7 +377,20 @@ impl Manager {
         buffer: BufferId,
         mapped: bool,
     ) -> Result<(), FreeError> {
+        let bytes = self.books.buffer(buffer).map(|b| b.bytes);
         self.books.free(tenant, buffer)?;
+        if let (Some(paging), Some(Some(managed)), Some(bytes)) = (
+            self.paging.as_mut(),
+            self.first_pages
+                .get_mut(buffer.0 as usize)
+                .map(Option::take),
+            bytes,
+        ) {
+            match managed {
+                Managed::Pages(first) => paging.free_allocation(first, bytes),
+                Managed::Reserved(vram) => paging.unreserve(vram),
+            }
+        }
         if mapped {
             self.actions
                 .push_back(Action::Mapping(Mapping::Unmap { tenant, buffer }));
@@ -411,7 +436,15 @@ impl Manager {
             if self.first_pages.len() <= i {
                 self.first_pages.resize(i + 1, None);
             }
-            self.first_pages[i] = Some(paging.add_allocation(tenant.0, b.bytes));
+            self.first_pages[i] = Some(match b.kind {
+                BufferKind::Device => Managed::Pages(paging.add_allocation(tenant.0, b.bytes)),
+                // The runtime's buffers take VRAM from the paging machine.
+                BufferKind::System(_) => {
+                    let vram = b.vram_bytes();
+                    paging.reserve(vram);
+                    Managed::Reserved(vram)
+                }
+            });
         }
         self.actions.push_back(Action::Mapping(Mapping::Map {
             tenant,

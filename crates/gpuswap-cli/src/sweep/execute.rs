@@ -129,7 +129,7 @@ impl Plan {
                     run_and_report_with(&s.name, seed, &s.config, baselines)
                 }));
                 match run {
-                    Ok(Ok(report)) => Ok(RunFigures::of(&report, tenants)),
+                    Ok(Ok(report)) => Ok(RunFigures::of(&report, self.kind(), tenants)),
                     Ok(Err(e)) => Err(crate::limits::explain(&e, &self.path, seed)),
                     Err(_) => Err("internal error: the simulation panicked (please report)".into()),
                 }

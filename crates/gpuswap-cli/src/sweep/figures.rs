@@ -11,6 +11,8 @@ use gpuswap_vgpu::engine::VgpuOutcome;
 pub enum Kind {
     /// `[[tenant]]` scenarios.
     Tenants,
+    /// `[[tenant]]` scenarios in a mode that pages (`uvm`): unified memory's counts too.
+    PagedTenants,
     /// `[[vm]]` scenarios.
     Vms,
 }
@@ -19,11 +21,16 @@ impl Kind {
     /// The summary metrics of its runs, the columns of results.csv and summary.csv.
     pub fn metrics(self) -> &'static [&'static str] {
         match self {
-            Self::Tenants => &SUMMARY_METRICS,
+            Self::Tenants => &SUMMARY_METRICS[..TENANT_METRICS],
+            Self::PagedTenants => &SUMMARY_METRICS,
             Self::Vms => &VM_METRICS,
         }
     }
 }
+
+/// How many of [`SUMMARY_METRICS`] every tenant run has; the rest are unified memory's,
+/// summed over the tenants.
+const TENANT_METRICS: usize = 8;
 
 /// System figures of a VM run summarized per grid point.
 pub(super) const VM_METRICS: [&str; 9] = [
@@ -60,10 +67,10 @@ pub struct RunFigures {
 impl RunFigures {
     /// Takes the figures of a report; `tenants` names the base scenario's tenants, the
     /// columns of results.csv.
-    pub fn of(report: &Report, tenants: &[String]) -> Self {
+    pub fn of(report: &Report, kind: Kind, tenants: &[String]) -> Self {
         Self {
-            kind: Kind::Tenants,
-            metrics: SUMMARY_METRICS.iter().map(|m| metric(report, m)).collect(),
+            kind,
+            metrics: kind.metrics().iter().map(|m| metric(report, m)).collect(),
             tenants: tenants
                 .iter()
                 .map(|name| {
@@ -206,8 +213,8 @@ pub fn eviction_mean_ns(report: &Report) -> Option<f64> {
     (count > 0).then(|| total as f64 / count as f64)
 }
 
-/// System figures summarized per grid point.
-pub(super) const SUMMARY_METRICS: [&str; 8] = [
+/// System figures summarized per grid point: every tenant run's, then unified memory's.
+pub(super) const SUMMARY_METRICS: [&str; 13] = [
     "slowest_phase_ns",
     "makespan_ns",
     "stp",
@@ -216,6 +223,11 @@ pub(super) const SUMMARY_METRICS: [&str; 8] = [
     "jain_slowdown",
     "eviction_mean_ns",
     "slowest_total_ns",
+    "far_faults",
+    "pages_in",
+    "pages_out",
+    "pages_thrashed",
+    "fault_stall_ns",
 ];
 
 fn metric(report: &Report, name: &str) -> Option<f64> {
@@ -229,8 +241,24 @@ fn metric(report: &Report, name: &str) -> Option<f64> {
         "jain_slowdown" => Some(s.jain_slowdown),
         "eviction_mean_ns" => eviction_mean_ns(report),
         "slowest_total_ns" => slowest_total_ns(report).map(|ns| ns as f64),
+        "far_faults" => paging_sum(report, |u| u.far_faults),
+        "pages_in" => paging_sum(report, |u| u.pages_in),
+        "pages_out" => paging_sum(report, |u| u.pages_out),
+        "pages_thrashed" => paging_sum(report, |u| u.pages_thrashed),
+        "fault_stall_ns" => paging_sum(report, |u| u.fault_stall_ns),
         _ => None,
     }
+}
+
+/// A unified-memory count summed over the tenants; None when no tenant paged.
+fn paging_sum(report: &Report, count: fn(&gpuswap_sim::report::UvmReport) -> u64) -> Option<f64> {
+    let counts: Vec<u64> = report
+        .tenants
+        .iter()
+        .filter_map(|t| t.uvm.as_ref())
+        .map(count)
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum::<u64>() as f64)
 }
 
 /// A per-tenant column of results.csv: its name and how it is taken from a tenant's report.

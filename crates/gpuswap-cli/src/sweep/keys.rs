@@ -4,16 +4,23 @@
 use toml::Value;
 
 /// Turns a value written as text into the TOML type the scenario uses at `path` (or an
-/// integer for `seed` and `repeat`, a string otherwise).
+/// integer for `seed`, `repeat` and `count`, a number for `oversubscription`, a string
+/// otherwise).
 pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Value {
     let existing = lookup(scenario, path);
     let wants_integer = match existing {
         Some(Value::Integer(_)) => true,
         Some(_) => false,
-        None => path == "seed" || path.ends_with(".repeat"),
+        None => path == "seed" || path.ends_with(".repeat") || path.ends_with(".count"),
     };
-    match text.parse::<i64>() {
-        Ok(n) if wants_integer => Value::Integer(n),
+    let wants_float = match existing {
+        Some(Value::Float(_)) => true,
+        Some(_) => false,
+        None => path.ends_with(".oversubscription"),
+    };
+    match (text.parse::<i64>(), text.parse::<f64>()) {
+        (Ok(n), _) if wants_integer => Value::Integer(n),
+        (_, Ok(x)) if wants_float => Value::Float(x),
         _ => Value::String(text),
     }
 }

@@ -165,6 +165,7 @@ impl Plan {
     /// What the scenario runs, which decides its metrics.
     pub fn kind(&self) -> Kind {
         match &self.base {
+            Base::Tenants(s) if s.config.manager.policy.needs().page_faults => Kind::PagedTenants,
             Base::Tenants(_) => Kind::Tenants,
             Base::Vms(_) => Kind::Vms,
         }
@@ -412,6 +413,8 @@ mod tests {
             a.values,
             ["20MiB", "40MiB", "60MiB"].map(|v| Value::String(v.into()))
         );
+        let a = parse_vary_flag("device.oversubscription=1,1.25", &s).unwrap();
+        assert_eq!(a.values, [Value::Float(1.0), Value::Float(1.25)]);
         let a = parse_vary_flag("tenant[0].size=4096", &s).unwrap();
         assert_eq!(a.values, [Value::String("4096".into())]);
         assert!(

@@ -117,11 +117,34 @@ const VM_MEASURES: [Measure; 4] = [
     },
 ];
 
+/// What a unified-memory sweep plots besides the tenant measures.
+const PAGING_MEASURES: [Measure; 2] = [
+    Measure {
+        metric: "pages_in",
+        scale: 256.0,
+        unit: "MiB",
+        stem: "migrated",
+        title: "data migrated to VRAM",
+        y_label: "pages migrated to VRAM, all tenants",
+        runs_counted: "runs",
+    },
+    Measure {
+        metric: "fault_stall_ns",
+        scale: 1e9,
+        unit: "s",
+        stem: "fault-stall",
+        title: "time stalled on faults",
+        y_label: "kernel time stalled on fault batches, all tenants",
+        runs_counted: "runs",
+    },
+];
+
 /// The measures plotted for a kind of scenario.
-fn measures(kind: Kind) -> &'static [Measure] {
+fn measures(kind: Kind) -> Vec<&'static Measure> {
     match kind {
-        Kind::Tenants => &MEASURES,
-        Kind::Vms => &VM_MEASURES,
+        Kind::Tenants => MEASURES.iter().collect(),
+        Kind::PagedTenants => MEASURES.iter().chain(&PAGING_MEASURES).collect(),
+        Kind::Vms => VM_MEASURES.iter().collect(),
     }
 }
 

@@ -137,6 +137,27 @@ impl Paging {
         }
     }
 
+    /// `bytes` of VRAM go to something else (the runtime's buffers): the machine's room
+    /// shrinks, evicting what no longer fits.
+    pub fn reserve(&mut self, bytes: u64) {
+        self.capacity_pages = self
+            .capacity_pages
+            .saturating_sub(bytes.div_ceil(PAGE_BYTES));
+        while self.resident_pages > self.capacity_pages {
+            let blocks = &self.blocks;
+            let victim = self
+                .eviction
+                .victim(&|v| blocks[v as usize].resident, u32::MAX);
+            let Some((v, pages)) = victim else { break };
+            self.evict(v, pages & self.blocks[v as usize].resident);
+        }
+    }
+
+    /// `bytes` reserved before are the machine's again.
+    pub fn unreserve(&mut self, bytes: u64) {
+        self.capacity_pages += bytes.div_ceil(PAGE_BYTES);
+    }
+
     /// What it counted for `owner` so far.
     pub fn stats(&self, owner: u32) -> PagingStats {
         self.stats.get(owner as usize).copied().unwrap_or_default()

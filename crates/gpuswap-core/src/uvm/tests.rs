@@ -159,3 +159,25 @@ proptest! {
         );
     }
 }
+
+#[test]
+fn reserved_vram_shrinks_the_room_and_evicts_what_no_longer_fits() {
+    let mut p = paging(4 * MIB, "none", "fifo-2mb");
+    let base = p.add_allocation(0, 4 * MIB);
+    let all: Vec<u64> = (base..base + 1024).collect();
+    run(&mut p, &all);
+    assert_eq!(p.resident_pages(), 1024);
+    // The runtime takes 1 MiB: one whole block goes (FIFO: the first).
+    p.reserve(MIB);
+    assert_eq!(p.resident_pages(), 512);
+    p.check_invariants().unwrap();
+    p.unreserve(MIB);
+    run(&mut p, &all[..1]);
+    assert_eq!(p.resident_pages(), 513);
+    // A freed allocation leaves VRAM without counting as evicted.
+    let out = p.stats(0).pages_out;
+    p.free_allocation(base, 4 * MIB);
+    assert_eq!(p.resident_pages(), 0);
+    assert_eq!(p.stats(0).pages_out, out);
+    p.check_invariants().unwrap();
+}
