@@ -602,11 +602,15 @@ fn policy_settings(
         let text = match value {
             toml::Value::String(text) => text.clone(),
             toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
             other => {
                 return Err(value_error(
                     name,
                     None,
-                    format!("expected a string or a number, found {}", other.type_str()),
+                    format!(
+                        "expected a string, a number or true/false, found {}",
+                        other.type_str()
+                    ),
                 ));
             }
         };

@@ -1209,7 +1209,8 @@ fn unified_memory_runs_and_sweeps_across_oversubscription() {
     ] {
         assert!(uvm[field].is_u64(), "{field}: {uvm}");
     }
-    assert!(uvm["optimum_pages_in"].is_null());
+    // The scenario asks for Belady's bound: never above what the driver migrated.
+    assert!(uvm["optimum_pages_in"].as_u64().unwrap() <= uvm["pages_in"].as_u64().unwrap());
     // At 150 % the re-referenced data thrashes.
     assert!(uvm["pages_thrashed"].as_u64().unwrap() > 0);
     // Tenant modes' reports have no uvm object.

@@ -174,6 +174,11 @@ impl Manager {
         }
     }
 
+    /// Pages of VRAM managed memory may fill now (none unless the policy pages).
+    pub fn paging_capacity_pages(&self) -> Option<u64> {
+        self.paging.as_ref().map(Paging::capacity_pages)
+    }
+
     /// Unified memory's counts for a tenant (none unless the policy pages).
     pub fn paging_stats(&self, tenant: TenantId) -> Option<PagingStats> {
         self.paging.as_ref().map(|p| p.stats(tenant.0))

@@ -128,6 +128,18 @@ const EVICTION_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("fifo-2mb"),
 };
 
+const OPTIMUM_PARAM: ParamSpec = ParamSpec {
+    key: "optimum",
+    help: "also compute Belady's bound on each tenant's page stream (the stream is kept: memory grows with it)",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new("false", "no bound"),
+            Choice::new("true", "report optimum_pages_in"),
+        ]
+    }),
+    default: ParamDefault::Choice("false"),
+};
+
 const TENANTS_PARAM: ParamSpec = ParamSpec {
     key: "tenants",
     help: "n of the 1/n share each tenant may hold in VRAM",
@@ -207,7 +219,7 @@ pub static POLICIES: &[PolicyEntry] = &[
             page_faults: true,
             ..Needs::NONE
         }),
-        params: &[PREFETCH_PARAM, EVICTION_PARAM],
+        params: &[PREFETCH_PARAM, EVICTION_PARAM, OPTIMUM_PARAM],
         scheduler: "pass-through",
         build: |_, _| Box::new(uvm::Uvm),
     },
@@ -431,6 +443,13 @@ impl PolicySettings {
                         && (c.build)().per_chunk_priorities()
                 })
         })
+    }
+
+    /// Whether the settings ask for Belady's bound on the page streams (`optimum = true`).
+    pub fn wants_optimum(&self) -> bool {
+        self.values
+            .iter()
+            .any(|(k, v)| *k == OPTIMUM_PARAM.key && *v == ParamValue::Choice("true"))
     }
 
     /// What the policy with these settings needs from the device.

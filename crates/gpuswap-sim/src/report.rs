@@ -104,7 +104,8 @@ pub struct UvmReport {
     pub prefetched_unused: u64,
     /// Time its kernels stalled on fault batches.
     pub fault_stall_ns: u64,
-    /// Belady's bound on the same page stream (null until the optimum is computed).
+    /// Belady's bound on the same page stream at the same VRAM (null unless `optimum =
+    /// true`).
     pub optimum_pages_in: Option<u64>,
 }
 
@@ -324,7 +325,7 @@ fn build(
                 pages_prefetched: p.stats.pages_prefetched,
                 prefetched_unused: p.stats.prefetched_unused,
                 fault_stall_ns: p.fault_stall_ns,
-                optimum_pages_in: None,
+                optimum_pages_in: p.optimum_pages_in,
             }),
         })
         .collect();

@@ -163,6 +163,11 @@ impl Paging {
         self.stats.get(owner as usize).copied().unwrap_or_default()
     }
 
+    /// Pages of VRAM the machine may fill (after reservations).
+    pub fn capacity_pages(&self) -> u64 {
+        self.capacity_pages
+    }
+
     /// Pages in VRAM.
     pub fn resident_pages(&self) -> u64 {
         self.resident_pages

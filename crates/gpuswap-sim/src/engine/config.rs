@@ -261,6 +261,9 @@ pub struct PagingOutcome {
     pub stats: gpuswap_core::uvm::PagingStats,
     /// Time its kernels stalled on fault batches.
     pub fault_stall_ns: u64,
+    /// Belady's bound on its page stream at the paging machine's VRAM, when asked for
+    /// (`optimum = true`).
+    pub optimum_pages_in: Option<u64>,
 }
 
 impl TenantOutcome {

@@ -133,6 +133,10 @@ struct Tenant {
     error: Option<String>,
     /// Unified memory: time its kernels stalled on fault batches.
     fault_stall_ns: u64,
+    /// Unified memory with `optimum = true`: every page it touched, in order, and the
+    /// most VRAM managed memory had during its kernels (the bound's capacity).
+    page_stream: Option<Vec<u64>>,
+    optimum_capacity_pages: u64,
 }
 
 impl Tenant {
@@ -299,6 +303,7 @@ pub struct Engine {
 impl Engine {
     /// Builds the simulation; nothing runs until [`Engine::run`].
     pub fn new(config: SimConfig) -> Self {
+        let optimum = config.manager.policy.wants_optimum();
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
         let preset = config.preset;
@@ -342,6 +347,8 @@ impl Engine {
                     pauses: Vec::new(),
                     error: None,
                     fault_stall_ns: 0,
+                    page_stream: optimum.then(Vec::new),
+                    optimum_capacity_pages: 1,
                 }
             })
             .collect();
@@ -533,6 +540,9 @@ impl Engine {
                     paging: manager.paging_stats(t.id).map(|stats| PagingOutcome {
                         stats,
                         fault_stall_ns: t.fault_stall_ns,
+                        optimum_pages_in: t.page_stream.as_ref().map(|s| {
+                            gpuswap_core::uvm::optimum::belady_pages_in(s, t.optimum_capacity_pages)
+                        }),
                     }),
                 }
             })

@@ -23,6 +23,11 @@ impl Engine {
     /// batch; returns the time the kernel stalls on them.
     pub(super) fn fault_in(&mut self, t: usize, kernel: &Kernel, seed: u64) -> u64 {
         let batch_pages = self.preset.fault_batch_pages.max(1) as usize;
+        if self.tenants[t].page_stream.is_some() {
+            let capacity = self.manager.paging_capacity_pages().unwrap_or(1);
+            let tenant = &mut self.tenants[t];
+            tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
+        }
         let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
         let mut stall_ns = 0u64;
         for access in &kernel.accesses {
@@ -37,6 +42,9 @@ impl Engine {
             let pages = map.bytes.div_ceil(PAGE_BYTES);
             for page in touches(access, pages, seed) {
                 let page = first + page;
+                if let Some(stream) = &mut self.tenants[t].page_stream {
+                    stream.push(page);
+                }
                 if pending.contains(&page) || self.manager.handle_touch(page) {
                     continue;
                 }

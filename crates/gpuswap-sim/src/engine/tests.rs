@@ -905,6 +905,47 @@ fn halving_link_bandwidth_roughly_doubles_transfer_bound_stalls() {
 }
 
 #[test]
+fn belady_bounds_the_migrations_when_asked() {
+    let run = |optimum: bool| {
+        let mut p = Program::default();
+        let a = p.buffer("a", 64 * MIB);
+        p.ops = vec![
+            Op::Alloc(a),
+            Op::Repeat {
+                times: 3,
+                body: vec![Op::Launch(Kernel {
+                    name: "sweep".into(),
+                    ops: 1_000,
+                    accesses: vec![Access::uniform(a, 64 * MIB, 0)],
+                    phases: Vec::new(),
+                })],
+            },
+            Op::Sync,
+            Op::Free(a),
+        ];
+        let preset = gtx1080ti();
+        let runtime =
+            preset.runtime_stack_bytes + preset.runtime_code_bytes + preset.runtime_constant_bytes;
+        let mut policy = PolicySettings::named("uvm");
+        if optimum {
+            policy = policy.with("optimum", "true");
+        }
+        let cfg = SimConfig::new(preset, 48 * MIB + runtime, policy, vec![tenant("t", p)]);
+        simulate(cfg).unwrap().tenants[0].paging.unwrap()
+    };
+    assert_eq!(run(false).optimum_pages_in, None);
+    let with = run(true);
+    let bound = with.optimum_pages_in.unwrap();
+    // The cyclic sweep: FIFO migrates every page every pass; Belady keeps most of VRAM.
+    assert!(
+        bound < with.stats.pages_in,
+        "{bound} vs {}",
+        with.stats.pages_in
+    );
+    assert!(bound >= 64 * 256, "every page at least once: {bound}");
+}
+
+#[test]
 fn uvm_runs_repeat_exactly() {
     assert_eq!(
         uvm_sweep(16, 2, 8, gtx1080ti()),
