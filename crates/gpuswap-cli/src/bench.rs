@@ -14,7 +14,8 @@ const SWEEP: &str = include_str!("../../../scenarios/repro/bench.toml");
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     gpuswap bench                         # the target: 10 seeds per point\n  \
-    gpuswap bench --runs 1 --apps lud,nn  # a quick look")]
+    gpuswap bench --runs 1 --apps lud,nn  # a quick look\n  \
+    gpuswap bench --uvm                   # unified memory: page touches per second")]
 pub struct BenchArgs {
     /// Seeds per grid point (the target is defined for 10).
     #[arg(long, default_value_t = 10)]
@@ -25,10 +26,17 @@ pub struct BenchArgs {
     /// Only these apps (comma-separated; default: the eight Rodinia apps).
     #[arg(long, value_name = "APPS")]
     pub apps: Option<String>,
+    /// Measure unified memory instead: page touches simulated per second on a linear, a
+    /// random and a mixed workload with working sets of 1 GiB and 16 GiB at 150 %.
+    #[arg(long, conflicts_with_all = ["apps"])]
+    pub uvm: bool,
 }
 
 /// Runs the benchmark sweep and prints wall time, runs and simulated events per second.
 pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
+    if args.uvm {
+        return crate::stdout::write(&uvm_bench()).map_err(SweepError::Output);
+    }
     if let Some(list) = &args.apps
         && let Some(unknown) = list
             .split(',')
@@ -72,4 +80,71 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
     ))
     .map_err(SweepError::Output)?;
     Ok(())
+}
+
+/// The unified-memory benchmark: one tenant on an A100 (80 GB, so 16 GiB fits at 150 %)
+/// sweeping its managed data three times, linearly, at random, or both (half of it read
+/// linearly, half touched at random); page touches per second of wall time.
+fn uvm_bench() -> String {
+    use gpuswap_core::PolicySettings;
+    use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
+    use gpuswap_sim::program::{Access, AccessOrder, Kernel, Op, Program};
+
+    const GIB: u64 = 1 << 30;
+    let mut out = String::from("workload  working set  touches        wall s   touches/s\n");
+    for ws in [GIB, 16 * GIB] {
+        for (name, orders) in [
+            ("linear", vec![AccessOrder::Linear]),
+            ("random", vec![AccessOrder::Random]),
+            ("mixed", vec![AccessOrder::Linear, AccessOrder::Random]),
+        ] {
+            let mut p = Program::default();
+            let part = ws / orders.len() as u64;
+            let slots: Vec<usize> = (0..orders.len())
+                .map(|i| p.buffer(format!("b{i}"), part))
+                .collect();
+            let accesses = slots
+                .iter()
+                .zip(&orders)
+                .map(|(s, order)| Access {
+                    order: *order,
+                    ..Access::uniform(*s, part, 0)
+                })
+                .collect();
+            p.ops = slots.iter().map(|s| Op::Alloc(*s)).collect();
+            p.ops.push(Op::Repeat {
+                times: 3,
+                body: vec![Op::Launch(Kernel {
+                    name: name.into(),
+                    ops: 1_000_000,
+                    accesses,
+                    phases: Vec::new(),
+                })],
+            });
+            p.ops.push(Op::Sync);
+            let preset = gpuswap_sim::preset::find("a100-80gb").expect("a preset");
+            let runtime = preset.runtime_stack_bytes
+                + preset.runtime_code_bytes
+                + preset.runtime_constant_bytes;
+            let config = SimConfig::new(
+                preset,
+                ws * 2 / 3 + runtime,
+                PolicySettings::named("uvm"),
+                vec![TenantSpec::new(name, name, p)],
+            );
+            let started = Instant::now();
+            let outcome = simulate(config);
+            let wall_s = started.elapsed().as_secs_f64();
+            let touches = outcome
+                .ok()
+                .and_then(|o| o.tenants[0].paging)
+                .map_or(0, |p| p.stats.touches);
+            out += &format!(
+                "{name:<9} {:>5} GiB    {touches:<14} {wall_s:<8.2} {:.3e}\n",
+                ws / GIB,
+                touches as f64 / wall_s
+            );
+        }
+    }
+    out
 }

@@ -36,6 +36,8 @@ pub struct Serviced {
 /// What the paging machine counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PagingStats {
+    /// Page touches, resident or not (the simulator's unit of work).
+    pub touches: u64,
     /// Touches of pages not in VRAM.
     pub far_faults: u64,
     /// Fault batches serviced.
@@ -187,6 +189,7 @@ impl Paging {
             "page {page} belongs to no allocation"
         );
         self.seq += 1;
+        self.stats[block.owner as usize].touches += 1;
         if block.resident.contains(i) {
             block.prefetched.remove(i);
             self.eviction.touched(b, i, self.seq);

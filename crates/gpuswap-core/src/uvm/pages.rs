@@ -46,18 +46,8 @@ impl Pages {
 
     /// Adds pages `start..end`, a word at a time.
     pub fn insert_range(&mut self, start: usize, end: usize) {
-        let mut page = start;
-        while page < end {
-            let word = page / 64;
-            let bit = page % 64;
-            let n = (64 - bit).min(end - page);
-            let mask = if n == 64 {
-                u64::MAX
-            } else {
-                ((1u64 << n) - 1) << bit
-            };
+        for (word, mask) in word_masks(start, end) {
             self.0[word] |= mask;
-            page += n;
         }
     }
 
@@ -71,9 +61,12 @@ impl Pages {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 
-    /// Pages of the set in `start..end`.
+    /// Pages of the set in `start..end`, a word at a time (the tree prefetcher asks this
+    /// for every node over every fault).
     pub fn count_range(&self, start: usize, end: usize) -> usize {
-        (*self & Self::range(start, end)).count()
+        word_masks(start, end)
+            .map(|(word, mask)| (self.0[word] & mask).count_ones() as usize)
+            .sum()
     }
 
     /// Whether the set is empty.
@@ -109,6 +102,25 @@ impl Pages {
         }
         out
     }
+}
+
+/// The words of pages `start..end` and the mask of the range's bits in each.
+fn word_masks(start: usize, end: usize) -> impl Iterator<Item = (usize, u64)> {
+    let mut page = start;
+    std::iter::from_fn(move || {
+        if page >= end {
+            return None;
+        }
+        let (word, bit) = (page / 64, page % 64);
+        let len = (64 - bit).min(end - page);
+        let mask = if len == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << len) - 1) << bit
+        };
+        page += len;
+        Some((word, mask))
+    })
 }
 
 impl std::ops::BitOr for Pages {

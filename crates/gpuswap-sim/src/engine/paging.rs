@@ -29,6 +29,10 @@ impl Engine {
             tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
         }
         let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
+        // Pages already in the batch: a second touch of one is the same fault (the
+        // driver coalesces them), looked up in constant time.
+        let mut in_batch: std::collections::HashSet<u64> =
+            std::collections::HashSet::with_capacity(batch_pages);
         let mut stall_ns = 0u64;
         for access in &kernel.accesses {
             let Some(buffer) = self.tenants[t].slots[access.slot] else {
@@ -45,13 +49,15 @@ impl Engine {
                 if let Some(stream) = &mut self.tenants[t].page_stream {
                     stream.push(page);
                 }
-                if pending.contains(&page) || self.manager.handle_touch(page) {
+                if in_batch.contains(&page) || self.manager.handle_touch(page) {
                     continue;
                 }
                 pending.push(page);
+                in_batch.insert(page);
                 if pending.len() == batch_pages {
                     stall_ns = stall_ns.saturating_add(self.service_batch(&pending));
                     pending.clear();
+                    in_batch.clear();
                 }
             }
         }
