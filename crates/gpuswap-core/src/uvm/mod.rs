@@ -36,7 +36,9 @@ pub struct Serviced {
 /// What the paging machine counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PagingStats {
-    /// Page touches, resident or not (the simulator's unit of work).
+    /// Page touches that reached the machine, resident or not (the simulator's unit of
+    /// work; repeated touches of a page already waiting in the driver's batch are
+    /// coalesced before).
     pub touches: u64,
     /// Touches of pages not in VRAM.
     pub far_faults: u64,
@@ -70,6 +72,12 @@ struct Block {
 /// The residency of managed memory and the policies that change it.
 #[derive(Debug)]
 pub struct Paging {
+    /// Whole pages of VRAM (the machine's room before reservations).
+    vram_pages: u64,
+    /// Bytes of VRAM reserved for other things (the runtime's buffers).
+    reserved_bytes: u64,
+    /// Pages the machine may fill: VRAM less the reservations, rounded up once (a
+    /// running sum of rounded reservations would drift).
     capacity_pages: u64,
     resident_pages: u64,
     blocks: Vec<Block>,
@@ -81,15 +89,17 @@ pub struct Paging {
 }
 
 impl Paging {
-    /// A machine for `capacity_bytes` of VRAM (at least one page) with the prefetcher and
-    /// the eviction policy given.
+    /// A machine for `capacity_bytes` of VRAM (whole pages of it) with the prefetcher and
+    /// the eviction policy given. With no page of room, faults migrate nothing.
     pub fn new(
         capacity_bytes: u64,
         prefetch: Box<dyn Prefetch>,
         eviction: Box<dyn Eviction>,
     ) -> Self {
         Self {
-            capacity_pages: (capacity_bytes / PAGE_BYTES).max(1),
+            vram_pages: capacity_bytes / PAGE_BYTES,
+            reserved_bytes: 0,
+            capacity_pages: capacity_bytes / PAGE_BYTES,
             resident_pages: 0,
             blocks: Vec::new(),
             prefetch,
@@ -142,9 +152,8 @@ impl Paging {
     /// `bytes` of VRAM go to something else (the runtime's buffers): the machine's room
     /// shrinks, evicting what no longer fits.
     pub fn reserve(&mut self, bytes: u64) {
-        self.capacity_pages = self
-            .capacity_pages
-            .saturating_sub(bytes.div_ceil(PAGE_BYTES));
+        self.reserved_bytes += bytes;
+        self.recompute_capacity();
         while self.resident_pages > self.capacity_pages {
             let blocks = &self.blocks;
             let victim = self
@@ -157,7 +166,14 @@ impl Paging {
 
     /// `bytes` reserved before are the machine's again.
     pub fn unreserve(&mut self, bytes: u64) {
-        self.capacity_pages += bytes.div_ceil(PAGE_BYTES);
+        self.reserved_bytes = self.reserved_bytes.saturating_sub(bytes);
+        self.recompute_capacity();
+    }
+
+    fn recompute_capacity(&mut self) {
+        self.capacity_pages = self
+            .vram_pages
+            .saturating_sub(self.reserved_bytes.div_ceil(PAGE_BYTES));
     }
 
     /// What it counted for `owner` so far.

@@ -1,7 +1,9 @@
 //! Belady's optimal replacement (evict the page used furthest in the future) on a
 //! recorded stream of page touches: the fewest page migrations any policy could make
-//! at the same VRAM, prefetching ones included (a prefetching policy can be turned into
-//! a demand one that migrates no more pages), so every policy is reported against it.
+//! at the same VRAM when each fault is served before the next touch, prefetching
+//! policies included (one can be turned into a demand policy that migrates no more
+//! pages). A batching driver coalesces repeated touches of a page still waiting in its
+//! batch, so it can beat the bound when one batch's distinct pages exceed VRAM.
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -80,7 +80,10 @@ impl Prefetch for Sequential64k {
 /// The driver's tree prefetcher (uvm-driver.md, "Prefetcher"): leaves are the pages
 /// resident or faulted now, faults first widened to whole 64 KiB big pages; from each
 /// faulted page the walk to the root keeps the highest node whose populated pages x 100
-/// exceed its pages x the threshold, and that node's pages are migrated.
+/// exceed its pages x the threshold, and that node's pages are migrated. A node's pages
+/// are those that exist (a partial last block's nodes are smaller). The driver's rule
+/// for a block resident nowhere (a first touch prefetches the whole region) does not
+/// apply: managed pages here always start resident in host memory.
 #[derive(Debug)]
 pub(super) struct Tree {
     pub(super) threshold_percent: usize,
@@ -101,7 +104,9 @@ impl Prefetch for Tree {
             let mut best = None;
             while size <= PAGES_PER_BLOCK {
                 let start = page / size * size;
-                if populated.count_range(start, start + size) * 100 > size * self.threshold_percent
+                // A node past the end of a partial block counts only the pages that exist.
+                let pages = valid.count_range(start, start + size);
+                if populated.count_range(start, start + size) * 100 > pages * self.threshold_percent
                 {
                     best = Some((start, size));
                 }
@@ -174,6 +179,20 @@ mod tests {
             Pages::range(288, 304)
         );
         assert_eq!(tree(Pages::range(0, 250), Pages::single(300)), Pages::FULL);
+    }
+
+    #[test]
+    fn nodes_of_a_partial_block_count_only_the_pages_it_has() {
+        // 40 pages; 0..16 resident; a fault at 35 widens to 32..40. Node 0..64 has 40
+        // pages, 24 populated (60 % > 51 %): 16..32 comes too.
+        let valid = Pages::range(0, 40);
+        let mut t = Tree {
+            threshold_percent: TREE_THRESHOLD_PERCENT,
+        };
+        assert_eq!(
+            t.region(Pages::range(0, 16), valid, Pages::single(35)),
+            Pages::range(0, 40)
+        );
     }
 
     #[test]

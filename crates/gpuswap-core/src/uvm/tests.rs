@@ -181,3 +181,18 @@ fn reserved_vram_shrinks_the_room_and_evicts_what_no_longer_fits() {
     assert_eq!(p.stats(0).pages_out, out);
     p.check_invariants().unwrap();
 }
+
+#[test]
+fn reservations_never_leave_more_room_than_vram() {
+    // Three reservations of 349 525 bytes each round to 86 pages apiece; together they
+    // are 256 pages (1 MiB less a byte). Freed, the room is VRAM again, not more.
+    let mut p = paging(MIB, "none", "fifo-2mb");
+    for _ in 0..3 {
+        p.reserve(349_525);
+    }
+    assert_eq!(p.capacity_pages(), 0);
+    for _ in 0..3 {
+        p.unreserve(349_525);
+    }
+    assert_eq!(p.capacity_pages(), 256);
+}

@@ -95,8 +95,8 @@ impl Engine {
 
 /// The pages (0-based in the buffer) an access touches, in its order: one touch per page
 /// of bytes it moves, over the pages its distribution reaches. Moving more than those
-/// pages hold makes whole passes over them; less, one sparse pass over evenly spaced
-/// pages (a kernel touching 1 MiB of a 56 MiB stack touches 256 of its pages, not all).
+/// pages hold makes passes over them (the last one partial); less, one sparse pass over
+/// evenly spaced pages (a kernel touching 1 MiB of a 56 MiB stack touches 256 of its pages, not all).
 /// Linear passes go in address order, strided ones by their stride, random ones are draws
 /// of a seeded SplitMix64 sequence.
 fn touches(access: &Access, pages: u64, seed: u64) -> impl Iterator<Item = u64> + '_ {
@@ -131,7 +131,10 @@ fn touches(access: &Access, pages: u64, seed: u64) -> impl Iterator<Item = u64> 
         }
         AccessOrder::Random => Box::new((0..count).map(move |_| draw())),
     };
-    indices.filter_map(move |k| reached.get(k as usize).copied())
+    // The last pass stops where the bytes moved end.
+    indices
+        .take(count as usize)
+        .filter_map(move |k| reached.get(k as usize).copied())
 }
 
 /// The pages a distribution reaches, in address order.
@@ -208,6 +211,10 @@ mod tests {
         assert_eq!(random.len(), 64);
         assert!(random.iter().all(|p| *p < 64));
         assert_ne!(random, (0..64).collect::<Vec<_>>());
+        // 1.25 passes over 4 pages: 5 touches, not two whole passes.
+        let partial: Vec<u64> =
+            touches(&access(AccessOrder::Linear, 5 * PAGE_BYTES), 4, 1).collect();
+        assert_eq!(partial, [0, 1, 2, 3, 0]);
         // Moving less than the buffer: that many pages, evenly spread.
         let sparse: Vec<u64> =
             touches(&access(AccessOrder::Linear, 4 * PAGE_BYTES), 16, 1).collect();

@@ -349,13 +349,23 @@ impl Sim {
             if old.is_some() && old != Some(next[i]) {
                 moved = true;
                 self.vms[v].outcome.moves += 1;
-                for h in self.holder.iter_mut().filter(|h| **h == Some(v)) {
-                    *h = None;
-                }
+                self.forget_slots(v);
             }
             self.vms[v].position = Some(next[i]);
         }
         self.out.reallocations += u64::from(moved);
+    }
+
+    /// `v`'s translation entries are no longer where they were: the physical slots it
+    /// held hold nobody's, and its context must be switched in again (with its copies)
+    /// even if it was the one loaded.
+    fn forget_slots(&mut self, v: usize) {
+        for h in self.holder.iter_mut().filter(|h| **h == Some(v)) {
+            *h = None;
+        }
+        if self.loaded == Some(v) {
+            self.loaded = None;
+        }
     }
 
     /// Takes `v` out of the placement (it left, or went idle holding slots alone).
@@ -366,6 +376,7 @@ impl Sim {
         let held_alone = self.holds_alone(v);
         self.residents.remove(at);
         self.vms[v].position = None;
+        self.forget_slots(v);
         let (demands, positions) = self.demands(&self.residents.clone());
         if let Some(next) =
             self.placement

@@ -157,3 +157,35 @@ fn an_idle_vgpu_holding_slots_alone_leaves_the_placement_until_it_has_work() {
     // gScale has no monitor.
     assert_eq!(run("gscale", vec![sleepy, busy]).idle_releases, 0);
 }
+
+#[test]
+fn a_vgpu_moved_while_loaded_copies_its_slots_at_its_next_slice() {
+    // A light VM at 0..30 and a long job: no free run for the job's 30 slots, so it is
+    // right-aligned at 24..54 (6 shared). After 20 s, utilization-based placement moves
+    // the busy job to the left: its next slice must copy its new slots, although its
+    // context is the one loaded.
+    let light = VmSpec {
+        workload: &SLEEPY,
+        ..vm("light", "lightsmark", 30 * 64, 0, 60)
+    };
+    let job = VmSpec {
+        duration_ns: None,
+        ..vm("job", "kmeans", 30 * 64, 0, 0)
+    };
+    let job = VmSpec {
+        workload: &LONG_JOB,
+        ..job
+    };
+    let out = run("dymgpu-util", vec![light, job]);
+    assert_eq!(out.vms[1].moves, 1, "{:?}", out.vms[1]);
+    // 30 + 30 at the start; the job's 30 again after its move at 20 s; the light one's
+    // 30 when it comes back at 30 s (the job has just ended).
+    assert_eq!(out.slot_copies, 30 + 30 + 30 + 30);
+}
+
+/// A job long enough to outlive a re-placement.
+static LONG_JOB: Workload = Workload {
+    name: "long-job",
+    description: "30 s of GPU work",
+    kind: Kind::Job { gpu_ns: 30 * S },
+};
