@@ -1174,6 +1174,7 @@ fn vm_scenarios_run_compare_and_sweep() {
     // 8 points: 4 placements x 2 counts.
     assert_eq!(summary.lines().count(), 9);
     assert!(out_dir.join("slot-copies-vs-vm_2__count.svg").exists());
+    std::fs::remove_dir_all(&out_dir).unwrap();
     // A key the VMs do not have is refused before any run.
     let out = gpuswap(&[
         "sweep",
@@ -1255,4 +1256,5 @@ fn unified_memory_runs_and_sweeps_across_oversubscription() {
             .join("migrated-vs-device_oversubscription.svg")
             .exists()
     );
+    std::fs::remove_dir_all(&out_dir).unwrap();
 }
