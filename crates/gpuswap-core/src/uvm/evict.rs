@@ -52,6 +52,16 @@ pub static EVICTIONS: &[EvictionEntry] = &[
         description: "single 4 KiB pages, least recently touched first",
         build: || Box::<PageLru>::default(),
     },
+    EvictionEntry {
+        name: "random-4k",
+        description: "a single 4 KiB page chosen at random (a seeded sequence)",
+        build: || Box::new(RandomPage::default()),
+    },
+    EvictionEntry {
+        name: "sequential-64k",
+        description: "whole 64 KiB big pages in the order they became resident",
+        build: || Box::<BigPageFifo>::default(),
+    },
 ];
 
 /// The eviction policy called `name`.
@@ -169,4 +179,92 @@ impl Eviction for PageLru {
             .next()
             .map(|(_, b, p)| (*b, Pages::single(usize::from(*p))))
     }
+}
+
+/// A random resident page: a block drawn among those with resident pages, then one of
+/// its pages, from a SplitMix64 sequence (so runs repeat exactly).
+#[derive(Debug, Default)]
+struct RandomPage {
+    blocks: BTreeSet<u32>,
+    state: u64,
+}
+
+impl RandomPage {
+    fn draw(&mut self, n: usize) -> usize {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n.max(1) as u64) as usize
+    }
+}
+
+impl Eviction for RandomPage {
+    fn resident(&mut self, block: u32, _: Pages, _: bool, _: u64) {
+        self.blocks.insert(block);
+    }
+
+    fn touched(&mut self, _: u32, _: usize, _: u64) {}
+
+    fn left(&mut self, block: u32, _: Pages, emptied: bool) {
+        if emptied {
+            self.blocks.remove(&block);
+        }
+    }
+
+    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
+        let n = self.blocks.len();
+        if n == 0 {
+            return None;
+        }
+        let i = self.draw(n);
+        let block = *self.blocks.iter().nth(i)?;
+        let pages = resident(block);
+        let k = self.draw(pages.count());
+        pages.iter().nth(k).map(|p| (block, Pages::single(p)))
+    }
+}
+
+/// 64 KiB big pages in the order they became resident (first pages of them).
+#[derive(Debug, Default)]
+struct BigPageFifo {
+    order: BTreeSet<(u64, u32, u8)>,
+    since: HashMap<(u32, u8), u64>,
+}
+
+impl Eviction for BigPageFifo {
+    fn resident(&mut self, block: u32, pages: Pages, _: bool, seq: u64) {
+        for big in big_pages(pages) {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.since.entry((block, big)) {
+                e.insert(seq);
+                self.order.insert((seq, block, big));
+            }
+        }
+    }
+
+    fn touched(&mut self, _: u32, _: usize, _: u64) {}
+
+    fn left(&mut self, block: u32, pages: Pages, _: bool) {
+        // A big page leaves the order when a page of it leaves: its pages go together.
+        for big in big_pages(pages) {
+            if let Some(seq) = self.since.remove(&(block, big)) {
+                self.order.remove(&(seq, block, big));
+            }
+        }
+    }
+
+    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
+        self.order.iter().next().map(|(_, block, big)| {
+            let start = usize::from(*big) * super::pages::PAGES_PER_BIG_PAGE;
+            let pages = Pages::range(start, start + super::pages::PAGES_PER_BIG_PAGE);
+            (*block, pages & resident(*block))
+        })
+    }
+}
+
+/// The 64 KiB big pages with a page in `pages`.
+fn big_pages(pages: Pages) -> impl Iterator<Item = u8> {
+    let widened = pages.widened_to_big_pages();
+    (0..(super::pages::PAGES_PER_BLOCK / super::pages::PAGES_PER_BIG_PAGE) as u8)
+        .filter(move |b| widened.contains(usize::from(*b) * super::pages::PAGES_PER_BIG_PAGE))
 }

@@ -160,7 +160,9 @@ impl Paging {
                 .eviction
                 .victim(&|v| blocks[v as usize].resident, u32::MAX);
             let Some((v, pages)) = victim else { break };
-            self.evict(v, pages & self.blocks[v as usize].resident);
+            if self.evict(v, pages & self.blocks[v as usize].resident) == 0 {
+                break;
+            }
         }
     }
 
@@ -271,7 +273,12 @@ impl Paging {
                 break;
             }
             let blocks = &self.blocks;
-            match self.eviction.victim(&|v| blocks[v as usize].resident, b) {
+            // A victim with nothing resident left would never make room: as no victim.
+            let victim = self
+                .eviction
+                .victim(&|v| blocks[v as usize].resident, b)
+                .filter(|(v, pages)| !(*pages & blocks[*v as usize].resident).is_empty());
+            match victim {
                 Some((v, pages)) => {
                     evicted += self.evict(v, pages & self.blocks[v as usize].resident);
                 }

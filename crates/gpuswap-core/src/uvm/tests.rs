@@ -196,3 +196,21 @@ fn reservations_never_leave_more_room_than_vram() {
     }
     assert_eq!(p.capacity_pages(), 256);
 }
+
+#[test]
+fn sequential_64k_evicts_the_oldest_big_page_and_random_4k_one_page() {
+    // VRAM of 32 pages: two big pages fill it; a third evicts exactly the first.
+    let mut seq = paging(128 * 1024, "sequential-64k", "sequential-64k");
+    let base = seq.add_allocation(0, MIB);
+    run(&mut seq, &[base, base + 16, base + 32]);
+    assert_eq!(seq.stats(0).pages_out, 16);
+    assert!(!seq.touch(base) && seq.touch(base + 16));
+    // Random eviction frees one page per page needed.
+    let mut random = paging(128 * 1024, "none", "random-4k");
+    let base = random.add_allocation(0, MIB);
+    let first: Vec<u64> = (base..base + 32).collect();
+    run(&mut random, &first);
+    run(&mut random, &[base + 100]);
+    assert_eq!(random.stats(0).pages_out, 1);
+    assert_eq!(random.resident_pages(), 32);
+}
