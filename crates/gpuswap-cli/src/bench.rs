@@ -123,9 +123,7 @@ fn uvm_bench() -> String {
             });
             p.ops.push(Op::Sync);
             let preset = gpuswap_sim::preset::find("a100-80gb").expect("a preset");
-            let runtime = preset.runtime_stack_bytes
-                + preset.runtime_code_bytes
-                + preset.runtime_constant_bytes;
+            let runtime = preset.runtime_bytes();
             let config = SimConfig::new(
                 preset,
                 ws * 2 / 3 + runtime,

@@ -540,10 +540,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 .iter()
                 .map(|t| t.program.peak_allocated_bytes())
                 .sum();
-            let runtime = tenants.len() as u64
-                * (preset.runtime_stack_bytes
-                    + preset.runtime_code_bytes
-                    + preset.runtime_constant_bytes);
+            let runtime = tenants.len() as u64 * preset.runtime_bytes();
             ((working_set as f64 / ratio.get_ref()).ceil() as u64 + runtime)
                 .clamp(4096, preset.tenant_vram_bytes())
         }

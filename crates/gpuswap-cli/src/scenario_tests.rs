@@ -331,7 +331,7 @@ fn uvm_needs_page_faults_and_oversubscription_limits_vram_by_the_working_set() {
     let s = uvm("gtx1080ti", "oversubscription = 1.5").unwrap();
     let working_set = s.config.tenants[0].program.peak_allocated_bytes();
     let p = &s.config.preset;
-    let runtime = p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
+    let runtime = p.runtime_bytes();
     assert_eq!(
         s.config.manager.vram_bytes,
         (working_set as f64 / 1.5).ceil() as u64 + runtime

@@ -82,8 +82,7 @@ pub fn case(seed: u64) -> SimConfig {
         };
         policy = policy.with(param.key, &value);
     }
-    let runtime_bytes =
-        preset.runtime_stack_bytes + preset.runtime_code_bytes + preset.runtime_constant_bytes;
+    let runtime_bytes = preset.runtime_bytes();
     let vram_bytes = runtime_bytes * n_tenants as u64 + rng.random_range(4..128u64) * MIB;
     let tenants = (0..n_tenants)
         .map(|i| TenantSpec {

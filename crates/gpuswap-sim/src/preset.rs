@@ -539,6 +539,11 @@ impl Preset {
         self.relocation_fixed_ns + bytes.div_ceil(4096) * self.relocation_ns_per_page
     }
 
+    /// VRAM the CUDA runtime's own buffers (stack, code, constants) take per tenant.
+    pub fn runtime_bytes(&self) -> u64 {
+        self.runtime_stack_bytes + self.runtime_code_bytes + self.runtime_constant_bytes
+    }
+
     /// VRAM tenants can use at most: installed minus driver-reserved.
     pub fn tenant_vram_bytes(&self) -> u64 {
         self.vram_bytes - self.driver_reserved_bytes

@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(slots, vec![3, 0, 1, 2]);
         assert_eq!(
             wrapped.peak_allocated_bytes(),
-            (1 << 20) + p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes
+            (1 << 20) + p.runtime_bytes()
         );
     }
 

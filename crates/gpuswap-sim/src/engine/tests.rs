@@ -76,8 +76,7 @@ fn single_kernel_time_is_driver_calls_plus_kernel() {
         Some((4 * p.driver_call_ns, 4 * p.driver_call_ns + kernel_ns))
     );
     assert_eq!(t.alloc_latencies_ns, vec![p.driver_call_ns; 4]);
-    let app_and_runtime =
-        64 * MIB + p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
+    let app_and_runtime = 64 * MIB + p.runtime_bytes();
     assert_eq!(t.vram_peak_bytes, app_and_runtime);
     assert_eq!(t.remote_bytes, 0.0);
     // The last free returns the memory one driver call before the tenant ends.
@@ -245,7 +244,7 @@ fn a_kernel_reading_host_memory_crowds_out_a_copy() {
 #[test]
 fn native_out_of_memory_fails_only_the_newcomer() {
     let p = gtx480();
-    let runtime = p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes;
+    let runtime = p.runtime_bytes();
     let vram = 2 * runtime + 100 * MIB;
     let mut late = tenant("late", kernels_program(60 * MIB, 5));
     late.start_ns = 1_000_000;
@@ -354,7 +353,7 @@ proptest! {
 /// VRAM the runtime's system buffers take per tenant on the GTX 480.
 fn runtime_bytes() -> u64 {
     let p = gtx480();
-    p.runtime_stack_bytes + p.runtime_code_bytes + p.runtime_constant_bytes
+    p.runtime_bytes()
 }
 
 /// A program that writes one buffer with `kernels` launches of about `ms` each, waiting
@@ -834,6 +833,17 @@ fn cases(default: u32) -> u32 {
 /// A tenant sweeping `mib` of managed memory `passes` times with a linear kernel each
 /// pass, in mode `uvm` with `vram_mib` of VRAM for managed memory.
 fn uvm_sweep(mib: u64, passes: u32, vram_mib: u64, preset: Preset) -> Outcome {
+    uvm_sweep_with(mib, passes, vram_mib, preset, PolicySettings::named("uvm"))
+}
+
+/// [`uvm_sweep`] with the mode's settings given.
+fn uvm_sweep_with(
+    mib: u64,
+    passes: u32,
+    vram_mib: u64,
+    preset: Preset,
+    policy: PolicySettings,
+) -> Outcome {
     let mut p = Program::default();
     let a = p.buffer("a", mib * MIB);
     p.ops = vec![
@@ -851,12 +861,11 @@ fn uvm_sweep(mib: u64, passes: u32, vram_mib: u64, preset: Preset) -> Outcome {
         Op::Free(a),
     ];
     // The runtime's own buffers keep VRAM outside the paging machine.
-    let runtime =
-        preset.runtime_stack_bytes + preset.runtime_code_bytes + preset.runtime_constant_bytes;
+    let runtime = preset.runtime_bytes();
     let mut cfg = SimConfig::new(
         preset,
         vram_mib * MIB + runtime,
-        PolicySettings::named("uvm"),
+        policy,
         vec![tenant("t", p)],
     );
     cfg.check_invariants = true;
@@ -911,31 +920,13 @@ fn halving_link_bandwidth_roughly_doubles_transfer_bound_stalls() {
 #[test]
 fn belady_bounds_the_migrations_when_asked() {
     let run = |optimum: bool| {
-        let mut p = Program::default();
-        let a = p.buffer("a", 64 * MIB);
-        p.ops = vec![
-            Op::Alloc(a),
-            Op::Repeat {
-                times: 3,
-                body: vec![Op::Launch(Kernel {
-                    name: "sweep".into(),
-                    ops: 1_000,
-                    accesses: vec![Access::uniform(a, 64 * MIB, 0)],
-                    phases: Vec::new(),
-                })],
-            },
-            Op::Sync,
-            Op::Free(a),
-        ];
-        let preset = gtx1080ti();
-        let runtime =
-            preset.runtime_stack_bytes + preset.runtime_code_bytes + preset.runtime_constant_bytes;
         let mut policy = PolicySettings::named("uvm");
         if optimum {
             policy = policy.with("optimum", "true");
         }
-        let cfg = SimConfig::new(preset, 48 * MIB + runtime, policy, vec![tenant("t", p)]);
-        simulate(cfg).unwrap().tenants[0].paging.unwrap()
+        uvm_sweep_with(64, 3, 48, gtx1080ti(), policy).tenants[0]
+            .paging
+            .unwrap()
     };
     assert_eq!(run(false).optimum_pages_in, None);
     let with = run(true);
