@@ -10,8 +10,8 @@
 //! staying put (moving costs copies and cannot help when nothing is shared).
 
 use super::{
-    Demand, PlaceError, Placement, check_demands, first_free_run, order_by, pack, shared_slots,
-    users_per_slot,
+    Demand, PlaceError, Placement, check_demands, first_free_run, occupancy, order_by, pack,
+    shared_slots, with_newcomer,
 };
 
 /// Size-based placement and what it remembers of its last full placement.
@@ -55,9 +55,8 @@ impl Placement for DymgpuSize {
         positions: &[u32],
         new: Demand,
     ) -> Result<Vec<u32>, PlaceError> {
-        check_demands(total, &[new])?;
-        let users = users_per_slot(total, residents, positions);
-        let keep = |at: u32| positions.iter().copied().chain([at]).collect::<Vec<_>>();
+        let users = occupancy(total, residents, positions, new)?;
+        let keep = |at: u32| with_newcomer(positions, at);
         if let Some(at) = first_free_run(&users, new.slots) {
             return Ok(keep(at));
         }

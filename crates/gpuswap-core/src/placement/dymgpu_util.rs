@@ -8,8 +8,8 @@
 //! periodic re-placement is skipped while no slot is shared (it could only cost copies).
 
 use super::{
-    Demand, PlaceError, Placement, check_demands, first_free_run, order_by, pack, shared_slots,
-    users_per_slot,
+    Demand, PlaceError, Placement, check_demands, first_free_run, occupancy, order_by, pack,
+    shared_slots, with_newcomer,
 };
 
 /// The re-placement period: DymGPU's 20 s.
@@ -38,10 +38,9 @@ impl Placement for DymgpuUtil {
         positions: &[u32],
         new: Demand,
     ) -> Result<Vec<u32>, PlaceError> {
-        check_demands(total, &[new])?;
-        let users = users_per_slot(total, residents, positions);
+        let users = occupancy(total, residents, positions, new)?;
         let at = first_free_run(&users, new.slots).unwrap_or(total - new.slots);
-        Ok(positions.iter().copied().chain([at]).collect())
+        Ok(with_newcomer(positions, at))
     }
 
     fn period_ns(&self) -> Option<u64> {

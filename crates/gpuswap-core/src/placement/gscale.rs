@@ -7,7 +7,7 @@
 //! That reading is kept (an occupancy-weighted score would spread them; unconfirmed
 //! which gScale's code does).
 
-use super::{Demand, PlaceError, Placement, check_demands, users_per_slot};
+use super::{Demand, PlaceError, Placement, occupancy, place_in_turn, with_newcomer};
 
 /// gScale's placement.
 #[derive(Debug)]
@@ -15,12 +15,7 @@ pub(super) struct Gscale;
 
 impl Placement for Gscale {
     fn place(&mut self, total: u32, demands: &[Demand]) -> Result<Vec<u32>, PlaceError> {
-        let mut positions = Vec::with_capacity(demands.len());
-        for (i, d) in demands.iter().enumerate() {
-            let next = self.arrive(total, &demands[..i], &positions, *d)?;
-            positions.push(*next.last().expect("the newcomer's position"));
-        }
-        Ok(positions)
+        place_in_turn(self, total, demands)
     }
 
     fn arrive(
@@ -30,8 +25,7 @@ impl Placement for Gscale {
         positions: &[u32],
         new: Demand,
     ) -> Result<Vec<u32>, PlaceError> {
-        check_demands(total, &[new])?;
-        let users = users_per_slot(total, residents, positions);
+        let users = occupancy(total, residents, positions, new)?;
         let occupied: Vec<u32> = users.iter().map(|u| u32::from(*u > 0)).collect();
         // Sliding sums of occupied slots over every run of the newcomer's length; the
         // first minimum is the leftmost.
@@ -44,6 +38,6 @@ impl Placement for Gscale {
                 (best, best_score) = (start, score);
             }
         }
-        Ok(positions.iter().copied().chain([best as u32]).collect())
+        Ok(with_newcomer(positions, best as u32))
     }
 }

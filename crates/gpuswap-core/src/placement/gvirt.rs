@@ -2,7 +2,9 @@
 //! of its own, the first free run in order of arrival; one that finds no free run is
 //! refused, since gVirt cannot share graphics memory.
 
-use super::{Demand, PlaceError, Placement, check_demands, first_free_run, users_per_slot};
+use super::{
+    Demand, PlaceError, Placement, first_free_run, occupancy, place_in_turn, with_newcomer,
+};
 
 /// gVirt's placement.
 #[derive(Debug)]
@@ -10,12 +12,7 @@ pub(super) struct Gvirt;
 
 impl Placement for Gvirt {
     fn place(&mut self, total: u32, demands: &[Demand]) -> Result<Vec<u32>, PlaceError> {
-        let mut positions = Vec::with_capacity(demands.len());
-        for (i, d) in demands.iter().enumerate() {
-            let next = self.arrive(total, &demands[..i], &positions, *d)?;
-            positions.push(*next.last().expect("the newcomer's position"));
-        }
-        Ok(positions)
+        place_in_turn(self, total, demands)
     }
 
     fn arrive(
@@ -25,12 +22,11 @@ impl Placement for Gvirt {
         positions: &[u32],
         new: Demand,
     ) -> Result<Vec<u32>, PlaceError> {
-        check_demands(total, &[new])?;
-        let users = users_per_slot(total, residents, positions);
+        let users = occupancy(total, residents, positions, new)?;
         let at = first_free_run(&users, new.slots).ok_or(PlaceError::NoRoom {
             algorithm: "gvirt",
             slots: new.slots,
         })?;
-        Ok(positions.iter().copied().chain([at]).collect())
+        Ok(with_newcomer(positions, at))
     }
 }

@@ -267,6 +267,38 @@ pub fn round_robin_copies(total: u32, demands: &[Demand], positions: &[u32], rou
     copies
 }
 
+/// Checks a newcomer's demand and counts who uses each slot among the residents: where
+/// every `arrive` starts.
+fn occupancy(
+    total: u32,
+    residents: &[Demand],
+    positions: &[u32],
+    new: Demand,
+) -> Result<Vec<u32>, PlaceError> {
+    check_demands(total, &[new])?;
+    Ok(users_per_slot(total, residents, positions))
+}
+
+/// The residents' positions, unchanged, and the newcomer's at `at`.
+fn with_newcomer(positions: &[u32], at: u32) -> Vec<u32> {
+    positions.iter().copied().chain([at]).collect()
+}
+
+/// Places a whole set as arrivals one after the other, in input order: the algorithms
+/// that decide only at creation.
+fn place_in_turn(
+    placement: &mut dyn Placement,
+    total: u32,
+    demands: &[Demand],
+) -> Result<Vec<u32>, PlaceError> {
+    let mut positions = Vec::with_capacity(demands.len());
+    for (i, d) in demands.iter().enumerate() {
+        let next = placement.arrive(total, &demands[..i], &positions, *d)?;
+        positions.push(*next.last().expect("the newcomer's position"));
+    }
+    Ok(positions)
+}
+
 /// The first free run of `slots` slots, given who uses each slot.
 fn first_free_run(users: &[u32], slots: u32) -> Option<u32> {
     let mut run = 0u32;
