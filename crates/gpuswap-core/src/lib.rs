@@ -15,6 +15,7 @@ mod buffer;
 mod ids;
 mod lists;
 mod manager;
+pub mod mix;
 pub mod placement;
 mod policy;
 pub mod protocol;

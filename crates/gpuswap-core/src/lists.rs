@@ -20,16 +20,14 @@ pub struct ChunkRef {
     pub index: u32,
 }
 
-/// A chunk's pseudo-random rank: the SplitMix64 finalizer (Steele, Lea, Flood:
-/// "Fast splittable pseudorandom number generators", OOPSLA 2014) over its identity.
+/// A chunk's pseudo-random rank: the SplitMix64 finalizer ([`crate::mix`]) over its
+/// identity.
 pub(crate) fn rank(seed: u64, tenant: u32, allocation: u64, index: u32) -> u64 {
-    let mut z = seed
-        ^ u64::from(tenant).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ allocation.wrapping_mul(0xBF58_476D_1CE4_E5B9)
-        ^ u64::from(index).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::mix::finalize(
+        seed ^ u64::from(tenant).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ allocation.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+            ^ u64::from(index).wrapping_mul(0x94D0_49BB_1331_11EB),
+    )
 }
 
 /// A set of chunks ordered two ways: by (priority, rank) and by rank alone. The caller

@@ -191,11 +191,7 @@ struct RandomPage {
 
 impl RandomPage {
     fn draw(&mut self, n: usize) -> usize {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n.max(1) as u64) as usize
+        (crate::mix::next(&mut self.state) % n.max(1) as u64) as usize
     }
 }
 

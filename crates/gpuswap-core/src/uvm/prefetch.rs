@@ -132,11 +132,7 @@ impl Prefetch for Random4k {
     fn region(&mut self, _: Pages, valid: Pages, faulted: Pages) -> Pages {
         let mut region = faulted;
         for _ in 0..faulted.count() {
-            self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            region.insert(((z ^ (z >> 31)) % PAGES_PER_BLOCK as u64) as usize);
+            region.insert((crate::mix::next(&mut self.state) % PAGES_PER_BLOCK as u64) as usize);
         }
         region & valid
     }

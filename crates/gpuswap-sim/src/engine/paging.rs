@@ -111,13 +111,7 @@ fn touches(access: &Access, pages: u64, seed: u64) -> impl Iterator<Item = u64> 
     let spread = move |k: u64| if sparse { k * n / count } else { k };
     let per_pass = if sparse { count } else { n };
     let mut state = seed ^ (access.slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut draw = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n.max(1)
-    };
+    let mut draw = move || gpuswap_core::mix::next(&mut state) % n.max(1);
     let indices: Box<dyn Iterator<Item = u64>> = match access.order {
         AccessOrder::Linear => Box::new((0..passes).flat_map(move |_| (0..per_pass).map(spread))),
         AccessOrder::Strided { stride_bytes } => {
