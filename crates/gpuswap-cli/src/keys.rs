@@ -209,6 +209,7 @@ pub fn all() -> Vec<KeySpec> {
             let default = match param.default {
                 ParamDefault::Choice(name) => name.to_owned(),
                 ParamDefault::TenantCount => "the number of tenants".to_owned(),
+                ParamDefault::Count(n) => n.to_string(),
             };
             keys.push(KeySpec {
                 path,

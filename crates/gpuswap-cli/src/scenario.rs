@@ -535,13 +535,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         None => tenant_vram_bytes,
         Some(ratio) => {
             // The runtime's own buffers (stack, code, constants) are not managed memory:
-            // they keep their VRAM, and the ratio applies to the rest.
+            // they keep their VRAM, and the ratio applies to the rest. Managed memory
+            // comes in whole pages: at a ratio of 1 every page of the working set fits.
+            const PAGE_BYTES: u64 = gpuswap_core::uvm::pages::PAGE_BYTES;
             let working_set: u64 = tenants
                 .iter()
-                .map(|t| t.program.peak_allocated_bytes())
+                .map(|t| t.program.peak_footprint_bytes(PAGE_BYTES))
                 .sum();
             let runtime = tenants.len() as u64 * preset.runtime_bytes();
-            ((working_set as f64 / ratio.get_ref()).ceil() as u64 + runtime)
+            let managed = (working_set as f64 / ratio.get_ref()).ceil() as u64;
+            (managed.next_multiple_of(PAGE_BYTES) + runtime.next_multiple_of(PAGE_BYTES))
                 .clamp(4096, preset.tenant_vram_bytes())
         }
     };

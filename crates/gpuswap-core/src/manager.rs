@@ -20,7 +20,8 @@ use crate::registry::PolicySettings;
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
-use crate::uvm::{Paging, PagingStats, Serviced};
+use crate::uvm::thrash::ThrashingParams;
+use crate::uvm::{AccessKind, Migration, Paging, PagingConfig, PagingStats, Serviced, Touched};
 
 /// Fixed settings of a manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,7 +90,26 @@ impl Manager {
                 .expect("validated");
             let eviction = crate::uvm::evict::find_eviction(config.policy.choice("eviction"))
                 .expect("validated");
-            Paging::new(config.vram_bytes, (prefetch.build)(), (eviction.build)())
+            let settings = &config.policy;
+            let migration = match settings.choice("migration") {
+                "delayed" => Migration::Delayed {
+                    threshold: u32::try_from(settings.count("migrate_threshold"))
+                        .unwrap_or(u32::MAX),
+                    adaptive: settings.choice("adaptive_threshold") == "true",
+                },
+                "zero-copy" => Migration::ZeroCopy,
+                _ => Migration::OnFault,
+            };
+            let thrashing = (settings.choice("thrashing") == "true").then(ThrashingParams::default);
+            Paging::new(
+                config.vram_bytes,
+                PagingConfig {
+                    prefetch: (prefetch.build)(),
+                    eviction: (eviction.build)(),
+                    migration,
+                    thrashing,
+                },
+            )
         });
         Self {
             books: Books::new(
@@ -186,19 +206,35 @@ impl Manager {
 
     // ---- events ----
 
-    /// A kernel touched a managed page: `true` if it is in VRAM, `false` for a far fault
-    /// (the driver batches faults for [`Manager::handle_faults`]). Always `true` when the
-    /// policy does not page.
-    pub fn handle_touch(&mut self, page: u64) -> bool {
-        self.paging.as_mut().is_none_or(|p| p.touch(page))
+    /// A kernel touches managed pages `first..first + len` in address order at
+    /// `now_ns`; far faults join `faults`, the driver's batch of up to `batch_pages`
+    /// (see [`Paging::touch_run`], which may stop early for the batch's service). Every
+    /// page counts as in VRAM when the policy does not page.
+    pub fn handle_touches(
+        &mut self,
+        first: u64,
+        len: u64,
+        kind: AccessKind,
+        now_ns: u64,
+        faults: &mut Vec<u64>,
+        batch_pages: usize,
+    ) -> Touched {
+        match self.paging.as_mut() {
+            Some(p) => p.touch_run(first, len, kind, now_ns, faults, batch_pages),
+            None => Touched {
+                pages: len,
+                remote: 0,
+            },
+        }
     }
 
-    /// A batch of far faults: the pages are made resident (with what the prefetcher adds
-    /// and what the eviction policy evicts); what moved, for the driver to charge.
-    pub fn handle_faults(&mut self, faults: &[u64]) -> Serviced {
+    /// A batch of far faults at `now_ns`: the pages are made resident (with what the
+    /// prefetcher adds and what the eviction policy evicts); what moved, for the driver
+    /// to charge.
+    pub fn handle_faults(&mut self, faults: &[u64], now_ns: u64) -> Serviced {
         self.paging
             .as_mut()
-            .map_or_else(Serviced::default, |p| p.service(faults))
+            .map_or_else(Serviced::default, |p| p.service(faults, now_ns))
     }
 
     /// A tenant asks for memory. The answer is queued for [`Manager::poll_action`]; while

@@ -55,6 +55,8 @@ pub enum ParamDefault {
     Choice(&'static str),
     /// The number of tenants of the scenario.
     TenantCount,
+    /// This count.
+    Count(u64),
 }
 
 /// One typed parameter of a policy.
@@ -140,6 +142,56 @@ const OPTIMUM_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("false"),
 };
 
+const MIGRATION_PARAM: ParamSpec = ParamSpec {
+    key: "migration",
+    help: "when a touched page not in VRAM migrates",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new("on-fault", "on its first far fault (the driver's default)"),
+            Choice::new(
+                "delayed",
+                "reads are served remotely until the 2 MiB block's access counter reaches migrate_threshold; writes migrate at once",
+            ),
+            Choice::new(
+                "zero-copy",
+                "never: host memory mapped for the GPU, every access remote",
+            ),
+        ]
+    }),
+    default: ParamDefault::Choice("on-fault"),
+};
+
+const MIGRATE_THRESHOLD_PARAM: ParamSpec = ParamSpec {
+    key: "migrate_threshold",
+    help: "remote reads of a 2 MiB block before delayed migration moves it (the research simulator's GTX 1080 Ti configuration: 8)",
+    kind: ParamKind::Count,
+    default: ParamDefault::Count(8),
+};
+
+const ADAPTIVE_THRESHOLD_PARAM: ParamSpec = ParamSpec {
+    key: "adaptive_threshold",
+    help: "once memory is oversubscribed, delayed migration's threshold grows with the block's evictions (x 2 x (round trips + 1))",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new("false", "a fixed threshold"),
+            Choice::new("true", "the research simulator's dynamic threshold"),
+        ]
+    }),
+    default: ParamDefault::Choice("false"),
+};
+
+const THRASHING_PARAM: ParamSpec = ParamSpec {
+    key: "thrashing",
+    help: "the driver's thrashing detection: throttle pages that bounce within 500 us, pin them in host memory after 10 throttles",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new("true", "on, with the driver's defaults"),
+            Choice::new("false", "off"),
+        ]
+    }),
+    default: ParamDefault::Choice("true"),
+};
+
 const TENANTS_PARAM: ParamSpec = ParamSpec {
     key: "tenants",
     help: "n of the 1/n share each tenant may hold in VRAM",
@@ -219,7 +271,15 @@ pub static POLICIES: &[PolicyEntry] = &[
             page_faults: true,
             ..Needs::NONE
         }),
-        params: &[PREFETCH_PARAM, EVICTION_PARAM, OPTIMUM_PARAM],
+        params: &[
+            PREFETCH_PARAM,
+            EVICTION_PARAM,
+            MIGRATION_PARAM,
+            MIGRATE_THRESHOLD_PARAM,
+            ADAPTIVE_THRESHOLD_PARAM,
+            THRASHING_PARAM,
+            OPTIMUM_PARAM,
+        ],
         scheduler: "pass-through",
         build: |_, _| Box::new(uvm::Uvm),
     },
@@ -311,6 +371,7 @@ impl PolicySettings {
                 let value = match p.default {
                     ParamDefault::Choice(c) => ParamValue::Choice(c),
                     ParamDefault::TenantCount => ParamValue::Count(u64::from(tenants.max(1))),
+                    ParamDefault::Count(n) => ParamValue::Count(n),
                 };
                 (p.key, value)
             })

@@ -185,22 +185,33 @@ impl Program {
 
     /// The largest sum of bytes allocated at once, following the ops in order.
     pub fn peak_allocated_bytes(&self) -> u64 {
-        fn walk(ops: &[Op], buffers: &[BufferSpec], live: &mut u64, peak: &mut u64) {
+        self.peak_footprint_bytes(1)
+    }
+
+    /// The most memory live at once with every buffer rounded up to whole
+    /// `granule_bytes` (4 KiB: the pages managed memory takes).
+    pub fn peak_footprint_bytes(&self, granule_bytes: u64) -> u64 {
+        fn walk(ops: &[Op], buffers: &[u64], live: &mut u64, peak: &mut u64) {
             for op in ops {
                 match op {
                     Op::Alloc(s) => {
-                        *live += buffers[*s].bytes;
+                        *live += buffers[*s];
                         *peak = (*peak).max(*live);
                     }
-                    Op::Free(s) => *live -= buffers[*s].bytes,
+                    Op::Free(s) => *live -= buffers[*s],
                     // Allocation is not repeated in practice; one pass shows the peak.
                     Op::Repeat { body, .. } => walk(body, buffers, live, peak),
                     _ => {}
                 }
             }
         }
+        let sizes: Vec<u64> = self
+            .buffers
+            .iter()
+            .map(|b| b.bytes.next_multiple_of(granule_bytes.max(1)))
+            .collect();
         let (mut live, mut peak) = (0, 0);
-        walk(&self.ops, &self.buffers, &mut live, &mut peak);
+        walk(&self.ops, &sizes, &mut live, &mut peak);
         peak
     }
 

@@ -169,6 +169,16 @@ pub fn fixed_ns(preset: &Preset, ops: u64, traffic: &Traffic) -> u64 {
     preset.kernel_launch_ns + body.ceil() as u64
 }
 
+/// The least time `traffic`'s remote accesses take alone: the largest of their
+/// latency-bound term and their bytes at the link's peak each way.
+pub fn remote_ns(preset: &Preset, traffic: &Traffic) -> f64 {
+    let to_device = traffic.link_bytes_to_device() / preset.link.h2d_bytes_per_s * 1e9;
+    let to_host = traffic.link_bytes_to_host() / preset.link.d2h_bytes_per_s * 1e9;
+    remote_latency_ns(preset, traffic)
+        .max(to_device)
+        .max(to_host)
+}
+
 /// The fixed part of a kernel of barrier-separated phases, given each phase's
 /// instructions and traffic: launch cost plus, phase after phase, the largest of its
 /// compute, VRAM, remote-latency and remote-bandwidth terms (its remote bytes at the
@@ -179,13 +189,9 @@ pub fn fixed_ns(preset: &Preset, ops: u64, traffic: &Traffic) -> u64 {
 pub fn phased_fixed_ns(preset: &Preset, phases: impl Iterator<Item = (u64, Traffic)>) -> u64 {
     let body: f64 = phases
         .map(|(ops, traffic)| {
-            let to_device = traffic.link_bytes_to_device() / preset.link.h2d_bytes_per_s * 1e9;
-            let to_host = traffic.link_bytes_to_host() / preset.link.d2h_bytes_per_s * 1e9;
             compute_ns(preset, ops)
                 .max(vram_ns(preset, &traffic))
-                .max(remote_latency_ns(preset, &traffic))
-                .max(to_device)
-                .max(to_host)
+                .max(remote_ns(preset, &traffic))
         })
         .sum();
     preset.kernel_launch_ns + body.ceil() as u64

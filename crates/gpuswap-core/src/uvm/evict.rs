@@ -9,8 +9,8 @@ use super::pages::Pages;
 pub trait Eviction: std::fmt::Debug + Send {
     /// Pages of `block` became resident at time `seq` (`first`: the block had none).
     fn resident(&mut self, block: u32, pages: Pages, first: bool, seq: u64);
-    /// A resident page was touched at time `seq`.
-    fn touched(&mut self, block: u32, page: usize, seq: u64);
+    /// Resident pages of `block` were touched at time `seq` (a run, in address order).
+    fn touched(&mut self, block: u32, pages: Pages, seq: u64);
     /// Pages of `block` left VRAM (`emptied`: none is left).
     fn left(&mut self, block: u32, pages: Pages, emptied: bool);
     /// What to evict next: a block and its pages to evict (resident ones). Whole-block
@@ -111,13 +111,13 @@ impl Eviction for BlockOrder {
         }
     }
 
-    fn touched(&mut self, block: u32, _: usize, seq: u64) {
+    fn touched(&mut self, block: u32, pages: Pages, seq: u64) {
         match self.key {
             BlockKey::FirstResident => {}
             BlockKey::LastTouch => self.set(block, seq),
             BlockKey::Touches => {
                 let n = self.keys.get(&block).copied().unwrap_or(0);
-                self.set(block, n + 1);
+                self.set(block, n + pages.count() as u64);
             }
         }
     }
@@ -161,8 +161,10 @@ impl Eviction for PageLru {
         }
     }
 
-    fn touched(&mut self, block: u32, page: usize, seq: u64) {
-        self.set(block, page, seq);
+    fn touched(&mut self, block: u32, pages: Pages, seq: u64) {
+        for page in pages.iter() {
+            self.set(block, page, seq);
+        }
     }
 
     fn left(&mut self, block: u32, pages: Pages, _: bool) {
@@ -200,7 +202,7 @@ impl Eviction for RandomPage {
         self.blocks.insert(block);
     }
 
-    fn touched(&mut self, _: u32, _: usize, _: u64) {}
+    fn touched(&mut self, _: u32, _: Pages, _: u64) {}
 
     fn left(&mut self, block: u32, _: Pages, emptied: bool) {
         if emptied {
@@ -238,7 +240,7 @@ impl Eviction for BigPageFifo {
         }
     }
 
-    fn touched(&mut self, _: u32, _: usize, _: u64) {}
+    fn touched(&mut self, _: u32, _: Pages, _: u64) {}
 
     fn left(&mut self, block: u32, pages: Pages, _: bool) {
         // A big page leaves the order when a page of it leaves: its pages go together.

@@ -10,17 +10,63 @@
 //! page `i` of VA block `b`; each allocation gets blocks of its own
 //! ([`Paging::add_allocation`]).
 //!
-//! Not yet here (issue 8 goes on): thrashing detection, access counters and pinning,
-//! tree pre-eviction, the engine's page-touch streams and timing.
 
 pub mod evict;
 pub mod optimum;
 pub mod pages;
 pub mod prefetch;
+pub mod thrash;
 
 use evict::Eviction;
 use pages::{PAGE_BYTES, PAGES_PER_BLOCK, Pages};
 use prefetch::Prefetch;
+use thrash::{BlockThrash, ThrashingParams};
+
+/// When a touched page not in VRAM migrates (`migration = ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Migration {
+    /// On its first far fault (the driver's default).
+    OnFault,
+    /// Read remotely until its 2 MiB block's access counter reaches `threshold` reads;
+    /// writes migrate at once (soft pinning). With `adaptive`, once memory is
+    /// oversubscribed the threshold is `threshold x 2 x (round trips + 1)`, the research
+    /// simulator's dynamic threshold (`multiply_dma_penalty` 2; round trips: the block's
+    /// evictions).
+    Delayed {
+        /// Remote reads of a block before it migrates.
+        threshold: u32,
+        /// Whether the threshold grows with the block's evictions.
+        adaptive: bool,
+    },
+    /// Never: host memory mapped for the GPU, every access remote (hard pinning).
+    ZeroCopy,
+}
+
+/// How the paging machine behaves: the prefetcher, the eviction policy, when pages
+/// migrate and whether the driver's thrashing mitigation runs.
+#[derive(Debug)]
+pub struct PagingConfig {
+    /// What a fault batch migrates besides the faulted pages.
+    pub prefetch: Box<dyn Prefetch>,
+    /// What leaves VRAM when a migration needs room.
+    pub eviction: Box<dyn Eviction>,
+    /// When a page migrates.
+    pub migration: Migration,
+    /// The driver's thrashing detection (`None`: off).
+    pub thrashing: Option<ThrashingParams>,
+}
+
+impl PagingConfig {
+    /// On-fault migration with the driver's thrashing detection.
+    pub fn new(prefetch: Box<dyn Prefetch>, eviction: Box<dyn Eviction>) -> Self {
+        Self {
+            prefetch,
+            eviction,
+            migration: Migration::OnFault,
+            thrashing: Some(ThrashingParams::default()),
+        }
+    }
+}
 
 /// What one fault batch moved, for the driver to charge.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,16 +77,38 @@ pub struct Serviced {
     pub pages_out: u64,
     /// VA blocks pages were migrated into (one transfer each).
     pub blocks_in: u64,
+    /// How long the batch waited for thrashing throttles (one nap when any page was
+    /// throttled).
+    pub nap_ns: u64,
+}
+
+/// What a run of touches did ([`Paging::touch_run`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// Pages of the run touched (the rest wait for the batch to be serviced).
+    pub pages: u64,
+    /// Of those, pages accessed remotely (mapped in host memory) instead of faulting.
+    pub remote: u64,
+}
+
+/// Whether a kernel reads or writes what it touches (writes are never served remotely
+/// under delayed migration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    /// Only reads.
+    Read,
+    /// Writes (perhaps reads too).
+    Write,
 }
 
 /// What the paging machine counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PagingStats {
     /// Page touches that reached the machine, resident or not (the simulator's unit of
-    /// work; repeated touches of a page already waiting in the driver's batch are
-    /// coalesced before).
+    /// work), including touches of pages already waiting in the driver's batch.
     pub touches: u64,
-    /// Touches of pages not in VRAM.
+    /// Touches of pages not in VRAM that became faults (a page waiting in a batch
+    /// faults once).
     pub far_faults: u64,
     /// Fault batches serviced.
     pub fault_batches: u64,
@@ -54,19 +122,43 @@ pub struct PagingStats {
     pub pages_prefetched: u64,
     /// Prefetched pages evicted before anybody touched them.
     pub prefetched_unused: u64,
+    /// Touches served from host memory over the link (delayed or zero-copy migration,
+    /// or pages the thrashing mitigation pinned).
+    pub remote_touches: u64,
+    /// Fault batches that waited a nap for thrashing pages.
+    pub throttles: u64,
+    /// Pages the thrashing mitigation pinned in host memory.
+    pub pins: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Debug, Default)]
 struct Block {
     /// Whose allocation it belongs to (stats are per owner).
     owner: u32,
     /// Pages that exist (the allocation's last block may be partial).
     valid: Pages,
     resident: Pages,
+    /// Faulted pages waiting in the driver's batch.
+    in_flight: Pages,
     /// Pages evicted at least once (for the thrashing count).
     evicted: Pages,
     /// Prefetched pages not touched since.
     prefetched: Pages,
+    /// Remote reads since the block last left VRAM (delayed migration's access counter).
+    counter: u32,
+    /// Times pages of the block were evicted (delayed migration's round trips).
+    round_trips: u32,
+    /// When pages last migrated into it (the thrashing detector's first event).
+    last_in_ns: u64,
+    /// Per-page thrashing state, once the block shows any.
+    thrash: Option<Box<BlockThrash>>,
+}
+
+impl Block {
+    /// Pages mapped remotely: pinned by the thrashing mitigation.
+    fn pinned(&self) -> Pages {
+        self.thrash.as_ref().map_or(Pages::EMPTY, |t| t.pinned)
+    }
 }
 
 /// The residency of managed memory and the policies that change it.
@@ -83,27 +175,30 @@ pub struct Paging {
     blocks: Vec<Block>,
     prefetch: Box<dyn Prefetch>,
     eviction: Box<dyn Eviction>,
+    migration: Migration,
+    thrashing: Option<ThrashingParams>,
+    /// Whether anything was evicted yet (the adaptive threshold applies from then).
+    oversubscribed: bool,
     seq: u64,
     /// Per owner (tenant), dense by owner number.
     stats: Vec<PagingStats>,
 }
 
 impl Paging {
-    /// A machine for `capacity_bytes` of VRAM (whole pages of it) with the prefetcher and
-    /// the eviction policy given. With no page of room, faults migrate nothing.
-    pub fn new(
-        capacity_bytes: u64,
-        prefetch: Box<dyn Prefetch>,
-        eviction: Box<dyn Eviction>,
-    ) -> Self {
+    /// A machine for `capacity_bytes` of VRAM (whole pages of it) behaving as `config`
+    /// says. With no page of room, faults migrate nothing.
+    pub fn new(capacity_bytes: u64, config: PagingConfig) -> Self {
         Self {
             vram_pages: capacity_bytes / PAGE_BYTES,
             reserved_bytes: 0,
             capacity_pages: capacity_bytes / PAGE_BYTES,
             resident_pages: 0,
             blocks: Vec::new(),
-            prefetch,
-            eviction,
+            prefetch: config.prefetch,
+            eviction: config.eviction,
+            migration: config.migration,
+            thrashing: config.thrashing,
+            oversubscribed: false,
             seq: 0,
             stats: Vec::new(),
         }
@@ -160,7 +255,8 @@ impl Paging {
                 .eviction
                 .victim(&|v| blocks[v as usize].resident, u32::MAX);
             let Some((v, pages)) = victim else { break };
-            if self.evict(v, pages & self.blocks[v as usize].resident) == 0 {
+            let pages = pages & self.blocks[v as usize].resident;
+            if self.evict(v, pages, None) == 0 {
                 break;
             }
         }
@@ -193,35 +289,151 @@ impl Paging {
         self.resident_pages
     }
 
-    /// A page was touched: `true` if it is in VRAM (the touch is recorded for the
-    /// eviction order), `false` for a far fault (counted; the driver batches it).
+    /// A kernel touches pages `first..first + len` in address order at `now_ns`. Pages
+    /// in VRAM are recorded for the eviction order; pages mapped in host memory are
+    /// accessed remotely; the others fault and join `faults`, the driver's batch, unless
+    /// they wait there already. Stops after the touch that brings `faults` to
+    /// `batch_pages` (the driver must service the batch before the kernel goes on), so
+    /// it may touch fewer than `len` pages. Costs a few word operations per VA block
+    /// plus one per fault, never one per resident page.
     ///
     /// # Panics
-    /// If `page` belongs to no allocation: the driver numbers pages from
-    /// [`Paging::add_allocation`].
-    pub fn touch(&mut self, page: u64) -> bool {
-        let (b, i) = split(page);
-        let block = &mut self.blocks[b as usize];
-        assert!(
-            block.valid.contains(i),
-            "page {page} belongs to no allocation"
-        );
-        self.seq += 1;
-        self.stats[block.owner as usize].touches += 1;
-        if block.resident.contains(i) {
-            block.prefetched.remove(i);
-            self.eviction.touched(b, i, self.seq);
-            return true;
+    /// If a page belongs to no allocation (the driver numbers pages from
+    /// [`Paging::add_allocation`]), or `faults` is full already.
+    pub fn touch_run(
+        &mut self,
+        first: u64,
+        len: u64,
+        kind: AccessKind,
+        now_ns: u64,
+        faults: &mut Vec<u64>,
+        batch_pages: usize,
+    ) -> Touched {
+        assert!(faults.len() < batch_pages, "the fault batch is full");
+        // One resident page (most touches of a random stream): no bitmaps to build.
+        if len == 1 {
+            let (b, i) = split(first);
+            let block = &mut self.blocks[b as usize];
+            let stats = &mut self.stats[block.owner as usize];
+            if block.resident.contains(i) {
+                block.prefetched.remove(i);
+                stats.touches += 1;
+                self.seq += 1;
+                self.eviction.touched(b, Pages::single(i), self.seq);
+                return Touched {
+                    pages: 1,
+                    remote: 0,
+                };
+            }
+            // Away with nothing pinned in its block: coalesced into the batch, or a fault.
+            if self.migration == Migration::OnFault && block.thrash.is_none() {
+                stats.touches += 1;
+                if !block.in_flight.contains(i) {
+                    assert!(
+                        block.valid.contains(i),
+                        "page {first} belongs to no allocation"
+                    );
+                    block.in_flight.insert(i);
+                    stats.far_faults += 1;
+                    faults.push(first);
+                }
+                return Touched {
+                    pages: 1,
+                    remote: 0,
+                };
+            }
         }
-        self.stats[block.owner as usize].far_faults += 1;
-        false
+        let mut done = Touched::default();
+        while done.pages < len && faults.len() < batch_pages {
+            let (b, i) = split(first + done.pages);
+            let end = (i as u64 + len - done.pages).min(PAGES_PER_BLOCK as u64) as usize;
+            let room = batch_pages - faults.len();
+            let run = self.touch_in_block(b, Pages::range(i, end), kind, now_ns, room);
+            faults.extend(
+                run.faults
+                    .iter()
+                    .map(|p| u64::from(b) * PAGES_PER_BLOCK as u64 + p as u64),
+            );
+            done.pages += run.pages;
+            done.remote += run.remote;
+        }
+        done
     }
 
-    /// Services a batch of faulted pages (duplicates are merged): per block, in address
-    /// order, the prefetcher's region is migrated, evicting other blocks' pages first when
-    /// VRAM is short. When one block's region alone exceeds VRAM, its faulted pages come
-    /// first and the rest of the region is dropped.
-    pub fn service(&mut self, faults: &[u64]) -> Serviced {
+    /// [`Paging::touch_run`] within one block: touches `range` (up to the page that
+    /// brings the new faults to `room`).
+    fn touch_in_block(
+        &mut self,
+        b: u32,
+        mut range: Pages,
+        kind: AccessKind,
+        now_ns: u64,
+        room: usize,
+    ) -> BlockRun {
+        let block = &mut self.blocks[b as usize];
+        assert!(
+            range.without(block.valid).is_empty(),
+            "pages of block {b} touched beyond its allocation"
+        );
+        if let Some(thrash) = block.thrash.as_mut() {
+            thrash.unpin_expired(now_ns);
+        }
+        let rule = self.serve_rule(b);
+        let block = &mut self.blocks[b as usize];
+        let (mut remote, mut faults) = classify(block, range, kind, rule);
+        if faults.count() > room {
+            let end = faults.nth(room - 1).expect("more faults than room") + 1;
+            range = range & Pages::range(0, end);
+            (remote, faults) = classify(block, range, kind, rule);
+        }
+        let resident = range & block.resident;
+        block.prefetched = block.prefetched.without(resident);
+        block.in_flight |= faults;
+        if let Serve::Counter(threshold) = rule {
+            let away = remote.without(block.pinned()) | faults;
+            block.counter = block
+                .counter
+                .saturating_add(away.count() as u32)
+                .min(threshold);
+        }
+        let stats = &mut self.stats[block.owner as usize];
+        stats.touches += range.count() as u64;
+        stats.far_faults += faults.count() as u64;
+        stats.remote_touches += remote.count() as u64;
+        if !resident.is_empty() {
+            self.seq += 1;
+            self.eviction.touched(b, resident, self.seq);
+        }
+        BlockRun {
+            pages: range.count() as u64,
+            remote: remote.count() as u64,
+            faults,
+        }
+    }
+
+    /// How touches of block `b`'s pages not in VRAM are served now.
+    fn serve_rule(&self, b: u32) -> Serve {
+        match self.migration {
+            Migration::OnFault => Serve::Fault,
+            Migration::ZeroCopy => Serve::Remote,
+            Migration::Delayed {
+                threshold,
+                adaptive,
+            } => Serve::Counter(if adaptive && self.oversubscribed {
+                let trips = self.blocks[b as usize].round_trips.saturating_add(1);
+                threshold.saturating_mul(2).saturating_mul(trips)
+            } else {
+                threshold
+            }),
+        }
+    }
+
+    /// Services a batch of faulted pages (duplicates are merged) at `now_ns`: per block,
+    /// in address order, the prefetcher's region is migrated, evicting other blocks'
+    /// pages first when VRAM is short. When one block's region alone exceeds VRAM, its
+    /// faulted pages come first and the rest of the region is dropped. Pages the
+    /// thrashing mitigation pins stay in host memory, mapped remotely.
+    pub fn service(&mut self, faults: &[u64], now_ns: u64) -> Serviced {
         let mut by_block: Vec<(u32, usize)> = faults.iter().map(|p| split(*p)).collect();
         by_block.sort_unstable();
         by_block.dedup();
@@ -230,6 +442,7 @@ impl Paging {
             .iter()
             .map(|(b, _)| self.blocks[*b as usize].owner)
             .collect();
+        owners.sort_unstable();
         owners.dedup();
         for o in owners {
             self.stats[o as usize].fault_batches += 1;
@@ -243,7 +456,14 @@ impl Paging {
                 faulted.insert(by_block[at].1);
                 at += 1;
             }
-            let (pages_in, pages_out) = self.migrate_block(b, faulted);
+            let block = &mut self.blocks[b as usize];
+            block.in_flight = block.in_flight.without(faulted);
+            let (faulted, throttled) = self.thrashing_hints(b, faulted, now_ns);
+            if throttled {
+                serviced.nap_ns = self.thrashing.map_or(0, |t| t.nap_ns);
+                self.stats[self.blocks[b as usize].owner as usize].throttles += 1;
+            }
+            let (pages_in, pages_out) = self.migrate_block(b, faulted, now_ns);
             serviced.pages_in += pages_in;
             serviced.pages_out += pages_out;
             serviced.blocks_in += u64::from(pages_in > 0);
@@ -251,18 +471,38 @@ impl Paging {
         serviced
     }
 
+    /// Records the faulted pages' migration with the thrashing detector; returns the
+    /// pages still to migrate (less those it pins) and whether any is throttled.
+    fn thrashing_hints(&mut self, b: u32, faulted: Pages, now_ns: u64) -> (Pages, bool) {
+        let Some(params) = self.thrashing else {
+            return (faulted, false);
+        };
+        let block = &mut self.blocks[b as usize];
+        let Some(thrash) = block.thrash.as_mut() else {
+            return (faulted, false);
+        };
+        let faulted = faulted & block.valid & !block.resident;
+        thrash.record(faulted, now_ns, &params);
+        let (pinned, throttled) = thrash.hints(faulted, now_ns, &params);
+        self.stats[block.owner as usize].pins += pinned.count() as u64;
+        (faulted.without(pinned), throttled)
+    }
+
     /// Migrates what faulting `faulted` pages of block `b` brings: (pages in, pages
     /// evicted for it).
-    fn migrate_block(&mut self, b: u32, faulted: Pages) -> (u64, u64) {
-        let block = self.blocks[b as usize];
+    fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) -> (u64, u64) {
+        let block = &self.blocks[b as usize];
         let faulted = faulted & block.valid & !block.resident;
         if faulted.is_empty() {
             return (0, 0);
         }
         let resident_before = self.resident_pages;
         let mut evicted = 0;
-        let region = self.prefetch.region(block.resident, block.valid, faulted);
-        let mut wanted = (region | faulted) & !block.resident;
+        let region = self
+            .prefetch
+            .region(block.resident, block.valid, faulted)
+            .without(block.pinned());
+        let mut wanted = (region | faulted).without(block.resident);
         // Room for it: evict other blocks' pages as the policy orders them. When nothing
         // else is left (VRAM smaller than the region), the region shrinks to the faulted
         // pages, this block's other pages make room for them, and a batch with more
@@ -280,13 +520,14 @@ impl Paging {
                 .filter(|(v, pages)| !(*pages & blocks[*v as usize].resident).is_empty());
             match victim {
                 Some((v, pages)) => {
-                    evicted += self.evict(v, pages & self.blocks[v as usize].resident);
+                    let pages = pages & self.blocks[v as usize].resident;
+                    evicted += self.evict(v, pages, Some(now_ns));
                 }
                 None => {
-                    wanted = first_pages(faulted, self.capacity_pages as usize);
+                    wanted = faulted.first(self.capacity_pages as usize);
                     let own = self.blocks[b as usize].resident;
                     let short = (wanted.count() as u64).saturating_sub(room) as usize;
-                    evicted += self.evict(b, first_pages(own, short));
+                    evicted += self.evict(b, own.first(short), Some(now_ns));
                     break;
                 }
             }
@@ -298,9 +539,10 @@ impl Paging {
         let block = &mut self.blocks[b as usize];
         let first = block.resident.is_empty();
         block.resident |= wanted;
+        block.last_in_ns = now_ns;
         let thrashed = (wanted & faulted & block.evicted).count() as u64;
-        block.evicted = block.evicted & !(wanted & faulted);
-        let prefetched = wanted & !faulted;
+        block.evicted = block.evicted.without(wanted & faulted);
+        let prefetched = wanted.without(faulted);
         block.prefetched |= prefetched;
         self.resident_pages += wanted.count() as u64;
         let stats = &mut self.stats[block.owner as usize];
@@ -315,16 +557,32 @@ impl Paging {
         (wanted.count() as u64, evicted)
     }
 
-    /// Evicts `pages` of block `v`; returns how many.
-    fn evict(&mut self, v: u32, pages: Pages) -> u64 {
+    /// Evicts `pages` of block `v` (for a fault batch at `now_ns`, or `None` for a
+    /// reservation); returns how many.
+    fn evict(&mut self, v: u32, pages: Pages, now_ns: Option<u64>) -> u64 {
+        let thrashing = self.thrashing;
         let block = &mut self.blocks[v as usize];
         let n = pages.count() as u64;
-        block.resident = block.resident & !pages;
+        block.resident = block.resident.without(pages);
         block.evicted |= pages;
+        block.counter = 0;
+        block.round_trips = block.round_trips.saturating_add(1);
+        // Pages leaving within a lapse of their arrival are the detector's business:
+        // the block gets per-page state, and the arrival and the eviction are events.
+        if let (Some(params), Some(now)) = (thrashing, now_ns)
+            && (block.thrash.is_some() || now.saturating_sub(block.last_in_ns) <= params.lapse_ns)
+        {
+            let thrash = block
+                .thrash
+                .get_or_insert_with(|| Box::new(BlockThrash::new(now)));
+            thrash.record(pages, block.last_in_ns.min(now), &params);
+            thrash.record(pages, now, &params);
+        }
         let unused = (block.prefetched & pages).count() as u64;
-        block.prefetched = block.prefetched & !pages;
+        block.prefetched = block.prefetched.without(pages);
         let emptied = block.resident.is_empty();
         self.resident_pages -= n;
+        self.oversubscribed = true;
         let stats = &mut self.stats[block.owner as usize];
         stats.pages_out += n;
         stats.prefetched_unused += unused;
@@ -333,7 +591,8 @@ impl Paging {
     }
 
     /// Checks the residency accounting: the resident count is the sum of the blocks'
-    /// bitmaps, within VRAM, and only valid pages are resident.
+    /// bitmaps, within VRAM, and only valid pages are resident; no page is both resident
+    /// and waiting in a batch, or resident and pinned in host memory.
     pub fn check_invariants(&self) -> Result<(), String> {
         let counted: u64 = self.blocks.iter().map(|b| b.resident.count() as u64).sum();
         if counted != self.resident_pages {
@@ -348,23 +607,58 @@ impl Paging {
                 self.resident_pages, self.capacity_pages
             ));
         }
-        if let Some(b) = self
-            .blocks
-            .iter()
-            .position(|b| !(b.resident & !b.valid).is_empty())
-        {
-            return Err(format!("block {b} has resident pages it does not have"));
+        for (i, b) in self.blocks.iter().enumerate() {
+            if !b.resident.without(b.valid).is_empty() {
+                return Err(format!("block {i} has resident pages it does not have"));
+            }
+            if !(b.resident & b.in_flight).is_empty() {
+                return Err(format!("block {i} has resident pages waiting in a batch"));
+            }
+            if !(b.resident & b.pinned()).is_empty() {
+                return Err(format!(
+                    "block {i} has resident pages pinned in host memory"
+                ));
+            }
         }
         Ok(())
     }
 }
 
-/// The first `n` pages of a set.
-fn first_pages(pages: Pages, n: usize) -> Pages {
-    pages.iter().take(n).fold(Pages::EMPTY, |mut p, i| {
-        p.insert(i);
-        p
-    })
+/// A block's part of a run of touches.
+struct BlockRun {
+    pages: u64,
+    remote: u64,
+    faults: Pages,
+}
+
+/// How touches of pages not in VRAM (nor waiting in a batch) are served.
+#[derive(Clone, Copy, Debug)]
+enum Serve {
+    /// They fault.
+    Fault,
+    /// Remotely, always (zero-copy).
+    Remote,
+    /// Reads remotely until the block's access counter reaches this; writes fault.
+    Counter(u32),
+}
+
+/// The pages of `range` a touch serves remotely and those that fault now, given where
+/// the block's pages are and the rule for pages away from VRAM.
+fn classify(block: &Block, range: Pages, kind: AccessKind, rule: Serve) -> (Pages, Pages) {
+    let pinned = range & block.pinned();
+    let away = range.without(block.resident | block.in_flight | pinned);
+    let (remote, faults) = match rule {
+        Serve::Fault => (Pages::EMPTY, away),
+        Serve::Remote => (away, Pages::EMPTY),
+        // Reads below the counter's threshold are served remotely: the first
+        // `threshold - counter - 1` of them; the next one reaches it and faults.
+        Serve::Counter(t) if kind == AccessKind::Read && block.counter < t => {
+            let remote = away.first((t - block.counter - 1) as usize);
+            (remote, away.without(remote))
+        }
+        Serve::Counter(_) => (Pages::EMPTY, away),
+    };
+    (remote | pinned, faults)
 }
 
 /// (block, page in block) of a page number.

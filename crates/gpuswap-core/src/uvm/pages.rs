@@ -89,6 +89,40 @@ impl Pages {
         })
     }
 
+    /// The bitmap's words, 64 pages each in address order.
+    pub fn words(&self) -> [u64; WORDS] {
+        self.0
+    }
+
+    /// The position of the set's `k`-th page (0-based), a word at a time.
+    pub fn nth(&self, mut k: usize) -> Option<usize> {
+        for (i, w) in self.0.iter().enumerate() {
+            let n = w.count_ones() as usize;
+            if k < n {
+                let mut w = *w;
+                for _ in 0..k {
+                    w &= w - 1;
+                }
+                return Some(i * 64 + w.trailing_zeros() as usize);
+            }
+            k -= n;
+        }
+        None
+    }
+
+    /// The set's first `n` pages (all of them when it has fewer).
+    pub fn first(&self, n: usize) -> Self {
+        match self.nth(n) {
+            Some(end) => *self & Self::range(0, end),
+            None => *self,
+        }
+    }
+
+    /// The pages of the set not in `other`.
+    pub fn without(self, other: Self) -> Self {
+        self & !other
+    }
+
     /// Every 64 KiB big page with a page in the set, whole.
     pub fn widened_to_big_pages(&self) -> Self {
         let mut out = Self::EMPTY;
@@ -182,6 +216,9 @@ mod tests {
             prop_assert_eq!(p.contains(probe), (start..end).contains(&probe));
             prop_assert_eq!(p.iter().collect::<Vec<_>>(), (start..end).collect::<Vec<_>>());
             prop_assert_eq!(p.count_range(0, probe), (start..end).filter(|x| *x < probe).count());
+            let k = probe % (end - start + 1);
+            prop_assert_eq!(p.nth(k), (start..end).nth(k));
+            prop_assert_eq!(p.first(k).count(), k);
         }
     }
 }

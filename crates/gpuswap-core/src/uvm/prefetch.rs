@@ -1,6 +1,6 @@
 //! What a fault batch migrates besides the faulted pages (`prefetch = ...`).
 
-use super::pages::{PAGES_PER_BLOCK, Pages};
+use super::pages::{PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
 
 /// Chooses, per VA block, the pages a batch migrates.
 pub trait Prefetch: std::fmt::Debug + Send {
@@ -93,21 +93,32 @@ impl Prefetch for Tree {
     fn region(&mut self, resident: Pages, valid: Pages, faulted: Pages) -> Pages {
         let widened = faulted.widened_to_big_pages() & valid;
         let populated = resident | widened;
-        let mut region = widened;
-        // Pages of one big page share every node above it: walk once per big page.
-        let mut walked = Pages::EMPTY;
-        for page in widened.iter() {
-            if walked.contains(page) {
-                continue;
+        // Nodes of a big page or less are covered by the widened faults already; the
+        // larger ones are made of whole half-words (32 pages) and words: count those once.
+        let (populated, valid_words) = (populated.words(), valid.words());
+        let count = |words: &[u64; 8], start: usize, size: usize| -> usize {
+            if size < 64 {
+                let mask = ((1u64 << size) - 1) << (start % 64);
+                (words[start / 64] & mask).count_ones() as usize
+            } else {
+                words[start / 64..(start + size) / 64]
+                    .iter()
+                    .map(|w| w.count_ones() as usize)
+                    .sum()
             }
-            let mut size = 1;
+        };
+        let mut region = widened;
+        for big in (0..PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE)
+            .filter(|b| widened.contains(b * PAGES_PER_BIG_PAGE))
+        {
+            let page = big * PAGES_PER_BIG_PAGE;
+            let mut size = 2 * PAGES_PER_BIG_PAGE;
             let mut best = None;
             while size <= PAGES_PER_BLOCK {
                 let start = page / size * size;
                 // A node past the end of a partial block counts only the pages that exist.
-                let pages = valid.count_range(start, start + size);
-                if populated.count_range(start, start + size) * 100 > pages * self.threshold_percent
-                {
+                let pages = count(&valid_words, start, size);
+                if count(&populated, start, size) * 100 > pages * self.threshold_percent {
                     best = Some((start, size));
                 }
                 size *= 2;
@@ -115,7 +126,6 @@ impl Prefetch for Tree {
             if let Some((start, size)) = best {
                 region |= Pages::range(start, start + size);
             }
-            walked |= Pages::range(page / 16 * 16, page / 16 * 16 + 16);
         }
         region & valid
     }

@@ -4,24 +4,39 @@ use super::evict::{EVICTIONS, find_eviction};
 use super::optimum::belady_pages_in;
 use super::pages::PAGES_PER_BLOCK;
 use super::prefetch::{PREFETCHERS, find_prefetch};
+use super::thrash::ThrashingParams;
 use super::*;
 
 const MIB: u64 = 1 << 20;
 
+/// On-fault migration without thrashing detection: the policies alone.
+fn config(prefetch: &str, eviction: &str) -> PagingConfig {
+    PagingConfig {
+        thrashing: None,
+        ..PagingConfig::new(
+            (find_prefetch(prefetch).unwrap().build)(),
+            (find_eviction(eviction).unwrap().build)(),
+        )
+    }
+}
+
 fn paging(capacity_bytes: u64, prefetch: &str, eviction: &str) -> Paging {
-    Paging::new(
-        capacity_bytes,
-        (find_prefetch(prefetch).unwrap().build)(),
-        (find_eviction(eviction).unwrap().build)(),
-    )
+    Paging::new(capacity_bytes, config(prefetch, eviction))
+}
+
+/// Reads one page at time 0: whether it faulted (it then waits in a batch).
+fn faults_on(p: &mut Paging, page: u64) -> bool {
+    let mut faults = Vec::new();
+    p.touch_run(page, 1, AccessKind::Read, 0, &mut faults, 1);
+    !faults.is_empty()
 }
 
 /// Plays a driver that services every fault at once (a batch of one), checking the
 /// accounting after each.
 fn run(p: &mut Paging, stream: &[u64]) {
     for &page in stream {
-        if !p.touch(page) {
-            p.service(&[page]);
+        if faults_on(p, page) {
+            p.service(&[page], 0);
             // A served fault always gets its page in.
             assert!(
                 p.blocks[(page / 512) as usize]
@@ -81,7 +96,7 @@ fn the_driver_evicts_by_residency_not_by_use() {
         run(p, &[base + 2 * block]);
     }
     // FIFO evicts A (resident first) although it was just used; LRU evicts B.
-    let resident_a = |p: &mut Paging| p.touch(0);
+    let resident_a = |p: &mut Paging| !faults_on(p, 0);
     assert!(!resident_a(&mut fifo));
     assert!(resident_a(&mut lru));
 }
@@ -112,8 +127,7 @@ proptest! {
     ) {
         let mut p = Paging::new(
             capacity_pages * pages::PAGE_BYTES,
-            (PREFETCHERS[prefetch].build)(),
-            (EVICTIONS[eviction].build)(),
+            config(PREFETCHERS[prefetch].name, EVICTIONS[eviction].name),
         );
         let bases: Vec<u64> = [3 * MIB, MIB, 6 * MIB].iter().map(|b| p.add_allocation(0, *b)).collect();
         let sizes = [768, 256, 1536];
@@ -125,16 +139,14 @@ proptest! {
         // them; a page is served when its batch is.
         let mut pending = Vec::new();
         for &page in &stream {
-            if !p.touch(page) {
-                pending.push(page);
-                if pending.len() >= batch {
-                    p.service(&pending);
-                    pending.clear();
-                }
+            p.touch_run(page, 1, AccessKind::Read, 0, &mut pending, batch);
+            if pending.len() >= batch {
+                p.service(&pending, 0);
+                pending.clear();
             }
             prop_assert_eq!(p.check_invariants(), Ok(()));
         }
-        p.service(&pending);
+        p.service(&pending, 0);
         prop_assert_eq!(p.check_invariants(), Ok(()));
         let s = p.stats(0);
         prop_assert!(s.pages_in >= s.pages_out);
@@ -142,15 +154,14 @@ proptest! {
         // Belady's bound holds for a driver that serves each fault before the next touch.
         let mut serial = Paging::new(
             capacity_pages * pages::PAGE_BYTES,
-            (PREFETCHERS[prefetch].build)(),
-            (EVICTIONS[eviction].build)(),
+            config(PREFETCHERS[prefetch].name, EVICTIONS[eviction].name),
         );
         for size in [3 * MIB, MIB, 6 * MIB] {
             serial.add_allocation(0, size);
         }
         for &page in &stream {
-            if !serial.touch(page) {
-                serial.service(&[page]);
+            if faults_on(&mut serial, page) {
+                serial.service(&[page], 0);
             }
         }
         prop_assert!(
@@ -204,7 +215,7 @@ fn sequential_64k_evicts_the_oldest_big_page_and_random_4k_one_page() {
     let base = seq.add_allocation(0, MIB);
     run(&mut seq, &[base, base + 16, base + 32]);
     assert_eq!(seq.stats(0).pages_out, 16);
-    assert!(!seq.touch(base) && seq.touch(base + 16));
+    assert!(faults_on(&mut seq, base) && !faults_on(&mut seq, base + 16));
     // Random eviction frees one page per page needed.
     let mut random = paging(128 * 1024, "none", "random-4k");
     let base = random.add_allocation(0, MIB);
@@ -213,4 +224,168 @@ fn sequential_64k_evicts_the_oldest_big_page_and_random_4k_one_page() {
     run(&mut random, &[base + 100]);
     assert_eq!(random.stats(0).pages_out, 1);
     assert_eq!(random.resident_pages(), 32);
+}
+
+/// A paging machine with `migration` and the driver's thrashing detection as given.
+fn paging_with(capacity_bytes: u64, migration: Migration, thrashing: bool) -> Paging {
+    Paging::new(
+        capacity_bytes,
+        PagingConfig {
+            migration,
+            thrashing: thrashing.then(ThrashingParams::default),
+            ..config("none", "fifo-2mb")
+        },
+    )
+}
+
+#[test]
+fn a_run_of_resident_pages_costs_one_call_and_stops_at_a_full_batch() {
+    let mut p = paging(8 * MIB, "none", "fifo-2mb");
+    let base = p.add_allocation(0, 4 * MIB);
+    // 1024 pages in one run, batches of 256: four calls fault them all.
+    let mut faults = Vec::new();
+    let mut at = base;
+    let mut calls = 0;
+    while at < base + 1024 {
+        let run = p.touch_run(at, base + 1024 - at, AccessKind::Read, 0, &mut faults, 256);
+        assert_eq!(faults.len(), 256, "stops exactly when the batch is full");
+        assert_eq!(run.pages, 256);
+        p.service(&faults, 0);
+        faults.clear();
+        at += run.pages;
+        calls += 1;
+    }
+    assert_eq!(calls, 4);
+    // Now resident: the whole run is touched in one call, across both blocks.
+    let run = p.touch_run(base, 1024, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!((run.pages, run.remote, faults.len()), (1024, 0, 0));
+    let s = p.stats(0);
+    assert_eq!((s.touches, s.far_faults, s.pages_in), (2048, 1024, 1024));
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn pages_waiting_in_a_batch_fault_once() {
+    let mut p = paging(8 * MIB, "none", "fifo-2mb");
+    let base = p.add_allocation(0, MIB);
+    let mut faults = Vec::new();
+    for _ in 0..3 {
+        p.touch_run(base, 8, AccessKind::Read, 0, &mut faults, 256);
+    }
+    assert_eq!(faults.len(), 8);
+    assert_eq!(p.stats(0).far_faults, 8);
+    assert_eq!(p.stats(0).touches, 24);
+}
+
+#[test]
+fn zero_copy_serves_every_touch_remotely_and_never_migrates() {
+    let mut p = paging_with(8 * MIB, Migration::ZeroCopy, true);
+    let base = p.add_allocation(0, 4 * MIB);
+    let mut faults = Vec::new();
+    for kind in [AccessKind::Read, AccessKind::Write] {
+        let run = p.touch_run(base, 1024, kind, 0, &mut faults, 256);
+        assert_eq!((run.pages, run.remote), (1024, 1024));
+    }
+    assert!(faults.is_empty());
+    assert_eq!(p.resident_pages(), 0);
+    assert_eq!(p.stats(0).remote_touches, 2048);
+}
+
+#[test]
+fn delayed_migration_reads_remotely_until_the_counter_and_writes_at_once() {
+    let delayed = Migration::Delayed {
+        threshold: 8,
+        adaptive: false,
+    };
+    let mut p = paging_with(8 * MIB, delayed, false);
+    let base = p.add_allocation(0, 4 * MIB);
+    let mut faults = Vec::new();
+    // Seven reads of block 0 are remote; the eighth reaches the threshold and faults.
+    for page in 0..7 {
+        let run = p.touch_run(base + page, 1, AccessKind::Read, 0, &mut faults, 256);
+        assert_eq!(run.remote, 1, "read {page}");
+    }
+    assert!(faults.is_empty());
+    p.touch_run(base + 7, 1, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!(faults, [base + 7]);
+    // From then on the block's pages fault as under on-fault migration.
+    p.touch_run(base + 8, 4, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!(faults.len(), 5);
+    // A write to the other block migrates at once.
+    p.touch_run(base + 512, 1, AccessKind::Write, 0, &mut faults, 256);
+    assert_eq!(faults.len(), 6);
+    p.service(&faults, 0);
+    assert_eq!(p.resident_pages(), 6);
+    assert_eq!(p.stats(0).remote_touches, 7);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn the_adaptive_threshold_grows_with_evictions_once_oversubscribed() {
+    let delayed = Migration::Delayed {
+        threshold: 2,
+        adaptive: true,
+    };
+    // Room for one page: each block's page evicts the other's.
+    let mut p = paging_with(pages::PAGE_BYTES, delayed, false);
+    let base = p.add_allocation(0, 4 * MIB);
+    let remote_reads_before_fault = |p: &mut Paging, page: u64| {
+        let mut faults = Vec::new();
+        let mut remote = 0;
+        while faults.is_empty() {
+            remote += p
+                .touch_run(page, 1, AccessKind::Read, 0, &mut faults, 1)
+                .remote;
+        }
+        p.service(&faults, 0);
+        remote
+    };
+    // Fixed threshold 2 before any eviction: one remote read, the second faults.
+    assert_eq!(remote_reads_before_fault(&mut p, base), 1);
+    // Block 1's page faults at threshold 2 too (nothing evicted yet) and evicts block 0's.
+    assert_eq!(remote_reads_before_fault(&mut p, base + 512), 1);
+    // Block 0 was evicted once: 2 x 2 x (1 + 1) = 8, seven remote reads first.
+    assert_eq!(remote_reads_before_fault(&mut p, base), 7);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn thrashing_pages_are_throttled_then_pinned_and_read_remotely() {
+    // Pages of two blocks bouncing through room for one, faster than the driver's lapse.
+    let mut p = paging_with(pages::PAGE_BYTES, Migration::OnFault, true);
+    let base = p.add_allocation(0, 4 * MIB);
+    let params = ThrashingParams::default();
+    let mut now = 0;
+    let mut naps = 0;
+    let mut remote = 0;
+    for _ in 0..40 {
+        for block in [base, base + 512] {
+            now += 10_000;
+            let mut faults = Vec::new();
+            remote += p
+                .touch_run(block, 1, AccessKind::Read, now, &mut faults, 1)
+                .remote;
+            if !faults.is_empty() {
+                let s = p.service(&faults, now);
+                naps += u64::from(s.nap_ns == params.nap_ns);
+            }
+            p.check_invariants().unwrap();
+        }
+    }
+    let s = p.stats(0);
+    assert!(naps > 0 && s.throttles == naps, "{s:?}");
+    assert!(s.pins > 0, "{s:?}");
+    assert!(remote > 0 && s.remote_touches == remote, "{s:?}");
+    // Without detection the same stream faults every time.
+    let mut off = paging_with(pages::PAGE_BYTES, Migration::OnFault, false);
+    let base = off.add_allocation(0, 4 * MIB);
+    for _ in 0..40 {
+        for block in [base, base + 512] {
+            let mut faults = Vec::new();
+            off.touch_run(block, 1, AccessKind::Read, 0, &mut faults, 1);
+            off.service(&faults, 0);
+        }
+    }
+    assert_eq!(off.stats(0).far_faults, 80);
+    assert_eq!(off.stats(0).remote_touches, 0);
 }

@@ -57,20 +57,26 @@ impl Engine {
             self.begin_write(*id);
         }
         let traffic = cost.traffic;
-        // Unified memory: every access is served from VRAM once its faults are; the
-        // kernel takes its all-in-VRAM time plus the stalls.
-        let paging_stall_ns = if self.needs.page_faults {
-            let stall = self.fault_in(t, &kernel, launch.id.0);
-            self.tenants[t].fault_stall_ns += stall;
-            Some(stall)
-        } else {
-            None
-        };
+        // Unified memory: every access is served from VRAM once its faults are, or from
+        // host memory where the paging machine maps it remotely; the kernel takes its
+        // all-in-VRAM time plus the stalls and the remote accesses' time (first order:
+        // neither overlaps its computation).
+        let paging = self.needs.page_faults.then(|| {
+            let paging = self.fault_in(t, &kernel, launch.id.0);
+            self.tenants[t].fault_stall_ns += paging.stall_ns;
+            paging
+        });
         let tenant = &mut self.tenants[t];
-        let fixed_ns = match paging_stall_ns {
-            Some(stall) => {
-                tenant.local_bytes += traffic.local_bytes + traffic.remote_bytes();
-                cost.ideal_ns.saturating_add(stall)
+        let fixed_ns = match &paging {
+            Some(paging) => {
+                let remote = paging.remote.remote_bytes();
+                let all = traffic.local_bytes + traffic.remote_bytes();
+                tenant.local_bytes += (all - remote).max(0.0);
+                tenant.remote_bytes += remote;
+                let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
+                cost.ideal_ns
+                    .saturating_add(paging.stall_ns)
+                    .saturating_add(remote_ns.ceil() as u64)
             }
             None => {
                 tenant.local_bytes += traffic.local_bytes;
@@ -84,7 +90,7 @@ impl Engine {
             (Direction::ToDevice, traffic.link_bytes_to_device()),
             (Direction::ToHost, traffic.link_bytes_to_host()),
         ] {
-            if bytes > 0.0 && paging_stall_ns.is_none() {
+            if bytes > 0.0 && paging.is_none() {
                 let id = self.link.start(self.now_ns, direction, bytes, None, weight);
                 self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
                 flows_left += 1;

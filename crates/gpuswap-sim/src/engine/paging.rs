@@ -9,19 +9,29 @@
 //! (evictions to the host, then migrations to the device), each at the link's rate for
 //! its transfer size (one transfer per VA block).
 
-use gpuswap_core::uvm::Serviced;
 use gpuswap_core::uvm::pages::PAGE_BYTES;
+use gpuswap_core::uvm::{AccessKind, Serviced};
 
 use super::*;
 use crate::program::{Access, AccessOrder, Distribution};
+use crate::timing::{ISOLATED_WRITE_BYTES, READ_TRANSACTION_BYTES, Traffic};
 
 /// Bytes of one eviction transfer: the driver evicts a VA block at a time.
 const EVICTION_TRANSFER_BYTES: u64 = 2 << 20;
 
+/// What a kernel's page touches cost beyond its all-in-VRAM time.
+pub(super) struct FaultIn {
+    /// Time stalled on fault batches (service, transfers, throttling naps).
+    pub stall_ns: u64,
+    /// The accesses served remotely from host memory (delayed or zero-copy migration,
+    /// pinned pages), in the timing model's terms.
+    pub remote: Traffic,
+}
+
 impl Engine {
     /// Touches the pages of tenant `t`'s `kernel` in order, servicing far faults batch by
-    /// batch; returns the time the kernel stalls on them.
-    pub(super) fn fault_in(&mut self, t: usize, kernel: &Kernel, seed: u64) -> u64 {
+    /// batch; returns what it costs besides the kernel's all-in-VRAM time.
+    pub(super) fn fault_in(&mut self, t: usize, kernel: &Kernel, seed: u64) -> FaultIn {
         let batch_pages = self.preset.fault_batch_pages.max(1) as usize;
         if self.tenants[t].page_stream.is_some() {
             let capacity = self.manager.paging_capacity_pages().unwrap_or(1);
@@ -29,11 +39,8 @@ impl Engine {
             tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
         }
         let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
-        // Pages already in the batch: a second touch of one is the same fault (the
-        // driver coalesces them), looked up in constant time.
-        let mut in_batch: std::collections::HashSet<u64> =
-            std::collections::HashSet::with_capacity(batch_pages);
         let mut stall_ns = 0u64;
+        let mut remote = Traffic::default();
         for access in &kernel.accesses {
             let Some(buffer) = self.tenants[t].slots[access.slot] else {
                 continue;
@@ -43,43 +50,68 @@ impl Engine {
             else {
                 continue;
             };
-            let pages = map.bytes.div_ceil(PAGE_BYTES);
-            for page in touches(access, pages, seed) {
-                let page = first + page;
+            let kind = if access.write_bytes > 0 {
+                AccessKind::Write
+            } else {
+                AccessKind::Read
+            };
+            let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
+            let (mut touched, mut remote_touches) = (0u64, 0u64);
+            for (start, len) in stream.runs() {
+                let (mut at, end) = (first + start, first + start + len);
                 if let Some(stream) = &mut self.tenants[t].page_stream {
-                    stream.push(page);
+                    stream.extend(at..end);
                 }
-                if in_batch.contains(&page) || self.manager.handle_touch(page) {
-                    continue;
+                while at < end {
+                    let now_ns = self.now_ns.saturating_add(stall_ns);
+                    let run = self.manager.handle_touches(
+                        at,
+                        end - at,
+                        kind,
+                        now_ns,
+                        &mut pending,
+                        batch_pages,
+                    );
+                    at += run.pages;
+                    touched += run.pages;
+                    remote_touches += run.remote;
+                    if pending.len() == batch_pages {
+                        stall_ns = stall_ns.saturating_add(self.service_batch(&pending, now_ns));
+                        pending.clear();
+                    }
                 }
-                pending.push(page);
-                in_batch.insert(page);
-                if pending.len() == batch_pages {
-                    stall_ns = stall_ns.saturating_add(self.service_batch(&pending));
-                    pending.clear();
-                    in_batch.clear();
-                }
+            }
+            if remote_touches > 0 {
+                let share = remote_touches as f64 / touched as f64;
+                remote.add_part(
+                    access.order,
+                    access.read_bytes as f64 * share,
+                    access.write_bytes as f64 * share,
+                    0.0,
+                );
             }
         }
         if !pending.is_empty() {
-            stall_ns = stall_ns.saturating_add(self.service_batch(&pending));
+            let now_ns = self.now_ns.saturating_add(stall_ns);
+            stall_ns = stall_ns.saturating_add(self.service_batch(&pending, now_ns));
         }
-        stall_ns
+        FaultIn { stall_ns, remote }
     }
 
-    /// Services one batch of far faults; returns its stall.
-    fn service_batch(&mut self, faults: &[u64]) -> u64 {
+    /// Services one batch of far faults at `now_ns`; returns its stall.
+    fn service_batch(&mut self, faults: &[u64], now_ns: u64) -> u64 {
         let Serviced {
             pages_in,
             pages_out,
             blocks_in,
-        } = self.manager.handle_faults(faults);
+            nap_ns,
+        } = self.manager.handle_faults(faults, now_ns);
         let link = &self.preset.link;
         let rate = |peak: f64, transfer_bytes: u64| match link.size_curve_k_per_kib {
             Some(k) => crate::link::size_curve_bytes_per_s(peak, k, transfer_bytes),
             None => peak,
         };
-        let mut ns = self.preset.fault_service_ns as f64;
+        let mut ns = (self.preset.fault_service_ns + nap_ns) as f64;
         if pages_out > 0 {
             let bytes = pages_out * PAGE_BYTES;
             ns +=
@@ -93,83 +125,166 @@ impl Engine {
     }
 }
 
-/// The pages (0-based in the buffer) an access touches, in its order: one touch per page
-/// of bytes it moves, over the pages its distribution reaches. Moving more than those
-/// pages hold makes passes over them (the last one partial); less, one sparse pass over
-/// evenly spaced pages (a kernel touching 1 MiB of a 56 MiB stack touches 256 of its pages, not all).
-/// Linear passes go in address order, strided ones by their stride, random ones are draws
-/// of a seeded SplitMix64 sequence.
-fn touches(access: &Access, pages: u64, seed: u64) -> impl Iterator<Item = u64> + '_ {
-    let reached = reached_pages(&access.distribution, pages);
-    let n = reached.len() as u64;
-    let count = (access.read_bytes + access.write_bytes)
-        .div_ceil(PAGE_BYTES)
-        .clamp(1, u64::MAX / 2);
-    let passes = count.div_ceil(n.max(1));
-    // In a sparse pass, touch k of the n pages, evenly spaced.
-    let sparse = count < n;
-    let spread = move |k: u64| if sparse { k * n / count } else { k };
-    let per_pass = if sparse { count } else { n };
-    let mut state = seed ^ (access.slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut draw = move || gpuswap_core::mix::next(&mut state) % n.max(1);
-    let indices: Box<dyn Iterator<Item = u64>> = match access.order {
-        AccessOrder::Linear => Box::new((0..passes).flat_map(move |_| (0..per_pass).map(spread))),
-        AccessOrder::Strided { stride_bytes } => {
-            // A strided pass visits every stride-th touch, then the next offset.
-            let stride = (stride_bytes / PAGE_BYTES).max(1);
-            Box::new((0..passes).flat_map(move |_| {
-                (0..stride.min(per_pass.max(1)))
-                    .flat_map(move |o| (o..per_pass).step_by(stride as usize))
-                    .map(spread)
-            }))
-        }
-        AccessOrder::Random => Box::new((0..count).map(move |_| draw())),
-    };
-    // The last pass stops where the bytes moved end.
-    indices
-        .take(count as usize)
-        .filter_map(move |k| reached.get(k as usize).copied())
+/// The pages (0-based in the buffer) an access touches, in its order, as runs of
+/// consecutive pages: one touch per page of bytes it moves in address order, over the
+/// pages its distribution reaches. Moving more than those pages hold makes passes over
+/// them (the last one partial); less, one sparse pass over evenly spaced pages (a kernel
+/// touching 1 MiB of a 56 MiB stack touches 256 of its pages, not all). Linear passes go
+/// in address order (one run per reached range), strided ones by their stride, random
+/// ones are draws of a seeded SplitMix64 sequence, one per isolated transaction (a
+/// 128-byte line read or a 32-byte sector written, the timing model's transactions):
+/// random accesses reach a new page each, where accesses in address order share it.
+struct TouchStream {
+    /// The reached pages as ranges in address order, with the index of each range's
+    /// first page among all reached pages.
+    ranges: Vec<(u64, u64, u64)>,
+    /// Pages reached.
+    reached: u64,
+    /// Touches.
+    count: u64,
+    order: AccessOrder,
+    state: u64,
 }
 
-/// The pages a distribution reaches, in address order.
-fn reached_pages(distribution: &Distribution, pages: u64) -> Vec<u64> {
-    match distribution {
-        Distribution::Uniform => (0..pages).collect(),
-        Distribution::Ranges(ranges) => {
-            let mut out: Vec<u64> = ranges
-                .iter()
-                .filter(|r| r.weight > 0.0 && r.bytes > 0)
-                .flat_map(|r| {
-                    let start = r.offset_bytes / PAGE_BYTES;
-                    let end = (r.offset_bytes + r.bytes).div_ceil(PAGE_BYTES).min(pages);
-                    start..end
-                })
-                .collect();
-            out.sort_unstable();
-            out.dedup();
-            out
+impl TouchStream {
+    fn new(access: &Access, pages: u64, seed: u64) -> Self {
+        let mut ranges = Vec::new();
+        let mut reached = 0;
+        for (start, end) in reached_ranges(&access.distribution, pages) {
+            ranges.push((start, end, reached));
+            reached += end - start;
         }
+        let count = match access.order {
+            AccessOrder::Random => {
+                access.read_bytes.div_ceil(READ_TRANSACTION_BYTES)
+                    + access.write_bytes.div_ceil(ISOLATED_WRITE_BYTES)
+            }
+            AccessOrder::Linear | AccessOrder::Strided { .. } => {
+                (access.read_bytes + access.write_bytes).div_ceil(PAGE_BYTES)
+            }
+        }
+        .clamp(1, u64::MAX / 2);
+        Self {
+            ranges,
+            reached,
+            count,
+            order: access.order,
+            state: seed ^ (access.slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        }
+    }
+
+    /// The touches as runs `(first page, pages)`.
+    fn runs(self) -> Runs {
+        let Self {
+            ranges,
+            reached: n,
+            count,
+            order,
+            mut state,
+        } = self;
+        let passes = count.div_ceil(n.max(1));
+        // In a sparse pass, touch k of the n pages, evenly spaced.
+        let sparse = count < n;
+        let spread = move |k: u64| if sparse { k * n / count } else { k };
+        let per_pass = if sparse { count } else { n };
+        // Runs of indices into the reached pages, `count` touches in all.
+        let indices: Box<dyn Iterator<Item = (u64, u64)>> = match order {
+            AccessOrder::Linear if !sparse => Box::new((0..passes).map(move |p| {
+                let done = p * n;
+                (0, n.min(count - done))
+            })),
+            AccessOrder::Linear => Box::new((0..count).map(move |k| (spread(k), 1))),
+            AccessOrder::Strided { stride_bytes } => {
+                // A strided pass visits every stride-th touch, then the next offset.
+                let stride = (stride_bytes / PAGE_BYTES).max(1);
+                Box::new(
+                    (0..passes)
+                        .flat_map(move |_| {
+                            (0..stride.min(per_pass.max(1)))
+                                .flat_map(move |o| (o..per_pass).step_by(stride as usize))
+                                .map(move |k| (spread(k), 1))
+                        })
+                        .take(count as usize),
+                )
+            }
+            AccessOrder::Random => Box::new(
+                (0..count).map(move |_| (gpuswap_core::mix::next(&mut state) % n.max(1), 1)),
+            ),
+        };
+        Runs {
+            ranges,
+            indices,
+            left: (0, 0, 0),
+        }
+    }
+}
+
+/// Index runs into the reached pages, turned into page runs split where the reached
+/// ranges have gaps.
+struct Runs {
+    ranges: Vec<(u64, u64, u64)>,
+    indices: Box<dyn Iterator<Item = (u64, u64)>>,
+    /// The index run being split: (next index, indices left, its range).
+    left: (u64, u64, usize),
+}
+
+impl Iterator for Runs {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        if self.left.1 == 0 {
+            let (k, len) = self.indices.next()?;
+            let i = self.ranges.partition_point(|(_, _, index)| *index <= k);
+            self.left = (k, len, i.saturating_sub(1));
+        }
+        let (k, left, i) = self.left;
+        let (start, end, index) = *self.ranges.get(i)?;
+        let first = start + (k - index);
+        let n = left.min(end - first);
+        self.left = (k + n, left - n, i + 1);
+        Some((first, n))
+    }
+}
+
+/// The page ranges a distribution reaches, in address order, merged where they touch.
+fn reached_ranges(distribution: &Distribution, pages: u64) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = match distribution {
+        Distribution::Uniform => vec![(0, pages)],
+        Distribution::Ranges(ranges) => ranges
+            .iter()
+            .filter(|r| r.weight > 0.0 && r.bytes > 0)
+            .map(|r| {
+                let start = r.offset_bytes / PAGE_BYTES;
+                let end = (r.offset_bytes + r.bytes).div_ceil(PAGE_BYTES).min(pages);
+                (start, end)
+            })
+            .collect(),
         Distribution::Profile {
             page_bytes,
             weights,
-        } => {
-            let mut out: Vec<u64> = weights
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| **w > 0.0)
-                .flat_map(|(i, _)| {
-                    let start = i as u64 * page_bytes / PAGE_BYTES;
-                    let end = ((i as u64 + 1) * page_bytes)
-                        .div_ceil(PAGE_BYTES)
-                        .min(pages);
-                    start..end
-                })
-                .collect();
-            out.sort_unstable();
-            out.dedup();
-            out
+        } => weights
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w > 0.0)
+            .map(|(i, _)| {
+                let start = i as u64 * page_bytes / PAGE_BYTES;
+                let end = ((i as u64 + 1) * page_bytes)
+                    .div_ceil(PAGE_BYTES)
+                    .min(pages);
+                (start, end)
+            })
+            .collect(),
+    };
+    ranges.retain(|(start, end)| start < end);
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
         }
     }
+    merged
 }
 
 #[cfg(test)]
@@ -181,6 +296,13 @@ mod tests {
             order,
             ..Access::uniform(0, bytes, 0)
         }
+    }
+
+    /// The stream's touches, page by page.
+    fn touches(access: &Access, pages: u64, seed: u64) -> impl Iterator<Item = u64> {
+        TouchStream::new(access, pages, seed)
+            .runs()
+            .flat_map(|(first, len)| first..first + len)
     }
 
     #[test]
@@ -200,11 +322,12 @@ mod tests {
         )
         .collect();
         assert_eq!(strided, [0, 2, 1, 3]);
+        // Random: one touch per 128-byte line read.
         let random: Vec<u64> =
             touches(&access(AccessOrder::Random, 64 * PAGE_BYTES), 64, 7).collect();
-        assert_eq!(random.len(), 64);
+        assert_eq!(random.len(), 64 * 32);
         assert!(random.iter().all(|p| *p < 64));
-        assert_ne!(random, (0..64).collect::<Vec<_>>());
+        assert_ne!(random[..64], (0..64).collect::<Vec<_>>());
         // 1.25 passes over 4 pages: 5 touches, not two whole passes.
         let partial: Vec<u64> =
             touches(&access(AccessOrder::Linear, 5 * PAGE_BYTES), 4, 1).collect();
