@@ -41,7 +41,7 @@ fn defaults_fill_what_is_left_out() {
         s.config.preset.tenant_vram_bytes()
     );
     let names: Vec<_> = s.config.tenants.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["stream0", "stream1"]);
+    assert_eq!(names, ["stream_triad0", "stream_triad1"]);
 }
 
 #[test]

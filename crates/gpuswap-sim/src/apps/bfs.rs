@@ -49,6 +49,19 @@
 //! level that has a frontier large enough to touch them: the two large buffers get few
 //! accesses per page, the small ones many, as in the GPUswap profiles.
 //!
+//! That is the mixed class of the adaptive unified-memory paper
+//! (`../shared/spec/uvm-adaptive.md`): the flag arrays are linear ranges re-read every
+//! level, `visited`, `cost` and `updating_mask` take data-dependent touches in random
+//! order, and `nodes` and `edges` sparse ones in address order.
+//!
+//! # Sizes
+//! `default` is at the GPUswap evaluation's scale (4M nodes). `uvmsmart` is the input of
+//! the managed-memory version in GPGPU-Sim UVM Smart (`benchmarks/Managed/bfs`, run on
+//! `graph256k`): 262144 nodes, 9.75 MiB, the 9.75 MB of `spec/uvm-driver.md`. That
+//! version allocates the six arrays managed and copies none of them (the host fills
+//! them in place), and keeps `over` in device memory; the model keeps Rodinia's copies.
+//! `large` is the largest graph accepted, 2^26 nodes (2.44 GiB).
+//!
 //! # Compute
 //! `Kernel`: about 10 instructions per thread for the mask test, plus, in every warp
 //! holding a frontier node, 32 lanes x (12 instructions of setup + 6 edges x 12 for the
@@ -57,8 +70,8 @@
 //! model, as BFS is.
 
 use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, scattered_bytes, uniform,
+    AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
+    parse_size, phased, scattered_bytes, uniform,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -66,11 +79,13 @@ use crate::program::{AccessOrder, Kernel, Op, Program};
 pub struct Bfs;
 
 const HELP: &str = "default (4194304 nodes, 156 MiB), rodinia (graph65536, 2.5 MB), \
-                    or a number of nodes (16 to 67108864)";
+                    uvmsmart (graph256k: 262144 nodes, 9.75 MiB, the research simulator's \
+                    input), large (67108864 nodes, 2.44 GiB), or a number of nodes (16 to \
+                    67108864)";
 /// Mean directed edges per node: 2-4 undirected edges initiated per node (mean 3),
 /// stored in both directions.
 const DEGREE: u64 = 6;
-/// Largest graph accepted: 2.6 GB of buffers.
+/// Largest graph accepted, and the size `large`: 2.6 GB of buffers.
 const MAX_NODES: u64 = 1 << 26;
 /// Instructions per thread for the mask test of both kernels.
 const SCAN_OPS_PER_THREAD: u64 = 10;
@@ -95,7 +110,12 @@ impl AppModel for Bfs {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [("default", 1 << 22), ("rodinia", 65_536)];
+        let named = [
+            ("default", 1 << 22),
+            ("rodinia", 65_536),
+            ("uvmsmart", 1 << 18),
+            ("large", MAX_NODES),
+        ];
         let nodes = parse_size(self.name(), HELP, size, &named, |n| {
             if (16..=MAX_NODES).contains(&n) {
                 Ok(n)
@@ -104,6 +124,10 @@ impl AppModel for Bfs {
             }
         })?;
         Ok(program(nodes, repeat, device))
+    }
+
+    fn pattern_class(&self) -> Option<PatternClass> {
+        Some(PatternClass::Mixed)
     }
 }
 
@@ -247,6 +271,46 @@ mod tests {
         let p = check_app(&Bfs, "default");
         assert_eq!(p.peak_allocated_bytes(), 39 * (1 << 22) + 1);
         assert!((150.0..160.0).contains(&mib(&p)));
+    }
+
+    #[test]
+    fn uvmsmart_is_graph256k_and_large_is_gibibytes() {
+        let p = check_app(&Bfs, "uvmsmart");
+        assert_eq!(
+            mib(&p),
+            9.75 + 1.0 / f64::from(1 << 20),
+            "9.75 MiB and `over`"
+        );
+        let large = mib(&check_app(&Bfs, "large")) / 1024.0;
+        assert!((2.0..=8.0).contains(&large), "{large} GiB");
+        assert_eq!(Bfs.pattern_class(), Some(PatternClass::Mixed));
+    }
+
+    #[test]
+    fn flags_are_rescanned_linearly_neighbours_touched_at_random() {
+        let p = Bfs.program("uvmsmart", 1, gtx480()).unwrap();
+        let body = phase_body(&p, 1);
+        let kernels: Vec<_> = body
+            .iter()
+            .filter_map(|op| match op {
+                Op::Launch(k) => Some(k),
+                _ => None,
+            })
+            .collect();
+        let order = |k: &Kernel, label: &str| {
+            let slot = p.buffers.iter().position(|b| b.label == label).unwrap();
+            k.accesses.iter().find(|a| a.slot == slot).map(|a| a.order)
+        };
+        for pair in kernels.chunks(2) {
+            let (expand, settle) = (pair[0], pair[1]);
+            // Both kernels scan a flag array in full every level.
+            assert_eq!(order(expand, "mask"), Some(AccessOrder::Linear));
+            assert_eq!(order(settle, "updating_mask"), Some(AccessOrder::Linear));
+            // The gathers and scatters at neighbours are data-dependent.
+            for label in ["visited", "cost", "updating_mask"] {
+                assert_eq!(order(expand, label), Some(AccessOrder::Random), "{label}");
+            }
+        }
     }
 
     #[test]

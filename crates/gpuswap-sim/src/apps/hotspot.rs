@@ -9,13 +9,25 @@
 //! Each launch reads the source temperature and the power and writes the other
 //! temperature buffer; the host swaps them between launches. The run script uses
 //! N = 512, pyramid 2 and 2 iterations: one launch, from `temp_0` into `temp_1`. The
-//! phase repeats the time steps: each repetition continues the ping-pong where the last
-//! stopped (as a run with `repeat` times the iterations would), so the two temperature
-//! buffers take turns as source and destination. The launch is one per repetition, so
-//! the model gives each repetition the average of a pair of launches: each temperature
-//! buffer half read as the source, half written as the destination. Over any two
-//! repetitions every buffer moves exactly the bytes of the real pair; within one, the
-//! fluid timing model (no cache between launches) makes the same total time.
+//! phase body is the run's launches; each repetition continues the ping-pong where the
+//! last stopped (as a run with `repeat` times the iterations would), so the two
+//! temperature buffers take turns as source and destination. A repetition may hold an
+//! odd number of launches (one at the script's input), so the model gives every launch
+//! the average of a pair: each temperature buffer half read as the source, half written
+//! as the destination. Over any two launches every buffer moves exactly the bytes of the
+//! real pair; within one, the fluid timing model (no cache between launches) makes the
+//! same total time. Every launch sweeps all three buffers again: the regular class of
+//! the adaptive unified-memory paper (`../shared/spec/uvm-adaptive.md`).
+//!
+//! # Sizes
+//! `default` (4096 x 4096, 2 iterations) is at the GPUswap evaluation's scale,
+//! `rodinia` is the run script's input. `uvmsmart` is the input of the managed-memory
+//! version in GPGPU-Sim UVM Smart (`benchmarks/Managed/hotspot`): 1024 x 1024, pyramid 2,
+//! 8 iterations, so 4 launches per repetition and 12 MiB, as `spec/uvm-driver.md` lists.
+//! That version allocates the three grids managed and copies nothing (the host reads
+//! its input files into them and writes the result from them); the model keeps
+//! Rodinia's copies. `large` is the largest grid accepted, 16384 x 16384 (3 GiB), with
+//! 2 iterations.
 //!
 //! # Traffic per launch (derived, see the conventions in [`super`])
 //! Tiles overlap by the 2-element halo on each side, so a block reads 16 x 16 elements
@@ -34,30 +46,37 @@
 //! GTX 480 model balances at 3.8, so the model makes `calculate_temp` compute bound by
 //! about 2.8x (the pyramid trades redundant halo computation for memory traffic).
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{
+    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
+};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The hotspot app.
 pub struct Hotspot;
 
 const HELP: &str = "default (4096 x 4096 grid, 192 MiB), rodinia (512 x 512, 3 MiB), \
-                    uvmsmart (1024 x 1024, 12 MiB), or a grid side (16 to 16384); \
-                    always pyramid height 2 and 2 iterations as in the run script";
+                    uvmsmart (1024 x 1024, 8 iterations, 12 MiB, the research simulator's \
+                    input), large (16384 x 16384, 3 GiB), or a grid side (16 to 16384); \
+                    always pyramid height 2, and 2 iterations except for uvmsmart";
 /// Float size.
 const FLOAT_BYTES: u64 = 4;
 /// Threads per block side.
 const BLOCK_SIDE: u64 = 16;
-/// Pyramid height and simulated iterations of the run script.
+/// Pyramid height of both run scripts.
 const PYRAMID: u64 = 2;
+/// Simulated iterations of Rodinia's run script, for every size but `uvmsmart`.
 const ITERATIONS: u64 = 2;
-// One launch per repetition: the ping-pong average below assumes it.
-const _: () = assert!(ITERATIONS.div_ceil(PYRAMID) == 1);
+/// Simulated iterations of UVM Smart's run script.
+const UVMSMART_ITERATIONS: u64 = 8;
+// Whole launches only: every launch takes PYRAMID steps.
+const _: () =
+    assert!(ITERATIONS.is_multiple_of(PYRAMID) && UVMSMART_ITERATIONS.is_multiple_of(PYRAMID));
 /// Output cells per block side: the tile less the halo each step consumes.
 const SMALL_SIDE: u64 = BLOCK_SIDE - 2 * PYRAMID;
 /// Instructions per thread: setup, and per pyramid step (module doc).
 const SETUP_OPS: u64 = 40;
 const STEP_OPS: u64 = 35;
-/// Largest grid side accepted: 3 GiB of buffers.
+/// Largest grid side accepted, and the size `large`: 3 GiB of buffers.
 const MAX_SIDE: u64 = 16_384;
 
 impl AppModel for Hotspot {
@@ -74,15 +93,24 @@ impl AppModel for Hotspot {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [("default", 4096), ("rodinia", 512), ("uvmsmart", 1024)];
-        let side = parse_size(self.name(), HELP, size, &named, |n| {
+        let named = [
+            ("default", (4096, ITERATIONS)),
+            ("rodinia", (512, ITERATIONS)),
+            ("uvmsmart", (1024, UVMSMART_ITERATIONS)),
+            ("large", (MAX_SIDE, ITERATIONS)),
+        ];
+        let (side, iterations) = parse_size(self.name(), HELP, size, &named, |n| {
             if (BLOCK_SIDE..=MAX_SIDE).contains(&n) {
-                Ok(n)
+                Ok((n, ITERATIONS))
             } else {
                 Err(format!("a {n} x {n} grid is outside 16 to {MAX_SIDE}"))
             }
         })?;
-        Ok(program(side, repeat))
+        Ok(program(side, iterations / PYRAMID, repeat))
+    }
+
+    fn pattern_class(&self) -> Option<PatternClass> {
+        Some(PatternClass::Regular)
     }
 }
 
@@ -98,7 +126,7 @@ fn loaded_lines(side: u64) -> u64 {
         .sum()
 }
 
-fn program(side: u64, repeat: u32) -> Program {
+fn program(side: u64, launches: u64, repeat: u32) -> Program {
     let mut p = Program::default();
     let bytes = side * side * FLOAT_BYTES;
     let temp = [p.buffer("temp_0", bytes), p.buffer("temp_1", bytes)];
@@ -109,8 +137,8 @@ fn program(side: u64, repeat: u32) -> Program {
     let blocks = side.div_ceil(SMALL_SIDE).pow(2);
     let ops = blocks * BLOCK_SIDE * BLOCK_SIDE * (SETUP_OPS + STEP_OPS * PYRAMID);
     // A pair of launches reads each temperature buffer once as the source and writes
-    // it once as the destination: one repetition is half of that pair.
-    let body = vec![Op::Launch(Kernel {
+    // it once as the destination: each launch is half of that pair.
+    let launch = Op::Launch(Kernel {
         name: "calculate_temp".into(),
         ops,
         accesses: vec![
@@ -119,8 +147,9 @@ fn program(side: u64, repeat: u32) -> Program {
             uniform(temp[1], read / 2, bytes / 2, AccessOrder::Linear),
         ],
         phases: Vec::new(),
-    })];
-    let result = temp[(u64::from(repeat) % 2) as usize];
+    });
+    let body = vec![launch; launches as usize];
+    let result = temp[(launches * u64::from(repeat) % 2) as usize];
 
     let setup = vec![
         Op::Alloc(temp[0]),
@@ -151,6 +180,39 @@ mod tests {
         let p = check_app(&Hotspot, "default");
         assert_eq!(mib(&p), 192.0);
         assert_eq!(launches(phase_body(&p, 1)), 1);
+    }
+
+    #[test]
+    fn uvmsmart_runs_8_iterations_large_is_gibibytes() {
+        let p = check_app(&Hotspot, "uvmsmart");
+        assert_eq!(mib(&p), 12.0, "the 12 MB of the artifact");
+        let body = phase_body(&p, 1);
+        assert_eq!(launches(body), 4, "8 iterations at pyramid height 2");
+        // Every launch sweeps all three grids linearly again: regular.
+        for op in body {
+            let Op::Launch(k) = op else {
+                panic!("only launches")
+            };
+            assert_eq!(k.accesses.len(), 3);
+            assert!(k.accesses.iter().all(|a| a.order == AccessOrder::Linear));
+        }
+        // An even number of launches per repetition ends where it started.
+        let d2h_slot = |size: &str, repeat: u32| {
+            let p = Hotspot.program(size, repeat, gtx480()).unwrap();
+            p.ops.iter().find_map(|op| match op {
+                Op::Copy {
+                    slot,
+                    direction: crate::program::CopyDirection::DeviceToHost,
+                    ..
+                } => Some(*slot),
+                _ => None,
+            })
+        };
+        assert_eq!(d2h_slot("uvmsmart", 1), Some(0));
+        assert_eq!(d2h_slot("rodinia", 1), Some(1));
+        assert_eq!(d2h_slot("rodinia", 2), Some(0));
+        assert_eq!(mib(&check_app(&Hotspot, "large")), 3072.0);
+        assert_eq!(Hotspot.pattern_class(), Some(PatternClass::Regular));
     }
 
     #[test]

@@ -47,22 +47,35 @@
 //! **Sizes.** Every app accepts `"default"` (an input at the GPUswap evaluation's scale,
 //! where one instance's buffers take roughly 100-250 MiB, except where the program's
 //! footprint cannot scale), `"rodinia"` for the Rodinia apps (the run script's input) and
-//! its main input parameter as a plain number; all of them are read by `parse_size`.
+//! its main input parameter as a plain number; all of them are read by `parse_size`. The
+//! apps of the unified-memory study (those with a [`PatternClass`]) also accept
+//! `"uvmsmart"`, the input of the research simulator GPGPU-Sim UVM Smart
+//! (`spec/uvm-driver.md`), and `"large"` (2 to 8 GiB of buffers); those the GPUswap
+//! evaluation did not run have `"uvmsmart"` as their default.
 
 mod alloc;
+mod atax;
 mod backprop;
 mod bfs;
+mod conv2d;
 mod device;
+mod fdtd2d;
 mod heartwall;
 mod hotspot;
 mod lud;
 mod nn;
+mod nw;
+mod pathfinder;
+mod ra;
 mod random;
 mod srad_v1;
 mod srad_v2;
+mod sssp;
 mod stream;
 
-use crate::program::{Access, AccessOrder, CopyDirection, Distribution, Op, Program, Slot};
+use crate::program::{
+    Access, AccessOrder, CopyDirection, Distribution, Op, Program, Slot, WeightedRange,
+};
 use crate::timing::{ISOLATED_WRITE_BYTES, READ_TRANSACTION_BYTES};
 pub use device::DeviceShape;
 pub(crate) use device::scattered_bytes;
@@ -91,19 +104,62 @@ pub trait AppModel: Sync {
     /// The program for `size` (`"default"` always works) with its measured phase run
     /// `repeat` times (`repeat >= 1`), its traffic estimated for `device`.
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError>;
+    /// The class of its managed-memory migration pattern, for the unified-memory
+    /// workloads of the adaptive paper (`../shared/spec/uvm-adaptive.md`); `None` for
+    /// the others.
+    fn pattern_class(&self) -> Option<PatternClass> {
+        None
+    }
+    /// Other names scenario files may use for it (older or the paper's spelling).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// The migration-pattern classes of the adaptive paper: how an app's pages are touched
+/// within a kernel (in address order or not) and across kernels (re-referenced or not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PatternClass {
+    /// Each page touched in one linear pass and not again soon.
+    Streaming,
+    /// Linear passes re-referencing the same pages kernel after kernel.
+    Regular,
+    /// Re-read linear ranges next to sparse data-dependent touches.
+    Mixed,
+    /// Data-dependent touches spread over the whole allocation.
+    Random,
+}
+
+impl PatternClass {
+    /// The name tables and scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Streaming => "streaming",
+            Self::Regular => "regular",
+            Self::Mixed => "mixed",
+            Self::Random => "random",
+        }
+    }
 }
 
 /// Every built-in app, in the order `gpuswap apps` lists them.
 pub fn all() -> Vec<&'static dyn AppModel> {
     vec![
+        &conv2d::Conv2d,
+        &atax::Atax,
         &backprop::Backprop,
         &bfs::Bfs,
+        &fdtd2d::Fdtd2d,
         &heartwall::Heartwall,
         &hotspot::Hotspot,
         &lud::Lud,
         &nn::Nn,
+        &nw::Nw,
+        &pathfinder::Pathfinder,
+        &ra::Ra,
         &srad_v1::SradV1,
         &srad_v2::SradV2,
+        &sssp::Sssp,
         &alloc::Alloc,
         &stream::Stream,
         &random::Random,
@@ -112,7 +168,9 @@ pub fn all() -> Vec<&'static dyn AppModel> {
 
 /// The app called `name`.
 pub fn find(name: &str) -> Option<&'static dyn AppModel> {
-    all().into_iter().find(|a| a.name() == name)
+    all()
+        .into_iter()
+        .find(|a| a.name() == name || a.aliases().contains(&name))
 }
 
 /// Bytes an isolated read moves: one 128-byte cache line (Fermi's L1 line), the read
@@ -129,6 +187,45 @@ pub(crate) fn uniform(slot: Slot, read_bytes: u64, write_bytes: u64, order: Acce
         read_bytes,
         write_bytes,
         distribution: Distribution::Uniform,
+        order,
+    }
+}
+
+/// The research simulator's managed allocation granularity (`abstract_hardware_model.h`:
+/// `MAX_PREFETCH_SIZE`, `MIN_PREFETCH_SIZE`).
+const LARGE_BLOCK_BYTES: u64 = 2 << 20;
+const SMALL_BLOCK_BYTES: u64 = 64 << 10;
+
+/// Bytes the research simulator's `cudaMallocManaged` allocates for `data_bytes`: whole
+/// 2 MiB blocks, and the remainder rounded up to 64 KiB times a power of two.
+pub(crate) fn managed_bytes(data_bytes: u64) -> u64 {
+    let whole = data_bytes / LARGE_BLOCK_BYTES * LARGE_BLOCK_BYTES;
+    let remainder = data_bytes - whole;
+    if remainder == 0 {
+        whole
+    } else {
+        whole + remainder.next_power_of_two().max(SMALL_BLOCK_BYTES)
+    }
+}
+
+/// An access to the first `data_bytes` of a buffer allocated with [`managed_bytes`]: the
+/// rounding beyond the data is never touched.
+pub(crate) fn data_access(
+    slot: Slot,
+    data_bytes: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    order: AccessOrder,
+) -> Access {
+    Access {
+        slot,
+        read_bytes,
+        write_bytes,
+        distribution: Distribution::Ranges(vec![WeightedRange {
+            offset_bytes: 0,
+            bytes: data_bytes,
+            weight: 1.0,
+        }]),
         order,
     }
 }
@@ -427,10 +524,15 @@ mod tests {
             let program = check_app(app, "default");
             let footprint = mib(&program);
             // heartwall's buffers are fixed by its video and 51 tracked points; alloc is
-            // the fairness test's 2 GB leak.
+            // the fairness test's 2 GB leak; an app whose default is the unified-memory
+            // research simulator's input (its `uvmsmart` size) has that input's MBs.
+            let research = app
+                .program("uvmsmart", 1, gtx480())
+                .is_ok_and(|p| p == program);
             let expected = match app.name() {
                 "heartwall" => 30.0..=60.0,
                 "alloc" => 1800.0..=2000.0,
+                _ if research => 1.0..=160.0,
                 _ => 100.0..=250.0_f64,
             };
             assert!(
@@ -477,10 +579,23 @@ mod tests {
             }
         }
         // Small tables that every block reads stay in any L2 but none; lud's band tiles
-        // stay in one that holds their reuse distance.
+        // stay in one that holds their reuse distance; ra's 4 MiB table and output,
+        // touched at random, fit in the GH200's, as do sssp's 4 MiB of updating distances
+        // under its atomics.
         assert_eq!(
             depends,
-            ["backprop", "bfs", "heartwall", "lud", "srad_v1", "random"]
+            [
+                "atax",
+                "backprop",
+                "bfs",
+                "fdtd-2d",
+                "heartwall",
+                "lud",
+                "ra",
+                "srad_v1",
+                "sssp",
+                "random"
+            ]
         );
     }
 

@@ -9,7 +9,8 @@
 //! interest (rows and columns 0..=127 in the script), copies J H2D in full, launches
 //! `srad_cuda_1` and `srad_cuda_2` on (rows/16) x (cols/16) blocks of 16 x 16 threads,
 //! and copies J D2H in full. The phase body is the iteration loop (2 iterations in the
-//! script and in the default size).
+//! script and in the default size). Every iteration sweeps all six buffers again: the
+//! regular class of the adaptive unified-memory paper (`../shared/spec/uvm-adaptive.md`).
 //!
 //! # Traffic per launch (derived, see the conventions in [`super`])
 //! Each block loads its 16 x 16 tile plus a halo into shared memory:
@@ -39,22 +40,41 @@
 //!
 //! The host's statistics over the 128 x 128 region cost 1 ns per element (unconfirmed: a
 //! load, an add and a multiply-add on a Core i7-4770, rows 128 floats long).
+//!
+//! # Sizes
+//! `default` (2560 x 2560, 2 iterations) is at the GPUswap evaluation's scale, `rodinia`
+//! is the run script's input. `uvmsmart` is the input of the managed-memory version in
+//! GPGPU-Sim UVM Smart (`benchmarks/Managed/srad_v2`, run as 1024 x 1024 with 4
+//! iterations and the same region): 24 MiB of buffers. That version allocates only J
+//! managed (4 MiB: the 4 MB working set of `spec/uvm-driver.md`, whose "3072x1024" does
+//! not match its own figure nor the run script) and the five others with `cudaMalloc`;
+//! the model cannot tell them apart (mode `uvm` manages every buffer of an app), and
+//! keeps Rodinia's copies of J where that version lets the host touch J in place.
+//! `large` is 12288 x 12288 with 2 iterations (3.4 GiB).
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{
+    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
+};
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot};
 
 /// The srad_v2 app.
 pub struct SradV2;
 
 const HELP: &str = "default (2560 x 2560 image, 2 iterations, 150 MiB), rodinia (2048 x 2048, \
-                    2 iterations, 96 MiB), or an image side N for an N x N image with 2 \
-                    iterations (a multiple of 16, 16 to 8192)";
+                    2 iterations, 96 MiB), uvmsmart (1024 x 1024, 4 iterations, 24 MiB, \
+                    the research simulator's input), large (12288 x 12288, 2 iterations, \
+                    3.4 GiB), or an image side N for an N x N image with 2 iterations (a \
+                    multiple of 16, 16 to 16384)";
 /// Float size.
 const FLOAT_BYTES: u64 = 4;
 /// Tile side.
 const TILE: u64 = 16;
-/// Iterations of the script (and of every size here).
+/// Iterations of Rodinia's script, for every size but `uvmsmart`.
 const ITERATIONS: u64 = 2;
+/// Iterations of UVM Smart's script.
+const UVMSMART_ITERATIONS: u64 = 4;
+/// Image side of the size `large`: six 576 MiB buffers.
+const LARGE_SIDE: u64 = 12_288;
 /// Side of the host's region of interest (rows and columns 0..=127 in the script).
 const ROI_SIDE: u64 = 128;
 /// Host time per region element (unconfirmed, see the module doc).
@@ -62,8 +82,8 @@ const HOST_NS_PER_ELEMENT: u64 = 1;
 /// Instructions per thread of the two kernels (module doc).
 const SRAD1_OPS: u64 = 110;
 const SRAD2_OPS: u64 = 55;
-/// Largest image side: six 256 MiB buffers.
-const MAX_SIDE: u64 = 8192;
+/// Largest image side: six 1 GiB buffers.
+const MAX_SIDE: u64 = 16_384;
 
 impl AppModel for SradV2 {
     fn name(&self) -> &'static str {
@@ -79,17 +99,26 @@ impl AppModel for SradV2 {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [("default", 2560), ("rodinia", 2048)];
-        let side = parse_size(self.name(), HELP, size, &named, |n| {
+        let named = [
+            ("default", (2560, ITERATIONS)),
+            ("rodinia", (2048, ITERATIONS)),
+            ("uvmsmart", (1024, UVMSMART_ITERATIONS)),
+            ("large", (LARGE_SIDE, ITERATIONS)),
+        ];
+        let (side, iterations) = parse_size(self.name(), HELP, size, &named, |n| {
             if n == 0 || !n.is_multiple_of(TILE) || n > MAX_SIDE {
                 Err(format!(
                     "image side {n} is not a multiple of 16 between 16 and {MAX_SIDE}"
                 ))
             } else {
-                Ok(n)
+                Ok((n, ITERATIONS))
             }
         })?;
-        Ok(program(side, repeat))
+        Ok(program(side, iterations, repeat))
+    }
+
+    fn pattern_class(&self) -> Option<PatternClass> {
+        Some(PatternClass::Regular)
     }
 }
 
@@ -110,7 +139,7 @@ fn rows_read(slot: Slot, rows: u64, row_bytes: u64, weight: impl Fn(u64) -> f64)
     }
 }
 
-fn program(side: u64, repeat: u32) -> Program {
+fn program(side: u64, iterations: u64, repeat: u32) -> Program {
     let mut p = Program::default();
     let (rows, cols) = (side, side);
     let row_bytes = cols * FLOAT_BYTES;
@@ -159,7 +188,7 @@ fn program(side: u64, repeat: u32) -> Program {
         }),
         d2h(j, b),
     ];
-    let body = (0..ITERATIONS).flat_map(|_| iteration.clone()).collect();
+    let body = (0..iterations).flat_map(|_| iteration.clone()).collect();
     let setup = [j, c, e, w, s, n].map(Op::Alloc).into();
     let teardown = vec![
         Op::Sync,
@@ -188,6 +217,33 @@ mod tests {
         let p = check_app(&SradV2, "default");
         assert_eq!(mib(&p), 150.0);
         assert_eq!(launches(phase_body(&p, 1)), 4);
+    }
+
+    #[test]
+    fn uvmsmart_runs_4_iterations_large_is_gibibytes() {
+        let p = check_app(&SradV2, "uvmsmart");
+        assert_eq!(
+            p.buffers[0].bytes,
+            4 << 20,
+            "J: the 4 MB managed in the artifact"
+        );
+        assert_eq!(mib(&p), 24.0);
+        let body = phase_body(&p, 1);
+        assert_eq!(launches(body), 8, "two kernels per iteration");
+        // Every iteration sweeps all six buffers again in address order: regular.
+        let swept: std::collections::BTreeSet<_> = body[2..4]
+            .iter()
+            .flat_map(|op| match op {
+                Op::Launch(k) => k.accesses.clone(),
+                _ => panic!("the two kernels"),
+            })
+            .inspect(|a| assert_eq!(a.order, AccessOrder::Linear))
+            .map(|a| a.slot)
+            .collect();
+        assert_eq!(swept.len(), 6);
+        let large = mib(&check_app(&SradV2, "large")) / 1024.0;
+        assert!((2.0..=8.0).contains(&large), "{large} GiB");
+        assert_eq!(SradV2.pattern_class(), Some(PatternClass::Regular));
     }
 
     #[test]
@@ -233,7 +289,7 @@ mod tests {
     #[test]
     fn bad_sizes_are_rejected() {
         rejects(&SradV2, "100", "multiple of 16");
-        rejects(&SradV2, "16384", "8192");
+        rejects(&SradV2, "16400", "16384");
         rejects(&SradV2, "2048x2048", "not a size");
     }
 }

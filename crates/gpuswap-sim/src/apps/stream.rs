@@ -1,33 +1,52 @@
-//! `stream`: the STREAM triad `a[j] = b[j] + s c[j]` on three float arrays, as in the
-//! managed-memory benchmarks of GPGPU-Sim UVM Smart (`spec/apps.md`: 2^20 floats per
-//! array there, 12 MiB).
+//! `stream_triad` (formerly `stream`): the STREAM triad on three float arrays, as in the
+//! managed-memory benchmarks of GPGPU-Sim UVM Smart (`benchmarks/Managed/StreamTriad`),
+//! the streaming workload of the adaptive unified-memory paper
+//! (`../shared/spec/uvm-adaptive.md`).
 //!
-//! Buffers `a` (written), `b`, `c` (read), n floats each, in that order. The host
-//! initialises all three (setup: H2D of each) and reads `a` after (teardown: D2H). The
-//! phase body is one launch of `triad`, one thread per element, and a synchronization
-//! (a timing loop waits for each kernel). Traffic: `b` and `c` read linearly in full, `a`
-//! written linearly in full. Compute: about 8 instructions per thread (index, bound
-//! test, two loads, a multiply-add, the store): 0.67 instructions per byte, far below the
-//! GTX 480 model's balance of 3.8, so memory bound, as STREAM is meant to be.
+//! The real program computes `z[j] = s x[j] + y[j]` on 2^20 floats per array (12 MiB, the
+//! 12 MB of `spec/uvm-driver.md`: the size `uvmsmart`); its grid-stride loop has exactly
+//! one thread per element at that size (4096 blocks of 256). The `default` size keeps the
+//! GPUswap evaluation's scale, 2^24 floats per array.
+//!
+//! Buffers `a` (written, the program's `z`), `b`, `c` (read, `x` and `y`), n floats
+//! each, in that order. The host initialises all three (setup: H2D of each) and reads
+//! `a` after (teardown: D2H). The phase body is one launch of `triad`, one thread per
+//! element, and a synchronization (the program waits for the kernel before reading the
+//! result). Traffic: `b` and `c` read linearly in full, `a` written linearly in full:
+//! every page touched once per launch, in one pass, and again only in the next
+//! repetition, after all the others. Compute: about 8 instructions per thread (index,
+//! bound test, two loads, a multiply-add, the store): 0.67 instructions per byte, far
+//! below the GTX 480 model's balance of 3.8, so memory bound, as STREAM is meant to be.
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{
+    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
+};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
-/// The stream app.
+/// The stream_triad app.
 pub struct Stream;
 
 const HELP: &str = "default (2^24 = 16777216 floats per array, 192 MiB), uvmsmart (2^20 \
-                    floats, 12 MiB), or a number of floats per array (1 to 268435456)";
+                    floats, 12 MiB, the research simulator's input), large (2^28 floats, \
+                    3 GiB), or a number of floats per array (1 to 268435456)";
 /// Float size.
 const FLOAT_BYTES: u64 = 4;
 /// Instructions per thread.
 const OPS_PER_THREAD: u64 = 8;
-/// Largest array accepted: three 1 GiB arrays.
+/// Largest array accepted, and the size `large`: three 1 GiB arrays.
 const MAX_ELEMENTS: u64 = 1 << 28;
 
 impl AppModel for Stream {
     fn name(&self) -> &'static str {
-        "stream"
+        "stream_triad"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["stream"]
+    }
+
+    fn pattern_class(&self) -> Option<PatternClass> {
+        Some(PatternClass::Streaming)
     }
 
     fn description(&self) -> &'static str {
@@ -39,7 +58,11 @@ impl AppModel for Stream {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [("default", 1 << 24), ("uvmsmart", 1 << 20)];
+        let named = [
+            ("default", 1 << 24),
+            ("uvmsmart", 1 << 20),
+            ("large", MAX_ELEMENTS),
+        ];
         let elements = parse_size(self.name(), HELP, size, &named, |n| {
             if (1..=MAX_ELEMENTS).contains(&n) {
                 Ok(n)
@@ -86,6 +109,14 @@ mod tests {
         assert_eq!(mib(&check_app(&Stream, "default")), 192.0);
         assert_eq!(mib(&check_app(&Stream, "uvmsmart")), 12.0);
         assert_eq!(check_app(&Stream, "1000").peak_allocated_bytes(), 12_000);
+        assert_eq!(mib(&check_app(&Stream, "large")), 3072.0);
+    }
+
+    #[test]
+    fn the_old_name_still_finds_it() {
+        let app = crate::apps::find("stream").expect("the alias");
+        assert_eq!(app.name(), "stream_triad");
+        assert_eq!(app.pattern_class(), Some(PatternClass::Streaming));
     }
 
     #[test]
@@ -100,6 +131,8 @@ mod tests {
             (k.ops as f64 / 12_000.0) < 672e9 / 177.4e9 / 4.0,
             "memory bound"
         );
+        // One linear pass over each array: streaming.
+        assert!(k.accesses.iter().all(|a| a.order == AccessOrder::Linear));
     }
 
     #[test]
