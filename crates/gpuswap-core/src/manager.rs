@@ -108,6 +108,7 @@ impl Manager {
                     eviction: (eviction.build)(),
                     migration,
                     thrashing,
+                    invalidate_clean: settings.choice("invalidate_clean") == "true",
                 },
             )
         });

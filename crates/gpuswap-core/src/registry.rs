@@ -180,6 +180,24 @@ const ADAPTIVE_THRESHOLD_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("false"),
 };
 
+const INVALIDATE_CLEAN_PARAM: ParamSpec = ParamSpec {
+    key: "invalidate_clean",
+    help: "evicted pages no kernel wrote are dropped instead of copied back to the host",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new(
+                "false",
+                "every evicted page is copied back (the driver's behaviour)",
+            ),
+            Choice::new(
+                "true",
+                "clean pages are dropped; only written ones are copied",
+            ),
+        ]
+    }),
+    default: ParamDefault::Choice("false"),
+};
+
 const THRASHING_PARAM: ParamSpec = ParamSpec {
     key: "thrashing",
     help: "the driver's thrashing detection: throttle pages that bounce within 500 us, pin them in host memory after 10 throttles",
@@ -278,6 +296,7 @@ pub static POLICIES: &[PolicyEntry] = &[
             MIGRATE_THRESHOLD_PARAM,
             ADAPTIVE_THRESHOLD_PARAM,
             THRASHING_PARAM,
+            INVALIDATE_CLEAN_PARAM,
             OPTIMUM_PARAM,
         ],
         scheduler: "pass-through",

@@ -104,6 +104,15 @@ pub struct UvmReport {
     pub prefetched_unused: u64,
     /// Time its kernels stalled on fault batches.
     pub fault_stall_ns: u64,
+    /// Touches served from host memory over the link (delayed or zero-copy migration,
+    /// pages pinned by the thrashing mitigation).
+    pub remote_touches: u64,
+    /// Fault batches that waited a nap for thrashing pages.
+    pub throttles: u64,
+    /// Pages the thrashing mitigation pinned in host memory.
+    pub pins: u64,
+    /// Evicted clean pages dropped instead of copied back (`invalidate_clean`).
+    pub pages_dropped: u64,
     /// Belady's bound on the same page stream at the same VRAM (null unless `optimum =
     /// true`).
     pub optimum_pages_in: Option<u64>,
@@ -142,6 +151,8 @@ pub struct SystemReport {
     pub link_utilization_to_device: f64,
     /// Utilization of the link toward the host over the run.
     pub link_utilization_to_host: f64,
+    /// The busier direction's utilization (unified memory's migrations included).
+    pub link_utilization: f64,
 }
 
 /// The report of one scenario run.
@@ -325,6 +336,10 @@ fn build(
                 pages_prefetched: p.stats.pages_prefetched,
                 prefetched_unused: p.stats.prefetched_unused,
                 fault_stall_ns: p.fault_stall_ns,
+                remote_touches: p.stats.remote_touches,
+                throttles: p.stats.throttles,
+                pins: p.stats.pins,
+                pages_dropped: p.stats.pages_dropped,
                 optimum_pages_in: p.optimum_pages_in,
             }),
         })
@@ -340,6 +355,7 @@ fn build(
         tenants_failed: tenants.iter().filter(|t| t.error.is_some()).count(),
         link_utilization_to_device: outcome.link_utilization.0,
         link_utilization_to_host: outcome.link_utilization.1,
+        link_utilization: outcome.link_utilization.0.max(outcome.link_utilization.1),
         // fold from +0.0: an empty float sum is -0.0.
         stp: slowdowns.iter().fold(0.0, |sum, s| sum + 1.0 / s),
         antt: if slowdowns.is_empty() {

@@ -214,7 +214,7 @@ pub fn eviction_mean_ns(report: &Report) -> Option<f64> {
 }
 
 /// System figures summarized per grid point: every tenant run's, then unified memory's.
-pub(super) const SUMMARY_METRICS: [&str; 13] = [
+pub(super) const SUMMARY_METRICS: [&str; 19] = [
     "slowest_phase_ns",
     "makespan_ns",
     "stp",
@@ -228,6 +228,12 @@ pub(super) const SUMMARY_METRICS: [&str; 13] = [
     "pages_out",
     "pages_thrashed",
     "fault_stall_ns",
+    "fault_batches",
+    "pages_prefetched",
+    "prefetched_unused",
+    "remote_touches",
+    "remote_bytes",
+    "link_utilization",
 ];
 
 fn metric(report: &Report, name: &str) -> Option<f64> {
@@ -246,6 +252,12 @@ fn metric(report: &Report, name: &str) -> Option<f64> {
         "pages_out" => paging_sum(report, |u| u.pages_out),
         "pages_thrashed" => paging_sum(report, |u| u.pages_thrashed),
         "fault_stall_ns" => paging_sum(report, |u| u.fault_stall_ns),
+        "fault_batches" => paging_sum(report, |u| u.fault_batches),
+        "pages_prefetched" => paging_sum(report, |u| u.pages_prefetched),
+        "prefetched_unused" => paging_sum(report, |u| u.prefetched_unused),
+        "remote_touches" => paging_sum(report, |u| u.remote_touches),
+        "remote_bytes" => Some(report.tenants.iter().map(|t| t.remote_bytes as f64).sum()),
+        "link_utilization" => Some(s.link_utilization),
         _ => None,
     }
 }

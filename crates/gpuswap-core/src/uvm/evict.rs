@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::pages::Pages;
+use super::pages::{PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
 
 /// Chooses eviction victims.
 pub trait Eviction: std::fmt::Debug + Send {
@@ -60,7 +60,18 @@ pub static EVICTIONS: &[EvictionEntry] = &[
     EvictionEntry {
         name: "sequential-64k",
         description: "whole 64 KiB big pages in the order they became resident",
-        build: || Box::<BigPageFifo>::default(),
+        build: || Box::<BigPageOrder>::default(),
+    },
+    EvictionEntry {
+        name: "tree",
+        description: "least recently touched 64 KiB big page, then every node of its 2 MiB block's tree left less than half resident (the research simulator's pre-eviction)",
+        build: || {
+            Box::new(BigPageOrder {
+                refresh: true,
+                drain_tree: true,
+                ..BigPageOrder::default()
+            })
+        },
     },
 ];
 
@@ -223,24 +234,48 @@ impl Eviction for RandomPage {
     }
 }
 
-/// 64 KiB big pages in the order they became resident (first pages of them).
+/// 64 KiB big pages in the order they became resident (`sequential-64k`) or were last
+/// touched (`tree`), with the research simulator's tree-based pre-eviction for `tree`.
 #[derive(Debug, Default)]
-struct BigPageFifo {
+struct BigPageOrder {
+    /// Touches refresh a big page's place (least recently used first).
+    refresh: bool,
+    /// After a victim big page, every node of the block's tree above it left less than
+    /// half resident is drained too (the inverse of the tree prefetcher).
+    drain_tree: bool,
     order: BTreeSet<(u64, u32, u8)>,
     since: HashMap<(u32, u8), u64>,
 }
 
-impl Eviction for BigPageFifo {
-    fn resident(&mut self, block: u32, pages: Pages, _: bool, seq: u64) {
+impl BigPageOrder {
+    fn set(&mut self, block: u32, pages: Pages, seq: u64, refresh: bool) {
         for big in big_pages(pages) {
-            if let std::collections::hash_map::Entry::Vacant(e) = self.since.entry((block, big)) {
-                e.insert(seq);
-                self.order.insert((seq, block, big));
+            match self.since.entry((block, big)) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(seq);
+                    self.order.insert((seq, block, big));
+                }
+                std::collections::hash_map::Entry::Occupied(mut e) if refresh => {
+                    self.order.remove(&(*e.get(), block, big));
+                    e.insert(seq);
+                    self.order.insert((seq, block, big));
+                }
+                std::collections::hash_map::Entry::Occupied(_) => {}
             }
         }
     }
+}
 
-    fn touched(&mut self, _: u32, _: Pages, _: u64) {}
+impl Eviction for BigPageOrder {
+    fn resident(&mut self, block: u32, pages: Pages, _: bool, seq: u64) {
+        self.set(block, pages, seq, self.refresh);
+    }
+
+    fn touched(&mut self, block: u32, pages: Pages, seq: u64) {
+        if self.refresh {
+            self.set(block, pages, seq, true);
+        }
+    }
 
     fn left(&mut self, block: u32, pages: Pages, _: bool) {
         // A big page leaves the order when a page of it leaves: its pages go together.
@@ -252,17 +287,30 @@ impl Eviction for BigPageFifo {
     }
 
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
-        self.order.iter().next().map(|(_, block, big)| {
-            let start = usize::from(*big) * super::pages::PAGES_PER_BIG_PAGE;
-            let pages = Pages::range(start, start + super::pages::PAGES_PER_BIG_PAGE);
-            (*block, pages & resident(*block))
-        })
+        let &(_, block, big) = self.order.iter().next()?;
+        let resident = resident(block);
+        let start = usize::from(big) * PAGES_PER_BIG_PAGE;
+        let mut victim = Pages::range(start, start + PAGES_PER_BIG_PAGE) & resident;
+        if self.drain_tree {
+            // Walk up from the big page: a node whose pages left in VRAM fall below half
+            // of it goes whole (UVM Smart's tree-based neighbourhood eviction).
+            let mut size = 2 * PAGES_PER_BIG_PAGE;
+            while size <= PAGES_PER_BLOCK {
+                let node = start / size * size;
+                let left = resident.without(victim).count_range(node, node + size);
+                if left * 2 < size {
+                    victim |= resident & Pages::range(node, node + size);
+                }
+                size *= 2;
+            }
+        }
+        Some((block, victim))
     }
 }
 
 /// The 64 KiB big pages with a page in `pages`.
 fn big_pages(pages: Pages) -> impl Iterator<Item = u8> {
     let widened = pages.widened_to_big_pages();
-    (0..(super::pages::PAGES_PER_BLOCK / super::pages::PAGES_PER_BIG_PAGE) as u8)
-        .filter(move |b| widened.contains(usize::from(*b) * super::pages::PAGES_PER_BIG_PAGE))
+    (0..(PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE) as u8)
+        .filter(move |b| widened.contains(usize::from(*b) * PAGES_PER_BIG_PAGE))
 }

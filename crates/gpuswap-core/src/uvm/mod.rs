@@ -54,6 +54,10 @@ pub struct PagingConfig {
     pub migration: Migration,
     /// The driver's thrashing detection (`None`: off).
     pub thrashing: Option<ThrashingParams>,
+    /// Evicted pages no kernel wrote since they arrived are dropped, not copied back
+    /// (the host's copy is still good); `false`: every evicted page is copied back, as the
+    /// driver does.
+    pub invalidate_clean: bool,
 }
 
 impl PagingConfig {
@@ -64,6 +68,7 @@ impl PagingConfig {
             eviction,
             migration: Migration::OnFault,
             thrashing: Some(ThrashingParams::default()),
+            invalidate_clean: false,
         }
     }
 }
@@ -75,6 +80,8 @@ pub struct Serviced {
     pub pages_in: u64,
     /// Pages evicted to host memory.
     pub pages_out: u64,
+    /// Of those, pages copied back (the others were clean and dropped).
+    pub pages_written_back: u64,
     /// VA blocks pages were migrated into (one transfer each).
     pub blocks_in: u64,
     /// How long the batch waited for thrashing throttles (one nap when any page was
@@ -116,6 +123,8 @@ pub struct PagingStats {
     pub pages_in: u64,
     /// Pages evicted to host memory.
     pub pages_out: u64,
+    /// Evicted pages dropped because they were clean (`invalidate_clean`).
+    pub pages_dropped: u64,
     /// Faulted pages that had been evicted before (evicted, then needed again).
     pub pages_thrashed: u64,
     /// Pages migrated without being faulted (the prefetcher's choice).
@@ -144,6 +153,8 @@ struct Block {
     evicted: Pages,
     /// Prefetched pages not touched since.
     prefetched: Pages,
+    /// Pages written since they arrived in VRAM.
+    dirty: Pages,
     /// Remote reads since the block last left VRAM (delayed migration's access counter).
     counter: u32,
     /// Times pages of the block were evicted (delayed migration's round trips).
@@ -177,6 +188,9 @@ pub struct Paging {
     eviction: Box<dyn Eviction>,
     migration: Migration,
     thrashing: Option<ThrashingParams>,
+    invalidate_clean: bool,
+    /// Pages copied back to the host so far (the batches' transfers are the differences).
+    written_back: u64,
     /// Whether anything was evicted yet (the adaptive threshold applies from then).
     oversubscribed: bool,
     seq: u64,
@@ -198,6 +212,8 @@ impl Paging {
             eviction: config.eviction,
             migration: config.migration,
             thrashing: config.thrashing,
+            invalidate_clean: config.invalidate_clean,
+            written_back: 0,
             oversubscribed: false,
             seq: 0,
             stats: Vec::new(),
@@ -317,6 +333,9 @@ impl Paging {
             let stats = &mut self.stats[block.owner as usize];
             if block.resident.contains(i) {
                 block.prefetched.remove(i);
+                if kind == AccessKind::Write {
+                    block.dirty.insert(i);
+                }
                 stats.touches += 1;
                 self.seq += 1;
                 self.eviction.touched(b, Pages::single(i), self.seq);
@@ -328,6 +347,9 @@ impl Paging {
             // Away with nothing pinned in its block: coalesced into the batch, or a fault.
             if self.migration == Migration::OnFault && block.thrash.is_none() {
                 stats.touches += 1;
+                if kind == AccessKind::Write {
+                    block.dirty.insert(i);
+                }
                 if !block.in_flight.contains(i) {
                     assert!(
                         block.valid.contains(i),
@@ -389,6 +411,10 @@ impl Paging {
         let resident = range & block.resident;
         block.prefetched = block.prefetched.without(resident);
         block.in_flight |= faults;
+        // A written page is dirty in VRAM (one waiting in a batch, once it arrives).
+        if kind == AccessKind::Write {
+            block.dirty |= range & (block.resident | block.in_flight);
+        }
         if let Serve::Counter(threshold) = rule {
             let away = remote.without(block.pinned()) | faults;
             block.counter = block
@@ -449,6 +475,7 @@ impl Paging {
         }
         let mut at = 0;
         let mut serviced = Serviced::default();
+        let written_before = self.written_back;
         while at < by_block.len() {
             let b = by_block[at].0;
             let mut faulted = Pages::EMPTY;
@@ -468,6 +495,7 @@ impl Paging {
             serviced.pages_out += pages_out;
             serviced.blocks_in += u64::from(pages_in > 0);
         }
+        serviced.pages_written_back = self.written_back - written_before;
         serviced
     }
 
@@ -580,11 +608,19 @@ impl Paging {
         }
         let unused = (block.prefetched & pages).count() as u64;
         block.prefetched = block.prefetched.without(pages);
+        let written = if self.invalidate_clean {
+            (block.dirty & pages).count() as u64
+        } else {
+            n
+        };
+        block.dirty = block.dirty.without(pages);
+        self.written_back += written;
         let emptied = block.resident.is_empty();
         self.resident_pages -= n;
         self.oversubscribed = true;
         let stats = &mut self.stats[block.owner as usize];
         stats.pages_out += n;
+        stats.pages_dropped += n - written;
         stats.prefetched_unused += unused;
         self.eviction.left(v, pages, emptied);
         n

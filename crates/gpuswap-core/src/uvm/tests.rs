@@ -389,3 +389,58 @@ fn thrashing_pages_are_throttled_then_pinned_and_read_remotely() {
     assert_eq!(off.stats(0).far_faults, 80);
     assert_eq!(off.stats(0).remote_touches, 0);
 }
+
+#[test]
+fn tree_eviction_drains_the_nodes_a_victim_leaves_less_than_half_resident() {
+    let tree = |resident: Pages, touched_last: Pages| {
+        let mut e = (find_eviction("tree").unwrap().build)();
+        e.resident(0, resident, true, 1);
+        e.touched(0, touched_last, 2);
+        e.victim(&|_| resident, u32::MAX).unwrap()
+    };
+    // Big pages 0, 1 and 4 resident, 0 least recently touched: evicting it leaves node
+    // 0..64 a quarter full and node 0..128 an eighth: both drain, so everything goes.
+    let sparse = Pages::range(0, 32) | Pages::range(64, 80);
+    let touched = Pages::range(16, 32) | Pages::range(64, 80);
+    assert_eq!(tree(sparse, touched), (0, sparse));
+    // More than half the block resident (18 of 32 big pages): after the victim every node
+    // above it is still at least half full.
+    let dense = Pages::range(0, 288);
+    assert_eq!(tree(dense, Pages::range(16, 288)), (0, Pages::range(0, 16)));
+    // Touches refresh: the least recently touched big page goes first.
+    assert_eq!(tree(dense, Pages::range(0, 16)).1, Pages::range(16, 32));
+    // Exactly half: the root falls below half once the victim goes, and drains.
+    let half = Pages::range(0, 256);
+    assert_eq!(tree(half, Pages::range(16, 256)).1, half);
+}
+
+#[test]
+fn invalidate_clean_drops_pages_nobody_wrote_and_copies_back_the_rest() {
+    for invalidate_clean in [false, true] {
+        let mut p = Paging::new(
+            2 * MIB,
+            PagingConfig {
+                invalidate_clean,
+                ..config("none", "fifo-2mb")
+            },
+        );
+        let base = p.add_allocation(0, 4 * MIB);
+        let mut faults = Vec::new();
+        // Block 0: 100 pages read, 50 written (one of them read first, then written).
+        p.touch_run(base, 100, AccessKind::Read, 0, &mut faults, 512);
+        p.touch_run(base + 99, 50, AccessKind::Write, 0, &mut faults, 512);
+        p.service(&faults, 0);
+        faults.clear();
+        // Block 1 fills VRAM: block 0 goes (FIFO).
+        p.touch_run(base + 512, 512, AccessKind::Read, 0, &mut faults, 512);
+        let s = p.service(&faults, 0);
+        assert_eq!(s.pages_out, 149);
+        let written = if invalidate_clean { 50 } else { 149 };
+        assert_eq!(
+            s.pages_written_back, written,
+            "invalidate_clean {invalidate_clean}"
+        );
+        assert_eq!(p.stats(0).pages_dropped, 149 - written);
+        p.check_invariants().unwrap();
+    }
+}

@@ -102,26 +102,33 @@ impl Engine {
     fn service_batch(&mut self, faults: &[u64], now_ns: u64) -> u64 {
         let Serviced {
             pages_in,
-            pages_out,
+            pages_written_back,
             blocks_in,
             nap_ns,
+            ..
         } = self.manager.handle_faults(faults, now_ns);
         let link = &self.preset.link;
         let rate = |peak: f64, transfer_bytes: u64| match link.size_curve_k_per_kib {
             Some(k) => crate::link::size_curve_bytes_per_s(peak, k, transfer_bytes),
             None => peak,
         };
-        let mut ns = (self.preset.fault_service_ns + nap_ns) as f64;
-        if pages_out > 0 {
-            let bytes = pages_out * PAGE_BYTES;
-            ns +=
-                bytes as f64 / rate(link.d2h_bytes_per_s, bytes.min(EVICTION_TRANSFER_BYTES)) * 1e9;
-        }
-        if pages_in > 0 {
-            let bytes = pages_in * PAGE_BYTES;
-            ns += bytes as f64 / rate(link.h2d_bytes_per_s, bytes / blocks_in.max(1)) * 1e9;
-        }
-        ns.round() as u64
+        // Dropped clean pages cost nothing on the link.
+        let out_bytes = pages_written_back * PAGE_BYTES;
+        let out_ns = if out_bytes > 0 {
+            out_bytes as f64 / rate(link.d2h_bytes_per_s, out_bytes.min(EVICTION_TRANSFER_BYTES))
+                * 1e9
+        } else {
+            0.0
+        };
+        let in_bytes = pages_in * PAGE_BYTES;
+        let in_ns = if in_bytes > 0 {
+            in_bytes as f64 / rate(link.h2d_bytes_per_s, in_bytes / blocks_in.max(1)) * 1e9
+        } else {
+            0.0
+        };
+        self.paging_link_ns.0 += in_ns;
+        self.paging_link_ns.1 += out_ns;
+        ((self.preset.fault_service_ns + nap_ns) as f64 + out_ns + in_ns).round() as u64
     }
 }
 
