@@ -337,6 +337,52 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             width,
         );
     }
+    if report.tenants.iter().any(|t| t.uvm.is_some()) {
+        out += "\n";
+        out += &wrap(
+            "unified memory: far faults, batches, pages migrated in and out (4 KiB), thrashed (evicted, then faulted again), prefetched and never used, served remotely, and time stalled on faults",
+            width.unwrap_or(usize::MAX),
+            0,
+        );
+        let count = |n: u64| n.to_string();
+        let rows: Vec<Vec<String>> = report
+            .tenants
+            .iter()
+            .filter_map(|t| t.uvm.as_ref().map(|u| (t, u)))
+            .map(|(t, u)| {
+                vec![
+                    t.name.clone(),
+                    count(u.far_faults),
+                    count(u.fault_batches),
+                    count(u.pages_in),
+                    count(u.pages_out),
+                    count(u.pages_thrashed),
+                    format!("{} / {}", u.prefetched_unused, u.pages_prefetched),
+                    count(u.remote_touches),
+                    format!("{} / {}", u.throttles, u.pins),
+                    format_ns(u.fault_stall_ns),
+                    u.optimum_pages_in.map_or("-".into(), count),
+                ]
+            })
+            .collect();
+        out += &table(
+            &[
+                "tenant",
+                "far faults",
+                "batches",
+                "pages in",
+                "pages out",
+                "thrashed",
+                "unused / prefetched",
+                "remote touches",
+                "throttles / pins",
+                "fault stall",
+                "optimum in",
+            ],
+            &rows,
+            width,
+        );
+    }
     let s = &report.system;
     let n = report.tenants.len();
     let ran = n - s.tenants_failed;

@@ -20,8 +20,11 @@ use crate::registry::PolicySettings;
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
+use crate::uvm::pages::PAGE_BYTES;
 use crate::uvm::thrash::ThrashingParams;
-use crate::uvm::{AccessKind, Migration, Paging, PagingConfig, PagingStats, Serviced, Touched};
+use crate::uvm::{
+    AccessKind, Migration, Paging, PagingConfig, PagingStats, Serviced, Touched, Victim,
+};
 
 /// Fixed settings of a manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +112,10 @@ impl Manager {
                     migration,
                     thrashing,
                     invalidate_clean: settings.choice("invalidate_clean") == "true",
+                    victim: match settings.choice("victim") {
+                        "largest-share" => Victim::LargestShare,
+                        _ => Victim::Any,
+                    },
                 },
             )
         });
@@ -171,7 +178,20 @@ impl Manager {
 
     /// Memory figures of a tenant (zero for a tenant the manager has not seen).
     pub fn usage(&self, tenant: TenantId) -> TenantUsage {
-        self.books.usage(tenant)
+        let usage = self.books.usage(tenant);
+        // Managed memory's pages are the paging machine's business, not the books'
+        // (which keep managed buffers in host memory): they add to VRAM held.
+        match &self.paging {
+            Some(paging) => {
+                let (now, peak) = paging.owner_pages(tenant.0);
+                TenantUsage {
+                    vram_bytes: usage.vram_bytes + now * PAGE_BYTES,
+                    vram_peak_bytes: usage.vram_peak_bytes + peak * PAGE_BYTES,
+                    ..usage
+                }
+            }
+            None => usage,
+        }
     }
 
     /// Whether a relocation is in progress (allocation requests wait for it).

@@ -198,6 +198,24 @@ const INVALIDATE_CLEAN_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("false"),
 };
 
+const UVM_VICTIM_PARAM: ParamSpec = ParamSpec {
+    key: "victim",
+    help: "whose pages make room when a migration needs it",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new(
+                "any",
+                "the eviction policy's choice among every tenant's pages (the driver has no notion of tenants)",
+            ),
+            Choice::new(
+                "largest-share",
+                "the tenant with the most pages in VRAM, then the eviction policy's order within its pages",
+            ),
+        ]
+    }),
+    default: ParamDefault::Choice("any"),
+};
+
 const THRASHING_PARAM: ParamSpec = ParamSpec {
     key: "thrashing",
     help: "the driver's thrashing detection: throttle pages that bounce within 500 us, pin them in host memory after 10 throttles",
@@ -292,6 +310,7 @@ pub static POLICIES: &[PolicyEntry] = &[
         params: &[
             PREFETCH_PARAM,
             EVICTION_PARAM,
+            UVM_VICTIM_PARAM,
             MIGRATION_PARAM,
             MIGRATE_THRESHOLD_PARAM,
             ADAPTIVE_THRESHOLD_PARAM,

@@ -15,8 +15,10 @@ pub trait Eviction: std::fmt::Debug + Send {
     fn left(&mut self, block: u32, pages: Pages, emptied: bool);
     /// What to evict next: a block and its pages to evict (resident ones). Whole-block
     /// policies never choose `protect`, the block being serviced (its pages are the ones
-    /// wanted); single-page ones may take its other pages. `resident` gives each block's
-    /// resident pages.
+    /// wanted); single-page ones may take its other pages. `resident` gives the pages of
+    /// each block the victim may come from: its resident pages, or none where the block
+    /// is not a candidate (another tenant's under per-tenant eviction); the policy skips
+    /// those in its order.
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, protect: u32) -> Option<(u32, Pages)>;
 }
 
@@ -143,8 +145,9 @@ impl Eviction for BlockOrder {
         self.order
             .iter()
             .map(|(_, b)| *b)
-            .find(|b| *b != protect)
+            .filter(|b| *b != protect)
             .map(|b| (b, resident(b)))
+            .find(|(_, pages)| !pages.is_empty())
     }
 }
 
@@ -186,10 +189,10 @@ impl Eviction for PageLru {
         }
     }
 
-    fn victim(&mut self, _: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
+    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
         self.order
             .iter()
-            .next()
+            .find(|(_, b, p)| resident(*b).contains(usize::from(*p)))
             .map(|(_, b, p)| (*b, Pages::single(usize::from(*p))))
     }
 }
@@ -227,8 +230,14 @@ impl Eviction for RandomPage {
             return None;
         }
         let i = self.draw(n);
-        let block = *self.blocks.iter().nth(i)?;
-        let pages = resident(block);
+        // The drawn block, or the next one (cyclically) the victim may take from.
+        let (block, pages) = self
+            .blocks
+            .iter()
+            .skip(i)
+            .chain(self.blocks.iter().take(i))
+            .map(|b| (*b, resident(*b)))
+            .find(|(_, pages)| !pages.is_empty())?;
         let k = self.draw(pages.count());
         pages.iter().nth(k).map(|p| (block, Pages::single(p)))
     }
@@ -287,8 +296,14 @@ impl Eviction for BigPageOrder {
     }
 
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
-        let &(_, block, big) = self.order.iter().next()?;
-        let resident = resident(block);
+        let (block, big, resident) = self.order.iter().find_map(|&(_, block, big)| {
+            let pages = resident(block);
+            let start = usize::from(big) * PAGES_PER_BIG_PAGE;
+            pages
+                .count_range(start, start + PAGES_PER_BIG_PAGE)
+                .gt(&0)
+                .then_some((block, big, pages))
+        })?;
         let start = usize::from(big) * PAGES_PER_BIG_PAGE;
         let mut victim = Pages::range(start, start + PAGES_PER_BIG_PAGE) & resident;
         if self.drain_tree {

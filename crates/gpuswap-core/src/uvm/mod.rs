@@ -58,6 +58,19 @@ pub struct PagingConfig {
     /// (the host's copy is still good); `false`: every evicted page is copied back, as the
     /// driver does.
     pub invalidate_clean: bool,
+    /// Whose pages make room: anybody's in the eviction policy's order (the driver has
+    /// no notion of tenants), or the largest holder's first.
+    pub victim: Victim,
+}
+
+/// Whose pages an eviction takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Victim {
+    /// The eviction policy's choice among all resident pages (the driver's behaviour).
+    Any,
+    /// The tenant (allocation owner) with the most pages in VRAM, then the eviction
+    /// policy's order within its pages: a fairness no driver has today.
+    LargestShare,
 }
 
 impl PagingConfig {
@@ -69,6 +82,7 @@ impl PagingConfig {
             migration: Migration::OnFault,
             thrashing: Some(ThrashingParams::default()),
             invalidate_clean: false,
+            victim: Victim::Any,
         }
     }
 }
@@ -189,6 +203,13 @@ pub struct Paging {
     migration: Migration,
     thrashing: Option<ThrashingParams>,
     invalidate_clean: bool,
+    victim: Victim,
+    /// Pages in VRAM per owner, and the owners by them (largest last) for
+    /// [`Victim::LargestShare`].
+    resident_by_owner: Vec<u64>,
+    /// The most pages each owner had in VRAM at once.
+    peak_by_owner: Vec<u64>,
+    by_share: std::collections::BTreeSet<(u64, u32)>,
     /// Pages copied back to the host so far (the batches' transfers are the differences).
     written_back: u64,
     /// Whether anything was evicted yet (the adaptive threshold applies from then).
@@ -213,6 +234,10 @@ impl Paging {
             migration: config.migration,
             thrashing: config.thrashing,
             invalidate_clean: config.invalidate_clean,
+            victim: config.victim,
+            resident_by_owner: Vec::new(),
+            peak_by_owner: Vec::new(),
+            by_share: std::collections::BTreeSet::new(),
             written_back: 0,
             oversubscribed: false,
             seq: 0,
@@ -237,6 +262,8 @@ impl Paging {
         if self.stats.len() <= owner as usize {
             self.stats
                 .resize(owner as usize + 1, PagingStats::default());
+            self.resident_by_owner.resize(owner as usize + 1, 0);
+            self.peak_by_owner.resize(owner as usize + 1, 0);
         }
         first
     }
@@ -248,12 +275,12 @@ impl Paging {
         let start = split(first).0;
         for b in start..start + blocks as u32 {
             let block = &mut self.blocks[b as usize];
-            let pages = block.resident;
-            self.resident_pages -= pages.count() as u64;
+            let (owner, pages) = (block.owner, block.resident);
             *block = Block {
-                owner: block.owner,
+                owner,
                 ..Block::default()
             };
+            self.count_resident(owner, -(pages.count() as i64));
             if !pages.is_empty() {
                 self.eviction.left(b, pages, true);
             }
@@ -266,11 +293,9 @@ impl Paging {
         self.reserved_bytes += bytes;
         self.recompute_capacity();
         while self.resident_pages > self.capacity_pages {
-            let blocks = &self.blocks;
-            let victim = self
-                .eviction
-                .victim(&|v| blocks[v as usize].resident, u32::MAX);
-            let Some((v, pages)) = victim else { break };
+            let Some((v, pages)) = self.choose_victim(u32::MAX) else {
+                break;
+            };
             let pages = pages & self.blocks[v as usize].resident;
             if self.evict(v, pages, None) == 0 {
                 break;
@@ -303,6 +328,12 @@ impl Paging {
     /// Pages in VRAM.
     pub fn resident_pages(&self) -> u64 {
         self.resident_pages
+    }
+
+    /// `owner`'s pages in VRAM now and at most so far.
+    pub fn owner_pages(&self, owner: u32) -> (u64, u64) {
+        let get = |v: &Vec<u64>| v.get(owner as usize).copied().unwrap_or(0);
+        (get(&self.resident_by_owner), get(&self.peak_by_owner))
     }
 
     /// A kernel touches pages `first..first + len` in address order at `now_ns`. Pages
@@ -540,13 +571,7 @@ impl Paging {
             if wanted.count() as u64 <= room {
                 break;
             }
-            let blocks = &self.blocks;
-            // A victim with nothing resident left would never make room: as no victim.
-            let victim = self
-                .eviction
-                .victim(&|v| blocks[v as usize].resident, b)
-                .filter(|(v, pages)| !(*pages & blocks[*v as usize].resident).is_empty());
-            match victim {
+            match self.choose_victim(b) {
                 Some((v, pages)) => {
                     let pages = pages & self.blocks[v as usize].resident;
                     evicted += self.evict(v, pages, Some(now_ns));
@@ -572,8 +597,9 @@ impl Paging {
         block.evicted = block.evicted.without(wanted & faulted);
         let prefetched = wanted.without(faulted);
         block.prefetched |= prefetched;
-        self.resident_pages += wanted.count() as u64;
-        let stats = &mut self.stats[block.owner as usize];
+        let owner = block.owner;
+        self.count_resident(owner, wanted.count() as i64);
+        let stats = &mut self.stats[owner as usize];
         stats.pages_in += wanted.count() as u64;
         stats.pages_thrashed += thrashed;
         stats.pages_prefetched += prefetched.count() as u64;
@@ -616,14 +642,59 @@ impl Paging {
         block.dirty = block.dirty.without(pages);
         self.written_back += written;
         let emptied = block.resident.is_empty();
-        self.resident_pages -= n;
+        let owner = block.owner;
+        self.count_resident(owner, -(n as i64));
         self.oversubscribed = true;
-        let stats = &mut self.stats[block.owner as usize];
+        let stats = &mut self.stats[owner as usize];
         stats.pages_out += n;
         stats.pages_dropped += n - written;
         stats.prefetched_unused += unused;
         self.eviction.left(v, pages, emptied);
         n
+    }
+
+    /// The eviction policy's next victim (never block `protect` whole): among the
+    /// largest holder's pages first under [`Victim::LargestShare`], anybody's when it
+    /// has none to give. `None` when nothing resident is left to take.
+    fn choose_victim(&mut self, protect: u32) -> Option<(u32, Pages)> {
+        let largest = match self.victim {
+            Victim::Any => None,
+            Victim::LargestShare => self.by_share.last().map(|(_, owner)| *owner),
+        };
+        let blocks = &self.blocks;
+        let from = |owner: Option<u32>| {
+            move |v: u32| {
+                let block = &blocks[v as usize];
+                match owner {
+                    Some(o) if block.owner != o => Pages::EMPTY,
+                    _ => block.resident,
+                }
+            }
+        };
+        let eviction = &mut self.eviction;
+        largest
+            .and_then(|o| eviction.victim(&from(Some(o)), protect))
+            .or_else(|| eviction.victim(&from(None), protect))
+            // A victim with nothing resident left would never make room: as no victim.
+            .filter(|(v, pages)| !(*pages & blocks[*v as usize].resident).is_empty())
+    }
+
+    /// `delta` pages of `owner` entered (or left) VRAM.
+    fn count_resident(&mut self, owner: u32, delta: i64) {
+        let held = &mut self.resident_by_owner[owner as usize];
+        self.by_share.remove(&(*held, owner));
+        *held = held
+            .checked_add_signed(delta)
+            .expect("resident pages never go negative");
+        if *held > 0 {
+            self.by_share.insert((*held, owner));
+        }
+        let peak = &mut self.peak_by_owner[owner as usize];
+        *peak = (*peak).max(*held);
+        self.resident_pages = self
+            .resident_pages
+            .checked_add_signed(delta)
+            .expect("resident pages never go negative");
     }
 
     /// Checks the residency accounting: the resident count is the sum of the blocks'
@@ -634,6 +705,13 @@ impl Paging {
         if counted != self.resident_pages {
             return Err(format!(
                 "{counted} pages resident in the blocks, {} counted",
+                self.resident_pages
+            ));
+        }
+        let by_owner: u64 = self.resident_by_owner.iter().sum();
+        if by_owner != self.resident_pages {
+            return Err(format!(
+                "{by_owner} pages resident by owner, {} counted",
                 self.resident_pages
             ));
         }

@@ -124,12 +124,21 @@ proptest! {
         prefetch in 0..PREFETCHERS.len(),
         eviction in 0..EVICTIONS.len(),
         batch in 1usize..8,
+        largest_share in any::<bool>(),
     ) {
         let mut p = Paging::new(
             capacity_pages * pages::PAGE_BYTES,
-            config(PREFETCHERS[prefetch].name, EVICTIONS[eviction].name),
+            PagingConfig {
+                victim: if largest_share { Victim::LargestShare } else { Victim::Any },
+                ..config(PREFETCHERS[prefetch].name, EVICTIONS[eviction].name)
+            },
         );
-        let bases: Vec<u64> = [3 * MIB, MIB, 6 * MIB].iter().map(|b| p.add_allocation(0, *b)).collect();
+        // One owner per allocation, so that per-tenant eviction has shares to compare.
+        let bases: Vec<u64> = [3 * MIB, MIB, 6 * MIB]
+            .iter()
+            .enumerate()
+            .map(|(owner, b)| p.add_allocation(owner as u32, *b))
+            .collect();
         let sizes = [768, 256, 1536];
         let stream: Vec<u64> = touches
             .iter()
@@ -148,9 +157,11 @@ proptest! {
         }
         p.service(&pending, 0);
         prop_assert_eq!(p.check_invariants(), Ok(()));
-        let s = p.stats(0);
-        prop_assert!(s.pages_in >= s.pages_out);
-        prop_assert_eq!(s.pages_in - s.pages_out, p.resident_pages());
+        let (pages_in, pages_out) = (0..3).map(|o| p.stats(o)).fold((0, 0), |(i, o), s| {
+            (i + s.pages_in, o + s.pages_out)
+        });
+        prop_assert!(pages_in >= pages_out);
+        prop_assert_eq!(pages_in - pages_out, p.resident_pages());
         // Belady's bound holds for a driver that serves each fault before the next touch.
         let mut serial = Paging::new(
             capacity_pages * pages::PAGE_BYTES,
@@ -443,4 +454,32 @@ fn invalidate_clean_drops_pages_nobody_wrote_and_copies_back_the_rest() {
         assert_eq!(p.stats(0).pages_dropped, 149 - written);
         p.check_invariants().unwrap();
     }
+}
+
+#[test]
+fn largest_share_eviction_takes_from_the_biggest_holder_where_the_driver_takes_the_oldest() {
+    let evicted_owner = |victim: Victim| {
+        let mut p = Paging::new(
+            6 * MIB,
+            PagingConfig {
+                victim,
+                ..config("none", "fifo-2mb")
+            },
+        );
+        let a = p.add_allocation(1, 2 * MIB);
+        let bc = p.add_allocation(0, 4 * MIB);
+        let d = p.add_allocation(1, 2 * MIB);
+        // Tenant 1's block first (the oldest), then tenant 0's two: VRAM is full.
+        for first in [a, bc, bc + 512, d] {
+            let mut faults = Vec::new();
+            p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
+            p.service(&faults, 0);
+            p.check_invariants().unwrap();
+        }
+        (p.stats(0).pages_out, p.stats(1).pages_out)
+    };
+    // FIFO alone evicts tenant 1's own oldest block for its new one.
+    assert_eq!(evicted_owner(Victim::Any), (0, 512));
+    // Per-tenant: tenant 0 holds twice as much, so its oldest block goes.
+    assert_eq!(evicted_owner(Victim::LargestShare), (512, 0));
 }
