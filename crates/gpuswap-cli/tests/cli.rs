@@ -229,12 +229,14 @@ fn seed_flag_overrides_the_scenario() {
 
 #[test]
 fn every_example_scenario_runs() {
-    let dir = repo_file("scenarios");
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            let out = gpuswap(&["run", path.to_str().unwrap()]);
-            assert!(out.status.success(), "{}: {}", path.display(), stderr(&out));
+    // The unified-memory ones are small (the research simulator's sizes).
+    for dir in [repo_file("scenarios"), repo_file("scenarios/uvm")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let out = gpuswap(&["run", path.to_str().unwrap()]);
+                assert!(out.status.success(), "{}: {}", path.display(), stderr(&out));
+            }
         }
     }
 }

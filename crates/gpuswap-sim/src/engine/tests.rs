@@ -947,3 +947,27 @@ fn uvm_runs_repeat_exactly() {
         uvm_sweep(16, 2, 8, gtx1080ti())
     );
 }
+
+#[test]
+fn zero_copy_reads_everything_over_the_link_and_delayed_migration_some() {
+    let run = |migration: &str| {
+        let policy = PolicySettings::named("uvm").with("migration", migration);
+        let out = uvm_sweep_with(64, 2, 48, gtx1080ti(), policy);
+        let t = &out.tenants[0];
+        (t.paging.unwrap().stats, t.remote_bytes, t.end_ns)
+    };
+    let (zero, zero_remote, _) = run("zero-copy");
+    assert_eq!((zero.far_faults, zero.pages_in), (0, 0));
+    // Two linear passes over 64 MiB, every byte remote.
+    assert!(
+        (zero_remote - 2.0 * 64.0 * MIB as f64).abs() < 1.0,
+        "{zero_remote}"
+    );
+    let (delayed, delayed_remote, _) = run("delayed");
+    let (on_fault, on_fault_remote, _) = run("on-fault");
+    assert_eq!(on_fault_remote, 0.0);
+    // Seven remote reads per block and pass before its counter reaches 8, at most.
+    assert!(delayed_remote > 0.0 && delayed_remote < zero_remote / 50.0);
+    // Those reads were faults under on-fault migration.
+    assert!(delayed.far_faults < on_fault.far_faults);
+}
