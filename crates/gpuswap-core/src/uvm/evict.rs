@@ -11,6 +11,11 @@ pub trait Eviction: std::fmt::Debug + Send {
     fn resident(&mut self, block: u32, pages: Pages, first: bool, seq: u64);
     /// Resident pages of `block` were touched at time `seq` (a run, in address order).
     fn touched(&mut self, block: u32, pages: Pages, seq: u64);
+    /// Whether [`Eviction::touched`] matters to it: the paging machine skips the call on
+    /// its hottest path for policies that order by residency alone.
+    fn observes_touches(&self) -> bool {
+        true
+    }
     /// Pages of `block` left VRAM (`emptied`: none is left).
     fn left(&mut self, block: u32, pages: Pages, emptied: bool);
     /// What to evict next: a block and its pages to evict (resident ones). Whole-block
@@ -124,6 +129,10 @@ impl Eviction for BlockOrder {
         }
     }
 
+    fn observes_touches(&self) -> bool {
+        !matches!(self.key, BlockKey::FirstResident)
+    }
+
     fn touched(&mut self, block: u32, pages: Pages, seq: u64) {
         match self.key {
             BlockKey::FirstResident => {}
@@ -216,6 +225,10 @@ impl Eviction for RandomPage {
         self.blocks.insert(block);
     }
 
+    fn observes_touches(&self) -> bool {
+        false
+    }
+
     fn touched(&mut self, _: u32, _: Pages, _: u64) {}
 
     fn left(&mut self, block: u32, _: Pages, emptied: bool) {
@@ -278,6 +291,10 @@ impl BigPageOrder {
 impl Eviction for BigPageOrder {
     fn resident(&mut self, block: u32, pages: Pages, _: bool, seq: u64) {
         self.set(block, pages, seq, self.refresh);
+    }
+
+    fn observes_touches(&self) -> bool {
+        self.refresh
     }
 
     fn touched(&mut self, block: u32, pages: Pages, seq: u64) {

@@ -368,8 +368,10 @@ impl Paging {
                     block.dirty.insert(i);
                 }
                 stats.touches += 1;
-                self.seq += 1;
-                self.eviction.touched(b, Pages::single(i), self.seq);
+                if self.eviction.observes_touches() {
+                    self.seq += 1;
+                    self.eviction.touched(b, Pages::single(i), self.seq);
+                }
                 return Touched {
                     pages: 1,
                     remote: 0,
@@ -457,7 +459,7 @@ impl Paging {
         stats.touches += range.count() as u64;
         stats.far_faults += faults.count() as u64;
         stats.remote_touches += remote.count() as u64;
-        if !resident.is_empty() {
+        if !resident.is_empty() && self.eviction.observes_touches() {
             self.seq += 1;
             self.eviction.touched(b, resident, self.seq);
         }
