@@ -971,3 +971,19 @@ fn zero_copy_reads_everything_over_the_link_and_delayed_migration_some() {
     // Those reads were faults under on-fault migration.
     assert!(delayed.far_faults < on_fault.far_faults);
 }
+
+#[test]
+fn uvm_with_its_data_in_vram_runs_a_kernel_as_fast_as_native() {
+    // The marginal pass: with ample VRAM every page is resident after the first pass, so
+    // each further pass costs what it costs natively.
+    let pass_ns = |policy: &str, passes: u32| {
+        uvm_sweep_with(64, passes, 1024, gtx1080ti(), PolicySettings::named(policy)).tenants[0]
+            .end_ns
+    };
+    let uvm = pass_ns("uvm", 3) - pass_ns("uvm", 2);
+    let native = pass_ns("native", 3) - pass_ns("native", 2);
+    assert!(native > 0);
+    assert_eq!(uvm, native);
+    // The first pass is what faulting the data in costs.
+    assert!(pass_ns("uvm", 1) > pass_ns("native", 1));
+}
