@@ -58,14 +58,15 @@ impl Engine {
         }
         let traffic = cost.traffic;
         // Unified memory: every access is served from VRAM once its faults are, or from
-        // host memory where the paging machine maps it remotely; the kernel takes its
-        // all-in-VRAM time plus the stalls and the remote accesses' time (first order:
-        // neither overlaps its computation).
-        let paging = self.needs.page_faults.then(|| {
-            let paging = self.fault_in(t, &kernel, launch.id.0);
-            self.tenants[t].fault_stall_ns += paging.stall_ns;
-            paging
-        });
+        // host memory where the paging machine maps it remotely. The kernel first moves
+        // its batches' evictions and migrations over the link (flows shared with every
+        // other user of the link, one after the other), then takes its all-in-VRAM time
+        // plus the batches' service time and the remote accesses' time (first order:
+        // none of it overlaps its computation).
+        let paging = self
+            .needs
+            .page_faults
+            .then(|| self.fault_in(t, &kernel, launch.id.0));
         let tenant = &mut self.tenants[t];
         let fixed_ns = match &paging {
             Some(paging) => {
@@ -75,7 +76,7 @@ impl Engine {
                 tenant.remote_bytes += remote;
                 let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
                 cost.ideal_ns
-                    .saturating_add(paging.stall_ns)
+                    .saturating_add(paging.service_ns)
                     .saturating_add(remote_ns.ceil() as u64)
             }
             None => {
@@ -96,6 +97,30 @@ impl Engine {
                 flows_left += 1;
             }
         }
+        // Migrations as copy-engine flows: their time alone at the link's peak is what
+        // they take at their transfer size's rate, so sharing stretches them in proportion.
+        let mut migrations: Vec<(Direction, f64)> = paging.as_ref().map_or_else(Vec::new, |p| {
+            let link = &self.preset.link;
+            [
+                (
+                    Direction::ToDevice,
+                    p.transfer_ns.1 * link.h2d_bytes_per_s / 1e9,
+                ),
+                (
+                    Direction::ToHost,
+                    p.transfer_ns.0 * link.d2h_bytes_per_s / 1e9,
+                ),
+            ]
+            .into_iter()
+            .filter(|(_, bytes)| *bytes > 0.0)
+            .collect()
+        });
+        let fault_service_ns = paging.as_ref().map_or(0, |p| p.service_ns);
+        let first_migration = migrations.pop();
+        let fixed_after_migrations_ns = first_migration.is_some().then_some(fixed_ns);
+        if first_migration.is_none() {
+            self.tenants[t].fault_stall_ns += fault_service_ns;
+        }
         self.running.push(RunningKernel {
             launch: launch.id,
             tenant: t,
@@ -106,13 +131,56 @@ impl Engine {
             flows_left,
             written: cost.written,
             referenced,
+            migrations,
+            fixed_after_migrations_ns,
+            fault_service_ns,
         });
-        let seq = self.next_seq();
-        self.kernel_wakes
-            .push((self.now_ns.saturating_add(fixed_ns), seq, launch.id));
-        if flows_left > 0 {
+        match first_migration {
+            Some((direction, bytes)) => self.start_migration(launch.id, direction, bytes),
+            None => {
+                let seq = self.next_seq();
+                self.kernel_wakes
+                    .push((self.now_ns.saturating_add(fixed_ns), seq, launch.id));
+            }
+        }
+        if flows_left > 0 || fixed_after_migrations_ns.is_some() {
             self.rearm_link();
         }
+    }
+
+    /// Puts one of a kernel's fault migrations on the link.
+    fn start_migration(&mut self, launch: LaunchId, direction: Direction, bytes: f64) {
+        let weight = timing::dma_pending_bytes(&self.preset);
+        let id = self.link.start(self.now_ns, direction, bytes, None, weight);
+        self.flow_owners.push((id, FlowOwner::Kernel(launch)));
+        self.running_kernel(launch)
+            .expect("the kernel runs")
+            .flows_left += 1;
+    }
+
+    /// A flow of a running kernel ended: the next of its migrations starts, or, after
+    /// the last, its fixed time.
+    pub(super) fn kernel_flow_done(&mut self, launch: LaunchId) {
+        let running = self
+            .running_kernel(launch)
+            .expect("a flow's kernel is running");
+        running.flows_left -= 1;
+        if running.flows_left == 0 {
+            if let Some((direction, bytes)) = running.migrations.pop() {
+                self.start_migration(launch, direction, bytes);
+                return;
+            }
+            if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
+                let (t, started_ns, service_ns) =
+                    (running.tenant, running.started_ns, running.fault_service_ns);
+                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+                let seq = self.next_seq();
+                self.kernel_wakes
+                    .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
+                return;
+            }
+        }
+        self.maybe_finish_kernel(launch);
     }
 
     /// What `launch` by tenant `t` costs with the data where the page table says it is.

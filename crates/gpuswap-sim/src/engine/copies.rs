@@ -133,11 +133,7 @@ impl Engine {
                 .position(|(f, _)| *f == id)
                 .expect("every flow has an owner");
             match self.flow_owners.remove(at).1 {
-                FlowOwner::Kernel(launch) => {
-                    let running = self.running_kernel(launch);
-                    running.expect("a flow's kernel is running").flows_left -= 1;
-                    self.maybe_finish_kernel(launch);
-                }
+                FlowOwner::Kernel(launch) => self.kernel_flow_done(launch),
                 FlowOwner::CopyEngine(engine) => {
                     let job = self.copy_engines[engine]
                         .as_mut()

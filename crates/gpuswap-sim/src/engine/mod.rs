@@ -164,6 +164,12 @@ struct RunningKernel {
     flows_left: u32,
     written: Rc<[BufferId]>,
     referenced: Vec<ChunkRef>,
+    /// Unified memory: the kernel's fault migrations still to put on the link, one flow
+    /// after another (last first), and the fixed time to run once they are done.
+    migrations: Vec<(Direction, f64)>,
+    fixed_after_migrations_ns: Option<u64>,
+    /// Unified memory: the batches' service time (latency and naps, not transfers).
+    fault_service_ns: u64,
 }
 
 enum CopyKind {
@@ -259,9 +265,6 @@ pub struct Engine {
     kernel_wakes: Vec<(u64, u64, LaunchId)>,
     /// Who started each flow in progress (a handful at a time).
     flow_owners: Vec<(FlowId, FlowOwner)>,
-    /// Unified memory: time the link spent on fault batches' migrations, toward the
-    /// device and toward the host (they are charged as stalls, not as link flows).
-    paging_link_ns: (f64, f64),
     /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
     /// `compute::EXCLUSIVE_SLOTS` kernel at a time); concurrent models lift that limit.
     running: Vec<RunningKernel>,
@@ -376,7 +379,6 @@ impl Engine {
             link_wake: None,
             kernel_wakes: Vec::new(),
             flow_owners: Vec::new(),
-            paging_link_ns: (0.0, 0.0),
             running: Vec::new(),
             round_robin_next: 0,
             ready: ReadySet::default(),
@@ -518,12 +520,7 @@ impl Engine {
             let start = LinkSample::default();
             self.link.utilization(direction, start, end).unwrap_or(0.0)
         };
-        // Migrations of unified memory kept the link busy besides its flows.
-        let paging = |ns: f64| ns / self.now_ns.max(1) as f64;
-        let link_utilization = (
-            (busy(Direction::ToDevice) + paging(self.paging_link_ns.0)).min(1.0),
-            (busy(Direction::ToHost) + paging(self.paging_link_ns.1)).min(1.0),
-        );
+        let link_utilization = (busy(Direction::ToDevice), busy(Direction::ToHost));
         let manager = &self.manager;
         let tenants = self
             .tenants

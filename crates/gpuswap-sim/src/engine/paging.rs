@@ -21,8 +21,11 @@ const EVICTION_TRANSFER_BYTES: u64 = 2 << 20;
 
 /// What a kernel's page touches cost beyond its all-in-VRAM time.
 pub(super) struct FaultIn {
-    /// Time stalled on fault batches (service, transfers, throttling naps).
-    pub stall_ns: u64,
+    /// The batches' service time: fixed latency and throttling naps.
+    pub service_ns: u64,
+    /// The batches' evictions written back and migrations, as time on the link alone
+    /// (each at the rate of its transfer size): toward the host, toward the device.
+    pub transfer_ns: (f64, f64),
     /// The accesses served remotely from host memory (delayed or zero-copy migration,
     /// pinned pages), in the timing model's terms.
     pub remote: Traffic,
@@ -39,8 +42,13 @@ impl Engine {
             tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
         }
         let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
+        // Time since the kernel started, for the thrashing detector's clock.
         let mut stall_ns = 0u64;
-        let mut remote = Traffic::default();
+        let mut cost = FaultIn {
+            service_ns: 0,
+            transfer_ns: (0.0, 0.0),
+            remote: Traffic::default(),
+        };
         for access in &kernel.accesses {
             let Some(buffer) = self.tenants[t].slots[access.slot] else {
                 continue;
@@ -76,14 +84,15 @@ impl Engine {
                     touched += run.pages;
                     remote_touches += run.remote;
                     if pending.len() == batch_pages {
-                        stall_ns = stall_ns.saturating_add(self.service_batch(&pending, now_ns));
+                        stall_ns = stall_ns
+                            .saturating_add(self.service_batch(&pending, now_ns, &mut cost));
                         pending.clear();
                     }
                 }
             }
             if remote_touches > 0 {
                 let share = remote_touches as f64 / touched as f64;
-                remote.add_part(
+                cost.remote.add_part(
                     access.order,
                     access.read_bytes as f64 * share,
                     access.write_bytes as f64 * share,
@@ -93,13 +102,14 @@ impl Engine {
         }
         if !pending.is_empty() {
             let now_ns = self.now_ns.saturating_add(stall_ns);
-            stall_ns = stall_ns.saturating_add(self.service_batch(&pending, now_ns));
+            self.service_batch(&pending, now_ns, &mut cost);
         }
-        FaultIn { stall_ns, remote }
+        cost
     }
 
-    /// Services one batch of far faults at `now_ns`; returns its stall.
-    fn service_batch(&mut self, faults: &[u64], now_ns: u64) -> u64 {
+    /// Services one batch of far faults at `now_ns`, adding its costs to `cost`; returns
+    /// its stall alone on the link.
+    fn service_batch(&mut self, faults: &[u64], now_ns: u64, cost: &mut FaultIn) -> u64 {
         let Serviced {
             pages_in,
             pages_written_back,
@@ -126,9 +136,11 @@ impl Engine {
         } else {
             0.0
         };
-        self.paging_link_ns.0 += in_ns;
-        self.paging_link_ns.1 += out_ns;
-        ((self.preset.fault_service_ns + nap_ns) as f64 + out_ns + in_ns).round() as u64
+        let service_ns = self.preset.fault_service_ns + nap_ns;
+        cost.service_ns += service_ns;
+        cost.transfer_ns.0 += out_ns;
+        cost.transfer_ns.1 += in_ns;
+        (service_ns as f64 + out_ns + in_ns).round() as u64
     }
 }
 

@@ -844,6 +844,18 @@ fn uvm_sweep_with(
     preset: Preset,
     policy: PolicySettings,
 ) -> Outcome {
+    uvm_sweep_beside(mib, passes, vram_mib, preset, policy, None)
+}
+
+/// [`uvm_sweep_with`], and another tenant running `other` beside it.
+fn uvm_sweep_beside(
+    mib: u64,
+    passes: u32,
+    vram_mib: u64,
+    preset: Preset,
+    policy: PolicySettings,
+    other: Option<Program>,
+) -> Outcome {
     let mut p = Program::default();
     let a = p.buffer("a", mib * MIB);
     p.ops = vec![
@@ -862,12 +874,10 @@ fn uvm_sweep_with(
     ];
     // The runtime's own buffers keep VRAM outside the paging machine.
     let runtime = preset.runtime_bytes();
-    let mut cfg = SimConfig::new(
-        preset,
-        vram_mib * MIB + runtime,
-        policy,
-        vec![tenant("t", p)],
-    );
+    let specs = std::iter::once(tenant("t", p))
+        .chain(other.map(|o| tenant("other", o)))
+        .collect();
+    let mut cfg = SimConfig::new(preset, vram_mib * MIB + runtime, policy, specs);
     cfg.check_invariants = true;
     simulate(cfg).unwrap()
 }
@@ -986,4 +996,38 @@ fn uvm_with_its_data_in_vram_runs_a_kernel_as_fast_as_native() {
     assert_eq!(uvm, native);
     // The first pass is what faulting the data in costs.
     assert!(pass_ns("uvm", 1) > pass_ns("native", 1));
+}
+
+#[test]
+fn fault_migrations_share_the_link_with_other_tenants_copies() {
+    // Kernels of different tenants take turns on the GPU, but a copy runs beside a
+    // kernel: its bytes and the kernel's migrations share the link.
+    let mut copier = Program::default();
+    let b = copier.buffer("b", 512 * MIB);
+    copier.ops = vec![
+        Op::Alloc(b),
+        Op::Copy {
+            slot: b,
+            direction: crate::program::CopyDirection::HostToDevice,
+            bytes: 512 * MIB,
+        },
+        Op::Free(b),
+    ];
+    let alone = uvm_sweep_with(64, 1, 1024, gtx1080ti(), PolicySettings::named("uvm"));
+    let beside = uvm_sweep_beside(
+        64,
+        1,
+        1024,
+        gtx1080ti(),
+        PolicySettings::named("uvm"),
+        Some(copier),
+    );
+    let stall = |out: &Outcome| out.tenants[0].paging.unwrap().fault_stall_ns;
+    let ratio = stall(&beside) as f64 / stall(&alone) as f64;
+    // The same pages migrate, more slowly: the copy takes a share of the link.
+    assert_eq!(
+        alone.tenants[0].paging.unwrap().stats.pages_in,
+        beside.tenants[0].paging.unwrap().stats.pages_in
+    );
+    assert!(ratio > 1.2, "{ratio}");
 }
