@@ -91,7 +91,8 @@ fn uvm_bench() -> String {
     use gpuswap_sim::program::{Access, AccessOrder, Kernel, Op, Program};
 
     const GIB: u64 = 1 << 30;
-    let mut out = String::from("workload  working set  touches        wall s   touches/s\n");
+    let mut out =
+        String::from("workload  working set  touches        far faults     wall s   touches/s\n");
     for ws in [GIB, 16 * GIB] {
         for (name, orders) in [
             ("linear", vec![AccessOrder::Linear]),
@@ -133,12 +134,14 @@ fn uvm_bench() -> String {
             let started = Instant::now();
             let outcome = simulate(config);
             let wall_s = started.elapsed().as_secs_f64();
-            let touches = outcome
+            let stats = outcome
                 .ok()
                 .and_then(|o| o.tenants[0].paging)
-                .map_or(0, |p| p.stats.touches);
+                .map(|p| p.stats)
+                .unwrap_or_default();
+            let (touches, faults) = (stats.touches, stats.far_faults);
             out += &format!(
-                "{name:<9} {:>5} GiB    {touches:<14} {wall_s:<8.2} {:.3e}\n",
+                "{name:<9} {:>5} GiB    {touches:<14} {faults:<14} {wall_s:<8.2} {:.3e}\n",
                 ws / GIB,
                 touches as f64 / wall_s
             );
