@@ -174,18 +174,10 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, launches, mib, phase_body, rejects, traffic};
+    use crate::apps::testing::{
+        check_app, gtx480, launches, mib, phase_body, phase_kernels, rejects, traffic,
+    };
     use crate::program::{Distribution, Slot};
-
-    fn kernels(p: &Program) -> Vec<&Kernel> {
-        phase_body(p, 1)
-            .iter()
-            .filter_map(|op| match op {
-                Op::Launch(k) => Some(k),
-                _ => None,
-            })
-            .collect()
-    }
 
     #[test]
     fn managed_allocations_round_as_the_research_simulator_does() {
@@ -204,7 +196,7 @@ mod tests {
         assert_eq!(mib(&p), 6.1875);
         assert!((mib(&p) - 6.19).abs() < 0.01);
         // The data itself is smaller: the rounding is never touched.
-        for k in kernels(&p) {
+        for k in phase_kernels(&p) {
             for access in &k.accesses {
                 let Distribution::Ranges(ranges) = &access.distribution else {
                     panic!("{}: a range", k.name)
@@ -226,7 +218,7 @@ mod tests {
     #[test]
     fn kernel_one_strides_over_rows_kernel_two_reads_rows_in_order() {
         let p = Atax.program("large", 1, gtx480()).unwrap();
-        let ks = kernels(&p);
+        let ks = phase_kernels(&p);
         assert_eq!(ks.len(), 2);
         assert_eq!(launches(phase_body(&p, 1)), 2);
         let order = |k: &Kernel, slot: Slot| {
@@ -272,7 +264,7 @@ mod tests {
     #[test]
     fn instructions_match_the_research_simulators_counts_and_are_memory_bound() {
         let p = Atax.program("default", 1, gtx480()).unwrap();
-        let ks = kernels(&p);
+        let ks = phase_kernels(&p);
         for (k, logged) in ks.iter().zip([6_627_200.0, 6_738_800.0]) {
             assert!((k.ops as f64 / logged - 1.0).abs() < 0.01, "{}", k.ops);
             let bytes: u64 = k

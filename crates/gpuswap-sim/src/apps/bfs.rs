@@ -262,7 +262,9 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
+    use crate::apps::testing::{
+        check_app, gtx480, launches, mib, order_of, per_byte, phase_body, phase_kernels, rejects,
+    };
 
     #[test]
     fn footprint_is_39_bytes_per_node() {
@@ -289,18 +291,8 @@ mod tests {
     #[test]
     fn flags_are_rescanned_linearly_neighbours_touched_at_random() {
         let p = Bfs.program("uvmsmart", 1, gtx480()).unwrap();
-        let body = phase_body(&p, 1);
-        let kernels: Vec<_> = body
-            .iter()
-            .filter_map(|op| match op {
-                Op::Launch(k) => Some(k),
-                _ => None,
-            })
-            .collect();
-        let order = |k: &Kernel, label: &str| {
-            let slot = p.buffers.iter().position(|b| b.label == label).unwrap();
-            k.accesses.iter().find(|a| a.slot == slot).map(|a| a.order)
-        };
+        let kernels = phase_kernels(&p);
+        let order = |k: &Kernel, label: &str| order_of(&p, k, label);
         for pair in kernels.chunks(2) {
             let (expand, settle) = (pair[0], pair[1]);
             // Both kernels scan a flag array in full every level.

@@ -235,17 +235,9 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
-
-    fn kernels(p: &Program) -> Vec<&Kernel> {
-        phase_body(p, 1)
-            .iter()
-            .filter_map(|op| match op {
-                Op::Launch(k) => Some(k),
-                _ => None,
-            })
-            .collect()
-    }
+    use crate::apps::testing::{
+        check_app, gtx480, launches, mib, per_byte, phase_body, phase_kernels, rejects,
+    };
 
     #[test]
     fn default_is_the_research_simulators_18_06_mb() {
@@ -263,7 +255,7 @@ mod tests {
         let p = Fdtd2d.program("default", 1, gtx480()).unwrap();
         let body = phase_body(&p, 1);
         assert_eq!(launches(body), 15);
-        let names: Vec<_> = kernels(&p).iter().map(|k| k.name.clone()).collect();
+        let names: Vec<_> = phase_kernels(&p).iter().map(|k| k.name.clone()).collect();
         assert_eq!(names[..3], names[3..6]);
         assert_eq!(names[0], "fdtd_step1_kernel");
         // Each launch is followed by a synchronization.
@@ -275,7 +267,7 @@ mod tests {
     #[test]
     fn every_step_re_sweeps_the_three_fields_in_address_order() {
         let p = Fdtd2d.program("default", 1, gtx480()).unwrap();
-        let ks = kernels(&p);
+        let ks = phase_kernels(&p);
         // hz in all three kernels, ex in steps 2 and 3, ey in steps 1 and 3.
         let touching = |slot| {
             ks[..3]
@@ -317,7 +309,7 @@ mod tests {
     fn instructions_match_the_research_simulators_counts_and_are_memory_bound() {
         let p = Fdtd2d.program("default", 1, gtx480()).unwrap();
         let logged = [49_297_200.0, 49_266_000.0, 52_147_200.0];
-        for (k, logged) in kernels(&p).iter().zip(logged) {
+        for (k, logged) in phase_kernels(&p).iter().zip(logged) {
             assert!((k.ops as f64 / logged - 1.0).abs() < 0.005, "{}", k.ops);
             let bytes: u64 = k
                 .accesses

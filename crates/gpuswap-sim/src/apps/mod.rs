@@ -308,7 +308,7 @@ pub(crate) fn parse_size<T: Clone>(
 pub(crate) mod testing {
     use super::{AppModel, DeviceShape};
     use crate::preset;
-    use crate::program::{Distribution, Op, Program, Slot};
+    use crate::program::{AccessOrder, Distribution, Kernel, Op, Program, Slot};
 
     /// The GPUswap testbed, the device the apps' figures were derived for.
     pub fn gtx480() -> DeviceShape {
@@ -331,6 +331,27 @@ pub(crate) mod testing {
         assert_eq!(*times, repeat, "the phase repeats `repeat` times");
         assert_eq!(program.ops[start + 2..start + 4], [Op::Sync, Op::PhaseEnd]);
         body
+    }
+
+    /// The kernels the phase body of `program` (run once) launches, in order.
+    pub fn phase_kernels(program: &Program) -> Vec<&Kernel> {
+        phase_body(program, 1)
+            .iter()
+            .filter_map(|op| match op {
+                Op::Launch(k) => Some(k),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The order of `kernel`'s access to the buffer labelled `label`, if it has one.
+    pub fn order_of(program: &Program, kernel: &Kernel, label: &str) -> Option<AccessOrder> {
+        let slot = program.buffers.iter().position(|b| b.label == label)?;
+        kernel
+            .accesses
+            .iter()
+            .find(|a| a.slot == slot)
+            .map(|a| a.order)
     }
 
     /// Kernel launches the ops make, loops unrolled.

@@ -279,7 +279,9 @@ fn program(vertices: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
+    use crate::apps::testing::{
+        check_app, gtx480, launches, mib, order_of, per_byte, phase_body, phase_kernels, rejects,
+    };
     use crate::program::CopyDirection;
 
     #[test]
@@ -335,18 +337,8 @@ mod tests {
     #[test]
     fn sweeps_are_linear_and_frontier_accesses_random() {
         let p = Sssp.program("default", 1, gtx480()).unwrap();
-        let body = phase_body(&p, 1);
-        let kernels: Vec<&Kernel> = body
-            .iter()
-            .filter_map(|op| match op {
-                Op::Launch(k) => Some(k),
-                _ => None,
-            })
-            .collect();
-        let order = |k: &Kernel, label: &str| {
-            let slot = p.buffers.iter().position(|b| b.label == label).unwrap();
-            k.accesses.iter().find(|a| a.slot == slot).map(|a| a.order)
-        };
+        let kernels = phase_kernels(&p);
+        let order = |k: &Kernel, label: &str| order_of(&p, k, label);
         // The last Kernel1 expands thousands of vertices.
         let expand = kernels[kernels.len() - 2];
         assert_eq!(expand.name, "Kernel1");
