@@ -108,7 +108,7 @@ impl Manager {
                 config.vram_bytes,
                 PagingConfig {
                     prefetch: (prefetch.build)(),
-                    eviction: (eviction.build)(),
+                    eviction: eviction.build,
                     migration,
                     thrashing,
                     invalidate_clean: settings.choice("invalidate_clean") == "true",

@@ -86,6 +86,10 @@ pub struct Preset {
     /// Cache-line reads one SM can keep pending (its L1 miss-status holding registers):
     /// with [`Preset::sms`], a kernel's weight against copies on the link.
     pub pending_reads_per_sm: u32,
+    /// Threads one SM holds at once (the architecture's occupancy limit): with
+    /// [`Preset::sms`], how far ahead of its slowest warp a kernel reaches, the wavefront
+    /// whose far faults arrive together in unified memory.
+    pub resident_threads_per_sm: u32,
     /// L2 cache shared by the SMs: how much of a randomly accessed buffer a kernel
     /// re-reads without going to VRAM.
     pub l2_bytes: u64,
@@ -221,6 +225,9 @@ fn measured() -> Vec<Preset> {
             // "A:32:8"): 32 miss-status registers per SM (its newer SM2_GTX480 config
             // says 64).
             pending_reads_per_sm: 32,
+            // CUDA C Programming Guide, table of compute capabilities: 1536 resident
+            // threads per SM on compute capability 2.x (Fermi).
+            resident_threads_per_sm: 1536,
             // NVIDIA Fermi compute architecture whitepaper (GF100, 2009): 768 KB unified
             // L2 shared by all SMs, in six memory partitions; the GTX 480's 384-bit bus
             // keeps all six (it disables one of GF100's 16 SMs, not a partition).
@@ -282,6 +289,9 @@ fn measured() -> Vec<Preset> {
             sms: 28,
             // GPGPU-Sim SM6_GTX1080Ti configuration, L1D "A:256:8": 256 per SM.
             pending_reads_per_sm: 256,
+            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
+            // threads per SM on compute capabilities 6.x to 9.0.
+            resident_threads_per_sm: 2048,
             // NVIDIA GTX 1080 Ti specification (reviewer's guide, quoted by vortez.net's
             // review): L2 2816 KB, 11 of GP102's 12 memory controllers with 256 KB each.
             l2_bytes: 2816 * KIB,
@@ -337,6 +347,9 @@ fn measured() -> Vec<Preset> {
             sms: 80,
             // GPGPU-Sim SM7_QV100 configuration, L1D "A:256:8": 256 per SM.
             pending_reads_per_sm: 256,
+            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
+            // threads per SM on compute capabilities 6.x to 9.0.
+            resident_threads_per_sm: 2048,
             // NVIDIA Tesla V100 GPU architecture whitepaper (2017), table 1: L2 cache size
             // 6144 KB (6 MB, OLCF's Summit V100 guide).
             l2_bytes: 6 * MIB,
@@ -390,6 +403,9 @@ fn measured() -> Vec<Preset> {
             sms: 108,
             // GPGPU-Sim SM80_A100 configuration, L1D "A:512:64": 512 per SM.
             pending_reads_per_sm: 512,
+            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
+            // threads per SM on compute capabilities 6.x to 9.0.
+            resident_threads_per_sm: 2048,
             // NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 40 MB L2;
             // deviceQuery on an A100 80GB PCIe reports 41943040 bytes (40 MiB) too.
             l2_bytes: 40 * MIB,
@@ -444,6 +460,9 @@ fn measured() -> Vec<Preset> {
             sms: 114,
             // GPGPU-Sim SM90_H100 configuration, L1D "A:512:64": 512 per SM.
             pending_reads_per_sm: 512,
+            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
+            // threads per SM on compute capabilities 6.x to 9.0.
+            resident_threads_per_sm: 2048,
             // NVIDIA H100 Tensor Core GPU architecture whitepaper (2022): H100 PCIe, 114
             // SMs, L2 cache size 50 MB; nvaccelinfo on an H100 PCIe reports 52428800
             // bytes (50 MiB).
@@ -502,6 +521,9 @@ fn measured() -> Vec<Preset> {
             // unconfirmed: the H100's figure (GPGPU-Sim SM90_H100, L1D "A:512:64"), the
             // same SM generation.
             pending_reads_per_sm: 512,
+            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
+            // threads per SM on compute capabilities 6.x to 9.0.
+            resident_threads_per_sm: 2048,
             // deviceQuery on a GH200 480GB (github.com/slitvinov/grace, README.md; CUDA
             // 12.4): L2 Cache Size 62914560 bytes = 60 MiB, 132 multiprocessors. The
             // GH200's H100 has all six HBM3 stacks and their L2 slices enabled (6144-bit

@@ -20,10 +20,8 @@ pub trait Eviction: std::fmt::Debug + Send {
     fn left(&mut self, block: u32, pages: Pages, emptied: bool);
     /// What to evict next: a block and its pages to evict (resident ones). Whole-block
     /// policies never choose `protect`, the block being serviced (its pages are the ones
-    /// wanted); single-page ones may take its other pages. `resident` gives the pages of
-    /// each block the victim may come from: its resident pages, or none where the block
-    /// is not a candidate (another tenant's under per-tenant eviction); the policy skips
-    /// those in its order.
+    /// wanted); single-page ones may take its other pages. `resident` gives each block's
+    /// resident pages.
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, protect: u32) -> Option<(u32, Pages)>;
 }
 
@@ -154,9 +152,8 @@ impl Eviction for BlockOrder {
         self.order
             .iter()
             .map(|(_, b)| *b)
-            .filter(|b| *b != protect)
+            .find(|b| *b != protect)
             .map(|b| (b, resident(b)))
-            .find(|(_, pages)| !pages.is_empty())
     }
 }
 
@@ -198,10 +195,10 @@ impl Eviction for PageLru {
         }
     }
 
-    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
+    fn victim(&mut self, _: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
         self.order
             .iter()
-            .find(|(_, b, p)| resident(*b).contains(usize::from(*p)))
+            .next()
             .map(|(_, b, p)| (*b, Pages::single(usize::from(*p))))
     }
 }
@@ -243,14 +240,8 @@ impl Eviction for RandomPage {
             return None;
         }
         let i = self.draw(n);
-        // The drawn block, or the next one (cyclically) the victim may take from.
-        let (block, pages) = self
-            .blocks
-            .iter()
-            .skip(i)
-            .chain(self.blocks.iter().take(i))
-            .map(|b| (*b, resident(*b)))
-            .find(|(_, pages)| !pages.is_empty())?;
+        let block = *self.blocks.iter().nth(i)?;
+        let pages = resident(block);
         let k = self.draw(pages.count());
         pages.iter().nth(k).map(|p| (block, Pages::single(p)))
     }
@@ -313,14 +304,8 @@ impl Eviction for BigPageOrder {
     }
 
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
-        let (block, big, resident) = self.order.iter().find_map(|&(_, block, big)| {
-            let pages = resident(block);
-            let start = usize::from(big) * PAGES_PER_BIG_PAGE;
-            pages
-                .count_range(start, start + PAGES_PER_BIG_PAGE)
-                .gt(&0)
-                .then_some((block, big, pages))
-        })?;
+        let &(_, block, big) = self.order.iter().next()?;
+        let resident = resident(block);
         let start = usize::from(big) * PAGES_PER_BIG_PAGE;
         let mut victim = Pages::range(start, start + PAGES_PER_BIG_PAGE) & resident;
         if self.drain_tree {

@@ -49,7 +49,9 @@ pub struct PagingConfig {
     /// What a fault batch migrates besides the faulted pages.
     pub prefetch: Box<dyn Prefetch>,
     /// What leaves VRAM when a migration needs room.
-    pub eviction: Box<dyn Eviction>,
+    /// Builds the eviction policy: one for the machine, or one per tenant under
+    /// [`Victim::LargestShare`].
+    pub eviction: fn() -> Box<dyn Eviction>,
     /// When a page migrates.
     pub migration: Migration,
     /// The driver's thrashing detection (`None`: off).
@@ -75,7 +77,7 @@ pub enum Victim {
 
 impl PagingConfig {
     /// On-fault migration with the driver's thrashing detection.
-    pub fn new(prefetch: Box<dyn Prefetch>, eviction: Box<dyn Eviction>) -> Self {
+    pub fn new(prefetch: Box<dyn Prefetch>, eviction: fn() -> Box<dyn Eviction>) -> Self {
         Self {
             prefetch,
             eviction,
@@ -199,7 +201,10 @@ pub struct Paging {
     resident_pages: u64,
     blocks: Vec<Block>,
     prefetch: Box<dyn Prefetch>,
-    eviction: Box<dyn Eviction>,
+    build_eviction: fn() -> Box<dyn Eviction>,
+    /// The eviction policy: one instance ordering every block, or under
+    /// [`Victim::LargestShare`] one per owner ordering its blocks (dense by owner).
+    evictions: Vec<Box<dyn Eviction>>,
     migration: Migration,
     thrashing: Option<ThrashingParams>,
     invalidate_clean: bool,
@@ -230,7 +235,8 @@ impl Paging {
             resident_pages: 0,
             blocks: Vec::new(),
             prefetch: config.prefetch,
-            eviction: config.eviction,
+            build_eviction: config.eviction,
+            evictions: vec![(config.eviction)()],
             migration: config.migration,
             thrashing: config.thrashing,
             invalidate_clean: config.invalidate_clean,
@@ -263,6 +269,10 @@ impl Paging {
             self.stats
                 .resize(owner as usize + 1, PagingStats::default());
             self.resident_by_owner.resize(owner as usize + 1, 0);
+            if self.victim == Victim::LargestShare {
+                let build = self.build_eviction;
+                self.evictions.resize_with(owner as usize + 1, build);
+            }
             self.peak_by_owner.resize(owner as usize + 1, 0);
         }
         first
@@ -282,7 +292,7 @@ impl Paging {
             };
             self.count_resident(owner, -(pages.count() as i64));
             if !pages.is_empty() {
-                self.eviction.left(b, pages, true);
+                self.eviction_of(b).left(b, pages, true);
             }
         }
     }
@@ -368,9 +378,10 @@ impl Paging {
                     block.dirty.insert(i);
                 }
                 stats.touches += 1;
-                if self.eviction.observes_touches() {
+                if self.evictions[0].observes_touches() {
                     self.seq += 1;
-                    self.eviction.touched(b, Pages::single(i), self.seq);
+                    let seq = self.seq;
+                    self.eviction_of(b).touched(b, Pages::single(i), seq);
                 }
                 return Touched {
                     pages: 1,
@@ -459,9 +470,10 @@ impl Paging {
         stats.touches += range.count() as u64;
         stats.far_faults += faults.count() as u64;
         stats.remote_touches += remote.count() as u64;
-        if !resident.is_empty() && self.eviction.observes_touches() {
+        if !resident.is_empty() && self.evictions[0].observes_touches() {
             self.seq += 1;
-            self.eviction.touched(b, resident, self.seq);
+            let seq = self.seq;
+            self.eviction_of(b).touched(b, resident, seq);
         }
         BlockRun {
             pages: range.count() as u64,
@@ -605,7 +617,8 @@ impl Paging {
         stats.pages_in += wanted.count() as u64;
         stats.pages_thrashed += thrashed;
         stats.pages_prefetched += prefetched.count() as u64;
-        self.eviction.resident(b, wanted, first, self.seq);
+        let seq = self.seq;
+        self.eviction_of(b).resident(b, wanted, first, seq);
         debug_assert_eq!(
             self.resident_pages + evicted,
             resident_before + wanted.count() as u64
@@ -651,34 +664,36 @@ impl Paging {
         stats.pages_out += n;
         stats.pages_dropped += n - written;
         stats.prefetched_unused += unused;
-        self.eviction.left(v, pages, emptied);
+        self.eviction_of(v).left(v, pages, emptied);
         n
     }
 
-    /// The eviction policy's next victim (never block `protect` whole): among the
-    /// largest holder's pages first under [`Victim::LargestShare`], anybody's when it
-    /// has none to give. `None` when nothing resident is left to take.
+    /// The eviction policy's next victim (never block `protect` whole): from the largest
+    /// holder's pages first under [`Victim::LargestShare`], then the next largest's.
+    /// `None` when nothing resident is left to take.
     fn choose_victim(&mut self, protect: u32) -> Option<(u32, Pages)> {
-        let largest = match self.victim {
-            Victim::Any => None,
-            Victim::LargestShare => self.by_share.last().map(|(_, owner)| *owner),
-        };
         let blocks = &self.blocks;
-        let from = |owner: Option<u32>| {
-            move |v: u32| {
-                let block = &blocks[v as usize];
-                match owner {
-                    Some(o) if block.owner != o => Pages::EMPTY,
-                    _ => block.resident,
-                }
-            }
+        let resident = |v: u32| blocks[v as usize].resident;
+        // A victim with nothing resident left would never make room: as no victim.
+        let useful =
+            |(v, pages): &(u32, Pages)| !(*pages & blocks[*v as usize].resident).is_empty();
+        match self.victim {
+            Victim::Any => self.evictions[0].victim(&resident, protect).filter(useful),
+            Victim::LargestShare => self.by_share.iter().rev().find_map(|(_, owner)| {
+                self.evictions[*owner as usize]
+                    .victim(&resident, protect)
+                    .filter(useful)
+            }),
+        }
+    }
+
+    /// The eviction policy instance that orders block `b`.
+    fn eviction_of(&mut self, b: u32) -> &mut Box<dyn Eviction> {
+        let at = match self.victim {
+            Victim::Any => 0,
+            Victim::LargestShare => self.blocks[b as usize].owner as usize,
         };
-        let eviction = &mut self.eviction;
-        largest
-            .and_then(|o| eviction.victim(&from(Some(o)), protect))
-            .or_else(|| eviction.victim(&from(None), protect))
-            // A victim with nothing resident left would never make room: as no victim.
-            .filter(|(v, pages)| !(*pages & blocks[*v as usize].resident).is_empty())
+        &mut self.evictions[at]
     }
 
     /// `delta` pages of `owner` entered (or left) VRAM.

@@ -15,7 +15,7 @@ fn config(prefetch: &str, eviction: &str) -> PagingConfig {
         thrashing: None,
         ..PagingConfig::new(
             (find_prefetch(prefetch).unwrap().build)(),
-            (find_eviction(eviction).unwrap().build)(),
+            find_eviction(eviction).unwrap().build,
         )
     }
 }

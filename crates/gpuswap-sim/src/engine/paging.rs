@@ -1,13 +1,20 @@
-//! Unified memory on the simulated device: a kernel's accesses become a stream of page
+//! Unified memory on the simulated device: a kernel's accesses become streams of page
 //! touches, far faults are fetched in batches and serviced by the manager's paging
 //! machine, and the kernel stalls for each batch's service.
 //!
-//! The model, first order (issue 8 goes on): the kernel's faults are serviced in stream
-//! order when it starts, one batch after another, and the kernel then takes its
-//! all-in-VRAM time plus every batch's stall; computation does not overlap fault
-//! service. A batch's stall is the fixed service cost plus the transfers it caused
-//! (evictions to the host, then migrations to the device), each at the link's rate for
-//! its transfer size (one transfer per VA block).
+//! The kernel advances in wavefronts: thread blocks are issued in order and a warp stalls
+//! at its first far fault, so the faults that reach the driver together are those of the
+//! threads resident at once, over every buffer the kernel touches. A wavefront moves one
+//! 4-byte element per resident thread (`sms x resident_threads_per_sm x 4` bytes), and
+//! every access of the kernel advances by its share of it; a wavefront's faults are
+//! serviced before the next one starts (in batches of at most `fault_batch_pages`),
+//! which is what gives the prefetcher something to do: the pages it brings are touched
+//! by later wavefronts without faulting. First order: the faults are serviced when the
+//! kernel starts, and the kernel then takes its all-in-VRAM time plus every batch's
+//! stall; computation does not overlap fault service. A batch's stall is the fixed
+//! service cost plus the transfers it caused (evictions to the host, then migrations to
+//! the device), each at the link's rate for its transfer size (one transfer per VA
+//! block).
 
 use gpuswap_core::uvm::pages::PAGE_BYTES;
 use gpuswap_core::uvm::{AccessKind, Serviced};
@@ -49,60 +56,91 @@ impl Engine {
             transfer_ns: (0.0, 0.0),
             remote: Traffic::default(),
         };
-        for access in &kernel.accesses {
-            let Some(buffer) = self.tenants[t].slots[access.slot] else {
-                continue;
-            };
-            let (Some(first), Some(map)) =
-                (self.manager.first_page(buffer), self.page_table.get(buffer))
-            else {
-                continue;
-            };
-            let kind = if access.write_bytes > 0 {
-                AccessKind::Write
-            } else {
-                AccessKind::Read
-            };
-            let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
-            let (mut touched, mut remote_touches) = (0u64, 0u64);
-            for (start, len) in stream.runs() {
-                let (mut at, end) = (first + start, first + start + len);
-                if let Some(stream) = &mut self.tenants[t].page_stream {
-                    stream.extend(at..end);
-                }
-                while at < end {
-                    let now_ns = self.now_ns.saturating_add(stall_ns);
-                    let run = self.manager.handle_touches(
-                        at,
-                        end - at,
-                        kind,
-                        now_ns,
-                        &mut pending,
-                        batch_pages,
-                    );
-                    at += run.pages;
-                    touched += run.pages;
-                    remote_touches += run.remote;
-                    if pending.len() == batch_pages {
-                        stall_ns = stall_ns
-                            .saturating_add(self.service_batch(&pending, now_ns, &mut cost));
-                        pending.clear();
+        let mut cursors: Vec<Cursor> = kernel
+            .accesses
+            .iter()
+            .filter_map(|access| {
+                let buffer = self.tenants[t].slots[access.slot]?;
+                let first = self.manager.first_page(buffer)?;
+                let map = self.page_table.get(buffer)?;
+                let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
+                Some(Cursor {
+                    access,
+                    first,
+                    count: stream.count,
+                    runs: stream.runs(),
+                    carry: None,
+                    taken: 0,
+                    remote: 0,
+                })
+            })
+            .collect();
+        let bytes: u64 = cursors
+            .iter()
+            .map(|c| c.access.read_bytes + c.access.write_bytes)
+            .sum();
+        let steps = bytes.div_ceil(wavefront_bytes(&self.preset)).max(1);
+        for step in 1..=steps {
+            for c in &mut cursors {
+                let kind = if c.access.write_bytes > 0 {
+                    AccessKind::Write
+                } else {
+                    AccessKind::Read
+                };
+                // The touches this access has made by the end of the wavefront.
+                let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
+                let mut left = target as u64 - c.taken;
+                while left > 0 {
+                    let Some((start, len)) = c.carry.take().or_else(|| c.runs.next()) else {
+                        break;
+                    };
+                    let n = len.min(left);
+                    if n < len {
+                        c.carry = Some((start + n, len - n));
+                    }
+                    left -= n;
+                    c.taken += n;
+                    let (mut at, end) = (c.first + start, c.first + start + n);
+                    if let Some(stream) = &mut self.tenants[t].page_stream {
+                        stream.extend(at..end);
+                    }
+                    while at < end {
+                        let now_ns = self.now_ns.saturating_add(stall_ns);
+                        let run = self.manager.handle_touches(
+                            at,
+                            end - at,
+                            kind,
+                            now_ns,
+                            &mut pending,
+                            batch_pages,
+                        );
+                        at += run.pages;
+                        c.remote += run.remote;
+                        if pending.len() == batch_pages {
+                            stall_ns = stall_ns
+                                .saturating_add(self.service_batch(&pending, now_ns, &mut cost));
+                            pending.clear();
+                        }
                     }
                 }
             }
-            if remote_touches > 0 {
-                let share = remote_touches as f64 / touched as f64;
+            // The wavefront's faults are serviced before it moves on.
+            if !pending.is_empty() {
+                let now_ns = self.now_ns.saturating_add(stall_ns);
+                stall_ns = stall_ns.saturating_add(self.service_batch(&pending, now_ns, &mut cost));
+                pending.clear();
+            }
+        }
+        for c in &cursors {
+            if c.remote > 0 {
+                let share = c.remote as f64 / c.taken.max(1) as f64;
                 cost.remote.add_part(
-                    access.order,
-                    access.read_bytes as f64 * share,
-                    access.write_bytes as f64 * share,
+                    c.access.order,
+                    c.access.read_bytes as f64 * share,
+                    c.access.write_bytes as f64 * share,
                     0.0,
                 );
             }
-        }
-        if !pending.is_empty() {
-            let now_ns = self.now_ns.saturating_add(stall_ns);
-            self.service_batch(&pending, now_ns, &mut cost);
         }
         cost
     }
@@ -142,6 +180,27 @@ impl Engine {
         cost.transfer_ns.1 += in_ns;
         (service_ns as f64 + out_ns + in_ns).round() as u64
     }
+}
+
+/// Bytes a kernel moves per wavefront: one 4-byte element (a float or an int, what the
+/// workloads' threads mostly load) per thread resident on the device at once.
+fn wavefront_bytes(preset: &Preset) -> u64 {
+    const ELEMENT_BYTES: u64 = 4;
+    (u64::from(preset.sms) * u64::from(preset.resident_threads_per_sm) * ELEMENT_BYTES).max(1)
+}
+
+/// One access's progress through its touch stream.
+struct Cursor<'k> {
+    access: &'k Access,
+    /// The buffer's first page in the paging machine's numbering.
+    first: u64,
+    /// Touches in all, taken so far, and served remotely so far.
+    count: u64,
+    taken: u64,
+    remote: u64,
+    runs: Runs,
+    /// The rest of a run a wavefront ended in.
+    carry: Option<(u64, u64)>,
 }
 
 /// The pages (0-based in the buffer) an access touches, in its order, as runs of

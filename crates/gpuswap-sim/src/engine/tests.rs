@@ -902,11 +902,12 @@ fn uvm_with_ample_vram_migrates_every_page_once() {
     assert!(paging.stats.pages_in >= 64 * 256 && paging.stats.pages_in < 66 * 256);
     assert_eq!(paging.stats.pages_out, 0);
     assert!(paging.fault_stall_ns > 0);
-    // Oversubscribed by half: every pass faults everything again (the sweep is cyclic
-    // and FIFO evicts what the next pass needs first).
+    // Oversubscribed by half: every pass migrates everything again (the sweep is cyclic
+    // and FIFO evicts what the next pass needs first), faulted or prefetched.
     let tight = uvm_sweep(64, 3, 48, gtx1080ti()).tenants[0].paging.unwrap();
     assert!(tight.stats.pages_in >= 3 * 64 * 256);
-    assert!(tight.stats.pages_thrashed >= 2 * 64 * 256 - 48 * 256);
+    assert!(tight.stats.pages_out >= 3 * 64 * 256 - 48 * 256);
+    assert!(tight.stats.pages_thrashed > 0);
     assert!(tight.fault_stall_ns > 2 * paging.fault_stall_ns);
 }
 
