@@ -97,7 +97,8 @@ enum BlockKey {
 struct BlockOrder {
     key: BlockKey,
     order: BTreeSet<(u64, u32)>,
-    keys: HashMap<u32, u64>,
+    /// Each block's key in `order`, dense by block (`None`: not ordered).
+    keys: Vec<Option<u64>>,
 }
 
 impl BlockOrder {
@@ -105,12 +106,16 @@ impl BlockOrder {
         Self {
             key,
             order: BTreeSet::new(),
-            keys: HashMap::new(),
+            keys: Vec::new(),
         }
     }
 
     fn set(&mut self, block: u32, key: u64) {
-        if let Some(old) = self.keys.insert(block, key) {
+        let b = block as usize;
+        if self.keys.len() <= b {
+            self.keys.resize(b + 1, None);
+        }
+        if let Some(old) = self.keys[b].replace(key) {
             self.order.remove(&(old, block));
         }
         self.order.insert((key, block));
@@ -136,14 +141,19 @@ impl Eviction for BlockOrder {
             BlockKey::FirstResident => {}
             BlockKey::LastTouch => self.set(block, seq),
             BlockKey::Touches => {
-                let n = self.keys.get(&block).copied().unwrap_or(0);
+                let n = self
+                    .keys
+                    .get(block as usize)
+                    .copied()
+                    .flatten()
+                    .unwrap_or(0);
                 self.set(block, n + pages.count() as u64);
             }
         }
     }
 
     fn left(&mut self, block: u32, _: Pages, emptied: bool) {
-        if emptied && let Some(key) = self.keys.remove(&block) {
+        if emptied && let Some(key) = self.keys.get_mut(block as usize).and_then(Option::take) {
             self.order.remove(&(key, block));
         }
     }

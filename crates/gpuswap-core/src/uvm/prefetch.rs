@@ -108,9 +108,18 @@ impl Prefetch for Tree {
             }
         };
         let mut region = widened;
-        for big in (0..PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE)
-            .filter(|b| widened.contains(b * PAGES_PER_BIG_PAGE))
-        {
+        // The faulted big pages as one bit each (a random fault sets one of 32).
+        let mut faulted_big: u32 = 0;
+        for (i, w) in widened.words().iter().enumerate() {
+            for j in 0..64 / PAGES_PER_BIG_PAGE {
+                if (w >> (j * PAGES_PER_BIG_PAGE)) & 0xFFFF != 0 {
+                    faulted_big |= 1 << (i * 4 + j);
+                }
+            }
+        }
+        while faulted_big != 0 {
+            let big = faulted_big.trailing_zeros() as usize;
+            faulted_big &= faulted_big - 1;
             let page = big * PAGES_PER_BIG_PAGE;
             let mut size = 2 * PAGES_PER_BIG_PAGE;
             let mut best = None;
