@@ -196,9 +196,6 @@ pub fn all() -> Vec<KeySpec> {
     for entry in POLICIES {
         for param in entry.params {
             let path = format!("manager.{}", param.key);
-            if keys.iter().any(|k| k.path == path) {
-                continue;
-            }
             let value = match param.kind {
                 ParamKind::Choice(options) => {
                     let names: Vec<_> = options().iter().map(|c| c.name).collect();
@@ -206,6 +203,11 @@ pub fn all() -> Vec<KeySpec> {
                 }
                 ParamKind::Count => "whole number, at least 1".to_owned(),
             };
+            // A key two modes share is listed once; one they spell alike but give other
+            // values (gpuswap's and uvm's `victim`) once per mode.
+            if keys.iter().any(|k| k.path == path && k.value == value) {
+                continue;
+            }
             let default = match param.default {
                 ParamDefault::Choice(name) => name.to_owned(),
                 ParamDefault::TenantCount => "the number of tenants".to_owned(),
@@ -232,6 +234,8 @@ pub fn in_section(section: &str) -> Vec<String> {
                 .and_then(|rest| rest.strip_prefix('.'))
                 .map(str::to_owned)
         })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
         .collect()
 }
 
