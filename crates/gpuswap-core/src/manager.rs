@@ -220,6 +220,12 @@ impl Manager {
         self.paging.as_ref().map(Paging::capacity_pages)
     }
 
+    /// The migration pattern detected for each of `tenant`'s managed allocations, in
+    /// allocation order (mode `uvm`); `None` otherwise.
+    pub fn paging_patterns(&self, tenant: TenantId) -> Option<Vec<crate::uvm::detect::Pattern>> {
+        self.paging.as_ref().map(|p| p.patterns(tenant.0))
+    }
+
     /// Unified memory's counts for a tenant (none unless the policy pages).
     pub fn paging_stats(&self, tenant: TenantId) -> Option<PagingStats> {
         self.paging.as_ref().map(|p| p.stats(tenant.0))
@@ -378,6 +384,9 @@ impl Manager {
     /// A kernel of `tenant` finished: feeds the slowdown and access-rate estimates, ends
     /// its launch's admission and tells the policy.
     pub fn handle_kernel_finished(&mut self, tenant: TenantId, stats: &KernelStats) {
+        if let Some(paging) = self.paging.as_mut() {
+            paging.kernel_finished();
+        }
         if self.books.tenant(tenant).is_none() {
             return;
         }

@@ -86,7 +86,7 @@ pub struct TenantReport {
 }
 
 /// What unified memory did for one tenant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UvmReport {
     /// Touches of pages not in VRAM (duplicates within a batch merged).
     pub far_faults: u64,
@@ -116,6 +116,9 @@ pub struct UvmReport {
     /// Belady's bound on the same page stream at the same VRAM (null unless `optimum =
     /// true`).
     pub optimum_pages_in: Option<u64>,
+    /// The migration pattern detected for each managed allocation, in allocation order
+    /// (`streaming`, `regular`, `random`, `mixed`, or `undecided`).
+    pub patterns: Vec<&'static str>,
 }
 
 /// Where eviction latency went, summed over a tenant's evicting allocations.
@@ -341,6 +344,7 @@ fn build(
                 pins: p.stats.pins,
                 pages_dropped: p.stats.pages_dropped,
                 optimum_pages_in: p.optimum_pages_in,
+                patterns: t.patterns.iter().map(|p| p.name()).collect(),
             }),
         })
         .collect();

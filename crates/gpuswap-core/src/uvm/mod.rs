@@ -11,14 +11,16 @@
 //! ([`Paging::add_allocation`]).
 //!
 
+pub mod detect;
 pub mod evict;
 pub mod optimum;
 pub mod pages;
 pub mod prefetch;
 pub mod thrash;
 
+use detect::{Detector, Pattern};
 use evict::Eviction;
-use pages::{PAGE_BYTES, PAGES_PER_BLOCK, Pages};
+use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
 use prefetch::Prefetch;
 use thrash::{BlockThrash, ThrashingParams};
 
@@ -160,6 +162,9 @@ pub struct PagingStats {
 struct Block {
     /// Whose allocation it belongs to (stats are per owner).
     owner: u32,
+    /// Its allocation's number, and its place in the allocation (blocks).
+    alloc: u32,
+    alloc_index: u32,
     /// Pages that exist (the allocation's last block may be partial).
     valid: Pages,
     resident: Pages,
@@ -222,6 +227,9 @@ pub struct Paging {
     seq: u64,
     /// Per owner (tenant), dense by owner number.
     stats: Vec<PagingStats>,
+    /// Each allocation's owner, dense by allocation number.
+    alloc_owner: Vec<u32>,
+    detector: Detector,
 }
 
 impl Paging {
@@ -248,6 +256,8 @@ impl Paging {
             oversubscribed: false,
             seq: 0,
             stats: Vec::new(),
+            alloc_owner: Vec::new(),
+            detector: Detector::default(),
         }
     }
 
@@ -255,15 +265,21 @@ impl Paging {
     /// its first page number.
     pub fn add_allocation(&mut self, owner: u32, bytes: u64) -> u64 {
         let first = self.blocks.len() as u64 * PAGES_PER_BLOCK as u64;
+        let alloc = self.alloc_owner.len() as u32;
+        self.alloc_owner.push(owner);
         let mut pages = bytes.div_ceil(PAGE_BYTES) as usize;
+        let mut alloc_index = 0;
         while pages > 0 {
             let n = pages.min(PAGES_PER_BLOCK);
             self.blocks.push(Block {
                 owner,
+                alloc,
+                alloc_index,
                 valid: Pages::range(0, n),
                 ..Block::default()
             });
             pages -= n;
+            alloc_index += 1;
         }
         if self.stats.len() <= owner as usize {
             self.stats
@@ -288,6 +304,8 @@ impl Paging {
             let (owner, pages) = (block.owner, block.resident);
             *block = Block {
                 owner,
+                alloc: block.alloc,
+                alloc_index: block.alloc_index,
                 ..Block::default()
             };
             self.count_resident(owner, -(pages.count() as i64));
@@ -338,6 +356,20 @@ impl Paging {
     /// Pages in VRAM.
     pub fn resident_pages(&self) -> u64 {
         self.resident_pages
+    }
+
+    /// A kernel ended: the pattern detector takes its observations.
+    pub fn kernel_finished(&mut self) {
+        self.detector.kernel_finished();
+    }
+
+    /// The migration pattern detected so far for each of `owner`'s allocations, in the
+    /// order they were made.
+    pub fn patterns(&self, owner: u32) -> Vec<Pattern> {
+        (0..self.alloc_owner.len() as u32)
+            .filter(|a| self.alloc_owner[*a as usize] == owner)
+            .map(|a| self.detector.pattern(a))
+            .collect()
     }
 
     /// `owner`'s pages in VRAM now and at most so far.
@@ -402,6 +434,9 @@ impl Paging {
                     block.in_flight.insert(i);
                     stats.far_faults += 1;
                     faults.push(first);
+                    let big =
+                        block.alloc_index * BIG_PAGES_PER_BLOCK + (i / PAGES_PER_BIG_PAGE) as u32;
+                    self.detector.faulted(block.alloc, big);
                 }
                 return Touched {
                     pages: 1,
@@ -455,6 +490,13 @@ impl Paging {
         let resident = range & block.resident;
         block.prefetched = block.prefetched.without(resident);
         block.in_flight |= faults;
+        if !faults.is_empty() {
+            let base = block.alloc_index * BIG_PAGES_PER_BLOCK;
+            for i in faults.iter() {
+                self.detector
+                    .faulted(block.alloc, base + (i / PAGES_PER_BIG_PAGE) as u32);
+            }
+        }
         // A written page is dirty in VRAM (one waiting in a batch, once it arrives).
         if kind == AccessKind::Write {
             block.dirty |= range & (block.resident | block.in_flight);
@@ -791,6 +833,9 @@ fn classify(block: &Block, range: Pages, kind: AccessKind, rule: Serve) -> (Page
     };
     (remote | pinned, faults)
 }
+
+/// Big pages of a VA block.
+const BIG_PAGES_PER_BLOCK: u32 = (PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE) as u32;
 
 /// (block, page in block) of a page number.
 fn split(page: u64) -> (u32, usize) {

@@ -252,6 +252,8 @@ pub struct TenantOutcome {
     pub error: Option<String>,
     /// Unified memory's counts for the tenant (mode `uvm` only).
     pub paging: Option<PagingOutcome>,
+    /// Unified memory: each managed allocation's detected migration pattern.
+    pub patterns: Patterns,
 }
 
 /// What unified memory did for one tenant.
@@ -265,6 +267,10 @@ pub struct PagingOutcome {
     /// (`optimum = true`).
     pub optimum_pages_in: Option<u64>,
 }
+
+/// The migration pattern detected for each of a tenant's managed allocations, in
+/// allocation order; empty outside mode `uvm`.
+pub type Patterns = Vec<gpuswap_core::uvm::detect::Pattern>;
 
 impl TenantOutcome {
     /// Time from start to end.

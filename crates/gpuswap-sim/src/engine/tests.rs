@@ -1032,3 +1032,15 @@ fn fault_migrations_share_the_link_with_other_tenants_copies() {
     );
     assert!(ratio > 1.2, "{ratio}");
 }
+
+#[test]
+fn a_cyclic_sweep_through_too_little_vram_is_detected_as_regular() {
+    // Three passes over 64 MiB through 48 MiB: every pass migrates the buffer again, in
+    // address order.
+    let out = uvm_sweep(64, 3, 48, gtx1080ti());
+    use gpuswap_core::uvm::detect::Pattern;
+    assert_eq!(out.tenants[0].patterns, [Pattern::Regular]);
+    // With ample VRAM only the first pass migrates: one observation decides nothing.
+    let ample = uvm_sweep(64, 3, 1024, gtx1080ti());
+    assert_eq!(ample.tenants[0].patterns, [Pattern::Undecided]);
+}
