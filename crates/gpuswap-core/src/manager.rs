@@ -415,7 +415,12 @@ impl Manager {
     /// A tenant whose VRAM figure changed since it was last returned here (each change
     /// is reported once, whatever the number of chunks that moved).
     pub fn poll_usage_change(&mut self) -> Option<TenantId> {
-        self.books.pop_usage_change()
+        self.books.pop_usage_change().or_else(|| {
+            self.paging
+                .as_mut()
+                .and_then(Paging::pop_changed_owner)
+                .map(TenantId)
+        })
     }
 
     // ---- internals ----

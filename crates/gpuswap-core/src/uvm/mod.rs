@@ -180,8 +180,10 @@ struct Block {
     counter: u32,
     /// Times pages of the block were evicted (delayed migration's round trips).
     round_trips: u32,
-    /// When pages last migrated into it (the thrashing detector's first event).
+    /// When pages last migrated into it, and which (their arrival is the thrashing
+    /// detector's first event; earlier arrivals are older than that).
     last_in_ns: u64,
+    last_arrivals: Pages,
     /// Per-page thrashing state, once the block shows any.
     thrash: Option<Box<BlockThrash>>,
 }
@@ -219,6 +221,10 @@ pub struct Paging {
     resident_by_owner: Vec<u64>,
     /// The most pages each owner had in VRAM at once.
     peak_by_owner: Vec<u64>,
+    /// Owners whose pages in VRAM changed since the driver last asked, and a flag per
+    /// owner for whether it is listed.
+    changed_owners: Vec<u32>,
+    listed: Vec<bool>,
     by_share: std::collections::BTreeSet<(u64, u32)>,
     /// Pages copied back to the host so far (the batches' transfers are the differences).
     written_back: u64,
@@ -251,6 +257,8 @@ impl Paging {
             victim: config.victim,
             resident_by_owner: Vec::new(),
             peak_by_owner: Vec::new(),
+            changed_owners: Vec::new(),
+            listed: Vec::new(),
             by_share: std::collections::BTreeSet::new(),
             written_back: 0,
             oversubscribed: false,
@@ -290,6 +298,7 @@ impl Paging {
                 self.evictions.resize_with(owner as usize + 1, build);
             }
             self.peak_by_owner.resize(owner as usize + 1, 0);
+            self.listed.resize(owner as usize + 1, false);
         }
         first
     }
@@ -370,6 +379,13 @@ impl Paging {
             .filter(|a| self.alloc_owner[*a as usize] == owner)
             .map(|a| self.detector.pattern(a))
             .collect()
+    }
+
+    /// An owner whose pages in VRAM changed since it was last returned.
+    pub fn pop_changed_owner(&mut self) -> Option<u32> {
+        let owner = self.changed_owners.pop()?;
+        self.listed[owner as usize] = false;
+        Some(owner)
     }
 
     /// `owner`'s pages in VRAM now and at most so far.
@@ -563,6 +579,8 @@ impl Paging {
         let mut at = 0;
         let mut serviced = Serviced::default();
         let written_before = self.written_back;
+        // Owners with a throttled page in the batch: it waits one nap for all of them.
+        let mut throttled_owners: Vec<u32> = Vec::new();
         while at < by_block.len() {
             let b = by_block[at].0;
             let mut faulted = Pages::EMPTY;
@@ -575,12 +593,21 @@ impl Paging {
             let (faulted, throttled) = self.thrashing_hints(b, faulted, now_ns);
             if throttled {
                 serviced.nap_ns = self.thrashing.map_or(0, |t| t.nap_ns);
-                self.stats[self.blocks[b as usize].owner as usize].throttles += 1;
+                throttled_owners.push(self.blocks[b as usize].owner);
             }
             let (pages_in, pages_out) = self.migrate_block(b, faulted, now_ns);
             serviced.pages_in += pages_in;
             serviced.pages_out += pages_out;
             serviced.blocks_in += u64::from(pages_in > 0);
+            // A written page that did not arrive (pinned in host memory, or no room) was
+            // written where it is: nothing of it is dirty in VRAM.
+            let block = &mut self.blocks[b as usize];
+            block.dirty = block.dirty & (block.resident | block.in_flight);
+        }
+        throttled_owners.sort_unstable();
+        throttled_owners.dedup();
+        for owner in throttled_owners {
+            self.stats[owner as usize].throttles += 1;
         }
         serviced.pages_written_back = self.written_back - written_before;
         serviced
@@ -649,6 +676,7 @@ impl Paging {
         let first = block.resident.is_empty();
         block.resident |= wanted;
         block.last_in_ns = now_ns;
+        block.last_arrivals = wanted;
         let thrashed = (wanted & faulted & block.evicted).count() as u64;
         block.evicted = block.evicted.without(wanted & faulted);
         let prefetched = wanted.without(faulted);
@@ -671,6 +699,9 @@ impl Paging {
     /// Evicts `pages` of block `v` (for a fault batch at `now_ns`, or `None` for a
     /// reservation); returns how many.
     fn evict(&mut self, v: u32, pages: Pages, now_ns: Option<u64>) -> u64 {
+        if pages.is_empty() {
+            return 0;
+        }
         let thrashing = self.thrashing;
         let block = &mut self.blocks[v as usize];
         let n = pages.count() as u64;
@@ -679,15 +710,22 @@ impl Paging {
         block.counter = 0;
         block.round_trips = block.round_trips.saturating_add(1);
         // Pages leaving within a lapse of their arrival are the detector's business:
-        // the block gets per-page state, and the arrival and the eviction are events.
-        if let (Some(params), Some(now)) = (thrashing, now_ns)
-            && (block.thrash.is_some() || now.saturating_sub(block.last_in_ns) <= params.lapse_ns)
-        {
-            let thrash = block
-                .thrash
-                .get_or_insert_with(|| Box::new(BlockThrash::new(now)));
-            thrash.record(pages, block.last_in_ns.min(now), &params);
-            thrash.record(pages, now, &params);
+        // the block gets per-page state, and their arrival and the eviction are events.
+        // In a watched block, faulted arrivals were recorded when they were serviced.
+        if let (Some(params), Some(now)) = (thrashing, now_ns) {
+            let recent = pages & block.last_arrivals;
+            match block.thrash.as_mut() {
+                Some(thrash) => thrash.record(pages, now, &params),
+                None if !recent.is_empty()
+                    && now.saturating_sub(block.last_in_ns) <= params.lapse_ns =>
+                {
+                    let mut thrash = Box::new(BlockThrash::new(now));
+                    thrash.record(recent, block.last_in_ns.min(now), &params);
+                    thrash.record(pages, now, &params);
+                    block.thrash = Some(thrash);
+                }
+                None => {}
+            }
         }
         let unused = (block.prefetched & pages).count() as u64;
         block.prefetched = block.prefetched.without(pages);
@@ -750,6 +788,9 @@ impl Paging {
         }
         let peak = &mut self.peak_by_owner[owner as usize];
         *peak = (*peak).max(*held);
+        if !std::mem::replace(&mut self.listed[owner as usize], true) {
+            self.changed_owners.push(owner);
+        }
         self.resident_pages = self
             .resident_pages
             .checked_add_signed(delta)

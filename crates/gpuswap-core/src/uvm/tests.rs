@@ -483,3 +483,143 @@ fn largest_share_eviction_takes_from_the_biggest_holder_where_the_driver_takes_t
     // Per-tenant: tenant 0 holds twice as much, so its oldest block goes.
     assert_eq!(evicted_owner(Victim::LargestShare), (512, 0));
 }
+
+// Bugs found in review (each fails until its bug is fixed).
+
+#[test]
+fn a_batch_that_waits_one_nap_counts_one_throttle() {
+    // Room for two pages; pages of blocks A and B, then of C and D, bounce in pairs.
+    let mut p = paging_with(2 * pages::PAGE_BYTES, Migration::OnFault, true);
+    let base = p.add_allocation(0, 8 * MIB);
+    let mut now = 0;
+    let mut naps = 0;
+    for _ in 0..5 {
+        for pair in [[base, base + 512], [base + 1024, base + 1536]] {
+            now += 10_000;
+            let mut faults = Vec::new();
+            for page in pair {
+                p.touch_run(page, 1, AccessKind::Read, now, &mut faults, 2);
+            }
+            let s = p.service(&faults, now);
+            naps += u64::from(s.nap_ns > 0);
+            p.check_invariants().unwrap();
+        }
+    }
+    assert!(naps > 0);
+    // `throttles`: "fault batches that waited a nap for thrashing pages".
+    assert_eq!(p.stats(0).throttles, naps);
+}
+
+#[test]
+fn a_page_that_arrived_long_ago_is_not_thrashing() {
+    // Room for two pages. Page A0 arrives at 0; A1 at 400 ms; both leave at 400.1 ms for
+    // block B; A0 comes back at 400.2 ms. A0 migrated twice within a lapse (out, in):
+    // below the threshold of 3, so no throttle.
+    let mut p = paging_with(2 * pages::PAGE_BYTES, Migration::OnFault, true);
+    let base = p.add_allocation(0, 4 * MIB);
+    let (a0, a1, b0, b1) = (base, base + 1, base + 512, base + 513);
+    let step = |p: &mut Paging, pages: &[u64], now: u64| {
+        let mut faults = Vec::new();
+        for &page in pages {
+            p.touch_run(page, 1, AccessKind::Read, now, &mut faults, 2);
+        }
+        let s = p.service(&faults, now);
+        p.check_invariants().unwrap();
+        s
+    };
+    step(&mut p, &[a0], 0);
+    step(&mut p, &[a1], 400_000_000);
+    let s = step(&mut p, &[b0, b1], 400_100_000);
+    assert_eq!(s.pages_out, 2);
+    let s = step(&mut p, &[a0], 400_200_000);
+    assert_eq!((s.nap_ns, p.stats(0).throttles), (0, 0));
+}
+
+#[test]
+fn a_write_fault_pinned_in_host_memory_leaves_no_dirty_page_behind() {
+    // Two blocks' first pages written in turn through room for one page, until one
+    // write fault is pinned (served remotely: the host's copy has the write).
+    let mut p = Paging::new(
+        pages::PAGE_BYTES,
+        PagingConfig {
+            thrashing: Some(ThrashingParams::default()),
+            invalidate_clean: true,
+            ..config("none", "fifo-2mb")
+        },
+    );
+    let base = p.add_allocation(0, 4 * MIB);
+    let params = ThrashingParams::default();
+    let mut now = 0;
+    let mut pinned = None;
+    'bounce: for _ in 0..40 {
+        for page in [base, base + 512] {
+            now += 10_000;
+            let mut faults = Vec::new();
+            p.touch_run(page, 1, AccessKind::Write, now, &mut faults, 1);
+            if !faults.is_empty() {
+                p.service(&faults, now);
+                if p.stats(0).pins > 0 {
+                    pinned = Some(page);
+                    break 'bounce;
+                }
+            }
+        }
+    }
+    let pinned = pinned.expect("a page gets pinned");
+    let other = if pinned == base { base + 512 } else { base };
+    // Long after the pin: the pinned page is read (it migrates, clean), then pushed out
+    // by the other page: nothing wrote it since it arrived, so it is dropped.
+    now += params.pin_ns + params.epoch_ns;
+    for page in [pinned, other] {
+        now += 10 * params.lapse_ns;
+        let mut faults = Vec::new();
+        p.touch_run(page, 1, AccessKind::Read, now, &mut faults, 1);
+        assert_eq!(faults, [page]);
+        let before = p.stats(0);
+        let s = p.service(&faults, now);
+        p.check_invariants().unwrap();
+        if page == other {
+            assert_eq!(s.pages_out, 1);
+            assert_eq!(
+                (
+                    s.pages_written_back,
+                    p.stats(0).pages_dropped - before.pages_dropped
+                ),
+                (0, 1),
+                "a page only read since it arrived is written back"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_region_larger_than_vram_does_not_reset_the_access_counter() {
+    // Delayed migration, threshold 2; 8 pages of VRAM, 64 KiB prefetch regions (16 pages).
+    let mut p = Paging::new(
+        8 * pages::PAGE_BYTES,
+        PagingConfig {
+            migration: Migration::Delayed {
+                threshold: 2,
+                adaptive: false,
+            },
+            ..config("sequential-64k", "fifo-2mb")
+        },
+    );
+    let base = p.add_allocation(0, 4 * MIB);
+    let mut faults = Vec::new();
+    // The first read is remote, the second reaches the counter and faults.
+    assert_eq!(
+        p.touch_run(base, 1, AccessKind::Read, 0, &mut faults, 8)
+            .remote,
+        1
+    );
+    p.touch_run(base + 1, 1, AccessKind::Read, 0, &mut faults, 8);
+    assert_eq!(faults, [base + 1]);
+    // Its region does not fit; the faulted page comes alone. Nothing was evicted.
+    let s = p.service(&faults, 0);
+    assert_eq!((s.pages_in, s.pages_out), (1, 0));
+    faults.clear();
+    // The block reached its threshold and never left VRAM: its next page faults.
+    let run = p.touch_run(base + 2, 1, AccessKind::Read, 0, &mut faults, 8);
+    assert_eq!((run.remote, faults.len()), (0, 1), "served remotely again");
+}

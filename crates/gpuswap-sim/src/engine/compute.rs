@@ -63,10 +63,12 @@ impl Engine {
         // other user of the link, one after the other), then takes its all-in-VRAM time
         // plus the batches' service time and the remote accesses' time (first order:
         // none of it overlaps its computation).
-        let paging = self
-            .needs
-            .page_faults
-            .then(|| self.fault_in(t, &kernel, launch.id.0));
+        let paging = self.needs.page_faults.then(|| {
+            let paging = self.fault_in(t, &kernel, launch.id.0);
+            // Its faults moved pages in and out of VRAM, its own and others'.
+            self.record_usage_changes();
+            paging
+        });
         let tenant = &mut self.tenants[t];
         let fixed_ns = match &paging {
             Some(paging) => {

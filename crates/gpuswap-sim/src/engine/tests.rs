@@ -1044,3 +1044,19 @@ fn a_cyclic_sweep_through_too_little_vram_is_detected_as_regular() {
     let ample = uvm_sweep(64, 3, 1024, gtx1080ti());
     assert_eq!(ample.tenants[0].patterns, [Pattern::Undecided]);
 }
+
+// Bugs found in review (each fails until its bug is fixed).
+
+#[test]
+fn uvm_vram_timeline_shows_the_managed_pages() {
+    // Ample VRAM: the 64 MiB buffer becomes resident and stays until it is freed.
+    let out = uvm_sweep(64, 2, 1024, gtx1080ti());
+    let t = &out.tenants[0];
+    assert!(t.vram_peak_bytes >= 64 * MIB, "{}", t.vram_peak_bytes);
+    let timeline_max = t.vram_timeline.iter().map(|x| x.1).max().unwrap();
+    assert_eq!(
+        timeline_max, t.vram_peak_bytes,
+        "timeline {:?}",
+        t.vram_timeline
+    );
+}
