@@ -103,7 +103,9 @@ impl BlockThrash {
         }
         for i in pages.iter() {
             let page = &mut self.pages[i];
-            page.events = if page.events > 0 && now_ns - page.last_event_ns <= params.lapse_ns {
+            page.events = if page.events > 0
+                && now_ns.saturating_sub(page.last_event_ns) <= params.lapse_ns
+            {
                 page.events.saturating_add(1)
             } else {
                 1
