@@ -63,7 +63,7 @@
 
 use super::{
     AppModel, DeviceShape, PatternClass, SizeError, d2h, data_access, h2d, managed_bytes,
-    parse_size, phased,
+    parse_size, phased, within, workload_sizes,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -100,18 +100,13 @@ impl AppModel for Atax {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", UVMSMART_SIDE),
-            ("uvmsmart", UVMSMART_SIDE),
-            ("large", LARGE_SIDE),
-        ];
-        let side = parse_size(self.name(), HELP, size, &named, |n| {
-            if (1..=MAX_SIDE).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!("a {n} x {n} matrix is outside 1 to {MAX_SIDE}"))
-            }
-        })?;
+        let side = parse_size(
+            self.name(),
+            HELP,
+            size,
+            &workload_sizes(UVMSMART_SIDE, LARGE_SIDE),
+            |n| within(n, 1..=MAX_SIDE, format!("a {n} x {n} matrix")),
+        )?;
         Ok(program(side, repeat, device))
     }
 

@@ -71,7 +71,7 @@
 
 use super::{
     AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, scattered_bytes, uniform,
+    parse_size, phased, scattered_bytes, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -117,11 +117,7 @@ impl AppModel for Bfs {
             ("large", MAX_NODES),
         ];
         let nodes = parse_size(self.name(), HELP, size, &named, |n| {
-            if (16..=MAX_NODES).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!("{n} nodes is outside 16 to {MAX_NODES}"))
-            }
+            within(n, 16..=MAX_NODES, format!("{n} nodes"))
         })?;
         Ok(program(nodes, repeat, device))
     }

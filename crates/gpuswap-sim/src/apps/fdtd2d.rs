@@ -50,7 +50,7 @@
 
 use super::{
     AppModel, DeviceShape, PatternClass, SizeError, d2h, data_access, h2d, managed_bytes,
-    parse_size, phased,
+    parse_size, phased, within, workload_sizes,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -95,20 +95,13 @@ impl AppModel for Fdtd2d {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", UVMSMART_SIDE),
-            ("uvmsmart", UVMSMART_SIDE),
-            ("large", LARGE_SIDE),
-        ];
-        let side = parse_size(self.name(), HELP, size, &named, |n| {
-            if (MIN_SIDE..=MAX_SIDE).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!(
-                    "a {n} x {n} grid is outside {MIN_SIDE} to {MAX_SIDE}"
-                ))
-            }
-        })?;
+        let side = parse_size(
+            self.name(),
+            HELP,
+            size,
+            &workload_sizes(UVMSMART_SIDE, LARGE_SIDE),
+            |n| within(n, MIN_SIDE..=MAX_SIDE, format!("a {n} x {n} grid")),
+        )?;
         Ok(program(side, repeat, device))
     }
 

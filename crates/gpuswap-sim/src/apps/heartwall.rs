@@ -82,7 +82,7 @@
 
 use super::{
     AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, scattered_bytes, uniform,
+    phased, scattered_bytes, uniform, within,
 };
 use crate::program::{
     Access, AccessOrder, Distribution, Kernel, Op, Phase, Program, Slot, WeightedRange,
@@ -151,11 +151,7 @@ impl AppModel for Heartwall {
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 20), ("rodinia", 20)];
         let frames = parse_size(self.name(), HELP, size, &named, |n| {
-            if (1..=VIDEO_FRAMES).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!("{n} frames is outside 1 to {VIDEO_FRAMES}"))
-            }
+            within(n, 1..=VIDEO_FRAMES, format!("{n} frames"))
         })?;
         Ok(program(frames, repeat, device))
     }

@@ -47,7 +47,7 @@
 //! about 2.8x (the pyramid trades redundant halo computation for memory traffic).
 
 use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
+    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -100,11 +100,7 @@ impl AppModel for Hotspot {
             ("large", (MAX_SIDE, ITERATIONS)),
         ];
         let (side, iterations) = parse_size(self.name(), HELP, size, &named, |n| {
-            if (BLOCK_SIDE..=MAX_SIDE).contains(&n) {
-                Ok((n, ITERATIONS))
-            } else {
-                Err(format!("a {n} x {n} grid is outside 16 to {MAX_SIDE}"))
-            }
+            within(n, BLOCK_SIDE..=MAX_SIDE, format!("a {n} x {n} grid")).map(|n| (n, ITERATIONS))
         })?;
         Ok(program(side, iterations / PYRAMID, repeat))
     }

@@ -276,6 +276,34 @@ pub(crate) fn size_error(
     }
 }
 
+/// `n` if it lies in `range`; else why not, naming it as `what` (for example
+/// `"a 20000 x 20000 grid"`): what an app's size check says.
+pub(crate) fn within(
+    n: u64,
+    range: std::ops::RangeInclusive<u64>,
+    what: String,
+) -> Result<u64, String> {
+    if range.contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "{what} is outside {} to {}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
+/// The named sizes of a unified-memory workload: `default` and `uvmsmart` are the
+/// research simulator's input, `large` one of several GiB.
+pub(crate) fn workload_sizes(uvmsmart: u64, large: u64) -> [(&'static str, u64); 3] {
+    [
+        ("default", uvmsmart),
+        ("uvmsmart", uvmsmart),
+        ("large", large),
+    ]
+}
+
 /// Reads a size argument the way every app does: one of the `named` sizes, or a plain
 /// decimal number that `number` turns into the app's input (or explains why not).
 /// `help` lists the accepted forms for the error message.

@@ -20,7 +20,7 @@
 //! differences, two multiply-adds, a square root ~8, the store): about 2 instructions
 //! per byte where the GTX 480 model balances at 3.8, so memory bound.
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform};
+use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform, within};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The nn app.
@@ -55,11 +55,7 @@ impl AppModel for Nn {
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
         let named = [("default", 1 << 24), ("rodinia", 42_764)];
         let records = parse_size(self.name(), HELP, size, &named, |n| {
-            if (1..=MAX_RECORDS).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!("{n} records is outside 1 to {MAX_RECORDS}"))
-            }
+            within(n, 1..=MAX_RECORDS, format!("{n} records"))
         })?;
         Ok(program(records, repeat))
     }

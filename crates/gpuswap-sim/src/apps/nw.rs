@@ -76,7 +76,7 @@
 
 use super::{
     AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased,
+    parse_size, phased, workload_sizes,
 };
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
@@ -130,20 +130,21 @@ impl AppModel for Nw {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", UVMSMART_LENGTH),
-            ("uvmsmart", UVMSMART_LENGTH),
-            ("large", LARGE_LENGTH),
-        ];
-        let length = parse_size(self.name(), HELP, size, &named, |n| {
-            if n == 0 || !n.is_multiple_of(BLOCK) || n > MAX_LENGTH {
-                Err(format!(
-                    "length {n} is not a multiple of 16 between 16 and {MAX_LENGTH}"
-                ))
-            } else {
-                Ok(n)
-            }
-        })?;
+        let length = parse_size(
+            self.name(),
+            HELP,
+            size,
+            &workload_sizes(UVMSMART_LENGTH, LARGE_LENGTH),
+            |n| {
+                if n == 0 || !n.is_multiple_of(BLOCK) || n > MAX_LENGTH {
+                    Err(format!(
+                        "length {n} is not a multiple of 16 between 16 and {MAX_LENGTH}"
+                    ))
+                } else {
+                    Ok(n)
+                }
+            },
+        )?;
         Ok(program(length, repeat))
     }
 

@@ -50,7 +50,8 @@
 //! columns, with the rows and pyramid of the run script.
 
 use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
+    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform, within,
+    workload_sizes,
 };
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
@@ -94,18 +95,13 @@ impl AppModel for Pathfinder {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", UVMSMART_COLS),
-            ("uvmsmart", UVMSMART_COLS),
-            ("large", LARGE_COLS),
-        ];
-        let cols = parse_size(self.name(), HELP, size, &named, |n| {
-            if (1..=MAX_COLS).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!("{n} columns is outside 1 to {MAX_COLS}"))
-            }
-        })?;
+        let cols = parse_size(
+            self.name(),
+            HELP,
+            size,
+            &workload_sizes(UVMSMART_COLS, LARGE_COLS),
+            |n| within(n, 1..=MAX_COLS, format!("{n} columns")),
+        )?;
         Ok(program(cols, repeat))
     }
 

@@ -46,7 +46,7 @@
 
 use super::{
     AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, uniform,
+    parse_size, phased, uniform, within, workload_sizes,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -89,20 +89,13 @@ impl AppModel for Ra {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", UVMSMART_FLOATS),
-            ("uvmsmart", UVMSMART_FLOATS),
-            ("large", LARGE_FLOATS),
-        ];
-        let floats = parse_size(self.name(), HELP, size, &named, |n| {
-            if (MIN_FLOATS..=MAX_FLOATS).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!(
-                    "{n} floats per array is outside {MIN_FLOATS} to {MAX_FLOATS}"
-                ))
-            }
-        })?;
+        let floats = parse_size(
+            self.name(),
+            HELP,
+            size,
+            &workload_sizes(UVMSMART_FLOATS, LARGE_FLOATS),
+            |n| within(n, MIN_FLOATS..=MAX_FLOATS, format!("{n} floats per array")),
+        )?;
         Ok(program(floats, repeat, device))
     }
 

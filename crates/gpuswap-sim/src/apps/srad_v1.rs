@@ -41,7 +41,7 @@
 
 use super::{
     AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, uniform,
+    phased, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program, Slot};
 
@@ -99,15 +99,11 @@ impl AppModel for SradV1 {
             ),
         ];
         let input = parse_size(self.name(), HELP, size, &named, |n| {
-            if (2..=MAX_SIDE).contains(&n) {
-                Ok(Input {
-                    rows: n,
-                    cols: n,
-                    iterations: DEFAULT_ITERATIONS,
-                })
-            } else {
-                Err(format!("a {n} x {n} image is outside 2 to {MAX_SIDE}"))
-            }
+            within(n, 2..=MAX_SIDE, format!("a {n} x {n} image")).map(|n| Input {
+                rows: n,
+                cols: n,
+                iterations: DEFAULT_ITERATIONS,
+            })
         })?;
         Ok(program(input, repeat, device))
     }

@@ -79,7 +79,7 @@
 
 use super::{
     AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, scattered_bytes, uniform,
+    parse_size, phased, scattered_bytes, uniform, within, workload_sizes,
 };
 use crate::program::{Access, AccessOrder, Kernel, Op, Program};
 
@@ -128,18 +128,13 @@ impl AppModel for Sssp {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", UVMSMART_VERTICES),
-            ("uvmsmart", UVMSMART_VERTICES),
-            ("large", LARGE_VERTICES),
-        ];
-        let vertices = parse_size(self.name(), HELP, size, &named, |n| {
-            if (16..=MAX_VERTICES).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!("{n} vertices is outside 16 to {MAX_VERTICES}"))
-            }
-        })?;
+        let vertices = parse_size(
+            self.name(),
+            HELP,
+            size,
+            &workload_sizes(UVMSMART_VERTICES, LARGE_VERTICES),
+            |n| within(n, 16..=MAX_VERTICES, format!("{n} vertices")),
+        )?;
         Ok(program(vertices, repeat, device))
     }
 

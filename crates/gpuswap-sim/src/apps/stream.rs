@@ -19,7 +19,7 @@
 //! below the GTX 480 model's balance of 3.8, so memory bound, as STREAM is meant to be.
 
 use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
+    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -64,13 +64,7 @@ impl AppModel for Stream {
             ("large", MAX_ELEMENTS),
         ];
         let elements = parse_size(self.name(), HELP, size, &named, |n| {
-            if (1..=MAX_ELEMENTS).contains(&n) {
-                Ok(n)
-            } else {
-                Err(format!(
-                    "{n} floats per array is outside 1 to {MAX_ELEMENTS}"
-                ))
-            }
+            within(n, 1..=MAX_ELEMENTS, format!("{n} floats per array"))
         })?;
         Ok(program(elements, repeat))
     }
