@@ -30,6 +30,12 @@ fn stderr(out: &Output) -> String {
     String::from_utf8(out.stderr.clone()).expect("utf-8 output")
 }
 
+/// Asserts that the command exited with `code` and said `fragment` on stderr.
+fn assert_fails(out: &Output, code: i32, fragment: &str) {
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
+    assert!(stderr(out).contains(fragment), "{}", stderr(out));
+}
+
 fn repo_file(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -540,8 +546,7 @@ fn bench_reports_runs_and_event_rate() {
     );
     assert!(text.contains("simulated events/s"), "{text}");
     let bad = gpuswap(&["bench", "--apps", "doom"]);
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr(&bad).contains("doom"), "{}", stderr(&bad));
+    assert_fails(&bad, 2, "doom");
 }
 
 #[test]
@@ -564,12 +569,7 @@ fn a_reader_that_stops_early_is_not_an_error_but_a_full_disk_is() {
             .stdout(std::fs::File::create("/dev/full").unwrap())
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(1));
-        assert!(
-            stderr(&out).contains("cannot write the output"),
-            "{}",
-            stderr(&out)
-        );
+        assert_fails(&out, 1, "cannot write the output");
     }
 }
 
@@ -594,12 +594,7 @@ fn an_overlong_name_or_a_file_that_is_not_utf8_is_refused_with_its_place() {
     let path = temp_scenario("latin1.toml", "");
     std::fs::write(&path, b"[[tenant]]\nname = \"caf\xe9\"\napp = \"stream\"\n").unwrap();
     let out = gpuswap(&["run", path.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("not UTF-8 text: byte 0xe9 at line 2, column 12"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 2, "not UTF-8 text: byte 0xe9 at line 2, column 12");
 }
 
 #[test]
@@ -618,12 +613,7 @@ fn a_run_that_would_not_end_stops_at_its_limit_and_says_how_to_raise_it() {
         "[[tenant]]\nname = \"a\"\napp = \"stream\"\nstart = \"18446744073s\"\n",
     );
     let out = gpuswap(&["run", path.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("raise it with --max-sim-time DURATION"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 1, "raise it with --max-sim-time DURATION");
 }
 
 #[test]
@@ -636,12 +626,7 @@ fn sweep_keys_are_checked_before_any_run() {
         "device.vram_limt=100MiB,200MiB",
         "--quiet",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("device.vram_limt is not a scenario key"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 2, "device.vram_limt is not a scenario key");
     let out = gpuswap(&[
         "sweep",
         &scenario,
@@ -651,12 +636,7 @@ fn sweep_keys_are_checked_before_any_run() {
         "device.vram_limit=200MiB",
         "--quiet",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("varied by an earlier --vary too"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 2, "varied by an earlier --vary too");
 }
 
 #[test]
@@ -693,8 +673,7 @@ fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
         "--managers",
         "nope",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--managers nope"), "{}", stderr(&out));
+    assert_fails(&out, 2, "--managers nope");
 }
 
 #[test]
@@ -705,12 +684,7 @@ fn a_timeline_in_a_format_it_cannot_write_is_refused() {
         "--timeline",
         "/tmp/x.pdf",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("expected a file name ending in .svg or .png"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 2, "expected a file name ending in .svg or .png");
 }
 
 #[test]
@@ -731,8 +705,7 @@ fn sweep_refuses_a_folder_in_use_unless_forced_and_then_replaces_its_files() {
         "tenant.repeat=1",
     ];
     let out = gpuswap(&args);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("is not empty"), "{}", stderr(&out));
+    assert_fails(&out, 2, "is not empty");
     let forced: Vec<&str> = args.iter().copied().chain(["--force"]).collect();
     let out = gpuswap(&forced);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -926,12 +899,7 @@ fn host_memory_is_shown_and_settable() {
         "[device]\nhost_memory = \"lots\"\n[[tenant]]\napp = \"stream\"\n",
     );
     let out = gpuswap(&["run", &bad.to_string_lossy()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("device.host_memory"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 2, "device.host_memory");
 }
 
 #[test]
@@ -1185,12 +1153,7 @@ fn vm_scenarios_run_compare_and_sweep() {
         "vm[5].count=1,2",
         "--dry-run",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("expected an index below 3"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails(&out, 2, "expected an index below 3");
 }
 
 #[test]
