@@ -193,6 +193,11 @@ impl Block {
     fn pinned(&self) -> Pages {
         self.thrash.as_ref().map_or(Pages::EMPTY, |t| t.pinned)
     }
+
+    /// The big page holding page `i`, numbered from its allocation's start.
+    fn big_page(&self, i: usize) -> u32 {
+        self.alloc_index * BIG_PAGES_PER_BLOCK + (i / PAGES_PER_BIG_PAGE) as u32
+    }
 }
 
 /// The residency of managed memory and the policies that change it.
@@ -450,9 +455,7 @@ impl Paging {
                     block.in_flight.insert(i);
                     stats.far_faults += 1;
                     faults.push(first);
-                    let big =
-                        block.alloc_index * BIG_PAGES_PER_BLOCK + (i / PAGES_PER_BIG_PAGE) as u32;
-                    self.detector.faulted(block.alloc, big);
+                    self.detector.faulted(block.alloc, block.big_page(i));
                 }
                 return Touched {
                     pages: 1,
@@ -506,12 +509,8 @@ impl Paging {
         let resident = range & block.resident;
         block.prefetched = block.prefetched.without(resident);
         block.in_flight |= faults;
-        if !faults.is_empty() {
-            let base = block.alloc_index * BIG_PAGES_PER_BLOCK;
-            for i in faults.iter() {
-                self.detector
-                    .faulted(block.alloc, base + (i / PAGES_PER_BIG_PAGE) as u32);
-            }
+        for i in faults.iter() {
+            self.detector.faulted(block.alloc, block.big_page(i));
         }
         // A written page is dirty in VRAM (one waiting in a batch, once it arrives).
         if kind == AccessKind::Write {
