@@ -66,6 +66,11 @@ impl Engine {
                 let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
                 Some(Cursor {
                     access,
+                    kind: if access.write_bytes > 0 {
+                        AccessKind::Write
+                    } else {
+                        AccessKind::Read
+                    },
                     first,
                     count: stream.count,
                     runs: stream.runs(),
@@ -82,11 +87,6 @@ impl Engine {
         let steps = bytes.div_ceil(wavefront_bytes(&self.preset)).max(1);
         for step in 1..=steps {
             for c in &mut cursors {
-                let kind = if c.access.write_bytes > 0 {
-                    AccessKind::Write
-                } else {
-                    AccessKind::Read
-                };
                 // The touches this access has made by the end of the wavefront.
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
                 let mut left = target as u64 - c.taken;
@@ -109,7 +109,7 @@ impl Engine {
                         let run = self.manager.handle_touches(
                             at,
                             end - at,
-                            kind,
+                            c.kind,
                             now_ns,
                             &mut pending,
                             batch_pages,
@@ -192,6 +192,9 @@ fn wavefront_bytes(preset: &Preset) -> u64 {
 /// One access's progress through its touch stream.
 struct Cursor<'k> {
     access: &'k Access,
+    /// Whether it writes what it touches (writes are never served remotely under
+    /// delayed migration).
+    kind: AccessKind,
     /// The buffer's first page in the paging machine's numbering.
     first: u64,
     /// Touches in all, taken so far, and served remotely so far.
