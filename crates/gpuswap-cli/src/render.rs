@@ -382,6 +382,33 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             &rows,
             width,
         );
+        out += "\n";
+        out += &wrap(
+            "managed allocations: the migration pattern detected (observations: kernels, and the first full VRAM, that migrated at least 8 big pages) and the plan the runtime chose (policy = \"adaptive\" or \"adaptive-coarse\"; \"configured\" follows the settings)",
+            width.unwrap_or(usize::MAX),
+            0,
+        );
+        let rows: Vec<Vec<String>> = report
+            .tenants
+            .iter()
+            .filter_map(|t| t.uvm.as_ref().map(|u| (t, u)))
+            .flat_map(|(t, u)| {
+                (0..u.patterns.len()).map(move |a| {
+                    vec![
+                        t.name.clone(),
+                        a.to_string(),
+                        u.patterns[a].to_owned(),
+                        u.plans[a].to_owned(),
+                        u.timeline[a].len().to_string(),
+                    ]
+                })
+            })
+            .collect();
+        out += &table(
+            &["tenant", "allocation", "pattern", "plan", "observations"],
+            &rows,
+            width,
+        );
     }
     let s = &report.system;
     let n = report.tenants.len();

@@ -21,9 +21,11 @@ pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
 use crate::uvm::pages::PAGE_BYTES;
+use crate::uvm::policy::Runtime;
 use crate::uvm::thrash::ThrashingParams;
 use crate::uvm::{
-    AccessKind, Migration, Paging, PagingConfig, PagingStats, Serviced, Touched, Victim,
+    AccessKind, AllocationPaging, Migration, Paging, PagingConfig, PagingStats, Serviced, Touched,
+    Victim,
 };
 
 /// Fixed settings of a manager.
@@ -94,10 +96,11 @@ impl Manager {
             let eviction = crate::uvm::evict::find_eviction(config.policy.choice("eviction"))
                 .expect("validated");
             let settings = &config.policy;
+            let migrate_threshold =
+                u32::try_from(settings.count("migrate_threshold")).unwrap_or(u32::MAX);
             let migration = match settings.choice("migration") {
                 "delayed" => Migration::Delayed {
-                    threshold: u32::try_from(settings.count("migrate_threshold"))
-                        .unwrap_or(u32::MAX),
+                    threshold: migrate_threshold,
                     adaptive: settings.choice("adaptive_threshold") == "true",
                 },
                 "zero-copy" => Migration::ZeroCopy,
@@ -115,6 +118,11 @@ impl Manager {
                     victim: match settings.choice("victim") {
                         "largest-share" => Victim::LargestShare,
                         _ => Victim::Any,
+                    },
+                    runtime: match settings.choice("policy") {
+                        "adaptive" => Runtime::Adaptive { migrate_threshold },
+                        "adaptive-coarse" => Runtime::AdaptiveCoarse { migrate_threshold },
+                        _ => Runtime::Fixed,
                     },
                 },
             )
@@ -220,10 +228,10 @@ impl Manager {
         self.paging.as_ref().map(Paging::capacity_pages)
     }
 
-    /// The migration pattern detected for each of `tenant`'s managed allocations, in
+    /// What the adaptive runtime knows of each of `tenant`'s managed allocations, in
     /// allocation order (mode `uvm`); `None` otherwise.
-    pub fn paging_patterns(&self, tenant: TenantId) -> Option<Vec<crate::uvm::detect::Pattern>> {
-        self.paging.as_ref().map(|p| p.patterns(tenant.0))
+    pub fn paging_allocations(&self, tenant: TenantId) -> Option<Vec<AllocationPaging>> {
+        self.paging.as_ref().map(|p| p.allocations(tenant.0))
     }
 
     /// Unified memory's counts for a tenant (none unless the policy pages).
@@ -385,7 +393,7 @@ impl Manager {
     /// its launch's admission and tells the policy.
     pub fn handle_kernel_finished(&mut self, tenant: TenantId, stats: &KernelStats) {
         if let Some(paging) = self.paging.as_mut() {
-            paging.kernel_finished();
+            paging.kernel_finished(tenant.0, stats.finished_ns);
         }
         if self.books.tenant(tenant).is_none() {
             return;

@@ -310,6 +310,8 @@ pub struct KernelStats {
     pub accesses: u64,
     /// How long it ran.
     pub ns: u64,
+    /// When it finished.
+    pub finished_ns: u64,
     /// How long it would have run with all its data in VRAM (hardware-counter estimate).
     pub ideal_ns: u64,
     /// Evicted chunks whose reference bits the kernel set.

@@ -228,6 +228,28 @@ const THRASHING_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("true"),
 };
 
+const RUNTIME_PARAM: ParamSpec = ParamSpec {
+    key: "policy",
+    help: "who chooses each managed allocation's paging: the settings above, or the adaptive runtime from the allocation's detected migration pattern",
+    kind: ParamKind::Choice(|| {
+        vec![
+            Choice::new(
+                "fixed",
+                "every allocation as prefetch, eviction and migration say",
+            ),
+            Choice::new(
+                "adaptive",
+                "per allocation: regular gets tree prefetch and tree eviction, random remote access once oversubscribed, mixed delayed migration with the dynamic threshold; streaming keeps the settings",
+            ),
+            Choice::new(
+                "adaptive-coarse",
+                "the research simulator's runtime: one switch for every allocation (any random or mixed: delayed migration and tree eviction; else any regular: tree eviction)",
+            ),
+        ]
+    }),
+    default: ParamDefault::Choice("fixed"),
+};
+
 const TENANTS_PARAM: ParamSpec = ParamSpec {
     key: "tenants",
     help: "n of the 1/n share each tenant may hold in VRAM",
@@ -316,6 +338,7 @@ pub static POLICIES: &[PolicyEntry] = &[
             ADAPTIVE_THRESHOLD_PARAM,
             THRASHING_PARAM,
             INVALIDATE_CLEAN_PARAM,
+            RUNTIME_PARAM,
             OPTIMUM_PARAM,
         ],
         scheduler: "pass-through",

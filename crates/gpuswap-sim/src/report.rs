@@ -119,6 +119,30 @@ pub struct UvmReport {
     /// The migration pattern detected for each managed allocation, in allocation order
     /// (`streaming`, `regular`, `random`, `mixed`, or `undecided`).
     pub patterns: Vec<&'static str>,
+    /// The plan each managed allocation follows at the end (`configured`, `tree`,
+    /// `host-pinned`, `hot-in-vram`; always `configured` under `policy = "fixed"`).
+    pub plans: Vec<&'static str>,
+    /// Times the adaptive runtime changed an allocation's plan.
+    pub plan_switches: u64,
+    /// Per managed allocation, the detector's observations (the last 256), oldest
+    /// first: the pattern's timeline.
+    pub timeline: Vec<Vec<Observation>>,
+}
+
+/// One observation of a managed allocation by the pattern detector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Observation {
+    /// When it closed: a kernel's end, or the first time VRAM was full.
+    pub ns: u64,
+    /// 64 KiB big pages that faulted in the allocation since the observation before.
+    pub migrated: u64,
+    /// Whether they faulted in ascending order.
+    pub linear: bool,
+    /// Whether most had been migrated by an earlier kernel (null: no earlier kernel
+    /// migrated any of the allocation).
+    pub reused: Option<bool>,
+    /// The allocation's pattern after this observation.
+    pub pattern: &'static str,
 }
 
 /// Where eviction latency went, summed over a tenant's evicting allocations.
@@ -344,7 +368,25 @@ fn build(
                 pins: p.stats.pins,
                 pages_dropped: p.stats.pages_dropped,
                 optimum_pages_in: p.optimum_pages_in,
-                patterns: t.patterns.iter().map(|p| p.name()).collect(),
+                patterns: t.allocations.iter().map(|a| a.pattern.name()).collect(),
+                plans: t.allocations.iter().map(|a| a.plan.name()).collect(),
+                plan_switches: p.stats.plan_switches,
+                timeline: t
+                    .allocations
+                    .iter()
+                    .map(|a| {
+                        a.timeline
+                            .iter()
+                            .map(|o| Observation {
+                                ns: o.ns,
+                                migrated: o.migrated,
+                                linear: o.linear,
+                                reused: o.reused,
+                                pattern: o.pattern.name(),
+                            })
+                            .collect()
+                    })
+                    .collect(),
             }),
         })
         .collect();

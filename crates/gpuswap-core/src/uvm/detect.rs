@@ -5,7 +5,10 @@
 //! become one observation, and a small state machine turns observations into a pattern.
 //!
 //! **Observation of a kernel** (per allocation, at least [`MIN_MIGRATIONS`] big pages
-//! migrated, else none):
+//! migrated, else none). A kernel's end closes the observations of its tenant's
+//! allocations; the first time memory is oversubscribed closes every open one early
+//! ([`Detector::checkpoint`]), so that the runtime decides before its first eviction, as
+//! the paper's runtime does.
 //! - *intra-kernel, linear or random:* the fraction of migrations whose big page lies
 //!   above the one migrated just before it. In a random order each step ascends with
 //!   probability 1/2; a linear sweep ascends at every step except where it wraps to a
@@ -21,14 +24,21 @@
 //!
 //! | votes | pattern |
 //! |---|---|
-//! | `n < 2` | unchanged (`Undecided` at first) |
+//! | `n = 1`, nothing decided yet | the observation's own class (a first guess; a linear one is `Streaming`, as nothing earlier can be re-referenced) |
+//! | `n = 1`, decided | unchanged |
 //! | `l >= 2` and `r >= 2` | `Mixed` |
 //! | all linear (from `n = 3`, all but one) | `Regular` if most linear ones that could re-reference did, else `Streaming` |
 //! | all random (from `n = 3`, all but one) | `Random` |
 //! | otherwise | unchanged |
 //!
-//! So two agreeing kernels decide, and one odd kernel among four does not flip a decided
-//! pattern (hysteresis).
+//! So one kernel gives a first guess, two agreeing kernels overrule it, and one odd kernel
+//! among four does not flip a decided pattern (hysteresis).
+//!
+//! **The log is a per-kernel summary**, not a list of migrations: per allocation, counts
+//! for the open kernel and two bitmaps of big pages (migrated by this kernel, by earlier
+//! ones), so its memory follows the allocations' sizes, never the run's length. What a
+//! run reports is the bounded [`Detector::history`]: every observation and the pattern it
+//! led to, the last [`HISTORY`] per allocation.
 
 use std::collections::VecDeque;
 
@@ -41,6 +51,8 @@ pub const LINEAR_ASCENDING: f64 = 0.75;
 pub const REUSED: f64 = 0.5;
 /// Observations that vote.
 pub const WINDOW: usize = 4;
+/// Observations each allocation's history keeps (the oldest go first).
+pub const HISTORY: usize = 256;
 
 /// An allocation's migration pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +90,22 @@ struct Observation {
     reused: Option<bool>,
 }
 
+/// One observation of an allocation and what it led to: an entry of the timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// When the observation closed (the kernel's end, or the first oversubscription).
+    pub ns: u64,
+    /// 64 KiB big pages that faulted in the allocation since the last observation.
+    pub migrated: u64,
+    /// Whether they faulted in ascending order (the intra-kernel test).
+    pub linear: bool,
+    /// Whether an earlier kernel migrated most of them (`None`: no earlier kernel did
+    /// anything in the allocation).
+    pub reused: Option<bool>,
+    /// The allocation's pattern after the vote.
+    pub pattern: Pattern,
+}
+
 /// What one allocation's migrations showed so far.
 #[derive(Debug, Default)]
 struct Track {
@@ -92,18 +120,58 @@ struct Track {
     seen_before: bool,
     window: VecDeque<Observation>,
     pattern: Option<Pattern>,
-    /// (kernel boundary, pattern) at every change.
-    changes: Vec<(u64, Pattern)>,
+    /// The last [`HISTORY`] observations.
+    history: VecDeque<Observed>,
+}
+
+impl Track {
+    /// Closes the open observation at `now_ns`; returns whether the pattern changed.
+    fn observe(&mut self, now_ns: u64) -> bool {
+        let mut changed = false;
+        if self.migrated >= MIN_MIGRATIONS {
+            let steps = (self.migrated - 1) as f64;
+            let observation = Observation {
+                linear: self.ascending as f64 >= LINEAR_ASCENDING * steps,
+                reused: self
+                    .seen_before
+                    .then_some(self.reused as f64 >= REUSED * self.migrated as f64),
+            };
+            self.window.push_back(observation);
+            if self.window.len() > WINDOW {
+                self.window.pop_front();
+            }
+            if let Some(p) = vote(&self.window, self.pattern.is_some())
+                && self.pattern != Some(p)
+            {
+                self.pattern = Some(p);
+                changed = true;
+            }
+            if self.history.len() == HISTORY {
+                self.history.pop_front();
+            }
+            self.history.push_back(Observed {
+                ns: now_ns,
+                migrated: self.migrated,
+                linear: observation.linear,
+                reused: observation.reused,
+                pattern: self.pattern.unwrap_or(Pattern::Undecided),
+            });
+        }
+        for (e, n) in self.earlier.iter_mut().zip(&mut self.now) {
+            *e |= std::mem::take(n);
+        }
+        self.seen_before = true;
+        (self.migrated, self.ascending, self.reused, self.last) = (0, 0, 0, None);
+        changed
+    }
 }
 
 /// Per-allocation pattern detection, dense by allocation number.
 #[derive(Debug, Default)]
 pub struct Detector {
     tracks: Vec<Track>,
-    /// Allocations with migrations in the current kernel.
+    /// Allocations with migrations since their last observation.
     active: Vec<u32>,
-    /// Kernel boundaries seen.
-    kernels: u64,
 }
 
 impl Detector {
@@ -135,36 +203,25 @@ impl Detector {
         t.last = Some(big);
     }
 
-    /// A kernel ended: every allocation it migrated pages of gets an observation.
-    pub fn kernel_finished(&mut self) {
-        self.kernels += 1;
-        for alloc in std::mem::take(&mut self.active) {
-            let t = &mut self.tracks[alloc as usize];
-            if t.migrated >= MIN_MIGRATIONS {
-                let steps = (t.migrated - 1) as f64;
-                let observation = Observation {
-                    linear: t.ascending as f64 >= LINEAR_ASCENDING * steps,
-                    reused: t
-                        .seen_before
-                        .then_some(t.reused as f64 >= REUSED * t.migrated as f64),
-                };
-                t.window.push_back(observation);
-                if t.window.len() > WINDOW {
-                    t.window.pop_front();
-                }
-                if let Some(p) = vote(&t.window)
-                    && t.pattern != Some(p)
-                {
-                    t.pattern = Some(p);
-                    t.changes.push((self.kernels, p));
-                }
-            }
-            for (e, n) in t.earlier.iter_mut().zip(&mut t.now) {
-                *e |= std::mem::take(n);
-            }
-            t.seen_before = true;
-            (t.migrated, t.ascending, t.reused, t.last) = (0, 0, 0, None);
-        }
+    /// A kernel ended at `now_ns`: each allocation `closes` says it owned that migrated
+    /// pages since its last observation gets one. Returns the allocations whose pattern
+    /// changed.
+    pub fn kernel_finished(&mut self, now_ns: u64, closes: impl Fn(u32) -> bool) -> Vec<u32> {
+        let (closed, open) = std::mem::take(&mut self.active)
+            .into_iter()
+            .partition(|a| closes(*a));
+        self.active = open;
+        closed
+            .into_iter()
+            .filter(|a| self.tracks[*a as usize].observe(now_ns))
+            .collect()
+    }
+
+    /// Memory became oversubscribed at `now_ns`: every open observation closes now, so
+    /// that the runtime chooses before the first eviction. Returns the allocations whose
+    /// pattern changed.
+    pub fn checkpoint(&mut self, now_ns: u64) -> Vec<u32> {
+        self.kernel_finished(now_ns, |_| true)
     }
 
     /// Allocation `alloc`'s pattern now.
@@ -175,23 +232,24 @@ impl Detector {
             .unwrap_or(Pattern::Undecided)
     }
 
-    /// Allocation `alloc`'s pattern changes: (kernels seen then, new pattern).
-    pub fn changes(&self, alloc: u32) -> &[(u64, Pattern)] {
+    /// Allocation `alloc`'s last [`HISTORY`] observations, oldest first.
+    pub fn history(&self, alloc: u32) -> impl Iterator<Item = &Observed> {
         self.tracks
             .get(alloc as usize)
-            .map_or(&[], |t| t.changes.as_slice())
+            .into_iter()
+            .flat_map(|t| &t.history)
     }
 }
 
-/// The state table of the module doc.
-fn vote(window: &VecDeque<Observation>) -> Option<Pattern> {
+/// The state table of the module doc; `decided`: a pattern was chosen before.
+fn vote(window: &VecDeque<Observation>, decided: bool) -> Option<Pattern> {
     let n = window.len();
-    if n < 2 {
+    if n < 2 && decided {
         return None;
     }
     let linear = window.iter().filter(|o| o.linear).count();
     let random = n - linear;
-    // Two observations must agree; from three on, one may dissent.
+    // One observation guesses, two must agree; from three on, one may dissent.
     let dissent = usize::from(n >= 3);
     if linear >= 2 && random >= 2 {
         Some(Pattern::Mixed)
@@ -218,16 +276,26 @@ fn vote(window: &VecDeque<Observation>) -> Option<Pattern> {
 mod tests {
     use super::*;
 
-    /// Runs kernels over allocation 0, each migrating the big pages `kernel(k)` gives.
+    /// Runs kernels over allocation 0, each migrating the big pages `kernel(k)` gives
+    /// and ending at `k + 1` ns.
     fn detect(kernels: usize, kernel: impl Fn(usize) -> Vec<u32>) -> Detector {
         let mut d = Detector::default();
         for k in 0..kernels {
             for big in kernel(k) {
                 d.faulted(0, big);
             }
-            d.kernel_finished();
+            d.kernel_finished(k as u64 + 1, |_| true);
         }
         d
+    }
+
+    /// (ns, pattern) at every change of allocation 0's pattern.
+    fn changes(d: &Detector) -> Vec<(u64, Pattern)> {
+        let mut last = Pattern::Undecided;
+        d.history(0)
+            .filter(|o| std::mem::replace(&mut last, o.pattern) != o.pattern)
+            .map(|o| (o.ns, o.pattern))
+            .collect()
     }
 
     /// A SplitMix64 permutation-free random sequence of `n` big pages below `range`.
@@ -243,7 +311,11 @@ mod tests {
         // A cyclic linear sweep: the same 256 big pages, in order, every kernel.
         let cyclic = detect(3, |_| (0..256).collect());
         assert_eq!(cyclic.pattern(0), Pattern::Regular);
-        assert_eq!(cyclic.changes(0), [(2, Pattern::Regular)]);
+        // The first kernel can only guess streaming: nothing earlier to re-reference.
+        assert_eq!(
+            changes(&cyclic),
+            [(1, Pattern::Streaming), (2, Pattern::Regular)]
+        );
         // Streaming: each kernel sweeps new pages.
         let streaming = detect(2, |k| (k as u32 * 256..(k as u32 + 1) * 256).collect());
         assert_eq!(streaming.pattern(0), Pattern::Streaming);
@@ -271,13 +343,37 @@ mod tests {
             }
         });
         assert_eq!(d.pattern(0), Pattern::Regular);
-        assert_eq!(d.changes(0).len(), 1, "{:?}", d.changes(0));
+        assert_eq!(changes(&d).len(), 2, "{:?}", changes(&d));
     }
 
     #[test]
     fn kernels_migrating_too_little_say_nothing() {
         let d = detect(5, |_| vec![3, 1, 2]);
         assert_eq!(d.pattern(0), Pattern::Undecided);
-        assert!(d.changes(0).is_empty());
+        assert_eq!(d.history(0).count(), 0);
+    }
+
+    #[test]
+    fn a_kernel_closes_only_the_allocations_it_names_and_a_checkpoint_closes_all() {
+        let mut d = Detector::default();
+        for big in 0..16 {
+            d.faulted(0, big);
+            d.faulted(1, 100 - big);
+        }
+        assert_eq!(d.kernel_finished(5, |a| a == 0), [0]);
+        assert_eq!(d.pattern(0), Pattern::Streaming);
+        assert_eq!(d.pattern(1), Pattern::Undecided);
+        assert_eq!(d.checkpoint(7), [1]);
+        assert_eq!(d.pattern(1), Pattern::Random);
+        let observed = d.history(1).next().copied().unwrap();
+        assert_eq!((observed.ns, observed.migrated), (7, 16));
+        assert_eq!(observed.reused, None);
+    }
+
+    #[test]
+    fn the_history_is_bounded() {
+        let d = detect(HISTORY + 10, |_| (0..16).collect());
+        assert_eq!(d.history(0).count(), HISTORY);
+        assert_eq!(d.history(0).next().unwrap().ns, 11);
     }
 }

@@ -15,12 +15,14 @@ pub mod detect;
 pub mod evict;
 pub mod optimum;
 pub mod pages;
+pub mod policy;
 pub mod prefetch;
 pub mod thrash;
 
-use detect::{Detector, Pattern};
+use detect::{Detector, Observed, Pattern};
 use evict::Eviction;
 use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
+use policy::{Plan, Runtime};
 use prefetch::Prefetch;
 use thrash::{BlockThrash, ThrashingParams};
 
@@ -65,6 +67,8 @@ pub struct PagingConfig {
     /// Whose pages make room: anybody's in the eviction policy's order (the driver has
     /// no notion of tenants), or the largest holder's first.
     pub victim: Victim,
+    /// Who chooses each allocation's plan: the configuration, or the adaptive runtime.
+    pub runtime: Runtime,
 }
 
 /// Whose pages an eviction takes.
@@ -87,8 +91,21 @@ impl PagingConfig {
             thrashing: Some(ThrashingParams::default()),
             invalidate_clean: false,
             victim: Victim::Any,
+            runtime: Runtime::Fixed,
         }
     }
+}
+
+/// What the adaptive runtime knows of one managed allocation, for reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocationPaging {
+    /// Its migration pattern as detected so far.
+    pub pattern: Pattern,
+    /// The plan its pages follow now.
+    pub plan: Plan,
+    /// The detector's observations of it (the last [`detect::HISTORY`]), oldest first:
+    /// the pattern's timeline.
+    pub timeline: Vec<Observed>,
 }
 
 /// What one fault batch moved, for the driver to charge.
@@ -156,6 +173,8 @@ pub struct PagingStats {
     pub throttles: u64,
     /// Pages the thrashing mitigation pinned in host memory.
     pub pins: u64,
+    /// Times the adaptive runtime changed the plan of one of its allocations.
+    pub plan_switches: u64,
 }
 
 #[derive(Debug, Default)]
@@ -200,6 +219,16 @@ impl Block {
     }
 }
 
+/// A managed allocation.
+#[derive(Debug)]
+struct Allocation {
+    owner: u32,
+    /// Its VA blocks: `first_block..first_block + blocks`.
+    first_block: u32,
+    blocks: u32,
+    plan: Plan,
+}
+
 /// The residency of managed memory and the policies that change it.
 #[derive(Debug)]
 pub struct Paging {
@@ -213,9 +242,12 @@ pub struct Paging {
     resident_pages: u64,
     blocks: Vec<Block>,
     prefetch: Box<dyn Prefetch>,
+    /// The tree prefetcher, for allocations whose plan asks for it.
+    tree_prefetch: Box<dyn Prefetch>,
     build_eviction: fn() -> Box<dyn Eviction>,
-    /// The eviction policy: one instance ordering every block, or under
-    /// [`Victim::LargestShare`] one per owner ordering its blocks (dense by owner).
+    /// The eviction policies, two per slot: the configured one, then the tree order for
+    /// blocks whose plan asks for it (taken second). One slot orders every block, or
+    /// under [`Victim::LargestShare`] one per owner orders its blocks (dense by owner).
     evictions: Vec<Box<dyn Eviction>>,
     migration: Migration,
     thrashing: Option<ThrashingParams>,
@@ -235,11 +267,14 @@ pub struct Paging {
     written_back: u64,
     /// Whether anything was evicted yet (the adaptive threshold applies from then).
     oversubscribed: bool,
+    /// Whether a batch found VRAM full yet (the detector's checkpoint, once).
+    checkpointed: bool,
+    runtime: Runtime,
     seq: u64,
     /// Per owner (tenant), dense by owner number.
     stats: Vec<PagingStats>,
-    /// Each allocation's owner, dense by allocation number.
-    alloc_owner: Vec<u32>,
+    /// Dense by allocation number.
+    allocs: Vec<Allocation>,
     detector: Detector,
 }
 
@@ -254,8 +289,9 @@ impl Paging {
             resident_pages: 0,
             blocks: Vec::new(),
             prefetch: config.prefetch,
+            tree_prefetch: (prefetch::find_prefetch("tree").expect("registered").build)(),
             build_eviction: config.eviction,
-            evictions: vec![(config.eviction)()],
+            evictions: eviction_slot(config.eviction).into(),
             migration: config.migration,
             thrashing: config.thrashing,
             invalidate_clean: config.invalidate_clean,
@@ -267,9 +303,11 @@ impl Paging {
             by_share: std::collections::BTreeSet::new(),
             written_back: 0,
             oversubscribed: false,
+            checkpointed: false,
+            runtime: config.runtime,
             seq: 0,
             stats: Vec::new(),
-            alloc_owner: Vec::new(),
+            allocs: Vec::new(),
             detector: Detector::default(),
         }
     }
@@ -277,9 +315,9 @@ impl Paging {
     /// Registers a managed allocation of `bytes` of `owner` (all in host memory); returns
     /// its first page number.
     pub fn add_allocation(&mut self, owner: u32, bytes: u64) -> u64 {
-        let first = self.blocks.len() as u64 * PAGES_PER_BLOCK as u64;
-        let alloc = self.alloc_owner.len() as u32;
-        self.alloc_owner.push(owner);
+        let first_block = self.blocks.len() as u32;
+        let first = u64::from(first_block) * PAGES_PER_BLOCK as u64;
+        let alloc = self.allocs.len() as u32;
         let mut pages = bytes.div_ceil(PAGE_BYTES) as usize;
         let mut alloc_index = 0;
         while pages > 0 {
@@ -294,13 +332,20 @@ impl Paging {
             pages -= n;
             alloc_index += 1;
         }
+        self.allocs.push(Allocation {
+            owner,
+            first_block,
+            blocks: alloc_index,
+            plan: Plan::Configured,
+        });
         if self.stats.len() <= owner as usize {
             self.stats
                 .resize(owner as usize + 1, PagingStats::default());
             self.resident_by_owner.resize(owner as usize + 1, 0);
             if self.victim == Victim::LargestShare {
-                let build = self.build_eviction;
-                self.evictions.resize_with(owner as usize + 1, build);
+                while self.evictions.len() < 2 * (owner as usize + 1) {
+                    self.evictions.extend(eviction_slot(self.build_eviction));
+                }
             }
             self.peak_by_owner.resize(owner as usize + 1, 0);
             self.listed.resize(owner as usize + 1, false);
@@ -372,18 +417,78 @@ impl Paging {
         self.resident_pages
     }
 
-    /// A kernel ended: the pattern detector takes its observations.
-    pub fn kernel_finished(&mut self) {
-        self.detector.kernel_finished();
+    /// A kernel of `owner` ended at `now_ns`: the pattern detector takes its
+    /// observations of the owner's allocations, and the runtime replans those whose
+    /// pattern changed.
+    pub fn kernel_finished(&mut self, owner: u32, now_ns: u64) {
+        let allocs = &self.allocs;
+        let changed = self
+            .detector
+            .kernel_finished(now_ns, |a| allocs[a as usize].owner == owner);
+        self.replan(&changed);
     }
 
-    /// The migration pattern detected so far for each of `owner`'s allocations, in the
-    /// order they were made.
-    pub fn patterns(&self, owner: u32) -> Vec<Pattern> {
-        (0..self.alloc_owner.len() as u32)
-            .filter(|a| self.alloc_owner[*a as usize] == owner)
-            .map(|a| self.detector.pattern(a))
+    /// What the runtime knows of each of `owner`'s allocations, in the order they were
+    /// made.
+    pub fn allocations(&self, owner: u32) -> Vec<AllocationPaging> {
+        (0..self.allocs.len() as u32)
+            .filter(|a| self.allocs[*a as usize].owner == owner)
+            .map(|a| AllocationPaging {
+                pattern: self.detector.pattern(a),
+                plan: self.allocs[a as usize].plan,
+                timeline: self.detector.history(a).copied().collect(),
+            })
             .collect()
+    }
+
+    /// Gives the allocations whose pattern changed the plan the runtime chooses.
+    fn replan(&mut self, changed: &[u32]) {
+        if changed.is_empty() {
+            return;
+        }
+        match self.runtime {
+            Runtime::Fixed => {}
+            Runtime::Adaptive { .. } => {
+                for a in changed {
+                    self.set_plan(*a, Plan::for_pattern(self.detector.pattern(*a)));
+                }
+            }
+            Runtime::AdaptiveCoarse { .. } => {
+                let n = self.allocs.len() as u32;
+                let plan = Plan::coarse((0..n).map(|a| self.detector.pattern(a)));
+                for a in 0..n {
+                    self.set_plan(a, plan);
+                }
+            }
+        }
+    }
+
+    /// Allocation `a` follows `plan` from now on. Its resident pages move to the other
+    /// eviction order when the plan's differs (in address order, as if they had just
+    /// arrived: the old order's history does not carry over).
+    fn set_plan(&mut self, a: u32, plan: Plan) {
+        let alloc = &self.allocs[a as usize];
+        let old = alloc.plan;
+        if old == plan {
+            return;
+        }
+        let (first, blocks, owner) = (alloc.first_block, alloc.blocks, alloc.owner);
+        self.stats[owner as usize].plan_switches += 1;
+        if old.tree_eviction() != plan.tree_eviction() {
+            for b in first..first + blocks {
+                let resident = self.blocks[b as usize].resident;
+                if resident.is_empty() {
+                    continue;
+                }
+                self.eviction_of(b).left(b, resident, true);
+                self.allocs[a as usize].plan = plan;
+                self.seq += 1;
+                let seq = self.seq;
+                self.eviction_of(b).resident(b, resident, true, seq);
+                self.allocs[a as usize].plan = old;
+            }
+        }
+        self.allocs[a as usize].plan = plan;
     }
 
     /// An owner whose pages in VRAM changed since it was last returned.
@@ -424,14 +529,13 @@ impl Paging {
         if len == 1 {
             let (b, i) = split(first);
             let block = &mut self.blocks[b as usize];
-            let stats = &mut self.stats[block.owner as usize];
             if block.resident.contains(i) {
                 block.prefetched.remove(i);
                 if kind == AccessKind::Write {
                     block.dirty.insert(i);
                 }
-                stats.touches += 1;
-                if self.evictions[0].observes_touches() {
+                self.stats[block.owner as usize].touches += 1;
+                if self.eviction_of(b).observes_touches() {
                     self.seq += 1;
                     let seq = self.seq;
                     self.eviction_of(b).touched(b, Pages::single(i), seq);
@@ -442,7 +546,9 @@ impl Paging {
                 };
             }
             // Away with nothing pinned in its block: coalesced into the batch, or a fault.
-            if self.migration == Migration::OnFault && block.thrash.is_none() {
+            if block.thrash.is_none() && matches!(self.serve_rule(b), Serve::Fault) {
+                let block = &mut self.blocks[b as usize];
+                let stats = &mut self.stats[block.owner as usize];
                 stats.touches += 1;
                 if kind == AccessKind::Write {
                     block.dirty.insert(i);
@@ -527,7 +633,7 @@ impl Paging {
         stats.touches += range.count() as u64;
         stats.far_faults += faults.count() as u64;
         stats.remote_touches += remote.count() as u64;
-        if !resident.is_empty() && self.evictions[0].observes_touches() {
+        if !resident.is_empty() && self.eviction_of(b).observes_touches() {
             self.seq += 1;
             let seq = self.seq;
             self.eviction_of(b).touched(b, resident, seq);
@@ -541,7 +647,20 @@ impl Paging {
 
     /// How touches of block `b`'s pages not in VRAM are served now.
     fn serve_rule(&self, b: u32) -> Serve {
-        match self.migration {
+        let plan = self.allocs[self.blocks[b as usize].alloc as usize].plan;
+        let migration = match (plan, self.runtime) {
+            (Plan::HostPinned, _) if self.oversubscribed => Migration::ZeroCopy,
+            (
+                Plan::HotInVram,
+                Runtime::Adaptive { migrate_threshold }
+                | Runtime::AdaptiveCoarse { migrate_threshold },
+            ) => Migration::Delayed {
+                threshold: migrate_threshold,
+                adaptive: true,
+            },
+            _ => self.migration,
+        };
+        match migration {
             Migration::OnFault => Serve::Fault,
             Migration::ZeroCopy => Serve::Remote,
             Migration::Delayed {
@@ -639,8 +758,12 @@ impl Paging {
         }
         let resident_before = self.resident_pages;
         let mut evicted = 0;
-        let region = self
-            .prefetch
+        let prefetch = if self.allocs[block.alloc as usize].plan.tree_prefetch() {
+            &mut self.tree_prefetch
+        } else {
+            &mut self.prefetch
+        };
+        let region = prefetch
             .region(block.resident, block.valid, faulted)
             .without(block.pinned());
         let mut wanted = (region | faulted).without(block.resident);
@@ -652,6 +775,11 @@ impl Paging {
             let room = self.capacity_pages - self.resident_pages;
             if wanted.count() as u64 <= room {
                 break;
+            }
+            // VRAM is full for the first time: the runtime decides before evicting.
+            if !std::mem::replace(&mut self.checkpointed, true) {
+                let changed = self.detector.checkpoint(now_ns);
+                self.replan(&changed);
             }
             match self.choose_victim(b) {
                 Some((v, pages)) => {
@@ -756,23 +884,35 @@ impl Paging {
         // A victim with nothing resident left would never make room: as no victim.
         let useful =
             |(v, pages): &(u32, Pages)| !(*pages & blocks[*v as usize].resident).is_empty();
+        // A slot's configured order first, then its tree order.
+        let mut from_slot = |slot: usize| {
+            let [configured, tree] = &mut self.evictions[2 * slot..2 * slot + 2] else {
+                unreachable!("two orders per slot")
+            };
+            configured
+                .victim(&resident, protect)
+                .filter(useful)
+                .or_else(|| tree.victim(&resident, protect).filter(useful))
+        };
         match self.victim {
-            Victim::Any => self.evictions[0].victim(&resident, protect).filter(useful),
-            Victim::LargestShare => self.by_share.iter().rev().find_map(|(_, owner)| {
-                self.evictions[*owner as usize]
-                    .victim(&resident, protect)
-                    .filter(useful)
-            }),
+            Victim::Any => from_slot(0),
+            Victim::LargestShare => self
+                .by_share
+                .iter()
+                .rev()
+                .find_map(|(_, owner)| from_slot(*owner as usize)),
         }
     }
 
     /// The eviction policy instance that orders block `b`.
     fn eviction_of(&mut self, b: u32) -> &mut Box<dyn Eviction> {
-        let at = match self.victim {
+        let block = &self.blocks[b as usize];
+        let slot = match self.victim {
             Victim::Any => 0,
-            Victim::LargestShare => self.blocks[b as usize].owner as usize,
+            Victim::LargestShare => block.owner as usize,
         };
-        &mut self.evictions[at]
+        let tree = self.allocs[block.alloc as usize].plan.tree_eviction();
+        &mut self.evictions[2 * slot + usize::from(tree)]
     }
 
     /// `delta` pages of `owner` entered (or left) VRAM.
@@ -872,6 +1012,12 @@ fn classify(block: &Block, range: Pages, kind: AccessKind, rule: Serve) -> (Page
         Serve::Counter(_) => (Pages::EMPTY, away),
     };
     (remote | pinned, faults)
+}
+
+/// A slot's eviction orders: the configured policy's, then the tree order.
+fn eviction_slot(configured: fn() -> Box<dyn Eviction>) -> [Box<dyn Eviction>; 2] {
+    let tree = evict::find_eviction("tree").expect("registered").build;
+    [configured(), tree()]
 }
 
 /// Big pages of a VA block.

@@ -623,3 +623,153 @@ fn a_region_larger_than_vram_does_not_reset_the_access_counter() {
     let run = p.touch_run(base + 2, 1, AccessKind::Read, 0, &mut faults, 8);
     assert_eq!((run.remote, faults.len()), (0, 1), "served remotely again");
 }
+
+// The adaptive runtime's policy engine (issue 9).
+
+/// A machine with the given runtime, 64 KiB prefetching and FIFO eviction.
+fn paging_under(capacity_bytes: u64, runtime: Runtime) -> Paging {
+    Paging::new(
+        capacity_bytes,
+        PagingConfig {
+            runtime,
+            ..config("sequential-64k", "fifo-2mb")
+        },
+    )
+}
+
+#[test]
+fn adaptive_pins_a_random_allocation_on_the_host_from_the_first_full_batch() {
+    // 64 big pages of an 8 MiB allocation in a scattered order (step 67 of 128: about
+    // half the steps ascend), each fault bringing its 64 KiB, into 2 MiB of VRAM: 32 fit.
+    let run = |runtime| {
+        let mut p = paging_under(2 * MIB, runtime);
+        let base = p.add_allocation(0, 8 * MIB);
+        for i in 0..64u64 {
+            let page = base + (i * 67 + 13) % 128 * 16;
+            let mut faults = Vec::new();
+            p.touch_run(page, 1, AccessKind::Read, i, &mut faults, 256);
+            p.service(&faults, i);
+            p.check_invariants().unwrap();
+        }
+        p.kernel_finished(0, 64);
+        p
+    };
+    let fixed = run(Runtime::Fixed);
+    assert_eq!(fixed.stats(0).far_faults, 64);
+    assert_eq!(fixed.stats(0).remote_touches, 0);
+    assert_eq!(fixed.allocations(0)[0].plan, Plan::Configured);
+    // The 33rd fault finds VRAM full: the detector's checkpoint sees 33 scattered
+    // faults (random), the allocation is pinned on the host, and that fault is the
+    // last: the 31 after it are remote.
+    let adaptive = run(Runtime::Adaptive {
+        migrate_threshold: 8,
+    });
+    let s = adaptive.stats(0);
+    assert_eq!((s.far_faults, s.remote_touches), (33, 31));
+    let report = &adaptive.allocations(0)[0];
+    assert_eq!(
+        (report.pattern, report.plan),
+        (Pattern::Random, Plan::HostPinned)
+    );
+    assert_eq!(s.plan_switches, 1);
+    // Both reported the same observations: the first at the checkpoint, then the rest.
+    let seen = |p: &Paging| -> Vec<(u64, u64)> {
+        p.allocations(0)[0]
+            .timeline
+            .iter()
+            .map(|o| (o.ns, o.migrated))
+            .collect()
+    };
+    assert_eq!(seen(&fixed), [(32, 33), (64, 31)]);
+    assert_eq!(seen(&adaptive), [(32, 33)]);
+}
+
+#[test]
+fn a_regular_allocation_keeps_its_blocks_while_streaming_ones_make_room() {
+    // A (2 MiB, tenant 0) arrives first, then B's two blocks (streaming) into 4 MiB:
+    // the driver's FIFO evicts A for B's second block; with A on the tree plan, B's
+    // first block goes instead.
+    let evicted = |regular: bool| {
+        let mut p = paging_under(
+            4 * MIB,
+            Runtime::Adaptive {
+                migrate_threshold: 8,
+            },
+        );
+        let a = p.add_allocation(0, 2 * MIB);
+        let b = p.add_allocation(0, 4 * MIB);
+        let fill = |p: &mut Paging, first: u64| {
+            let mut faults = Vec::new();
+            p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
+            p.service(&faults, 0);
+            p.check_invariants().unwrap();
+        };
+        fill(&mut p, a);
+        if regular {
+            p.set_plan(0, Plan::Tree);
+        }
+        fill(&mut p, b);
+        fill(&mut p, b + 512);
+        (p.blocks[0].resident.count(), p.blocks[1].resident.count())
+    };
+    assert_eq!(evicted(false), (0, 512));
+    assert_eq!(evicted(true), (512, 0));
+}
+
+#[test]
+fn a_mixed_allocation_reads_remotely_until_its_block_is_hot() {
+    let mut p = paging_under(
+        64 * MIB,
+        Runtime::Adaptive {
+            migrate_threshold: 4,
+        },
+    );
+    let base = p.add_allocation(0, 4 * MIB);
+    p.set_plan(0, Plan::HotInVram);
+    let mut faults = Vec::new();
+    for i in 0..3 {
+        let t = p.touch_run(base + i * 16, 1, AccessKind::Read, 0, &mut faults, 256);
+        assert_eq!(t.remote, 1, "read {i} of a cold block is remote");
+    }
+    assert!(faults.is_empty());
+    // The fourth read reaches the threshold: the block is hot and migrates.
+    p.touch_run(base + 48, 1, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!(faults, [base + 48]);
+    // The other block is still cold; a write migrates at once.
+    faults.clear();
+    p.touch_run(base + 512, 1, AccessKind::Write, 0, &mut faults, 256);
+    assert_eq!(faults, [base + 512]);
+}
+
+#[test]
+fn the_coarse_runtime_switches_every_tenants_allocations_at_once() {
+    let mut p = paging_under(
+        2 * MIB,
+        Runtime::AdaptiveCoarse {
+            migrate_threshold: 8,
+        },
+    );
+    let base = p.add_allocation(0, 8 * MIB);
+    p.add_allocation(1, 2 * MIB);
+    for i in 0..40u64 {
+        let mut faults = Vec::new();
+        p.touch_run(
+            base + (i * 67 + 13) % 128 * 16,
+            1,
+            AccessKind::Read,
+            i,
+            &mut faults,
+            256,
+        );
+        p.service(&faults, i);
+    }
+    let (random, other) = (&p.allocations(0)[0], &p.allocations(1)[0]);
+    assert_eq!(
+        (random.pattern, other.pattern),
+        (Pattern::Random, Pattern::Undecided)
+    );
+    assert_eq!(
+        (random.plan, other.plan),
+        (Plan::HotInVram, Plan::HotInVram)
+    );
+}

@@ -318,6 +318,7 @@ impl Engine {
             launch: Some(running.launch),
             accesses: running.accesses,
             ns: self.now_ns - running.started_ns,
+            finished_ns: self.now_ns,
             ideal_ns: running.ideal_ns,
             referenced: running.referenced,
         };

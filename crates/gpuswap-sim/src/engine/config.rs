@@ -252,8 +252,9 @@ pub struct TenantOutcome {
     pub error: Option<String>,
     /// Unified memory's counts for the tenant (mode `uvm` only).
     pub paging: Option<PagingOutcome>,
-    /// Unified memory: each managed allocation's detected migration pattern.
-    pub patterns: Patterns,
+    /// Unified memory: what the adaptive runtime knows of each managed allocation
+    /// (pattern, plan, timeline), in allocation order; empty outside mode `uvm`.
+    pub allocations: Vec<gpuswap_core::uvm::AllocationPaging>,
 }
 
 /// What unified memory did for one tenant.
@@ -267,10 +268,6 @@ pub struct PagingOutcome {
     /// (`optimum = true`).
     pub optimum_pages_in: Option<u64>,
 }
-
-/// The migration pattern detected for each of a tenant's managed allocations, in
-/// allocation order; empty outside mode `uvm`.
-pub type Patterns = Vec<gpuswap_core::uvm::detect::Pattern>;
 
 impl TenantOutcome {
     /// Time from start to end.

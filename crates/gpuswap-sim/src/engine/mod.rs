@@ -543,7 +543,7 @@ impl Engine {
                     evictions: t.evictions,
                     pauses: t.pauses,
                     error: t.error,
-                    patterns: manager.paging_patterns(t.id).unwrap_or_default(),
+                    allocations: manager.paging_allocations(t.id).unwrap_or_default(),
                     paging: manager.paging_stats(t.id).map(|stats| PagingOutcome {
                         stats,
                         fault_stall_ns: t.fault_stall_ns,
