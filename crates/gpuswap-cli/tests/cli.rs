@@ -1172,9 +1172,31 @@ fn unified_memory_runs_and_sweeps_across_oversubscription() {
         "pages_prefetched",
         "prefetched_unused",
         "fault_stall_ns",
+        "plan_switches",
     ] {
         assert!(uvm[field].is_u64(), "{field}: {uvm}");
     }
+    // One pattern, plan and timeline per managed allocation; a fixed policy never
+    // switches.
+    let allocations = uvm["patterns"].as_array().unwrap().len();
+    assert!(allocations > 0);
+    assert_eq!(uvm["plans"].as_array().unwrap().len(), allocations);
+    assert_eq!(uvm["timeline"].as_array().unwrap().len(), allocations);
+    assert!(
+        uvm["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p == "configured")
+    );
+    let first = &uvm["timeline"][0][0];
+    for field in ["ns", "migrated"] {
+        assert!(first[field].is_u64(), "{field}: {first}");
+    }
+    assert!(
+        first["linear"].is_boolean() && first["pattern"].is_string(),
+        "{first}"
+    );
     // The scenario asks for Belady's bound: never above what the driver migrated.
     assert!(uvm["optimum_pages_in"].as_u64().unwrap() <= uvm["pages_in"].as_u64().unwrap());
     // At 150 % the re-referenced data thrashes.
@@ -1222,4 +1244,114 @@ fn unified_memory_runs_and_sweeps_across_oversubscription() {
             .exists()
     );
     std::fs::remove_dir_all(&out_dir).unwrap();
+}
+
+/// normalized.csv of a sweep: its header and rows as maps from column to cell.
+fn normalized_rows(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(dir.join("normalized.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .cloned()
+                .zip(l.split(',').map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_adaptive_sweep_normalises_to_the_default_and_beats_the_coarse_runtime() {
+    let out_dir = std::env::temp_dir().join(format!("gpuswap-adaptive-{}", std::process::id()));
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/uvm/adaptive.toml"),
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--force",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out_dir.join("normalized.svg").exists());
+    let rows = normalized_rows(&out_dir);
+    let ratio = |row: &std::collections::HashMap<String, String>, column: &str| -> f64 {
+        row[column]
+            .parse()
+            .unwrap_or_else(|_| panic!("{column}: {row:?}"))
+    };
+    let fixed = [
+        "default",
+        "tree-eviction",
+        "lru-2mb",
+        "zero-copy",
+        "delayed-adaptive",
+    ];
+    let (workloads, means): (Vec<_>, Vec<_>) =
+        rows.iter().partition(|r| r["tenant.app"] != "geomean");
+    // 12 workloads at 2 levels; the default is the baseline; the optimum is the best
+    // fixed policy of each row.
+    assert_eq!(workloads.len(), 24);
+    for row in &workloads {
+        assert_eq!(ratio(row, "default"), 1.0);
+        let best = fixed.iter().map(|c| ratio(row, c)).fold(f64::MAX, f64::min);
+        assert_eq!(ratio(row, "optimum"), best, "{row:?}");
+        assert!(
+            !row["class"].is_empty(),
+            "every workload has a pattern class"
+        );
+    }
+    // Per level: four classes and all.
+    assert_eq!(means.len(), 10);
+    for row in &means {
+        let adaptive = ratio(row, "adaptive");
+        // Never much worse than the default on a class; over all workloads better than
+        // the research simulator's one switch, and short of the offline optimum.
+        assert!(adaptive <= 1.05, "{row:?}");
+        if row["class"] == "all" {
+            assert!(adaptive < ratio(row, "adaptive-coarse"), "{row:?}");
+            assert!(ratio(row, "optimum") <= adaptive, "{row:?}");
+        }
+    }
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}
+
+#[test]
+fn sweep_normalize_rejects_what_it_cannot_compare_with_exit_2() {
+    let base = "seed = 1\n[device]\npreset = \"gtx1080ti\"\n[manager]\nmode = \"uvm\"\n\
+        [[tenant]]\napp = \"hotspot\"\nsize = \"uvmsmart\"\n\
+        [sweep.vary]\n\"manager.eviction\" = [\"fifo-2mb\", \"tree\"]\n\
+        [sweep.normalize]\n";
+    for (normalize, expected) in [
+        (
+            "axis = \"manager.prefetch\"\nbaseline = \"fifo-2mb\"\nmetric = \"far_faults\"\n",
+            "sweep.normalize.axis: \"manager.prefetch\" is not varied",
+        ),
+        (
+            "axis = \"manager.eviction\"\nbaseline = \"lru\"\nmetric = \"far_faults\"\n",
+            "sweep.normalize.baseline: \"lru\" is not a name of the axis",
+        ),
+        (
+            "axis = \"manager.eviction\"\nbaseline = \"tree\"\nmetric = \"speed\"\n",
+            "sweep.normalize.metric: \"speed\" is not a summary metric",
+        ),
+        (
+            "axis = \"manager.eviction\"\nnames = [\"a\"]\nbaseline = \"a\"\nmetric = \"far_faults\"\n",
+            "sweep.normalize.names: 1 names for 2 values",
+        ),
+        (
+            "axis = \"manager.eviction\"\nbaseline = \"tree\"\nmetric = \"far_faults\"\ncolour = 1\n",
+            "sweep.normalize.colour: unknown key",
+        ),
+    ] {
+        let scenario = temp_scenario("normalize-bad.toml", &format!("{base}{normalize}"));
+        let out = gpuswap(&["sweep", scenario.to_str().unwrap(), "--dry-run"]);
+        assert_fails(&out, 2, expected);
+        assert!(
+            stderr(&out).contains("normalize-bad.toml"),
+            "{}",
+            stderr(&out)
+        );
+    }
 }

@@ -20,6 +20,7 @@
 mod execute;
 mod figures;
 mod keys;
+mod normalize;
 mod output;
 mod plan;
 mod plots;
@@ -109,7 +110,7 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         outputs.point(point, &rows)
     })?;
     let (runs, failed, tenant_failed) = (outputs.runs, outputs.failed, outputs.tenant_failed);
-    outputs.finish(&plan.apps(), args.png)?;
+    outputs.finish(&plan.apps(), args.png, plan.normalize.as_ref())?;
     crate::stdout::write(&format!(
         "{runs} runs ({} grid points x {} seeds): {failed} failed, {tenant_failed} more ended with a failed tenant; wrote {}\n",
         plan.points.len(),

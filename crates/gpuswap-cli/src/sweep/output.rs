@@ -167,7 +167,12 @@ impl<'a> Outputs<'a> {
 
     /// Finishes results.csv and writes summary.csv and the plots; `apps` names the
     /// tenants' apps in the plots' titles.
-    pub(super) fn finish(mut self, apps: &str, png: bool) -> Result<(), SweepError> {
+    pub(super) fn finish(
+        mut self,
+        apps: &str,
+        png: bool,
+        normalize: Option<&super::normalize::Normalize>,
+    ) -> Result<(), SweepError> {
         let path = self.out.join("results.csv");
         self.results.flush().map_err(|e| io_error(&path, &e))?;
         let path = self.out.join("summary.csv");
@@ -183,6 +188,9 @@ impl<'a> Outputs<'a> {
             w.write_record(cells).map_err(|e| io_error(&path, &e))?;
         }
         w.flush().map_err(|e| io_error(&path, &e))?;
+        if let Some(n) = normalize {
+            n.write(self.out, self.axes, self.points, &self.stats, png)?;
+        }
         plots::write_plots(
             self.out,
             self.kind,

@@ -10,6 +10,7 @@ use toml::Value;
 use super::SweepError;
 use super::figures::Kind;
 use super::keys::{check_path, overlaps, typed};
+use super::normalize::Normalize;
 use crate::scenario;
 
 /// One varied key and its values.
@@ -34,6 +35,8 @@ pub struct Plan {
     pub base: Base,
     /// The bounds of every run.
     pub limits: RunLimits,
+    /// `[sweep.normalize]`, checked.
+    pub(super) normalize: Option<Normalize>,
 }
 
 impl Plan {
@@ -50,7 +53,7 @@ impl Plan {
             .parse()
             .map_err(|e: toml::de::Error| bad(e.to_string()))?;
         let sweep = table.remove("sweep");
-        let (mut axes, file_runs) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
+        let (mut axes, file_runs, normalize) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
         // A flag replaces the `[sweep]` table's axis for its key; two flags for one key
         // would silently keep the last.
         let mut flagged: Vec<String> = Vec::new();
@@ -93,7 +96,7 @@ impl Plan {
         }
         .map_err(|e| SweepError::BadInput(e.to_string()))?;
         let points = grid(&axes);
-        Ok(Self {
+        let mut plan = Self {
             path: path.to_owned(),
             table,
             axes,
@@ -101,7 +104,12 @@ impl Plan {
             points,
             base,
             limits: RunLimits::default(),
-        })
+            normalize: None,
+        };
+        if let Some(table) = normalize {
+            plan.normalize = Some(Normalize::parse(&table, &plan.axes, plan.kind()).map_err(&bad)?);
+        }
+        Ok(plan)
     }
 
     /// The values a key takes, if it is varied.
@@ -193,14 +201,15 @@ pub(super) fn text_without_sweep(table: &toml::Table) -> String {
     toml::to_string(table).expect("tables serialize")
 }
 
-/// Reads `[sweep]`: `runs` and `vary`.
-fn sweep_table(
-    sweep: Option<&Value>,
-    scenario: &toml::Table,
-) -> Result<(Vec<Axis>, Option<u32>), String> {
+/// What `[sweep]` says: the axes, the runs and the unchecked `normalize` table.
+type SweepTable = (Vec<Axis>, Option<u32>, Option<Value>);
+
+/// Reads `[sweep]`: `runs`, `vary` and `normalize` (checked once the axes are known).
+fn sweep_table(sweep: Option<&Value>, scenario: &toml::Table) -> Result<SweepTable, String> {
     let Some(sweep) = sweep else {
-        return Ok((Vec::new(), None));
+        return Ok((Vec::new(), None, None));
     };
+    let mut normalize = None;
     let table = sweep.as_table().ok_or("sweep: expected a table")?;
     let mut runs = None;
     let mut axes = Vec::new();
@@ -237,10 +246,15 @@ fn sweep_table(
                     });
                 }
             }
-            other => return Err(format!("sweep.{other}: unknown key; expected runs or vary")),
+            "normalize" => normalize = Some(value.clone()),
+            other => {
+                return Err(format!(
+                    "sweep.{other}: unknown key; expected runs, vary or normalize"
+                ));
+            }
         }
     }
-    Ok((axes, runs))
+    Ok((axes, runs, normalize))
 }
 
 /// Reads `KEY=V1,V2` or `KEY=FROM..TO step STEP`.

@@ -125,10 +125,11 @@ struct Track {
 }
 
 impl Track {
-    /// Closes the open observation at `now_ns`; returns whether the pattern changed.
+    /// Closes the open observation at `now_ns`; returns whether it made one (enough
+    /// migrations).
     fn observe(&mut self, now_ns: u64) -> bool {
-        let mut changed = false;
-        if self.migrated >= MIN_MIGRATIONS {
+        let observed = self.migrated >= MIN_MIGRATIONS;
+        if observed {
             let steps = (self.migrated - 1) as f64;
             let observation = Observation {
                 linear: self.ascending as f64 >= LINEAR_ASCENDING * steps,
@@ -144,7 +145,6 @@ impl Track {
                 && self.pattern != Some(p)
             {
                 self.pattern = Some(p);
-                changed = true;
             }
             if self.history.len() == HISTORY {
                 self.history.pop_front();
@@ -162,7 +162,7 @@ impl Track {
         }
         self.seen_before = true;
         (self.migrated, self.ascending, self.reused, self.last) = (0, 0, 0, None);
-        changed
+        observed
     }
 }
 
@@ -204,8 +204,8 @@ impl Detector {
     }
 
     /// A kernel ended at `now_ns`: each allocation `closes` says it owned that migrated
-    /// pages since its last observation gets one. Returns the allocations whose pattern
-    /// changed.
+    /// pages since its last observation gets one. Returns the allocations observed (a
+    /// new entry ends their history).
     pub fn kernel_finished(&mut self, now_ns: u64, closes: impl Fn(u32) -> bool) -> Vec<u32> {
         let (closed, open) = std::mem::take(&mut self.active)
             .into_iter()
@@ -218,8 +218,8 @@ impl Detector {
     }
 
     /// Memory became oversubscribed at `now_ns`: every open observation closes now, so
-    /// that the runtime chooses before the first eviction. Returns the allocations whose
-    /// pattern changed.
+    /// that the runtime chooses before the first eviction. Returns the allocations
+    /// observed.
     pub fn checkpoint(&mut self, now_ns: u64) -> Vec<u32> {
         self.kernel_finished(now_ns, |_| true)
     }

@@ -227,6 +227,48 @@ struct Allocation {
     first_block: u32,
     blocks: u32,
     plan: Plan,
+    /// The adaptive runtime's check of its last switch, while it runs.
+    trial: Option<Trial>,
+    /// Whether a switch made it migrate more: it keeps the configured plan since.
+    vetoed: bool,
+}
+
+/// The adaptive runtime's check of a switch: the allocation's big pages migrated per
+/// observation under the new plan, against the mean under the old one. A plan that makes
+/// its allocation migrate more than [`Trial::MARGIN`] above that is undone for good: the
+/// detector's pattern says what the paper's table would do, the trial whether it pays
+/// here (kernels of an allocation repeat in the workloads we model, so observations
+/// under the two plans are comparable).
+#[derive(Debug)]
+struct Trial {
+    before: f64,
+    observations: u32,
+    migrated: u64,
+}
+
+impl Trial {
+    /// Observations under the new plan before the verdict.
+    const OBSERVATIONS: u32 = 2;
+    /// How much more migration than before fails the trial (noise between kernels).
+    const MARGIN: f64 = 0.1;
+
+    fn new(before: f64) -> Self {
+        Self {
+            before,
+            observations: 0,
+            migrated: 0,
+        }
+    }
+
+    /// One more observation, of `migrated` big pages; the verdict once there are enough
+    /// (`true`: worse).
+    fn observe(&mut self, migrated: u64) -> Option<bool> {
+        self.observations += 1;
+        self.migrated += migrated;
+        (self.observations == Self::OBSERVATIONS).then(|| {
+            self.migrated as f64 / f64::from(self.observations) > self.before * (1.0 + Self::MARGIN)
+        })
+    }
 }
 
 /// The residency of managed memory and the policies that change it.
@@ -337,6 +379,8 @@ impl Paging {
             first_block,
             blocks: alloc_index,
             plan: Plan::Configured,
+            trial: None,
+            vetoed: false,
         });
         if self.stats.len() <= owner as usize {
             self.stats
@@ -441,16 +485,38 @@ impl Paging {
             .collect()
     }
 
-    /// Gives the allocations whose pattern changed the plan the runtime chooses.
-    fn replan(&mut self, changed: &[u32]) {
-        if changed.is_empty() {
+    /// Gives the allocations just observed the plan the runtime chooses for them.
+    fn replan(&mut self, observed: &[u32]) {
+        if observed.is_empty() {
             return;
         }
         match self.runtime {
             Runtime::Fixed => {}
             Runtime::Adaptive { .. } => {
-                for a in changed {
-                    self.set_plan(*a, Plan::for_pattern(self.detector.pattern(*a)));
+                for &a in observed {
+                    let migrated = self.detector.history(a).last().map_or(0, |o| o.migrated);
+                    let alloc = &mut self.allocs[a as usize];
+                    if let Some(trial) = alloc.trial.as_mut()
+                        && let Some(worse) = trial.observe(migrated)
+                    {
+                        alloc.trial = None;
+                        if worse {
+                            alloc.vetoed = true;
+                            self.set_plan(a, Plan::Configured);
+                        }
+                    }
+                    let alloc = &self.allocs[a as usize];
+                    let plan = Plan::for_pattern(self.detector.pattern(a));
+                    if alloc.vetoed || alloc.plan == plan {
+                        continue;
+                    }
+                    // The switch is on trial against the migrations that led to it.
+                    let recent: Vec<u64> = self.detector.history(a).map(|o| o.migrated).collect();
+                    let recent = &recent[recent.len().saturating_sub(detect::WINDOW)..];
+                    self.allocs[a as usize].trial = (plan != Plan::Configured).then(|| {
+                        Trial::new(recent.iter().sum::<u64>() as f64 / recent.len() as f64)
+                    });
+                    self.set_plan(a, plan);
                 }
             }
             Runtime::AdaptiveCoarse { .. } => {
@@ -889,10 +955,9 @@ impl Paging {
             let [configured, tree] = &mut self.evictions[2 * slot..2 * slot + 2] else {
                 unreachable!("two orders per slot")
             };
-            configured
-                .victim(&resident, protect)
+            tree.victim(&resident, protect)
                 .filter(useful)
-                .or_else(|| tree.victim(&resident, protect).filter(useful))
+                .or_else(|| configured.victim(&resident, protect).filter(useful))
         };
         match self.victim {
             Victim::Any => from_slot(0),
