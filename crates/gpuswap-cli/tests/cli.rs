@@ -1275,6 +1275,28 @@ fn the_adaptive_sweep_normalises_to_the_default_and_beats_the_coarse_runtime() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(out_dir.join("normalized.svg").exists());
+    // normalized.csv is the sweep's own: --force replaces it.
+    let again = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/uvm/adaptive.toml"),
+        "--vary",
+        "device.oversubscription=1.25",
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--force",
+        "--quiet",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(normalized_rows(&out_dir).len(), 12 + 5);
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/uvm/adaptive.toml"),
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--force",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let rows = normalized_rows(&out_dir);
     let ratio = |row: &std::collections::HashMap<String, String>, column: &str| -> f64 {
         row[column]

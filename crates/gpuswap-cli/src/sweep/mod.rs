@@ -180,6 +180,7 @@ fn sweep_output(path: &Path) -> bool {
         .unwrap_or_default();
     name == "results.csv"
         || name == "summary.csv"
+        || name == "normalized.csv"
         || name.ends_with(".svg")
         || name.ends_with(".png")
 }
