@@ -393,7 +393,7 @@ impl Manager {
     /// its launch's admission and tells the policy.
     pub fn handle_kernel_finished(&mut self, tenant: TenantId, stats: &KernelStats) {
         if let Some(paging) = self.paging.as_mut() {
-            paging.kernel_finished(tenant.0, stats.finished_ns);
+            paging.kernel_finished(tenant.0, stats.finished_ns, stats.ns, stats.ideal_ns);
         }
         if self.books.tenant(tenant).is_none() {
             return;

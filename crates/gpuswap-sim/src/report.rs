@@ -127,6 +127,9 @@ pub struct UvmReport {
     /// Per managed allocation, the detector's observations (the last 256), oldest
     /// first: the pattern's timeline.
     pub timeline: Vec<Vec<Observation>>,
+    /// Per managed allocation, the adaptive runtime's plan switches (the last 256),
+    /// oldest first: `[ns, plan]`.
+    pub switches: Vec<Vec<(u64, &'static str)>>,
 }
 
 /// One observation of a managed allocation by the pattern detector.
@@ -386,6 +389,11 @@ fn build(
                             })
                             .collect()
                     })
+                    .collect(),
+                switches: t
+                    .allocations
+                    .iter()
+                    .map(|a| a.switches.iter().map(|(ns, p)| (*ns, p.name())).collect())
                     .collect(),
             }),
         })

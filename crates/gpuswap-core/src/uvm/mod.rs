@@ -18,6 +18,7 @@ pub mod pages;
 pub mod policy;
 pub mod prefetch;
 pub mod thrash;
+pub mod trial;
 
 use detect::{Detector, Observed, Pattern};
 use evict::Eviction;
@@ -25,6 +26,7 @@ use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
 use policy::{Plan, Runtime};
 use prefetch::Prefetch;
 use thrash::{BlockThrash, ThrashingParams};
+use trial::{Switch, TenantTrials, Verdict};
 
 /// When a touched page not in VRAM migrates (`migration = ...`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +108,9 @@ pub struct AllocationPaging {
     /// The detector's observations of it (the last [`detect::HISTORY`]), oldest first:
     /// the pattern's timeline.
     pub timeline: Vec<Observed>,
+    /// (when, new plan) of its plan switches (the last [`detect::HISTORY`]), oldest
+    /// first.
+    pub switches: Vec<(u64, Plan)>,
 }
 
 /// What one fault batch moved, for the driver to charge.
@@ -227,48 +232,10 @@ struct Allocation {
     first_block: u32,
     blocks: u32,
     plan: Plan,
-    /// The adaptive runtime's check of its last switch, while it runs.
-    trial: Option<Trial>,
-    /// Whether a switch made it migrate more: it keeps the configured plan since.
-    vetoed: bool,
-}
-
-/// The adaptive runtime's check of a switch: the allocation's big pages migrated per
-/// observation under the new plan, against the mean under the old one. A plan that makes
-/// its allocation migrate more than [`Trial::MARGIN`] above that is undone for good: the
-/// detector's pattern says what the paper's table would do, the trial whether it pays
-/// here (kernels of an allocation repeat in the workloads we model, so observations
-/// under the two plans are comparable).
-#[derive(Debug)]
-struct Trial {
-    before: f64,
-    observations: u32,
-    migrated: u64,
-}
-
-impl Trial {
-    /// Observations under the new plan before the verdict.
-    const OBSERVATIONS: u32 = 2;
-    /// How much more migration than before fails the trial (noise between kernels).
-    const MARGIN: f64 = 0.1;
-
-    fn new(before: f64) -> Self {
-        Self {
-            before,
-            observations: 0,
-            migrated: 0,
-        }
-    }
-
-    /// One more observation, of `migrated` big pages; the verdict once there are enough
-    /// (`true`: worse).
-    fn observe(&mut self, migrated: u64) -> Option<bool> {
-        self.observations += 1;
-        self.migrated += migrated;
-        (self.observations == Self::OBSERVATIONS).then(|| {
-            self.migrated as f64 / f64::from(self.observations) > self.before * (1.0 + Self::MARGIN)
-        })
-    }
+    /// A plan a trial rejected for it: never tried again.
+    rejected: Option<Plan>,
+    /// (when, new plan) of its last [`detect::HISTORY`] switches.
+    switches: std::collections::VecDeque<(u64, Plan)>,
 }
 
 /// The residency of managed memory and the policies that change it.
@@ -309,8 +276,10 @@ pub struct Paging {
     written_back: u64,
     /// Whether anything was evicted yet (the adaptive threshold applies from then).
     oversubscribed: bool,
-    /// Whether a batch found VRAM full yet (the detector's checkpoint, once).
-    checkpointed: bool,
+    /// When a batch first found VRAM full (the detector's checkpoint, once).
+    checkpoint_ns: Option<u64>,
+    /// The adaptive runtime's trials, dense by owner.
+    trials: Vec<TenantTrials>,
     runtime: Runtime,
     seq: u64,
     /// Per owner (tenant), dense by owner number.
@@ -345,7 +314,8 @@ impl Paging {
             by_share: std::collections::BTreeSet::new(),
             written_back: 0,
             oversubscribed: false,
-            checkpointed: false,
+            checkpoint_ns: None,
+            trials: Vec::new(),
             runtime: config.runtime,
             seq: 0,
             stats: Vec::new(),
@@ -379,8 +349,8 @@ impl Paging {
             first_block,
             blocks: alloc_index,
             plan: Plan::Configured,
-            trial: None,
-            vetoed: false,
+            rejected: None,
+            switches: std::collections::VecDeque::new(),
         });
         if self.stats.len() <= owner as usize {
             self.stats
@@ -392,6 +362,8 @@ impl Paging {
                 }
             }
             self.peak_by_owner.resize(owner as usize + 1, 0);
+            self.trials
+                .resize_with(owner as usize + 1, TenantTrials::default);
             self.listed.resize(owner as usize + 1, false);
         }
         first
@@ -461,15 +433,41 @@ impl Paging {
         self.resident_pages
     }
 
-    /// A kernel of `owner` ended at `now_ns`: the pattern detector takes its
-    /// observations of the owner's allocations, and the runtime replans those whose
-    /// pattern changed.
-    pub fn kernel_finished(&mut self, owner: u32, now_ns: u64) {
+    /// A kernel of `owner` ended at `now_ns` after running `ns` (`ideal_ns` with its
+    /// data in VRAM): the pattern detector takes its observations of the owner's
+    /// allocations, the owner's running trial its time, and the runtime replans the
+    /// allocations observed.
+    pub fn kernel_finished(&mut self, owner: u32, now_ns: u64, ns: u64, ideal_ns: u64) {
         let allocs = &self.allocs;
-        let changed = self
+        let observed = self
             .detector
             .kernel_finished(now_ns, |a| allocs[a as usize].owner == owner);
-        self.replan(&changed);
+        if let Runtime::Adaptive { .. } = self.runtime
+            && let Some(trials) = self.trials.get_mut(owner as usize)
+        {
+            let started_ns = now_ns.saturating_sub(ns);
+            let oversubscribed = self.checkpoint_ns.is_some_and(|c| started_ns >= c);
+            match trials.kernel(ns, ideal_ns, oversubscribed) {
+                Verdict::Wait => {}
+                Verdict::MeasureOld(switched) => {
+                    for (a, old, _) in switched {
+                        self.set_plan(a, old, now_ns);
+                    }
+                }
+                Verdict::Keep(switched) => {
+                    for (a, _, new) in switched {
+                        self.set_plan(a, new, now_ns);
+                    }
+                }
+                Verdict::Undo(switched) => {
+                    for (a, old, new) in switched {
+                        self.set_plan(a, old, now_ns);
+                        self.allocs[a as usize].rejected = Some(new);
+                    }
+                }
+            }
+        }
+        self.replan(&observed, now_ns);
     }
 
     /// What the runtime knows of each of `owner`'s allocations, in the order they were
@@ -481,49 +479,47 @@ impl Paging {
                 pattern: self.detector.pattern(a),
                 plan: self.allocs[a as usize].plan,
                 timeline: self.detector.history(a).copied().collect(),
+                switches: self.allocs[a as usize].switches.iter().copied().collect(),
             })
             .collect()
     }
 
-    /// Gives the allocations just observed the plan the runtime chooses for them.
-    fn replan(&mut self, observed: &[u32]) {
-        if observed.is_empty() {
+    /// Gives the allocations just observed the plan the runtime chooses for them, from
+    /// the first full VRAM on (before it no plan has anything to act on). Under
+    /// `adaptive`, a tenant's switches go on trial together, and none is made while one
+    /// of its trials runs.
+    fn replan(&mut self, observed: &[u32], now_ns: u64) {
+        if observed.is_empty() || self.checkpoint_ns.is_none() {
             return;
         }
         match self.runtime {
             Runtime::Fixed => {}
             Runtime::Adaptive { .. } => {
-                for &a in observed {
-                    let migrated = self.detector.history(a).last().map_or(0, |o| o.migrated);
-                    let alloc = &mut self.allocs[a as usize];
-                    if let Some(trial) = alloc.trial.as_mut()
-                        && let Some(worse) = trial.observe(migrated)
-                    {
-                        alloc.trial = None;
-                        if worse {
-                            alloc.vetoed = true;
-                            self.set_plan(a, Plan::Configured);
-                        }
+                let mut switches: Vec<(u32, Switch)> = observed
+                    .iter()
+                    .filter_map(|&a| {
+                        let alloc = &self.allocs[a as usize];
+                        let plan = Plan::for_pattern(self.detector.pattern(a));
+                        let free = !self.trials[alloc.owner as usize].busy();
+                        (free && plan != alloc.plan && alloc.rejected != Some(plan))
+                            .then_some((alloc.owner, (a, alloc.plan, plan)))
+                    })
+                    .collect();
+                switches.sort_unstable_by_key(|(owner, (a, _, _))| (*owner, *a));
+                for group in switches.chunk_by(|x, y| x.0 == y.0) {
+                    let owner = group[0].0;
+                    let switched: Vec<Switch> = group.iter().map(|(_, s)| *s).collect();
+                    for (a, _, new) in &switched {
+                        self.set_plan(*a, *new, now_ns);
                     }
-                    let alloc = &self.allocs[a as usize];
-                    let plan = Plan::for_pattern(self.detector.pattern(a));
-                    if alloc.vetoed || alloc.plan == plan {
-                        continue;
-                    }
-                    // The switch is on trial against the migrations that led to it.
-                    let recent: Vec<u64> = self.detector.history(a).map(|o| o.migrated).collect();
-                    let recent = &recent[recent.len().saturating_sub(detect::WINDOW)..];
-                    self.allocs[a as usize].trial = (plan != Plan::Configured).then(|| {
-                        Trial::new(recent.iter().sum::<u64>() as f64 / recent.len() as f64)
-                    });
-                    self.set_plan(a, plan);
+                    self.trials[owner as usize].start(switched);
                 }
             }
             Runtime::AdaptiveCoarse { .. } => {
                 let n = self.allocs.len() as u32;
                 let plan = Plan::coarse((0..n).map(|a| self.detector.pattern(a)));
                 for a in 0..n {
-                    self.set_plan(a, plan);
+                    self.set_plan(a, plan, now_ns);
                 }
             }
         }
@@ -532,7 +528,7 @@ impl Paging {
     /// Allocation `a` follows `plan` from now on. Its resident pages move to the other
     /// eviction order when the plan's differs (in address order, as if they had just
     /// arrived: the old order's history does not carry over).
-    fn set_plan(&mut self, a: u32, plan: Plan) {
+    fn set_plan(&mut self, a: u32, plan: Plan, now_ns: u64) {
         let alloc = &self.allocs[a as usize];
         let old = alloc.plan;
         if old == plan {
@@ -540,6 +536,11 @@ impl Paging {
         }
         let (first, blocks, owner) = (alloc.first_block, alloc.blocks, alloc.owner);
         self.stats[owner as usize].plan_switches += 1;
+        let log = &mut self.allocs[a as usize].switches;
+        if log.len() == detect::HISTORY {
+            log.pop_front();
+        }
+        log.push_back((now_ns, plan));
         if old.tree_eviction() != plan.tree_eviction() {
             for b in first..first + blocks {
                 let resident = self.blocks[b as usize].resident;
@@ -843,9 +844,14 @@ impl Paging {
                 break;
             }
             // VRAM is full for the first time: the runtime decides before evicting.
-            if !std::mem::replace(&mut self.checkpointed, true) {
-                let changed = self.detector.checkpoint(now_ns);
-                self.replan(&changed);
+            if self.checkpoint_ns.is_none() {
+                self.checkpoint_ns = Some(now_ns);
+                self.detector.checkpoint(now_ns);
+                // Every allocation with a pattern gets its plan now, not at its next
+                // observation: the paper's runtime decides when memory first becomes
+                // oversubscribed.
+                let all: Vec<u32> = (0..self.allocs.len() as u32).collect();
+                self.replan(&all, now_ns);
             }
             match self.choose_victim(b) {
                 Some((v, pages)) => {

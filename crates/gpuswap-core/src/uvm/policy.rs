@@ -17,13 +17,11 @@
 //! Mixed allocations keep their hot blocks in VRAM through delayed migration: cold
 //! random blocks stay on the host, so what is resident is what reached the threshold.
 //!
-//! **Switches are on trial** (in [`super::Paging`]): a switch away from the configured
-//! plan is undone for good when the allocation's big pages migrated per observation, over
-//! the two observations after it, exceed the mean of the (up to four) before it by more
-//! than 10 %. The detector says what the paper's table would do; the trial whether it
-//! pays on this allocation (tree eviction makes fdtd-2d at 125 % migrate more than the
-//! FIFO order, for one). The comparison assumes an allocation's kernels repeat, as in
-//! every workload modelled; the coarse runtime has no trial, as in the research code.
+//! **Switches are on trial** ([`super::trial`]): a tenant's switches are undone for
+//! good when its kernels run more than 10 % slower under them (time over time with the
+//! data in VRAM, over four kernels). The detector says what the paper's table would do;
+//! the trial whether it pays for this program. The coarse runtime has no trial, as in
+//! the research code.
 //!
 //! `adaptive-coarse` is the research simulator's code (`uvm-driver.md`): one switch for
 //! every allocation of every tenant. Any random or mixed allocation puts all of them on

@@ -651,7 +651,7 @@ fn adaptive_pins_a_random_allocation_on_the_host_from_the_first_full_batch() {
             p.service(&faults, i);
             p.check_invariants().unwrap();
         }
-        p.kernel_finished(0, 64);
+        p.kernel_finished(0, 64, 64, 64);
         p
     };
     let fixed = run(Runtime::Fixed);
@@ -706,7 +706,7 @@ fn a_regular_allocation_keeps_its_blocks_while_streaming_ones_make_room() {
         };
         fill(&mut p, a);
         if regular {
-            p.set_plan(0, Plan::Tree);
+            p.set_plan(0, Plan::Tree, 0);
         }
         fill(&mut p, b);
         fill(&mut p, b + 512);
@@ -725,7 +725,7 @@ fn a_mixed_allocation_reads_remotely_until_its_block_is_hot() {
         },
     );
     let base = p.add_allocation(0, 4 * MIB);
-    p.set_plan(0, Plan::HotInVram);
+    p.set_plan(0, Plan::HotInVram, 0);
     let mut faults = Vec::new();
     for i in 0..3 {
         let t = p.touch_run(base + i * 16, 1, AccessKind::Read, 0, &mut faults, 256);
@@ -771,5 +771,48 @@ fn the_coarse_runtime_switches_every_tenants_allocations_at_once() {
     assert_eq!(
         (random.plan, other.plan),
         (Plan::HotInVram, Plan::HotInVram)
+    );
+}
+
+#[test]
+fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
+    let mut p = paging_under(
+        64 * MIB,
+        Runtime::Adaptive {
+            migrate_threshold: 8,
+        },
+    );
+    p.add_allocation(0, 4 * MIB);
+    p.checkpoint_ns = Some(0);
+    // Four kernels at slowdown 2 under the configured plan: the baseline.
+    let mut now = 0;
+    let kernel = |p: &mut Paging, now: &mut u64, slowdown: u64| {
+        *now += 100 * slowdown;
+        p.kernel_finished(0, *now, 100 * slowdown, 100);
+    };
+    for _ in 0..4 {
+        kernel(&mut p, &mut now, 2);
+    }
+    p.set_plan(0, Plan::Tree, now);
+    p.trials[0].start(vec![(0, Plan::Configured, Plan::Tree)]);
+    for _ in 0..3 {
+        kernel(&mut p, &mut now, 3);
+    }
+    assert_eq!(
+        p.allocations(0)[0].plan,
+        Plan::Tree,
+        "judged after four kernels"
+    );
+    kernel(&mut p, &mut now, 3);
+    let report = &p.allocations(0)[0];
+    assert_eq!(report.plan, Plan::Configured);
+    assert_eq!(p.allocs[0].rejected, Some(Plan::Tree));
+    assert_eq!(
+        report
+            .switches
+            .iter()
+            .map(|(_, plan)| *plan)
+            .collect::<Vec<_>>(),
+        [Plan::Tree, Plan::Configured]
     );
 }
