@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use gpuswap_core::PolicySettings;
+
 use crate::sweep::{Plan, SweepError};
 
 /// The benchmark sweep: two instances of each app, main computation repeated 100 times,
@@ -30,12 +32,19 @@ pub struct BenchArgs {
     /// random and a mixed workload with working sets of 1 GiB and 16 GiB at 150 %.
     #[arg(long, conflicts_with_all = ["apps"])]
     pub uvm: bool,
+    /// With --uvm: who chooses each allocation's paging (fixed, adaptive or
+    /// adaptive-coarse), to measure what the adaptive runtime costs.
+    #[arg(long, requires = "uvm", default_value = "fixed")]
+    pub policy: String,
 }
 
 /// Runs the benchmark sweep and prints wall time, runs and simulated events per second.
 pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
     if args.uvm {
-        return crate::stdout::write(&uvm_bench()).map_err(SweepError::Output);
+        let policy = PolicySettings::named("uvm")
+            .set("policy", &args.policy)
+            .map_err(|e| SweepError::BadInput(format!("--policy: {e}")))?;
+        return crate::stdout::write(&uvm_bench(&policy)).map_err(SweepError::Output);
     }
     if let Some(list) = &args.apps
         && let Some(unknown) = list
@@ -84,9 +93,9 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
 
 /// The unified-memory benchmark: one tenant on an A100 (80 GB, so 16 GiB fits at 150 %)
 /// sweeping its managed data three times, linearly, at random, or both (half of it read
-/// linearly, half touched at random); page touches per second of wall time.
-fn uvm_bench() -> String {
-    use gpuswap_core::PolicySettings;
+/// linearly, half touched at random); page touches per second of wall time, under
+/// `policy` (mode `uvm`).
+fn uvm_bench(policy: &PolicySettings) -> String {
     use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
     use gpuswap_sim::program::{Access, AccessOrder, Kernel, Op, Program};
 
@@ -128,7 +137,7 @@ fn uvm_bench() -> String {
             let config = SimConfig::new(
                 preset,
                 ws * 2 / 3 + runtime,
-                PolicySettings::named("uvm"),
+                policy.clone(),
                 vec![TenantSpec::new(name, name, p)],
             );
             let started = Instant::now();

@@ -1325,6 +1325,49 @@ fn the_adaptive_sweep_normalises_to_the_default_and_beats_the_coarse_runtime() {
             assert!(ratio(row, "optimum") <= adaptive, "{row:?}");
         }
     }
+    // The pattern timeline: observations of every run, switches only where a runtime
+    // adapts.
+    let text = std::fs::read_to_string(out_dir.join("patterns.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(
+        header[header.len() - 10..],
+        [
+            "run",
+            "tenant",
+            "allocation",
+            "ns",
+            "event",
+            "migrated",
+            "linear",
+            "reused",
+            "pattern",
+            "plan"
+        ]
+    );
+    let manager = header.iter().position(|h| *h == "manager").unwrap();
+    let (event, plan) = (header.len() - 6, header.len() - 1);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let fixed = |r: &&Vec<&str>| !r[manager].contains("policy=");
+    assert!(
+        rows.iter()
+            .filter(fixed)
+            .all(|r| r[event] == "observation" && r[plan] == "configured")
+    );
+    let adaptive: Vec<_> = rows
+        .iter()
+        .filter(|r| r[manager].contains("policy=adaptive"))
+        .collect();
+    assert!(
+        adaptive
+            .iter()
+            .any(|r| r[event] == "switch" && r[plan] == "host-pinned")
+    );
+    assert!(
+        adaptive
+            .iter()
+            .any(|r| r[event] == "switch" && r[plan] == "tree")
+    );
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 

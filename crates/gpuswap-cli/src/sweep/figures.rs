@@ -62,6 +62,118 @@ pub struct RunFigures {
     pub tenant_failed: bool,
     /// Discrete events the simulation processed.
     pub events: u64,
+    /// Unified memory: every tenant's managed allocations' pattern timeline (bounded by
+    /// the detector's history), the rows of patterns.csv.
+    pub timeline: Vec<TimelineRow>,
+}
+
+/// A row of patterns.csv: an observation of a managed allocation by the pattern
+/// detector, or a plan switch of the adaptive runtime.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimelineRow {
+    /// The tenant's name.
+    pub tenant: String,
+    /// The allocation's number among the tenant's managed allocations.
+    pub allocation: usize,
+    /// When.
+    pub ns: u64,
+    /// `observation` or `switch`.
+    pub event: &'static str,
+    /// Observations: big pages migrated, ascending order, re-referenced (`None` for a
+    /// switch, or no earlier kernel).
+    pub migrated: Option<u64>,
+    /// See `migrated`.
+    pub linear: Option<bool>,
+    /// See `migrated`.
+    pub reused: Option<bool>,
+    /// The allocation's pattern then.
+    pub pattern: &'static str,
+    /// The plan in force after the event.
+    pub plan: &'static str,
+}
+
+impl TimelineRow {
+    /// The columns of patterns.csv after the point's.
+    pub const COLUMNS: [&str; 10] = [
+        "run",
+        "tenant",
+        "allocation",
+        "ns",
+        "event",
+        "migrated",
+        "linear",
+        "reused",
+        "pattern",
+        "plan",
+    ];
+
+    /// The cells of its columns, after the point's and the run's.
+    pub(super) fn cells(&self) -> Vec<String> {
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        vec![
+            self.tenant.clone(),
+            self.allocation.to_string(),
+            self.ns.to_string(),
+            self.event.to_owned(),
+            opt(self.migrated.map(|m| m.to_string())),
+            opt(self.linear.map(|l| l.to_string())),
+            opt(self.reused.map(|r| r.to_string())),
+            self.pattern.to_owned(),
+            self.plan.to_owned(),
+        ]
+    }
+
+    /// A tenant's rows, per allocation in time order (an observation before a switch it
+    /// caused).
+    fn of(t: &TenantReport) -> Vec<Self> {
+        let Some(u) = &t.uvm else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        for (a, (observations, switches)) in u.timeline.iter().zip(&u.switches).enumerate() {
+            let (mut o, mut s) = (observations.iter().peekable(), switches.iter().peekable());
+            let (mut pattern, mut plan) = ("undecided", "configured");
+            loop {
+                let take_observation = match (o.peek(), s.peek()) {
+                    (Some(ob), Some((ns, _))) => ob.ns <= *ns,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break,
+                };
+                let row = if take_observation {
+                    let ob = o.next().expect("peeked");
+                    pattern = ob.pattern;
+                    Self {
+                        ns: ob.ns,
+                        event: "observation",
+                        migrated: Some(ob.migrated),
+                        linear: Some(ob.linear),
+                        reused: ob.reused,
+                        pattern,
+                        plan,
+                        tenant: t.name.clone(),
+                        allocation: a,
+                    }
+                } else {
+                    let (ns, new) = s.next().expect("peeked");
+                    plan = new;
+                    Self {
+                        ns: *ns,
+                        event: "switch",
+                        migrated: None,
+                        linear: None,
+                        reused: None,
+                        pattern,
+                        plan,
+                        tenant: t.name.clone(),
+                        allocation: a,
+                    }
+                };
+                rows.push(row);
+            }
+        }
+        rows
+    }
 }
 
 impl RunFigures {
@@ -83,6 +195,7 @@ impl RunFigures {
                 .collect(),
             tenant_failed: report.tenants.iter().any(|t| t.error.is_some()),
             events: report.events,
+            timeline: report.tenants.iter().flat_map(TimelineRow::of).collect(),
         }
     }
 
@@ -117,6 +230,7 @@ impl RunFigures {
             tenants: Vec::new(),
             tenant_failed: failed > 0,
             events: outcome.switches,
+            timeline: Vec::new(),
         }
     }
 

@@ -181,6 +181,7 @@ fn sweep_output(path: &Path) -> bool {
     name == "results.csv"
         || name == "summary.csv"
         || name == "normalized.csv"
+        || name == "patterns.csv"
         || name.ends_with(".svg")
         || name.ends_with(".png")
 }

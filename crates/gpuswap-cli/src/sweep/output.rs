@@ -7,7 +7,7 @@ use std::path::Path;
 use toml::Value;
 
 use super::execute::Row;
-use super::figures::{Kind, TENANT_COLUMNS};
+use super::figures::{Kind, TENANT_COLUMNS, TimelineRow};
 use super::plan::Axis;
 use super::{SweepError, plots};
 
@@ -77,6 +77,8 @@ pub(super) struct Outputs<'a> {
     axes: &'a [Axis],
     points: &'a [Vec<Value>],
     results: csv::Writer<std::fs::File>,
+    /// patterns.csv, for sweeps in a mode that pages.
+    patterns: Option<csv::Writer<std::fs::File>>,
     columns: usize,
     summary: Vec<Vec<String>>,
     stats: Vec<PointStats>,
@@ -108,12 +110,24 @@ impl<'a> Outputs<'a> {
         results
             .write_record(&header)
             .map_err(|e| io_error(&path, &e))?;
+        let patterns = if kind == Kind::PagedTenants {
+            let path = out.join("patterns.csv");
+            let mut w = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
+            let mut header: Vec<&str> = vec!["point"];
+            header.extend(axes.iter().map(|a| a.key.as_str()));
+            header.extend(TimelineRow::COLUMNS);
+            w.write_record(&header).map_err(|e| io_error(&path, &e))?;
+            Some(w)
+        } else {
+            None
+        };
         Ok(Self {
             out,
             kind,
             axes,
             points,
             results,
+            patterns,
             columns: header.len(),
             summary: Vec::with_capacity(points.len()),
             stats: Vec::with_capacity(points.len()),
@@ -133,6 +147,19 @@ impl<'a> Outputs<'a> {
         }
         // On disk at once: a sweep killed later keeps every finished point's rows.
         self.results.flush().map_err(|e| io_error(&path, &e))?;
+        if let Some(w) = self.patterns.as_mut() {
+            let path = self.out.join("patterns.csv");
+            for row in rows {
+                for t in row.result.iter().flat_map(|f| &f.timeline) {
+                    let mut cells = vec![row.point.to_string()];
+                    cells.extend(self.points[p].iter().map(value_text));
+                    cells.push(row.run.to_string());
+                    cells.extend(t.cells());
+                    w.write_record(&cells).map_err(|e| io_error(&path, &e))?;
+                }
+            }
+            w.flush().map_err(|e| io_error(&path, &e))?;
+        }
         let metrics = metric_stats(self.kind, rows);
         let failed = rows.iter().filter(|r| r.result.is_err()).count();
         let mut cells = vec![p.to_string()];

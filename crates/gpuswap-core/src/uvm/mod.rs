@@ -210,6 +210,8 @@ struct Block {
     last_arrivals: Pages,
     /// Per-page thrashing state, once the block shows any.
     thrash: Option<Box<BlockThrash>>,
+    /// Whether the tree order holds it (its allocation's plan), not the configured one.
+    tree_order: bool,
 }
 
 impl Block {
@@ -276,6 +278,9 @@ pub struct Paging {
     written_back: u64,
     /// Whether anything was evicted yet (the adaptive threshold applies from then).
     oversubscribed: bool,
+    /// Whether the configured eviction order wants touches of resident pages (the tree
+    /// order does); asked once, not on the hottest path.
+    configured_observes: bool,
     /// When a batch first found VRAM full (the detector's checkpoint, once).
     checkpoint_ns: Option<u64>,
     /// The adaptive runtime's trials, dense by owner.
@@ -314,6 +319,7 @@ impl Paging {
             by_share: std::collections::BTreeSet::new(),
             written_back: 0,
             oversubscribed: false,
+            configured_observes: (config.eviction)().observes_touches(),
             checkpoint_ns: None,
             trials: Vec::new(),
             runtime: config.runtime,
@@ -377,10 +383,12 @@ impl Paging {
         for b in start..start + blocks as u32 {
             let block = &mut self.blocks[b as usize];
             let (owner, pages) = (block.owner, block.resident);
+            // Its order stays: the pages leave the order that holds them.
             *block = Block {
                 owner,
                 alloc: block.alloc,
                 alloc_index: block.alloc_index,
+                tree_order: block.tree_order,
                 ..Block::default()
             };
             self.count_resident(owner, -(pages.count() as i64));
@@ -544,15 +552,15 @@ impl Paging {
         if old.tree_eviction() != plan.tree_eviction() {
             for b in first..first + blocks {
                 let resident = self.blocks[b as usize].resident;
-                if resident.is_empty() {
-                    continue;
+                if !resident.is_empty() {
+                    self.eviction_of(b).left(b, resident, true);
                 }
-                self.eviction_of(b).left(b, resident, true);
-                self.allocs[a as usize].plan = plan;
-                self.seq += 1;
-                let seq = self.seq;
-                self.eviction_of(b).resident(b, resident, true, seq);
-                self.allocs[a as usize].plan = old;
+                self.blocks[b as usize].tree_order = plan.tree_eviction();
+                if !resident.is_empty() {
+                    self.seq += 1;
+                    let seq = self.seq;
+                    self.eviction_of(b).resident(b, resident, true, seq);
+                }
             }
         }
         self.allocs[a as usize].plan = plan;
@@ -602,7 +610,7 @@ impl Paging {
                     block.dirty.insert(i);
                 }
                 self.stats[block.owner as usize].touches += 1;
-                if self.eviction_of(b).observes_touches() {
+                if block.tree_order || self.configured_observes {
                     self.seq += 1;
                     let seq = self.seq;
                     self.eviction_of(b).touched(b, Pages::single(i), seq);
@@ -612,9 +620,28 @@ impl Paging {
                     remote: 0,
                 };
             }
-            // Away with nothing pinned in its block: coalesced into the batch, or a fault.
-            if block.thrash.is_none() && matches!(self.serve_rule(b), Serve::Fault) {
-                let block = &mut self.blocks[b as usize];
+            // Away with nothing pinned in its block: coalesced into the batch, or a fault;
+            // or, on the host for good (zero-copy, a host-pinned allocation), remote.
+            let rule = if block.thrash.is_none() {
+                Some(self.serve_rule(b))
+            } else {
+                None
+            };
+            let block = &mut self.blocks[b as usize];
+            if matches!(rule, Some(Serve::Remote)) && !block.in_flight.contains(i) {
+                assert!(
+                    block.valid.contains(i),
+                    "page {first} belongs to no allocation"
+                );
+                let stats = &mut self.stats[block.owner as usize];
+                stats.touches += 1;
+                stats.remote_touches += 1;
+                return Touched {
+                    pages: 1,
+                    remote: 1,
+                };
+            }
+            if matches!(rule, Some(Serve::Fault)) {
                 let stats = &mut self.stats[block.owner as usize];
                 stats.touches += 1;
                 if kind == AccessKind::Write {
@@ -700,7 +727,7 @@ impl Paging {
         stats.touches += range.count() as u64;
         stats.far_faults += faults.count() as u64;
         stats.remote_touches += remote.count() as u64;
-        if !resident.is_empty() && self.eviction_of(b).observes_touches() {
+        if !resident.is_empty() && (block.tree_order || self.configured_observes) {
             self.seq += 1;
             let seq = self.seq;
             self.eviction_of(b).touched(b, resident, seq);
@@ -982,8 +1009,7 @@ impl Paging {
             Victim::Any => 0,
             Victim::LargestShare => block.owner as usize,
         };
-        let tree = self.allocs[block.alloc as usize].plan.tree_eviction();
-        &mut self.evictions[2 * slot + usize::from(tree)]
+        &mut self.evictions[2 * slot + usize::from(block.tree_order)]
     }
 
     /// `delta` pages of `owner` entered (or left) VRAM.

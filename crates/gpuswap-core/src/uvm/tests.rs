@@ -816,3 +816,39 @@ fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
         [Plan::Tree, Plan::Configured]
     );
 }
+
+#[test]
+fn a_freed_allocation_leaves_the_tree_order_it_was_in() {
+    // A and B on the tree plan fill 4 MiB; A is freed; C (tree plan too) needs all of
+    // VRAM: B must be the victim, not A's stale place in the order.
+    let mut p = paging_under(
+        4 * MIB,
+        Runtime::Adaptive {
+            migrate_threshold: 8,
+        },
+    );
+    let a = p.add_allocation(0, 2 * MIB);
+    let b = p.add_allocation(0, 2 * MIB);
+    let c = p.add_allocation(0, 4 * MIB);
+    for alloc in 0..3 {
+        p.set_plan(alloc, Plan::Tree, 0);
+    }
+    // As if VRAM had been full before: no checkpoint replans them.
+    p.checkpoint_ns = Some(0);
+    let fill = |p: &mut Paging, first: u64| {
+        let mut faults = Vec::new();
+        p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
+        p.service(&faults, 0);
+        p.check_invariants().unwrap();
+    };
+    fill(&mut p, a);
+    fill(&mut p, b);
+    p.free_allocation(a, 2 * MIB);
+    fill(&mut p, c);
+    fill(&mut p, c + 512);
+    assert_eq!(p.blocks[1].resident.count(), 0, "B made room");
+    assert_eq!(
+        p.blocks[2].resident.count() + p.blocks[3].resident.count(),
+        1024
+    );
+}
