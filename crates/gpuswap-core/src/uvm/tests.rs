@@ -471,10 +471,7 @@ fn largest_share_eviction_takes_from_the_biggest_holder_where_the_driver_takes_t
         let d = p.add_allocation(1, 2 * MIB);
         // Tenant 1's block first (the oldest), then tenant 0's two: VRAM is full.
         for first in [a, bc, bc + 512, d] {
-            let mut faults = Vec::new();
-            p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
-            p.service(&faults, 0);
-            p.check_invariants().unwrap();
+            fill_block(&mut p, first);
         }
         (p.stats(0).pages_out, p.stats(1).pages_out)
     };
@@ -626,6 +623,19 @@ fn a_region_larger_than_vram_does_not_reset_the_access_counter() {
 
 // The adaptive runtime's policy engine (issue 9).
 
+/// The adaptive runtime with the research simulator's migrate threshold.
+const ADAPTIVE: Runtime = Runtime::Adaptive {
+    migrate_threshold: 8,
+};
+
+/// Reads a whole 2 MiB block from page `first` in one batch, and checks the accounting.
+fn fill_block(p: &mut Paging, first: u64) {
+    let mut faults = Vec::new();
+    p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
+    p.service(&faults, 0);
+    p.check_invariants().unwrap();
+}
+
 /// A machine with the given runtime, 64 KiB prefetching and FIFO eviction.
 fn paging_under(capacity_bytes: u64, runtime: Runtime) -> Paging {
     Paging::new(
@@ -661,9 +671,7 @@ fn adaptive_pins_a_random_allocation_on_the_host_from_the_first_full_batch() {
     // The 33rd fault finds VRAM full: the detector's checkpoint sees 33 scattered
     // faults (random), the allocation is pinned on the host, and that fault is the
     // last: the 31 after it are remote.
-    let adaptive = run(Runtime::Adaptive {
-        migrate_threshold: 8,
-    });
+    let adaptive = run(ADAPTIVE);
     let s = adaptive.stats(0);
     assert_eq!((s.far_faults, s.remote_touches), (33, 31));
     let report = &adaptive.allocations(0)[0];
@@ -692,24 +700,16 @@ fn a_regular_allocation_keeps_its_blocks_while_streaming_ones_make_room() {
     let evicted = |regular: bool| {
         let mut p = paging_under(
             4 * MIB,
-            Runtime::Adaptive {
-                migrate_threshold: 8,
-            },
+            ADAPTIVE,
         );
         let a = p.add_allocation(0, 2 * MIB);
         let b = p.add_allocation(0, 4 * MIB);
-        let fill = |p: &mut Paging, first: u64| {
-            let mut faults = Vec::new();
-            p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
-            p.service(&faults, 0);
-            p.check_invariants().unwrap();
-        };
-        fill(&mut p, a);
+        fill_block(&mut p, a);
         if regular {
             p.set_plan(0, Plan::Tree, 0);
         }
-        fill(&mut p, b);
-        fill(&mut p, b + 512);
+        fill_block(&mut p, b);
+        fill_block(&mut p, b + 512);
         (p.blocks[0].resident.count(), p.blocks[1].resident.count())
     };
     assert_eq!(evicted(false), (0, 512));
@@ -778,9 +778,7 @@ fn the_coarse_runtime_switches_every_tenants_allocations_at_once() {
 fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
     let mut p = paging_under(
         64 * MIB,
-        Runtime::Adaptive {
-            migrate_threshold: 8,
-        },
+        ADAPTIVE,
     );
     p.add_allocation(0, 4 * MIB);
     p.checkpoint_ns = Some(0);
@@ -823,9 +821,7 @@ fn a_freed_allocation_leaves_the_tree_order_it_was_in() {
     // VRAM: B must be the victim, not A's stale place in the order.
     let mut p = paging_under(
         4 * MIB,
-        Runtime::Adaptive {
-            migrate_threshold: 8,
-        },
+        ADAPTIVE,
     );
     let a = p.add_allocation(0, 2 * MIB);
     let b = p.add_allocation(0, 2 * MIB);
@@ -835,17 +831,11 @@ fn a_freed_allocation_leaves_the_tree_order_it_was_in() {
     }
     // As if VRAM had been full before: no checkpoint replans them.
     p.checkpoint_ns = Some(0);
-    let fill = |p: &mut Paging, first: u64| {
-        let mut faults = Vec::new();
-        p.touch_run(first, 512, AccessKind::Read, 0, &mut faults, 512);
-        p.service(&faults, 0);
-        p.check_invariants().unwrap();
-    };
-    fill(&mut p, a);
-    fill(&mut p, b);
+    fill_block(&mut p, a);
+    fill_block(&mut p, b);
     p.free_allocation(a, 2 * MIB);
-    fill(&mut p, c);
-    fill(&mut p, c + 512);
+    fill_block(&mut p, c);
+    fill_block(&mut p, c + 512);
     assert_eq!(p.blocks[1].resident.count(), 0, "B made room");
     assert_eq!(
         p.blocks[2].resident.count() + p.blocks[3].resident.count(),
