@@ -261,7 +261,8 @@ impl Normalize {
         let baseline = &self.names[self.baseline];
         plot::save(
             &out.join("normalized"),
-            (1400, 700),
+            // Room for each category's label under the x axis.
+            ((90 * categories.len() as u32).max(1000), 700),
             png,
             &plot::LineChart {
                 title: &format!("{} over {baseline}'s", self.metric),
