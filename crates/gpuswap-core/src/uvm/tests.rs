@@ -698,10 +698,7 @@ fn a_regular_allocation_keeps_its_blocks_while_streaming_ones_make_room() {
     // the driver's FIFO evicts A for B's second block; with A on the tree plan, B's
     // first block goes instead.
     let evicted = |regular: bool| {
-        let mut p = paging_under(
-            4 * MIB,
-            ADAPTIVE,
-        );
+        let mut p = paging_under(4 * MIB, ADAPTIVE);
         let a = p.add_allocation(0, 2 * MIB);
         let b = p.add_allocation(0, 4 * MIB);
         fill_block(&mut p, a);
@@ -776,10 +773,7 @@ fn the_coarse_runtime_switches_every_tenants_allocations_at_once() {
 
 #[test]
 fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
-    let mut p = paging_under(
-        64 * MIB,
-        ADAPTIVE,
-    );
+    let mut p = paging_under(64 * MIB, ADAPTIVE);
     p.add_allocation(0, 4 * MIB);
     p.checkpoint_ns = Some(0);
     // Four kernels at slowdown 2 under the configured plan: the baseline.
@@ -819,10 +813,7 @@ fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
 fn a_freed_allocation_leaves_the_tree_order_it_was_in() {
     // A and B on the tree plan fill 4 MiB; A is freed; C (tree plan too) needs all of
     // VRAM: B must be the victim, not A's stale place in the order.
-    let mut p = paging_under(
-        4 * MIB,
-        ADAPTIVE,
-    );
+    let mut p = paging_under(4 * MIB, ADAPTIVE);
     let a = p.add_allocation(0, 2 * MIB);
     let b = p.add_allocation(0, 2 * MIB);
     let c = p.add_allocation(0, 4 * MIB);
