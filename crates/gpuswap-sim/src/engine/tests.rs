@@ -1069,3 +1069,69 @@ fn uvm_vram_timeline_shows_the_managed_pages() {
         t.vram_timeline
     );
 }
+
+/// A tenant reading `mib` of managed memory at random places, `passes` kernels, in mode
+/// `uvm` with `vram_mib` of VRAM for managed memory and the mode's `policy` setting.
+fn uvm_random(mib: u64, passes: u32, vram_mib: u64, policy: &str) -> Outcome {
+    let mut p = Program::default();
+    let a = p.buffer("a", mib * MIB);
+    p.ops = vec![
+        Op::Alloc(a),
+        Op::Repeat {
+            times: passes,
+            body: vec![Op::Launch(Kernel {
+                name: "gather".into(),
+                ops: 1_000,
+                accesses: vec![Access {
+                    order: AccessOrder::Random,
+                    ..Access::uniform(a, mib * MIB / 4, 0)
+                }],
+                phases: Vec::new(),
+            })],
+        },
+        Op::Sync,
+        Op::Free(a),
+    ];
+    let preset = gtx1080ti();
+    let runtime = preset.runtime_bytes();
+    let settings = PolicySettings::named("uvm").set("policy", policy).unwrap();
+    let mut cfg = SimConfig::new(
+        preset,
+        vram_mib * MIB + runtime,
+        settings,
+        vec![tenant("t", p)],
+    );
+    cfg.check_invariants = true;
+    simulate(cfg).unwrap()
+}
+
+#[test]
+fn the_adaptive_runtime_serves_a_random_allocation_remotely_once_vram_is_full() {
+    use gpuswap_core::uvm::detect::Pattern;
+    use gpuswap_core::uvm::policy::Plan;
+    let fixed = uvm_random(64, 12, 48, "fixed");
+    let adaptive = uvm_random(64, 12, 48, "adaptive");
+    let stats = |o: &Outcome| o.tenants[0].paging.unwrap().stats;
+    let allocation = |o: &Outcome| o.tenants[0].allocations[0].clone();
+    assert_eq!(allocation(&fixed).pattern, Pattern::Random);
+    assert_eq!(allocation(&fixed).plan, Plan::Configured);
+    assert!(allocation(&fixed).switches.is_empty());
+    assert_eq!(stats(&fixed).remote_touches, 0);
+    // Pinned on the host from the first full VRAM; the trial measures the old plan
+    // (faulting) again, finds it slower and pins it for good.
+    let a = allocation(&adaptive);
+    assert_eq!((a.pattern, a.plan), (Pattern::Random, Plan::HostPinned));
+    let plans: Vec<Plan> = a.switches.iter().map(|(_, p)| *p).collect();
+    assert_eq!(
+        plans,
+        [Plan::HostPinned, Plan::Configured, Plan::HostPinned]
+    );
+    assert!(stats(&adaptive).remote_touches > 0);
+    assert!(
+        stats(&adaptive).far_faults * 2 < stats(&fixed).far_faults,
+        "{} against {}",
+        stats(&adaptive).far_faults,
+        stats(&fixed).far_faults
+    );
+    assert!(adaptive.tenants[0].total_ns() < fixed.tenants[0].total_ns());
+}
