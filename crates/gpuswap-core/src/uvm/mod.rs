@@ -234,8 +234,10 @@ struct Allocation {
     first_block: u32,
     blocks: u32,
     plan: Plan,
-    /// A plan a trial rejected for it: never tried again.
-    rejected: Option<Plan>,
+    /// Plans trials rejected for it ([`Plan::bit`]s): never tried again.
+    rejected: u8,
+    /// Whether it was freed: the runtime leaves it alone.
+    freed: bool,
     /// (when, new plan) of its last [`detect::HISTORY`] switches.
     switches: std::collections::VecDeque<(u64, Plan)>,
 }
@@ -355,7 +357,8 @@ impl Paging {
             first_block,
             blocks: alloc_index,
             plan: Plan::Configured,
-            rejected: None,
+            rejected: 0,
+            freed: false,
             switches: std::collections::VecDeque::new(),
         });
         if self.stats.len() <= owner as usize {
@@ -380,6 +383,8 @@ impl Paging {
     pub fn free_allocation(&mut self, first: u64, bytes: u64) {
         let blocks = bytes.div_ceil(PAGE_BYTES).div_ceil(PAGES_PER_BLOCK as u64);
         let start = split(first).0;
+        let alloc = self.blocks[start as usize].alloc;
+        self.allocs[alloc as usize].freed = true;
         for b in start..start + blocks as u32 {
             let block = &mut self.blocks[b as usize];
             let (owner, pages) = (block.owner, block.resident);
@@ -455,24 +460,32 @@ impl Paging {
         {
             let started_ns = now_ns.saturating_sub(ns);
             let oversubscribed = self.checkpoint_ns.is_some_and(|c| started_ns >= c);
-            match trials.kernel(ns, ideal_ns, oversubscribed) {
-                Verdict::Wait => {}
-                Verdict::MeasureOld(switched) => {
-                    for (a, old, _) in switched {
-                        self.set_plan(a, old, now_ns);
-                    }
+            let verdict = trials.kernel(ns, ideal_ns, oversubscribed);
+            let (switched, undo) = match &verdict {
+                Verdict::Wait => (&[][..], false),
+                Verdict::MeasureOld(s) | Verdict::Undo(s) => (&s[..], true),
+                Verdict::Keep(s) => (&s[..], false),
+            };
+            for &(a, old, new) in switched {
+                if self.allocs[a as usize].freed {
+                    continue;
                 }
-                Verdict::Keep(switched) => {
-                    for (a, _, new) in switched {
-                        self.set_plan(a, new, now_ns);
-                    }
+                self.set_plan(a, if undo { old } else { new }, now_ns);
+                if let Verdict::Undo(_) = verdict {
+                    self.allocs[a as usize].rejected |= new.bit();
                 }
-                Verdict::Undo(switched) => {
-                    for (a, old, new) in switched {
-                        self.set_plan(a, old, now_ns);
-                        self.allocs[a as usize].rejected = Some(new);
-                    }
-                }
+            }
+            if let Verdict::Keep(_) | Verdict::Undo(_) = verdict {
+                // Switches held back while the trial ran are due now.
+                let mut due = observed;
+                due.extend(
+                    (0..self.allocs.len() as u32)
+                        .filter(|a| self.allocs[*a as usize].owner == owner),
+                );
+                due.sort_unstable();
+                due.dedup();
+                self.replan(&due, now_ns);
+                return;
             }
         }
         self.replan(&observed, now_ns);
@@ -508,8 +521,9 @@ impl Paging {
                     .filter_map(|&a| {
                         let alloc = &self.allocs[a as usize];
                         let plan = Plan::for_pattern(self.detector.pattern(a));
-                        let free = !self.trials[alloc.owner as usize].busy();
-                        (free && plan != alloc.plan && alloc.rejected != Some(plan))
+                        let idle = !self.trials[alloc.owner as usize].busy();
+                        let allowed = !alloc.freed && alloc.rejected & plan.bit() == 0;
+                        (idle && allowed && plan != alloc.plan)
                             .then_some((alloc.owner, (a, alloc.plan, plan)))
                     })
                     .collect();
@@ -524,9 +538,11 @@ impl Paging {
                 }
             }
             Runtime::AdaptiveCoarse { .. } => {
-                let n = self.allocs.len() as u32;
-                let plan = Plan::coarse((0..n).map(|a| self.detector.pattern(a)));
-                for a in 0..n {
+                let live: Vec<u32> = (0..self.allocs.len() as u32)
+                    .filter(|a| !self.allocs[*a as usize].freed)
+                    .collect();
+                let plan = Plan::coarse(live.iter().map(|a| self.detector.pattern(*a)));
+                for a in live {
                     self.set_plan(a, plan, now_ns);
                 }
             }

@@ -102,6 +102,11 @@ impl Plan {
         self.tree_eviction()
     }
 
+    /// Its bit in a set of plans.
+    pub fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
     /// The name reports use.
     pub fn name(self) -> &'static str {
         match self {

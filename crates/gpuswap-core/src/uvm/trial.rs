@@ -16,7 +16,12 @@
 //!    old plans run again for [`KERNELS`] kernels to measure it;
 //! 3. the new plans stay unless their slowdown exceeds the baseline's by more than
 //!    [`MARGIN`]; if they lose, the old plans come back and each allocation never
-//!    switches to the rejected plan again.
+//!    switches to the rejected plan again. The next trial's baseline is the four kernels
+//!    measured under the plans then in force.
+//!
+//! A switch gives the allocation's resident blocks a fresh place in their eviction
+//! order, so measuring the old plans again measures them from that state, not from the
+//! one they were in before the switch.
 //!
 //! A program with fewer kernels keeps the detector's choice untested.
 
@@ -57,10 +62,10 @@ pub struct TenantTrials {
 #[derive(Debug)]
 struct Trial {
     switched: Vec<Switch>,
-    /// The old plans' slowdown, when known.
-    before: Option<f64>,
-    /// The new plans' slowdown, once measured.
-    tried: Option<f64>,
+    /// The old plans' slowdown and kernels, when known.
+    before: Option<(f64, VecDeque<(u64, u64)>)>,
+    /// The new plans' slowdown and kernels, once measured.
+    tried: Option<(f64, VecDeque<(u64, u64)>)>,
     ns: u64,
     ideal_ns: u64,
     kernels: usize,
@@ -74,7 +79,8 @@ impl TenantTrials {
 
     /// Starts a trial of `switched`, already applied.
     pub fn start(&mut self, switched: Vec<Switch>) {
-        let before = (self.recent.len() == KERNELS).then(|| slowdown(self.recent.iter().copied()));
+        let before = (self.recent.len() == KERNELS)
+            .then(|| (slowdown(self.recent.iter().copied()), self.recent.clone()));
         self.trial = Some(Trial {
             switched,
             before,
@@ -104,9 +110,9 @@ impl TenantTrials {
         if trial.kernels < KERNELS {
             return Verdict::Wait;
         }
-        let measured = trial.ns as f64 / trial.ideal_ns as f64;
+        let measured = (trial.ns as f64 / trial.ideal_ns as f64, self.recent.clone());
         (trial.ns, trial.ideal_ns, trial.kernels) = (0, 0, 0);
-        let (before, tried) = match (trial.before, trial.tried) {
+        let (before, tried) = match (trial.before.take(), trial.tried.take()) {
             (Some(before), None) => (before, measured),
             (None, None) => {
                 trial.tried = Some(measured);
@@ -115,9 +121,12 @@ impl TenantTrials {
             (_, Some(tried)) => (measured, tried),
         };
         let switched = self.trial.take().expect("a trial runs").switched;
-        if tried > before * (1.0 + MARGIN) {
+        // The next trial's baseline is the plans in force: their own last kernels.
+        if tried.0 > before.0 * (1.0 + MARGIN) {
+            self.recent = before.1;
             Verdict::Undo(switched)
         } else {
+            self.recent = tried.1;
             Verdict::Keep(switched)
         }
     }
@@ -149,9 +158,10 @@ mod tests {
         assert_eq!(v[..3], [Verdict::Wait, Verdict::Wait, Verdict::Wait]);
         assert_eq!(v[3], Verdict::Undo(vec![SWITCH]));
         assert!(!t.busy());
-        // A win (or a loss within the margin) keeps them.
+        // The undone plans' kernels are not the next baseline: the restored plans' are
+        // (2). A tie (or a loss within the margin) keeps the new plans.
         t.start(vec![SWITCH]);
-        assert_eq!(kernels(&mut t, 4, 3)[3], Verdict::Keep(vec![SWITCH]));
+        assert_eq!(kernels(&mut t, 4, 2)[3], Verdict::Keep(vec![SWITCH]));
     }
 
     #[test]
@@ -163,7 +173,7 @@ mod tests {
         assert_eq!(kernels(&mut t, 4, 2)[3], Verdict::MeasureOld(vec![SWITCH]));
         assert!(t.busy());
         assert_eq!(kernels(&mut t, 4, 4)[3], Verdict::Keep(vec![SWITCH]));
-        // The old plans' last four kernels are the next trial's baseline.
+        // The kept plans' four kernels are the next trial's baseline.
         t.start(vec![SWITCH]);
         assert_eq!(kernels(&mut t, 4, 5)[3], Verdict::Undo(vec![SWITCH]));
     }
