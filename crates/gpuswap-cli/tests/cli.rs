@@ -1182,6 +1182,11 @@ fn unified_memory_runs_and_sweeps_across_oversubscription() {
     assert!(allocations > 0);
     assert_eq!(uvm["plans"].as_array().unwrap().len(), allocations);
     assert_eq!(uvm["timeline"].as_array().unwrap().len(), allocations);
+    assert_eq!(uvm["switches"].as_array().unwrap().len(), allocations);
+    assert_eq!(
+        uvm["plans_before_switches"].as_array().unwrap().len(),
+        allocations
+    );
     assert!(
         uvm["plans"]
             .as_array()

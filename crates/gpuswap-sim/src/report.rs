@@ -130,6 +130,9 @@ pub struct UvmReport {
     /// Per managed allocation, the adaptive runtime's plan switches (the last 256),
     /// oldest first: `[ns, plan]`.
     pub switches: Vec<Vec<(u64, &'static str)>>,
+    /// Per managed allocation, the plan in force before the first of `switches` (`configured`
+    /// unless older switches were dropped).
+    pub plans_before_switches: Vec<&'static str>,
 }
 
 /// One observation of a managed allocation by the pattern detector.
@@ -394,6 +397,11 @@ fn build(
                     .allocations
                     .iter()
                     .map(|a| a.switches.iter().map(|(ns, p)| (*ns, p.name())).collect())
+                    .collect(),
+                plans_before_switches: t
+                    .allocations
+                    .iter()
+                    .map(|a| a.plan_before_switches.name())
                     .collect(),
             }),
         })

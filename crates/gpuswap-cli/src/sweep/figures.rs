@@ -132,7 +132,7 @@ impl TimelineRow {
         let mut rows = Vec::new();
         for (a, (observations, switches)) in u.timeline.iter().zip(&u.switches).enumerate() {
             let (mut o, mut s) = (observations.iter().peekable(), switches.iter().peekable());
-            let (mut pattern, mut plan) = ("undecided", "configured");
+            let (mut pattern, mut plan) = ("undecided", u.plans_before_switches[a]);
             loop {
                 let take_observation = match (o.peek(), s.peek()) {
                     (Some(ob), Some((ns, _))) => ob.ns <= *ns,

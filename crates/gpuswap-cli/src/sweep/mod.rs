@@ -134,8 +134,16 @@ fn dry_run(plan: &Plan, out: &Path, jobs: Option<usize>) -> String {
         .map(|a| format!("{} ({} values)", a.key, a.values.len()))
         .collect();
     let runs = plan.points.len() * plan.runs as usize;
+    let mut files = vec!["results.csv", "summary.csv"];
+    if plan.normalize.is_some() {
+        files.push("normalized.csv");
+    }
+    if plan.kind() == figures::Kind::PagedTenants {
+        files.push("patterns.csv");
+    }
+    files.push("plots");
     let mut text = format!(
-        "{} grid points x {} seeds = {runs} runs over {}; would write {} (results.csv, summary.csv, plots)\n",
+        "{} grid points x {} seeds = {runs} runs over {}; would write {} ({})\n",
         plan.points.len(),
         plan.runs,
         if axes.is_empty() {
@@ -143,7 +151,8 @@ fn dry_run(plan: &Plan, out: &Path, jobs: Option<usize>) -> String {
         } else {
             axes.join(", ")
         },
-        out.display()
+        out.display(),
+        files.join(", ")
     );
     let baselines = gpuswap_sim::report::Baselines::default();
     let tenants = plan.tenants();

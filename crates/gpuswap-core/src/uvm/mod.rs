@@ -111,6 +111,8 @@ pub struct AllocationPaging {
     /// (when, new plan) of its plan switches (the last [`detect::HISTORY`]), oldest
     /// first.
     pub switches: Vec<(u64, Plan)>,
+    /// The plan in force before the first of `switches` (older ones were dropped).
+    pub plan_before_switches: Plan,
 }
 
 /// What one fault batch moved, for the driver to charge.
@@ -238,8 +240,10 @@ struct Allocation {
     rejected: u8,
     /// Whether it was freed: the runtime leaves it alone.
     freed: bool,
-    /// (when, new plan) of its last [`detect::HISTORY`] switches.
+    /// (when, new plan) of its last [`detect::HISTORY`] switches, and the plan in force
+    /// before the oldest of them.
     switches: std::collections::VecDeque<(u64, Plan)>,
+    plan_before_switches: Plan,
 }
 
 /// The residency of managed memory and the policies that change it.
@@ -360,6 +364,7 @@ impl Paging {
             rejected: 0,
             freed: false,
             switches: std::collections::VecDeque::new(),
+            plan_before_switches: Plan::Configured,
         });
         if self.stats.len() <= owner as usize {
             self.stats
@@ -501,6 +506,7 @@ impl Paging {
                 plan: self.allocs[a as usize].plan,
                 timeline: self.detector.history(a).copied().collect(),
                 switches: self.allocs[a as usize].switches.iter().copied().collect(),
+                plan_before_switches: self.allocs[a as usize].plan_before_switches,
             })
             .collect()
     }
@@ -560,11 +566,13 @@ impl Paging {
         }
         let (first, blocks, owner) = (alloc.first_block, alloc.blocks, alloc.owner);
         self.stats[owner as usize].plan_switches += 1;
-        let log = &mut self.allocs[a as usize].switches;
-        if log.len() == detect::HISTORY {
-            log.pop_front();
+        let alloc = &mut self.allocs[a as usize];
+        if alloc.switches.len() == detect::HISTORY
+            && let Some((_, dropped)) = alloc.switches.pop_front()
+        {
+            alloc.plan_before_switches = dropped;
         }
-        log.push_back((now_ns, plan));
+        alloc.switches.push_back((now_ns, plan));
         if old.tree_eviction() != plan.tree_eviction() {
             for b in first..first + blocks {
                 let resident = self.blocks[b as usize].resident;
