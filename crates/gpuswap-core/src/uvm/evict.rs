@@ -1,7 +1,7 @@
 //! What leaves VRAM when a migration needs room (`eviction = ...`). Each policy keeps
 //! its own order of what is resident, updated by the paging machine's notifications.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use super::pages::{PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
 
@@ -259,6 +259,13 @@ impl Eviction for RandomPage {
 
 /// 64 KiB big pages in the order they became resident (`sequential-64k`) or were last
 /// touched (`tree`), with the research simulator's tree-based pre-eviction for `tree`.
+///
+/// Every notification comes with a larger `seq` than the last, so appending keeps the
+/// queue in (seq, block, big page) order; a refreshed or departed big page leaves its old
+/// entry behind, dropped when it reaches the front or when stale entries outnumber live
+/// ones. That makes a touch an append, not a search-tree update: the tree order refreshes
+/// on every touch of a resident run, the hottest path of regular workloads under the
+/// adaptive runtime.
 #[derive(Debug, Default)]
 struct BigPageOrder {
     /// Touches refresh a big page's place (least recently used first).
@@ -266,25 +273,39 @@ struct BigPageOrder {
     /// After a victim big page, every node of the block's tree above it left less than
     /// half resident is drained too (the inverse of the tree prefetcher).
     drain_tree: bool,
-    order: BTreeSet<(u64, u32, u8)>,
-    since: HashMap<(u32, u8), u64>,
+    /// (seq, block, big page), oldest first; an entry is live while `since` holds its
+    /// seq for its big page.
+    order: VecDeque<(u64, u32, u8)>,
+    /// Each big page's place, dense by `block * 32 + big page`.
+    since: Vec<Option<u64>>,
+    /// Big pages with a place.
+    live: usize,
 }
+
+/// Big pages of a VA block.
+const BIG_PAGES: usize = PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE;
 
 impl BigPageOrder {
     fn set(&mut self, block: u32, pages: Pages, seq: u64, refresh: bool) {
+        let base = block as usize * BIG_PAGES;
+        if self.since.len() < base + BIG_PAGES {
+            self.since.resize(base + BIG_PAGES, None);
+        }
         for big in big_pages(pages) {
-            match self.since.entry((block, big)) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(seq);
-                    self.order.insert((seq, block, big));
-                }
-                std::collections::hash_map::Entry::Occupied(mut e) if refresh => {
-                    self.order.remove(&(*e.get(), block, big));
-                    e.insert(seq);
-                    self.order.insert((seq, block, big));
-                }
-                std::collections::hash_map::Entry::Occupied(_) => {}
+            let since = &mut self.since[base + usize::from(big)];
+            match since {
+                None => self.live += 1,
+                Some(_) if refresh => {}
+                Some(_) => continue,
             }
+            *since = Some(seq);
+            self.order.push_back((seq, block, big));
+        }
+        if self.order.len() > 2 * self.live + 64 {
+            let since = &self.since;
+            self.order.retain(|&(seq, block, big)| {
+                since[block as usize * BIG_PAGES + usize::from(big)] == Some(seq)
+            });
         }
     }
 }
@@ -306,15 +327,24 @@ impl Eviction for BigPageOrder {
 
     fn left(&mut self, block: u32, pages: Pages, _: bool) {
         // A big page leaves the order when a page of it leaves: its pages go together.
+        let base = block as usize * BIG_PAGES;
         for big in big_pages(pages) {
-            if let Some(seq) = self.since.remove(&(block, big)) {
-                self.order.remove(&(seq, block, big));
+            if let Some(since) = self.since.get_mut(base + usize::from(big))
+                && since.take().is_some()
+            {
+                self.live -= 1;
             }
         }
     }
 
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
-        let &(_, block, big) = self.order.iter().next()?;
+        let (block, big) = loop {
+            let &(seq, block, big) = self.order.front()?;
+            if self.since[block as usize * BIG_PAGES + usize::from(big)] == Some(seq) {
+                break (block, big);
+            }
+            self.order.pop_front();
+        };
         let resident = resident(block);
         let start = usize::from(big) * PAGES_PER_BIG_PAGE;
         let mut victim = Pages::range(start, start + PAGES_PER_BIG_PAGE) & resident;
