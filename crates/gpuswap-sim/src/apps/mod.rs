@@ -51,13 +51,17 @@
 //! apps of the unified-memory study (those with a [`PatternClass`]) also accept
 //! `"uvmsmart"`, the input of the research simulator GPGPU-Sim UVM Smart
 //! (`spec/uvm-driver.md`), and `"large"` (2 to 8 GiB of buffers); those the GPUswap
-//! evaluation did not run have `"uvmsmart"` as their default.
+//! evaluation did not run have `"uvmsmart"` as their default. The benchmarks of the PILOT
+//! study (`../shared/spec/pilot.md`) accept `"small"`, `"medium"` and `"large"`, the
+//! inputs whose buffers take the memory of the study's table, with `"medium"` as their
+//! default.
 
 mod alloc;
 mod atax;
 mod backprop;
 mod bfs;
 mod conv2d;
+mod corr;
 mod device;
 mod fdtd2d;
 mod heartwall;
@@ -149,6 +153,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &atax::Atax,
         &backprop::Backprop,
         &bfs::Bfs,
+        &corr::Corr,
         &fdtd2d::Fdtd2d,
         &heartwall::Heartwall,
         &hotspot::Hotspot,
@@ -578,10 +583,15 @@ mod tests {
             let research = app
                 .program("uvmsmart", 1, gtx480())
                 .is_ok_and(|p| p == program);
+            // A PILOT benchmark's default is its medium input, up to 1 GB in the table.
+            let pilot = app
+                .program("medium", 1, gtx480())
+                .is_ok_and(|p| p == program);
             let expected = match app.name() {
                 "heartwall" => 30.0..=60.0,
                 "alloc" => 1800.0..=2000.0,
                 _ if research => 1.0..=160.0,
+                _ if pilot => 100.0..=1100.0,
                 _ => 100.0..=250.0_f64,
             };
             assert!(
@@ -637,6 +647,7 @@ mod tests {
                 "atax",
                 "backprop",
                 "bfs",
+                "corr",
                 "fdtd-2d",
                 "heartwall",
                 "lud",
