@@ -64,6 +64,7 @@ mod conv2d;
 mod corr;
 mod device;
 mod fdtd2d;
+mod gesummv;
 mod heartwall;
 mod hotspot;
 mod lud;
@@ -155,6 +156,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &bfs::Bfs,
         &corr::Corr,
         &fdtd2d::Fdtd2d,
+        &gesummv::Gesummv,
         &heartwall::Heartwall,
         &hotspot::Hotspot,
         &lud::Lud,
@@ -649,6 +651,7 @@ mod tests {
                 "bfs",
                 "corr",
                 "fdtd-2d",
+                "gesummv",
                 "heartwall",
                 "lud",
                 "ra",
