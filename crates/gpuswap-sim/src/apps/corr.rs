@@ -100,7 +100,7 @@
 
 use super::{
     AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, uniform, within,
+    phased, pilot_sizes, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -151,12 +151,7 @@ impl AppModel for Corr {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", MEDIUM_SIDE),
-            ("small", SMALL_SIDE),
-            ("medium", MEDIUM_SIDE),
-            ("large", LARGE_SIDE),
-        ];
+        let named = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, MIN_SIDE..=MAX_SIDE, format!("a {n} x {n} matrix"))
         })?;

@@ -61,8 +61,8 @@
 //! balance of 3.8: memory bound, and far more so when every element moves a line.
 
 use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased, uniform,
-    within,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased, pilot_sizes,
+    uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -102,12 +102,7 @@ impl AppModel for Gesummv {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", MEDIUM_SIDE),
-            ("small", SMALL_SIDE),
-            ("medium", MEDIUM_SIDE),
-            ("large", LARGE_SIDE),
-        ];
+        let named = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 1..=MAX_SIDE, format!("a {n} x {n} matrix"))
         })?;

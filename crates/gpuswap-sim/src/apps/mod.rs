@@ -311,6 +311,17 @@ pub(crate) fn workload_sizes(uvmsmart: u64, large: u64) -> [(&'static str, u64);
     ]
 }
 
+/// The named sizes of a PILOT benchmark: its `small`, `medium` and `large` inputs, with
+/// `medium` the default.
+pub(crate) fn pilot_sizes(small: u64, medium: u64, large: u64) -> [(&'static str, u64); 4] {
+    [
+        ("default", medium),
+        ("small", small),
+        ("medium", medium),
+        ("large", large),
+    ]
+}
+
 /// Reads a size argument the way every app does: one of the `named` sizes, or a plain
 /// decimal number that `number` turns into the app's input (or explains why not).
 /// `help` lists the accepted forms for the error message.

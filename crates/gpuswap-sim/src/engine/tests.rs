@@ -856,6 +856,13 @@ fn uvm_sweep_beside(
     policy: PolicySettings,
     other: Option<Program>,
 ) -> Outcome {
+    let p = kernels_over(mib, passes, |a| Access::uniform(a, mib * MIB, 0));
+    run_uvm(p, vram_mib, preset, policy, other)
+}
+
+/// A program allocating `mib` of memory and launching `passes` kernels, each making
+/// the access `access` of the buffer's slot.
+fn kernels_over(mib: u64, passes: u32, access: impl Fn(usize) -> Access) -> Program {
     let mut p = Program::default();
     let a = p.buffer("a", mib * MIB);
     p.ops = vec![
@@ -863,15 +870,27 @@ fn uvm_sweep_beside(
         Op::Repeat {
             times: passes,
             body: vec![Op::Launch(Kernel {
-                name: "sweep".into(),
+                name: "pass".into(),
                 ops: 1_000,
-                accesses: vec![Access::uniform(a, mib * MIB, 0)],
+                accesses: vec![access(a)],
                 phases: Vec::new(),
             })],
         },
         Op::Sync,
         Op::Free(a),
     ];
+    p
+}
+
+/// Runs tenant `t` with program `p` (and `other` beside it) in mode `uvm` with `vram_mib`
+/// of VRAM for managed memory, checking invariants after every event.
+fn run_uvm(
+    p: Program,
+    vram_mib: u64,
+    preset: Preset,
+    policy: PolicySettings,
+    other: Option<Program>,
+) -> Outcome {
     // The runtime's own buffers keep VRAM outside the paging machine.
     let runtime = preset.runtime_bytes();
     let specs = std::iter::once(tenant("t", p))
@@ -1073,36 +1092,12 @@ fn uvm_vram_timeline_shows_the_managed_pages() {
 /// A tenant reading `mib` of managed memory at random places, `passes` kernels, in mode
 /// `uvm` with `vram_mib` of VRAM for managed memory and the mode's `policy` setting.
 fn uvm_random(mib: u64, passes: u32, vram_mib: u64, policy: &str) -> Outcome {
-    let mut p = Program::default();
-    let a = p.buffer("a", mib * MIB);
-    p.ops = vec![
-        Op::Alloc(a),
-        Op::Repeat {
-            times: passes,
-            body: vec![Op::Launch(Kernel {
-                name: "gather".into(),
-                ops: 1_000,
-                accesses: vec![Access {
-                    order: AccessOrder::Random,
-                    ..Access::uniform(a, mib * MIB / 4, 0)
-                }],
-                phases: Vec::new(),
-            })],
-        },
-        Op::Sync,
-        Op::Free(a),
-    ];
-    let preset = gtx1080ti();
-    let runtime = preset.runtime_bytes();
+    let p = kernels_over(mib, passes, |a| Access {
+        order: AccessOrder::Random,
+        ..Access::uniform(a, mib * MIB / 4, 0)
+    });
     let settings = PolicySettings::named("uvm").set("policy", policy).unwrap();
-    let mut cfg = SimConfig::new(
-        preset,
-        vram_mib * MIB + runtime,
-        settings,
-        vec![tenant("t", p)],
-    );
-    cfg.check_invariants = true;
-    simulate(cfg).unwrap()
+    run_uvm(p, vram_mib, gtx1080ti(), settings, None)
 }
 
 #[test]
