@@ -50,6 +50,24 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "instead of a VRAM limit: VRAM = the tenants' working set (what their programs allocate at most) over this, plus the runtime's own buffers",
     ),
     (
+        "device.subscription",
+        "ratio above 0 (0.75 = 75 %)",
+        "unset",
+        "instead of a VRAM limit: PILOT's filler allocation leaves VRAM = the tenants' working sets over this, plus the runtime's own buffers; below 1 leaves room to spare",
+    ),
+    (
+        "device.sharing",
+        "time-slice, mps or exclusive-quantum",
+        "time-slice",
+        "how tenants' kernels share the GPU: one at a time round-robin, at once (MPS), or one tenant per quantum (nvshare)",
+    ),
+    (
+        "device.quantum",
+        "duration: ns, us, ms, s",
+        "30s",
+        "exclusive-quantum: how long a tenant holds the GPU while others wait",
+    ),
+    (
         "device.host_memory",
         "size: B, KiB, MiB, GiB",
         "the preset's (gpuswap presets)",
@@ -72,6 +90,24 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "duration: ns, us, ms, s",
         "50ms",
         "period of gpuswap's return check and of access-rate measurements",
+    ),
+    (
+        "scheduler.policy",
+        "none, mfit, amfit or madvise",
+        "none",
+        "memory-aware kernel scheduling (PILOT): none starts every kernel at once (MPS); mfit waits for VRAM to hold a kernel's buffers; amfit preempts the kernel with the most migrated memory; madvise throttles a tenant beyond its quota to remote access",
+    ),
+    (
+        "scheduler.max_wait",
+        "duration: ns, us, ms, s",
+        "2s",
+        "mfit and amfit: the most a kernel waits before the policy makes room for it (preempting) or runs it anyway",
+    ),
+    (
+        "scheduler.quota",
+        "size: B, KiB, MiB, GiB",
+        "VRAM / tenants",
+        "madvise: the migrated memory a tenant's kernel may have before its further memory is advised to the host",
     ),
     (
         "tenant.name",
@@ -267,6 +303,9 @@ pub fn template() -> String {
     out += &commented("device.memory_limit", "\"320MiB\"");
     out += &commented("device.host_memory", "\"16GiB\"");
     out += &commented("device.oversubscription", "1.5");
+    out += &commented("device.subscription", "0.75");
+    out += &commented("device.sharing", "\"mps\"");
+    out += &commented("device.quantum", "\"30s\"");
     out += "\n[manager]\n";
     out += &set("manager.mode", "\"gpuswap\"");
     out += &commented("manager.chunk_size", "\"4MiB\"");
@@ -287,6 +326,10 @@ pub fn template() -> String {
             k.help, k.value, k.default
         );
     }
+    out += "\n# [scheduler]\n";
+    out += &commented("scheduler.policy", "\"amfit\"");
+    out += &commented("scheduler.max_wait", "\"2s\"");
+    out += &commented("scheduler.quota", "\"8GiB\"");
     for (name, app, start) in [("a", "backprop", "0s"), ("b", "hotspot", "20ms")] {
         out += "\n[[tenant]]\n";
         out += &set("tenant.name", &format!("\"{name}\""));

@@ -90,16 +90,19 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
     let lead = text.len() - body.len();
     let mut out = String::new();
     let mut line = " ".repeat(lead);
+    // Whether the line holds a word yet (a line of indentation alone never wraps).
+    let mut has_word = false;
     for word in body.split(' ') {
         let len = line.chars().count();
-        if len > indent.max(lead) && len + 1 + word.chars().count() > width {
+        if has_word && len + 1 + word.chars().count() > width {
             out += line.trim_end();
             out.push('\n');
             line = " ".repeat(indent);
-        } else if len > lead {
+        } else if has_word {
             line.push(' ');
         }
         line += word;
+        has_word = true;
     }
     out += line.trim_end();
     out.push('\n');

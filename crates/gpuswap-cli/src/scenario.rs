@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeMap;
 
 use gpuswap_core::registry::SettingsError;
+use gpuswap_core::scheduling::{self, SchedulingConfig};
 use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, PolicySettings};
-use gpuswap_sim::engine::{SimConfig, TenantSpec};
+use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, SimConfig, TenantSpec};
 
 use crate::priorities::PrioritiesFile;
 
@@ -83,6 +84,8 @@ struct File {
     #[serde(default)]
     manager: ManagerTable,
     #[serde(default)]
+    scheduler: SchedulerTable,
+    #[serde(default)]
     tenant: Vec<TenantTable>,
     /// The grid of `gpuswap sweep` (read there): a single run runs the base point.
     sweep: Option<toml::Value>,
@@ -96,6 +99,18 @@ struct DeviceTable {
     memory_limit: Option<Spanned<String>>,
     host_memory: Option<Spanned<String>>,
     oversubscription: Option<Spanned<f64>>,
+    subscription: Option<Spanned<f64>>,
+    sharing: Option<Spanned<String>>,
+    quantum: Option<Spanned<String>>,
+}
+
+/// The `[scheduler]` table: PILOT's kernel scheduling.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SchedulerTable {
+    policy: Option<Spanned<String>>,
+    max_wait: Option<Spanned<String>>,
+    quota: Option<Spanned<String>>,
 }
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
@@ -209,6 +224,33 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         })?,
     };
 
+    if let (Some(_), Some(ratio)) = (&file.device.oversubscription, &file.device.subscription) {
+        return Err(value_error(
+            "device.subscription".into(),
+            Some(ratio.span()),
+            "expected either device.subscription or device.oversubscription, not both".into(),
+        ));
+    }
+    if let Some(ratio) = &file.device.subscription {
+        if file.device.vram_limit.is_some() || file.device.memory_limit.is_some() {
+            return Err(value_error(
+                "device.subscription".into(),
+                Some(ratio.span()),
+                "expected either device.subscription or a VRAM limit (vram_limit, memory_limit), not both".into(),
+            ));
+        }
+        if !(ratio.get_ref().is_finite() && *ratio.get_ref() > 0.0) {
+            return Err(value_error(
+                "device.subscription".into(),
+                Some(ratio.span()),
+                format!(
+                    "expected a ratio above 0 (the tenants' working sets over the VRAM the filler leaves, 0.75 for 75 %), got {}",
+                    ratio.get_ref()
+                ),
+            ));
+        }
+    }
+    let sharing = sharing(&file.device, &value_error)?;
     if let Some(ratio) = &file.device.oversubscription {
         if file.device.vram_limit.is_some() || file.device.memory_limit.is_some() {
             return Err(value_error(
@@ -525,13 +567,32 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             start_ns,
             priorities,
             chunk_priorities,
+            endless: app.endless(),
             ..TenantSpec::new(name, app.name(), program)
         });
     }
+    if tenants.iter().all(|t| t.endless) {
+        let i = tenants.len() - 1;
+        return Err(value_error(
+            format!("tenant[{i}].app"),
+            Some(file.tenant[i].app.span()),
+            format!(
+                "{} runs until the other tenants end; expected at least one tenant that is not endless",
+                tenants[i].app
+            ),
+        ));
+    }
 
     // Oversubscription as the papers make it: limit the VRAM the tenants get, not their
-    // inputs; the working set is what their programs allocate at most.
-    let tenant_vram_bytes = match &file.device.oversubscription {
+    // inputs; the working set is what their programs allocate at most. PILOT's
+    // subscription blocks VRAM off with a cudaMalloc'd filler that the driver never
+    // evicts: the same limit, made from below 1 as well (0.75 leaves room to spare).
+    let ratio = file
+        .device
+        .oversubscription
+        .as_ref()
+        .or(file.device.subscription.as_ref());
+    let tenant_vram_bytes = match ratio {
         None => tenant_vram_bytes,
         Some(ratio) => {
             // The runtime's own buffers (stack, code, constants) are not managed memory:
@@ -544,10 +605,31 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 .sum();
             let runtime = tenants.len() as u64 * preset.runtime_bytes();
             let managed = (working_set as f64 / ratio.get_ref()).ceil() as u64;
-            (managed.next_multiple_of(PAGE_BYTES) + runtime.next_multiple_of(PAGE_BYTES))
-                .clamp(4096, preset.tenant_vram_bytes())
+            let wanted =
+                managed.next_multiple_of(PAGE_BYTES) + runtime.next_multiple_of(PAGE_BYTES);
+            if file.device.subscription.is_some() && wanted > preset.tenant_vram_bytes() {
+                return Err(value_error(
+                    "device.subscription".into(),
+                    Some(ratio.span()),
+                    format!(
+                        "subscription {} needs {} of VRAM beside the filler, but {} has {} for tenants; expected a higher ratio or smaller inputs",
+                        ratio.get_ref(),
+                        format_bytes(wanted),
+                        preset.name,
+                        format_bytes(preset.tenant_vram_bytes())
+                    ),
+                ));
+            }
+            wanted.clamp(4096, preset.tenant_vram_bytes())
         }
     };
+
+    let scheduling = scheduling(
+        &file.scheduler,
+        policy.needs().page_faults,
+        tenant_vram_bytes / tenants.len() as u64,
+        &value_error,
+    )?;
 
     let seed = match &file.seed {
         None => 0,
@@ -575,9 +657,143 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             config.manager.host_bytes = host_bytes;
             config.manager.return_interval_ns = return_interval_ns;
             config.manager.seed = seed;
+            config.sharing = sharing;
+            config.manager.scheduling = scheduling;
             config
         },
     })
+}
+
+/// The `[scheduler]` table as the core's settings; `even_quota_bytes` is MAdvise's
+/// default quota (VRAM over the tenants).
+fn scheduling(
+    table: &SchedulerTable,
+    paging: bool,
+    even_quota_bytes: u64,
+    value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
+) -> Result<SchedulingConfig, ScenarioError> {
+    let mut config = SchedulingConfig::default();
+    let entry = match &table.policy {
+        None => &scheduling::POLICIES[0],
+        Some(name) => scheduling::find(name.get_ref()).ok_or_else(|| {
+            let known: Vec<_> = scheduling::POLICIES.iter().map(|p| p.choice.name).collect();
+            value_error(
+                "scheduler.policy".into(),
+                Some(name.span()),
+                format!(
+                    "unknown scheduling policy {:?}; expected one of: {}",
+                    name.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?,
+    };
+    config.policy = entry.choice.name;
+    if config.active() && !paging {
+        return Err(value_error(
+            "scheduler.policy".into(),
+            table.policy.as_ref().map(Spanned::span),
+            format!(
+                "{:?} schedules unified-memory kernels (it follows the pages they migrate and stops them between segments); expected manager.mode = \"uvm\"",
+                config.policy
+            ),
+        ));
+    }
+    let applies = |key: &str, value: &Spanned<String>| {
+        if entry.settings.contains(&key) {
+            return Ok(());
+        }
+        let takers: Vec<_> = scheduling::POLICIES
+            .iter()
+            .filter(|p| p.settings.contains(&key))
+            .map(|p| p.choice.name)
+            .collect();
+        Err(value_error(
+            format!("scheduler.{key}"),
+            Some(value.span()),
+            format!(
+                "{key} applies to scheduler.policy = {}, not {:?}",
+                takers.join(" or "),
+                config.policy
+            ),
+        ))
+    };
+    if let Some(wait) = &table.max_wait {
+        applies("max_wait", wait)?;
+        config.max_wait_ns = parse_ns(wait.get_ref()).map_err(|e| {
+            value_error(
+                "scheduler.max_wait".into(),
+                Some(wait.span()),
+                e.to_string(),
+            )
+        })?;
+    }
+    config.quota_bytes = Some(even_quota_bytes);
+    if let Some(quota) = &table.quota {
+        applies("quota", quota)?;
+        let bytes = parse_bytes(quota.get_ref())
+            .ok()
+            .filter(|b| *b > 0)
+            .ok_or_else(|| {
+                value_error(
+                    "scheduler.quota".into(),
+                    Some(quota.span()),
+                    "expected a size above 0 with a unit: B, KiB, MiB, GiB".into(),
+                )
+            })?;
+        config.quota_bytes = Some(bytes);
+    }
+    Ok(config)
+}
+
+/// The `[device]` table's sharing model, with its quantum.
+fn sharing(
+    device: &DeviceTable,
+    value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
+) -> Result<Sharing, ScenarioError> {
+    let name = device.sharing.as_ref();
+    let sharing = match name.map(|n| n.get_ref().as_str()) {
+        None | Some("time-slice") => Sharing::TimeSlice,
+        Some("mps") => Sharing::Mps,
+        Some("exclusive-quantum") => Sharing::ExclusiveQuantum {
+            quantum_ns: DEFAULT_QUANTUM_NS,
+        },
+        Some(other) => {
+            return Err(value_error(
+                "device.sharing".into(),
+                name.map(Spanned::span),
+                format!(
+                    "unknown sharing model {other:?}; expected one of: {}",
+                    Sharing::NAMES.join(", ")
+                ),
+            ));
+        }
+    };
+    let Some(quantum) = &device.quantum else {
+        return Ok(sharing);
+    };
+    let key = || "device.quantum".to_owned();
+    if !matches!(sharing, Sharing::ExclusiveQuantum { .. }) {
+        return Err(value_error(
+            key(),
+            Some(quantum.span()),
+            format!(
+                "a quantum applies to sharing = \"exclusive-quantum\" only, not {:?}",
+                sharing.name()
+            ),
+        ));
+    }
+    let quantum_ns = parse_ns(quantum.get_ref())
+        .ok()
+        .filter(|ns| *ns > 0)
+        .ok_or_else(|| {
+            value_error(
+                key(),
+                Some(quantum.span()),
+                "expected a positive duration with a unit: ns, us, ms or s".into(),
+            )
+        })?;
+    Ok(Sharing::ExclusiveQuantum { quantum_ns })
 }
 
 /// Reads an optional choice among named values; an unknown name is an error listing

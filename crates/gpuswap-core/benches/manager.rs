@@ -18,6 +18,7 @@ fn config(vram_bytes: u64, chunk_bytes: u64) -> ManagerConfig {
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 1_000_000_000,
         seed: 1,
+        scheduling: Default::default(),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod protocol;
 pub mod registry;
 mod relocation;
 mod scheduler;
+pub mod scheduling;
 pub mod uvm;
 
 pub use buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};

@@ -20,6 +20,7 @@ use crate::registry::PolicySettings;
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
+use crate::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
 use crate::uvm::pages::PAGE_BYTES;
 use crate::uvm::policy::Runtime;
 use crate::uvm::thrash::ThrashingParams;
@@ -43,6 +44,8 @@ pub struct ManagerConfig {
     pub return_interval_ns: u64,
     /// Seed of the policies' random choices.
     pub seed: u64,
+    /// The kernel scheduling policy (`[scheduler]`).
+    pub scheduling: SchedulingConfig,
 }
 
 /// The memory manager.
@@ -64,6 +67,8 @@ pub struct Manager {
     /// The first page of each managed buffer, by buffer id (the manager numbers buffers
     /// densely).
     first_pages: Vec<Option<Managed>>,
+    /// Memory-aware kernel scheduling, when a policy other than `none` is chosen.
+    scheduling: Option<Scheduling>,
 }
 
 /// A buffer under unified memory.
@@ -127,6 +132,10 @@ impl Manager {
                 },
             )
         });
+        let scheduling = config
+            .scheduling
+            .active()
+            .then(|| Scheduling::new(&config.scheduling, config.vram_bytes));
         Self {
             books: Books::new(
                 config.vram_bytes,
@@ -142,6 +151,7 @@ impl Manager {
             actions: VecDeque::new(),
             waiting: VecDeque::new(),
             waiting_launches: VecDeque::new(),
+            scheduling,
             paging,
             first_pages: Vec::new(),
         }
@@ -321,6 +331,7 @@ impl Manager {
             .relocation
             .forget(tenant, &self.books, &mut self.actions);
         self.finish(finished);
+        self.schedule(|s, out| s.exited(tenant.0 as usize, out));
         self.withdraw_unsent(tenant);
     }
 
@@ -386,7 +397,86 @@ impl Manager {
 
     /// Time passed to `now_ns` (the time [`Manager::poll_timeout`] named, or later).
     pub fn handle_timeout(&mut self, now_ns: u64) {
+        self.schedule(|s, out| s.timeout(now_ns, out));
         self.run_policy(|policy, ctx| policy.on_timeout(ctx, now_ns));
+    }
+
+    /// Whether kernels go through a scheduling policy: the driver then reports each
+    /// kernel as ready ([`Manager::handle_kernel_ready`]), after each segment it runs
+    /// ([`Manager::handle_kernel_segment`]) and when it stops
+    /// ([`Manager::handle_kernel_preempted`]).
+    pub fn schedules_kernels(&self) -> bool {
+        self.scheduling.is_some()
+    }
+
+    /// `tenant`'s next kernel, whose buffers take `footprint_bytes`, asks to start at
+    /// `now_ns`: `true` starts it now; `false` holds it until an
+    /// [`Execution::Start`] names the tenant. Always `true` without a scheduling policy.
+    pub fn handle_kernel_ready(
+        &mut self,
+        tenant: TenantId,
+        footprint_bytes: u64,
+        now_ns: u64,
+    ) -> bool {
+        let pages_in = self.pages_in(tenant);
+        self.schedule(|s, out| s.ready(tenant.0 as usize, footprint_bytes, pages_in, now_ns, out))
+            .unwrap_or(true)
+    }
+
+    /// `tenant`'s running kernel ran a segment (reached an instrumented check) at
+    /// `now_ns`: the policy sees its active memory and may preempt or throttle.
+    pub fn handle_kernel_segment(&mut self, tenant: TenantId, now_ns: u64) {
+        let pages_in = self.pages_in(tenant);
+        self.schedule(|s, out| {
+            s.progress(tenant.0 as usize, pages_in, PAGE_BYTES, now_ns, out);
+        });
+    }
+
+    /// `tenant`'s kernel stopped at a check after an [`Execution::Preempt`]; the driver
+    /// runs it again from its start when it is ready again.
+    pub fn handle_kernel_preempted(&mut self, tenant: TenantId, now_ns: u64) {
+        self.schedule(|s, out| s.preempted(tenant.0 as usize, now_ns, out));
+    }
+
+    /// Pages migrated in for `tenant` so far (0 without paging).
+    fn pages_in(&self, tenant: TenantId) -> u64 {
+        self.paging
+            .as_ref()
+            .map_or(0, |p| p.stats(tenant.0).pages_in)
+    }
+
+    /// Runs `event` on the scheduling machine, if any, and carries out its decisions.
+    fn schedule<R>(
+        &mut self,
+        event: impl FnOnce(&mut Scheduling, &mut Decisions) -> R,
+    ) -> Option<R> {
+        let scheduling = self.scheduling.as_mut()?;
+        let mut out = Decisions::default();
+        let result = event(scheduling, &mut out);
+        for tenant in out.preempt {
+            self.actions
+                .push_back(Action::Execution(Execution::Preempt {
+                    tenant: TenantId(tenant as u32),
+                }));
+        }
+        for tenant in out.start {
+            self.actions.push_back(Action::Execution(Execution::Start {
+                tenant: TenantId(tenant as u32),
+            }));
+        }
+        if let Some(paging) = self.paging.as_mut() {
+            for (tenant, advised) in out.advise {
+                paging.set_advised(tenant as u32, advised);
+            }
+        }
+        Some(result)
+    }
+
+    /// What the scheduling policy knows of `tenant`, when one is chosen.
+    pub fn scheduling_state(&self, tenant: TenantId) -> Option<TenantSched> {
+        self.scheduling
+            .as_ref()
+            .map(|s| s.tenant(tenant.0 as usize))
     }
 
     /// A kernel of `tenant` finished: feeds the slowdown and access-rate estimates, ends
@@ -405,6 +495,7 @@ impl Manager {
         if let Some(launch) = stats.launch {
             self.release_launch(launch);
         }
+        self.schedule(|s, out| s.finished(tenant.0 as usize, stats.finished_ns, out));
         self.run_policy(|policy, ctx| policy.on_kernel_finished(ctx, tenant, stats));
     }
 
@@ -417,7 +508,9 @@ impl Manager {
 
     /// When the manager next wants [`Manager::handle_timeout`], if at all. Constant time.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.policy.next_timeout(&self.books)
+        let scheduling = self.scheduling.as_ref().and_then(Scheduling::next_timeout);
+        let policy = self.policy.next_timeout(&self.books);
+        policy.into_iter().chain(scheduling).min()
     }
 
     /// A tenant whose VRAM figure changed since it was last returned here (each change
@@ -440,7 +533,9 @@ impl Manager {
         let mut withdrawn = Vec::new();
         self.actions.retain(|action| match action {
             Action::Execution(Execution::Suspend { tenant: t, .. })
-            | Action::Execution(Execution::Resume { tenant: t }) => *t != tenant,
+            | Action::Execution(Execution::Resume { tenant: t })
+            | Action::Execution(Execution::Preempt { tenant: t })
+            | Action::Execution(Execution::Start { tenant: t }) => *t != tenant,
             Action::Dma(Dma::Copy {
                 copy, tenant: t, ..
             }) if *t == tenant => {

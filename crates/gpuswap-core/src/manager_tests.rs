@@ -15,6 +15,7 @@ fn config(mode: &str, vram_mib: u64) -> ManagerConfig {
         policy: PolicySettings::named(mode),
         return_interval_ns: 1_000_000_000,
         seed: 1,
+        scheduling: Default::default(),
     }
 }
 

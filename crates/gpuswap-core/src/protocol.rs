@@ -216,6 +216,18 @@ pub enum Execution {
         /// The tenant.
         tenant: TenantId,
     },
+    /// Stop `tenant`'s running kernel at its next instrumented check (PILOT's software
+    /// preemption); report it with [`crate::Manager::handle_kernel_preempted`] and run it
+    /// again from its start when it is ready again. Nothing if no kernel of it runs.
+    Preempt {
+        /// The tenant.
+        tenant: TenantId,
+    },
+    /// `tenant`'s kernel that [`crate::Manager::handle_kernel_ready`] held may start now.
+    Start {
+        /// The tenant.
+        tenant: TenantId,
+    },
     /// End `tenant`: its data cannot be kept. The manager has released everything the
     /// tenant held as for [`crate::Manager::handle_tenant_exit`] (the `Unmap`s follow);
     /// the driver tears down its context and reports the reason.

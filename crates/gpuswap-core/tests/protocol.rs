@@ -172,6 +172,7 @@ proptest! {
             policy: PolicySettings::named("gpuswap"),
             return_interval_ns: 1_000,
             seed: 3,
+            scheduling: Default::default(),
         });
         let mut d = Driver::default();
         let mut requests = 0u64;

@@ -80,6 +80,12 @@ pub struct TenantReport {
     pub vram_timeline: Vec<(u64, u64)>,
     /// Why the tenant stopped early; null when it ran to the end.
     pub error: Option<String>,
+    /// Its kernels the scheduling policy preempted (`[scheduler]`).
+    pub preemptions: u32,
+    /// Work lost to preemption: what its preempted kernels had run when they stopped.
+    pub wasted_ns: u64,
+    /// Time the scheduling policy held its kernels.
+    pub wait_ns: u64,
     /// Unified memory's figures (mode `uvm` only; absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uvm: Option<UvmReport>,
@@ -258,6 +264,10 @@ impl Baselines {
                 .find(|(p, program, _)| p == preset && *program == spec.program)
                 .map(|(_, _, ns)| *ns)
         };
+        // An endless tenant alone would never end; it has no solo time.
+        if spec.endless {
+            return Ok(0);
+        }
         if let Some(ns) = known(&self.0.lock().expect("no panics while locked")) {
             return Ok(ns);
         }
@@ -331,9 +341,9 @@ fn build(
             app: t.app.clone(),
             total_ns: t.total_ns(),
             phase_ns: t.phase_ns.map_or(0, |(a, b)| b - a),
-            slowdown: match t.error {
-                Some(_) => None,
-                None => Some(measured_ns(t) as f64 / (*solo).max(1) as f64),
+            slowdown: match (&t.error, solo) {
+                (Some(_), _) | (None, 0) => None,
+                (None, solo) => Some(measured_ns(t) as f64 / *solo as f64),
             },
             vram_peak_bytes: t.vram_peak_bytes,
             local_bytes: t.local_bytes.round() as u64,
@@ -360,6 +370,9 @@ fn build(
             ),
             vram_timeline: t.vram_timeline.clone(),
             error: t.error.clone(),
+            preemptions: t.preemptions,
+            wasted_ns: t.wasted_ns,
+            wait_ns: t.wait_ns,
             uvm: t.paging.map(|p| UvmReport {
                 far_faults: p.stats.far_faults,
                 fault_batches: p.stats.fault_batches,

@@ -298,6 +298,9 @@ pub struct Paging {
     /// Dense by allocation number.
     allocs: Vec<Allocation>,
     detector: Detector,
+    /// Per owner: its memory is advised to the host (PILOT's MAdvise), so what of it is
+    /// not in VRAM is accessed remotely.
+    advised: Vec<bool>,
 }
 
 impl Paging {
@@ -333,7 +336,18 @@ impl Paging {
             stats: Vec::new(),
             allocs: Vec::new(),
             detector: Detector::default(),
+            advised: Vec::new(),
         }
+    }
+
+    /// Advises `owner`'s memory to the host (`true`: pages not in VRAM are accessed
+    /// remotely from their next touch; those in VRAM stay until evicted) or lifts it.
+    pub fn set_advised(&mut self, owner: u32, advised: bool) {
+        let owner = owner as usize;
+        if owner >= self.advised.len() {
+            self.advised.resize(owner + 1, false);
+        }
+        self.advised[owner] = advised;
     }
 
     /// Registers a managed allocation of `bytes` of `owner` (all in host memory); returns
@@ -765,8 +779,14 @@ impl Paging {
 
     /// How touches of block `b`'s pages not in VRAM are served now.
     fn serve_rule(&self, b: u32) -> Serve {
-        let plan = self.allocs[self.blocks[b as usize].alloc as usize].plan;
-        let migration = match (plan, self.runtime) {
+        let alloc = &self.allocs[self.blocks[b as usize].alloc as usize];
+        let advised = self
+            .advised
+            .get(alloc.owner as usize)
+            .copied()
+            .unwrap_or(false);
+        let migration = match (alloc.plan, self.runtime) {
+            _ if advised => Migration::ZeroCopy,
             (Plan::HostPinned, _) if self.oversubscribed => Migration::ZeroCopy,
             (
                 Plan::HotInVram,

@@ -134,6 +134,13 @@ impl Engine {
                     }
                 }
                 Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
+                Action::Execution(Execution::Preempt { tenant }) => {
+                    let t = tenant.0 as usize;
+                    if let Some(running) = self.running.iter_mut().find(|r| r.tenant == t) {
+                        running.preempt = true;
+                    }
+                }
+                Action::Execution(Execution::Start { tenant }) => self.unhold(tenant.0 as usize),
                 Action::Execution(Execution::Kill { tenant, reason }) => {
                     let message = format!("killed by the memory manager: {reason}");
                     self.finish_tenant(tenant.0 as usize, Some(message));
@@ -299,6 +306,9 @@ impl Engine {
         tenant.in_flight -= dropped;
         tenant.pending_alloc = None;
         tenant.deferred_step = None;
+        if let Some(since) = tenant.held_since.take() {
+            tenant.wait_ns += self.now_ns - since;
+        }
         tenant.draining_since = None;
         tenant.suspended = false;
         if self.evicting_for == Some(t) {
@@ -319,6 +329,18 @@ impl Engine {
         if held || (had_device && self.device_lock.is_none()) {
             self.hand_on_device();
             self.start_kernel();
+        }
+        // Endless tenants end with the last of the others.
+        let others_left = self
+            .tenants
+            .iter()
+            .any(|o| !o.endless && o.state != State::Done);
+        if !self.tenants[t].endless && !others_left {
+            for e in 0..self.tenants.len() {
+                if self.tenants[e].state != State::Done {
+                    self.finish_tenant(e, None);
+                }
+            }
         }
     }
 

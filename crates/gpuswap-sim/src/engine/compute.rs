@@ -1,29 +1,193 @@
-//! The compute engine: launches run one at a time, round-robin over tenants' channels
-//! at kernel granularity (exclusive time slicing), each identified by its launch id.
-
-/// Kernels the compute engine runs at once in the exclusive model: one, as time slicing
-/// at kernel granularity does (concurrent models such as MPS will raise it).
-pub(super) const EXCLUSIVE_SLOTS: usize = 1;
+//! The compute engine: which launches run when, under the device's sharing model, each
+//! identified by its launch id.
+//!
+//! - Time slicing: one kernel at a time, round-robin over tenants' channels at kernel
+//!   granularity.
+//! - MPS: one kernel per tenant at a time (its channel is one stream), kernels of
+//!   different tenants at once. Their fixed parts share the SMs by demand and VRAM
+//!   bandwidth max-min fairly ([`water_fill`]); their migrations share the link as every
+//!   flow does. A unified-memory kernel runs in [`SEGMENTS`] segments, each walking its
+//!   share of the kernel's page touches when it starts, so that concurrent kernels'
+//!   faults interleave (and evict each other's pages) at that granularity.
+//! - Exclusive quantum: one tenant holds the device for a quantum and runs its kernels
+//!   one at a time; it hands over at a kernel's end once the quantum is over and another
+//!   tenant waits, or early when it has had no kernel for `QUANTUM_IDLE_RELEASE_NS`.
 
 use super::*;
 
+/// Segments of a unified-memory kernel that runs in segments: the granularity at which
+/// concurrent kernels' page touches interleave and at which a scheduler's preemption
+/// takes effect (PILOT's instrumented check before the outermost loop's back-edge; our
+/// apps do not model their loops, so a kernel checks 16 times, evenly spread).
+pub(super) const SEGMENTS: u64 = 16;
+
+/// What one instrumented check costs a kernel under a scheduling policy: its threads
+/// read the daemon's preemption flag from global memory before the outermost loop's
+/// back-edge. Unconfirmed (PILOT gives no figure, only that the overhead matters for
+/// small inputs): about one uncached global-memory round trip per check, 1 us. Being a
+/// fixed cost per check, its share of a kernel's time shrinks as the input grows.
+pub(super) const PREEMPTION_CHECK_NS: u64 = 1_000;
+
+/// The tenant holding the device under `Sharing::ExclusiveQuantum`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Quantum {
+    pub(super) tenant: usize,
+    /// Tells this holding's events from earlier ones.
+    pub(super) generation: u64,
+    /// The quantum is over and another tenant waits: no new kernel of the holder starts.
+    pub(super) handing_over: bool,
+    /// Since when the holder has had no kernel queued or running.
+    pub(super) idle_since: Option<u64>,
+}
+
+/// A running kernel's fixed part under MPS: what is left of it at the full device, the
+/// rate it progresses at, and since when.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FixedShare {
+    left_ns: f64,
+    rate: f64,
+    since_ns: u64,
+}
+
+/// Max-min fair shares of a capacity of 1 among demands (water filling): a demand
+/// below its fair share gets all it asks, the rest split what is left.
+pub(super) fn water_fill(demands: &[f64]) -> Vec<f64> {
+    if demands.iter().sum::<f64>() <= 1.0 {
+        return demands.to_vec();
+    }
+    let mut order: Vec<usize> = (0..demands.len()).collect();
+    order.sort_by(|&a, &b| demands[a].total_cmp(&demands[b]).then(a.cmp(&b)));
+    let mut given = vec![0.0; demands.len()];
+    let mut left = 1.0;
+    for (k, &i) in order.iter().enumerate() {
+        given[i] = demands[i].min(left / (order.len() - k) as f64);
+        left -= given[i];
+    }
+    given
+}
+
 impl Engine {
-    /// Starts the next kernel if the compute engine is idle: round-robin over tenants'
-    /// channels at kernel granularity.
+    /// Starts what the sharing model lets start now.
     pub(super) fn start_kernel(&mut self) {
-        if self.running.len() >= EXCLUSIVE_SLOTS
-            || self.held_launch.is_some()
-            || self.device_lock.is_some()
-        {
+        if self.held_launch.is_some() || self.device_lock.is_some() {
             return;
         }
-        let n = self.tenants.len();
-        // The first tenant with queued kernels at or after the round-robin position,
-        // wrapping around.
+        match self.sharing {
+            Sharing::TimeSlice => {
+                if !self.running.is_empty() {
+                    return;
+                }
+                // The first tenant with queued kernels at or after the round-robin
+                // position, wrapping around.
+                if let Some(t) = self.ready.next_from(self.round_robin_next) {
+                    self.launch_next(t);
+                }
+            }
+            Sharing::Mps => {
+                // Every tenant with a queued kernel and none running starts one.
+                while let Some(t) = self.ready.next_from(self.round_robin_next) {
+                    if self.running.iter().any(|r| r.tenant == t) {
+                        // It comes back when its kernel ends.
+                        self.ready.remove(t);
+                        continue;
+                    }
+                    self.launch_next(t);
+                    if self.held_launch.is_some() {
+                        return;
+                    }
+                }
+            }
+            Sharing::ExclusiveQuantum { quantum_ns } => self.start_in_quantum(quantum_ns),
+        }
+    }
+
+    /// Exclusive quantum: the holder's next kernel, or the next holder's.
+    fn start_in_quantum(&mut self, quantum_ns: u64) {
+        if !self.running.is_empty() {
+            return;
+        }
+        if let Some(q) = &mut self.quantum {
+            let holder = q.tenant;
+            let gone = self.tenants[holder].state == State::Done;
+            if !q.handing_over && !gone {
+                if self.ready.contains(holder) {
+                    q.idle_since = None;
+                    return self.launch_next(holder);
+                }
+                if q.idle_since.is_none() {
+                    q.idle_since = Some(self.now_ns);
+                    let (generation, since) = (q.generation, self.now_ns);
+                    self.schedule(
+                        self.now_ns.saturating_add(QUANTUM_IDLE_RELEASE_NS),
+                        Event::QuantumIdle(generation, since),
+                    );
+                }
+                return;
+            }
+            self.quantum = None;
+        }
         let Some(t) = self.ready.next_from(self.round_robin_next) else {
             return;
         };
-        self.round_robin_next = (t + 1) % n;
+        self.quantum_generation += 1;
+        self.quantum = Some(Quantum {
+            tenant: t,
+            generation: self.quantum_generation,
+            handing_over: false,
+            idle_since: None,
+        });
+        let generation = self.quantum_generation;
+        self.schedule(
+            self.now_ns.saturating_add(quantum_ns),
+            Event::QuantumEnd(generation),
+        );
+        self.launch_next(t);
+    }
+
+    /// A quantum ran out: the holder hands over at its running kernel's end if another
+    /// tenant waits, else it holds another quantum.
+    pub(super) fn quantum_end(&mut self, generation: u64) {
+        let Sharing::ExclusiveQuantum { quantum_ns } = self.sharing else {
+            return;
+        };
+        let Some(q) = self.quantum.filter(|q| q.generation == generation) else {
+            return;
+        };
+        let others_wait = self
+            .ready
+            .next_from(q.tenant + 1)
+            .is_some_and(|t| t != q.tenant);
+        if others_wait {
+            self.quantum.as_mut().expect("held").handing_over = true;
+            self.round_robin_next = (q.tenant + 1) % self.tenants.len();
+            self.start_kernel();
+        } else {
+            self.schedule(
+                self.now_ns.saturating_add(quantum_ns),
+                Event::QuantumEnd(generation),
+            );
+        }
+    }
+
+    /// The holder has had no kernel since `since`: it lets go if that is still so.
+    pub(super) fn quantum_idle(&mut self, generation: u64, since: u64) {
+        let Some(q) = self.quantum.filter(|q| q.generation == generation) else {
+            return;
+        };
+        if q.idle_since == Some(since) {
+            self.quantum = None;
+            self.round_robin_next = (q.tenant + 1) % self.tenants.len();
+            self.start_kernel();
+        }
+    }
+
+    /// Takes tenant `t`'s next queued launch to the device (through the software
+    /// scheduler's gate where launches are gated).
+    fn launch_next(&mut self, t: usize) {
+        self.round_robin_next = (t + 1) % self.tenants.len();
+        if self.manager.schedules_kernels() && !self.admitted(t) {
+            return;
+        }
         let launch = self.tenants[t].channel.pop_front().expect("ready");
         if self.tenants[t].channel.is_empty() {
             self.ready.remove(t);
@@ -38,11 +202,72 @@ impl Engine {
         self.run_kernel(t, launch);
     }
 
+    /// Asks the scheduling policy whether tenant `t`'s next kernel may start; if not, the
+    /// tenant is held (out of the ready set) until an `Execution::Start` names it.
+    fn admitted(&mut self, t: usize) -> bool {
+        let launch = self.tenants[t].channel.front().expect("ready");
+        let mut slots: Vec<usize> = launch.kernel.accesses.iter().map(|a| a.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let footprint_bytes: u64 = slots
+            .iter()
+            .filter_map(|s| self.tenants[t].slots[*s])
+            .filter_map(|id| self.page_table.get(id))
+            .map(|b| b.bytes)
+            .sum();
+        let admitted =
+            self.manager
+                .handle_kernel_ready(self.tenants[t].id, footprint_bytes, self.now_ns);
+        if !admitted {
+            self.ready.remove(t);
+            let tenant = &mut self.tenants[t];
+            tenant.held_since.get_or_insert(self.now_ns);
+        }
+        self.apply_actions();
+        admitted && self.tenants[t].state != State::Done
+    }
+
+    /// The scheduling policy lets tenant `t`'s held kernel start.
+    pub(super) fn unhold(&mut self, t: usize) {
+        let tenant = &mut self.tenants[t];
+        let Some(since) = tenant.held_since.take() else {
+            return;
+        };
+        tenant.wait_ns += self.now_ns - since;
+        if !tenant.channel.is_empty() {
+            self.ready.insert(t);
+        }
+        self.start_kernel();
+    }
+
+    /// Stops the kernel running at `at` after a preemption: its work is lost, and it
+    /// goes back to the head of its tenant's channel to run again from its start.
+    fn preempt_kernel(&mut self, at: usize) {
+        let running = self.running.swap_remove(at);
+        for id in running.written.iter() {
+            self.end_write(*id);
+        }
+        let t = running.tenant;
+        let tenant = &mut self.tenants[t];
+        tenant.preemptions += 1;
+        tenant.wasted_ns += self.now_ns - running.started_ns;
+        tenant.channel.push_front(Launch {
+            id: running.launch,
+            site: running.site,
+            kernel: running.kernel,
+        });
+        self.ready.insert(t);
+        let id = tenant.id;
+        self.manager.handle_kernel_preempted(id, self.now_ns);
+        self.apply_actions();
+        self.start_kernel();
+    }
+
     /// Runs a kernel on the compute engine with its data where it is now.
     pub(super) fn run_kernel(&mut self, t: usize, launch: Launch) {
         let want_references = self.preset.features.reference_bits && self.needs.reference_bits;
         let cost = self.kernel_cost(t, &launch);
-        let kernel = launch.kernel;
+        let kernel = &launch.kernel;
         let mut referenced = Vec::new();
         if want_references {
             for access in &kernel.accesses {
@@ -57,96 +282,220 @@ impl Engine {
             self.begin_write(*id);
         }
         let traffic = cost.traffic;
+        // A kernel asks of VRAM bandwidth what it moves alone over its all-in-VRAM time.
+        let bandwidth_share = if cost.ideal_ns > 0 {
+            let bytes = cost.accesses as f64 * READ_TRANSACTION_BYTES as f64;
+            (bytes / (cost.ideal_ns as f64 * 1e-9) / self.preset.vram_bytes_per_s).min(1.0)
+        } else {
+            0.0
+        };
+        let mut running = RunningKernel {
+            launch: launch.id,
+            tenant: t,
+            ideal_ns: cost.ideal_ns,
+            started_ns: self.now_ns,
+            started_segment_ns: self.now_ns,
+            accesses: cost.accesses,
+            fixed_done: false,
+            flows_left: 0,
+            written: cost.written,
+            referenced,
+            migrations: Vec::new(),
+            fixed_after_migrations_ns: None,
+            fault_service_ns: 0,
+            walk: None,
+            segments: 1,
+            segment: 0,
+            all_bytes: 0.0,
+            share: None,
+            bandwidth_share,
+            preempt: false,
+            site: launch.site,
+            kernel: Rc::clone(&launch.kernel),
+        };
         // Unified memory: every access is served from VRAM once its faults are, or from
         // host memory where the paging machine maps it remotely. The kernel first moves
         // its batches' evictions and migrations over the link (flows shared with every
         // other user of the link, one after the other), then takes its all-in-VRAM time
         // plus the batches' service time and the remote accesses' time (first order:
-        // none of it overlaps its computation).
-        let paging = self.needs.page_faults.then(|| {
-            let paging = self.fault_in(t, &kernel, launch.id.0);
-            // Its faults moved pages in and out of VRAM, its own and others'.
-            self.record_usage_changes();
-            paging
-        });
+        // none of it overlaps its computation). Where kernels of several tenants run at
+        // once, or a scheduler may stop one, it does so segment by segment.
+        if self.needs.page_faults {
+            let walk = self.start_walk(t, &launch.kernel, launch.id.0);
+            if self.segmented {
+                running.segments = walk.steps.min(SEGMENTS) as u32;
+            }
+            running.all_bytes = traffic.local_bytes + traffic.remote_bytes();
+            running.walk = Some(Box::new(walk));
+            self.running.push(running);
+            return self.start_segment(launch.id);
+        }
         let tenant = &mut self.tenants[t];
-        let fixed_ns = match &paging {
-            Some(paging) => {
-                let remote = paging.remote.remote_bytes();
-                let all = traffic.local_bytes + traffic.remote_bytes();
-                tenant.local_bytes += (all - remote).max(0.0);
-                tenant.remote_bytes += remote;
-                let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
-                cost.ideal_ns
-                    .saturating_add(paging.service_ns)
-                    .saturating_add(remote_ns.ceil() as u64)
-            }
-            None => {
-                tenant.local_bytes += traffic.local_bytes;
-                tenant.remote_bytes += traffic.remote_bytes();
-                cost.fixed_ns
-            }
-        };
-        let mut flows_left = 0;
+        tenant.local_bytes += traffic.local_bytes;
+        tenant.remote_bytes += traffic.remote_bytes();
         let weight = timing::kernel_pending_bytes(&self.preset);
         for (direction, bytes) in [
             (Direction::ToDevice, traffic.link_bytes_to_device()),
             (Direction::ToHost, traffic.link_bytes_to_host()),
         ] {
-            if bytes > 0.0 && paging.is_none() {
+            if bytes > 0.0 {
                 let id = self.link.start(self.now_ns, direction, bytes, None, weight);
                 self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
-                flows_left += 1;
+                running.flows_left += 1;
             }
         }
+        let flows = running.flows_left > 0;
+        self.running.push(running);
+        self.enter_fixed(launch.id, cost.fixed_ns);
+        if flows {
+            self.rearm_link();
+        }
+    }
+
+    /// Runs the next segment of a unified-memory kernel: walks its page touches up to
+    /// the segment's end, then moves its migrations and takes its share of the kernel's
+    /// time.
+    fn start_segment(&mut self, launch: LaunchId) {
+        let at = self
+            .running
+            .iter()
+            .position(|r| r.launch == launch)
+            .expect("the kernel runs");
+        let (t, segment, segments) = {
+            let r = &self.running[at];
+            (r.tenant, u64::from(r.segment), u64::from(r.segments))
+        };
+        let mut walk = self.running[at].walk.take().expect("a paging kernel walks");
+        let to_step = (walk.steps * (segment + 1)).div_ceil(segments);
+        let paging = self.fault_in(t, &mut walk, to_step);
+        // Its faults moved pages in and out of VRAM, its own and others'.
+        self.record_usage_changes();
+        let running = &mut self.running[at];
+        running.walk = Some(walk);
+        // The segment's even share of the kernel's bytes and all-in-VRAM time.
+        let part = |whole: f64| {
+            whole * (segment + 1) as f64 / segments as f64
+                - whole * segment as f64 / segments as f64
+        };
+        let ideal_ns =
+            running.ideal_ns * (segment + 1) / segments - running.ideal_ns * segment / segments;
+        let remote = paging.remote.remote_bytes();
+        let tenant = &mut self.tenants[t];
+        tenant.local_bytes += (part(running.all_bytes) - remote).max(0.0);
+        tenant.remote_bytes += remote;
+        let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
+        let check_ns = if self.manager.schedules_kernels() {
+            PREEMPTION_CHECK_NS
+        } else {
+            0
+        };
+        let fixed_ns = ideal_ns
+            .saturating_add(paging.service_ns)
+            .saturating_add(remote_ns.ceil() as u64)
+            .saturating_add(check_ns);
         // Migrations as copy-engine flows: their time alone at the link's peak is what
         // they take at their transfer size's rate, so sharing stretches them in proportion.
-        let mut migrations: Vec<(Direction, f64)> = paging.as_ref().map_or_else(Vec::new, |p| {
-            let link = &self.preset.link;
-            [
-                (
-                    Direction::ToDevice,
-                    p.transfer_ns.1 * link.h2d_bytes_per_s / 1e9,
-                ),
-                (
-                    Direction::ToHost,
-                    p.transfer_ns.0 * link.d2h_bytes_per_s / 1e9,
-                ),
-            ]
-            .into_iter()
-            .filter(|(_, bytes)| *bytes > 0.0)
-            .collect()
-        });
-        let fault_service_ns = paging.as_ref().map_or(0, |p| p.service_ns);
-        let first_migration = migrations.pop();
-        let fixed_after_migrations_ns = first_migration.is_some().then_some(fixed_ns);
-        if first_migration.is_none() {
-            self.tenants[t].fault_stall_ns += fault_service_ns;
-        }
-        self.running.push(RunningKernel {
-            launch: launch.id,
-            tenant: t,
-            ideal_ns: cost.ideal_ns,
-            started_ns: self.now_ns,
-            accesses: cost.accesses,
-            fixed_done: false,
-            flows_left,
-            written: cost.written,
-            referenced,
-            migrations,
-            fixed_after_migrations_ns,
-            fault_service_ns,
-        });
-        match first_migration {
-            Some((direction, bytes)) => self.start_migration(launch.id, direction, bytes),
+        let link = &self.preset.link;
+        running.migrations = [
+            (
+                Direction::ToDevice,
+                paging.transfer_ns.1 * link.h2d_bytes_per_s / 1e9,
+            ),
+            (
+                Direction::ToHost,
+                paging.transfer_ns.0 * link.d2h_bytes_per_s / 1e9,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, bytes)| *bytes > 0.0)
+        .collect();
+        running.fault_service_ns = paging.service_ns;
+        running.started_segment_ns = self.now_ns;
+        match running.migrations.pop() {
+            Some((direction, bytes)) => {
+                running.fixed_after_migrations_ns = Some(fixed_ns);
+                self.start_migration(launch, direction, bytes);
+                self.rearm_link();
+            }
             None => {
-                let seq = self.next_seq();
-                self.kernel_wakes
-                    .push((self.now_ns.saturating_add(fixed_ns), seq, launch.id));
+                self.tenants[t].fault_stall_ns += paging.service_ns;
+                self.enter_fixed(launch, fixed_ns);
             }
         }
-        if flows_left > 0 || fixed_after_migrations_ns.is_some() {
-            self.rearm_link();
+        // The kernel reached an instrumented check: the policy sees its active memory.
+        if self.manager.schedules_kernels() {
+            self.manager
+                .handle_kernel_segment(self.tenants[t].id, self.now_ns);
+            self.apply_actions();
+        }
+    }
+
+    /// A running kernel's fixed part (compute, VRAM, latency) of `fixed_ns` at the full
+    /// device begins: it ends then, or, where kernels share the SMs, when its share of
+    /// them has done that much.
+    fn enter_fixed(&mut self, launch: LaunchId, fixed_ns: u64) {
+        if self.sharing.concurrent() {
+            let now_ns = self.now_ns;
+            let running = self.running_kernel(launch).expect("the kernel runs");
+            running.share = Some(FixedShare {
+                left_ns: fixed_ns as f64,
+                rate: 1.0,
+                since_ns: now_ns,
+            });
+            return self.reshare();
+        }
+        let seq = self.next_seq();
+        self.kernel_wakes
+            .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
+    }
+
+    /// A running kernel's fixed part is over.
+    pub(super) fn fixed_done(&mut self, launch: LaunchId) {
+        let running = self.running_kernel(launch).expect("the kernel runs");
+        running.fixed_done = true;
+        if running.share.take().is_some() {
+            self.reshare();
+        }
+        self.maybe_finish_kernel(launch);
+    }
+
+    /// Kernels in their fixed parts share the SMs by their demand and VRAM bandwidth
+    /// max-min fairly; each runs at the lower of its two shares over its demand. Called
+    /// whenever a fixed part begins or ends (MPS only): the rates hold until then.
+    fn reshare(&mut self) {
+        let now = self.now_ns;
+        let mut sm = Vec::new();
+        let mut bandwidth = Vec::new();
+        for r in &mut self.running {
+            if let Some(share) = &mut r.share {
+                share.left_ns -= (now - share.since_ns) as f64 * share.rate;
+                share.left_ns = share.left_ns.max(0.0);
+                share.since_ns = now;
+                sm.push(self.tenants[r.tenant].sm_share);
+                bandwidth.push(r.bandwidth_share);
+            }
+        }
+        let sm_given = water_fill(&sm);
+        let bandwidth_given = water_fill(&bandwidth);
+        let rate = |given: f64, asked: f64| if asked > 0.0 { given / asked } else { 1.0 };
+        let mut wakes = Vec::new();
+        let mut i = 0;
+        for r in &mut self.running {
+            if let Some(share) = &mut r.share {
+                share.rate = rate(sm_given[i], sm[i])
+                    .min(rate(bandwidth_given[i], bandwidth[i]))
+                    .clamp(1e-9, 1.0);
+                wakes.push((
+                    now.saturating_add((share.left_ns / share.rate).ceil() as u64),
+                    r.launch,
+                ));
+                i += 1;
+            }
+        }
+        for (at, launch) in wakes {
+            self.kernel_wakes.retain(|w| w.2 != launch);
+            let seq = self.next_seq();
+            self.kernel_wakes.push((at, seq, launch));
         }
     }
 
@@ -173,13 +522,13 @@ impl Engine {
                 return;
             }
             if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
-                let (t, started_ns, service_ns) =
-                    (running.tenant, running.started_ns, running.fault_service_ns);
+                let (t, started_ns, service_ns) = (
+                    running.tenant,
+                    running.started_segment_ns,
+                    running.fault_service_ns,
+                );
                 self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
-                let seq = self.next_seq();
-                self.kernel_wakes
-                    .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
-                return;
+                return self.enter_fixed(launch, fixed_ns);
             }
         }
         self.maybe_finish_kernel(launch);
@@ -305,9 +654,19 @@ impl Engine {
         let Some(at) = self.running.iter().position(|r| r.launch == launch) else {
             return;
         };
-        let running = &self.running[at];
+        let running = &mut self.running[at];
         if !running.fixed_done || running.flows_left > 0 {
             return;
+        }
+        // A kernel whose tenant ended stops at its segment's end: its buffers are gone.
+        let gone = self.tenants[running.tenant].state == State::Done;
+        if running.segment + 1 < running.segments && !gone {
+            running.segment += 1;
+            running.fixed_done = false;
+            if running.preempt {
+                return self.preempt_kernel(at);
+            }
+            return self.start_segment(launch);
         }
         let running = self.running.swap_remove(at);
         for id in running.written.iter() {
@@ -333,6 +692,9 @@ impl Engine {
         };
         if wake {
             self.wake_for_queue_space(t);
+        }
+        if !self.tenants[t].channel.is_empty() {
+            self.ready.insert(t);
         }
         self.check_drained(t);
         self.hand_on_device();

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use gpuswap_core::scheduling::SchedulingConfig;
 use gpuswap_core::{
     DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, ManagerConfig, PolicySettings,
 };
@@ -25,6 +26,12 @@ pub struct TenantSpec {
     pub priorities: BTreeMap<String, i32>,
     /// Per-chunk priorities by buffer label (the `priority-chunk` policy).
     pub chunk_priorities: BTreeMap<String, Vec<i32>>,
+    /// The share of the device's SMs its kernels occupy alone (0 to 1): what it asks of
+    /// the SMs when kernels of several tenants run at once (`Sharing::Mps`).
+    pub sm_share: f64,
+    /// It runs until every other tenant has ended (an interference generator such as
+    /// pageDoS), then ends as if its program had finished.
+    pub endless: bool,
 }
 
 impl TenantSpec {
@@ -37,7 +44,57 @@ impl TenantSpec {
             start_ns: 0,
             priorities: BTreeMap::new(),
             chunk_priorities: BTreeMap::new(),
+            sm_share: 1.0,
+            endless: false,
         }
+    }
+}
+
+/// How the device shares its compute engine among tenants' kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// One kernel at a time, round-robin over tenants at kernel granularity: what the
+    /// driver's time slicing does between contexts.
+    #[default]
+    TimeSlice,
+    /// NVIDIA MPS: kernels of different tenants run at once (each tenant's in order),
+    /// sharing the SMs by their demand and VRAM bandwidth and the link max-min fairly.
+    Mps,
+    /// One tenant holds the GPU for a quantum, then hands it to the next waiting one
+    /// (nvshare's lock); it lets go early when it has had no kernel for
+    /// [`QUANTUM_IDLE_RELEASE_NS`].
+    ExclusiveQuantum {
+        /// How long a tenant holds the GPU while others wait.
+        quantum_ns: u64,
+    },
+}
+
+/// nvshare's default time quantum: 30 s (its README, `NVSHARE_DEFAULT_TQ`).
+pub const DEFAULT_QUANTUM_NS: u64 = 30_000_000_000;
+
+/// How long a quantum's holder may go without a kernel before it lets go of the GPU.
+/// Unconfirmed: nvshare releases the lock early when its client has been idle; we take
+/// 100 ms, long against the CPU gaps between a program's launches, short against a
+/// quantum.
+pub const QUANTUM_IDLE_RELEASE_NS: u64 = 100_000_000;
+
+impl Sharing {
+    /// The names scenario files use, in the order help texts list them.
+    pub const NAMES: [&str; 3] = ["time-slice", "mps", "exclusive-quantum"];
+
+    /// The name scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TimeSlice => Self::NAMES[0],
+            Self::Mps => Self::NAMES[1],
+            Self::ExclusiveQuantum { .. } => Self::NAMES[2],
+        }
+    }
+
+    /// Whether kernels of several tenants run at once, so that a kernel's page touches
+    /// must interleave with theirs: it then runs in segments (see `engine::compute`).
+    pub(crate) fn concurrent(self) -> bool {
+        self == Self::Mps
     }
 }
 
@@ -60,6 +117,8 @@ pub struct SimConfig {
     /// Injected faults and schedule perturbations (deterministic simulation testing);
     /// the default injects nothing.
     pub faults: Faults,
+    /// How kernels of different tenants share the compute engine.
+    pub sharing: Sharing,
 }
 
 /// Faults and schedule perturbations for deterministic simulation testing (`gpuswap
@@ -182,6 +241,7 @@ impl SimConfig {
                 policy,
                 return_interval_ns: DEFAULT_RETURN_INTERVAL_NS,
                 seed: 0,
+                scheduling: SchedulingConfig::default(),
             },
             preset,
             tenants,
@@ -189,6 +249,7 @@ impl SimConfig {
             unsafe_skip_suspend: false,
             limits: RunLimits::default(),
             faults: Faults::default(),
+            sharing: Sharing::default(),
         }
     }
 }
@@ -255,6 +316,13 @@ pub struct TenantOutcome {
     /// Unified memory: what the adaptive runtime knows of each managed allocation
     /// (pattern, plan, timeline), in allocation order; empty outside mode `uvm`.
     pub allocations: Vec<gpuswap_core::uvm::AllocationPaging>,
+    /// Its kernels the scheduling policy preempted.
+    pub preemptions: u32,
+    /// Time its preempted kernels had run when they stopped (work lost: they ran again
+    /// from their start).
+    pub wasted_ns: u64,
+    /// Time the scheduling policy held its kernels.
+    pub wait_ns: u64,
 }
 
 /// What unified memory did for one tenant.

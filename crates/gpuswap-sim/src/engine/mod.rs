@@ -34,8 +34,9 @@ mod paging;
 mod ready;
 
 pub use config::{
-    Crash, CrashPoint, EvictionLatency, Faults, InvariantError, LimitReached, Outcome,
-    PagingOutcome, RunLimits, SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
+    Crash, CrashPoint, DEFAULT_QUANTUM_NS, EvictionLatency, Faults, InvariantError, LimitReached,
+    Outcome, PagingOutcome, QUANTUM_IDLE_RELEASE_NS, RunLimits, Sharing, SimConfig, SimError,
+    TenantOutcome, TenantSpec, VictimPause,
 };
 
 use chaos::{Chaos, Trigger};
@@ -59,6 +60,10 @@ enum Event {
     GatedLaunch(LaunchId),
     /// An injected crash of the tenant (see `Faults`).
     Crash(usize),
+    /// The quantum of this holding is over (`Sharing::ExclusiveQuantum`).
+    QuantumEnd(u64),
+    /// The holder of this holding has been idle since then, unless it ran since.
+    QuantumIdle(u64, u64),
     /// The driver reports the tenant drained, late (see `Faults`).
     ReportDrained(usize),
 }
@@ -137,6 +142,17 @@ struct Tenant {
     /// most VRAM managed memory had during its kernels (the bound's capacity).
     page_stream: Option<Vec<u64>>,
     optimum_capacity_pages: u64,
+    /// The share of the SMs its kernels ask (`TenantSpec::sm_share`).
+    sm_share: f64,
+    /// It ends when every other tenant has (`TenantSpec::endless`).
+    endless: bool,
+    /// Since when the scheduling policy holds its next kernel.
+    held_since: Option<u64>,
+    /// Its kernels the scheduling policy preempted, the time they had run when they
+    /// stopped (lost: they run again from their start), and its time held.
+    preemptions: u32,
+    wasted_ns: u64,
+    wait_ns: u64,
 }
 
 impl Tenant {
@@ -170,6 +186,23 @@ struct RunningKernel {
     fixed_after_migrations_ns: Option<u64>,
     /// Unified memory: the batches' service time (latency and naps, not transfers).
     fault_service_ns: u64,
+    /// Unified memory: the kernel's page walk, its segments (one unless kernels run in
+    /// segments) and the one running, and when that one started.
+    walk: Option<Box<paging::Walk>>,
+    segments: u32,
+    segment: u32,
+    started_segment_ns: u64,
+    /// Unified memory: the bytes its accesses move in all.
+    all_bytes: f64,
+    /// Under MPS: its fixed part's progress while it runs.
+    share: Option<compute::FixedShare>,
+    /// The share of VRAM bandwidth it asks alone.
+    bandwidth_share: f64,
+    /// A scheduler asked it to stop at its next segment's end.
+    preempt: bool,
+    /// What it runs, to run it again from its start after a preemption.
+    site: usize,
+    kernel: Rc<Kernel>,
 }
 
 enum CopyKind {
@@ -304,6 +337,14 @@ pub struct Engine {
     /// Whether same-time events run in a shuffled order (`Faults::shuffle_ties`), kept
     /// apart from `chaos` because every scheduled event asks.
     shuffles_ties: bool,
+    /// How kernels share the compute engine.
+    sharing: Sharing,
+    /// Whether unified-memory kernels run in segments (see `compute::SEGMENTS`).
+    segmented: bool,
+    /// Under `Sharing::ExclusiveQuantum`: who holds the device, and the count of
+    /// holdings so far.
+    quantum: Option<compute::Quantum>,
+    quantum_generation: u64,
 }
 
 impl Engine {
@@ -312,6 +353,8 @@ impl Engine {
         let optimum = config.manager.policy.wants_optimum();
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
+        let schedules_kernels = manager.schedules_kernels();
+        let tenant_count = config.tenants.len();
         let preset = config.preset;
         let tenants: Vec<Tenant> = config
             .tenants
@@ -355,6 +398,12 @@ impl Engine {
                     fault_stall_ns: 0,
                     page_stream: optimum.then(Vec::new),
                     optimum_capacity_pages: 1,
+                    sm_share: spec.sm_share,
+                    endless: spec.endless,
+                    held_since: None,
+                    preemptions: 0,
+                    wasted_ns: 0,
+                    wait_ns: 0,
                 }
             })
             .collect();
@@ -398,6 +447,12 @@ impl Engine {
             device_waiters: VecDeque::new(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
             chaos,
+            sharing: config.sharing,
+            // One tenant has nothing to interleave with or stop for: its kernels run
+            // whole, as under time slicing.
+            segmented: (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1,
+            quantum: None,
+            quantum_generation: 0,
         }
     }
 
@@ -461,10 +516,7 @@ impl Engine {
                 Event::Step(t) if self.tenants[t].state == State::Done => {}
                 Event::Step(t) => self.step(t),
                 Event::KernelFixedDone(launch) => match self.running_kernel(launch) {
-                    Some(running) => {
-                        running.fixed_done = true;
-                        self.maybe_finish_kernel(launch);
-                    }
+                    Some(_) => self.fixed_done(launch),
                     None => return Err(self.broken(format!("{launch} is not running")).into()),
                 },
                 Event::LinkWake => self.advance_link(),
@@ -486,6 +538,8 @@ impl Engine {
                 }
                 Event::GatedLaunch(_) => {}
                 Event::Crash(t) => self.crash(t),
+                Event::QuantumEnd(generation) => self.quantum_end(generation),
+                Event::QuantumIdle(generation, since) => self.quantum_idle(generation, since),
                 Event::ReportDrained(t) => self.report_drained(t),
             }
             if let Some(failure) = self.failure.take() {
@@ -544,6 +598,9 @@ impl Engine {
                     pauses: t.pauses,
                     error: t.error,
                     allocations: manager.paging_allocations(t.id).unwrap_or_default(),
+                    preemptions: t.preemptions,
+                    wasted_ns: t.wasted_ns,
+                    wait_ns: t.wait_ns,
                     paging: manager.paging_stats(t.id).map(|stats| PagingOutcome {
                         stats,
                         fault_stall_ns: t.fault_stall_ns,

@@ -39,33 +39,20 @@ pub(super) struct FaultIn {
 }
 
 impl Engine {
-    /// Touches the pages of tenant `t`'s `kernel` in order, servicing far faults batch by
-    /// batch; returns what it costs besides the kernel's all-in-VRAM time.
-    pub(super) fn fault_in(&mut self, t: usize, kernel: &Kernel, seed: u64) -> FaultIn {
-        let batch_pages = self.preset.fault_batch_pages.max(1) as usize;
-        if self.tenants[t].page_stream.is_some() {
-            let capacity = self.manager.paging_capacity_pages().unwrap_or(1);
-            let tenant = &mut self.tenants[t];
-            tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
-        }
-        let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
-        // Time since the kernel started, for the thrashing detector's clock.
-        let mut stall_ns = 0u64;
-        let mut cost = FaultIn {
-            service_ns: 0,
-            transfer_ns: (0.0, 0.0),
-            remote: Traffic::default(),
-        };
-        let mut cursors: Vec<Cursor> = kernel
+    /// The start of tenant `t`'s walk through `kernel`'s page touches (`seed` draws its
+    /// random touches).
+    pub(super) fn start_walk(&self, t: usize, kernel: &Rc<Kernel>, seed: u64) -> Walk {
+        let cursors: Vec<Cursor> = kernel
             .accesses
             .iter()
-            .filter_map(|access| {
+            .enumerate()
+            .filter_map(|(i, access)| {
                 let buffer = self.tenants[t].slots[access.slot]?;
                 let first = self.manager.first_page(buffer)?;
                 let map = self.page_table.get(buffer)?;
                 let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
                 Some(Cursor {
-                    access,
+                    access: i,
                     kind: if access.write_bytes > 0 {
                         AccessKind::Write
                     } else {
@@ -77,16 +64,47 @@ impl Engine {
                     carry: None,
                     taken: 0,
                     remote: 0,
+                    remote_charged: 0,
                 })
             })
             .collect();
         let bytes: u64 = cursors
             .iter()
-            .map(|c| c.access.read_bytes + c.access.write_bytes)
+            .map(|c| {
+                let access = &kernel.accesses[c.access];
+                access.read_bytes + access.write_bytes
+            })
             .sum();
-        let steps = bytes.div_ceil(wavefront_bytes(&self.preset)).max(1);
-        for step in 1..=steps {
-            for c in &mut cursors {
+        Walk {
+            kernel: Rc::clone(kernel),
+            cursors,
+            steps: bytes.div_ceil(wavefront_bytes(&self.preset)).max(1),
+            done: 0,
+        }
+    }
+
+    /// Touches the pages of tenant `t`'s walk in order up to the end of wavefront
+    /// `to_step`, servicing far faults batch by batch; returns what it costs besides
+    /// the kernel's all-in-VRAM time.
+    pub(super) fn fault_in(&mut self, t: usize, walk: &mut Walk, to_step: u64) -> FaultIn {
+        let batch_pages = self.preset.fault_batch_pages.max(1) as usize;
+        if self.tenants[t].page_stream.is_some() {
+            let capacity = self.manager.paging_capacity_pages().unwrap_or(1);
+            let tenant = &mut self.tenants[t];
+            tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
+        }
+        let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
+        // Time since the walk resumed, for the thrashing detector's clock.
+        let mut stall_ns = 0u64;
+        let mut cost = FaultIn {
+            service_ns: 0,
+            transfer_ns: (0.0, 0.0),
+            remote: Traffic::default(),
+        };
+        let steps = walk.steps;
+        let to_step = to_step.min(steps);
+        for step in walk.done + 1..=to_step {
+            for c in &mut walk.cursors {
                 // The touches this access has made by the end of the wavefront.
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
                 let mut left = target as u64 - c.taken;
@@ -131,15 +149,20 @@ impl Engine {
                 pending.clear();
             }
         }
-        for c in &cursors {
-            if c.remote > 0 {
-                let share = c.remote as f64 / c.taken.max(1) as f64;
+        walk.done = walk.done.max(to_step);
+        for c in &mut walk.cursors {
+            let remote = c.remote - c.remote_charged;
+            if remote > 0 {
+                // The access's bytes spread evenly over its touches.
+                let share = remote as f64 / c.count.max(1) as f64;
+                let access = &walk.kernel.accesses[c.access];
                 cost.remote.add_part(
-                    c.access.order,
-                    c.access.read_bytes as f64 * share,
-                    c.access.write_bytes as f64 * share,
+                    access.order,
+                    access.read_bytes as f64 * share,
+                    access.write_bytes as f64 * share,
                     0.0,
                 );
+                c.remote_charged = c.remote;
             }
         }
         cost
@@ -189,18 +212,31 @@ fn wavefront_bytes(preset: &Preset) -> u64 {
     (u64::from(preset.sms) * u64::from(preset.resident_threads_per_sm) * ELEMENT_BYTES).max(1)
 }
 
+/// A kernel's progress through its page touches: the wavefronts walked of all, and
+/// each access's cursor. A kernel that runs in segments keeps it between them.
+pub(super) struct Walk {
+    kernel: Rc<Kernel>,
+    cursors: Vec<Cursor>,
+    /// Wavefronts in all, and walked so far.
+    pub(super) steps: u64,
+    pub(super) done: u64,
+}
+
 /// One access's progress through its touch stream.
-struct Cursor<'k> {
-    access: &'k Access,
+struct Cursor {
+    /// The access's index in the kernel.
+    access: usize,
     /// Whether it writes what it touches (writes are never served remotely under
     /// delayed migration).
     kind: AccessKind,
     /// The buffer's first page in the paging machine's numbering.
     first: u64,
-    /// Touches in all, taken so far, and served remotely so far.
+    /// Touches in all, taken so far, served remotely so far, and of those already
+    /// charged to an earlier segment.
     count: u64,
     taken: u64,
     remote: u64,
+    remote_charged: u64,
     runs: Runs,
     /// The rest of a run a wavefront ended in.
     carry: Option<(u64, u64)>,

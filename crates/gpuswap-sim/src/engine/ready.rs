@@ -22,6 +22,13 @@ impl ReadySet {
         }
     }
 
+    /// Whether `t` is a member.
+    pub(super) fn contains(&self, t: usize) -> bool {
+        self.words
+            .get(t / 64)
+            .is_some_and(|w| w & (1 << (t % 64)) != 0)
+    }
+
     /// The first member at or after `start`, else the first member at all.
     pub(super) fn next_from(&self, start: usize) -> Option<usize> {
         self.first_from(start).or_else(|| self.first_from(0))
