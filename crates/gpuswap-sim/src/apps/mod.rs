@@ -67,6 +67,7 @@ mod fdtd2d;
 mod gesummv;
 mod heartwall;
 mod hotspot;
+mod hs3d;
 mod lud;
 mod nn;
 mod nw;
@@ -159,6 +160,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &gesummv::Gesummv,
         &heartwall::Heartwall,
         &hotspot::Hotspot,
+        &hs3d::Hs3d,
         &lud::Lud,
         &nn::Nn,
         &nw::Nw,
