@@ -68,6 +68,7 @@ mod gesummv;
 mod heartwall;
 mod hotspot;
 mod hs3d;
+mod lavamd;
 mod lud;
 mod nn;
 mod nw;
@@ -161,6 +162,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &heartwall::Heartwall,
         &hotspot::Hotspot,
         &hs3d::Hs3d,
+        &lavamd::Lavamd,
         &lud::Lud,
         &nn::Nn,
         &nw::Nw,
@@ -653,9 +655,9 @@ mod tests {
             }
         }
         // Small tables that every block reads stay in any L2 but none; lud's band tiles
-        // stay in one that holds their reuse distance; ra's 4 MiB table and output,
-        // touched at random, fit in the GH200's, as do sssp's 4 MiB of updating distances
-        // under its atomics.
+        // and lavamd's neighbour boxes stay in one that holds their reuse distance; ra's
+        // 4 MiB table and output, touched at random, fit in the GH200's, as do sssp's
+        // 4 MiB of updating distances under its atomics.
         assert_eq!(
             depends,
             [
@@ -666,6 +668,7 @@ mod tests {
                 "fdtd-2d",
                 "gesummv",
                 "heartwall",
+                "lavamd",
                 "lud",
                 "ra",
                 "srad_v1",
