@@ -57,7 +57,9 @@
 //! moved per cell and layer: about 2.3 instructions per byte where the GTX 480 model
 //! balances at 3.8, so `hotspotOpt1` is memory bound.
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform, within};
+use super::{
+    AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, pilot_sizes, uniform, within,
+};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The hs3d app.
@@ -104,13 +106,8 @@ impl AppModel for Hs3d {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", MEDIUM_SIDE),
-            ("small", SMALL_SIDE),
-            ("medium", MEDIUM_SIDE),
-            ("large", LARGE_SIDE),
-            ("rodinia", RODINIA_SIDE),
-        ];
+        let pilot = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
+        let named = [pilot.as_slice(), &[("rodinia", RODINIA_SIDE)]].concat();
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             let what = format!("a {n} x {n} x {LAYERS} grid");
             let n = within(n, MIN_SIDE..=MAX_SIDE, what)?;

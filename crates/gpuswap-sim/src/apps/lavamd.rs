@@ -77,8 +77,8 @@
 //! byte, compute bound on any preset.
 
 use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased, uniform,
-    within,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased, pilot_sizes,
+    uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -125,13 +125,8 @@ impl AppModel for Lavamd {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [
-            ("default", MEDIUM_SIDE),
-            ("small", SMALL_SIDE),
-            ("medium", MEDIUM_SIDE),
-            ("large", LARGE_SIDE),
-            ("rodinia", SMALL_SIDE),
-        ];
+        let pilot = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
+        let named = [pilot.as_slice(), &[("rodinia", SMALL_SIDE)]].concat();
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 1..=MAX_SIDE, format!("{n} boxes per side"))
         })?;
