@@ -157,6 +157,11 @@ impl AppModel for Corr {
         })?;
         Ok(program(side, repeat, device))
     }
+
+    /// PILOT's table: 63 % of the SMs.
+    fn sm_utilization(&self) -> f64 {
+        0.63
+    }
 }
 
 /// Column pairs `corr_kernel` computes: thread `j1` of the `threads` working ones pairs

@@ -126,6 +126,11 @@ impl AppModel for Hs3d {
     fn aliases(&self) -> &'static [&'static str] {
         &["hotspot3D"]
     }
+
+    /// PILOT's table: 75 % of the SMs.
+    fn sm_utilization(&self) -> f64 {
+        0.75
+    }
 }
 
 /// Source-temperature elements all blocks load from one layer of a `side` x `side`

@@ -136,6 +136,11 @@ impl AppModel for Lavamd {
     fn aliases(&self) -> &'static [&'static str] {
         &["lavaMD"]
     }
+
+    /// PILOT's table: 56 % of the SMs.
+    fn sm_utilization(&self) -> f64 {
+        0.56
+    }
 }
 
 /// (Home box, box it reads) pairs over a grid of `side`^3 boxes, the home box with
