@@ -73,6 +73,7 @@ mod lavamd;
 mod lud;
 mod nn;
 mod nw;
+mod partfilter;
 mod pathfinder;
 mod ra;
 mod random;
@@ -175,6 +176,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &lud::Lud,
         &nn::Nn,
         &nw::Nw,
+        &partfilter::Partfilter,
         &pathfinder::Pathfinder,
         &ra::Ra,
         &srad_v1::SradV1,
@@ -671,9 +673,10 @@ mod tests {
             }
         }
         // Small tables that every block reads stay in any L2 but none; lud's band tiles,
-        // lavamd's neighbour boxes and gaussian's strips stay in one that holds their
-        // reuse distance; ra's 4 MiB table and output, touched at random, fit in the
-        // GH200's, as do sssp's 4 MiB of updating distances under its atomics.
+        // lavamd's neighbour boxes, gaussian's strips and partfilter's CDF stay in one
+        // that holds their reuse distance; ra's 4 MiB table and output, touched at
+        // random, fit in the GH200's, as do sssp's 4 MiB of updating distances under
+        // its atomics.
         assert_eq!(
             depends,
             [
@@ -687,6 +690,7 @@ mod tests {
                 "heartwall",
                 "lavamd",
                 "lud",
+                "partfilter",
                 "ra",
                 "srad_v1",
                 "sssp",
