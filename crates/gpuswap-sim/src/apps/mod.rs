@@ -577,6 +577,21 @@ pub(crate) mod testing {
     pub fn mib(program: &Program) -> f64 {
         program.peak_allocated_bytes() as f64 / f64::from(1 << 20)
     }
+
+    /// Checks that each size's buffers take the MiB PILOT's table lists for it
+    /// (`../shared/spec/pilot.md`, read in binary units) within `tolerance` (0.1 for
+    /// 10 %).
+    pub fn assert_pilot_memory(app: &dyn AppModel, sizes: &[(&str, f64)], tolerance: f64) {
+        for &(size, table_mib) in sizes {
+            let footprint = mib(&check_app(app, size));
+            let off = footprint / table_mib - 1.0;
+            assert!(
+                off.abs() < tolerance,
+                "{} {size}: {footprint:.2} MiB, {off:+.4} off the table's {table_mib}",
+                app.name()
+            );
+        }
+    }
 }
 
 #[cfg(test)]
