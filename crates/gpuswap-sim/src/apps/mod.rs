@@ -715,6 +715,29 @@ mod tests {
     }
 
     #[test]
+    fn sm_utilization_is_a_share_and_pilots_table_for_its_benchmarks() {
+        for app in all() {
+            let share = app.sm_utilization();
+            assert!(share > 0.0 && share <= 1.0, "{}: {share}", app.name());
+        }
+        // PILOT's table, by its names.
+        for (name, share) in [
+            ("backprop", 1.0),
+            ("bfs", 1.0),
+            ("hs3d", 0.75),
+            ("partfilter", 0.63),
+            ("lavamd", 0.56),
+            ("nn", 1.0),
+            ("gaussian", 1.0),
+            ("corr", 0.63),
+            ("gesummv", 1.0),
+            ("2dconvol", 1.0),
+        ] {
+            assert_eq!(find(name).unwrap().sm_utilization(), share, "{name}");
+        }
+    }
+
+    #[test]
     fn every_app_rejects_garbage_with_the_accepted_forms() {
         for app in all() {
             rejects(app, "bogus", "not a size");
