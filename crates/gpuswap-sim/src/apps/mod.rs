@@ -1,6 +1,7 @@
-//! Built-in application models: the Rodinia programs of the GPUswap evaluation and
-//! synthetic programs. Each app lives in its own module with the reasoning behind its
-//! numbers; this module is the registry and holds what the apps share.
+//! Built-in application models: the Rodinia programs of the GPUswap evaluation, the
+//! workloads of the unified-memory and PILOT studies, and synthetic programs. Each app
+//! lives in its own module with the reasoning behind its numbers; this module is the
+//! registry and holds what the apps share.
 //!
 //! # Conventions every app follows
 //!
@@ -54,7 +55,9 @@
 //! evaluation did not run have `"uvmsmart"` as their default. The benchmarks of the PILOT
 //! study (`../shared/spec/pilot.md`) accept `"small"`, `"medium"` and `"large"`, the
 //! inputs whose buffers take the memory of the study's table, with `"medium"` as their
-//! default.
+//! default; those that were apps before (backprop, bfs, nn, 2dconv) keep their default,
+//! and where `"large"` already named the unified-memory study's input (backprop, bfs,
+//! 2dconv) it still does and PILOT's large input goes by number (their help says which).
 
 mod alloc;
 mod atax;
