@@ -80,7 +80,7 @@
 
 use super::{
     AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, pilot_sizes, within,
+    phased, pilot_rodinia_sizes, within,
 };
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot, WeightedRange};
 
@@ -125,8 +125,7 @@ impl AppModel for Gaussian {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let pilot = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
-        let named = [pilot.as_slice(), &[("rodinia", RODINIA_SIDE)]].concat();
+        let named = pilot_rodinia_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE, RODINIA_SIDE);
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 2..=MAX_SIDE, format!("a {n} x {n} matrix"))
         })?;

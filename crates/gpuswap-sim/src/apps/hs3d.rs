@@ -58,7 +58,8 @@
 //! balances at 3.8, so `hotspotOpt1` is memory bound.
 
 use super::{
-    AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, pilot_sizes, uniform, within,
+    AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, pilot_rodinia_sizes, uniform,
+    within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -106,8 +107,7 @@ impl AppModel for Hs3d {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let pilot = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
-        let named = [pilot.as_slice(), &[("rodinia", RODINIA_SIDE)]].concat();
+        let named = pilot_rodinia_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE, RODINIA_SIDE);
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             let what = format!("a {n} x {n} x {LAYERS} grid");
             let n = within(n, MIN_SIDE..=MAX_SIDE, what)?;
@@ -189,7 +189,7 @@ fn program(side: u64, repeat: u32) -> Program {
 mod tests {
     use super::*;
     use crate::apps::testing::{
-        check_app, gtx480, launches, mib, phase_body, phase_kernels, rejects, traffic,
+        check_app, gtx480, launches, mib, ops_per_byte, phase_body, phase_kernels, rejects, traffic,
     };
     use crate::program::CopyDirection;
 
@@ -285,12 +285,7 @@ mod tests {
     fn memory_bound_by_the_per_thread_estimate() {
         let p = Hs3d.program("default", 1, gtx480()).unwrap();
         let k = phase_kernels(&p)[0];
-        let bytes: u64 = k
-            .accesses
-            .iter()
-            .map(|a| a.read_bytes + a.write_bytes)
-            .sum();
-        let ratio = (k.ops as f64 / 672e9) / (bytes as f64 / 177.4e9);
+        let ratio = ops_per_byte(k) * 177.4e9 / 672e9;
         assert!((0.4..0.8).contains(&ratio), "{ratio}");
     }
 

@@ -77,8 +77,8 @@
 //! byte, compute bound on any preset.
 
 use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased, pilot_sizes,
-    uniform, within,
+    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased,
+    pilot_rodinia_sizes, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -125,8 +125,7 @@ impl AppModel for Lavamd {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let pilot = pilot_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE);
-        let named = [pilot.as_slice(), &[("rodinia", SMALL_SIDE)]].concat();
+        let named = pilot_rodinia_sizes(SMALL_SIDE, MEDIUM_SIDE, LARGE_SIDE, SMALL_SIDE);
         let side = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 1..=MAX_SIDE, format!("{n} boxes per side"))
         })?;
@@ -232,7 +231,7 @@ fn program(side: u64, repeat: u32, device: DeviceShape) -> Program {
 mod tests {
     use super::*;
     use crate::apps::testing::{
-        check_app, gtx480, launches, mib, phase_body, phase_kernels, rejects, traffic,
+        check_app, gtx480, launches, mib, ops_per_byte, phase_body, phase_kernels, rejects, traffic,
     };
     use crate::preset;
 
@@ -356,12 +355,7 @@ mod tests {
     fn compute_bound_by_far() {
         let p = Lavamd.program("default", 1, gtx480()).unwrap();
         let k = phase_kernels(&p)[0];
-        let bytes: u64 = k
-            .accesses
-            .iter()
-            .map(|a| a.read_bytes + a.write_bytes)
-            .sum();
-        let ratio = (k.ops as f64 / 672e9) / (bytes as f64 / 177.4e9);
+        let ratio = ops_per_byte(k) * 177.4e9 / 672e9;
         assert!(ratio > 50.0, "{ratio}");
         // About 6 s on the GTX 480 model.
         let seconds = k.ops as f64 / 672e9;

@@ -340,6 +340,18 @@ pub(crate) fn pilot_sizes(small: u64, medium: u64, large: u64) -> [(&'static str
     ]
 }
 
+/// The named sizes of a Rodinia benchmark of the PILOT study: [`pilot_sizes`] and
+/// `rodinia`, the input of Rodinia's run script.
+pub(crate) fn pilot_rodinia_sizes(
+    small: u64,
+    medium: u64,
+    large: u64,
+    rodinia: u64,
+) -> [(&'static str, u64); 5] {
+    let [default, small, medium, large] = pilot_sizes(small, medium, large);
+    [default, small, medium, large, ("rodinia", rodinia)]
+}
+
 /// Reads a size argument the way every app does: one of the `named` sizes, or a plain
 /// decimal number that `number` turns into the app's input (or explains why not).
 /// `help` lists the accepted forms for the error message.
@@ -574,6 +586,16 @@ pub(crate) mod testing {
             err.message.contains("default"),
             "accepted forms listed in {err}"
         );
+    }
+
+    /// Instructions per byte `kernel` moves.
+    pub fn ops_per_byte(kernel: &Kernel) -> f64 {
+        let bytes: u64 = kernel
+            .accesses
+            .iter()
+            .map(|a| a.read_bytes + a.write_bytes)
+            .sum();
+        kernel.ops as f64 / bytes as f64
     }
 
     /// Footprint in MiB.

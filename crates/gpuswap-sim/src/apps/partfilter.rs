@@ -90,7 +90,7 @@
 
 use super::{
     AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, pilot_sizes, uniform, within,
+    phased, pilot_rodinia_sizes, uniform, within,
 };
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
@@ -147,8 +147,12 @@ impl AppModel for Partfilter {
     }
 
     fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError> {
-        let pilot = pilot_sizes(SMALL_PARTICLES, MEDIUM_PARTICLES, LARGE_PARTICLES);
-        let named = [pilot.as_slice(), &[("rodinia", RODINIA_PARTICLES)]].concat();
+        let named = pilot_rodinia_sizes(
+            SMALL_PARTICLES,
+            MEDIUM_PARTICLES,
+            LARGE_PARTICLES,
+            RODINIA_PARTICLES,
+        );
         let particles = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 1..=MAX_PARTICLES, format!("{n} particles"))
         })?;
@@ -325,7 +329,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
 mod tests {
     use super::*;
     use crate::apps::testing::{
-        check_app, gtx480, launches, mib, phase_body, phase_kernels, rejects, traffic,
+        check_app, gtx480, launches, mib, ops_per_byte, phase_body, phase_kernels, rejects, traffic,
     };
     use crate::preset;
 
@@ -411,12 +415,7 @@ mod tests {
         assert_eq!(t[10], (9 * ind, 9 * ind));
         // likelihood_kernel is compute bound on the GTX 480 model.
         let k = phase_kernels(&p)[0];
-        let bytes: u64 = k
-            .accesses
-            .iter()
-            .map(|a| a.read_bytes + a.write_bytes)
-            .sum();
-        let per_byte = k.ops as f64 / bytes as f64;
+        let per_byte = ops_per_byte(k);
         assert!((8.0..10.0).contains(&per_byte), "{per_byte}");
     }
 
