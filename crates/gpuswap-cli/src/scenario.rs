@@ -568,6 +568,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             priorities,
             chunk_priorities,
             endless: app.endless(),
+            sm_share: app.sm_utilization(),
             ..TenantSpec::new(name, app.name(), program)
         });
     }

@@ -65,6 +65,13 @@
 //! 1's weights again. `large` and inputs above 1048560 units need more
 //! blocks than the grid's y dimension holds: the model takes them as if the blocks were
 //! folded into a two-dimensional grid, which changes no thread's work.
+//!
+//! For the PILOT study (`../shared/spec/pilot.md`, one of its ten benchmarks) `small`
+//! and `medium` are the inputs whose buffers (144 in + 276 bytes) take the memory of its
+//! table, 8.8 MB and 133.5 MB (read in binary units, as the hs3d and lavamd tables must
+//! be): the run script's 65536 units, 9.0 MiB (2.3 % over 8.8 MiB), and 972 112 units,
+//! 133.50 MiB (the multiple of 16 nearest). Its 453 MB large input is the number
+//! 3298640 (453.0 MiB): the name `large` keeps the unified-memory study's input.
 
 use super::{
     AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
@@ -76,8 +83,10 @@ pub struct Backprop;
 
 const HELP: &str = "default (1048560 input units, 144 MiB), rodinia (65536 units, 9.4 MB), \
                     uvmsmart (131056 units, 18 MiB, the research simulator's input), large \
-                    (16777216 units, 2.25 GiB), or a number of input units (a multiple of \
-                    16, 16 to 33554432)";
+                    (16777216 units, 2.25 GiB), small (65536 units, 9 MiB, PILOT's 8.8 MB), \
+                    medium (972112 units, 133.5 MiB, PILOT's 133.5 MB), or a number of \
+                    input units (a multiple of 16, 16 to 33554432; PILOT's 453 MB is \
+                    3298640)";
 /// Hidden units plus the bias unit: the width of a weight row.
 const ROW_FLOATS: u64 = 17;
 /// Float size.
@@ -89,6 +98,9 @@ const GRID_Y_UNITS: u64 = (1 << 20) - 16;
 const UVMSMART_UNITS: u64 = 131_056;
 /// 2.25 GiB of buffers (144 bytes per unit).
 const LARGE_UNITS: u64 = 1 << 24;
+/// PILOT's small and medium inputs (module doc).
+const SMALL_UNITS: u64 = 65_536;
+const MEDIUM_UNITS: u64 = 972_112;
 /// The largest input accepted: 4.5 GiB of buffers.
 const MAX_UNITS: u64 = 1 << 25;
 /// Instructions per thread of `bpnn_layerforward_CUDA` (see the module doc).
@@ -117,6 +129,8 @@ impl AppModel for Backprop {
             ("rodinia", 65_536),
             ("uvmsmart", UVMSMART_UNITS),
             ("large", LARGE_UNITS),
+            ("small", SMALL_UNITS),
+            ("medium", MEDIUM_UNITS),
         ];
         let units = parse_size(self.name(), HELP, size, &named, |n| {
             if n == 0 || !n.is_multiple_of(16) || n > MAX_UNITS {
@@ -202,6 +216,7 @@ fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apps::testing::assert_pilot_memory;
     use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
 
     #[test]
@@ -278,5 +293,16 @@ mod tests {
         rejects(&Backprop, "0", "multiple of 16");
         rejects(&Backprop, "33554448", "33554432");
         rejects(&Backprop, "64k", "not a size");
+    }
+
+    #[test]
+    fn pilot_sizes_take_the_memory_of_its_table() {
+        // The run script's input is 2.3 % over PILOT's small.
+        assert_pilot_memory(&Backprop, &[("small", 8.8)], 0.03);
+        assert_pilot_memory(&Backprop, &[("medium", 133.5), ("3298640", 453.0)], 1e-4);
+        assert_eq!(
+            Backprop.program("small", 1, gtx480()),
+            Backprop.program("rodinia", 1, gtx480())
+        );
     }
 }

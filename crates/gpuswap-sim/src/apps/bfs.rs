@@ -60,7 +60,15 @@
 //! `graph256k`): 262144 nodes, 9.75 MiB, the 9.75 MB of `spec/uvm-driver.md`. That
 //! version allocates the six arrays managed and copies none of them (the host fills
 //! them in place), and keeps `over` in device memory; the model keeps Rodinia's copies.
-//! `large` is the largest graph accepted, 2^26 nodes (2.44 GiB).
+//! `large` is the unified-memory study's large input, 2^26 nodes (2.44 GiB).
+//!
+//! For the PILOT study (`../shared/spec/pilot.md`, one of its ten benchmarks) `small`
+//! and `medium` are the inputs whose buffers take the memory of its table, 39 MB and
+//! 1 GB (read in binary units, as the hs3d and lavamd tables must be): 2^20 nodes, the
+//! 39 MiB of Rodinia's `graph1M` (0.00 % off), and 27 525 120 nodes (420 x 2^16,
+//! 1023.75 MiB, 0.02 % under 1 GiB). Its 4.9 GB large input is the number 134217728
+//! (2^27 nodes, 4.875 GiB, 0.5 % under 4.9 GiB), the largest graph accepted: the name
+//! `large` keeps the unified-memory study's input.
 //!
 //! # Compute
 //! `Kernel`: about 10 instructions per thread for the mask test, plus, in every warp
@@ -80,13 +88,19 @@ pub struct Bfs;
 
 const HELP: &str = "default (4194304 nodes, 156 MiB), rodinia (graph65536, 2.5 MB), \
                     uvmsmart (graph256k: 262144 nodes, 9.75 MiB, the research simulator's \
-                    input), large (67108864 nodes, 2.44 GiB), or a number of nodes (16 to \
-                    67108864)";
+                    input), large (67108864 nodes, 2.44 GiB), small (1048576 nodes, 39 MiB, \
+                    PILOT's 39 MB), medium (27525120 nodes, 1 GiB, PILOT's 1 GB), or a \
+                    number of nodes (16 to 134217728; PILOT's 4.9 GB is 134217728)";
 /// Mean directed edges per node: 2-4 undirected edges initiated per node (mean 3),
 /// stored in both directions.
 const DEGREE: u64 = 6;
-/// Largest graph accepted, and the size `large`: 2.6 GB of buffers.
-const MAX_NODES: u64 = 1 << 26;
+/// The size `large`: 2.6 GB of buffers.
+const LARGE_NODES: u64 = 1 << 26;
+/// PILOT's small and medium inputs (module doc).
+const SMALL_NODES: u64 = 1 << 20;
+const MEDIUM_NODES: u64 = 420 << 16;
+/// Largest graph accepted, PILOT's large input: 5.2 GB of buffers.
+const MAX_NODES: u64 = 1 << 27;
 /// Instructions per thread for the mask test of both kernels.
 const SCAN_OPS_PER_THREAD: u64 = 10;
 /// Instructions per lane of a warp with a frontier node: setup plus 6 edges x 12.
@@ -114,7 +128,9 @@ impl AppModel for Bfs {
             ("default", 1 << 22),
             ("rodinia", 65_536),
             ("uvmsmart", 1 << 18),
-            ("large", MAX_NODES),
+            ("large", LARGE_NODES),
+            ("small", SMALL_NODES),
+            ("medium", MEDIUM_NODES),
         ];
         let nodes = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 16..=MAX_NODES, format!("{n} nodes"))
@@ -258,6 +274,7 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apps::testing::assert_pilot_memory;
     use crate::apps::testing::{
         check_app, gtx480, launches, mib, order_of, per_byte, phase_body, phase_kernels, rejects,
     };
@@ -348,7 +365,18 @@ mod tests {
     #[test]
     fn bad_sizes_are_rejected() {
         rejects(&Bfs, "8", "16 to");
-        rejects(&Bfs, "100000000", "16 to");
+        rejects(&Bfs, "200000000", "16 to");
         rejects(&Bfs, "graph1M", "not a size");
+    }
+
+    #[test]
+    fn pilot_sizes_take_the_memory_of_its_table() {
+        assert_pilot_memory(&Bfs, &[("small", 39.0), ("medium", 1024.0)], 1e-3);
+        // PILOT's large input goes by number: `large` is the unified-memory study's.
+        assert_pilot_memory(&Bfs, &[("134217728", 4.9 * 1024.0)], 0.01);
+        assert_eq!(
+            check_app(&Bfs, "large").peak_allocated_bytes(),
+            39 * (1 << 26) + 1
+        );
     }
 }

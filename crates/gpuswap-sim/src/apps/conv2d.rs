@@ -29,6 +29,17 @@
 //! second pass over its first pages; those pages are still resident unless less than `A`
 //! fits in VRAM, beyond 2x oversubscription.)
 //!
+//! # Sizes
+//! `default` and `uvmsmart` are the research simulator's 1024 x 1024 image, `large`
+//! the unified-memory study's 24576 x 24576 (4.5 GiB). For the PILOT study
+//! (`../shared/spec/pilot.md`, one of its ten benchmarks, `2dconvol` there) `small` and
+//! `medium` are the images whose buffers, rounded as managed allocations
+//! ([`managed_bytes`]), take the memory of its table, 1 MB and 1 GB (read in binary
+//! units, as the hs3d and lavamd tables must be): sides 352 (two 512 KiB allocations,
+//! 1 MiB) and 11584 (two of 512 MiB, 1 GiB), multiples of 32 (whole blocks). Its 5.1 GB
+//! large input is the side 26144 (5.09 GiB, 0.1 % under 5.1 GiB): the name `large`
+//! keeps the unified-memory study's input.
+//!
 //! # Compute
 //! The research simulator's log counts 50 212 980 instructions for the launch at
 //! N = 1024: about 48 per interior thread (index arithmetic, the bounds test, nine
@@ -49,14 +60,18 @@ use gpuswap_core::uvm::pages::PAGE_BYTES;
 pub struct Conv2d;
 
 const HELP: &str = "default or uvmsmart (a 1024 x 1024 image, 8 MiB, the research \
-                    simulator's input), large (24576 x 24576, 4.5 GiB), or an image side \
-                    (3 to 32768)";
+                    simulator's input), large (24576 x 24576, 4.5 GiB), small (352 x 352, \
+                    1 MiB, PILOT's 1 MB), medium (11584 x 11584, 1 GiB, PILOT's 1 GB), or \
+                    an image side (3 to 32768; PILOT's 5.1 GB is 26144)";
 /// Float size.
 const FLOAT_BYTES: u64 = 4;
 /// The managed version's NI = NJ.
 const UVMSMART_SIDE: u64 = 1024;
 /// Two 2.25 GiB images.
 const LARGE_SIDE: u64 = 24_576;
+/// PILOT's small and medium inputs (module doc).
+const SMALL_SIDE: u64 = 352;
+const MEDIUM_SIDE: u64 = 11_584;
 /// Accepted sides: one interior pixel at least, two 4 GiB images at most.
 const MIN_SIDE: u64 = 3;
 const MAX_SIDE: u64 = 32_768;
@@ -88,7 +103,11 @@ impl AppModel for Conv2d {
             self.name(),
             HELP,
             size,
-            &workload_sizes(UVMSMART_SIDE, LARGE_SIDE),
+            &[
+                workload_sizes(UVMSMART_SIDE, LARGE_SIDE).as_slice(),
+                &[("small", SMALL_SIDE), ("medium", MEDIUM_SIDE)],
+            ]
+            .concat(),
             |n| within(n, MIN_SIDE..=MAX_SIDE, format!("a {n} x {n} image")),
         )?;
         Ok(program(side, repeat))
@@ -96,6 +115,10 @@ impl AppModel for Conv2d {
 
     fn pattern_class(&self) -> Option<PatternClass> {
         Some(PatternClass::Streaming)
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["2dconvol"]
     }
 }
 
@@ -141,6 +164,8 @@ fn program(side: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apps::find;
+    use crate::apps::testing::assert_pilot_memory;
     use crate::apps::testing::{check_app, gtx480, launches, mib, per_byte, phase_body, rejects};
     use crate::program::Distribution;
 
@@ -225,5 +250,14 @@ mod tests {
         rejects(&Conv2d, "2", "3 to 32768");
         rejects(&Conv2d, "40000", "3 to 32768");
         rejects(&Conv2d, "1024x1024", "not a size");
+    }
+
+    #[test]
+    fn pilot_sizes_take_the_memory_of_its_table() {
+        // Managed allocations round the images to 512 KiB and 512 MiB.
+        assert_pilot_memory(&Conv2d, &[("small", 1.0), ("medium", 1024.0)], 1e-9);
+        // PILOT's large input goes by number: `large` is the unified-memory study's.
+        assert_pilot_memory(&Conv2d, &[("26144", 5.1 * 1024.0)], 0.01);
+        assert_eq!(find("2dconvol").map(|a| a.name()), Some("2dconv"));
     }
 }

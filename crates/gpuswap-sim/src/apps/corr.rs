@@ -157,6 +157,11 @@ impl AppModel for Corr {
         })?;
         Ok(program(side, repeat, device))
     }
+
+    /// PILOT's table: 63 % of the SMs.
+    fn sm_utilization(&self) -> f64 {
+        0.63
+    }
 }
 
 /// Column pairs `corr_kernel` computes: thread `j1` of the `threads` working ones pairs
@@ -296,7 +301,9 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, mib, phase_body, phase_kernels, rejects};
+    use crate::apps::testing::{
+        check_app, gtx480, mib, ops_per_byte, phase_body, phase_kernels, rejects,
+    };
     use crate::apps::testing::{order_of, traffic};
 
     /// Reads and writes per buffer (`data`, `symmat`, `stddev`, `mean`) of each of the
@@ -431,12 +438,7 @@ mod tests {
         let p = Corr.program("medium", 1, gtx480()).unwrap();
         let ks = phase_kernels(&p);
         for k in &ks {
-            let bytes: u64 = k
-                .accesses
-                .iter()
-                .map(|a| a.read_bytes + a.write_bytes)
-                .sum();
-            let per_byte = k.ops as f64 / bytes as f64;
+            let per_byte = ops_per_byte(k);
             let bound = if k.name == "reduce_kernel" { 3.8 } else { 2.0 };
             assert!(per_byte < bound, "{}: {per_byte}", k.name);
         }

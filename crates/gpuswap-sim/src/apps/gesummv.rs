@@ -169,7 +169,8 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
 mod tests {
     use super::*;
     use crate::apps::testing::{
-        check_app, gtx480, launches, mib, order_of, phase_body, phase_kernels, rejects, traffic,
+        check_app, gtx480, launches, mib, ops_per_byte, order_of, phase_body, phase_kernels,
+        rejects, traffic,
     };
     use crate::preset;
 
@@ -280,12 +281,7 @@ mod tests {
         let v100 = preset::find("v100-pcie-32gb").unwrap().shape();
         let p = Gesummv.program("medium", 1, v100).unwrap();
         let k = phase_kernels(&p)[0];
-        let bytes: u64 = k
-            .accesses
-            .iter()
-            .map(|a| a.read_bytes + a.write_bytes)
-            .sum();
-        let per_byte = k.ops as f64 / bytes as f64;
+        let per_byte = ops_per_byte(k);
         assert!((1.3..1.5).contains(&per_byte), "{per_byte}");
     }
 

@@ -15,6 +15,14 @@
 //! only read, the output (1/3) written once and only written, so both get one access per
 //! byte, the equal accesses per page of the GPUswap profiles.
 //!
+//! # Sizes
+//! `default` is at the GPUswap evaluation's scale (2^24 records, 192 MiB), `rodinia` the
+//! run script's 42 764 records. For the PILOT study (`../shared/spec/pilot.md`, one of
+//! its ten benchmarks) `small`, `medium` and `large` are 4, 40 and 400 million records:
+//! 45.78 MiB, 457.76 MiB and 4.47 GiB, the 45.8 MB, 457.8 MB and 4.5 GB of its table
+//! read in binary units (0.05 %, 0.01 % and 0.6 % under; exactly 12 bytes a record, so
+//! those are the table's inputs). A plain number is the records, up to 2^29 (6 GiB).
+//!
 //! # Compute
 //! About 25 instructions per thread (index arithmetic 6, bound test, two loads, two
 //! differences, two multiply-adds, a square root ~8, the store): about 2 instructions
@@ -27,7 +35,9 @@ use crate::program::{AccessOrder, Kernel, Op, Program};
 pub struct Nn;
 
 const HELP: &str = "default (16777216 records, 192 MiB), rodinia (42764 records, 0.51 MB), \
-                    or a number of records (1 to 268435456)";
+                    small (4000000 records, 45.8 MiB, PILOT's 45.8 MB), medium (40000000, \
+                    457.8 MiB, PILOT's 457.8 MB), large (400000000, 4.47 GiB, PILOT's \
+                    4.5 GB), or a number of records (1 to 536870912)";
 /// Bytes per record of input ({lat, lng}) and of output (the distance).
 const RECORD_BYTES: u64 = 8;
 const DISTANCE_BYTES: u64 = 4;
@@ -36,8 +46,12 @@ const BLOCK: u64 = 256;
 /// Instructions per thread of `euclid`, and of a thread past the last record.
 const OPS_PER_THREAD: u64 = 25;
 const IDLE_OPS_PER_THREAD: u64 = 8;
-/// Largest input accepted: 3 GiB of buffers.
-const MAX_RECORDS: u64 = 1 << 28;
+/// PILOT's small, medium and large inputs (module doc).
+const SMALL_RECORDS: u64 = 4_000_000;
+const MEDIUM_RECORDS: u64 = 40_000_000;
+const LARGE_RECORDS: u64 = 400_000_000;
+/// Largest input accepted: 6 GiB of buffers.
+const MAX_RECORDS: u64 = 1 << 29;
 
 impl AppModel for Nn {
     fn name(&self) -> &'static str {
@@ -53,7 +67,13 @@ impl AppModel for Nn {
     }
 
     fn program(&self, size: &str, repeat: u32, _device: DeviceShape) -> Result<Program, SizeError> {
-        let named = [("default", 1 << 24), ("rodinia", 42_764)];
+        let named = [
+            ("default", 1 << 24),
+            ("rodinia", 42_764),
+            ("small", SMALL_RECORDS),
+            ("medium", MEDIUM_RECORDS),
+            ("large", LARGE_RECORDS),
+        ];
         let records = parse_size(self.name(), HELP, size, &named, |n| {
             within(n, 1..=MAX_RECORDS, format!("{n} records"))
         })?;
@@ -92,6 +112,7 @@ fn program(records: u64, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apps::testing::assert_pilot_memory;
     use crate::apps::testing::{check_app, gtx480, mib, per_byte, phase_body, rejects, traffic};
 
     #[test]
@@ -129,7 +150,17 @@ mod tests {
     #[test]
     fn bad_sizes_are_rejected() {
         rejects(&Nn, "0", "1 to");
-        rejects(&Nn, "300000000", "1 to");
+        rejects(&Nn, "600000000", "1 to");
         rejects(&Nn, "filelist_4", "not a size");
+    }
+
+    #[test]
+    fn pilot_sizes_take_the_memory_of_its_table() {
+        let table = [("small", 45.8), ("medium", 457.8), ("large", 4.5 * 1024.0)];
+        assert_pilot_memory(&Nn, &table, 0.01);
+        assert_eq!(
+            check_app(&Nn, "large").peak_allocated_bytes(),
+            12 * 400_000_000
+        );
     }
 }
