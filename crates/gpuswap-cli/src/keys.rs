@@ -98,6 +98,12 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "memory-aware kernel scheduling (PILOT): none starts every kernel at once (MPS); mfit waits for VRAM to hold a kernel's buffers; amfit preempts the kernel with the most migrated memory; madvise throttles a tenant beyond its quota to remote access",
     ),
     (
+        "scheduler.instrumented",
+        "true or false",
+        "true unless policy = none",
+        "kernels carry PILOT's preemption checks (run in segments, pay for each check); policy = none with true is PILOT without mitigation",
+    ),
+    (
         "scheduler.max_wait",
         "duration: ns, us, ms, s",
         "2s",
@@ -106,7 +112,7 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
     (
         "scheduler.quota",
         "size: B, KiB, MiB, GiB",
-        "VRAM / tenants",
+        "what the other running kernels' migrated memory leaves",
         "madvise: the migrated memory a tenant's kernel may have before its further memory is advised to the host",
     ),
     (
@@ -328,6 +334,7 @@ pub fn template() -> String {
     }
     out += "\n# [scheduler]\n";
     out += &commented("scheduler.policy", "\"amfit\"");
+    out += &commented("scheduler.instrumented", "true");
     out += &commented("scheduler.max_wait", "\"2s\"");
     out += &commented("scheduler.quota", "\"8GiB\"");
     for (name, app, start) in [("a", "backprop", "0s"), ("b", "hotspot", "20ms")] {

@@ -109,6 +109,7 @@ struct DeviceTable {
 #[serde(deny_unknown_fields)]
 struct SchedulerTable {
     policy: Option<Spanned<String>>,
+    instrumented: Option<Spanned<bool>>,
     max_wait: Option<Spanned<String>>,
     quota: Option<Spanned<String>>,
 }
@@ -625,12 +626,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
 
-    let scheduling = scheduling(
-        &file.scheduler,
-        policy.needs().page_faults,
-        tenant_vram_bytes / tenants.len() as u64,
-        &value_error,
-    )?;
+    let scheduling = scheduling(&file.scheduler, policy.needs().page_faults, &value_error)?;
 
     let seed = match &file.seed {
         None => 0,
@@ -665,12 +661,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     })
 }
 
-/// The `[scheduler]` table as the core's settings; `even_quota_bytes` is MAdvise's
-/// default quota (VRAM over the tenants).
+/// The `[scheduler]` table as the core's settings.
 fn scheduling(
     table: &SchedulerTable,
     paging: bool,
-    even_quota_bytes: u64,
     value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
 ) -> Result<SchedulingConfig, ScenarioError> {
     let mut config = SchedulingConfig::default();
@@ -690,12 +684,28 @@ fn scheduling(
         })?,
     };
     config.policy = entry.choice.name;
-    if config.active() && !paging {
+    config.instrumented = table
+        .instrumented
+        .as_ref()
+        .map_or(config.active(), |i| *i.get_ref());
+    if let Some(i) = table.instrumented.as_ref().filter(|i| !i.get_ref())
+        && config.active()
+    {
+        return Err(value_error(
+            "scheduler.instrumented".into(),
+            Some(i.span()),
+            format!(
+                "{:?} preempts or follows kernels through their instrumented checks; expected true, or policy = \"none\"",
+                config.policy
+            ),
+        ));
+    }
+    if config.runs() && !paging {
         return Err(value_error(
             "scheduler.policy".into(),
             table.policy.as_ref().map(Spanned::span),
             format!(
-                "{:?} schedules unified-memory kernels (it follows the pages they migrate and stops them between segments); expected manager.mode = \"uvm\"",
+                "PILOT's runtime (policy {:?}) schedules unified-memory kernels: it follows the pages they migrate and stops them between segments; expected manager.mode = \"uvm\"",
                 config.policy
             ),
         ));
@@ -729,7 +739,6 @@ fn scheduling(
             )
         })?;
     }
-    config.quota_bytes = Some(even_quota_bytes);
     if let Some(quota) = &table.quota {
         applies("quota", quota)?;
         let bytes = parse_bytes(quota.get_ref())

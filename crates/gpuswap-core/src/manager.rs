@@ -134,7 +134,7 @@ impl Manager {
         });
         let scheduling = config
             .scheduling
-            .active()
+            .runs()
             .then(|| Scheduling::new(&config.scheduling, config.vram_bytes));
         Self {
             books: Books::new(

@@ -49,10 +49,11 @@ struct Target<'a> {
 }
 
 fn target(path: &str) -> Result<Target<'_>, String> {
-    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, manager (a table), tenant.repeat, tenant[1].start or vm[0].count";
+    let expected = "expected a scenario key such as seed, device.vram_limit, manager.chunk_policy, manager (a table), scheduler.policy, tenant.repeat, tenant[1].start, tenant (a list of tenant tables) or vm[0].count";
     let (section, key) = match path.split_once('.') {
-        // Top-level keys: the seed, or a whole table (its entries replace the scenario's).
-        None if ["seed", "device", "manager"].contains(&path) => {
+        // Top-level keys: the seed, a whole table (its entries replace the scenario's), or
+        // the whole list of tenants (a co-running pair per value, say).
+        None if ["seed", "device", "manager", "scheduler", "tenant"].contains(&path) => {
             return Ok(Target {
                 section: None,
                 tenant: None,
@@ -66,7 +67,7 @@ fn target(path: &str) -> Result<Target<'_>, String> {
         Some(split) => split,
     };
     match section {
-        "device" | "manager" | "tenant" | "vm" => Ok(Target {
+        "device" | "manager" | "scheduler" | "tenant" | "vm" => Ok(Target {
             section: Some(section),
             tenant: None,
             key,

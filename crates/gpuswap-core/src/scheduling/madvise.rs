@@ -1,15 +1,22 @@
-//! MAdvise (throttling by hints, no preemption): each tenant has a VRAM quota; when
-//! its running kernel's active memory exceeds it, its further memory is advised to the
-//! host (accessed remotely; what is in VRAM stays until evicted, lazily). The advice is
-//! lifted once its kernel has finished and VRAM beside the running kernels' active
-//! memory holds a quota again.
+//! MAdvise (throttling by hints, no preemption): when a tenant's running kernel has
+//! more active memory than its quota, its further memory is advised to the host
+//! (accessed remotely; what is in VRAM stays until evicted, lazily). The advice is
+//! lifted once its kernel has finished and the running kernels' active memory leaves
+//! room for the quota again.
+//!
+//! PILOT leaves the quota to the user. Given one (`quota`), it is a fixed size per
+//! tenant. Without one, the quota is what VRAM the other running kernels' active memory
+//! leaves: a tenant is throttled only when its kernel is the most active one and the
+//! running kernels together oversubscribe VRAM. An even split of VRAM would throttle a
+//! tenant that needs more than its split even when the device has room (at 75 %
+//! subscription, say), where throttling only costs.
 
 use super::{Decisions, KernelState, SchedulingPolicy, View};
 
 /// The MAdvise policy.
 #[derive(Debug)]
 pub(super) struct MAdvise {
-    /// `None`: an even share of VRAM per tenant known.
+    /// `None`: what the other running kernels leave.
     quota_bytes: Option<u64>,
 }
 
@@ -25,15 +32,32 @@ impl SchedulingPolicy for MAdvise {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decisions) {
-        let quota = self
-            .quota_bytes
-            .unwrap_or(view.capacity_bytes / view.tenants.len().max(1) as u64);
         let active: u64 = view.running().map(|(_, t)| t.active_bytes).sum();
+        let running = |t: &super::TenantSched| {
+            matches!(t.state, KernelState::Running | KernelState::Stopping)
+        };
+        match self.quota_bytes {
+            Some(quota) => {
+                for (i, t) in view.tenants.iter().enumerate() {
+                    if running(t) && !t.advised && t.active_bytes > quota {
+                        out.advise.push((i, true));
+                    }
+                }
+            }
+            None if active > view.capacity_bytes => {
+                let most = view
+                    .running()
+                    .filter(|(_, t)| !t.advised)
+                    .max_by_key(|&(i, t)| (t.active_bytes, std::cmp::Reverse(i)));
+                if let Some((i, _)) = most {
+                    out.advise.push((i, true));
+                }
+            }
+            None => {}
+        }
+        let quota = self.quota_bytes.unwrap_or(0);
         for (i, t) in view.tenants.iter().enumerate() {
-            let running = matches!(t.state, KernelState::Running | KernelState::Stopping);
-            if running && !t.advised && t.active_bytes > quota {
-                out.advise.push((i, true));
-            } else if !running && t.advised && active.saturating_add(quota) <= view.capacity_bytes {
+            if !running(t) && t.advised && active.saturating_add(quota) <= view.capacity_bytes {
                 out.advise.push((i, false));
             }
         }

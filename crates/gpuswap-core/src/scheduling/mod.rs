@@ -35,9 +35,13 @@ pub struct SchedulingConfig {
     pub policy: &'static str,
     /// MFit and AMFit: the most a kernel waits before the policy makes room for it.
     pub max_wait_ns: u64,
+    /// Kernels are instrumented with PILOT's preemption checks even under `none` (PILOT
+    /// without mitigation): they run in segments and pay the checks. Every other
+    /// policy instruments them.
+    pub instrumented: bool,
     /// MAdvise: the active memory a tenant may have before its further memory is
-    /// advised to the host; `None` is an even share of VRAM among the tenants that have
-    /// asked to run a kernel so far (scenarios resolve it with their tenant count).
+    /// advised to the host; `None` is what the other running kernels leave (see
+    /// `madvise.rs`).
     pub quota_bytes: Option<u64>,
 }
 
@@ -46,6 +50,7 @@ impl Default for SchedulingConfig {
         Self {
             policy: POLICIES[0].choice.name,
             max_wait_ns: DEFAULT_MAX_WAIT_NS,
+            instrumented: false,
             quota_bytes: None,
         }
     }
@@ -55,6 +60,12 @@ impl SchedulingConfig {
     /// Whether a policy other than `none` is chosen.
     pub fn active(&self) -> bool {
         self.policy != POLICIES[0].choice.name
+    }
+
+    /// Whether kernels go through the scheduling machine: a policy is chosen, or PILOT's
+    /// runtime runs without one.
+    pub fn runs(&self) -> bool {
+        self.active() || self.instrumented
     }
 }
 
@@ -364,13 +375,17 @@ impl Scheduling {
         out.start.retain(|t| *t != tenant);
     }
 
-    /// When the policy next wants to decide without an event.
+    /// When the policy next wants to decide without an event: only ever later than the
+    /// latest event (a deadline it has passed without acting, for want of a kernel it
+    /// may stop, it meets at the next event instead).
     pub fn next_timeout(&self) -> Option<u64> {
-        self.policy.next_timeout(&View {
-            tenants: &self.tenants,
-            capacity_bytes: self.capacity_bytes,
-            now_ns: self.now_ns,
-        })
+        self.policy
+            .next_timeout(&View {
+                tenants: &self.tenants,
+                capacity_bytes: self.capacity_bytes,
+                now_ns: self.now_ns,
+            })
+            .filter(|at| *at > self.now_ns)
     }
 
     /// Asks the policy and records what it decided.

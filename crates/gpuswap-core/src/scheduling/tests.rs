@@ -8,6 +8,7 @@ fn config(policy: &'static str) -> SchedulingConfig {
     SchedulingConfig {
         policy,
         max_wait_ns: 1_000,
+        instrumented: true,
         quota_bytes: Some(100 * MIB),
     }
 }
@@ -291,6 +292,27 @@ fn madvise_advises_beyond_the_quota_and_lifts_when_room_returns() {
     );
     s.finished(1, 40, &mut out);
     assert_eq!(out.advise, vec![(0, false), (1, false)]);
+}
+
+#[test]
+fn madvise_without_a_quota_throttles_the_most_active_only_when_vram_is_oversubscribed() {
+    let mut s = Scheduling::new(
+        &SchedulingConfig {
+            quota_bytes: None,
+            ..config("madvise")
+        },
+        300 * MIB,
+    );
+    let mut out = Decisions::default();
+    assert!(s.ready(0, 500 * MIB, 0, 0, &mut out));
+    assert!(s.ready(1, 500 * MIB, 0, 0, &mut out));
+    s.progress(0, 200 * MIB / PAGE, PAGE, 10, &mut out);
+    assert!(out.advise.is_empty(), "200 MiB of 300: room enough");
+    s.progress(1, 150 * MIB / PAGE, PAGE, 20, &mut out);
+    assert_eq!(out.advise, vec![(0, true)], "350 of 300: the most active");
+    out = Decisions::default();
+    s.finished(0, 30, &mut out);
+    assert_eq!(out.advise, vec![(0, false)], "150 MiB active leaves room");
 }
 
 #[test]

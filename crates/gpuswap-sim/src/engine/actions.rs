@@ -307,7 +307,7 @@ impl Engine {
         tenant.pending_alloc = None;
         tenant.deferred_step = None;
         if let Some(since) = tenant.held_since.take() {
-            tenant.wait_ns += self.now_ns - since;
+            tenant.record_wait(self.now_ns - since);
         }
         tenant.draining_since = None;
         tenant.suspended = false;

@@ -36,6 +36,9 @@ pub(super) struct Quantum {
     pub(super) generation: u64,
     /// The quantum is over and another tenant waits: no new kernel of the holder starts.
     pub(super) handing_over: bool,
+    /// The quantum is over but nobody waited then: the holder hands over as soon as
+    /// another tenant has a kernel.
+    pub(super) expired: bool,
     /// Since when the holder has had no kernel queued or running.
     pub(super) idle_since: Option<u64>,
 }
@@ -106,6 +109,23 @@ impl Engine {
         if !self.running.is_empty() {
             return;
         }
+        let others_alive = |engine: &Self, holder: usize| {
+            engine
+                .tenants
+                .iter()
+                .enumerate()
+                .any(|(i, t)| i != holder && t.state != State::Done)
+        };
+        if let Some(q) = self.quantum {
+            let others_wait = self
+                .ready
+                .next_from(q.tenant + 1)
+                .is_some_and(|t| t != q.tenant);
+            if q.expired && others_wait {
+                self.quantum.as_mut().expect("held").handing_over = true;
+            }
+        }
+        let alive = self.quantum.is_some_and(|q| others_alive(self, q.tenant));
         if let Some(q) = &mut self.quantum {
             let holder = q.tenant;
             let gone = self.tenants[holder].state == State::Done;
@@ -114,7 +134,8 @@ impl Engine {
                     q.idle_since = None;
                     return self.launch_next(holder);
                 }
-                if q.idle_since.is_none() {
+                // Alone, it keeps the device: nobody would take it.
+                if q.idle_since.is_none() && alive {
                     q.idle_since = Some(self.now_ns);
                     let (generation, since) = (q.generation, self.now_ns);
                     self.schedule(
@@ -134,39 +155,28 @@ impl Engine {
             tenant: t,
             generation: self.quantum_generation,
             handing_over: false,
+            expired: false,
             idle_since: None,
         });
         let generation = self.quantum_generation;
-        self.schedule(
-            self.now_ns.saturating_add(quantum_ns),
-            Event::QuantumEnd(generation),
-        );
-        self.launch_next(t);
-    }
-
-    /// A quantum ran out: the holder hands over at its running kernel's end if another
-    /// tenant waits, else it holds another quantum.
-    pub(super) fn quantum_end(&mut self, generation: u64) {
-        let Sharing::ExclusiveQuantum { quantum_ns } = self.sharing else {
-            return;
-        };
-        let Some(q) = self.quantum.filter(|q| q.generation == generation) else {
-            return;
-        };
-        let others_wait = self
-            .ready
-            .next_from(q.tenant + 1)
-            .is_some_and(|t| t != q.tenant);
-        if others_wait {
-            self.quantum.as_mut().expect("held").handing_over = true;
-            self.round_robin_next = (q.tenant + 1) % self.tenants.len();
-            self.start_kernel();
-        } else {
+        if others_alive(self, t) {
             self.schedule(
                 self.now_ns.saturating_add(quantum_ns),
                 Event::QuantumEnd(generation),
             );
         }
+        self.launch_next(t);
+    }
+
+    /// A quantum ran out: the holder hands over at its running kernel's end, at once if
+    /// another tenant waits, else as soon as one does.
+    pub(super) fn quantum_end(&mut self, generation: u64) {
+        let Some(q) = self.quantum.as_mut().filter(|q| q.generation == generation) else {
+            return;
+        };
+        q.expired = true;
+        self.round_robin_next = (q.tenant + 1) % self.tenants.len();
+        self.start_kernel();
     }
 
     /// The holder has had no kernel since `since`: it lets go if that is still so.
@@ -233,7 +243,7 @@ impl Engine {
         let Some(since) = tenant.held_since.take() else {
             return;
         };
-        tenant.wait_ns += self.now_ns - since;
+        tenant.record_wait(self.now_ns - since);
         if !tenant.channel.is_empty() {
             self.ready.insert(t);
         }
@@ -684,6 +694,7 @@ impl Engine {
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
         let tenant = &mut self.tenants[t];
+        tenant.longest_kernel_ns = tenant.longest_kernel_ns.max(stats.ns);
         tenant.in_flight -= 1;
         let wake = match tenant.state {
             State::WaitingChannel => tenant.in_flight == 0,

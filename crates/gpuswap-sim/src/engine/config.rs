@@ -323,6 +323,10 @@ pub struct TenantOutcome {
     pub wasted_ns: u64,
     /// Time the scheduling policy held its kernels.
     pub wait_ns: u64,
+    /// The longest the scheduling policy held one of its kernels.
+    pub longest_wait_ns: u64,
+    /// Its longest kernel, from its (last) start to its end.
+    pub longest_kernel_ns: u64,
 }
 
 /// What unified memory did for one tenant.

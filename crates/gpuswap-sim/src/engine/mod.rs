@@ -153,9 +153,18 @@ struct Tenant {
     preemptions: u32,
     wasted_ns: u64,
     wait_ns: u64,
+    /// Its longest single hold, and its longest kernel (start to end).
+    longest_wait_ns: u64,
+    longest_kernel_ns: u64,
 }
 
 impl Tenant {
+    /// The scheduling policy held one of its kernels this long.
+    fn record_wait(&mut self, ns: u64) {
+        self.wait_ns += ns;
+        self.longest_wait_ns = self.longest_wait_ns.max(ns);
+    }
+
     fn drained(&self, running_here: bool) -> bool {
         self.channel.is_empty() && !running_here && self.copies_in_flight == 0
     }
@@ -404,6 +413,8 @@ impl Engine {
                     preemptions: 0,
                     wasted_ns: 0,
                     wait_ns: 0,
+                    longest_wait_ns: 0,
+                    longest_kernel_ns: 0,
                 }
             })
             .collect();
@@ -601,6 +612,8 @@ impl Engine {
                     preemptions: t.preemptions,
                     wasted_ns: t.wasted_ns,
                     wait_ns: t.wait_ns,
+                    longest_wait_ns: t.longest_wait_ns,
+                    longest_kernel_ns: t.longest_kernel_ns,
                     paging: manager.paging_stats(t.id).map(|stats| PagingOutcome {
                         stats,
                         fault_stall_ns: t.fault_stall_ns,
@@ -755,3 +768,6 @@ pub fn simulate(config: SimConfig) -> Result<Outcome, SimError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod sharing_tests;

@@ -1,0 +1,282 @@
+//! The sharing models (time slicing, MPS, exclusive quantum) and the scheduling
+//! policies as the engine carries them out.
+
+use super::*;
+use crate::preset;
+use crate::program::{Access, AccessOrder, Op, Program};
+use gpuswap_core::scheduling::SchedulingConfig;
+use gpuswap_core::{MIB, PolicySettings};
+
+fn v100() -> Preset {
+    preset::find("v100-pcie-32gb").unwrap()
+}
+
+/// `kernels` launches of a kernel of `ops` instructions reading `mib` MiB of one buffer
+/// linearly, one after the other (synchronized), as the measured phase.
+fn program(mib: u64, kernels: u32, ops: u64) -> Program {
+    let mut p = Program::default();
+    let bytes = mib * MIB;
+    let a = p.buffer("a", bytes);
+    p.ops = vec![
+        Op::Alloc(a),
+        Op::PhaseStart,
+        Op::Repeat {
+            times: kernels,
+            body: vec![
+                Op::Launch(Kernel {
+                    name: "k".into(),
+                    ops,
+                    accesses: vec![Access {
+                        order: AccessOrder::Linear,
+                        ..Access::uniform(a, bytes, 0)
+                    }],
+                    phases: Vec::new(),
+                }),
+                Op::Sync,
+            ],
+        },
+        Op::Sync,
+        Op::PhaseEnd,
+        Op::Free(a),
+    ];
+    p
+}
+
+/// Tenants `programs` (with their SM shares) on a V100 with `vram_mib` MiB for managed
+/// memory beside the runtime's buffers, in `mode`, sharing as `sharing`, scheduled by
+/// `scheduling`.
+fn run(
+    programs: Vec<(Program, f64)>,
+    vram_mib: u64,
+    mode: &str,
+    sharing: Sharing,
+    scheduling: SchedulingConfig,
+) -> Outcome {
+    let preset = v100();
+    let runtime = preset.runtime_bytes() * programs.len() as u64;
+    let specs = programs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (p, sm_share))| TenantSpec {
+            sm_share,
+            ..TenantSpec::new(format!("t{i}"), "test", p)
+        })
+        .collect();
+    let mut cfg = SimConfig::new(
+        preset,
+        vram_mib * MIB + runtime,
+        PolicySettings::named(mode),
+        specs,
+    );
+    cfg.sharing = sharing;
+    cfg.manager.scheduling = scheduling;
+    cfg.check_invariants = true;
+    // A livelock fails the test instead of hanging it.
+    cfg.limits.max_events = 1_000_000;
+    simulate(cfg).unwrap()
+}
+
+fn phase_ns(t: &TenantOutcome) -> u64 {
+    let (a, b) = t.phase_ns.unwrap();
+    b - a
+}
+
+#[test]
+fn mps_and_a_quantum_with_one_tenant_equal_time_slicing() {
+    // Oversubscribed unified memory, so that faults, evictions and thrashing count.
+    let one = || vec![(program(96, 6, 1 << 20), 1.0)];
+    let sliced = run(
+        one(),
+        64,
+        "uvm",
+        Sharing::TimeSlice,
+        SchedulingConfig::default(),
+    );
+    assert!(sliced.tenants[0].paging.unwrap().stats.pages_out > 0);
+    for sharing in [
+        Sharing::Mps,
+        Sharing::ExclusiveQuantum {
+            quantum_ns: 1_000_000,
+        },
+    ] {
+        let other = run(one(), 64, "uvm", sharing, SchedulingConfig::default());
+        assert_eq!(other, sliced, "{sharing:?}");
+    }
+}
+
+#[test]
+fn mps_overlaps_kernels_that_leave_sms_idle_and_shares_those_that_do_not() {
+    // Compute-bound kernels (1 MiB read, 10^10 instructions).
+    let pair = |share: f64| vec![(program(1, 4, 10_000_000_000), share); 2];
+    let ample = 1024;
+    let none = SchedulingConfig::default;
+    let sliced = run(pair(0.5), ample, "native", Sharing::TimeSlice, none());
+    let half = run(pair(0.5), ample, "native", Sharing::Mps, none());
+    let full = run(pair(1.0), ample, "native", Sharing::Mps, none());
+    let alone = phase_ns(
+        &run(
+            vec![pair(0.5)[0].clone()],
+            ample,
+            "native",
+            Sharing::Mps,
+            none(),
+        )
+        .tenants[0],
+    );
+    // Time slicing runs them in turn; half the SMs each run side by side as if alone;
+    // all the SMs each share them, as slow as taking turns.
+    let ratio = |o: &Outcome| o.makespan_ns as f64 / alone as f64;
+    assert!(ratio(&sliced) > 1.9, "time slicing {}", ratio(&sliced));
+    assert!(
+        ratio(&half) < 1.1,
+        "MPS, half the SMs each {}",
+        ratio(&half)
+    );
+    assert!(ratio(&full) > 1.9, "MPS, all the SMs each {}", ratio(&full));
+}
+
+#[test]
+fn a_quantum_holder_runs_alone_until_it_ends_and_time_slicing_interleaves() {
+    let pair = || vec![(program(8, 20, 1_000_000_000), 1.0); 2];
+    let none = SchedulingConfig::default;
+    let sliced = run(pair(), 1024, "native", Sharing::TimeSlice, none());
+    let held = run(
+        pair(),
+        1024,
+        "native",
+        Sharing::ExclusiveQuantum {
+            quantum_ns: 1_000_000_000_000,
+        },
+        none(),
+    );
+    let ends = |o: &Outcome| (o.tenants[0].end_ns as f64, o.tenants[1].end_ns as f64);
+    let (a, b) = ends(&sliced);
+    assert!((a / b - 1.0).abs() < 0.1, "interleaved: {a} and {b}");
+    let (a, b) = ends(&held);
+    assert!(
+        a < 0.6 * b,
+        "the first holds the device to its end: {a} then {b}"
+    );
+    // A short quantum hands over while both still have work: they end close together.
+    let short = run(
+        pair(),
+        1024,
+        "native",
+        Sharing::ExclusiveQuantum {
+            quantum_ns: 500_000,
+        },
+        none(),
+    );
+    let (a, b) = ends(&short);
+    assert!(a > 0.8 * b, "handed over: {a} and {b}");
+}
+
+#[test]
+fn an_endless_tenant_ends_with_the_others() {
+    let mut hog = program(32, u32::MAX, 1_000_000);
+    hog.ops
+        .retain(|op| !matches!(op, Op::PhaseStart | Op::PhaseEnd));
+    let preset = v100();
+    let runtime = preset.runtime_bytes() * 2;
+    let specs = vec![
+        TenantSpec::new("work", "test", program(32, 5, 1_000_000)),
+        TenantSpec {
+            endless: true,
+            ..TenantSpec::new("hog", "test", hog)
+        },
+    ];
+    let mut cfg = SimConfig::new(
+        preset,
+        48 * MIB + runtime,
+        PolicySettings::named("uvm"),
+        specs,
+    );
+    cfg.sharing = Sharing::Mps;
+    cfg.check_invariants = true;
+    let out = simulate(cfg).unwrap();
+    assert_eq!(out.tenants[1].end_ns, out.tenants[0].end_ns);
+    assert_eq!(out.tenants[1].error, None);
+}
+
+fn scheduled(policy: &'static str, max_wait_ns: u64) -> SchedulingConfig {
+    SchedulingConfig {
+        policy,
+        max_wait_ns,
+        instrumented: true,
+        quota_bytes: None,
+    }
+}
+
+#[test]
+fn mfit_holds_kernels_no_longer_than_its_cap_plus_one_kernel() {
+    // Two tenants whose buffers do not fit together: MFit runs them mostly in turn.
+    let pair = || vec![(program(96, 8, 1_000_000), 1.0); 2];
+    let cap_ns = 2_000_000;
+    let mps = run(
+        pair(),
+        128,
+        "uvm",
+        Sharing::Mps,
+        SchedulingConfig::default(),
+    );
+    let mfit = run(pair(), 128, "uvm", Sharing::Mps, scheduled("mfit", cap_ns));
+    // A hold ends at the cap, once the kernel it stops reaches its next check, or when
+    // a kernel it may not stop (a re-run) ends.
+    let kernel_ns = mfit
+        .tenants
+        .iter()
+        .map(|t| t.longest_kernel_ns)
+        .max()
+        .unwrap();
+    let waited: u64 = mfit.tenants.iter().map(|t| t.wait_ns).sum();
+    assert!(waited > 0, "MFit held something");
+    for t in &mfit.tenants {
+        assert!(
+            t.longest_wait_ns <= cap_ns + kernel_ns,
+            "{}: waited {} ns, cap {cap_ns} ns, kernel {kernel_ns} ns",
+            t.name,
+            t.longest_wait_ns
+        );
+    }
+    let faults = |o: &Outcome| -> u64 {
+        o.tenants
+            .iter()
+            .map(|t| t.paging.unwrap().stats.far_faults)
+            .sum()
+    };
+    assert!(faults(&mfit) < faults(&mps), "MFit thrashes less than MPS");
+    assert!(
+        mps.tenants
+            .iter()
+            .all(|t| t.wait_ns == 0 && t.preemptions == 0)
+    );
+}
+
+#[test]
+fn amfit_preempts_and_reruns_with_the_work_lost_counted() {
+    let pair = || vec![(program(96, 4, 1_000_000), 1.0); 2];
+    let out = run(
+        pair(),
+        128,
+        "uvm",
+        Sharing::Mps,
+        scheduled("amfit", 1_000_000_000),
+    );
+    let preempted: u32 = out.tenants.iter().map(|t| t.preemptions).sum();
+    assert!(preempted > 0);
+    for t in &out.tenants {
+        assert_eq!(t.preemptions > 0, t.wasted_ns > 0, "{}", t.name);
+        assert_eq!(t.error, None);
+    }
+    // Same scenario, same outcome.
+    assert_eq!(
+        out,
+        run(
+            pair(),
+            128,
+            "uvm",
+            Sharing::Mps,
+            scheduled("amfit", 1_000_000_000)
+        )
+    );
+}
