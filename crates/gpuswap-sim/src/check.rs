@@ -11,10 +11,11 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::engine::{
-    Crash, CrashPoint, Faults, Outcome, RunLimits, SimConfig, TenantSpec, simulate,
+    Crash, CrashPoint, Faults, Outcome, RunLimits, Sharing, SimConfig, TenantSpec, simulate,
 };
 use crate::preset;
 use crate::program::{Access, CopyDirection, Kernel, Op, Program};
+use gpuswap_core::scheduling::SchedulingConfig;
 
 /// Events one case may take: generated programs are short (a few thousand events), so a
 /// case that reaches this does not terminate.
@@ -104,6 +105,28 @@ pub fn case(seed: u64) -> SimConfig {
         ..RunLimits::default()
     };
     config.faults = faults(&mut rng, seed, n_tenants);
+    // The sharing model and, under unified memory, the scheduling policy, from a stream
+    // of their own so that the draws above make the same cases as before they existed.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5348_4152_494e_4721);
+    config.sharing = match rng.random_range(0..3) {
+        0 => Sharing::TimeSlice,
+        1 => Sharing::Mps,
+        _ => Sharing::ExclusiveQuantum {
+            quantum_ns: rng.random_range(1..50u64) * 1_000_000,
+        },
+    };
+    if config.manager.policy.needs().page_faults {
+        let policies = gpuswap_core::scheduling::POLICIES;
+        let entry = &policies[rng.random_range(0..policies.len())];
+        config.manager.scheduling = SchedulingConfig {
+            policy: entry.choice.name,
+            max_wait_ns: rng.random_range(1..20u64) * 1_000_000,
+            instrumented: true,
+            quota_bytes: rng
+                .random_bool(0.5)
+                .then(|| rng.random_range(1..64u64) * MIB),
+        };
+    }
     config
 }
 
@@ -131,13 +154,34 @@ pub fn describe(config: &SimConfig) -> String {
         .collect();
     let f = &config.faults;
     format!(
-        "{} {}{} vram {} MiB host {} MiB chunk {} MiB, {} tenants, {} crashes, copy failure {:.2}, shuffled ties {}, answers up to {} us late",
+        "{} {}{}{} vram {} MiB host {} MiB chunk {} MiB, {} tenants, {} crashes, copy failure {:.2}, shuffled ties {}, answers up to {} us late",
         config.preset.name,
         m.policy.name(),
         if settings.is_empty() {
             String::new()
         } else {
             format!(" ({})", settings.join(", "))
+        },
+        {
+            let s = &m.scheduling;
+            format!(
+                " sharing {}{}",
+                config.sharing.name(),
+                if s.runs() {
+                    format!(
+                        " scheduler {} (max_wait {} ms, quota {})",
+                        s.policy,
+                        s.max_wait_ns / 1_000_000,
+                        s.quota_bytes
+                            .map_or("what the others leave".to_owned(), |q| format!(
+                                "{} MiB",
+                                q / MIB
+                            ))
+                    )
+                } else {
+                    String::new()
+                }
+            )
         },
         m.vram_bytes / MIB,
         m.host_bytes / MIB,

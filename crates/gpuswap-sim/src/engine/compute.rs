@@ -70,8 +70,26 @@ pub(super) fn water_fill(demands: &[f64]) -> Vec<f64> {
 }
 
 impl Engine {
-    /// Starts what the sharing model lets start now.
+    /// Starts what the sharing model lets start now. Starting a kernel can bring the
+    /// scheduling policy's decisions (another tenant's held kernel may start): a call
+    /// made meanwhile is made again once the first is done, never nested in it.
     pub(super) fn start_kernel(&mut self) {
+        if self.starting {
+            self.start_again = true;
+            return;
+        }
+        self.starting = true;
+        loop {
+            self.start_again = false;
+            self.start_now();
+            if !self.start_again {
+                break;
+            }
+        }
+        self.starting = false;
+    }
+
+    fn start_now(&mut self) {
         if self.held_launch.is_some() || self.device_lock.is_some() {
             return;
         }
@@ -234,7 +252,7 @@ impl Engine {
             tenant.held_since.get_or_insert(self.now_ns);
         }
         self.apply_actions();
-        admitted && self.tenants[t].state != State::Done
+        admitted && self.tenants[t].state != State::Done && !self.tenants[t].channel.is_empty()
     }
 
     /// The scheduling policy lets tenant `t`'s held kernel start.

@@ -354,6 +354,9 @@ pub struct Engine {
     /// holdings so far.
     quantum: Option<compute::Quantum>,
     quantum_generation: u64,
+    /// `start_kernel` runs, and was called again meanwhile.
+    starting: bool,
+    start_again: bool,
 }
 
 impl Engine {
@@ -464,6 +467,8 @@ impl Engine {
             segmented: (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1,
             quantum: None,
             quantum_generation: 0,
+            starting: false,
+            start_again: false,
         }
     }
 
