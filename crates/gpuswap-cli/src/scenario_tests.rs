@@ -347,3 +347,224 @@ fn uvm_needs_page_faults_and_oversubscription_limits_vram_by_the_working_set() {
         );
     }
 }
+
+/// PILOT's small input, for the benchmarks (pageDoS has its own sizes).
+fn small(app: &str) -> &'static str {
+    if app == "pagedos" {
+        "size = \"256\"\n"
+    } else {
+        "size = \"small\"\n"
+    }
+}
+
+/// A two-tenant unified-memory scenario on the V100 with `device` and `scheduler`
+/// lines added.
+fn pilot(device: &str, scheduler: &str, apps: [&str; 2]) -> Result<Scenario, ScenarioError> {
+    check(&format!(
+        "seed = 3\n[device]\npreset = \"v100-pcie-32gb\"\n{device}\n[manager]\nmode = \"uvm\"\n\
+         [scheduler]\n{scheduler}\n[[tenant]]\napp = \"{}\"\n{}[[tenant]]\napp = \"{}\"\n{}",
+        apps[0],
+        small(apps[0]),
+        apps[1],
+        small(apps[1])
+    ))
+}
+
+#[test]
+fn sharing_subscription_and_scheduler_are_read() {
+    let s = pilot(
+        "sharing = \"exclusive-quantum\"\nquantum = \"2s\"\nsubscription = 0.75",
+        "policy = \"mfit\"\nmax_wait = \"50ms\"",
+        ["corr", "hs3d"],
+    )
+    .unwrap();
+    assert_eq!(
+        s.config.sharing,
+        Sharing::ExclusiveQuantum {
+            quantum_ns: 2_000_000_000
+        }
+    );
+    let sched = &s.config.manager.scheduling;
+    assert_eq!((sched.policy, sched.max_wait_ns), ("mfit", 50_000_000));
+    assert!(sched.instrumented);
+    // The filler leaves the working sets over the subscription, beside the runtime's.
+    let working_set: u64 = s
+        .config
+        .tenants
+        .iter()
+        .map(|t| t.program.peak_footprint_bytes(4096))
+        .sum();
+    let runtime = 2 * s.config.preset.runtime_bytes();
+    let managed = s.config.manager.vram_bytes - runtime;
+    assert!((managed as f64 - working_set as f64 / 0.75).abs() < 8192.0);
+    // hs3d asks for three quarters of the SMs (PILOT's table).
+    assert_eq!(s.config.tenants[1].sm_share, 0.75);
+    let d = pilot("", "", ["corr", "pagedos"]).unwrap();
+    assert_eq!(d.config.sharing, Sharing::TimeSlice);
+    assert!(!d.config.manager.scheduling.runs());
+    assert!(d.config.tenants[1].endless && !d.config.tenants[0].endless);
+    let quota = pilot(
+        "sharing = \"mps\"",
+        "policy = \"madvise\"\nquota = \"1GiB\"",
+        ["corr", "nn"],
+    );
+    assert_eq!(
+        quota.unwrap().config.manager.scheduling.quota_bytes,
+        Some(1 << 30)
+    );
+}
+
+#[test]
+fn bad_sharing_and_scheduler_settings_name_key_and_expectation() {
+    for (device, scheduler, apps, key, expected) in [
+        (
+            "sharing = \"spatial\"",
+            "",
+            ["corr", "nn"],
+            "device.sharing",
+            "time-slice, mps, exclusive-quantum",
+        ),
+        (
+            "sharing = \"mps\"\nquantum = \"1s\"",
+            "",
+            ["corr", "nn"],
+            "device.quantum",
+            "only, not \"mps\"",
+        ),
+        (
+            "sharing = \"exclusive-quantum\"\nquantum = \"0s\"",
+            "",
+            ["corr", "nn"],
+            "device.quantum",
+            "positive duration",
+        ),
+        (
+            "subscription = 0",
+            "",
+            ["corr", "nn"],
+            "device.subscription",
+            "above 0",
+        ),
+        (
+            "subscription = 1.5\noversubscription = 1.5",
+            "",
+            ["corr", "nn"],
+            "device.subscription",
+            "not both",
+        ),
+        (
+            "subscription = 0.001",
+            "",
+            ["corr", "nn"],
+            "device.subscription",
+            "needs",
+        ),
+        (
+            "",
+            "policy = \"fifo\"",
+            ["corr", "nn"],
+            "scheduler.policy",
+            "none, mfit, amfit, madvise",
+        ),
+        (
+            "",
+            "policy = \"madvise\"\nmax_wait = \"1s\"",
+            ["corr", "nn"],
+            "scheduler.max_wait",
+            "mfit or amfit",
+        ),
+        (
+            "",
+            "policy = \"mfit\"\nquota = \"1GiB\"",
+            ["corr", "nn"],
+            "scheduler.quota",
+            "madvise",
+        ),
+        (
+            "",
+            "policy = \"amfit\"\ninstrumented = false",
+            ["corr", "nn"],
+            "scheduler.instrumented",
+            "expected true",
+        ),
+        (
+            "",
+            "policy = \"mfit\"\nmax_wait = \"soon\"",
+            ["corr", "nn"],
+            "scheduler.max_wait",
+            "",
+        ),
+        (
+            "",
+            "policy = \"madvise\"\nquota = \"0B\"",
+            ["corr", "nn"],
+            "scheduler.quota",
+            "above 0",
+        ),
+        (
+            "",
+            "",
+            ["pagedos", "pagedos"],
+            "tenant[1].app",
+            "at least one tenant that is not endless",
+        ),
+    ] {
+        let e = pilot(device, scheduler, apps).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.toml: ") && e.contains(key) && e.contains(expected),
+            "{e}"
+        );
+    }
+    // A scheduling policy needs unified memory.
+    let e = error("[scheduler]\npolicy = \"mfit\"\n[[tenant]]\napp = \"stream\"\n");
+    assert!(
+        e.contains("scheduler.policy") && e.contains("manager.mode = \"uvm\""),
+        "{e}"
+    );
+}
+
+/// The slowest tenant's measured phase of `scenario`.
+fn slowest_phase(scenario: &Scenario) -> u64 {
+    let report = gpuswap_sim::report::run_and_report("s", scenario.seed, &scenario.config).unwrap();
+    report.tenants.iter().map(|t| t.phase_ns).max().unwrap()
+}
+
+#[test]
+fn with_room_to_spare_every_policy_runs_as_mps_does() {
+    // At 75 % subscription nothing needs holding, stopping or throttling: the policies
+    // cost only their instrumented checks.
+    for apps in [["corr", "backprop"], ["hs3d", "2dconvol"]] {
+        let with = |scheduler: &str| {
+            slowest_phase(
+                &pilot("sharing = \"mps\"\nsubscription = 0.75", scheduler, apps).unwrap(),
+            )
+        };
+        let mps = with("") as f64;
+        for policy in ["mfit", "amfit", "madvise"] {
+            let ns = with(&format!("policy = \"{policy}\"")) as f64;
+            assert!(
+                (ns / mps - 1.0).abs() < 0.05,
+                "{apps:?} {policy}: {ns} vs MPS {mps}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_the_same_bytes() {
+    let s = pilot(
+        "sharing = \"mps\"\nsubscription = 1.5",
+        "policy = \"amfit\"",
+        ["bfs", "pagedos"],
+    )
+    .unwrap();
+    let json = || {
+        let report = gpuswap_sim::report::run_and_report("s", s.seed, &s.config).unwrap();
+        serde_json::to_string(&report).unwrap()
+    };
+    let first = json();
+    assert_eq!(first, json());
+    for field in ["\"preemptions\":", "\"wasted_ns\":", "\"wait_ns\":"] {
+        assert!(first.contains(field), "{field}");
+    }
+}

@@ -21,12 +21,14 @@ use super::*;
 /// apps do not model their loops, so a kernel checks 16 times, evenly spread).
 pub(super) const SEGMENTS: u64 = 16;
 
-/// What one instrumented check costs a kernel under a scheduling policy: its threads
-/// read the daemon's preemption flag from global memory before the outermost loop's
-/// back-edge. Unconfirmed (PILOT gives no figure, only that the overhead matters for
-/// small inputs): about one uncached global-memory round trip per check, 1 us. Being a
-/// fixed cost per check, its share of a kernel's time shrinks as the input grows.
-pub(super) const PREEMPTION_CHECK_NS: u64 = 1_000;
+/// What one instrumented check costs a kernel under PILOT's runtime: its threads read
+/// the daemon's preemption flag before the outermost loop's back-edge. The flag is read
+/// by every thread and written almost never, so the read hits in the L2: about 193
+/// cycles on Volta (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
+/// Microbenchmarking", 2018), 0.15 us at 1.38 GHz, taken as the delay the check adds
+/// (unconfirmed: PILOT gives no figure, only that the overhead matters for small
+/// inputs). Being a fixed cost per check, its share shrinks as the input grows.
+pub(super) const PREEMPTION_CHECK_NS: u64 = 150;
 
 /// The tenant holding the device under `Sharing::ExclusiveQuantum`.
 #[derive(Clone, Copy, Debug)]
