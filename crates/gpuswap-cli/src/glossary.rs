@@ -9,8 +9,9 @@ Per tenant (gpuswap run; the --json field in brackets):
   phase [phase_ns]      time in the app's measured phase (its main
                         computation)
   slowdown              phase time over the same program's phase time alone on
-                        the device with ample VRAM (native mode): 1 = no loss,
-                        2 = twice as slow; empty for a tenant that failed
+                        the device with ample VRAM (native mode; mode uvm for
+                        unified memory): 1 = no loss, 2 = twice as slow; empty
+                        for a tenant that failed or runs endlessly
   vram peak             most VRAM the tenant held at once
   local / remote        kernel bytes served from VRAM / read or written over
                         the host link from chunks in host memory

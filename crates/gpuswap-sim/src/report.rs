@@ -248,21 +248,29 @@ fn measured_ns(t: &TenantOutcome) -> u64 {
     t.phase_ns.map_or(t.total_ns(), |(a, b)| b - a)
 }
 
-/// Solo baselines already measured: (preset, program) to measured-phase time. Shared by
-/// the runs of a sweep, which repeat the same programs many times; safe to share between
-/// threads.
+/// Solo baselines already measured: (preset, solo mode, program) to measured-phase
+/// time. Shared by the runs of a sweep, which repeat the same programs many times; safe
+/// to share between threads.
 #[derive(Debug, Default)]
-pub struct Baselines(Mutex<Vec<(String, Program, u64)>>);
+pub struct Baselines(Mutex<Vec<(String, &'static str, Program, u64)>>);
 
 impl Baselines {
-    /// The solo time of `spec` on `config`'s device: alone, native mode, more VRAM than
-    /// it can use, started at time 0; measured once per (preset, program).
+    /// The solo time of `spec` on `config`'s device: alone, with more VRAM than it can
+    /// use, started at time 0, in native mode, or, where the scenario's memory is
+    /// unified (demand paged), in mode `uvm` with its defaults (the program still pays
+    /// its first touches, as PILOT's "running alone" does); measured once per (preset,
+    /// solo mode, program).
     pub fn solo_ns(&self, config: &SimConfig, spec: &TenantSpec) -> Result<u64, SimError> {
         let preset = config.preset.name;
-        let known = |list: &Vec<(String, Program, u64)>| {
+        let mode = if config.manager.policy.needs().page_faults {
+            "uvm"
+        } else {
+            "native"
+        };
+        let known = |list: &Vec<(String, &'static str, Program, u64)>| {
             list.iter()
-                .find(|(p, program, _)| p == preset && *program == spec.program)
-                .map(|(_, _, ns)| *ns)
+                .find(|(p, m, program, _)| p == preset && *m == mode && *program == spec.program)
+                .map(|(_, _, _, ns)| *ns)
         };
         // An endless tenant alone would never end; it has no solo time.
         if spec.endless {
@@ -274,7 +282,8 @@ impl Baselines {
         let solo = SimConfig {
             manager: ManagerConfig {
                 vram_bytes: u64::MAX / 4,
-                policy: PolicySettings::named("native"),
+                policy: PolicySettings::named(mode),
+                scheduling: Default::default(),
                 ..config.manager.clone()
             },
             tenants: vec![TenantSpec {
@@ -286,7 +295,7 @@ impl Baselines {
         let ns = measured_ns(&simulate(solo)?.tenants[0]);
         let mut list = self.0.lock().expect("no panics while locked");
         if known(&list).is_none() {
-            list.push((preset.to_owned(), spec.program.clone(), ns));
+            list.push((preset.to_owned(), mode, spec.program.clone(), ns));
         }
         Ok(ns)
     }

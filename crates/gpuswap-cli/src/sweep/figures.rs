@@ -177,19 +177,25 @@ impl TimelineRow {
 }
 
 impl RunFigures {
-    /// Takes the figures of a report; `tenants` names the base scenario's tenants, the
-    /// columns of results.csv.
+    /// Takes the figures of a report; `tenants` names the tenants of results.csv's
+    /// columns (by name, or `tenant[i]` by position: see `Plan::tenants`).
     pub fn of(report: &Report, kind: Kind, tenants: &[String]) -> Self {
         Self {
             kind,
             metrics: kind.metrics().iter().map(|m| metric(report, m)).collect(),
             tenants: tenants
                 .iter()
-                .map(|name| {
+                .enumerate()
+                .map(|(i, name)| {
                     report
                         .tenants
                         .iter()
                         .find(|t| t.name == *name)
+                        .or_else(|| {
+                            (*name == super::plan::positional(i))
+                                .then(|| report.tenants.get(i))
+                                .flatten()
+                        })
                         .map(TenantFigures::of)
                 })
                 .collect(),

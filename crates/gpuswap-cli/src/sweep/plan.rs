@@ -13,6 +13,11 @@ use super::keys::{check_path, overlaps, typed};
 use super::normalize::Normalize;
 use crate::scenario;
 
+/// The results.csv name of the tenant at `index` when tenant lists vary.
+pub(super) fn positional(index: usize) -> String {
+    format!("tenant[{index}]")
+}
+
 /// One varied key and its values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Axis {
@@ -161,10 +166,25 @@ impl Plan {
             .join(" + ")
     }
 
-    /// The base scenario's tenant names: the tenants of results.csv.
+    /// The tenants of results.csv: the base scenario's tenant names, or, when the whole
+    /// tenant list is varied (the names differ from point to point), `tenant[i]` for
+    /// every position some point has.
     pub fn tenants(&self) -> Vec<String> {
+        let varied = self.axes.iter().find(|a| a.key == "tenant");
         match &self.base {
-            Base::Tenants(s) => s.config.tenants.iter().map(|t| t.name.clone()).collect(),
+            Base::Tenants(s) => match varied {
+                Some(axis) => {
+                    let most = axis
+                        .values
+                        .iter()
+                        .filter_map(|v| v.as_array().map(Vec::len))
+                        .chain([s.config.tenants.len()])
+                        .max()
+                        .unwrap_or(0);
+                    (0..most).map(positional).collect()
+                }
+                None => s.config.tenants.iter().map(|t| t.name.clone()).collect(),
+            },
             // A VM sweep's results.csv has system columns only.
             Base::Vms(_) => Vec::new(),
         }
