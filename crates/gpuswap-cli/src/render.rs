@@ -799,12 +799,22 @@ pub fn policies_table(width: Option<usize>) -> String {
             }
         }
     }
+    // The launch gate a mode brings (not a scenario key: the mode names it).
     for s in schedulers() {
         rows.push(vec![
-            "scheduler".to_owned(),
+            "launch gate".to_owned(),
             s.name.to_owned(),
             needs(s.needs),
             s.description.to_owned(),
+        ]);
+    }
+    for (i, p) in gpuswap_core::scheduling::POLICIES.iter().enumerate() {
+        let default = if i == 0 { " (default)" } else { "" };
+        rows.push(vec![
+            "scheduler.policy".to_owned(),
+            format!("{}{default}", p.choice.name),
+            "unified memory".to_owned(),
+            p.choice.description.to_owned(),
         ]);
     }
     table(&["setting", "value", "needs", "description"], &rows, width)

@@ -306,7 +306,13 @@ fn policies_lists_every_registered_mode_and_choice_with_its_needs() {
         }
     }
     for s in schedulers() {
-        row("scheduler", s.name);
+        let listed = text
+            .lines()
+            .any(|l| l.starts_with("launch gate") && l.split_whitespace().nth(2) == Some(s.name));
+        assert!(listed, "launch gate {} missing in\n{text}", s.name);
+    }
+    for p in gpuswap_core::scheduling::POLICIES {
+        row("scheduler.policy", p.choice.name);
     }
     assert!(row("manager.mode", "gdev").contains("launch gating"));
 }
