@@ -701,9 +701,14 @@ fn scheduling(
         ));
     }
     if config.runs() && !paging {
+        // Name the key that asked for the runtime: the policy, or instrumented alone.
+        let (key, span) = match &table.instrumented {
+            Some(i) if !config.active() => ("scheduler.instrumented", Some(i.span())),
+            _ => ("scheduler.policy", table.policy.as_ref().map(Spanned::span)),
+        };
         return Err(value_error(
-            "scheduler.policy".into(),
-            table.policy.as_ref().map(Spanned::span),
+            key.into(),
+            span,
             format!(
                 "PILOT's runtime (policy {:?}) schedules unified-memory kernels: it follows the pages they migrate and stops them between segments; expected manager.mode = \"uvm\"",
                 config.policy

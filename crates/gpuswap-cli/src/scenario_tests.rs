@@ -521,6 +521,12 @@ fn bad_sharing_and_scheduler_settings_name_key_and_expectation() {
         e.contains("scheduler.policy") && e.contains("manager.mode = \"uvm\""),
         "{e}"
     );
+    // So does PILOT's runtime without one, and the error names the key that asked.
+    let e = error("[scheduler]\ninstrumented = true\n[[tenant]]\napp = \"stream\"\n");
+    assert!(
+        e.contains("scheduler.instrumented (line 2)") && e.contains("manager.mode = \"uvm\""),
+        "{e}"
+    );
 }
 
 /// The slowest tenant's measured phase of `scenario`.
@@ -566,5 +572,24 @@ fn the_same_scenario_and_seed_give_the_same_bytes() {
     assert_eq!(first, json());
     for field in ["\"preemptions\":", "\"wasted_ns\":", "\"wait_ns\":"] {
         assert!(first.contains(field), "{field}");
+    }
+}
+
+#[test]
+fn every_scenario_in_the_readme_is_read() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .filter(|b| b.contains("[[tenant]]"))
+        .collect();
+    assert!(!blocks.is_empty(), "the README shows no scenario");
+    for block in blocks {
+        if let Err(e) = check(block) {
+            panic!("{e}\nin the README's scenario:\n{block}");
+        }
     }
 }

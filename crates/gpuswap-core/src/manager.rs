@@ -409,18 +409,37 @@ impl Manager {
         self.scheduling.is_some()
     }
 
-    /// `tenant`'s next kernel, whose buffers take `footprint_bytes`, asks to start at
-    /// `now_ns`: `true` starts it now; `false` holds it until an
+    /// `tenant`'s next kernel, accessing `buffers` (each once), asks to start at
+    /// `now_ns` (`continues`: it goes on with the last one's work, as the launches of
+    /// an endless kernel do): `true` starts it now; `false` holds it until an
     /// [`Execution::Start`] names the tenant. Always `true` without a scheduling policy.
     pub fn handle_kernel_ready(
         &mut self,
         tenant: TenantId,
-        footprint_bytes: u64,
+        buffers: &[BufferId],
+        continues: bool,
         now_ns: u64,
     ) -> bool {
+        // Its footprint is its managed memory: the runtime's buffers hold their VRAM
+        // whether it runs or not, outside what the policies share.
+        let footprint_bytes = buffers
+            .iter()
+            .filter_map(|id| self.books.buffer(*id))
+            .filter(|b| b.kind == BufferKind::Device)
+            .map(|b| b.bytes)
+            .sum();
         let pages_in = self.pages_in(tenant);
-        self.schedule(|s, out| s.ready(tenant.0 as usize, footprint_bytes, pages_in, now_ns, out))
-            .unwrap_or(true)
+        self.schedule(|s, out| {
+            s.ready(
+                tenant.0 as usize,
+                footprint_bytes,
+                pages_in,
+                continues,
+                now_ns,
+                out,
+            )
+        })
+        .unwrap_or(true)
     }
 
     /// `tenant`'s running kernel ran a segment (reached an instrumented check) at
@@ -451,6 +470,11 @@ impl Manager {
         event: impl FnOnce(&mut Scheduling, &mut Decisions) -> R,
     ) -> Option<R> {
         let scheduling = self.scheduling.as_mut()?;
+        // What the policies share is what the paging machine may fill: VRAM less the
+        // runtime's buffers, which come and go with tenants.
+        if let Some(paging) = &self.paging {
+            scheduling.set_capacity(paging.capacity_pages() * PAGE_BYTES);
+        }
         let mut out = Decisions::default();
         let result = event(scheduling, &mut out);
         for tenant in out.preempt {

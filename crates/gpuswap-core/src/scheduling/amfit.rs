@@ -26,8 +26,15 @@ fn active_bytes(view: &View) -> u64 {
         .sum()
 }
 
-/// Whether a waiting kernel may run now.
-fn may_run(view: &View, tenant: usize, since_ns: u64, max_wait_ns: u64) -> bool {
+/// Whether a waiting kernel may run now, beside kernels just granted `granted_bytes` of
+/// active memory.
+fn may_run(
+    view: &View,
+    tenant: usize,
+    since_ns: u64,
+    max_wait_ns: u64,
+    granted_bytes: u64,
+) -> bool {
     let t = &view.tenants[tenant];
     let preempted = matches!(
         t.state,
@@ -37,8 +44,11 @@ fn may_run(view: &View, tenant: usize, since_ns: u64, max_wait_ns: u64) -> bool 
         }
     );
     !preempted
-        || view.running().next().is_none()
-        || active_bytes(view).saturating_add(t.active_bytes) <= view.capacity_bytes
+        || (view.running().next().is_none() && granted_bytes == 0)
+        || active_bytes(view)
+            .saturating_add(granted_bytes)
+            .saturating_add(t.active_bytes)
+            <= view.capacity_bytes
         || view.now_ns.saturating_sub(since_ns) >= max_wait_ns
 }
 
@@ -46,7 +56,7 @@ impl SchedulingPolicy for AMFit {
     fn admit(&mut self, view: &View, tenant: usize) -> bool {
         match view.tenants[tenant].state {
             KernelState::Waiting { since_ns, .. } => {
-                may_run(view, tenant, since_ns, self.max_wait_ns)
+                may_run(view, tenant, since_ns, self.max_wait_ns, 0)
             }
             _ => true,
         }
@@ -76,9 +86,12 @@ impl SchedulingPolicy for AMFit {
             }
             return;
         }
+        // Those granted here count against the room of those after them.
+        let mut granted_bytes = 0;
         for (tenant, since_ns) in view.waiting() {
-            if may_run(view, tenant, since_ns, self.max_wait_ns) {
+            if may_run(view, tenant, since_ns, self.max_wait_ns, granted_bytes) {
                 out.start.push(tenant);
+                granted_bytes += view.tenants[tenant].active_bytes;
             }
         }
     }

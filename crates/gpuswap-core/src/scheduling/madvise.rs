@@ -7,7 +7,8 @@
 //! PILOT leaves the quota to the user. Given one (`quota`), it is a fixed size per
 //! tenant. Without one, the quota is what VRAM the other running kernels' active memory
 //! leaves: a tenant is throttled only when its kernel is the most active one and the
-//! running kernels together oversubscribe VRAM. An even split of VRAM would throttle a
+//! running kernels not yet advised together oversubscribe VRAM (an advised tenant's
+//! pages are evicted without coming back, so they do not count). An even split of VRAM would throttle a
 //! tenant that needs more than its split even when the device has room (at 75 %
 //! subscription, say), where throttling only costs.
 
@@ -44,16 +45,17 @@ impl SchedulingPolicy for MAdvise {
                     }
                 }
             }
-            None if active > view.capacity_bytes => {
-                let most = view
-                    .running()
-                    .filter(|(_, t)| !t.advised)
-                    .max_by_key(|&(i, t)| (t.active_bytes, std::cmp::Reverse(i)));
-                if let Some((i, _)) = most {
+            None => {
+                // An advised tenant's pages in VRAM do not contend: evicted, they are
+                // read remotely, never faulted back. The others oversubscribe or not.
+                let contending = || view.running().filter(|(_, t)| !t.advised);
+                let active: u64 = contending().map(|(_, t)| t.active_bytes).sum();
+                let most =
+                    contending().max_by_key(|&(i, t)| (t.active_bytes, std::cmp::Reverse(i)));
+                if let (Some((i, _)), true) = (most, active > view.capacity_bytes) {
                     out.advise.push((i, true));
                 }
             }
-            None => {}
         }
         let quota = self.quota_bytes.unwrap_or(0);
         for (i, t) in view.tenants.iter().enumerate() {

@@ -13,10 +13,14 @@
 //! itself), and reports back when a kernel is ready, has run a segment, stopped or
 //! finished.
 //!
-//! Free VRAM, as the policies see it, is what the running kernels do not hold: the
-//! pages of a kernel that is not running are reclaimable by demand paging, so MFit's
-//! "free VRAM holds the footprint" is `capacity - footprints of running kernels`, and
-//! AMFit's oversubscription is `sum of running kernels' active memory > capacity`.
+//! The capacity the policies share is what the paging machine may fill: VRAM less the
+//! runtime's own buffers (the manager keeps it current), and a kernel's footprint is
+//! its managed buffers. Free VRAM, as the policies see it, is what the running kernels
+//! do not hold: the pages of a kernel that is not running are reclaimable by demand
+//! paging, so MFit's "free VRAM holds the footprint" is `capacity - footprints of
+//! running kernels`, and AMFit's oversubscription is `sum of running kernels' active
+//! memory > capacity`, a kernel's active memory being the distinct bytes it could have
+//! migrated: pages migrated since it started, at most its footprint.
 
 mod amfit;
 mod madvise;
@@ -143,8 +147,9 @@ pub struct TenantSched {
     pub state: KernelState,
     /// The bytes of the buffers its (running or waiting) kernel accesses.
     pub footprint_bytes: u64,
-    /// Bytes its running kernel migrated to VRAM since it started (or, waiting after a
-    /// preemption, had migrated when it stopped).
+    /// Bytes its running kernel migrated to VRAM since it started, at most its
+    /// footprint (or, waiting after a preemption or granted to start again, had migrated
+    /// when it stopped: what it will want back).
     pub active_bytes: u64,
     /// Its further memory is advised to the host (MAdvise).
     pub advised: bool,
@@ -179,10 +184,11 @@ impl View<'_> {
             .filter(|(_, t)| matches!(t.state, KernelState::Running | KernelState::Stopping))
     }
 
-    /// The running kernels a policy may preempt: not stopping already, not re-runs.
+    /// The running kernels a policy may preempt: not stopping already, not re-runs, not
+    /// granted and yet to start (there is nothing to stop yet).
     pub fn preemptible(&self) -> impl Iterator<Item = (usize, &TenantSched)> {
         self.running()
-            .filter(|(_, t)| t.state == KernelState::Running && !t.rerun)
+            .filter(|(_, t)| t.state == KernelState::Running && !t.rerun && !t.granted)
     }
 
     /// The tenants whose kernels wait and are not granted yet, longest waiting first.
@@ -261,6 +267,11 @@ impl Scheduling {
         }
     }
 
+    /// The VRAM the policies share is now `capacity_bytes`.
+    pub fn set_capacity(&mut self, capacity_bytes: u64) {
+        self.capacity_bytes = capacity_bytes;
+    }
+
     /// What it knows of `tenant`.
     pub fn tenant(&self, tenant: usize) -> TenantSched {
         self.tenants.get(tenant).copied().unwrap_or_default()
@@ -274,13 +285,16 @@ impl Scheduling {
     }
 
     /// `tenant`'s next kernel, accessing `footprint_bytes` of buffers, asks to start;
-    /// `pages_in` is the tenant's count of pages migrated in so far. `true`: it starts
-    /// now; `false`: it is held until a [`Decisions::start`] names it.
+    /// `pages_in` is the tenant's count of pages migrated in so far; `continues`: the
+    /// launch goes on with the work of the tenant's last kernel (one endless kernel that
+    /// the driver runs as a stream of launches). `true`: it starts now; `false`: it is
+    /// held until a [`Decisions::start`] names it.
     pub fn ready(
         &mut self,
         tenant: usize,
         footprint_bytes: u64,
         pages_in: u64,
+        continues: bool,
         now_ns: u64,
         out: &mut Decisions,
     ) -> bool {
@@ -293,10 +307,10 @@ impl Scheduling {
                 preempted: false,
             };
         }
-        // A kernel queued behind one that just finished continues its stream's work
-        // without a gap (pageDoS's endless kernel is such a stream of sweeps): its
-        // active memory goes on from the last kernel's.
-        let continues = t.state == KernelState::Idle && t.finished_ns == Some(now_ns);
+        // Queued behind the kernel it continues, without a gap (pageDoS's endless
+        // kernel is such a stream of sweeps): its active memory goes on from the last
+        // launch's. After a preemption or a gap it starts afresh.
+        let continues = continues && t.state == KernelState::Idle && t.finished_ns == Some(now_ns);
         if !matches!(t.state, KernelState::Waiting { .. }) {
             t.state = KernelState::Waiting {
                 since_ns: now_ns,
@@ -334,8 +348,11 @@ impl Scheduling {
         out: &mut Decisions,
     ) {
         let t = self.slot(tenant);
+        // Pages evicted and migrated again count once: the kernel never has more
+        // active memory than its buffers.
         if matches!(t.state, KernelState::Running | KernelState::Stopping) {
-            t.active_bytes = pages_in.saturating_sub(t.base_pages_in) * page_bytes;
+            t.active_bytes =
+                (pages_in.saturating_sub(t.base_pages_in) * page_bytes).min(t.footprint_bytes);
         }
         self.decide(now_ns, out);
     }
@@ -370,7 +387,10 @@ impl Scheduling {
     /// `tenant` ended: whatever it ran or waited for is gone.
     pub fn exited(&mut self, tenant: usize, out: &mut Decisions) {
         self.finished(tenant, self.now_ns, out);
-        self.slot(tenant).advised = false;
+        // Its advice goes with it: the paging machine hears so like any lifting.
+        if std::mem::take(&mut self.slot(tenant).advised) {
+            out.advise.push((tenant, false));
+        }
         out.preempt.retain(|t| *t != tenant);
         out.start.retain(|t| *t != tenant);
     }

@@ -71,6 +71,7 @@ impl Driver {
                 t,
                 self.footprint[t],
                 self.pages_in[t],
+                false,
                 self.now_ns,
                 &mut next,
             );
@@ -89,7 +90,7 @@ impl Driver {
             Op::Ready(t, mib) if !self.held[t] && !self.running[t] => {
                 self.footprint[t] = mib * MIB;
                 self.asked_ns[t] = Some(self.now_ns);
-                if s.ready(t, mib * MIB, self.pages_in[t], self.now_ns, &mut out) {
+                if s.ready(t, mib * MIB, self.pages_in[t], false, self.now_ns, &mut out) {
                     check(s, t);
                     self.running[t] = true;
                     self.asked_ns[t] = None;
@@ -115,6 +116,7 @@ impl Driver {
                         t,
                         self.footprint[t],
                         self.pages_in[t],
+                        false,
                         self.now_ns,
                         &mut out,
                     )
@@ -220,8 +222,8 @@ proptest! {
 fn none_starts_everything_at_once() {
     let mut s = Scheduling::new(&config("none"), MIB);
     let mut out = Decisions::default();
-    assert!(s.ready(0, 10 * MIB, 0, 0, &mut out));
-    assert!(s.ready(1, 10 * MIB, 0, 0, &mut out));
+    assert!(s.ready(0, 10 * MIB, 0, false, 0, &mut out));
+    assert!(s.ready(1, 10 * MIB, 0, false, 0, &mut out));
     s.progress(0, 100_000, PAGE, 5, &mut out);
     assert_eq!(out, Decisions::default());
 }
@@ -230,9 +232,12 @@ fn none_starts_everything_at_once() {
 fn mfit_holds_what_does_not_fit_then_preempts_the_largest_after_its_cap() {
     let mut s = Scheduling::new(&config("mfit"), 100 * MIB);
     let mut out = Decisions::default();
-    assert!(s.ready(0, 60 * MIB, 0, 0, &mut out), "alone");
-    assert!(s.ready(1, 30 * MIB, 0, 0, &mut out), "fits");
-    assert!(!s.ready(2, 50 * MIB, 0, 10, &mut out), "does not fit");
+    assert!(s.ready(0, 60 * MIB, 0, false, 0, &mut out), "alone");
+    assert!(s.ready(1, 30 * MIB, 0, false, 0, &mut out), "fits");
+    assert!(
+        !s.ready(2, 50 * MIB, 0, false, 10, &mut out),
+        "does not fit"
+    );
     assert_eq!(s.next_timeout(), Some(1_010));
     s.timeout(500, &mut out);
     assert_eq!(out, Decisions::default(), "waits under its cap");
@@ -244,15 +249,18 @@ fn mfit_holds_what_does_not_fit_then_preempts_the_largest_after_its_cap() {
     assert!(out.start.is_empty());
     s.preempted(0, 1_030, &mut out);
     assert_eq!(out.start, vec![2]);
-    assert!(s.ready(2, 50 * MIB, 0, 1_030, &mut Decisions::default()));
+    assert!(s.ready(2, 50 * MIB, 0, false, 1_030, &mut Decisions::default()));
 }
 
 #[test]
 fn amfit_preempts_the_most_active_and_holds_it_until_it_fits() {
     let mut s = Scheduling::new(&config("amfit"), 100 * MIB);
     let mut out = Decisions::default();
-    assert!(s.ready(0, 500 * MIB, 0, 0, &mut out));
-    assert!(s.ready(1, 500 * MIB, 0, 0, &mut out), "starts at once");
+    assert!(s.ready(0, 500 * MIB, 0, false, 0, &mut out));
+    assert!(
+        s.ready(1, 500 * MIB, 0, false, 0, &mut out),
+        "starts at once"
+    );
     s.progress(0, 70 * MIB / PAGE, PAGE, 10, &mut out);
     assert!(out.preempt.is_empty(), "70 MiB active fits");
     s.progress(1, 40 * MIB / PAGE, PAGE, 20, &mut out);
@@ -264,7 +272,7 @@ fn amfit_preempts_the_most_active_and_holds_it_until_it_fits() {
     out = Decisions::default();
     s.preempted(0, 30, &mut out);
     assert!(
-        !s.ready(0, 500 * MIB, 70 * MIB / PAGE, 30, &mut out),
+        !s.ready(0, 500 * MIB, 70 * MIB / PAGE, false, 30, &mut out),
         "held: 40 + 70 > 100"
     );
     s.finished(1, 40, &mut out);
@@ -273,11 +281,59 @@ fn amfit_preempts_the_most_active_and_holds_it_until_it_fits() {
 }
 
 #[test]
+fn amfit_grants_held_kernels_only_as_many_as_fit_and_never_stops_one_yet_to_start() {
+    let mut s = Scheduling::new(&config("amfit"), 100 * MIB);
+    let mut out = Decisions::default();
+    for t in 0..3 {
+        assert!(s.ready(t, 500 * MIB, 0, false, 0, &mut out));
+    }
+    s.progress(0, 70 * MIB / PAGE, PAGE, 10, &mut out);
+    s.progress(1, 60 * MIB / PAGE, PAGE, 10, &mut out);
+    assert_eq!(
+        out.preempt,
+        vec![0],
+        "130 MiB active: the most active stops"
+    );
+    out = Decisions::default();
+    s.preempted(0, 20, &mut out);
+    s.progress(2, 50 * MIB / PAGE, PAGE, 20, &mut out);
+    assert_eq!(
+        out.preempt,
+        vec![1],
+        "110 MiB active: the most active stops"
+    );
+    out = Decisions::default();
+    s.preempted(1, 30, &mut out);
+    assert!(!s.ready(0, 500 * MIB, 70 * MIB / PAGE, false, 30, &mut out));
+    assert!(!s.ready(1, 500 * MIB, 60 * MIB / PAGE, false, 30, &mut out));
+    s.finished(2, 40, &mut out);
+    assert_eq!(out.start, vec![0], "70 + 60 MiB do not fit together");
+}
+
+#[test]
+fn a_kernel_granted_and_yet_to_start_is_not_preempted() {
+    let mut s = Scheduling::new(&config("mfit"), 100 * MIB);
+    let mut out = Decisions::default();
+    assert!(s.ready(0, 60 * MIB, 0, false, 0, &mut out));
+    assert!(
+        !s.ready(1, 50 * MIB, 0, false, 10, &mut out),
+        "does not fit"
+    );
+    s.finished(0, 20, &mut out);
+    assert_eq!(out.start, vec![1]);
+    // Kernel 2 waits past its cap while 1 is granted but not started.
+    out = Decisions::default();
+    assert!(!s.ready(2, 60 * MIB, 0, false, 20, &mut out));
+    s.timeout(2_000, &mut out);
+    assert_eq!(out, Decisions::default(), "nothing of 1 runs to stop");
+}
+
+#[test]
 fn madvise_advises_beyond_the_quota_and_lifts_when_room_returns() {
     let mut s = Scheduling::new(&config("madvise"), 300 * MIB);
     let mut out = Decisions::default();
-    assert!(s.ready(0, 500 * MIB, 0, 0, &mut out));
-    assert!(s.ready(1, 500 * MIB, 0, 0, &mut out));
+    assert!(s.ready(0, 500 * MIB, 0, false, 0, &mut out));
+    assert!(s.ready(1, 500 * MIB, 0, false, 0, &mut out));
     s.progress(0, 120 * MIB / PAGE, PAGE, 10, &mut out);
     assert_eq!(out.advise, vec![(0, true)]);
     assert!(s.tenant(0).advised);
@@ -304,13 +360,18 @@ fn madvise_without_a_quota_throttles_the_most_active_only_when_vram_is_oversubsc
         300 * MIB,
     );
     let mut out = Decisions::default();
-    assert!(s.ready(0, 500 * MIB, 0, 0, &mut out));
-    assert!(s.ready(1, 500 * MIB, 0, 0, &mut out));
+    assert!(s.ready(0, 500 * MIB, 0, false, 0, &mut out));
+    assert!(s.ready(1, 500 * MIB, 0, false, 0, &mut out));
     s.progress(0, 200 * MIB / PAGE, PAGE, 10, &mut out);
     assert!(out.advise.is_empty(), "200 MiB of 300: room enough");
     s.progress(1, 150 * MIB / PAGE, PAGE, 20, &mut out);
     assert_eq!(out.advise, vec![(0, true)], "350 of 300: the most active");
     out = Decisions::default();
+    s.progress(1, 160 * MIB / PAGE, PAGE, 25, &mut out);
+    assert!(
+        out.advise.is_empty(),
+        "the advised tenant's pages do not contend: no cascade"
+    );
     s.finished(0, 30, &mut out);
     assert_eq!(out.advise, vec![(0, false)], "150 MiB active leaves room");
 }
@@ -319,14 +380,27 @@ fn madvise_without_a_quota_throttles_the_most_active_only_when_vram_is_oversubsc
 fn a_queued_kernel_continues_its_streams_active_memory() {
     let mut s = Scheduling::new(&config("amfit"), 100 * MIB);
     let mut out = Decisions::default();
-    assert!(s.ready(0, MIB, 0, 0, &mut out));
+    assert!(s.ready(0, MIB, 0, true, 0, &mut out));
     s.progress(0, 10, PAGE, 5, &mut out);
     s.finished(0, 10, &mut out);
-    assert!(s.ready(0, MIB, 10, 10, &mut out), "the next sweep, queued");
+    assert!(
+        s.ready(0, MIB, 10, true, 10, &mut out),
+        "the next sweep, queued"
+    );
     s.progress(0, 20, PAGE, 15, &mut out);
     assert_eq!(s.tenant(0).active_bytes, 20 * PAGE);
+    // Re-migrations of its evicted pages do not count twice.
+    s.progress(0, 1_000, PAGE, 16, &mut out);
+    assert_eq!(s.tenant(0).active_bytes, MIB);
     s.finished(0, 20, &mut out);
-    assert!(s.ready(0, MIB, 20, 30, &mut out), "after a gap");
-    s.progress(0, 25, PAGE, 35, &mut out);
+    assert!(s.ready(0, MIB, 1_000, true, 30, &mut out), "after a gap");
+    s.progress(0, 1_005, PAGE, 35, &mut out);
     assert_eq!(s.tenant(0).active_bytes, 5 * PAGE);
+    // Another tenant's kernel queued behind its last one starts afresh.
+    assert!(s.ready(1, MIB, 0, false, 0, &mut out));
+    s.progress(1, 10, PAGE, 5, &mut out);
+    s.finished(1, 10, &mut out);
+    assert!(s.ready(1, MIB, 10, false, 10, &mut out));
+    s.progress(1, 12, PAGE, 12, &mut out);
+    assert_eq!(s.tenant(1).active_bytes, 2 * PAGE);
 }

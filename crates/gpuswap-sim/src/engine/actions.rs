@@ -330,6 +330,12 @@ impl Engine {
             self.hand_on_device();
             self.start_kernel();
         }
+        // A quantum's holder that ends hands over at once, not after the idle release.
+        if self.quantum.is_some_and(|q| q.tenant == t) {
+            self.quantum = None;
+            self.round_robin_next = (t + 1) % self.tenants.len();
+            self.start_kernel();
+        }
         // Endless tenants end with the last of the others.
         let others_left = self
             .tenants

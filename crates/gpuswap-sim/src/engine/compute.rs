@@ -239,15 +239,17 @@ impl Engine {
         let mut slots: Vec<usize> = launch.kernel.accesses.iter().map(|a| a.slot).collect();
         slots.sort_unstable();
         slots.dedup();
-        let footprint_bytes: u64 = slots
+        let buffers: Vec<BufferId> = slots
             .iter()
             .filter_map(|s| self.tenants[t].slots[*s])
-            .filter_map(|id| self.page_table.get(id))
-            .map(|b| b.bytes)
-            .sum();
-        let admitted =
-            self.manager
-                .handle_kernel_ready(self.tenants[t].id, footprint_bytes, self.now_ns);
+            .collect();
+        // An endless tenant's launches are one endless kernel's sweeps.
+        let admitted = self.manager.handle_kernel_ready(
+            self.tenants[t].id,
+            &buffers,
+            self.tenants[t].endless,
+            self.now_ns,
+        );
         if !admitted {
             self.ready.remove(t);
             let tenant = &mut self.tenants[t];

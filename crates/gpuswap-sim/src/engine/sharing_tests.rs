@@ -157,6 +157,14 @@ fn a_quantum_holder_runs_alone_until_it_ends_and_time_slicing_interleaves() {
         a < 0.6 * b,
         "the first holds the device to its end: {a} then {b}"
     );
+    // The holder's end hands the device over at once: no idle release to wait out.
+    let idle = held.makespan_ns.abs_diff(sliced.makespan_ns);
+    assert!(
+        idle < QUANTUM_IDLE_RELEASE_NS / 10,
+        "held {} against sliced {}",
+        held.makespan_ns,
+        sliced.makespan_ns
+    );
     // A short quantum hands over while both still have work: they end close together.
     let short = run(
         pair(),
