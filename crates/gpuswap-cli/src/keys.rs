@@ -124,8 +124,20 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
     (
         "tenant.app",
         "app name (gpuswap apps)",
-        "required",
+        "required, unless trace is set",
         "what the tenant runs",
+    ),
+    (
+        "tenant.trace",
+        "path to a PyTorch memory snapshot (.pickle), relative to the scenario",
+        "unset",
+        "replay torch.cuda.memory._dump_snapshot's allocator trace instead of an app (docs/traces.md)",
+    ),
+    (
+        "tenant.trace_bandwidth",
+        "number from 0 to 1",
+        "0.5",
+        "with trace: the share of the device's VRAM bandwidth the replayed kernels use alone (a snapshot does not record it)",
     ),
     (
         "tenant.size",
@@ -341,6 +353,10 @@ pub fn template() -> String {
         out += "\n[[tenant]]\n";
         out += &set("tenant.name", &format!("\"{name}\""));
         out += &set("tenant.app", &format!("\"{app}\""));
+        if name == "a" {
+            out += &commented("tenant.trace", "\"train.pickle\"");
+            out += &commented("tenant.trace_bandwidth", "0.5");
+        }
         out += &commented("tenant.size", "\"default\"");
         out += &set("tenant.repeat", "10");
         out += &set("tenant.start", &format!("\"{start}\""));

@@ -34,6 +34,8 @@ use crate::priorities::PrioritiesFile;
 
 /// Longest tenant name: names head table and CSV columns.
 const MAX_NAME_CHARS: usize = 64;
+use gpuswap_sim::program::Program;
+use gpuswap_sim::trace::torch::Snapshot;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use gpuswap_sim::{apps, preset};
 use serde::Deserialize;
@@ -129,7 +131,11 @@ struct ManagerTable {
 #[serde(deny_unknown_fields)]
 struct TenantTable {
     name: Option<Spanned<String>>,
-    app: Spanned<String>,
+    app: Option<Spanned<String>>,
+    /// A PyTorch memory snapshot to replay instead of an app.
+    trace: Option<Spanned<String>>,
+    /// The share of the device's VRAM bandwidth a trace's kernels use.
+    trace_bandwidth: Option<Spanned<f64>>,
     size: Option<Spanned<String>>,
     repeat: Option<Spanned<i64>>,
     start: Option<Spanned<String>>,
@@ -373,39 +379,46 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let mut tenants: Vec<TenantSpec> = Vec::with_capacity(file.tenant.len());
     for (i, t) in file.tenant.iter().enumerate() {
         let key = |field: &str| format!("tenant[{i}].{field}");
-        let app = apps::find(t.app.get_ref()).ok_or_else(|| {
-            let known: Vec<_> = apps::all().iter().map(|a| a.name()).collect();
-            value_error(
-                key("app"),
-                Some(t.app.span()),
-                format!(
-                    "unknown app {:?}; expected one of: {}",
-                    t.app.get_ref(),
-                    known.join(", ")
-                ),
-            )
-        })?;
-        let repeat = match &t.repeat {
-            None => 1,
-            Some(r) => u32::try_from(*r.get_ref())
-                .ok()
-                .filter(|r| *r >= 1)
-                .ok_or_else(|| {
-                    value_error(
-                        key("repeat"),
-                        Some(r.span()),
-                        format!(
-                            "expected a whole number from 1 to {}, got {}",
-                            u32::MAX,
-                            r.get_ref()
-                        ),
-                    )
-                })?,
-        };
         let size = t.size.as_ref().map_or("default", |s| s.get_ref());
-        let program = app
-            .program(size, repeat, preset.shape())
-            .map_err(|e| value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message))?;
+        // A trace runs no app model: it never runs endless, and its SM demand is unknown,
+        // so it takes the whole device as an app without a figure does.
+        let (app_name, program, model) = match (&t.app, &t.trace) {
+            (_, None) if t.trace_bandwidth.is_some() => {
+                return Err(value_error(
+                    key("trace_bandwidth"),
+                    t.trace_bandwidth.as_ref().map(Spanned::span),
+                    "trace_bandwidth applies to a tenant with trace = FILE".into(),
+                ));
+            }
+            (Some(app), None) => {
+                let app = find_app(app, &key("app"), &value_error)?;
+                let repeat = repeat(t, &key("repeat"), &value_error)?;
+                let program = app.program(size, repeat, preset.shape()).map_err(|e| {
+                    value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message)
+                })?;
+                (app.name().to_owned(), program, Some(app))
+            }
+            (None, Some(trace)) => {
+                let parent = path.parent().unwrap_or(Path::new("."));
+                let (name, program) = trace_program(t, trace, parent, &preset, &key, &value_error)?;
+                (name, program, None)
+            }
+            (Some(_), Some(trace)) => {
+                return Err(value_error(
+                    key("trace"),
+                    Some(trace.span()),
+                    "a tenant runs an app or replays a trace; expected app or trace, not both"
+                        .into(),
+                ));
+            }
+            (None, None) => {
+                return Err(value_error(
+                    key("app"),
+                    None,
+                    "expected app = NAME (gpuswap apps) or trace = \"FILE.pickle\" (a PyTorch memory snapshot)".into(),
+                ));
+            }
+        };
         let start_ns = match &t.start {
             None => 0,
             Some(s) => parse_ns(s.get_ref())
@@ -430,7 +443,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 ));
             }
             Some(n) => n.get_ref().clone(),
-            None => format!("{}{i}", app.name()),
+            None => format!("{app_name}{i}"),
         };
         if tenants.iter().any(|other| other.name == name) {
             return Err(value_error(
@@ -449,8 +462,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 key(&format!("{field}.{label}")),
                 Some(span),
                 format!(
-                    "{} has no buffer {label:?}; expected one of: {}",
-                    app.name(),
+                    "{app_name} has no buffer {label:?}; expected one of: {}",
                     labels.join(", ")
                 ),
             )
@@ -461,7 +473,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             Some(file) => {
                 // "{app}" stands for the tenant's app, so that a sweep over apps keeps each
                 // app's own profile.
-                let relative = file.get_ref().replace("{app}", app.name());
+                let relative = file.get_ref().replace("{app}", &app_name);
                 let file_path = path.parent().unwrap_or(Path::new(".")).join(relative);
                 let loaded = PrioritiesFile::load(&file_path)
                     .map_err(|m| value_error(key("priorities_file"), Some(file.span()), m))?;
@@ -475,9 +487,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                         key("priorities_file"),
                         Some(file.span()),
                         format!(
-                            "{}: {} has no buffer {label:?}; was the file made for another app?",
+                            "{}: {app_name} has no buffer {label:?}; was the file made for another app?",
                             file_path.display(),
-                            app.name()
                         ),
                     ));
                 }
@@ -538,7 +549,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                         chunks_of(label),
                         format_bytes(chunk_bytes),
                         made_for(),
-                        app.name(),
+                        app_name,
                         format_bytes(chunk_bytes).replace(' ', "").replace(".0", "")
                     ),
                 ));
@@ -568,16 +579,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             start_ns,
             priorities,
             chunk_priorities,
-            endless: app.endless(),
-            sm_share: app.sm_utilization(),
-            ..TenantSpec::new(name, app.name(), program)
+            endless: model.is_some_and(|a| a.endless()),
+            sm_share: model.map_or(1.0, |a| a.sm_utilization()),
+            ..TenantSpec::new(name, app_name, program)
         });
     }
     if tenants.iter().all(|t| t.endless) {
         let i = tenants.len() - 1;
         return Err(value_error(
             format!("tenant[{i}].app"),
-            Some(file.tenant[i].app.span()),
+            file.tenant[i].app.as_ref().map(Spanned::span),
             format!(
                 "{} runs until the other tenants end; expected at least one tenant that is not endless",
                 tenants[i].app
@@ -659,6 +670,108 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             config
         },
     })
+}
+
+/// The share of the device's VRAM bandwidth a replayed trace's kernels use while it
+/// runs alone: a snapshot does not record its kernels' traffic. Ours, unconfirmed; set
+/// `trace_bandwidth` to what a profiler (Nsight Compute's DRAM throughput) measured.
+pub const DEFAULT_TRACE_BANDWIDTH_SHARE: f64 = 0.5;
+
+/// How a scenario reports a bad value: key, where in the file, what was expected.
+type ValueError<'a> = &'a dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError;
+
+/// The app a tenant names.
+fn find_app(
+    name: &Spanned<String>,
+    key: &str,
+    value_error: ValueError,
+) -> Result<&'static dyn apps::AppModel, ScenarioError> {
+    apps::find(name.get_ref()).ok_or_else(|| {
+        let known: Vec<_> = apps::all().iter().map(|a| a.name()).collect();
+        value_error(
+            key.into(),
+            Some(name.span()),
+            format!(
+                "unknown app {:?}; expected one of: {}",
+                name.get_ref(),
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+/// How often a tenant's app repeats its main computation.
+fn repeat(t: &TenantTable, key: &str, value_error: ValueError) -> Result<u32, ScenarioError> {
+    let Some(r) = &t.repeat else { return Ok(1) };
+    u32::try_from(*r.get_ref())
+        .ok()
+        .filter(|r| *r >= 1)
+        .ok_or_else(|| {
+            value_error(
+                key.into(),
+                Some(r.span()),
+                format!(
+                    "expected a whole number from 1 to {}, got {}",
+                    u32::MAX,
+                    r.get_ref()
+                ),
+            )
+        })
+}
+
+/// A tenant replaying the PyTorch memory snapshot `trace` (relative to `dir`): its
+/// workload name (the file's stem) and program.
+fn trace_program(
+    t: &TenantTable,
+    trace: &Spanned<String>,
+    dir: &Path,
+    preset: &preset::Preset,
+    key: &dyn Fn(&str) -> String,
+    value_error: ValueError,
+) -> Result<(String, Program), ScenarioError> {
+    for (field, span) in [
+        ("size", t.size.as_ref().map(Spanned::span)),
+        ("repeat", t.repeat.as_ref().map(Spanned::span)),
+    ] {
+        if span.is_some() {
+            return Err(value_error(
+                key(field),
+                span,
+                format!("{field} applies to an app; a trace replays what it recorded"),
+            ));
+        }
+    }
+    let share = match &t.trace_bandwidth {
+        None => DEFAULT_TRACE_BANDWIDTH_SHARE,
+        Some(v) if (0.0..=1.0).contains(v.get_ref()) => *v.get_ref(),
+        Some(v) => {
+            return Err(value_error(
+                key("trace_bandwidth"),
+                Some(v.span()),
+                format!(
+                    "expected the share of the device's VRAM bandwidth the replayed kernels use, from 0 to 1; got {}",
+                    v.get_ref()
+                ),
+            ));
+        }
+    };
+    let bytes_per_us = share * preset.vram_bytes_per_s / 1e6;
+    let file = dir.join(trace.get_ref());
+    let fail = |message: String| {
+        value_error(
+            key("trace"),
+            Some(trace.span()),
+            format!("{}: {message}", file.display()),
+        )
+    };
+    let bytes = std::fs::read(&file).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let program = Snapshot::parse(&bytes)
+        .and_then(|s| s.program(bytes_per_us))
+        .map_err(|e| fail(e.to_string()))?;
+    let name = file
+        .file_stem()
+        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+    Ok((name, program))
 }
 
 /// The `[scheduler]` table as the core's settings.

@@ -577,9 +577,10 @@ fn the_same_scenario_and_seed_give_the_same_bytes() {
 
 #[test]
 fn every_scenario_in_the_readme_is_read() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    // Beside the shipped traces, which the README's trace example names.
+    let at = root.join("scenarios/traces/readme.toml");
     let blocks: Vec<&str> = readme
         .split("```toml\n")
         .skip(1)
@@ -588,8 +589,106 @@ fn every_scenario_in_the_readme_is_read() {
         .collect();
     assert!(!blocks.is_empty(), "the README shows no scenario");
     for block in blocks {
-        if let Err(e) = check(block) {
+        if let Err(e) = parse(&at, block) {
             panic!("{e}\nin the README's scenario:\n{block}");
         }
     }
+}
+
+/// A scenario at `dir/s.toml` whose tenants replay the given pickles (written to `dir`).
+fn with_traces(
+    name: &str,
+    pickles: &[(&str, Vec<u8>)],
+    text: &str,
+) -> Result<Scenario, ScenarioError> {
+    let dir = std::env::temp_dir().join(format!("gpuswap-traces-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, bytes) in pickles {
+        std::fs::write(dir.join(file), bytes).unwrap();
+    }
+    parse(&dir.join("s.toml"), text)
+}
+
+#[test]
+fn a_tenant_replays_a_pytorch_snapshot() {
+    use gpuswap_sim::trace::synthetic;
+    let s = with_traces(
+        "ok",
+        &[("train.pickle", synthetic::training().pickle())],
+        "[device]\npreset = \"gtx1080ti\"\n[[tenant]]\ntrace = \"train.pickle\"\ntrace_bandwidth = 0.25\n",
+    )
+    .unwrap();
+    let t = &s.config.tenants[0];
+    assert_eq!(t.name, "train0");
+    assert_eq!(t.app, "train");
+    // The runtime's buffers come on top when it runs.
+    assert_eq!(
+        t.program.peak_allocated_bytes(),
+        synthetic::training().peak_bytes()
+    );
+}
+
+#[test]
+fn bad_trace_tenants_name_the_key_and_file() {
+    use gpuswap_sim::trace::synthetic;
+    let good = synthetic::inference().pickle();
+    let cases: [(&str, String, &str, &str); 6] = [
+        (
+            "both",
+            "app = \"nn\"\ntrace = \"t.pickle\"".into(),
+            "tenant[0].trace (line 3)",
+            "not both",
+        ),
+        (
+            "neither",
+            "name = \"x\"".into(),
+            "tenant[0].app",
+            "trace = \"FILE.pickle\"",
+        ),
+        (
+            "size",
+            "trace = \"t.pickle\"\nsize = \"large\"".into(),
+            "tenant[0].size (line 3)",
+            "replays what it recorded",
+        ),
+        (
+            "share",
+            "trace = \"t.pickle\"\ntrace_bandwidth = 1.5".into(),
+            "tenant[0].trace_bandwidth (line 3)",
+            "from 0 to 1",
+        ),
+        (
+            "stray",
+            "app = \"nn\"\ntrace_bandwidth = 0.5".into(),
+            "tenant[0].trace_bandwidth",
+            "trace = FILE",
+        ),
+        (
+            "missing",
+            "trace = \"nosuch.pickle\"".into(),
+            "tenant[0].trace (line 2)",
+            "nosuch.pickle: cannot read it",
+        ),
+    ];
+    for (name, tenant, key, expected) in cases {
+        let e = with_traces(
+            name,
+            &[("t.pickle", good.clone())],
+            &format!("[[tenant]]\n{tenant}\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(key) && e.contains(expected), "{name}: {e}");
+    }
+    let e = with_traces(
+        "truncated",
+        &[("t.pickle", good[..100].to_vec())],
+        "[[tenant]]\ntrace = \"t.pickle\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tenant[0].trace") && e.contains("t.pickle: not a readable pickle"),
+        "{e}"
+    );
 }

@@ -1420,3 +1420,54 @@ fn sweep_normalize_rejects_what_it_cannot_compare_with_exit_2() {
         );
     }
 }
+
+#[test]
+fn traced_tenants_replay_to_their_snapshots_peak() {
+    // Alone on a card with room, a replayed training job holds what its snapshot did at
+    // its peak (6.5 GiB of segments) plus the runtime's buffers.
+    let scenario = temp_scenario(
+        "alone-trace.toml",
+        &format!(
+            "[device]\npreset = \"a100-80gb\"\n[manager]\nmode = \"native\"\n[[tenant]]\ntrace = {:?}\n",
+            repo_file("scenarios/traces/train.pickle")
+        ),
+    );
+    let out = gpuswap(&["run", "--json", scenario.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let t = &v["tenants"][0];
+    assert_eq!(t["app"], "train");
+    let runtime = gpuswap_sim::preset::find("a100-80gb")
+        .unwrap()
+        .runtime_bytes();
+    assert_eq!(t["vram_peak_bytes"], (6656 << 20) + runtime);
+    // Together on an 11 GB card they do not fit: the stock driver fails the newcomer,
+    // gpuswap keeps both running.
+    let two = repo_file("scenarios/traces/two-models.toml");
+    let out = gpuswap(&["run", "--json", &two]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for t in v["tenants"].as_array().unwrap() {
+        assert!(t["error"].is_null(), "{t}");
+    }
+    let text = std::fs::read_to_string(&two)
+        .unwrap()
+        .replace("\"gpuswap\"", "\"native\"")
+        .replace(
+            "\"train.pickle\"",
+            &format!("{:?}", repo_file("scenarios/traces/train.pickle")),
+        )
+        .replace(
+            "\"infer.pickle\"",
+            &format!("{:?}", repo_file("scenarios/traces/infer.pickle")),
+        );
+    let native = temp_scenario("two-native.toml", &text);
+    let out = gpuswap(&["run", "--json", native.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        v["tenants"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("out of memory")
+    );
+}

@@ -13,4 +13,5 @@ pub mod queue;
 pub mod report;
 pub mod runtime;
 pub mod timing;
+pub mod trace;
 pub mod units;
