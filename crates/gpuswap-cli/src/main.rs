@@ -11,6 +11,7 @@ mod plot;
 mod priorities;
 mod profile_cmd;
 mod render;
+mod report_cmd;
 mod scenario;
 mod stdout;
 mod sweep;
@@ -123,6 +124,9 @@ enum Command {
     /// Place vGPUs in graphics memory slots with one algorithm and count the copies it
     /// costs (gvirt, gscale, dymgpu-size, dymgpu-util).
     Place(place_cmd::PlaceArgs),
+    /// Write a sweep's folder as one self-contained web page: the scenario, every table
+    /// and figure, and how to read them.
+    Report(report_cmd::ReportArgs),
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  \
         gpuswap completions bash > ~/.local/share/bash-completion/completions/gpuswap\n  \
@@ -334,6 +338,15 @@ fn main() -> ExitCode {
             ));
         }
         Command::Metrics => return emit(glossary::GLOSSARY),
+        Command::Report(args) => {
+            return match report_cmd::run(&args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+            };
+        }
         Command::Place(args) => {
             return match place_cmd::run(&args) {
                 Ok(text) => emit(&text),

@@ -49,6 +49,7 @@ fn temp_scenario(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gpuswap-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -1470,4 +1471,47 @@ fn traced_tenants_replay_to_their_snapshots_peak() {
             .unwrap()
             .contains("out of memory")
     );
+}
+
+#[test]
+fn report_writes_a_page_once_and_refuses_a_folder_that_is_no_sweep() {
+    let dir = temp_scenario("report-sweep/results.csv", "point,x\n0,1\n")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let page = dir.join("index.html");
+    let _ = std::fs::remove_file(&page);
+    let args = |force: bool| {
+        let mut a = vec![
+            "report".to_owned(),
+            dir.to_string_lossy().into_owned(),
+            "--html".to_owned(),
+            page.to_string_lossy().into_owned(),
+        ];
+        if force {
+            a.push("--force".into());
+        }
+        a
+    };
+    let run = |a: Vec<String>| gpuswap(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(run(args(false)).status.success());
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .contains("<td>1</td>")
+    );
+    assert_fails(&run(args(false)), 2, "--force");
+    assert!(run(args(true)).status.success());
+    let empty = temp_scenario("report-empty/x.txt", "")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let out = gpuswap(&[
+        "report",
+        empty.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+        "--force",
+    ]);
+    assert_fails(&out, 2, "expected a sweep's output folder");
 }
