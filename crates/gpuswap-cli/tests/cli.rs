@@ -1346,7 +1346,7 @@ fn the_adaptive_sweep_normalises_to_the_default_and_beats_the_coarse_runtime() {
         header[header.len() - 10..],
         [
             "run",
-            "tenant",
+            "tenant_name",
             "allocation",
             "ns",
             "event",

@@ -96,7 +96,8 @@ impl TimelineRow {
     /// The columns of patterns.csv after the point's.
     pub const COLUMNS: [&str; 10] = [
         "run",
-        "tenant",
+        // Not "tenant": a sweep that varies the tenant list has a "tenant" column already.
+        "tenant_name",
         "allocation",
         "ns",
         "event",

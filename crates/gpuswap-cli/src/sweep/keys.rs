@@ -121,6 +121,12 @@ pub(super) fn overlaps(a: &str, b: &str) -> bool {
 /// app of two of three tenants).
 pub(super) fn check_path(path: &str, scenario: &toml::Table) -> Result<(), String> {
     for part in path.split('+') {
+        // results.csv has a seed column per run already; a varied seed would make two.
+        if part == "seed" {
+            return Err(
+                "each run's seed is the scenario's seed plus the run's number; expected [sweep] runs = N (or --runs N) to run more seeds".into(),
+            );
+        }
         let t = target(part)?;
         if let Some(section) = t.section {
             crate::scenario::check_key(section, t.key)?;
@@ -223,6 +229,7 @@ mod tests {
                 .unwrap_err()
                 .contains("2 tenants")
         );
+        assert!(check_path("seed", &s).unwrap_err().contains("runs = N"));
         let tenants = s["tenant"].as_array().unwrap();
         assert_eq!(tenants[0]["repeat"].as_integer(), Some(5));
         assert_eq!(tenants[1]["repeat"].as_integer(), Some(5));
