@@ -67,7 +67,8 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
     let apps = plan.values("tenant.app").map_or(1, <[_]>::len);
     let started = Instant::now();
     let (mut runs, mut failed, mut events) = (0, 0, 0u64);
-    plan.execute(args.jobs, false, |_, rows| {
+    let points: Vec<usize> = (0..plan.points.len()).collect();
+    plan.execute(&points, args.jobs, false, |_, rows| {
         runs += rows.len();
         failed += rows.iter().filter(|r| r.result.is_err()).count();
         events += rows

@@ -114,6 +114,9 @@ enum Command {
     Profile(profile_cmd::ProfileArgs),
     /// Run a scenario across a grid of settings and seeds in parallel; write CSV and plots.
     Sweep(sweep::SweepArgs),
+    /// Merge the folders of a sharded sweep (`sweep --shard I/N`) into the whole sweep's
+    /// results, summary and plots.
+    Merge(sweep::MergeArgs),
     /// Run a scenario's tenants under several managers and compare them side by side.
     Compare(compare::CompareArgs),
     /// Measure the simulator: the full runtime-versus-memory sweep of the eight apps.
@@ -379,6 +382,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Sweep(args) => return sweep_exit(sweep::run(&args)),
+        Command::Merge(args) => return sweep_exit(sweep::merge(&args)),
         Command::Compare(args) => {
             if let Ok(text) = text::read_text(&args.scenario)
                 && vgpu_scenario::is_vgpu_text(&text)

@@ -392,16 +392,16 @@ fn bad_flags_exit_2() {
     );
 }
 
+/// A small sweep: two nn tenants on a GTX 480, two chunk policies, three seeds each.
+const TWO_NN_SWEEP: &str = "seed = 5\n[device]\npreset = \"gtx480\"\n[manager]\nmode = \"gpuswap\"\n\
+    [[tenant]]\nname = \"a\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
+    [[tenant]]\nname = \"b\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
+    [sweep]\nruns = 3\n[sweep.vary]\n\"manager.chunk_policy\" = [\"random\", \"priority-buffer\"]\n";
+
 #[test]
 fn sweep_writes_every_row_even_when_a_point_fails() {
     let dir = std::env::temp_dir().join(format!("gpuswap-sweep-test-{}", std::process::id()));
-    let scenario = temp_scenario(
-        "sweep.toml",
-        "seed = 5\n[device]\npreset = \"gtx480\"\n[manager]\nmode = \"gpuswap\"\n\
-         [[tenant]]\nname = \"a\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
-         [[tenant]]\nname = \"b\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
-         [sweep]\nruns = 3\n[sweep.vary]\n\"manager.chunk_policy\" = [\"random\", \"priority-buffer\"]\n",
-    );
+    let scenario = temp_scenario("sweep.toml", TWO_NN_SWEEP);
     // The third VRAM size is more than the GTX 480 has: that point fails, the others run.
     let out = gpuswap(&[
         "sweep",
@@ -1514,4 +1514,179 @@ fn report_writes_a_page_once_and_refuses_a_folder_that_is_no_sweep() {
         "--force",
     ]);
     assert_fails(&out, 2, "expected a sweep's output folder");
+}
+
+/// The files of a folder, by name, with their bytes.
+fn folder_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect()
+}
+
+/// Runs `sweep` in one go into `dir/whole` and as `shards` shards into `dir/partI`
+/// (`extra` flags to each); returns the shards' folders.
+fn sweep_whole_and_sharded(
+    dir: &Path,
+    scenario: &str,
+    extra: &[&str],
+    shards: usize,
+) -> Vec<String> {
+    let _ = std::fs::remove_dir_all(dir);
+    let sweep = |out: &Path, shard: Option<String>| {
+        let mut args = vec!["sweep", scenario, "--quiet", "--out", out.to_str().unwrap()];
+        args.extend(extra);
+        let shard = shard.map(|s| ["--shard".to_owned(), s]);
+        args.extend(shard.iter().flatten().map(String::as_str));
+        let out = gpuswap(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    sweep(&dir.join("whole"), None);
+    (1..=shards)
+        .map(|i| {
+            let part = dir.join(format!("part{i}"));
+            let said = sweep(&part, Some(format!("{i}/{shards}")));
+            assert!(said.starts_with(&format!("shard {i}/{shards}: ")), "{said}");
+            part.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn three_shards_merge_into_the_bytes_of_one_sweep() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-shards-{}", std::process::id()));
+    // Two axes, six points; the 9 GiB points fail, which the summary counts and the plots
+    // mark.
+    let scenario = temp_scenario("shards.toml", TWO_NN_SWEEP);
+    let vary = [
+        "--vary",
+        "device.vram_limit=20MiB,200MiB,9GiB",
+        "--runs",
+        "2",
+    ];
+    let parts = sweep_whole_and_sharded(&dir, scenario.to_str().unwrap(), &vary, 3);
+    // A shard holds its rows and its manifest, nothing made of the whole sweep.
+    let part: Vec<String> = folder_files(Path::new(&parts[0])).into_keys().collect();
+    assert_eq!(part, ["results.csv", "shard.toml"]);
+    let merged = dir.join("merged");
+    let mut args = vec!["merge"];
+    args.extend(parts.iter().map(String::as_str));
+    args.extend(["--out", merged.to_str().unwrap()]);
+    let out = gpuswap(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("merged 3 shards: 12 runs (6 grid points x 2 seeds): 4 failed"),
+        "{}",
+        stdout(&out)
+    );
+    let whole = folder_files(&dir.join("whole"));
+    assert!(whole.contains_key("summary.csv") && whole.keys().any(|f| f.ends_with(".svg")));
+    assert!(
+        folder_files(&merged) == whole,
+        "merged files differ from the sweep's"
+    );
+    // Merging again replaces the earlier merge only with --force.
+    assert_fails(&gpuswap(&args), 2, "is not empty");
+    args.push("--force");
+    assert!(gpuswap(&args).status.success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_sharded_uvm_sweep_merges_its_patterns_and_normalized_tables_too() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-uvm-shards-{}", std::process::id()));
+    let scenario = repo_file("scenarios/uvm/adaptive.toml");
+    let vary = [
+        "--vary",
+        "tenant.app=2dconv,hotspot",
+        "--vary",
+        "device.oversubscription=1.25",
+    ];
+    let parts = sweep_whole_and_sharded(&dir, &scenario, &vary, 4);
+    let merged = dir.join("merged");
+    let mut args = vec!["merge", "--out", merged.to_str().unwrap()];
+    args.extend(parts.iter().map(String::as_str));
+    let out = gpuswap(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let whole = folder_files(&dir.join("whole"));
+    assert!(whole.contains_key("patterns.csv") && whole.contains_key("normalized.csv"));
+    assert!(
+        folder_files(&merged) == whole,
+        "merged files differ from the sweep's"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn merge_names_missing_points_duplicated_shards_and_other_sweeps() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-bad-merge-{}", std::process::id()));
+    let scenario = repo_file("scenarios/quickstart.toml");
+    let vary = ["--vary", "tenant.repeat=1,2,3,4,5"];
+    let parts = sweep_whole_and_sharded(&dir, &scenario, &vary, 3);
+    let out = dir.join("merged");
+    let merge = |dirs: &[&str]| {
+        let mut args = vec!["merge", "--out", out.to_str().unwrap()];
+        args.extend(dirs);
+        gpuswap(&args)
+    };
+    // Shard 2/3 holds points 1 and 4.
+    let missing = merge(&[&parts[0], &parts[2]]);
+    assert_fails(&missing, 2, "shard 2/3 is missing: points 1, 4");
+    let copy = dir.join("part3-again");
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in ["results.csv", "shard.toml"] {
+        std::fs::copy(Path::new(&parts[2]).join(file), copy.join(file)).unwrap();
+    }
+    let twice = merge(&[&parts[0], &parts[1], &parts[2], copy.to_str().unwrap()]);
+    assert_fails(
+        &twice,
+        2,
+        &format!(
+            "point 2 more than once: in {}, {}",
+            parts[2],
+            copy.display()
+        ),
+    );
+    // A shard of another sweep (other seeds per point) is refused by its plan.
+    let other = dir.join("other");
+    let mut args = vec![
+        "sweep", &scenario, "--quiet", "--runs", "2", "--shard", "2/3",
+    ];
+    args.extend(vary);
+    args.extend(["--out", other.to_str().unwrap()]);
+    assert!(gpuswap(&args).status.success());
+    let mixed = merge(&[&parts[0], other.to_str().unwrap(), &parts[2]]);
+    assert_fails(&mixed, 2, "the shards ran different sweeps");
+    // A shard that did not finish left no manifest.
+    std::fs::remove_file(copy.join("shard.toml")).unwrap();
+    let unfinished = merge(&[&parts[0], &parts[1], copy.to_str().unwrap()]);
+    assert_fails(&unfinished, 2, "shard.toml: missing");
+    assert!(!out.exists(), "a failed merge wrote {}", out.display());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_shard_values_are_refused_with_exit_2() {
+    let scenario = repo_file("scenarios/quickstart.toml");
+    for bad in ["0/16", "17/16", "1/0", "3", "a/b"] {
+        let out = gpuswap(&["sweep", &scenario, "--shard", bad, "--dry-run"]);
+        assert_fails(&out, 2, "--shard <I/N>");
+        assert!(
+            stderr(&out).contains("expected I/N"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+    let out = gpuswap(&["sweep", &scenario, "--shard", "2/4", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("shard 2/4: 0 of 1 grid points"),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -31,10 +31,12 @@ pub struct Row {
 const BATCH_RUNS: usize = 512;
 
 impl Plan {
-    /// Runs every point `runs` times in parallel (`jobs` threads, default one per core)
-    /// and hands each point's rows, in point order, to `on_point`.
+    /// Runs each of `points` (indices, ascending) `runs` times in parallel (`jobs`
+    /// threads, default one per core) and hands each point's rows, in that order, to
+    /// `on_point`.
     pub fn execute(
         &self,
+        points: &[usize],
         jobs: Option<usize>,
         quiet: bool,
         mut on_point: impl FnMut(usize, Vec<Row>) -> Result<(), SweepError>,
@@ -43,7 +45,7 @@ impl Plan {
         let progress = if quiet {
             ProgressBar::hidden()
         } else {
-            ProgressBar::new((self.points.len() * runs) as u64)
+            ProgressBar::new((points.len() * runs) as u64)
         };
         progress.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
@@ -61,12 +63,11 @@ impl Plan {
             None => None,
         };
         let points_per_batch = (BATCH_RUNS / runs.max(1)).max(1);
-        let mut first = 0;
-        while first < self.points.len() {
-            let last = (first + points_per_batch).min(self.points.len());
+        for batch_points in points.chunks(points_per_batch) {
             let batch = || {
-                (first..last)
-                    .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
+                batch_points
+                    .iter()
+                    .flat_map(|&p| (0..self.runs).map(move |r| (p, r)))
                     .collect::<Vec<_>>()
                     .into_par_iter()
                     .map(|(point, run)| {
@@ -81,14 +82,13 @@ impl Plan {
                 None => batch(),
             };
             let mut rows = rows.into_iter().peekable();
-            for point in first..last {
+            for &point in batch_points {
                 let mut of_point = Vec::with_capacity(runs);
                 while let Some(row) = rows.next_if(|r| r.point == point) {
                     of_point.push(row);
                 }
                 on_point(point, of_point)?;
             }
-            first = last;
         }
         progress.finish_and_clear();
         Ok(())

@@ -26,6 +26,21 @@ impl Kind {
             Self::Vms => &VM_METRICS,
         }
     }
+
+    /// Whether a run that ended with these metrics (in [`Kind::metrics`]' order) had a
+    /// tenant or VM fail. Taken from the metrics rather than kept beside them, so that
+    /// `gpuswap merge` finds it in results.csv as the sweep did: a tenant run has a tenant
+    /// (a scenario needs one), so its slowest phase is missing exactly when one failed.
+    pub(super) fn tenant_failed(self, metrics: &[Option<f64>]) -> bool {
+        let value = |name: &str| {
+            let i = self.metrics().iter().position(|m| *m == name);
+            i.and_then(|i| metrics[i])
+        };
+        match self {
+            Self::Tenants | Self::PagedTenants => value("slowest_phase_ns").is_none(),
+            Self::Vms => value("vms_failed").is_some_and(|n| n > 0.0),
+        }
+    }
 }
 
 /// How many of [`SUMMARY_METRICS`] every tenant run has; the rest are unified memory's,
@@ -58,8 +73,6 @@ pub struct RunFigures {
     /// Per tenant of the base scenario, by name; None when the run had no tenant of that
     /// name (a varied name).
     pub tenants: Vec<Option<TenantFigures>>,
-    /// Whether any tenant of the run failed (out of memory, a gdev refusal).
-    pub tenant_failed: bool,
     /// Discrete events the simulation processed.
     pub events: u64,
     /// Unified memory: every tenant's managed allocations' pattern timeline (bounded by
@@ -200,7 +213,6 @@ impl RunFigures {
                         .map(TenantFigures::of)
                 })
                 .collect(),
-            tenant_failed: report.tenants.iter().any(|t| t.error.is_some()),
             events: report.events,
             timeline: report.tenants.iter().flat_map(TimelineRow::of).collect(),
         }
@@ -235,16 +247,9 @@ impl RunFigures {
             kind: Kind::Vms,
             metrics: VM_METRICS.iter().map(|m| value(m)).collect(),
             tenants: Vec::new(),
-            tenant_failed: failed > 0,
             events: outcome.switches,
             timeline: Vec::new(),
         }
-    }
-
-    /// The value of a summary metric.
-    pub(super) fn metric(&self, name: &str) -> Option<f64> {
-        let i = self.kind.metrics().iter().position(|m| *m == name)?;
-        self.metrics[i]
     }
 }
 
@@ -456,5 +461,11 @@ mod tests {
         assert!(failing.tenants.iter().any(|t| t.error.is_some()));
         assert_eq!(slowest_total_ns(&failing), None);
         assert_eq!(slowest_phase_ns(&failing), None);
+        // So the metrics alone say whether a tenant failed.
+        let failed = |report: &Report| {
+            let kind = Kind::Tenants;
+            kind.tenant_failed(&RunFigures::of(report, kind, &[]).metrics)
+        };
+        assert!(failed(&failing) && !failed(&evicting));
     }
 }

@@ -20,16 +20,22 @@
 mod execute;
 mod figures;
 mod keys;
+mod manifest;
+mod merge;
 mod normalize;
 mod output;
 mod plan;
 mod plots;
+mod shard;
+mod summary;
 
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+pub use merge::{MergeArgs, merge};
 pub use plan::Plan;
+use shard::Shard;
 
 /// What went wrong with a sweep as a whole (single failed runs are rows, not errors,
 /// unless `--fail-on-error` asks for them to count).
@@ -52,7 +58,8 @@ pub enum SweepError {
 #[command(after_help = "Examples:\n  \
     gpuswap sweep scenarios/repro/backprop-memory.toml --out results/backprop --png\n  \
     gpuswap sweep scenarios/quickstart.toml --vary \"device.vram_limit=100MiB..500MiB step 100MiB\" --runs 5\n  \
-    gpuswap sweep scenarios/quickstart.toml --vary manager.chunk_policy=random,priority-buffer --dry-run")]
+    gpuswap sweep scenarios/quickstart.toml --vary manager.chunk_policy=random,priority-buffer --dry-run\n  \
+    gpuswap sweep big.toml --shard 3/16 --out part3   # then: gpuswap merge part* --out big")]
 pub struct SweepArgs {
     /// The scenario (TOML), optionally with a `[sweep]` table.
     pub scenario: PathBuf,
@@ -80,6 +87,11 @@ pub struct SweepArgs {
     /// Exit with status 1 when a run failed or ended with a failed tenant.
     #[arg(long)]
     pub fail_on_error: bool,
+    /// Run only shard I of N: the points whose index is I-1 modulo N. Writes results.csv
+    /// (and patterns.csv) whole when done, then shard.toml for `gpuswap merge`; no
+    /// summary or plots.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
     /// Check the sweep and say how big it is and about how long it will take (one run
     /// of its first and last points is timed); write nothing.
     #[arg(long)]
@@ -89,7 +101,7 @@ pub struct SweepArgs {
     pub limits: crate::limits::LimitArgs,
 }
 
-/// Runs a sweep and writes its results.
+/// Runs a sweep, or one shard of it, and writes its results.
 pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     let text = crate::text::read_text(&args.scenario)
         .map_err(|e| SweepError::BadInput(format!("{}: {e}", args.scenario.display())))?;
@@ -100,52 +112,103 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .clone()
         .unwrap_or_else(|| Path::new("results").join(plan.name()));
     if args.dry_run {
-        return crate::stdout::write(&dry_run(&plan, &out, args.jobs)).map_err(SweepError::Output);
+        return crate::stdout::write(&dry_run(&plan, args.shard, &out, args.jobs))
+            .map_err(SweepError::Output);
     }
     prepare_out(&out, args.force)?;
-    let tenants = plan.tenants();
-    let mut outputs =
-        output::Outputs::create(&out, plan.kind(), &plan.axes, &plan.points, &tenants)?;
-    plan.execute(args.jobs, args.quiet, |point, rows| {
-        outputs.point(point, &rows)
+    let points = args.shard.unwrap_or(Shard::WHOLE).points(plan.points.len());
+    let mut outputs = output::Outputs::create(&out, &plan, args.shard.is_some())?;
+    plan.execute(&points, args.jobs, args.quiet, |point, rows| {
+        outputs.point(&outputs.records(point, &rows))
     })?;
-    let (runs, failed, tenant_failed) = (outputs.runs, outputs.failed, outputs.tenant_failed);
-    outputs.finish(&plan.apps(), args.png, plan.normalize.as_ref())?;
-    crate::stdout::write(&format!(
-        "{runs} runs ({} grid points x {} seeds): {failed} failed, {tenant_failed} more ended with a failed tenant; wrote {}\n",
-        plan.points.len(),
-        plan.runs,
-        out.display()
-    ))
-    .map_err(SweepError::Output)?;
-    if args.fail_on_error && failed + tenant_failed > 0 {
-        return Err(SweepError::Failures(failed + tenant_failed));
+    let summary = outputs.finish()?;
+    let held = points.len();
+    let what = match args.shard {
+        Some(shard) => {
+            let inputs = manifest::PlanInputs {
+                text: &text,
+                vary: &args.vary,
+                runs: plan.runs,
+                limits: plan.limits,
+            };
+            manifest::Manifest::new(shard, &args.scenario, &inputs, plan.points.len(), points)
+                .write(&out)?;
+            format!("shard {shard}: ")
+        }
+        None => {
+            summary.write(&out, args.png)?;
+            String::new()
+        }
+    };
+    report(&what, &plan, held, &summary, &out)?;
+    if args.fail_on_error && summary.failed + summary.tenant_failed > 0 {
+        return Err(SweepError::Failures(summary.failed + summary.tenant_failed));
     }
     Ok(())
 }
 
-/// What `--dry-run` says: the grid, the runs, and a wall-time estimate from timing one
-/// run of the first and of the last point (their solo baselines included, as the sweep
-/// computes them too).
-fn dry_run(plan: &Plan, out: &Path, jobs: Option<usize>) -> String {
+/// How big a sweep, or a shard holding `held` of its points, is: "6 grid points x 2
+/// seeds", "2 of 6 grid points x 2 seeds".
+fn grid(plan: &Plan, held: usize) -> String {
+    let total = plan.points.len();
+    let points = if held == total {
+        total.to_string()
+    } else {
+        format!("{held} of {total}")
+    };
+    format!("{points} grid points x {} seeds", plan.runs)
+}
+
+/// Prints the line a sweep, a shard or a merge ends with: `what` ran (empty for a
+/// sweep), its runs over `held` points, how they ended and where the files are.
+fn report(
+    what: &str,
+    plan: &Plan,
+    held: usize,
+    summary: &summary::Summary,
+    out: &Path,
+) -> Result<(), SweepError> {
+    crate::stdout::write(&format!(
+        "{what}{} runs ({}): {} failed, {} more ended with a failed tenant; wrote {}\n",
+        summary.runs,
+        grid(plan, held),
+        summary.failed,
+        summary.tenant_failed,
+        out.display()
+    ))
+    .map_err(SweepError::Output)
+}
+
+/// What `--dry-run` says: the grid (of the shard, with one), the runs, and a wall-time
+/// estimate from timing one run of the first and of the last point (their solo
+/// baselines included, as the sweep computes them too).
+fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -> String {
     let axes: Vec<String> = plan
         .axes
         .iter()
         .map(|a| format!("{} ({} values)", a.key, a.values.len()))
         .collect();
-    let runs = plan.points.len() * plan.runs as usize;
-    let mut files = vec!["results.csv", "summary.csv"];
-    if plan.normalize.is_some() {
-        files.push("normalized.csv");
+    let held = shard.map_or(plan.points.len(), |s| s.points(plan.points.len()).len());
+    let runs = held * plan.runs as usize;
+    let mut files = vec!["results.csv"];
+    if shard.is_none() {
+        files.push("summary.csv");
+        if plan.normalize.is_some() {
+            files.push("normalized.csv");
+        }
     }
     if plan.kind() == figures::Kind::PagedTenants {
         files.push("patterns.csv");
     }
-    files.push("plots");
+    files.push(if shard.is_some() {
+        manifest::FILE
+    } else {
+        "plots"
+    });
+    let what = shard.map_or(String::new(), |s| format!("shard {s}: "));
     let mut text = format!(
-        "{} grid points x {} seeds = {runs} runs over {}; would write {} ({})\n",
-        plan.points.len(),
-        plan.runs,
+        "{what}{} = {runs} runs over {}; would write {} ({})\n",
+        grid(plan, held),
         if axes.is_empty() {
             "no varied key".to_owned()
         } else {
@@ -181,16 +244,19 @@ fn dry_run(plan: &Plan, out: &Path, jobs: Option<usize>) -> String {
     text
 }
 
-/// Whether a file is one a sweep writes: its CSVs and plots.
+/// Whether a file is one a sweep, a shard or a merge writes: its CSVs and plots, a
+/// shard's manifest, and the partial files a killed shard leaves.
 fn sweep_output(path: &Path) -> bool {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
+    let name = name.strip_suffix(".partial").unwrap_or(name);
     name == "results.csv"
         || name == "summary.csv"
         || name == "normalized.csv"
         || name == "patterns.csv"
+        || name == manifest::FILE
         || name.ends_with(".svg")
         || name.ends_with(".png")
 }

@@ -22,8 +22,9 @@ use toml::Value;
 
 use super::SweepError;
 use super::figures::Kind;
-use super::output::{PointStats, value_text};
+use super::output::value_text;
 use super::plan::Axis;
+use super::summary::PointStats;
 use crate::plot;
 
 /// A checked `[sweep.normalize]` table.

@@ -1,15 +1,16 @@
-//! A sweep's tables: results.csv (a row per run), summary.csv (statistics per point),
-//! then the plots.
+//! A sweep's per-run tables: results.csv (a row per run) and, in a mode that pages,
+//! patterns.csv (each managed allocation's pattern timeline); each point's records go on
+//! to the summary.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml::Value;
 
+use super::SweepError;
 use super::execute::Row;
 use super::figures::{Kind, TENANT_COLUMNS, TimelineRow};
-use super::plan::Axis;
-use super::{SweepError, plots};
+use super::plan::{Axis, Plan};
+use super::summary::Summary;
 
 /// A setting's value as tables and plot labels write it: strings bare, whole tables as
 /// `key=value` pairs.
@@ -27,16 +28,28 @@ pub(super) fn value_text(v: &Value) -> String {
 
 /// The columns of results.csv: the point, its settings, the run, the summary metrics and
 /// each tenant's columns.
-fn results_header(kind: Kind, axes: &[Axis], tenants: &[String]) -> Vec<String> {
+pub(super) fn results_header(plan: &Plan) -> Vec<String> {
     let mut header: Vec<String> = vec!["point".into()];
-    header.extend(axes.iter().map(|a| a.key.clone()));
+    header.extend(plan.axes.iter().map(|a| a.key.clone()));
     header.extend(["run", "seed", "error"].map(String::from));
-    header.extend(kind.metrics().iter().map(|m| (*m).to_owned()));
-    for t in tenants {
+    header.extend(plan.kind().metrics().iter().map(|m| (*m).to_owned()));
+    for t in &plan.tenants() {
         header.extend(TENANT_COLUMNS.iter().map(|(c, _)| format!("{t}.{c}")));
         header.push(format!("{t}.error"));
     }
     header
+}
+
+/// The columns of patterns.csv, which sweeps in a mode that pages write: the point, its
+/// settings and a [`TimelineRow`]'s.
+pub(super) fn patterns_header(plan: &Plan) -> Option<Vec<String>> {
+    if plan.kind() != Kind::PagedTenants {
+        return None;
+    }
+    let mut header: Vec<String> = vec!["point".into()];
+    header.extend(plan.axes.iter().map(|a| a.key.clone()));
+    header.extend(TimelineRow::COLUMNS.map(String::from));
+    Some(header)
 }
 
 /// A row of results.csv; a failed run has only its error, padded to `columns`.
@@ -68,229 +81,155 @@ fn results_record(row: &Row, point: &[Value], columns: usize) -> Vec<String> {
     cells
 }
 
-/// A sweep's outputs written as points complete: results.csv row by row, one summary
-/// record and the statistics per point kept for summary.csv and the plots at the end.
-/// Nothing per run outlives its point.
-pub(super) struct Outputs<'a> {
-    out: &'a Path,
-    kind: Kind,
-    axes: &'a [Axis],
-    points: &'a [Vec<Value>],
-    results: csv::Writer<std::fs::File>,
-    /// patterns.csv, for sweeps in a mode that pages.
-    patterns: Option<csv::Writer<std::fs::File>>,
-    columns: usize,
-    summary: Vec<Vec<String>>,
-    stats: Vec<PointStats>,
-    /// Runs written so far.
-    pub(super) runs: usize,
-    /// Runs that failed.
-    pub(super) failed: usize,
-    /// Runs that completed with a tenant that failed.
-    pub(super) tenant_failed: usize,
+/// Where results.csv's error column is: after the point, its settings, the run and the
+/// seed. The summary metrics follow it.
+pub(super) fn error_column(axes: &[Axis]) -> usize {
+    axes.len() + 3
+}
+
+/// A grid point's records of results.csv and patterns.csv, as written: what the
+/// summary is taken from, whether the runs just ended or a merge read them back.
+pub(super) struct PointRecords {
+    /// The point's index.
+    pub(super) point: usize,
+    /// Its results.csv records, a run each, in run order.
+    pub(super) results: Vec<Vec<String>>,
+    /// Its patterns.csv records, in run order.
+    pub(super) patterns: Vec<Vec<String>>,
+}
+
+/// Where a file is written before it is renamed to `path`: `path` with `.partial`
+/// added, in the same folder (a rename does not cross file systems).
+pub(super) fn partial(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
 }
 
 fn io_error(what: &Path, e: &dyn std::fmt::Display) -> SweepError {
     SweepError::Output(format!("{}: {e}", what.display()))
 }
 
+/// One CSV table being written.
+struct Table {
+    /// Its name once finished.
+    path: PathBuf,
+    /// Where records go until it is: `path`, or its partial file for a table that
+    /// must appear only whole.
+    writing: PathBuf,
+    writer: csv::Writer<std::fs::File>,
+}
+
+impl Table {
+    fn create(path: PathBuf, header: &[String], atomic: bool) -> Result<Self, SweepError> {
+        let writing = if atomic { partial(&path) } else { path.clone() };
+        let mut writer = csv::Writer::from_path(&writing).map_err(|e| io_error(&writing, &e))?;
+        writer
+            .write_record(header)
+            .map_err(|e| io_error(&writing, &e))?;
+        Ok(Self {
+            path,
+            writing,
+            writer,
+        })
+    }
+
+    fn write(&mut self, records: &[Vec<String>]) -> Result<(), SweepError> {
+        let io = |e: &dyn std::fmt::Display| io_error(&self.writing, e);
+        for record in records {
+            self.writer.write_record(record).map_err(|e| io(&e))?;
+        }
+        // On disk at once: a sweep killed later keeps every finished point's rows.
+        self.writer.flush().map_err(|e| io(&e))
+    }
+
+    fn finish(mut self) -> Result<(), SweepError> {
+        self.writer
+            .flush()
+            .map_err(|e| io_error(&self.writing, &e))?;
+        if self.writing != self.path {
+            std::fs::rename(&self.writing, &self.path).map_err(|e| io_error(&self.path, &e))?;
+        }
+        Ok(())
+    }
+}
+
+/// A sweep's outputs written as points complete: results.csv (and patterns.csv, in a
+/// mode that pages) record by record, and the summary's statistics per point. Nothing
+/// per run outlives its point.
+pub(super) struct Outputs<'a> {
+    plan: &'a Plan,
+    results: Table,
+    patterns: Option<Table>,
+    columns: usize,
+    summary: Summary<'a>,
+}
+
 impl<'a> Outputs<'a> {
-    /// Creates `out` and results.csv with its header.
-    pub(super) fn create(
-        out: &'a Path,
-        kind: Kind,
-        axes: &'a [Axis],
-        points: &'a [Vec<Value>],
-        tenants: &[String],
-    ) -> Result<Self, SweepError> {
+    /// Creates `out` and the tables with their headers. `atomic`: the tables are written
+    /// under partial names and renamed when finished, so that a folder never holds a
+    /// results.csv with part of its rows (what a shard killed midway would leave).
+    pub(super) fn create(out: &Path, plan: &'a Plan, atomic: bool) -> Result<Self, SweepError> {
         std::fs::create_dir_all(out).map_err(|e| io_error(out, &e))?;
-        let path = out.join("results.csv");
-        let mut results = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
-        let header = results_header(kind, axes, tenants);
-        results
-            .write_record(&header)
-            .map_err(|e| io_error(&path, &e))?;
-        let patterns = if kind == Kind::PagedTenants {
-            let path = out.join("patterns.csv");
-            let mut w = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
-            let mut header: Vec<&str> = vec!["point"];
-            header.extend(axes.iter().map(|a| a.key.as_str()));
-            header.extend(TimelineRow::COLUMNS);
-            w.write_record(&header).map_err(|e| io_error(&path, &e))?;
-            Some(w)
-        } else {
-            None
+        let header = results_header(plan);
+        let results = Table::create(out.join("results.csv"), &header, atomic)?;
+        let patterns = match patterns_header(plan) {
+            Some(header) => Some(Table::create(out.join("patterns.csv"), &header, atomic)?),
+            None => None,
         };
         Ok(Self {
-            out,
-            kind,
-            axes,
-            points,
+            plan,
             results,
             patterns,
             columns: header.len(),
-            summary: Vec::with_capacity(points.len()),
-            stats: Vec::with_capacity(points.len()),
-            runs: 0,
-            failed: 0,
-            tenant_failed: 0,
+            summary: Summary::new(plan),
         })
     }
 
-    /// Writes the rows of point `p` (points come in order) and keeps its statistics.
-    pub(super) fn point(&mut self, p: usize, rows: &[Row]) -> Result<(), SweepError> {
-        let path = self.out.join("results.csv");
-        for row in rows {
-            self.results
-                .write_record(results_record(row, &self.points[p], self.columns))
-                .map_err(|e| io_error(&path, &e))?;
-        }
-        // On disk at once: a sweep killed later keeps every finished point's rows.
-        self.results.flush().map_err(|e| io_error(&path, &e))?;
-        if let Some(w) = self.patterns.as_mut() {
-            let path = self.out.join("patterns.csv");
-            for row in rows {
-                for t in row.result.iter().flat_map(|f| &f.timeline) {
-                    let mut cells = vec![row.point.to_string()];
-                    cells.extend(self.points[p].iter().map(value_text));
+    /// The records of the rows of point `p`.
+    pub(super) fn records(&self, p: usize, rows: &[Row]) -> PointRecords {
+        let values = &self.plan.points[p];
+        let patterns = rows
+            .iter()
+            .flat_map(|row| {
+                let timeline = row.result.iter().flat_map(|f| &f.timeline);
+                timeline.map(move |t| {
+                    let mut cells = vec![p.to_string()];
+                    cells.extend(values.iter().map(value_text));
                     cells.push(row.run.to_string());
                     cells.extend(t.cells());
-                    w.write_record(&cells).map_err(|e| io_error(&path, &e))?;
-                }
-            }
-            w.flush().map_err(|e| io_error(&path, &e))?;
-        }
-        let metrics = metric_stats(self.kind, rows);
-        let failed = rows.iter().filter(|r| r.result.is_err()).count();
-        let mut cells = vec![p.to_string()];
-        cells.extend(self.points[p].iter().map(value_text));
-        cells.push(rows.len().to_string());
-        cells.push(failed.to_string());
-        // Runs that completed with a tenant that failed (out of memory, gdev refusals).
-        let tenant_failed = rows
-            .iter()
-            .filter_map(|r| r.result.as_ref().ok())
-            .filter(|f| f.tenant_failed)
-            .count();
-        cells.push(tenant_failed.to_string());
-        for m in self.kind.metrics() {
-            match metrics.get(m) {
-                Some(s) => cells.extend([s.mean, s.std, s.min, s.max].map(|v| format!("{v}"))),
-                None => cells.extend(std::iter::repeat_n(String::new(), 4)),
-            }
-        }
-        self.summary.push(cells);
-        self.stats.push(PointStats {
-            runs: rows.len(),
-            failed,
-            tenant_failed,
-            metrics,
-        });
-        self.runs += rows.len();
-        self.failed += failed;
-        self.tenant_failed += tenant_failed;
-        Ok(())
-    }
-
-    /// Finishes results.csv and writes summary.csv and the plots; `apps` names the
-    /// tenants' apps in the plots' titles.
-    pub(super) fn finish(
-        mut self,
-        apps: &str,
-        png: bool,
-        normalize: Option<&super::normalize::Normalize>,
-    ) -> Result<(), SweepError> {
-        let path = self.out.join("results.csv");
-        self.results.flush().map_err(|e| io_error(&path, &e))?;
-        let path = self.out.join("summary.csv");
-        let mut w = csv::Writer::from_path(&path).map_err(|e| io_error(&path, &e))?;
-        let mut header: Vec<String> = vec!["point".into()];
-        header.extend(self.axes.iter().map(|a| a.key.clone()));
-        header.extend(["runs", "failed", "tenant_failed"].map(String::from));
-        for m in self.kind.metrics() {
-            header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
-        }
-        w.write_record(&header).map_err(|e| io_error(&path, &e))?;
-        for cells in &self.summary {
-            w.write_record(cells).map_err(|e| io_error(&path, &e))?;
-        }
-        w.flush().map_err(|e| io_error(&path, &e))?;
-        if let Some(n) = normalize {
-            n.write(self.out, self.axes, self.points, &self.stats, png)?;
-        }
-        plots::write_plots(
-            self.out,
-            self.kind,
-            self.axes,
-            self.points,
-            &self.stats,
-            apps,
-            png,
-        )
-    }
-}
-
-/// What the plots need of a grid point: how its runs ended and the statistics of each
-/// summary metric over the runs that gave it a value.
-#[derive(Debug)]
-pub(super) struct PointStats {
-    /// Runs at the point.
-    pub(super) runs: usize,
-    /// Runs that failed (no report).
-    pub(super) failed: usize,
-    /// Runs that completed with a tenant that failed.
-    pub(super) tenant_failed: usize,
-    /// Statistics per summary metric; a metric no run gave a value is absent.
-    pub(super) metrics: BTreeMap<&'static str, Stats>,
-}
-
-/// Mean, standard deviation, minimum and maximum of a metric at a point.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stats {
-    /// Mean.
-    pub mean: f64,
-    /// Sample standard deviation (0 for one sample).
-    pub std: f64,
-    /// Smallest.
-    pub min: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-impl Stats {
-    /// Statistics of a non-empty sample.
-    pub fn of(xs: &[f64]) -> Option<Self> {
-        if xs.is_empty() {
-            return None;
-        }
-        let n = xs.len() as f64;
-        let mean = xs.iter().sum::<f64>() / n;
-        let var = if xs.len() > 1 {
-            xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
-        } else {
-            0.0
-        };
-        Some(Self {
-            mean,
-            std: var.sqrt(),
-            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
-            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        })
-    }
-}
-
-/// The statistics of each summary metric over the rows of one point.
-fn metric_stats(kind: Kind, rows: &[Row]) -> BTreeMap<&'static str, Stats> {
-    kind.metrics()
-        .iter()
-        .filter_map(|m| {
-            let xs: Vec<f64> = rows
+                    cells
+                })
+            })
+            .collect();
+        PointRecords {
+            point: p,
+            results: rows
                 .iter()
-                .filter_map(|r| r.result.as_ref().ok().and_then(|f| f.metric(m)))
-                .collect();
-            Stats::of(&xs).map(|s| (*m, s))
-        })
-        .collect()
+                .map(|row| results_record(row, values, self.columns))
+                .collect(),
+            patterns,
+        }
+    }
+
+    /// Writes a point's records (points come in order) and adds it to the summary; a
+    /// cell the summary cannot read is bad input.
+    pub(super) fn point(&mut self, records: &PointRecords) -> Result<(), SweepError> {
+        self.results.write(&records.results)?;
+        if let Some(patterns) = self.patterns.as_mut() {
+            patterns.write(&records.patterns)?;
+        }
+        self.summary.add(records).map_err(SweepError::BadInput)
+    }
+
+    /// Finishes the tables and hands over the summary.
+    pub(super) fn finish(self) -> Result<Summary<'a>, SweepError> {
+        self.results.finish()?;
+        if let Some(patterns) = self.patterns {
+            patterns.finish()?;
+        }
+        Ok(self.summary)
+    }
 }
 
 #[cfg(test)]
@@ -356,13 +295,13 @@ mod tests {
         let vary = ["device.vram_limit=20MiB,9GiB".to_owned()];
         let plan = Plan::new(path, TWO_NN, &vary, Some(1)).unwrap();
         let mut rows = Vec::new();
-        plan.execute(Some(1), true, |_, point_rows| {
+        plan.execute(&[0, 1], Some(1), true, |_, point_rows| {
             rows.extend(point_rows);
             Ok(())
         })
         .unwrap();
         assert_eq!(rows.len(), 2);
-        let header = results_header(plan.kind(), &plan.axes, &plan.tenants());
+        let header = results_header(&plan);
 
         let mut s = scenario::parse(
             path,
@@ -395,15 +334,7 @@ mod tests {
 
         let failed = results_record(&rows[1], &plan.points[1], header.len());
         assert_eq!(failed.len(), header.len());
-        assert!(failed[header.iter().position(|h| h == "error").unwrap()].contains("vram_limit"));
-    }
-
-    #[test]
-    fn stats_of_a_sample() {
-        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!((s.mean, s.min, s.max), (2.5, 1.0, 4.0));
-        assert!((s.std - 1.290_994).abs() < 1e-6);
-        assert_eq!(Stats::of(&[5.0]).unwrap().std, 0.0);
-        assert_eq!(Stats::of(&[]), None);
+        assert_eq!(header[error_column(&plan.axes)], "error");
+        assert!(failed[error_column(&plan.axes)].contains("vram_limit"));
     }
 }

@@ -10,8 +10,9 @@ use toml::Value;
 
 use super::SweepError;
 use super::figures::Kind;
-use super::output::{PointStats, value_text};
+use super::output::value_text;
 use super::plan::Axis;
+use super::summary::PointStats;
 use crate::plot::{self, Line, LinePoint, Spread, XAxis};
 
 /// A measure the sweep plots: a summary metric and how its figure reads.
@@ -349,8 +350,8 @@ fn lines_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::output::Stats;
     use crate::sweep::plan::grid;
+    use crate::sweep::summary::Stats;
 
     fn axis(key: &str, values: &[&str]) -> Axis {
         Axis {

@@ -1,0 +1,230 @@
+//! A sweep's statistics per grid point, taken from results.csv's records, and what is
+//! made of them: summary.csv, normalized.csv and the plots. Reading the records as
+//! written (rather than the runs' figures) is what lets `gpuswap merge` write the same
+//! bytes from shards' results.csv files as the sweep wrote in one go.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::figures::Kind;
+use super::output::{PointRecords, error_column, value_text};
+use super::plan::Plan;
+use super::{SweepError, plots};
+
+/// The statistics of the points so far, for summary.csv and the plots, and the sweep's
+/// counts of runs.
+pub(super) struct Summary<'a> {
+    plan: &'a Plan,
+    /// summary.csv's records, a point each.
+    records: Vec<Vec<String>>,
+    stats: Vec<PointStats>,
+    /// Runs so far.
+    pub(super) runs: usize,
+    /// Runs that failed.
+    pub(super) failed: usize,
+    /// Runs that completed with a tenant that failed.
+    pub(super) tenant_failed: usize,
+}
+
+impl<'a> Summary<'a> {
+    /// An empty summary of `plan`'s sweep.
+    pub(super) fn new(plan: &'a Plan) -> Self {
+        Self {
+            plan,
+            records: Vec::with_capacity(plan.points.len()),
+            stats: Vec::with_capacity(plan.points.len()),
+            runs: 0,
+            failed: 0,
+            tenant_failed: 0,
+        }
+    }
+
+    /// Adds a point (points come in order); the error names the run's cell that is not a
+    /// number.
+    pub(super) fn add(&mut self, point: &PointRecords) -> Result<(), String> {
+        let kind = self.plan.kind();
+        let metrics = kind.metrics();
+        let error = error_column(&self.plan.axes);
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); metrics.len()];
+        let (mut failed, mut tenant_failed) = (0, 0);
+        for record in &point.results {
+            let Some(values) = run_metrics(kind, record, error)
+                .map_err(|e| format!("point {}: {e}", point.point))?
+            else {
+                failed += 1;
+                continue;
+            };
+            // Runs that completed with a tenant that failed (out of memory, gdev refusals).
+            tenant_failed += usize::from(kind.tenant_failed(&values));
+            for (sample, value) in samples.iter_mut().zip(values) {
+                sample.extend(value);
+            }
+        }
+        let stats: BTreeMap<&'static str, Stats> = metrics
+            .iter()
+            .zip(&samples)
+            .filter_map(|(m, xs)| Stats::of(xs).map(|s| (*m, s)))
+            .collect();
+        let runs = point.results.len();
+        let mut cells = vec![point.point.to_string()];
+        cells.extend(self.plan.points[point.point].iter().map(value_text));
+        cells.extend([runs, failed, tenant_failed].map(|n| n.to_string()));
+        for m in metrics {
+            match stats.get(m) {
+                Some(s) => cells.extend([s.mean, s.std, s.min, s.max].map(|v| format!("{v}"))),
+                None => cells.extend(std::iter::repeat_n(String::new(), 4)),
+            }
+        }
+        self.records.push(cells);
+        self.stats.push(PointStats {
+            runs,
+            failed,
+            tenant_failed,
+            metrics: stats,
+        });
+        self.runs += runs;
+        self.failed += failed;
+        self.tenant_failed += tenant_failed;
+        Ok(())
+    }
+
+    /// Writes summary.csv, normalized.csv when the sweep asks for it, and the plots (PNG
+    /// too with `png`) into `out`.
+    pub(super) fn write(&self, out: &Path, png: bool) -> Result<(), SweepError> {
+        let plan = self.plan;
+        let path = out.join("summary.csv");
+        let io = |e: &dyn std::fmt::Display| SweepError::Output(format!("{}: {e}", path.display()));
+        let mut w = csv::Writer::from_path(&path).map_err(|e| io(&e))?;
+        let mut header: Vec<String> = vec!["point".into()];
+        header.extend(plan.axes.iter().map(|a| a.key.clone()));
+        header.extend(["runs", "failed", "tenant_failed"].map(String::from));
+        for m in plan.kind().metrics() {
+            header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
+        }
+        w.write_record(&header).map_err(|e| io(&e))?;
+        for cells in &self.records {
+            w.write_record(cells).map_err(|e| io(&e))?;
+        }
+        w.flush().map_err(|e| io(&e))?;
+        if let Some(n) = &plan.normalize {
+            n.write(out, &plan.axes, &plan.points, &self.stats, png)?;
+        }
+        plots::write_plots(
+            out,
+            plan.kind(),
+            &plan.axes,
+            &plan.points,
+            &self.stats,
+            &plan.apps(),
+            png,
+        )
+    }
+}
+
+/// A run's summary metrics as results.csv `record` holds them (in [`Kind::metrics`]'
+/// order, after the `error` column); None for a run that failed.
+fn run_metrics(
+    kind: Kind,
+    record: &[String],
+    error: usize,
+) -> Result<Option<Vec<Option<f64>>>, String> {
+    if !record[error].is_empty() {
+        return Ok(None);
+    }
+    // Cells are written with `{}`, the shortest text that reads back as the same f64.
+    kind.metrics()
+        .iter()
+        .zip(&record[error + 1..])
+        .map(|(metric, cell)| match cell.as_str() {
+            "" => Ok(None),
+            text => text
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("{metric}: {text:?} is not a number")),
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// What the plots need of a grid point: how its runs ended and the statistics of each
+/// summary metric over the runs that gave it a value.
+#[derive(Debug)]
+pub(super) struct PointStats {
+    /// Runs at the point.
+    pub(super) runs: usize,
+    /// Runs that failed (no report).
+    pub(super) failed: usize,
+    /// Runs that completed with a tenant that failed.
+    pub(super) tenant_failed: usize,
+    /// Statistics per summary metric; a metric no run gave a value is absent.
+    pub(super) metrics: BTreeMap<&'static str, Stats>,
+}
+
+/// Mean, standard deviation, minimum and maximum of a metric at a point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation (0 for one sample).
+    pub std: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Stats {
+    /// Statistics of a non-empty sample.
+    pub fn of(xs: &[f64]) -> Option<Self> {
+        if xs.is_empty() {
+            return None;
+        }
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = if xs.len() > 1 {
+            xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Some(Self {
+            mean,
+            std: var.sqrt(),
+            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_a_sample() {
+        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!((s.mean, s.min, s.max), (2.5, 1.0, 4.0));
+        assert!((s.std - 1.290_994).abs() < 1e-6);
+        assert_eq!(Stats::of(&[5.0]).unwrap().std, 0.0);
+        assert_eq!(Stats::of(&[]), None);
+    }
+
+    #[test]
+    fn metrics_read_back_from_their_cells_exactly() {
+        let kind = Kind::Vms;
+        let values = [0.1 + 0.2, 1e-300, 123_456_789.123, f64::MAX, -0.0, 7.0];
+        let mut record = vec![String::new()];
+        record.extend(values.iter().map(|v| format!("{v}")));
+        record.resize(1 + kind.metrics().len(), String::new());
+        let read = run_metrics(kind, &record, 0).unwrap().unwrap();
+        for (v, r) in values.iter().zip(&read) {
+            assert_eq!(v.to_bits(), r.unwrap().to_bits());
+        }
+        assert_eq!(read[values.len()], None);
+        record[0] = "it failed".into();
+        assert_eq!(run_metrics(kind, &record, 0), Ok(None));
+        record[0].clear();
+        record[2] = "two".into();
+        let e = run_metrics(kind, &record, 0).unwrap_err();
+        assert_eq!(e, "entries_copied: \"two\" is not a number");
+    }
+}
