@@ -58,14 +58,20 @@ fn io(path: &Path, e: impl std::fmt::Display) -> ReportError {
 
 /// Writes the page for `args.dir` to `args.html`.
 pub fn run(args: &ReportArgs) -> Result<(), ReportError> {
-    if args.html.exists() && !args.force {
+    write_page(&args.dir, &args.html, args.force)
+}
+
+/// Writes the page for the sweep folder `dir` to `html`, replacing an existing file
+/// only when `force`.
+pub fn write_page(dir: &Path, html: &Path, force: bool) -> Result<(), ReportError> {
+    if html.exists() && !force {
         return Err(io(
-            &args.html,
+            html,
             "exists; expected a new file, or --force to overwrite it",
         ));
     }
-    let page = page(&args.dir)?;
-    write_atomically(&args.html, &page)
+    let page = page(dir)?;
+    write_atomically(html, &page)
 }
 
 /// Writes `text` to `path` through a temporary file beside it, so that a reader never

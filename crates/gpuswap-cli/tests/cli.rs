@@ -1586,14 +1586,22 @@ fn three_shards_merge_into_the_bytes_of_one_sweep() {
     );
     let whole = folder_files(&dir.join("whole"));
     assert!(whole.contains_key("summary.csv") && whole.keys().any(|f| f.ends_with(".svg")));
+    assert!(whole.contains_key("scenario.toml"));
     assert!(
         folder_files(&merged) == whole,
         "merged files differ from the sweep's"
     );
-    // Merging again replaces the earlier merge only with --force.
+    // Merging again replaces the earlier merge only with --force; --html adds its page.
     assert_fails(&gpuswap(&args), 2, "is not empty");
-    args.push("--force");
+    let page = merged.join("index.html");
+    args.extend(["--force", "--html", page.to_str().unwrap()]);
     assert!(gpuswap(&args).status.success());
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Device: <b>gtx480</b>") && html.contains("--vary"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        whole.keys().filter(|f| f.ends_with(".svg")).count()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

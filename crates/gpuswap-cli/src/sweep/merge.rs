@@ -11,7 +11,7 @@ use super::manifest::{self, Manifest};
 use super::output::{Outputs, PointRecords, patterns_header, results_header};
 use super::plan::Plan;
 use super::shard::Shard;
-use super::{SweepError, prepare_out, report};
+use super::{SweepError, prepare_out, report, write_html, write_scenario};
 
 /// Settings of a merge from the command line.
 #[derive(Debug, clap::Args)]
@@ -31,6 +31,9 @@ pub struct MergeArgs {
     /// Write into an output folder that holds an earlier sweep's files, replacing them.
     #[arg(long)]
     pub force: bool,
+    /// Also write the sweep as one self-contained web page (as `gpuswap report`).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Checks that the shards make one whole sweep, each point once, and writes its
@@ -86,6 +89,9 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
     }
     let summary = outputs.finish()?;
     summary.write(&args.out, args.png)?;
+    let m = &manifests[0];
+    write_scenario(&args.out, &m.scenario, &m.vary, plan.runs, &m.text)?;
+    write_html(&args.out, args.html.as_deref(), args.force)?;
     let what = format!("merged {} shards: ", args.dirs.len());
     report(&what, &plan, plan.points.len(), &summary, &args.out)
 }

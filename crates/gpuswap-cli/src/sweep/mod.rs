@@ -92,6 +92,9 @@ pub struct SweepArgs {
     /// summary or plots.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
+    /// Also write the sweep as one self-contained web page (as `gpuswap report`).
+    #[arg(long, value_name = "FILE", conflicts_with = "shard")]
+    pub html: Option<PathBuf>,
     /// Check the sweep and say how big it is and about how long it will take (one run
     /// of its first and last points is timed); write nothing.
     #[arg(long)]
@@ -137,6 +140,9 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         }
         None => {
             summary.write(&out, args.png)?;
+            let scenario = args.scenario.display().to_string();
+            write_scenario(&out, &scenario, &args.vary, plan.runs, &text)?;
+            write_html(&out, args.html.as_deref(), args.force)?;
             String::new()
         }
     };
@@ -192,7 +198,7 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
     let runs = held * plan.runs as usize;
     let mut files = vec!["results.csv"];
     if shard.is_none() {
-        files.push("summary.csv");
+        files.extend(["summary.csv", SCENARIO_FILE]);
         if plan.normalize.is_some() {
             files.push("normalized.csv");
         }
@@ -246,6 +252,38 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
 
 /// Whether a file is one a sweep, a shard or a merge writes: its CSVs and plots, a
 /// shard's manifest, and the partial files a killed shard leaves.
+/// The copy of the scenario a whole sweep (or a merge) leaves beside its results, for
+/// `gpuswap report` and for whoever reads the folder later.
+const SCENARIO_FILE: &str = "scenario.toml";
+
+/// Writes [`SCENARIO_FILE`]: the scenario file's `text` under a comment naming its path
+/// and the flags that changed the grid. A merge writes what the sweep would have, from
+/// the shards' manifests.
+fn write_scenario(
+    out: &Path,
+    scenario: &str,
+    vary: &[String],
+    runs: u32,
+    text: &str,
+) -> Result<(), SweepError> {
+    let flags: String = vary.iter().map(|v| format!(" --vary {v:?}")).collect();
+    let header = format!(
+        "# The scenario of this sweep: {scenario}{flags}, {runs} runs (seeds) per point.\n"
+    );
+    let path = out.join(SCENARIO_FILE);
+    std::fs::write(&path, header + text)
+        .map_err(|e| SweepError::Output(format!("{}: {e}", path.display())))
+}
+
+/// `--html FILE`: the finished sweep folder `out` as a page.
+fn write_html(out: &Path, html: Option<&Path>, force: bool) -> Result<(), SweepError> {
+    match html {
+        Some(html) => crate::report_cmd::write_page(out, html, force)
+            .map_err(|e| SweepError::Output(e.to_string())),
+        None => Ok(()),
+    }
+}
+
 fn sweep_output(path: &Path) -> bool {
     let name = path
         .file_name()
@@ -257,6 +295,8 @@ fn sweep_output(path: &Path) -> bool {
         || name == "normalized.csv"
         || name == "patterns.csv"
         || name == manifest::FILE
+        || name == SCENARIO_FILE
+        || name == "index.html"
         || name.ends_with(".svg")
         || name.ends_with(".png")
 }
