@@ -124,7 +124,7 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
     (
         "tenant.app",
         "app name (gpuswap apps)",
-        "required, unless trace is set",
+        "required, unless trace or fault_log is set",
         "what the tenant runs",
     ),
     (
@@ -138,6 +138,12 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "number from 0 to 1",
         "0.5",
         "with trace: the share of the device's VRAM bandwidth the replayed kernels use alone (a snapshot does not record it)",
+    ),
+    (
+        "tenant.fault_log",
+        "path to a unified-memory fault log (uvm-eval's format), relative to the scenario",
+        "unset",
+        "with mode uvm: replay the logged fault batches' pages instead of an app, and report the simulated batches beside the logged ones (docs/traces.md)",
     ),
     (
         "tenant.size",
@@ -356,6 +362,7 @@ pub fn template() -> String {
         if name == "a" {
             out += &commented("tenant.trace", "\"train.pickle\"");
             out += &commented("tenant.trace_bandwidth", "0.5");
+            out += &commented("tenant.fault_log", "\"faults.log\"");
         }
         out += &commented("tenant.size", "\"default\"");
         out += &set("tenant.repeat", "10");

@@ -2,7 +2,7 @@
 
 use gpuswap_sim::apps::{AppModel, DeviceShape};
 use gpuswap_sim::preset::Preset;
-use gpuswap_sim::report::{Report, jain};
+use gpuswap_sim::report::{FaultLogReport, Report, jain};
 use gpuswap_sim::units::{format_bytes, format_ns};
 
 /// Narrowest output the tables are laid out for: below it, records wrap anyway.
@@ -81,6 +81,44 @@ fn records(header: &[&str], rows: &[Vec<String>], width: usize) -> String {
         }
     }
     out
+}
+
+/// A fault-log tenant's rows: its logged batches, then its simulated ones.
+fn fault_log_rows(tenant: &str, f: &FaultLogReport) -> [Vec<String>; 2] {
+    let row = |side: &str, batches: u64, faults: u64, mean: f64, p50: u64, p99: u64| {
+        vec![
+            tenant.to_owned(),
+            side.to_owned(),
+            batches.to_string(),
+            faults.to_string(),
+            format!("{mean:.1}"),
+            p50.to_string(),
+            p99.to_string(),
+        ]
+    };
+    [
+        row(
+            "logged",
+            f.logged_batches,
+            f.logged_faults,
+            f.logged_faults_per_batch_mean,
+            f.logged_faults_per_batch_p50,
+            f.logged_faults_per_batch_p99,
+        ),
+        row(
+            "simulated",
+            f.simulated_batches,
+            f.simulated_faults,
+            f.simulated_faults_per_batch_mean,
+            f.simulated_faults_per_batch_p50,
+            f.simulated_faults_per_batch_p99,
+        ),
+    ]
+}
+
+/// A table's caption: a blank line, then `text` wrapped to the terminal's `width`.
+fn caption(text: &str, width: Option<usize>) -> String {
+    format!("\n{}", wrap(text, width.unwrap_or(usize::MAX), 0))
 }
 
 /// Breaks `text` at spaces into lines of at most `width` characters (a word longer than
@@ -293,11 +331,9 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         .iter()
         .any(|t| t.eviction_latency_ns.count + t.victim_pause_ns.count > 0)
     {
-        out += "\n";
-        out += &wrap(
+        out += &caption(
             "relocations: allocations that evicted (latency, split summed over them) and suspensions",
-            width.unwrap_or(usize::MAX),
-            0,
+            width,
         );
         let rows: Vec<Vec<String>> = report
             .tenants
@@ -341,11 +377,9 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         );
     }
     if report.tenants.iter().any(|t| t.uvm.is_some()) {
-        out += "\n";
-        out += &wrap(
+        out += &caption(
             "unified memory: far faults, batches, pages migrated in and out (4 KiB), thrashed (evicted, then faulted again), prefetched and never used, served remotely, and time stalled on faults",
-            width.unwrap_or(usize::MAX),
-            0,
+            width,
         );
         let count = |n: u64| n.to_string();
         let rows: Vec<Vec<String>> = report
@@ -385,11 +419,9 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             &rows,
             width,
         );
-        out += "\n";
-        out += &wrap(
+        out += &caption(
             "managed allocations: the migration pattern detected (observations: kernels, and the first full VRAM, that migrated at least 8 big pages) and the plan the runtime chose (policy = \"adaptive\" or \"adaptive-coarse\"; \"configured\" follows the settings)",
-            width.unwrap_or(usize::MAX),
-            0,
+            width,
         );
         let rows: Vec<Vec<String>> = report
             .tenants
@@ -409,6 +441,31 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             .collect();
         out += &table(
             &["tenant", "allocation", "pattern", "plan", "observations"],
+            &rows,
+            width,
+        );
+    }
+    if report.tenants.iter().any(|t| t.fault_log.is_some()) {
+        out += &caption(
+            "fault logs replayed: the driver's fault batches as logged on the GPU and as simulated, with their faults (distinct pages) per batch",
+            width,
+        );
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for t in &report.tenants {
+            if let Some(f) = &t.fault_log {
+                rows.extend(fault_log_rows(&t.name, f));
+            }
+        }
+        out += &table(
+            &[
+                "tenant",
+                "source",
+                "batches",
+                "faults",
+                "faults/batch mean",
+                "p50",
+                "p99",
+            ],
             &rows,
             width,
         );

@@ -36,6 +36,7 @@ use crate::priorities::PrioritiesFile;
 const MAX_NAME_CHARS: usize = 64;
 use gpuswap_sim::program::Program;
 use gpuswap_sim::trace::torch::Snapshot;
+use gpuswap_sim::trace::uvm_log::FaultLog;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use gpuswap_sim::{apps, preset};
 use serde::Deserialize;
@@ -136,6 +137,8 @@ struct TenantTable {
     trace: Option<Spanned<String>>,
     /// The share of the device's VRAM bandwidth a trace's kernels use.
     trace_bandwidth: Option<Spanned<f64>>,
+    /// A unified-memory fault log (uvm-eval's format) to replay instead of an app.
+    fault_log: Option<Spanned<String>>,
     size: Option<Spanned<String>>,
     repeat: Option<Spanned<i64>>,
     start: Option<Spanned<String>>,
@@ -380,30 +383,34 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     for (i, t) in file.tenant.iter().enumerate() {
         let key = |field: &str| format!("tenant[{i}].{field}");
         let size = t.size.as_ref().map_or("default", |s| s.get_ref());
-        // A trace runs no app model: it never runs endless, and its SM demand is unknown,
-        // so it takes the whole device as an app without a figure does.
-        let (app_name, program, model) = match (&t.app, &t.trace) {
-            (_, None) if t.trace_bandwidth.is_some() => {
+        // A trace or a fault log runs no app model: it never runs endless, and its SM
+        // demand is unknown, so it takes the whole device as an app without a figure does.
+        let parent = path.parent().unwrap_or(Path::new("."));
+        let (app_name, program, model, logged) = match (&t.app, &t.trace, &t.fault_log) {
+            (_, None, _) if t.trace_bandwidth.is_some() => {
                 return Err(value_error(
                     key("trace_bandwidth"),
                     t.trace_bandwidth.as_ref().map(Spanned::span),
                     "trace_bandwidth applies to a tenant with trace = FILE".into(),
                 ));
             }
-            (Some(app), None) => {
+            (Some(app), None, None) => {
                 let app = find_app(app, &key("app"), &value_error)?;
                 let repeat = repeat(t, &key("repeat"), &value_error)?;
                 let program = app.program(size, repeat, preset.shape()).map_err(|e| {
                     value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message)
                 })?;
-                (app.name().to_owned(), program, Some(app))
+                (app.name().to_owned(), program, Some(app), None)
             }
-            (None, Some(trace)) => {
-                let parent = path.parent().unwrap_or(Path::new("."));
+            (None, Some(trace), None) => {
                 let (name, program) = trace_program(t, trace, parent, &preset, &key, &value_error)?;
-                (name, program, None)
+                (name, program, None, None)
             }
-            (Some(_), Some(trace)) => {
+            (None, None, Some(log)) => {
+                let (name, log) = fault_log(t, log, parent, &policy, &key, &value_error)?;
+                (name, log.program(), None, Some(log.faults_per_batch()))
+            }
+            (Some(_), Some(trace), None) => {
                 return Err(value_error(
                     key("trace"),
                     Some(trace.span()),
@@ -411,11 +418,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                         .into(),
                 ));
             }
-            (None, None) => {
+            (_, _, Some(log)) => {
+                return Err(value_error(
+                    key("fault_log"),
+                    Some(log.span()),
+                    "a tenant runs an app, replays a trace or replays a fault log; expected one of app, trace and fault_log, not several".into(),
+                ));
+            }
+            (None, None, None) => {
                 return Err(value_error(
                     key("app"),
                     None,
-                    "expected app = NAME (gpuswap apps) or trace = \"FILE.pickle\" (a PyTorch memory snapshot)".into(),
+                    "expected app = NAME (gpuswap apps), trace = \"FILE.pickle\" (a PyTorch memory snapshot) or fault_log = \"FILE\" (a unified-memory fault log)".into(),
                 ));
             }
         };
@@ -581,6 +595,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             chunk_priorities,
             endless: model.is_some_and(|a| a.endless()),
             sm_share: model.map_or(1.0, |a| a.sm_utilization()),
+            logged_faults_per_batch: logged,
             ..TenantSpec::new(name, app_name, program)
         });
     }
@@ -729,18 +744,7 @@ fn trace_program(
     key: &dyn Fn(&str) -> String,
     value_error: ValueError,
 ) -> Result<(String, Program), ScenarioError> {
-    for (field, span) in [
-        ("size", t.size.as_ref().map(Spanned::span)),
-        ("repeat", t.repeat.as_ref().map(Spanned::span)),
-    ] {
-        if span.is_some() {
-            return Err(value_error(
-                key(field),
-                span,
-                format!("{field} applies to an app; a trace replays what it recorded"),
-            ));
-        }
-    }
+    refuse_app_keys(t, "a trace", key, value_error)?;
     let share = match &t.trace_bandwidth {
         None => DEFAULT_TRACE_BANDWIDTH_SHARE,
         Some(v) if (0.0..=1.0).contains(v.get_ref()) => *v.get_ref(),
@@ -756,22 +760,82 @@ fn trace_program(
         }
     };
     let bytes_per_us = share * preset.vram_bytes_per_s / 1e6;
-    let file = dir.join(trace.get_ref());
+    read_replayed(trace, &key("trace"), dir, value_error, |bytes| {
+        Snapshot::parse(bytes).and_then(|s| s.program(bytes_per_us))
+    })
+}
+
+/// A tenant replaying the unified-memory fault log `log` (relative to `dir`): its
+/// workload name (the file's stem) and the log. Only demand paging (mode `uvm`) has
+/// fault batches to replay.
+fn fault_log(
+    t: &TenantTable,
+    log: &Spanned<String>,
+    dir: &Path,
+    policy: &PolicySettings,
+    key: &dyn Fn(&str) -> String,
+    value_error: ValueError,
+) -> Result<(String, FaultLog), ScenarioError> {
+    refuse_app_keys(t, "a fault log", key, value_error)?;
+    if !policy.needs().page_faults {
+        return Err(value_error(
+            key("fault_log"),
+            Some(log.span()),
+            format!(
+                "fault_log replays unified memory's fault batches; expected [manager] mode = \"uvm\", not {:?}",
+                policy.name()
+            ),
+        ));
+    }
+    read_replayed(log, &key("fault_log"), dir, value_error, FaultLog::parse)
+}
+
+/// Refuses the keys that size an app (`size`, `repeat`) on a tenant replaying `what`.
+fn refuse_app_keys(
+    t: &TenantTable,
+    what: &str,
+    key: &dyn Fn(&str) -> String,
+    value_error: ValueError,
+) -> Result<(), ScenarioError> {
+    for (field, span) in [
+        ("size", t.size.as_ref().map(Spanned::span)),
+        ("repeat", t.repeat.as_ref().map(Spanned::span)),
+    ] {
+        if span.is_some() {
+            return Err(value_error(
+                key(field),
+                span,
+                format!("{field} applies to an app; {what} replays what it recorded"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the file a tenant replays (`file`, relative to `dir`, under scenario key
+/// `key`) and parses it: the workload's name (the file's stem) and what `parse` made of
+/// it. An error names the key and the file.
+fn read_replayed<T, E: std::fmt::Display>(
+    file: &Spanned<String>,
+    key: &str,
+    dir: &Path,
+    value_error: ValueError,
+    parse: impl FnOnce(&[u8]) -> Result<T, E>,
+) -> Result<(String, T), ScenarioError> {
+    let path = dir.join(file.get_ref());
     let fail = |message: String| {
         value_error(
-            key("trace"),
-            Some(trace.span()),
-            format!("{}: {message}", file.display()),
+            key.into(),
+            Some(file.span()),
+            format!("{}: {message}", path.display()),
         )
     };
-    let bytes = std::fs::read(&file).map_err(|e| fail(format!("cannot read it: {e}")))?;
-    let program = Snapshot::parse(&bytes)
-        .and_then(|s| s.program(bytes_per_us))
-        .map_err(|e| fail(e.to_string()))?;
-    let name = file
+    let bytes = std::fs::read(&path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let parsed = parse(&bytes).map_err(|e| fail(e.to_string()))?;
+    let name = path
         .file_stem()
         .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
-    Ok((name, program))
+    Ok((name, parsed))
 }
 
 /// The `[scheduler]` table as the core's settings.

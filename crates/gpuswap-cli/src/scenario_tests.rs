@@ -595,15 +595,15 @@ fn every_scenario_in_the_readme_is_read() {
     }
 }
 
-/// A scenario at `dir/s.toml` whose tenants replay the given pickles (written to `dir`).
+/// A scenario at `dir/s.toml` whose tenants replay the given files (written to `dir`).
 fn with_traces(
     name: &str,
-    pickles: &[(&str, Vec<u8>)],
+    files: &[(&str, Vec<u8>)],
     text: &str,
 ) -> Result<Scenario, ScenarioError> {
     let dir = std::env::temp_dir().join(format!("gpuswap-traces-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (file, bytes) in pickles {
+    for (file, bytes) in files {
         std::fs::write(dir.join(file), bytes).unwrap();
     }
     parse(&dir.join("s.toml"), text)
@@ -689,6 +689,100 @@ fn bad_trace_tenants_name_the_key_and_file() {
     .to_string();
     assert!(
         e.contains("tenant[0].trace") && e.contains("t.pickle: not a readable pickle"),
+        "{e}"
+    );
+}
+
+/// A fault log of two batches: pages 0 and 1 read, then page 2 written.
+const FAULT_LOG: &str = "s,\nf,7f0000000000,1,0,1,2,1,0,0,0,127,1,0,1,63\n\
+                         f,7f0000001000,1,0,1,2,1,0,0,0,127,1,0,1,63\nb,10,0\n\
+                         s,\nf,7f0000002000,2,0,2,4,1,0,0,0,127,1,0,1,63\nb,10,0\n";
+
+/// A unified-memory scenario whose tenant table is `tenant`, beside `FAULT_LOG` as
+/// `f.log`.
+fn with_fault_log(name: &str, manager: &str, tenant: &str) -> Result<Scenario, ScenarioError> {
+    with_traces(
+        name,
+        &[("f.log", FAULT_LOG.as_bytes().to_vec())],
+        &format!(
+            "[device]\npreset = \"v100-pcie-32gb\"\n[manager]\n{manager}\n[[tenant]]\n{tenant}\n"
+        ),
+    )
+}
+
+#[test]
+fn a_tenant_replays_a_fault_log() {
+    let s = with_fault_log("log-ok", "mode = \"uvm\"", "fault_log = \"f.log\"").unwrap();
+    let t = &s.config.tenants[0];
+    assert_eq!((t.name.as_str(), t.app.as_str()), ("f0", "f"));
+    assert_eq!(t.logged_faults_per_batch, Some(vec![2, 1]));
+    // One 2 MiB block holds the three pages.
+    assert_eq!(t.program.peak_allocated_bytes(), 2 * MIB);
+}
+
+#[test]
+fn bad_fault_log_tenants_name_the_key_and_file() {
+    let uvm = "mode = \"uvm\"";
+    let cases = [
+        (
+            "log-app",
+            uvm,
+            "app = \"nn\"\nfault_log = \"f.log\"",
+            "tenant[0].fault_log (line 7)",
+            "expected one of app, trace and fault_log, not several",
+        ),
+        (
+            "log-trace",
+            uvm,
+            "trace = \"t.pickle\"\nfault_log = \"f.log\"",
+            "tenant[0].fault_log (line 7)",
+            "not several",
+        ),
+        (
+            "log-mode",
+            "mode = \"gpuswap\"",
+            "fault_log = \"f.log\"",
+            "tenant[0].fault_log (line 6)",
+            "expected [manager] mode = \"uvm\", not \"gpuswap\"",
+        ),
+        (
+            "log-repeat",
+            uvm,
+            "fault_log = \"f.log\"\nrepeat = 2",
+            "tenant[0].repeat (line 7)",
+            "a fault log replays what it recorded",
+        ),
+        (
+            "log-missing",
+            uvm,
+            "fault_log = \"nosuch.log\"",
+            "tenant[0].fault_log (line 6)",
+            "nosuch.log: cannot read it",
+        ),
+        (
+            "log-neither",
+            uvm,
+            "name = \"x\"",
+            "tenant[0].app",
+            "or fault_log = \"FILE\"",
+        ),
+    ];
+    for (name, manager, tenant, key, expected) in cases {
+        let e = with_fault_log(name, manager, tenant)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key) && e.contains(expected), "{name}: {e}");
+    }
+    let e = with_traces(
+        "log-bad",
+        &[("f.log", b"s,\nf,7f0000000000,1\n".to_vec())],
+        "[device]\npreset = \"v100-pcie-32gb\"\n[manager]\nmode = \"uvm\"\n[[tenant]]\nfault_log = \"f.log\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tenant[0].fault_log (line 6)")
+            && e.contains("f.log: line 2: `f` record with 2 fields; expected 14"),
         "{e}"
     );
 }

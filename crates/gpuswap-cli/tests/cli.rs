@@ -1422,6 +1422,15 @@ fn sweep_normalize_rejects_what_it_cannot_compare_with_exit_2() {
     }
 }
 
+/// The `text` of a scenario in `scenarios/traces` with the files it names there made
+/// absolute, so that a copy runs from anywhere.
+fn traces_absolute(text: &str, files: &[&str]) -> String {
+    files.iter().fold(text.to_owned(), |text, file| {
+        let path = repo_file(&format!("scenarios/traces/{file}"));
+        text.replace(&format!("{file:?}"), &format!("{path:?}"))
+    })
+}
+
 #[test]
 fn traced_tenants_replay_to_their_snapshots_peak() {
     // Alone on a card with room, a replayed training job holds what its snapshot did at
@@ -1453,16 +1462,11 @@ fn traced_tenants_replay_to_their_snapshots_peak() {
     }
     let text = std::fs::read_to_string(&two)
         .unwrap()
-        .replace("\"gpuswap\"", "\"native\"")
-        .replace(
-            "\"train.pickle\"",
-            &format!("{:?}", repo_file("scenarios/traces/train.pickle")),
-        )
-        .replace(
-            "\"infer.pickle\"",
-            &format!("{:?}", repo_file("scenarios/traces/infer.pickle")),
-        );
-    let native = temp_scenario("two-native.toml", &text);
+        .replace("\"gpuswap\"", "\"native\"");
+    let native = temp_scenario(
+        "two-native.toml",
+        &traces_absolute(&text, &["train.pickle", "infer.pickle"]),
+    );
     let out = gpuswap(&["run", "--json", native.to_str().unwrap()]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(
@@ -1696,5 +1700,63 @@ fn bad_shard_values_are_refused_with_exit_2() {
         stdout(&out).starts_with("shard 2/4: 0 of 1 grid points"),
         "{}",
         stdout(&out)
+    );
+}
+
+#[test]
+fn a_fault_log_tenant_reports_its_batches_beside_the_logged_ones() {
+    let scenario = repo_file("scenarios/traces/fault-log.toml");
+    let out = gpuswap(&["run", "--json", &scenario]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let t = &v["tenants"][0];
+    assert_eq!(t["app"], "abc-faults");
+    let f = &t["fault_log"];
+    // The log: 56 faults (24 pages of `a`, 32 of `b`), then 8 (the rest of `a`), then 32
+    // writes of `c`.
+    assert_eq!(f["logged_batches"], 3);
+    assert_eq!(f["logged_faults"], 96);
+    assert_eq!(f["logged_faults_per_batch_mean"], 32.0);
+    assert_eq!(f["logged_faults_per_batch_p50"], 32);
+    assert_eq!(f["logged_faults_per_batch_p99"], 56);
+    // Without the prefetcher, as recorded, each logged batch is one simulated batch.
+    for side in [
+        "batches",
+        "faults",
+        "faults_per_batch_p50",
+        "faults_per_batch_p99",
+    ] {
+        assert_eq!(
+            f[format!("simulated_{side}")],
+            f[format!("logged_{side}")],
+            "{side}"
+        );
+    }
+    assert_eq!(f["simulated_batches"], t["uvm"]["fault_batches"]);
+    // With the driver's default prefetcher, the first batch's big pages bring the
+    // second batch's pages along.
+    let text = std::fs::read_to_string(&scenario)
+        .unwrap()
+        .replace("\"none\"", "\"tree\"");
+    let tree = temp_scenario(
+        "fault-log-tree.toml",
+        &traces_absolute(&text, &["abc-faults.log"]),
+    );
+    let out = gpuswap(&["run", "--json", tree.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let f = &v["tenants"][0]["fault_log"];
+    assert_eq!(
+        (&f["logged_batches"], &f["simulated_batches"]),
+        (&3.into(), &2.into())
+    );
+    // The text report has the comparison too.
+    let out = gpuswap(&["run", &scenario]);
+    let text = stdout(&out);
+    assert!(text.contains("fault logs replayed"), "{text}");
+    assert!(
+        text.lines().any(|l| l
+            .split_whitespace()
+            .eq(["abc", "logged", "3", "96", "32.0", "32", "56"])),
+        "{text}"
     );
 }

@@ -89,6 +89,62 @@ pub struct TenantReport {
     /// Unified memory's figures (mode `uvm` only; absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uvm: Option<UvmReport>,
+    /// The fault log it replays beside the simulation (a `fault_log` tenant only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault_log: Option<FaultLogReport>,
+}
+
+/// A replayed fault log's batches beside the simulated ones: how many, and their faults
+/// (distinct pages) per batch, percentiles by nearest rank.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FaultLogReport {
+    /// Batches in the log.
+    pub logged_batches: u64,
+    /// Fault batches the simulated driver serviced for the tenant.
+    pub simulated_batches: u64,
+    /// Faults in the log.
+    pub logged_faults: u64,
+    /// Faults in the simulated batches.
+    pub simulated_faults: u64,
+    /// Mean faults per logged batch.
+    pub logged_faults_per_batch_mean: f64,
+    /// Mean faults per simulated batch.
+    pub simulated_faults_per_batch_mean: f64,
+    /// Median faults per logged batch.
+    pub logged_faults_per_batch_p50: u64,
+    /// Median faults per simulated batch.
+    pub simulated_faults_per_batch_p50: u64,
+    /// 99th percentile of faults per logged batch.
+    pub logged_faults_per_batch_p99: u64,
+    /// 99th percentile of faults per simulated batch.
+    pub simulated_faults_per_batch_p99: u64,
+}
+
+impl FaultLogReport {
+    /// From each logged batch's faults and the simulated batches' histogram (entry n
+    /// counts the batches of n faults).
+    fn new(logged: &[u64], simulated_histogram: &[u64]) -> Self {
+        let simulated: Vec<u64> = simulated_histogram
+            .iter()
+            .enumerate()
+            .flat_map(|(n, count)| std::iter::repeat_n(n as u64, *count as usize))
+            .collect();
+        let (l, s) = (LatencySummary::of(logged), LatencySummary::of(&simulated));
+        let total = |sizes: &[u64]| sizes.iter().sum::<u64>();
+        let mean = |sizes: &[u64]| total(sizes) as f64 / sizes.len().max(1) as f64;
+        Self {
+            logged_batches: l.count,
+            simulated_batches: s.count,
+            logged_faults: total(logged),
+            simulated_faults: total(&simulated),
+            logged_faults_per_batch_mean: mean(logged),
+            simulated_faults_per_batch_mean: mean(&simulated),
+            logged_faults_per_batch_p50: l.p50,
+            simulated_faults_per_batch_p50: s.p50,
+            logged_faults_per_batch_p99: l.p99,
+            simulated_faults_per_batch_p99: s.p99,
+        }
+    }
 }
 
 /// What unified memory did for one tenant.
@@ -345,7 +401,8 @@ fn build(
         .tenants
         .iter()
         .zip(solo_ns)
-        .map(|(t, solo)| TenantReport {
+        .zip(&config.tenants)
+        .map(|((t, solo), spec)| TenantReport {
             name: t.name.clone(),
             app: t.app.clone(),
             total_ns: t.total_ns(),
@@ -426,6 +483,10 @@ fn build(
                     .map(|a| a.plan_before_switches.name())
                     .collect(),
             }),
+            fault_log: spec
+                .logged_faults_per_batch
+                .as_ref()
+                .map(|logged| FaultLogReport::new(logged, &t.faults_per_batch)),
         })
         .collect();
     let slowdowns: Vec<f64> = tenants.iter().filter_map(|t| t.slowdown).collect();
@@ -496,6 +557,32 @@ mod tests {
             }
         );
         assert_eq!(LatencySummary::of(&[]), LatencySummary::default());
+    }
+
+    #[test]
+    fn a_fault_log_report_sets_logged_batches_beside_the_histogram() {
+        // Simulated: two batches of 1 fault, one of 3.
+        let r = FaultLogReport::new(&[4, 0, 2], &[0, 2, 0, 1]);
+        assert_eq!((r.logged_batches, r.simulated_batches), (3, 3));
+        assert_eq!((r.logged_faults, r.simulated_faults), (6, 5));
+        assert_eq!(r.logged_faults_per_batch_mean, 2.0);
+        assert!((r.simulated_faults_per_batch_mean - 5.0 / 3.0).abs() < 1e-12);
+        assert_eq!(
+            (r.logged_faults_per_batch_p50, r.logged_faults_per_batch_p99),
+            (2, 4)
+        );
+        assert_eq!(
+            (
+                r.simulated_faults_per_batch_p50,
+                r.simulated_faults_per_batch_p99
+            ),
+            (1, 3)
+        );
+        let none = FaultLogReport::new(&[1], &[]);
+        assert_eq!(
+            (none.simulated_batches, none.simulated_faults_per_batch_mean),
+            (0, 0.0)
+        );
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct TenantSpec {
     /// It runs until every other tenant has ended (an interference generator such as
     /// pageDoS), then ends as if its program had finished.
     pub endless: bool,
+    /// For a tenant replaying a unified-memory fault log (`trace::uvm_log`): each logged
+    /// batch's faults, which the report compares with the simulated batches.
+    pub logged_faults_per_batch: Option<Vec<u64>>,
 }
 
 impl TenantSpec {
@@ -46,6 +49,7 @@ impl TenantSpec {
             chunk_priorities: BTreeMap::new(),
             sm_share: 1.0,
             endless: false,
+            logged_faults_per_batch: None,
         }
     }
 }
@@ -316,6 +320,10 @@ pub struct TenantOutcome {
     /// Unified memory: what the adaptive runtime knows of each managed allocation
     /// (pattern, plan, timeline), in allocation order; empty outside mode `uvm`.
     pub allocations: Vec<gpuswap_core::uvm::AllocationPaging>,
+    /// Unified memory: how many of its fault batches had each number of faults (entry
+    /// n counts the batches of n faults; they sum to its `fault_batches`); empty outside
+    /// mode `uvm`.
+    pub faults_per_batch: Vec<u64>,
     /// Its kernels the scheduling policy preempted.
     pub preemptions: u32,
     /// Time its preempted kernels had run when they stopped (work lost: they ran again

@@ -138,6 +138,8 @@ struct Tenant {
     error: Option<String>,
     /// Unified memory: time its kernels stalled on fault batches.
     fault_stall_ns: u64,
+    /// Unified memory: entry n counts its fault batches of n faults.
+    faults_per_batch: Vec<u64>,
     /// Unified memory with `optimum = true`: every page it touched, in order, and the
     /// most VRAM managed memory had during its kernels (the bound's capacity).
     page_stream: Option<Vec<u64>>,
@@ -408,6 +410,7 @@ impl Engine {
                     pauses: Vec::new(),
                     error: None,
                     fault_stall_ns: 0,
+                    faults_per_batch: Vec::new(),
                     page_stream: optimum.then(Vec::new),
                     optimum_capacity_pages: 1,
                     sm_share: spec.sm_share,
@@ -614,6 +617,7 @@ impl Engine {
                     pauses: t.pauses,
                     error: t.error,
                     allocations: manager.paging_allocations(t.id).unwrap_or_default(),
+                    faults_per_batch: t.faults_per_batch,
                     preemptions: t.preemptions,
                     wasted_ns: t.wasted_ns,
                     wait_ns: t.wait_ns,

@@ -136,7 +136,7 @@ impl Engine {
                         c.remote += run.remote;
                         if pending.len() == batch_pages {
                             stall_ns = stall_ns
-                                .saturating_add(self.service_batch(&pending, now_ns, &mut cost));
+                                .saturating_add(self.service_batch(t, &pending, now_ns, &mut cost));
                             pending.clear();
                         }
                     }
@@ -145,7 +145,8 @@ impl Engine {
             // The wavefront's faults are serviced before it moves on.
             if !pending.is_empty() {
                 let now_ns = self.now_ns.saturating_add(stall_ns);
-                stall_ns = stall_ns.saturating_add(self.service_batch(&pending, now_ns, &mut cost));
+                stall_ns =
+                    stall_ns.saturating_add(self.service_batch(t, &pending, now_ns, &mut cost));
                 pending.clear();
             }
         }
@@ -168,9 +169,14 @@ impl Engine {
         cost
     }
 
-    /// Services one batch of far faults at `now_ns`, adding its costs to `cost`; returns
-    /// its stall alone on the link.
-    fn service_batch(&mut self, faults: &[u64], now_ns: u64, cost: &mut FaultIn) -> u64 {
+    /// Services one batch of tenant `t`'s far faults at `now_ns`, adding its costs to
+    /// `cost`; returns its stall alone on the link.
+    fn service_batch(&mut self, t: usize, faults: &[u64], now_ns: u64, cost: &mut FaultIn) -> u64 {
+        let sizes = &mut self.tenants[t].faults_per_batch;
+        if sizes.len() <= faults.len() {
+            sizes.resize(faults.len() + 1, 0);
+        }
+        sizes[faults.len()] += 1;
         let Serviced {
             pages_in,
             pages_written_back,

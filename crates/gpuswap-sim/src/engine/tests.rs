@@ -923,8 +923,15 @@ fn uvm_with_ample_vram_migrates_every_page_once() {
     assert!(paging.fault_stall_ns > 0);
     // Oversubscribed by half: every pass migrates everything again (the sweep is cyclic
     // and FIFO evicts what the next pass needs first), faulted or prefetched.
-    let tight = uvm_sweep(64, 3, 48, gtx1080ti()).tenants[0].paging.unwrap();
+    let tight_out = uvm_sweep(64, 3, 48, gtx1080ti());
+    let tight = tight_out.tenants[0].paging.unwrap();
     assert!(tight.stats.pages_in >= 3 * 64 * 256);
+    // The batches by size add up to the batches and their faults.
+    let sizes = &tight_out.tenants[0].faults_per_batch;
+    assert_eq!(sizes.iter().sum::<u64>(), tight.stats.fault_batches);
+    let faults: u64 = sizes.iter().enumerate().map(|(n, c)| n as u64 * c).sum();
+    assert_eq!(faults, tight.stats.far_faults);
+    assert!(sizes.len() as u64 <= gtx1080ti().fault_batch_pages + 1);
     assert!(tight.stats.pages_out >= 3 * 64 * 256 - 48 * 256);
     assert!(tight.stats.pages_thrashed > 0);
     assert!(tight.fault_stall_ns > 2 * paging.fault_stall_ns);

@@ -1,5 +1,6 @@
-//! Real workloads as tenant programs: recorded allocator traces replayed on the
-//! simulated GPU.
+//! Real workloads as tenant programs: recorded allocator traces and unified-memory
+//! fault logs replayed on the simulated GPU.
 
 pub mod synthetic;
 pub mod torch;
+pub mod uvm_log;
