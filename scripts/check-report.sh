@@ -5,6 +5,9 @@
 #   scripts/check-report.sh results/index.html [screenshot.png]
 # Without an argument it makes a small sweep and its page first (about 20 s).
 set -euo pipefail
+# A page named relative to where the script was called from.
+page=${1:+$(realpath "$1")}
+shot=${2:+$(realpath -m "$2")}
 cd "$(dirname "$0")/.."
 
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -15,8 +18,7 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-page=${1:-}
-shot=${2:-$work/page.png}
+shot=${shot:-$work/page.png}
 if [ -z "$page" ]; then
     cargo run --quiet --release -- sweep scenarios/quickstart.toml \
         --vary device.vram_limit=250MiB,350MiB --runs 1 --quiet --out "$work/sweep"

@@ -156,9 +156,12 @@ pub fn page(dir: &Path) -> Result<String, ReportError> {
                 .map(str::trim)
                 .find_map(|l| l.strip_prefix("preset"))
                 .and_then(|rest| rest.split('"').nth(1));
-            if let Some(device) = device {
-                let _ = writeln!(html, "<p>Device: <b>{}</b></p>", escape(device));
-            }
+            let device = device.unwrap_or(crate::scenario::DEFAULT_PRESET);
+            let _ = writeln!(
+                html,
+                "<p>Device: <b>{}</b> (unless the sweep varies it)</p>",
+                escape(device)
+            );
             let _ = writeln!(html, "<pre>{}</pre>", escape(&text));
         }
         Err(_) => html.push_str(

@@ -457,7 +457,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 ));
             }
             Some(n) => n.get_ref().clone(),
-            None => format!("{app_name}{i}"),
+            // A trace's file stem may be long: the default keeps to the names' limit.
+            None => {
+                let index = i.to_string();
+                let stem: String = app_name
+                    .chars()
+                    .take(MAX_NAME_CHARS - index.len())
+                    .collect();
+                stem + &index
+            }
         };
         if tenants.iter().any(|other| other.name == name) {
             return Err(value_error(

@@ -1760,3 +1760,21 @@ fn a_fault_log_tenant_reports_its_batches_beside_the_logged_ones() {
         "{text}"
     );
 }
+
+#[test]
+fn an_html_page_that_exists_is_refused_before_any_run() {
+    let scenario = temp_scenario("html-first.toml", TWO_NN_SWEEP);
+    let page = temp_scenario("html-first/exists.html", "old");
+    let out_dir = page.parent().unwrap().join("out");
+    let out = gpuswap(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_fails(&out, 2, "--force to overwrite it");
+    assert!(!out_dir.join("results.csv").exists(), "nothing ran");
+}

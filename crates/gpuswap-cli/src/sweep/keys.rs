@@ -4,8 +4,8 @@
 use toml::Value;
 
 /// Turns a value written as text into the TOML type the scenario uses at `path` (or an
-/// integer for `seed`, `repeat` and `count`, a number for `oversubscription`, a string
-/// otherwise).
+/// integer for `seed`, `repeat` and `count`, a number for `oversubscription`,
+/// `subscription` and `trace_bandwidth`, a string otherwise).
 pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Value {
     let existing = lookup(scenario, path);
     let wants_integer = match existing {
@@ -16,7 +16,9 @@ pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Value {
     let wants_float = match existing {
         Some(Value::Float(_)) => true,
         Some(_) => false,
-        None => path.ends_with(".oversubscription"),
+        None => [".oversubscription", ".subscription", ".trace_bandwidth"]
+            .iter()
+            .any(|k| path.ends_with(k)),
     };
     match (text.parse::<i64>(), text.parse::<f64>()) {
         (Ok(n), _) if wants_integer => Value::Integer(n),
@@ -190,6 +192,18 @@ fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_and_shares_vary_as_numbers_even_when_the_scenario_leaves_them_out() {
+        let s: toml::Table = toml::from_str("[[tenant]]\ntrace = \"t.pickle\"\n").unwrap();
+        for path in ["tenant[0].trace_bandwidth", "device.subscription"] {
+            assert_eq!(typed("0.25".into(), path, &s), Value::Float(0.25), "{path}");
+        }
+        assert_eq!(
+            typed("x".into(), "tenant[0].name", &s),
+            Value::String("x".into())
+        );
+    }
 
     #[test]
     fn overlapping_keys_are_detected() {

@@ -115,7 +115,7 @@ impl Manifest {
         let bad = |m: String| SweepError::BadInput(format!("{}: {m}", path.display()));
         if !path.exists() {
             let killed = if dir.join("results.csv.partial").exists() {
-                " (results.csv.partial is there: the shard did not finish; run it again)"
+                " (results.csv.partial is there: the shard did not finish; run it again with --force)"
             } else {
                 ""
             };

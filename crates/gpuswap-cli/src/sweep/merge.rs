@@ -11,7 +11,7 @@ use super::manifest::{self, Manifest};
 use super::output::{Outputs, PointRecords, patterns_header, results_header};
 use super::plan::Plan;
 use super::shard::Shard;
-use super::{SweepError, prepare_out, report, write_html, write_scenario};
+use super::{SweepError, check_html, prepare_out, report, write_html, write_scenario};
 
 /// Settings of a merge from the command line.
 #[derive(Debug, clap::Args)]
@@ -45,8 +45,10 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
         .map(|d| Manifest::read(d))
         .collect::<Result<_, _>>()?;
     let first = &manifests[0];
+    // The plan first: it checks the first manifest's size, which sizes what follows.
+    let plan = rebuild_plan(&args.dirs[0], first)?;
     for (dir, m) in args.dirs.iter().zip(&manifests).skip(1) {
-        if m.plan != first.plan {
+        if m.plan != first.plan || m.total_points != first.total_points {
             return Err(SweepError::BadInput(format!(
                 "{}: plan {} differs from {}'s plan {}: the shards ran different sweeps (scenario text, --vary, --runs or limits); expected shards of one sweep",
                 dir.join(manifest::FILE).display(),
@@ -57,7 +59,6 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
         }
     }
     let owners = owners(&args.dirs, &manifests)?;
-    let plan = rebuild_plan(&args.dirs[0], first)?;
     for dir in &args.dirs {
         if same_folder(dir, &args.out) {
             return Err(SweepError::BadInput(format!(
@@ -72,8 +73,11 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
         .iter()
         .map(|d| ShardTables::open(d, &plan))
         .collect::<Result<_, _>>()?;
+    check_html(args.html.as_deref(), args.force)?;
     prepare_out(&args.out, args.force)?;
-    let mut outputs = Outputs::create(&args.out, &plan, false)?;
+    // Written under .partial names and renamed at the end, as a shard's: a merge that
+    // stops at a bad shard leaves no results.csv that looks whole.
+    let mut outputs = Outputs::create(&args.out, &plan, true)?;
     for (p, &owner) in owners.iter().enumerate() {
         let shard = &mut shards[owner];
         let records = shard.point(p, plan.runs as usize)?;

@@ -11,11 +11,12 @@
 //! "manager.chunk_policy" = ["random", "priority-buffer"]
 //! ```
 //!
-//! A key is a dotted path into the scenario (`seed`, `device.preset`, `manager.mode`,
+//! A key is a dotted path into the scenario (`device.preset`, `manager.mode`,
 //! `tenant.repeat` for every tenant, `tenant[1].start` for one), a whole table
 //! (`manager = [{ mode = "gpuswap", chunk_policy = "random" }, { mode = "gdev" }]`), or
 //! keys joined by `+` that take the same value (`"tenant[0].app+tenant[1].app"`). Run
-//! `r` of a point uses seed `scenario seed + r`.
+//! `r` of a point uses seed `scenario seed + r`, so seeds are varied with `runs`, not as
+//! a key.
 
 mod execute;
 mod figures;
@@ -118,6 +119,7 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         return crate::stdout::write(&dry_run(&plan, args.shard, &out, args.jobs))
             .map_err(SweepError::Output);
     }
+    check_html(args.html.as_deref(), args.force)?;
     prepare_out(&out, args.force)?;
     let points = args.shard.unwrap_or(Shard::WHOLE).points(plan.points.len());
     let mut outputs = output::Outputs::create(&out, &plan, args.shard.is_some())?;
@@ -275,6 +277,26 @@ fn write_scenario(
         .map_err(|e| SweepError::Output(format!("{}: {e}", path.display())))
 }
 
+/// `--html FILE` is checked before any run: an existing FILE without `--force`, or a
+/// folder that does not exist, would otherwise fail only after the whole sweep.
+fn check_html(html: Option<&Path>, force: bool) -> Result<(), SweepError> {
+    let Some(html) = html else { return Ok(()) };
+    if html.exists() && !force {
+        return Err(SweepError::BadInput(format!(
+            "--html {}: exists; expected a new file, or --force to overwrite it",
+            html.display()
+        )));
+    }
+    match html.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => Err(SweepError::BadInput(format!(
+            "--html {}: expected a file in an existing folder; {} is none",
+            html.display(),
+            dir.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `--html FILE`: the finished sweep folder `out` as a page.
 fn write_html(out: &Path, html: Option<&Path>, force: bool) -> Result<(), SweepError> {
     match html {
@@ -296,7 +318,7 @@ fn sweep_output(path: &Path) -> bool {
         || name == "patterns.csv"
         || name == manifest::FILE
         || name == SCENARIO_FILE
-        || name == "index.html"
+        || name.ends_with(".html")
         || name.ends_with(".svg")
         || name.ends_with(".png")
 }

@@ -29,12 +29,16 @@
 //! - A snapshot without trace events is a static footprint: its segments are allocated,
 //!   one kernel reads their allocated blocks, and they are freed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_pickle::{DeOptions, HashableValue, Value};
 use thiserror::Error;
 
-use crate::program::{Access, Kernel, Op, Program, Slot};
+use super::pickle_scan::{self, Refusal};
+use crate::program::{Access, Distribution, Kernel, Op, Program, Slot, WeightedRange};
+
+/// A pickle that names Python code is refused with this.
+const CODE: &str = "the pickle names Python code (a class, a function or a call); a memory snapshot holds plain data only";
 
 /// What is wrong with a snapshot.
 #[derive(Debug, Error, PartialEq)]
@@ -93,14 +97,16 @@ pub enum Action {
 }
 
 /// A segment the allocator held at the dump.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {
+    /// The device it is on.
+    pub device: u64,
     /// Its address.
     pub address: u64,
     /// Its size in bytes.
     pub total_size: u64,
-    /// Bytes of its blocks in use by tensors.
-    pub allocated_size: u64,
+    /// Its blocks in use by tensors at the dump: offset in the segment and length.
+    pub active: Vec<(u64, u64)>,
 }
 
 /// A parsed snapshot.
@@ -169,6 +175,48 @@ fn required<'a>(
     get(dict, key).ok_or_else(|| field(&format!("{path}.{key}"), "a value (the key is missing)"))
 }
 
+/// A dumped segment's blocks in use (`active_allocated`, `active_pending_free`), as
+/// offsets and lengths: blocks follow each other from the segment's start (their
+/// `address`, where given, says so too). Without `blocks`, `allocated_size` from the
+/// start.
+fn active_blocks(
+    segment: &BTreeMap<HashableValue, Value>,
+    path: &str,
+    address: u64,
+    total_size: u64,
+) -> Result<Vec<(u64, u64)>, SnapshotError> {
+    let Some(blocks) = get(segment, "blocks") else {
+        let allocated = match get(segment, "allocated_size") {
+            Some(v) => as_u64(v, &format!("{path}.allocated_size"))?,
+            None => 0,
+        };
+        return Ok(vec![(0, allocated.min(total_size))]);
+    };
+    let mut active = Vec::new();
+    let mut offset = 0u64;
+    for (j, b) in as_list(blocks, &format!("{path}.blocks"))?
+        .iter()
+        .enumerate()
+    {
+        let bpath = format!("{path}.blocks[{j}]");
+        let b = as_dict(b, &bpath)?;
+        let size = as_u64(required(b, &bpath, "size")?, &format!("{bpath}.size"))?;
+        if let Some(a) = get(b, "address") {
+            offset = as_u64(a, &format!("{bpath}.address"))?.saturating_sub(address);
+        }
+        let state = match get(b, "state") {
+            Some(v) => as_str(v, &format!("{bpath}.state"))?,
+            None => "active_allocated",
+        };
+        let len = size.min(total_size.saturating_sub(offset));
+        if state.starts_with("active") && len > 0 {
+            active.push((offset, len));
+        }
+        offset = offset.saturating_add(size);
+    }
+    Ok(active)
+}
+
 impl Action {
     fn parse(name: &str) -> Self {
         match name {
@@ -183,14 +231,25 @@ impl Action {
 }
 
 impl Snapshot {
-    /// Reads a pickled snapshot. Globals (code references) are refused.
+    /// Reads a pickled snapshot. Globals (code references) and nesting deeper than a
+    /// snapshot's are refused before reading ([`pickle_scan`]); objects shared (PyTorch
+    /// shares stack frames between events) are read as copies.
     pub fn parse(bytes: &[u8]) -> Result<Self, SnapshotError> {
-        let value = serde_pickle::value_from_slice(bytes, DeOptions::new()).map_err(|e| {
+        pickle_scan::scan(bytes).map_err(|refusal| {
+            SnapshotError::Pickle(match refusal {
+                Refusal::Code => CODE.into(),
+                Refusal::TooDeep => format!(
+                    "it nests deeper than {} levels (or refers to itself); a memory snapshot nests about six",
+                    pickle_scan::MAX_DEPTH
+                ),
+            })
+        })?;
+        // Frames are ignored: a structure that refers to itself may stand as None.
+        let options = DeOptions::new().replace_recursive_structures();
+        let value = serde_pickle::value_from_slice(bytes, options).map_err(|e| {
             let text = e.to_string();
             SnapshotError::Pickle(if text.contains("unresolved global") {
-                format!(
-                    "{text}: the pickle names Python code (a class or function); a memory snapshot holds plain data only"
-                )
+                CODE.into()
             } else {
                 text
             })
@@ -201,16 +260,20 @@ impl Snapshot {
             for (i, s) in as_list(list, "segments")?.iter().enumerate() {
                 let path = format!("segments[{i}]");
                 let d = as_dict(s, &path)?;
+                let device = match get(d, "device") {
+                    Some(v) => as_u64(v, &format!("{path}.device"))?,
+                    None => 0,
+                };
+                let address = as_u64(required(d, &path, "address")?, &format!("{path}.address"))?;
+                let total_size = as_u64(
+                    required(d, &path, "total_size")?,
+                    &format!("{path}.total_size"),
+                )?;
                 segments.push(Segment {
-                    address: as_u64(required(d, &path, "address")?, &format!("{path}.address"))?,
-                    total_size: as_u64(
-                        required(d, &path, "total_size")?,
-                        &format!("{path}.total_size"),
-                    )?,
-                    allocated_size: match get(d, "allocated_size") {
-                        Some(v) => as_u64(v, &format!("{path}.allocated_size"))?,
-                        None => 0,
-                    },
+                    device,
+                    address,
+                    total_size,
+                    active: active_blocks(d, &path, address, total_size)?,
                 });
             }
         }
@@ -242,10 +305,15 @@ impl Snapshot {
                 }
             }
         }
-        if get(top, "segments").is_none() && get(top, "device_traces").is_none() {
+        // Only the replayed device's memory: a device without events has its segments.
+        if trace.is_empty() {
+            device = segments.first().map_or(0, |s| s.device as usize);
+        }
+        segments.retain(|s| s.device == device as u64);
+        if segments.is_empty() && trace.is_empty() {
             return Err(field(
                 "snapshot",
-                "a dict with segments or device_traces (torch.cuda.memory._snapshot())",
+                "a dict with segments or device_traces holding memory (torch.cuda.memory._snapshot()); this one records none",
             ));
         }
         Ok(Self {
@@ -273,8 +341,17 @@ impl Snapshot {
 struct LiveSegment {
     end: u64,
     slot: Slot,
-    /// Bytes of its blocks in use by tensors.
+    /// Its bytes in use by tensors: offset in the segment to length.
+    used: BTreeMap<u64, u64>,
     used_bytes: u64,
+}
+
+/// A live block: the pieces of segments it lies in (one, unless expandable segments'
+/// adjacent mappings hold it), and whether a tensor uses it (until `free_requested`).
+struct Block {
+    /// Segment address, offset in it, length.
+    pieces: Vec<(u64, u64, u64)>,
+    used: bool,
 }
 
 /// The replay's state.
@@ -286,8 +363,8 @@ struct Replay<'a> {
     setup: Vec<Op>,
     /// Live segments by address.
     segments: BTreeMap<u64, LiveSegment>,
-    /// Live blocks by address: size, segment address, in use by a tensor.
-    blocks: HashMap<u64, (u64, u64, bool)>,
+    /// Live blocks by address.
+    blocks: BTreeMap<u64, Block>,
     steps: usize,
 }
 
@@ -299,7 +376,7 @@ impl<'a> Replay<'a> {
             program: Program::default(),
             setup: Vec::new(),
             segments: BTreeMap::new(),
-            blocks: HashMap::new(),
+            blocks: BTreeMap::new(),
             steps: 0,
         }
     }
@@ -321,6 +398,7 @@ impl<'a> Replay<'a> {
             LiveSegment {
                 end: addr.saturating_add(size),
                 slot,
+                used: BTreeMap::new(),
                 used_bytes: 0,
             },
         );
@@ -330,14 +408,36 @@ impl<'a> Replay<'a> {
         Op::Alloc(slot)
     }
 
-    /// The live segment holding `[addr, addr + size)`.
-    fn segment_of(&self, addr: u64, size: u64) -> Option<u64> {
+    /// The live segment holding byte `addr`.
+    fn segment_at(&self, addr: u64) -> Option<u64> {
         let (&start, s) = self.segments.range(..=addr).next_back()?;
-        (addr.saturating_add(size) <= s.end).then_some(start)
+        (addr < s.end).then_some(start)
+    }
+
+    /// Whether `[addr, addr + size)` overlaps a live segment.
+    fn overlaps(&self, addr: u64, size: u64) -> bool {
+        self.segments
+            .range(..addr.saturating_add(size.max(1)))
+            .next_back()
+            .is_some_and(|(_, s)| s.end > addr)
+    }
+
+    /// Marks a block's pieces used (`true`) or free in their segments.
+    fn mark(&mut self, pieces: &[(u64, u64, u64)], used: bool) {
+        for &(seg, offset, len) in pieces {
+            if let Some(s) = self.segments.get_mut(&seg) {
+                if used {
+                    s.used.insert(offset, len);
+                    s.used_bytes += len;
+                } else if s.used.remove(&offset).is_some() {
+                    s.used_bytes -= len;
+                }
+            }
+        }
     }
 
     /// The GPU work of an interval of `interval_us` (unknown: `None`): one kernel
-    /// reading the live blocks.
+    /// reading the live blocks, each in proportion to its bytes.
     fn step(&mut self, interval_us: Option<u64>, ops: &mut Vec<Op>) {
         let live: u64 = self.segments.values().map(|s| s.used_bytes).sum();
         // Each live byte is read `passes` times: once without a recorded interval.
@@ -350,8 +450,19 @@ impl<'a> Replay<'a> {
             .values()
             .filter(|s| s.used_bytes > 0)
             .map(|s| {
-                let bytes = (s.used_bytes as f64 * passes).round() as u64;
-                Access::uniform(s.slot, bytes, 0)
+                let ranges = s
+                    .used
+                    .iter()
+                    .map(|(&offset_bytes, &bytes)| WeightedRange {
+                        offset_bytes,
+                        bytes,
+                        weight: bytes as f64,
+                    })
+                    .collect();
+                Access {
+                    distribution: Distribution::Ranges(ranges),
+                    ..Access::uniform(s.slot, (s.used_bytes as f64 * passes).round() as u64, 0)
+                }
             })
             .filter(|a| a.read_bytes > 0)
             .collect();
@@ -372,12 +483,12 @@ impl<'a> Replay<'a> {
         let trace = &self.snapshot.trace;
         let mut ops = Vec::new();
         if trace.is_empty() {
-            // A static footprint: the dump's segments, read once.
+            // A static footprint: the dump's segments, their active blocks read once.
             for s in &self.snapshot.segments {
                 let op = self.add_segment(s.address, s.total_size, false);
                 ops.push(op);
-                let seg = self.segments.get_mut(&s.address).expect("just added");
-                seg.used_bytes = s.allocated_size.min(s.total_size);
+                let pieces: Vec<_> = s.active.iter().map(|&(o, l)| (s.address, o, l)).collect();
+                self.mark(&pieces, true);
             }
             self.step(None, &mut ops);
         } else {
@@ -391,13 +502,15 @@ impl<'a> Replay<'a> {
                     }
                     Action::SegmentFree if !allocated.contains(&e.addr) => {
                         allocated.insert(e.addr);
-                        self.add_segment(e.addr, e.size, true);
+                        if !self.overlaps(e.addr, e.size) {
+                            self.add_segment(e.addr, e.size, true);
+                        }
                     }
                     _ => {}
                 }
             }
             for s in &self.snapshot.segments {
-                if !allocated.contains(&s.address) && !self.segments.contains_key(&s.address) {
+                if !allocated.contains(&s.address) && !self.overlaps(s.address, s.total_size) {
                     self.add_segment(s.address, s.total_size, true);
                 }
             }
@@ -410,12 +523,15 @@ impl<'a> Replay<'a> {
                             ns: (now - last).saturating_mul(1000),
                         });
                     }
-                    // No time passed: no work.
+                    // No time passed (or the clock went back): no work.
                     (Some(_), Some(_)) => {}
                     _ if i > 0 => self.step(None, &mut ops),
                     _ => {}
                 }
-                last_us = e.time_us.or(last_us);
+                last_us = match (last_us, e.time_us) {
+                    (Some(last), Some(now)) => Some(last.max(now)),
+                    (last, now) => now.or(last),
+                };
                 self.event(i, e, &mut ops)?;
             }
         }
@@ -433,56 +549,110 @@ impl<'a> Replay<'a> {
     fn event(&mut self, i: usize, e: &TraceEvent, ops: &mut Vec<Op>) -> Result<(), SnapshotError> {
         match e.action {
             Action::SegmentAlloc => {
-                if self.segment_of(e.addr, 1).is_some() {
+                if self.overlaps(e.addr, e.size) {
                     return Err(self.error(
                         i,
-                        format!("segment at {:#x} overlaps a live segment", e.addr),
+                        format!(
+                            "segment of {} bytes at {:#x} overlaps a live segment",
+                            e.size, e.addr
+                        ),
                     ));
                 }
                 let op = self.add_segment(e.addr, e.size, false);
                 ops.push(op);
             }
-            Action::SegmentFree => {
-                let Some(s) = self.segments.remove(&e.addr) else {
-                    return Err(self.error(
-                        i,
-                        format!(
-                            "segment_free at {:#x}: no live segment starts there",
-                            e.addr
-                        ),
-                    ));
-                };
-                self.blocks.retain(|_, b| b.1 != e.addr);
-                ops.push(Op::Free(s.slot));
-            }
+            Action::SegmentFree => self.free_segments(i, e, ops)?,
             Action::Alloc => {
-                let Some(seg) = self.segment_of(e.addr, e.size) else {
-                    return Err(self.error(
-                        i,
-                        format!(
-                            "alloc of {} bytes at {:#x} lies in no live segment (did recording start after the segment was allocated?)",
-                            e.size, e.addr
-                        ),
-                    ));
-                };
-                self.blocks.insert(e.addr, (e.size, seg, true));
-                self.segments.get_mut(&seg).expect("live").used_bytes += e.size;
+                // Expandable segments map adjacent ranges: a block may span several.
+                let end = e.addr.saturating_add(e.size);
+                let mut pieces = Vec::new();
+                let mut at = e.addr;
+                while at < end {
+                    let Some(seg) = self.segment_at(at) else {
+                        return Err(self.error(
+                            i,
+                            format!(
+                                "alloc of {} bytes at {:#x} lies in no live segment at {at:#x} (did recording start after the segment was allocated?)",
+                                e.size, e.addr
+                            ),
+                        ));
+                    };
+                    let len = self.segments[&seg].end.min(end) - at;
+                    pieces.push((seg, at - seg, len));
+                    at += len;
+                }
+                self.mark(&pieces, true);
+                if let Some(old) = self.blocks.insert(e.addr, Block { pieces, used: true })
+                    && old.used
+                {
+                    self.mark(&old.pieces, false);
+                }
             }
             Action::FreeRequested | Action::FreeCompleted => {
-                let done = e.action == Action::FreeCompleted;
-                if let Some(block) = self.blocks.get_mut(&e.addr) {
-                    let (size, seg, used) = *block;
-                    block.2 = false;
-                    if used && let Some(s) = self.segments.get_mut(&seg) {
-                        s.used_bytes -= size;
+                let pieces = match self.blocks.get_mut(&e.addr) {
+                    Some(b) if b.used => {
+                        b.used = false;
+                        Some(b.pieces.clone())
                     }
-                    if done {
-                        self.blocks.remove(&e.addr);
-                    }
+                    _ => None,
+                };
+                if let Some(pieces) = pieces {
+                    self.mark(&pieces, false);
+                }
+                if e.action == Action::FreeCompleted {
+                    self.blocks.remove(&e.addr);
                 }
             }
             Action::Other => {}
         }
+        Ok(())
+    }
+
+    /// `segment_free` (or `segment_unmap`, which may span several adjacent mappings):
+    /// the segments wholly inside `[addr, addr + size)` go; one cut in two is refused.
+    fn free_segments(
+        &mut self,
+        i: usize,
+        e: &TraceEvent,
+        ops: &mut Vec<Op>,
+    ) -> Result<(), SnapshotError> {
+        let end = e.addr.saturating_add(e.size.max(1));
+        let freed: Vec<u64> = self
+            .segments
+            .range(e.addr..end)
+            .map(|(&start, _)| start)
+            .collect();
+        if freed.first() != Some(&e.addr) {
+            return Err(self.error(
+                i,
+                format!(
+                    "segment_free at {:#x}: no live segment starts there",
+                    e.addr
+                ),
+            ));
+        }
+        if let Some(cut) = self
+            .segment_at(end - 1)
+            .filter(|&s| self.segments[&s].end > end && e.size > 0)
+        {
+            return Err(self.error(
+                i,
+                format!(
+                    "unmap of [{:#x}, {end:#x}) cuts the mapping at {cut:#x} in two; partial unmaps are not replayed",
+                    e.addr
+                ),
+            ));
+        }
+        for start in freed {
+            let s = self.segments.remove(&start).expect("listed");
+            ops.push(Op::Free(s.slot));
+        }
+        // Blocks in freed segments lose those pieces; a block with none left is gone.
+        let segments = &self.segments;
+        self.blocks.retain(|_, b| {
+            b.pieces.retain(|p| segments.contains_key(&p.0));
+            !b.pieces.is_empty()
+        });
         Ok(())
     }
 }

@@ -169,13 +169,19 @@ impl FaultLog {
         let mut batches = Vec::new();
         // The open batch and the line of its `s,`.
         let mut open: Option<(usize, Batch)> = None;
+        let mut kernel_log = false;
         for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
             let line = i + 1;
             let text = std::str::from_utf8(raw).map_err(|_| FaultLogError::NotText { line })?;
+            // /dev/kmsg continues a device's message on lines of " KEY=VALUE".
+            if kernel_log && text.starts_with(' ') && text.contains('=') {
+                continue;
+            }
             let (message, kmsg) = match kmsg_message(text) {
                 Some(message) => (message, true),
                 None => (text, false),
             };
+            kernel_log |= kmsg;
             let message = message.trim();
             if message.is_empty() {
                 continue;

@@ -189,3 +189,170 @@ fn a_block_outside_every_segment_is_an_inconsistent_trace() {
         "{e}"
     );
 }
+
+/// A snapshot as Python's own pickler writes it (protocol 4, memoized objects): every
+/// event and block shares one `frames` list, as PyTorch shares stack frames. Made by
+/// `pickle.dumps` of a dict with one 4 MiB segment at 0x1000000, a 1 MiB block in use
+/// at its start, and a second 1 MiB block allocated and freed.
+const PYTHON_PICKLE_HEX: [&str; 12] = [
+    "800495fb010000000000007d94288c087365676d656e7473945d947d94288c06646576696365944b008c0761",
+    "646472657373944a000000018c0a746f74616c5f73697a65944a000040008c0e616c6c6f63617465645f7369",
+    "7a65944a000010008c06626c6f636b73945d94287d94288c0473697a65944a000010008c057374617465948c",
+    "106163746976655f616c6c6f6361746564948c066672616d6573945d947d94288c0866696c656e616d65948c",
+    "08747261696e2e7079948c046c696e65944b0c8c046e616d65948c07666f7277617264947561757d9428680b",
+    "4a00003000680c8c08696e61637469766594680e680f756575618c0d6465766963655f747261636573945d94",
+    "5d94287d94288c06616374696f6e948c0d7365676d656e745f616c6c6f63948c0461646472944a0000000168",
+    "0b4a000040008c0673747265616d944b008c0774696d655f7573944b0a680e680f757d9428681c8c05616c6c",
+    "6f6394681e4a00000001680b4a00001000681f4b0068204b14680e680f757d9428681c6822681e4a00001001",
+    "680b4a00001000681f4b0068204b1e680e680f757d9428681c8c0e667265655f72657175657374656494681e",
+    "4a00001001680b4a00001000681f4b0068204b28680e680f757d9428681c8c0e667265655f636f6d706c6574",
+    "656494681e4a00001001680b4a00001000681f4b0068204b28680e680f756561752e",
+];
+
+fn python_pickle() -> Vec<u8> {
+    let hex: String = PYTHON_PICKLE_HEX.concat();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_pickle_from_python_with_shared_frames_replays() {
+    let snapshot = Snapshot::parse(&python_pickle()).unwrap();
+    assert_eq!(snapshot.trace.len(), 5);
+    assert_eq!(snapshot.segments[0].active, vec![(0, MIB)]);
+    let program = snapshot.program(1.0).unwrap();
+    program.validate().unwrap();
+    assert_eq!(program.peak_allocated_bytes(), 4 * MIB);
+}
+
+#[test]
+fn nesting_of_any_depth_is_an_error_not_a_crash() {
+    let depth = 200_000;
+    let mut bytes = vec![0x80, 0x02];
+    bytes.extend(std::iter::repeat_n(b']', depth));
+    bytes.extend(std::iter::repeat_n(b'a', depth - 1));
+    bytes.push(b'.');
+    let e = Snapshot::parse(&bytes).unwrap_err();
+    assert!(
+        e.to_string().contains("nests deeper than 100 levels"),
+        "{e}"
+    );
+}
+
+#[test]
+fn only_the_replayed_devices_segments_count() {
+    let mut b = SnapshotBuilder::new();
+    let seg = b.segment(8 * MIB);
+    b.alloc(seg, 0, MIB);
+    let bytes = edited(&b.pickle(), |d| {
+        // The trace moves to device 1; device 0 keeps a 1 GiB segment of its own.
+        let Some(Value::List(traces)) = d.get_mut(&key("device_traces")) else {
+            panic!("device_traces")
+        };
+        traces.insert(0, Value::List(Vec::new()));
+        let Some(Value::List(segments)) = d.get_mut(&key("segments")) else {
+            panic!("segments")
+        };
+        let Value::Dict(mine) = &mut segments[0] else {
+            panic!("a dict")
+        };
+        mine.insert(key("device"), Value::I64(1));
+        let mut other = mine.clone();
+        other.insert(key("device"), Value::I64(0));
+        other.insert(key("address"), Value::I64(0x10_0000_0000));
+        other.insert(key("total_size"), Value::I64(1 << 30));
+        segments.push(Value::Dict(other));
+    });
+    let snapshot = Snapshot::parse(&bytes).unwrap();
+    assert_eq!(snapshot.device, 1);
+    assert_eq!(snapshot.segments.len(), 1);
+    assert_eq!(
+        snapshot.program(1.0).unwrap().peak_allocated_bytes(),
+        8 * MIB
+    );
+}
+
+#[test]
+fn kernels_read_the_live_blocks_not_the_cached_free_space() {
+    let mut b = SnapshotBuilder::new();
+    let seg = b.segment(1024 * MIB);
+    b.alloc(seg, 512 * MIB, 4 * MIB);
+    b.wait_us(10);
+    b.alloc(seg, 0, MIB);
+    let program = Snapshot::parse(&b.pickle()).unwrap().program(1.0).unwrap();
+    let Some(Op::Launch(k)) = program.ops.iter().find(|op| matches!(op, Op::Launch(_))) else {
+        panic!("a kernel")
+    };
+    let Distribution::Ranges(ranges) = &k.accesses[0].distribution else {
+        panic!("ranges")
+    };
+    assert_eq!(ranges.len(), 1);
+    assert_eq!(
+        (ranges[0].offset_bytes, ranges[0].bytes),
+        (512 * MIB, 4 * MIB)
+    );
+}
+
+#[test]
+fn expandable_segments_hold_blocks_across_mappings_and_refuse_partial_unmaps() {
+    let events = |actions: &[(&str, u64, u64)]| {
+        let trace = actions
+            .iter()
+            .map(|&(action, addr, size)| {
+                Value::Dict(BTreeMap::from([
+                    (key("action"), Value::String(action.into())),
+                    (key("addr"), Value::I64(addr as i64)),
+                    (key("size"), Value::I64(size as i64)),
+                ]))
+            })
+            .collect();
+        let top = Value::Dict(BTreeMap::from([(
+            key("device_traces"),
+            Value::List(vec![Value::List(trace)]),
+        )]));
+        serde_pickle::value_to_vec(&top, serde_pickle::SerOptions::new()).unwrap()
+    };
+    let base = 0x4000_0000;
+    let spanning = events(&[
+        ("segment_map", base, 2 * MIB),
+        ("segment_map", base + 2 * MIB, 2 * MIB),
+        ("alloc", base + MIB, 2 * MIB),
+        ("free_requested", base + MIB, 2 * MIB),
+        ("segment_unmap", base, 4 * MIB),
+    ]);
+    let program = Snapshot::parse(&spanning).unwrap().program(1.0).unwrap();
+    program.validate().unwrap();
+    assert_eq!(program.peak_allocated_bytes(), 4 * MIB);
+    assert_eq!(reads(&program), vec![2 * MIB]);
+    let partial = events(&[
+        ("segment_map", base, 4 * MIB),
+        ("segment_unmap", base, 2 * MIB),
+    ]);
+    let e = Snapshot::parse(&partial).unwrap().program(1.0).unwrap_err();
+    assert!(
+        e.to_string().contains("partial unmaps are not replayed"),
+        "{e}"
+    );
+}
+
+proptest::proptest! {
+    /// Whatever the bytes, reading them ends in a snapshot or an error, never a panic or
+    /// an overflow; bytes cut from a real snapshot included.
+    #[test]
+    fn any_bytes_read_to_a_snapshot_or_an_error(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        cut in 0usize..600,
+        flip in 0usize..600,
+    ) {
+        let _ = Snapshot::parse(&bytes);
+        let mut real = python_pickle();
+        let n = real.len();
+        real[flip % n] ^= 0x5a;
+        real.truncate(cut.min(n));
+        if let Ok(s) = Snapshot::parse(&real) {
+            let _ = s.program(1.0);
+        }
+    }
+}

@@ -261,3 +261,15 @@ proptest! {
         prop_assert_eq!(touched(&program), expected);
     }
 }
+
+#[test]
+fn kernel_log_continuation_lines_are_skipped() {
+    let text = std::str::from_utf8(ABC).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    // A device message and its continuation, as /dev/kmsg writes them.
+    lines.insert(1, "6,1234,567890,-;pci 0000:00:01.0: enabled");
+    lines.insert(2, " SUBSYSTEM=pci");
+    lines.insert(3, " DEVICE=+pci:0000:00:01.0");
+    let log = FaultLog::parse(lines.join("\n").as_bytes()).unwrap();
+    assert_eq!(log.faults_per_batch(), [56, 8, 32]);
+}
