@@ -62,24 +62,32 @@ pub fn run(args: &ReportArgs) -> Result<(), ReportError> {
 }
 
 /// Writes the page for the sweep folder `dir` to `html`, replacing an existing file
-/// only when `force`.
+/// only when `force`; a reader never sees half a page.
 pub fn write_page(dir: &Path, html: &Path, force: bool) -> Result<(), ReportError> {
+    check_target(html, force)?;
+    let page = page(dir)?;
+    crate::text::write_atomically(html, &page).map_err(|e| io(html, e))
+}
+
+/// Whether the page may be written to `html`: a new file (or `force`) in a folder that
+/// exists. `sweep --html` asks before it runs anything.
+pub fn check_target(html: &Path, force: bool) -> Result<(), ReportError> {
     if html.exists() && !force {
         return Err(io(
             html,
             "exists; expected a new file, or --force to overwrite it",
         ));
     }
-    let page = page(dir)?;
-    write_atomically(html, &page)
-}
-
-/// Writes `text` to `path` through a temporary file beside it, so that a reader never
-/// sees half a page.
-fn write_atomically(path: &Path, text: &str) -> Result<(), ReportError> {
-    let tmp = path.with_extension("html.tmp");
-    std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+    match html.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => Err(io(
+            html,
+            format!(
+                "expected a file in an existing folder; {} is none",
+                dir.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The files of `dir` ending in `.ext`, by name.

@@ -30,10 +30,6 @@ use gpuswap_core::scheduling::{self, SchedulingConfig};
 use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, PolicySettings};
 use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, SimConfig, TenantSpec};
 
-use crate::priorities::PrioritiesFile;
-
-/// Longest tenant name: names head table and CSV columns.
-const MAX_NAME_CHARS: usize = 64;
 use gpuswap_sim::program::Program;
 use gpuswap_sim::trace::torch::Snapshot;
 use gpuswap_sim::trace::uvm_log::FaultLog;
@@ -42,6 +38,11 @@ use gpuswap_sim::{apps, preset};
 use serde::Deserialize;
 use thiserror::Error;
 use toml::Spanned;
+
+use crate::priorities::PrioritiesFile;
+
+/// Longest tenant name: names head table and CSV columns.
+const MAX_NAME_CHARS: usize = 64;
 
 /// A scenario file that cannot be used.
 #[derive(Debug, Error)]
@@ -380,12 +381,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         ));
     }
     let mut tenants: Vec<TenantSpec> = Vec::with_capacity(file.tenant.len());
+    // Files a tenant names (traces, priorities) are relative to the scenario.
+    let parent = path.parent().unwrap_or(Path::new("."));
     for (i, t) in file.tenant.iter().enumerate() {
         let key = |field: &str| format!("tenant[{i}].{field}");
         let size = t.size.as_ref().map_or("default", |s| s.get_ref());
         // A trace or a fault log runs no app model: it never runs endless, and its SM
         // demand is unknown, so it takes the whole device as an app without a figure does.
-        let parent = path.parent().unwrap_or(Path::new("."));
         let (app_name, program, model, logged) = match (&t.app, &t.trace, &t.fault_log) {
             (_, None, _) if t.trace_bandwidth.is_some() => {
                 return Err(value_error(
@@ -496,7 +498,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 // "{app}" stands for the tenant's app, so that a sweep over apps keeps each
                 // app's own profile.
                 let relative = file.get_ref().replace("{app}", &app_name);
-                let file_path = path.parent().unwrap_or(Path::new(".")).join(relative);
+                let file_path = parent.join(relative);
                 let loaded = PrioritiesFile::load(&file_path)
                     .map_err(|m| value_error(key("priorities_file"), Some(file.span()), m))?;
                 let unknown = loaded

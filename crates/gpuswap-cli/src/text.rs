@@ -1,12 +1,28 @@
-//! Reading input files as text, with errors that say where a file stops being UTF-8.
+//! Reading input files as text, with errors that say where a file stops being UTF-8,
+//! and writing output files so that no reader sees one half written.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Reads `path` as UTF-8 text. The error leaves out the path (callers name it): "cannot
 /// read: ..." for I/O, or the line and column of the first byte that is not UTF-8.
 pub fn read_text(path: &Path) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     String::from_utf8(bytes).map_err(|e| not_utf8(e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// The name a file is written under until it is whole: `results.csv.partial`, in the
+/// same folder (a rename does not cross file systems).
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Writes `text` to `path` through [`partial_path`], renamed when written.
+pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let partial = partial_path(path);
+    std::fs::write(&partial, text)?;
+    std::fs::rename(&partial, path)
 }
 
 /// The message for bytes that are valid UTF-8 up to `valid_up_to`.

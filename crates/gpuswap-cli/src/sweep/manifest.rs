@@ -103,9 +103,7 @@ impl Manifest {
             toml::to_string(self).expect("manifests serialize")
         );
         let path = dir.join(FILE);
-        let partial = super::output::partial(&path);
-        std::fs::write(&partial, text)
-            .and_then(|()| std::fs::rename(&partial, &path))
+        crate::text::write_atomically(&path, &text)
             .map_err(|e| SweepError::Output(format!("{}: {e}", path.display())))
     }
 

@@ -252,8 +252,6 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
     text
 }
 
-/// Whether a file is one a sweep, a shard or a merge writes: its CSVs and plots, a
-/// shard's manifest, and the partial files a killed shard leaves.
 /// The copy of the scenario a whole sweep (or a merge) leaves beside its results, for
 /// `gpuswap report` and for whoever reads the folder later.
 const SCENARIO_FILE: &str = "scenario.toml";
@@ -280,21 +278,10 @@ fn write_scenario(
 /// `--html FILE` is checked before any run: an existing FILE without `--force`, or a
 /// folder that does not exist, would otherwise fail only after the whole sweep.
 fn check_html(html: Option<&Path>, force: bool) -> Result<(), SweepError> {
-    let Some(html) = html else { return Ok(()) };
-    if html.exists() && !force {
-        return Err(SweepError::BadInput(format!(
-            "--html {}: exists; expected a new file, or --force to overwrite it",
-            html.display()
-        )));
-    }
-    match html.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(dir) if !dir.is_dir() => Err(SweepError::BadInput(format!(
-            "--html {}: expected a file in an existing folder; {} is none",
-            html.display(),
-            dir.display()
-        ))),
-        _ => Ok(()),
-    }
+    html.map_or(Ok(()), |html| {
+        crate::report_cmd::check_target(html, force)
+            .map_err(|e| SweepError::BadInput(format!("--html {e}")))
+    })
 }
 
 /// `--html FILE`: the finished sweep folder `out` as a page.
@@ -306,6 +293,8 @@ fn write_html(out: &Path, html: Option<&Path>, force: bool) -> Result<(), SweepE
     }
 }
 
+/// Whether a file is one a sweep, a shard or a merge writes: its CSVs, plots, scenario
+/// copy and pages, a shard's manifest, and the partial files a killed run leaves.
 fn sweep_output(path: &Path) -> bool {
     let name = path
         .file_name()

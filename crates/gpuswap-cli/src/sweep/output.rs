@@ -98,14 +98,6 @@ pub(super) struct PointRecords {
     pub(super) patterns: Vec<Vec<String>>,
 }
 
-/// Where a file is written before it is renamed to `path`: `path` with `.partial`
-/// added, in the same folder (a rename does not cross file systems).
-pub(super) fn partial(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    path.with_file_name(name)
-}
-
 fn io_error(what: &Path, e: &dyn std::fmt::Display) -> SweepError {
     SweepError::Output(format!("{}: {e}", what.display()))
 }
@@ -122,7 +114,11 @@ struct Table {
 
 impl Table {
     fn create(path: PathBuf, header: &[String], atomic: bool) -> Result<Self, SweepError> {
-        let writing = if atomic { partial(&path) } else { path.clone() };
+        let writing = if atomic {
+            crate::text::partial_path(&path)
+        } else {
+            path.clone()
+        };
         let mut writer = csv::Writer::from_path(&writing).map_err(|e| io_error(&writing, &e))?;
         writer
             .write_record(header)

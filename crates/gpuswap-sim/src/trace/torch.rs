@@ -6,8 +6,8 @@
 //! the allocator's recorded events: `alloc`, `free_requested`, `free_completed`,
 //! `segment_alloc`, `segment_free`, `segment_map`, `segment_unmap`, `oom`, `snapshot`,
 //! each with `addr`, `size`, `stream` and, since PyTorch 2.1, `time_us`). It is read as
-//! data: a pickle that names any Python global (a class, a function: code to run) is
-//! refused.
+//! data: a pickle that names any Python global (a class, a function: code to run), or
+//! nests deeper than a snapshot does, is refused ([`super::pickle_scan`]).
 //!
 //! How a trace becomes a program (the assumptions, each a choice of ours):
 //! - The driver sees segments, not blocks: a `segment_alloc` (or `segment_map`) is a
@@ -17,7 +17,7 @@
 //!   allocated at the start.
 //! - Blocks (`alloc` to `free_requested`) are the tensors in use. Between two events the
 //!   program does the GPU work of that interval: one kernel, launched asynchronously,
-//!   reading the live blocks (in proportion to their bytes, one instruction per 4
+//!   reading the live blocks' byte ranges (in proportion to their bytes, one instruction per 4
 //!   bytes), then the host waits the interval (`time_us`). The snapshot does not record
 //!   how much the kernels read; the kernel reads what `bytes_per_us` (a share of the
 //!   device's VRAM bandwidth, chosen by the scenario) gives over the interval, so that
@@ -25,9 +25,11 @@
 //!   remote reads, evictions) makes it slower. Without `time_us`, each event is
 //!   followed by a kernel reading every live block once, and no wait.
 //! - `oom`, `snapshot` and unknown actions change nothing; frames are ignored. Of several
-//!   devices, the first whose trace has events is replayed.
+//!   devices, the first whose trace has events is replayed, with its segments only.
 //! - A snapshot without trace events is a static footprint: its segments are allocated,
-//!   one kernel reads their allocated blocks, and they are freed.
+//!   one kernel reads their active blocks, and they are freed.
+//! - With expandable segments, a block may lie across adjacent mappings and an unmap may
+//!   span several; an unmap that cuts a mapping in two is refused.
 
 use std::collections::BTreeMap;
 
@@ -112,9 +114,10 @@ pub struct Segment {
 /// A parsed snapshot.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
-    /// The segments at the dump (of every device).
+    /// The replayed device's segments at the dump.
     pub segments: Vec<Segment>,
-    /// The replayed device's index in `device_traces`.
+    /// The replayed device: its index in `device_traces`, or, with no events, the device
+    /// of the dump's first segment.
     pub device: usize,
     /// Its events, in order.
     pub trace: Vec<TraceEvent>,
@@ -175,6 +178,26 @@ fn required<'a>(
     get(dict, key).ok_or_else(|| field(&format!("{path}.{key}"), "a value (the key is missing)"))
 }
 
+/// The whole number `key` of `dict` at `path`, required.
+fn required_u64(
+    dict: &BTreeMap<HashableValue, Value>,
+    path: &str,
+    key: &str,
+) -> Result<u64, SnapshotError> {
+    as_u64(required(dict, path, key)?, &format!("{path}.{key}"))
+}
+
+/// The whole number `key` of `dict` at `path`, if there.
+fn optional_u64(
+    dict: &BTreeMap<HashableValue, Value>,
+    path: &str,
+    key: &str,
+) -> Result<Option<u64>, SnapshotError> {
+    get(dict, key)
+        .map(|v| as_u64(v, &format!("{path}.{key}")))
+        .transpose()
+}
+
 /// A dumped segment's blocks in use (`active_allocated`, `active_pending_free`), as
 /// offsets and lengths: blocks follow each other from the segment's start (their
 /// `address`, where given, says so too). Without `blocks`, `allocated_size` from the
@@ -186,10 +209,7 @@ fn active_blocks(
     total_size: u64,
 ) -> Result<Vec<(u64, u64)>, SnapshotError> {
     let Some(blocks) = get(segment, "blocks") else {
-        let allocated = match get(segment, "allocated_size") {
-            Some(v) => as_u64(v, &format!("{path}.allocated_size"))?,
-            None => 0,
-        };
+        let allocated = optional_u64(segment, path, "allocated_size")?.unwrap_or(0);
         return Ok(vec![(0, allocated.min(total_size))]);
     };
     let mut active = Vec::new();
@@ -200,9 +220,9 @@ fn active_blocks(
     {
         let bpath = format!("{path}.blocks[{j}]");
         let b = as_dict(b, &bpath)?;
-        let size = as_u64(required(b, &bpath, "size")?, &format!("{bpath}.size"))?;
-        if let Some(a) = get(b, "address") {
-            offset = as_u64(a, &format!("{bpath}.address"))?.saturating_sub(address);
+        let size = required_u64(b, &bpath, "size")?;
+        if let Some(a) = optional_u64(b, &bpath, "address")? {
+            offset = a.saturating_sub(address);
         }
         let state = match get(b, "state") {
             Some(v) => as_str(v, &format!("{bpath}.state"))?,
@@ -260,15 +280,9 @@ impl Snapshot {
             for (i, s) in as_list(list, "segments")?.iter().enumerate() {
                 let path = format!("segments[{i}]");
                 let d = as_dict(s, &path)?;
-                let device = match get(d, "device") {
-                    Some(v) => as_u64(v, &format!("{path}.device"))?,
-                    None => 0,
-                };
-                let address = as_u64(required(d, &path, "address")?, &format!("{path}.address"))?;
-                let total_size = as_u64(
-                    required(d, &path, "total_size")?,
-                    &format!("{path}.total_size"),
-                )?;
+                let device = optional_u64(d, &path, "device")?.unwrap_or(0);
+                let address = required_u64(d, &path, "address")?;
+                let total_size = required_u64(d, &path, "total_size")?;
                 segments.push(Segment {
                     device,
                     address,
@@ -295,12 +309,9 @@ impl Snapshot {
                     let action = as_str(required(e, &path, "action")?, &format!("{path}.action"))?;
                     trace.push(TraceEvent {
                         action: Action::parse(action),
-                        addr: as_u64(required(e, &path, "addr")?, &format!("{path}.addr"))?,
-                        size: as_u64(required(e, &path, "size")?, &format!("{path}.size"))?,
-                        time_us: match get(e, "time_us") {
-                            Some(v) => Some(as_u64(v, &format!("{path}.time_us"))?),
-                            None => None,
-                        },
+                        addr: required_u64(e, &path, "addr")?,
+                        size: required_u64(e, &path, "size")?,
+                        time_us: optional_u64(e, &path, "time_us")?,
                     });
                 }
             }
