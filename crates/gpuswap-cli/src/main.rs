@@ -3,6 +3,7 @@
 mod bench;
 mod check_cmd;
 mod compare;
+mod daemon_cmd;
 mod glossary;
 mod keys;
 mod limits;
@@ -130,6 +131,19 @@ enum Command {
     /// Write a sweep's folder as one self-contained web page: the scenario, every table
     /// and figure, and how to read them.
     Report(report_cmd::ReportArgs),
+    /// Run gpuswapd: GPUswap for real CUDA processes on this machine's GPU. Processes
+    /// started with LD_PRELOAD=libgpuswap_cuda.so become its tenants.
+    #[command(after_help = "Examples:\n  \
+        gpuswap daemon --socket /tmp/gpuswap.sock &\n  \
+        GPUSWAP_SOCKET=/tmp/gpuswap.sock LD_PRELOAD=target/release/libgpuswap_cuda.so python train.py\n  \
+        gpuswap daemon --vram 70GiB --set victim=largest-share\n\n\
+        See the README's section \"Run it on a real GPU\".")]
+    Daemon(daemon_cmd::DaemonArgs),
+    /// Show a running daemon's tenants, refreshed like top (--json: once).
+    #[command(after_help = "Examples:\n  \
+        gpuswap top --socket /tmp/gpuswap.sock\n  \
+        gpuswap top --json | jq '.tenants[] | {name, vram_bytes, host_bytes}'")]
+    Top(daemon_cmd::TopArgs),
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  \
         gpuswap completions bash > ~/.local/share/bash-completion/completions/gpuswap\n  \
@@ -185,6 +199,18 @@ fn emit(text: &str) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exit status of the daemon and top: their errors (unreachable daemon, bad flags,
+/// a busy socket) are the user's to fix.
+fn real_gpu_exit(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
         }
     }
 }
@@ -409,6 +435,8 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Command::Daemon(args) => return real_gpu_exit(daemon_cmd::daemon(&args)),
+        Command::Top(args) => return real_gpu_exit(daemon_cmd::top(&args)),
         Command::Bench(args) => return sweep_exit(bench::run(&args)),
         Command::Check(args) => {
             return match check_cmd::run(&args) {

@@ -25,7 +25,7 @@ pub fn terminal_width() -> Option<usize> {
 /// Lays out rows in left-aligned columns, two spaces apart, with a header rule; when
 /// that is wider than `width`, as one record per row instead (the first cell as its
 /// title, then one `header  value` line per other cell, long values wrapped).
-fn table(header: &[&str], rows: &[Vec<String>], width: Option<usize>) -> String {
+pub fn table(header: &[&str], rows: &[Vec<String>], width: Option<usize>) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

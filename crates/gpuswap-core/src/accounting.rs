@@ -98,6 +98,22 @@ impl Books {
         &mut self.tenants[i]
     }
 
+    /// Clears the record of `tenant`, which owns nothing, for a new tenant of that
+    /// number.
+    pub(crate) fn restart_tenant(&mut self, tenant: TenantId) {
+        let state = self.tenant_mut(tenant);
+        debug_assert!(state.buffers.is_empty());
+        if !state.evicted.is_empty() {
+            self.tenants_with_evicted -= 1;
+        }
+        *self.tenant_mut(tenant) = TenantBooks::default();
+        self.usage_changes.retain(|t| *t != tenant);
+    }
+
+    pub(crate) fn buffer_slots(&self) -> usize {
+        self.buffers.slots()
+    }
+
     pub(crate) fn tenants_mut(&mut self) -> impl Iterator<Item = &mut TenantBooks> {
         self.tenants.iter_mut()
     }
@@ -154,7 +170,7 @@ impl Books {
         vram_share_bytes: u64,
         per_chunk_priorities: bool,
     ) -> BufferId {
-        let id = BufferId(self.next_buffer);
+        let id = self.buffers.vacant_id(self.next_buffer);
         self.next_buffer += 1;
         let buffer_priority = req.priority.unwrap_or(match req.kind {
             BufferKind::System(SystemBuffer::Stack) => PRIORITY_STACK,
@@ -202,16 +218,13 @@ impl Books {
                 self.list(req.tenant, chunk.location, r, chunk);
             }
         }
-        self.buffers.insert(
+        self.buffers.insert(Buffer {
             id,
-            Buffer {
-                id,
-                tenant: req.tenant,
-                kind: req.kind,
-                bytes: req.bytes,
-                chunks,
-            },
-        );
+            tenant: req.tenant,
+            kind: req.kind,
+            bytes: req.bytes,
+            chunks,
+        });
         id
     }
 

@@ -107,36 +107,63 @@ impl Buffer {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct BufferTable {
     slots: Vec<Option<Buffer>>,
+    /// Slots of freed buffers, reused last-freed first.
+    vacant: Vec<usize>,
 }
 
 impl BufferTable {
     pub(crate) fn get(&self, id: &BufferId) -> Option<&Buffer> {
-        self.slots.get(id.0 as usize)?.as_ref()
+        self.slots.get(id.slot())?.as_ref().filter(|b| b.id == *id)
     }
 
     pub(crate) fn get_mut(&mut self, id: &BufferId) -> Option<&mut Buffer> {
-        self.slots.get_mut(id.0 as usize)?.as_mut()
+        self.slots
+            .get_mut(id.slot())?
+            .as_mut()
+            .filter(|b| b.id == *id)
     }
 
     pub(crate) fn contains_key(&self, id: &BufferId) -> bool {
         self.get(id).is_some()
     }
 
-    pub(crate) fn insert(&mut self, id: BufferId, buffer: Buffer) {
-        let i = id.0 as usize;
-        if i >= self.slots.len() {
-            self.slots.resize_with(i + 1, || None);
+    /// The id the next [`BufferTable::insert`] takes for allocation `serial`.
+    pub(crate) fn vacant_id(&self, serial: u64) -> BufferId {
+        BufferId::new(
+            serial,
+            self.vacant.last().copied().unwrap_or(self.slots.len()),
+        )
+    }
+
+    /// Stores `buffer` under its id, which [`BufferTable::vacant_id`] gave.
+    pub(crate) fn insert(&mut self, buffer: Buffer) {
+        let slot = buffer.id.slot();
+        if self.vacant.last() == Some(&slot) {
+            self.vacant.pop();
+        } else {
+            assert_eq!(slot, self.slots.len(), "ids come from vacant_id");
+            self.slots.push(None);
         }
-        self.slots[i] = Some(buffer);
+        self.slots[slot] = Some(buffer);
     }
 
     pub(crate) fn remove(&mut self, id: &BufferId) -> Option<Buffer> {
-        self.slots.get_mut(id.0 as usize)?.take()
+        self.get(id)?;
+        self.vacant.push(id.slot());
+        self.slots[id.slot()].take()
     }
 
     /// Live buffers in id (allocation) order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &Buffer> {
-        self.slots.iter().flatten()
+        let mut live: Vec<&Buffer> = self.slots.iter().flatten().collect();
+        live.sort_unstable_by_key(|b| b.id);
+        live.into_iter()
+    }
+
+    /// Slots held, live or vacant: the table's size, which follows the most buffers
+    /// ever live at once, never the number of allocations served.
+    pub(crate) fn slots(&self) -> usize {
+        self.slots.len()
     }
 }
 

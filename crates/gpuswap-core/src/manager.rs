@@ -227,7 +227,7 @@ impl Manager {
     /// The first page of a managed buffer (unified memory), for the driver's page
     /// numbers: byte `o` of the buffer is page `first + o / 4096`.
     pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
-        match self.first_pages.get(buffer.0 as usize).copied().flatten() {
+        match self.first_pages.get(buffer.slot()).copied().flatten() {
             Some(Managed::Pages(first)) => Some(first),
             _ => None,
         }
@@ -333,6 +333,28 @@ impl Manager {
         self.finish(finished);
         self.schedule(|s, out| s.exited(tenant.0 as usize, out));
         self.withdraw_unsent(tenant);
+    }
+
+    /// A new tenant takes the number `tenant`, which a driver that serves tenants for a
+    /// long time (the daemon) recycles once its previous tenant has exited: the books'
+    /// record of the number starts afresh (usage, lists, counters), so the manager's state
+    /// follows the tenants alive, not the tenants ever served. Refused, changing nothing,
+    /// while the number still holds a buffer or a waiting request. Drivers that never
+    /// reuse numbers (the simulator) need not call it.
+    pub fn handle_tenant_start(&mut self, tenant: TenantId) -> Result<(), ProtocolError> {
+        let waits = self.waiting.iter().any(|r| r.tenant == tenant)
+            || self.waiting_launches.iter().any(|(t, _)| *t == tenant);
+        if waits || self.books.buffers_of(tenant).next().is_some() {
+            return Err(ProtocolError::TenantInUse { tenant });
+        }
+        self.books.restart_tenant(tenant);
+        Ok(())
+    }
+
+    /// Slots of the buffer table, live or vacant: the most buffers ever live at once,
+    /// never the number of allocations served (ids are recycled, see [`BufferId`]).
+    pub fn buffer_slots(&self) -> usize {
+        self.books.buffer_slots()
     }
 
     /// A tenant wants to launch and the policy gates launches
@@ -584,9 +606,7 @@ impl Manager {
         self.books.free(tenant, buffer)?;
         if let (Some(paging), Some(Some(managed)), Some(bytes)) = (
             self.paging.as_mut(),
-            self.first_pages
-                .get_mut(buffer.0 as usize)
-                .map(Option::take),
+            self.first_pages.get_mut(buffer.slot()).map(Option::take),
             bytes,
         ) {
             match managed {
@@ -635,7 +655,7 @@ impl Manager {
     fn grant(&mut self, request: crate::ids::RequestId, tenant: TenantId, buffer: BufferId) {
         let b = self.books.buffer(buffer).expect("granted buffers are live");
         if let Some(paging) = self.paging.as_mut() {
-            let i = buffer.0 as usize;
+            let i = buffer.slot();
             if self.first_pages.len() <= i {
                 self.first_pages.resize(i + 1, None);
             }

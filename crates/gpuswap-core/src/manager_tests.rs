@@ -824,3 +824,61 @@ fn the_policy_walks_every_tenant_and_the_victims_list_per_chunk() {
     };
     assert_eq!(walked, (2 + 10) + (2 + 9));
 }
+
+/// A long-running driver's manager keeps state for live buffers only: a hundred
+/// thousand allocations served one after another take one slot, and a stale id names nothing.
+#[test]
+fn buffer_ids_are_recycled_and_stale_ids_refused() {
+    let mut m = Manager::new(config("gpuswap", 64));
+    let first = granted(&alloc(&mut m, request(0, 0, MIB))).unwrap();
+    m.handle_free(TenantId(0), first).unwrap();
+    drive(&mut m);
+    let mut last = first;
+    for i in 1..100_000u64 {
+        let id = granted(&alloc(&mut m, request(i, (i % 3) as u32, MIB))).unwrap();
+        assert_eq!(id.slot(), first.slot(), "the freed slot is reused");
+        assert!(id > last, "ids keep allocation order");
+        m.handle_free(TenantId((i % 3) as u32), id).unwrap();
+        last = id;
+    }
+    assert_eq!(m.buffer_slots(), 1);
+    assert_eq!(
+        m.handle_free(TenantId(0), first),
+        Err(FreeError::Unknown(first))
+    );
+    // A stale id beside a live buffer in the same slot names nothing either.
+    let live = granted(&alloc(&mut m, request(7, 0, MIB))).unwrap();
+    assert_eq!(live.slot(), first.slot());
+    assert!(m.buffer(first).is_none());
+    assert_eq!(m.buffer(live).map(|b| b.id), Some(live));
+    assert_eq!(
+        m.handle_free(TenantId(0), first),
+        Err(FreeError::Unknown(first))
+    );
+}
+
+/// A recycled tenant number starts afresh, and is refused while its tenant holds data.
+#[test]
+fn tenant_numbers_restart_only_when_empty() {
+    let mut m = Manager::new(config("gpuswap", 16));
+    alloc(&mut m, request(0, 0, 12 * MIB));
+    alloc(&mut m, request(1, 1, 12 * MIB));
+    assert!(m.usage(TenantId(0)).bytes_evicted > 0 || m.usage(TenantId(1)).host_bytes > 0);
+    assert_eq!(
+        m.handle_tenant_start(TenantId(0)),
+        Err(ProtocolError::TenantInUse {
+            tenant: TenantId(0)
+        })
+    );
+    m.handle_tenant_exit(TenantId(0));
+    drive(&mut m);
+    m.handle_tenant_start(TenantId(0)).unwrap();
+    assert_eq!(m.usage(TenantId(0)), TenantUsage::default());
+    m.check_invariants().unwrap();
+    alloc(&mut m, request(2, 0, 4 * MIB));
+    assert_eq!(
+        m.usage(TenantId(0)).vram_bytes + m.usage(TenantId(0)).host_bytes,
+        4 * MIB
+    );
+    m.check_invariants().unwrap();
+}

@@ -114,6 +114,12 @@ pub enum ProtocolError {
         /// The copy the manager waits for, if any.
         outstanding: Option<CopyId>,
     },
+    /// `handle_tenant_start` for a number whose tenant still holds buffers or waits.
+    #[error("{tenant} still holds buffers or waits: it cannot start afresh")]
+    TenantInUse {
+        /// The number.
+        tenant: TenantId,
+    },
     /// `handle_launch` although the configuration's scheduler does not gate launches.
     #[error("{launch} of {tenant} asked for admission, but launches are not gated")]
     LaunchNotGated {

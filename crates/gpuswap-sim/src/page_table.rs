@@ -80,7 +80,7 @@ impl PageTable {
                     .filter(|c| c.2 == Location::Vram)
                     .map(|c| c.1)
                     .sum();
-                let i = buffer.0 as usize;
+                let i = buffer.slot();
                 if i >= self.buffers.len() {
                     self.buffers.resize_with(i + 1, || None);
                 }
@@ -90,7 +90,7 @@ impl PageTable {
             Mapping::Remap { tenant, chunk, to } => {
                 if let Some(map) = self
                     .buffers
-                    .get_mut(chunk.buffer.0 as usize)
+                    .get_mut(chunk.buffer.slot())
                     .and_then(Option::as_mut)
                 {
                     let index = chunk.index as usize;
@@ -107,7 +107,7 @@ impl PageTable {
                 }
             }
             Mapping::Unmap { tenant, buffer } => {
-                if let Some(slot) = self.buffers.get_mut(buffer.0 as usize) {
+                if let Some(slot) = self.buffers.get_mut(buffer.slot()) {
                     *slot = None;
                 }
                 self.bump(tenant);
@@ -122,7 +122,7 @@ impl PageTable {
 
     /// The map of a buffer, if it is mapped.
     pub fn get(&self, buffer: BufferId) -> Option<&BufferMap> {
-        self.buffers.get(buffer.0 as usize)?.as_ref()
+        self.buffers.get(buffer.slot())?.as_ref()
     }
 
     /// A number that changes whenever one of `tenant`'s mappings changes: what a caller

@@ -96,7 +96,7 @@ impl Engine {
                     to,
                 }) => {
                     let t = tenant.0 as usize;
-                    let writes = self.write_state(chunk.buffer);
+                    let writes = self.write_state(chunk.buffer).unwrap_or_default();
                     if writes.writers > 0 {
                         return self.lost_write(t, chunk);
                     }

@@ -659,26 +659,37 @@ impl Engine {
         cost
     }
 
-    pub(super) fn write_state(&self, buffer: BufferId) -> WriteState {
+    /// The writes to `buffer`; `None` if it has not been written since its slot was
+    /// last taken (it may have been freed and its slot reused).
+    pub(super) fn write_state(&self, buffer: BufferId) -> Option<WriteState> {
         self.writes
-            .get(buffer.0 as usize)
+            .get(buffer.slot())
             .copied()
-            .unwrap_or_default()
+            .filter(|w| w.buffer == Some(buffer))
     }
 
     pub(super) fn begin_write(&mut self, buffer: BufferId) {
-        let i = buffer.0 as usize;
+        let i = buffer.slot();
         if i >= self.writes.len() {
             self.writes.resize(i + 1, WriteState::default());
         }
-        self.writes[i].epoch += 1;
-        self.writes[i].writers += 1;
+        let state = &mut self.writes[i];
+        if state.buffer != Some(buffer) {
+            *state = WriteState {
+                buffer: Some(buffer),
+                ..WriteState::default()
+            };
+        }
+        state.epoch += 1;
+        state.writers += 1;
     }
 
     pub(super) fn end_write(&mut self, buffer: BufferId) {
-        let state = &mut self.writes[buffer.0 as usize];
-        state.epoch += 1;
-        state.writers -= 1;
+        let state = &mut self.writes[buffer.slot()];
+        if state.buffer == Some(buffer) {
+            state.epoch += 1;
+            state.writers -= 1;
+        }
     }
 
     /// Ends `launch` once its fixed part and its link flows are done.

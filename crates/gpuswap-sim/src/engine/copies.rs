@@ -87,8 +87,10 @@ impl Engine {
             // Withdrawn by the manager: the transfer ran out, its result is dropped.
             CopyKind::Cancelled => {}
             CopyKind::Relocation { copy, chunk, epoch } => {
-                let now = self.write_state(chunk.buffer);
-                if now.epoch != epoch || now.writers > 0 {
+                // No state: the buffer has not been written (or was freed meanwhile).
+                if let Some(now) = self.write_state(chunk.buffer)
+                    && (now.epoch != epoch || now.writers > 0)
+                {
                     return self.lost_write(job.tenant, chunk);
                 }
                 if self.chaos.as_mut().is_some_and(|c| c.copy_fails()) {

@@ -267,9 +267,12 @@ struct KernelCost {
     written: Rc<[BufferId]>,
 }
 
-/// Writes to one buffer: bumped when a write starts or ends, and how many run now.
+/// Writes to one buffer: bumped when a write starts or ends, and how many run now. Kept
+/// per buffer slot, so it names the buffer it belongs to: a freed buffer's slot is
+/// reused.
 #[derive(Clone, Copy, Debug, Default)]
 struct WriteState {
+    buffer: Option<BufferId>,
     epoch: u64,
     writers: u32,
 }

@@ -1,0 +1,192 @@
+//! `gpuswap daemon` (gpuswapd, GPUswap for real processes) and `gpuswap top` (its
+//! tenants, live).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use gpuswap_core::PolicySettings;
+use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
+use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
+use gpuswap_wire::Snapshot;
+
+/// `gpuswap daemon`'s flags.
+#[derive(Args)]
+pub struct DaemonArgs {
+    /// The Unix socket to listen on (created with mode 0600). Default: GPUSWAP_SOCKET,
+    /// else $XDG_RUNTIME_DIR/gpuswap.sock, else /tmp/gpuswap-UID.sock.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// VRAM to manage (e.g. 70GiB). Default: nine tenths of what the first process's
+    /// device reports, the rest left to CUDA contexts and unmanaged memory.
+    #[arg(long, value_parser = bytes)]
+    vram: Option<u64>,
+    /// Host memory evicted chunks may fill. Default: half of the machine's memory.
+    #[arg(long, value_parser = bytes)]
+    host: Option<u64>,
+    /// Chunk size: a multiple of the device's allocation granularity (2 MiB on current
+    /// GPUs).
+    #[arg(long, default_value = "2MiB", value_parser = bytes)]
+    chunk_size: u64,
+    /// The manager's mode: gpuswap, fcfs, static or native (modes that need kernels'
+    /// page faults or reference bits cannot run on a real GPU).
+    #[arg(long, default_value = "gpuswap")]
+    mode: String,
+    /// A parameter of the mode, KEY=VALUE (see `gpuswap policies`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// How often evicted data is checked for a way back into free VRAM.
+    #[arg(long, default_value = "50ms", value_parser = ns)]
+    return_interval: u64,
+    /// Print nothing but errors.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `gpuswap top`'s flags.
+#[derive(Args)]
+pub struct TopArgs {
+    /// The daemon's socket (default as for `gpuswap daemon`).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Print the daemon's state once as JSON and exit.
+    #[arg(long)]
+    json: bool,
+    /// Refresh period.
+    #[arg(long, default_value = "1s", value_parser = ns)]
+    interval: u64,
+    /// Refreshes before exiting (default: until interrupted).
+    #[arg(long)]
+    iterations: Option<u64>,
+}
+
+fn bytes(text: &str) -> Result<u64, String> {
+    parse_bytes(text).map_err(|e| e.to_string())
+}
+
+fn ns(text: &str) -> Result<u64, String> {
+    parse_ns(text).map_err(|e| e.to_string())
+}
+
+/// Half of the machine's memory, from /proc/meminfo.
+fn half_of_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024 / 2)
+}
+
+/// Runs the daemon until it is killed; errors are for the user.
+pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
+    let mut policy = PolicySettings::new(&args.mode, 1).map_err(|e| e.to_string())?;
+    for pair in &args.set {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--set {pair:?}: expected KEY=VALUE"))?;
+        policy = policy
+            .set(key.trim(), value.trim())
+            .map_err(|e| format!("--set {pair:?}: {e}"))?;
+    }
+    check_policy(&policy)?;
+    if args.chunk_size == 0 || args.return_interval == 0 {
+        return Err("--chunk-size and --return-interval must be positive".into());
+    }
+    let config = DaemonConfig {
+        socket: socket_path(args.socket.clone()),
+        vram_bytes: args.vram,
+        host_bytes: args.host.or_else(half_of_memory).unwrap_or(16 << 30),
+        chunk_bytes: args.chunk_size,
+        policy,
+        return_interval_ns: args.return_interval,
+        verbose: !args.quiet,
+    };
+    serve(config, &|| false).map_err(|e| e.to_string())
+}
+
+/// `gpuswap top`: the table (or JSON), refreshed until interrupted.
+pub fn top(args: &TopArgs) -> Result<(), String> {
+    let socket = socket_path(args.socket.clone());
+    if args.json {
+        let snap = observe(&socket).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(&snap).map_err(|e| e.to_string())?;
+        return crate::stdout::write(&(text + "\n")).map_err(|e| e.to_string());
+    }
+    let mut shown = 0;
+    loop {
+        let snap = observe(&socket).map_err(|e| e.to_string())?;
+        // Clear the screen and home the cursor, as top does, when it is a terminal.
+        let clear = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            "\x1b[H\x1b[2J"
+        } else {
+            ""
+        };
+        crate::stdout::write(&format!("{clear}{}", table(&snap))).map_err(|e| e.to_string())?;
+        shown += 1;
+        if args.iterations.is_some_and(|n| shown >= n) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_nanos(args.interval));
+    }
+}
+
+/// The daemon's state as a table, one row per tenant.
+pub fn table(snap: &Snapshot) -> String {
+    let mut out = format!(
+        "gpuswapd: mode {}, chunk {}, up {:.0} s, {} tenant(s) served\n\
+         VRAM {} of {} used, host {} of {} used\n\n",
+        snap.mode,
+        format_bytes(snap.chunk_bytes),
+        snap.uptime_s,
+        snap.tenants_served,
+        format_bytes(snap.vram_used_bytes),
+        format_bytes(snap.vram_bytes),
+        format_bytes(snap.host_used_bytes),
+        format_bytes(snap.host_bytes),
+    );
+    let rows: Vec<Vec<String>> = snap
+        .tenants
+        .iter()
+        .map(|t| {
+            vec![
+                t.tenant.to_string(),
+                t.pid.to_string(),
+                t.name.clone(),
+                t.buffers.to_string(),
+                format_bytes(t.vram_bytes),
+                format_bytes(t.host_bytes),
+                format_bytes(t.evicted_bytes),
+                format_bytes(t.returned_bytes),
+                t.relocations.to_string(),
+                format!("{} ({:.1} ms)", t.waits, t.wait_ns as f64 / 1e6),
+                if t.suspended { "yes" } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    out += &crate::render::table(
+        &[
+            "tenant",
+            "pid",
+            "name",
+            "buffers",
+            "vram",
+            "host",
+            "evicted",
+            "returned",
+            "moves",
+            "waits",
+            "suspended",
+        ],
+        &rows,
+        crate::render::terminal_width(),
+    );
+    if snap.tenants.is_empty() {
+        out += "(no tenant connected)\n";
+    }
+    out
+}

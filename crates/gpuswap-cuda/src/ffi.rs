@@ -1,0 +1,254 @@
+//! The CUDA driver API as this library sees it: the few types and constants of cuda.h
+//! it needs (CUDA 12's ABI), the real libcuda's functions looked up by name, and the
+//! real `dlsym` (ours shadows it). Every call into C made by this crate is in this
+//! module or in `hooks.rs`.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+/// `CUresult`.
+pub type CuResult = c_int;
+/// `CUdeviceptr` on 64-bit platforms.
+pub type DevPtr = u64;
+/// Opaque handles (`CUcontext`, `CUstream`, ...).
+pub type Handle = *mut c_void;
+
+pub const CUDA_SUCCESS: CuResult = 0;
+pub const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
+pub const CUDA_ERROR_NOT_INITIALIZED: CuResult = 3;
+pub const CUDA_ERROR_INVALID_CONTEXT: CuResult = 201;
+pub const CUDA_ERROR_NOT_SUPPORTED: CuResult = 801;
+pub const CUDA_ERROR_UNKNOWN: CuResult = 999;
+
+/// `CU_MEM_LOCATION_TYPE_DEVICE` and `_HOST` (`CUmemLocationType`, cuda.h 12.2+).
+pub const LOCATION_DEVICE: c_int = 1;
+pub const LOCATION_HOST: c_int = 2;
+/// `CU_MEM_ALLOCATION_TYPE_PINNED`.
+const ALLOCATION_PINNED: c_int = 1;
+/// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
+const ACCESS_READWRITE: c_int = 3;
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct MemLocation {
+    pub kind: c_int,
+    pub id: c_int,
+}
+
+/// `CUmemAllocationProp`.
+#[repr(C)]
+pub struct AllocationProp {
+    kind: c_int,
+    requested_handle_types: c_int,
+    location: MemLocation,
+    win32_handle_meta_data: *mut c_void,
+    alloc_flags: [u8; 8],
+}
+
+/// `CUmemAccessDesc`.
+#[repr(C)]
+struct AccessDesc {
+    location: MemLocation,
+    flags: c_int,
+}
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// The real `dlsym`: this library exports its own, which the runtime's look-ups reach.
+pub fn real_dlsym() -> DlsymFn {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let addr = *REAL.get_or_init(|| {
+        // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated names; glibc's dlsym has
+        // carried version GLIBC_2.2.5 on x86-64 since its first release.
+        let p =
+            unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), c"GLIBC_2.2.5".as_ptr()) };
+        assert!(!p.is_null(), "gpuswap: glibc's dlsym not found");
+        p as usize
+    });
+    // SAFETY: the address is glibc's dlsym, whose type this is.
+    unsafe { std::mem::transmute::<usize, DlsymFn>(addr) }
+}
+
+/// The real driver library: `GPUSWAP_REAL_LIBCUDA`, else `libcuda.so.1` as the dynamic
+/// linker finds it.
+fn real_library() -> *mut c_void {
+    static HANDLE: OnceLock<usize> = OnceLock::new();
+    *HANDLE.get_or_init(|| {
+        let name = std::env::var("GPUSWAP_REAL_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".into());
+        let c = std::ffi::CString::new(name.clone()).unwrap_or_default();
+        // SAFETY: a NUL-terminated path; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if h.is_null() {
+            crate::die(&format!("cannot load the CUDA driver library {name}"));
+        }
+        h as usize
+    }) as *mut c_void
+}
+
+/// The real driver's function `name`, or null.
+pub fn real_symbol(name: &CStr) -> usize {
+    let dlsym = real_dlsym();
+    // SAFETY: a live handle and a NUL-terminated name.
+    unsafe { dlsym(real_library(), name.as_ptr()) as usize }
+}
+
+/// Resolves the real function `$name` once and casts it to its type.
+macro_rules! real {
+    ($name:expr ; fn($($arg:ty),*) -> $ret:ty) => {{
+        static ADDR: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let addr = *ADDR.get_or_init(|| $crate::ffi::real_symbol($name));
+        if addr == 0 {
+            $crate::die(concat!("the CUDA driver has no ", stringify!($name)));
+        }
+        // SAFETY: the driver exports `$name` with this signature (cuda.h).
+        unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($arg),*) -> $ret>(addr) }
+    }};
+}
+pub(crate) use real;
+
+fn check(rc: CuResult, what: &str) -> Result<(), String> {
+    if rc == CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{what} failed with CUDA error {rc}"))
+    }
+}
+
+/// The driver calls the interposer makes itself, each a safe function returning the
+/// driver's error as text.
+pub mod driver {
+    use super::*;
+
+    pub fn current_context() -> Handle {
+        let f = real!(c"cuCtxGetCurrent"; fn(*mut Handle) -> CuResult);
+        let mut ctx: Handle = std::ptr::null_mut();
+        // SAFETY: `ctx` is valid for a write.
+        let rc = unsafe { f(&mut ctx) };
+        if rc == CUDA_SUCCESS {
+            ctx
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+
+    pub fn set_context(ctx: Handle) -> Result<(), String> {
+        let f = real!(c"cuCtxSetCurrent"; fn(Handle) -> CuResult);
+        // SAFETY: a context the program created; the driver checks it.
+        check(unsafe { f(ctx) }, "cuCtxSetCurrent")
+    }
+
+    pub fn synchronize() -> Result<(), String> {
+        let f = real!(c"cuCtxSynchronize"; fn() -> CuResult);
+        // SAFETY: no arguments.
+        check(unsafe { f() }, "cuCtxSynchronize")
+    }
+
+    pub fn total_memory() -> Result<u64, String> {
+        let f = real!(c"cuDeviceTotalMem_v2"; fn(*mut usize, c_int) -> CuResult);
+        let mut bytes = 0usize;
+        // SAFETY: `bytes` is valid for a write; device 0.
+        check(unsafe { f(&mut bytes, 0) }, "cuDeviceTotalMem")?;
+        Ok(bytes as u64)
+    }
+
+    fn prop(location: c_int) -> AllocationProp {
+        AllocationProp {
+            kind: ALLOCATION_PINNED,
+            requested_handle_types: 0,
+            location: MemLocation {
+                kind: location,
+                // Device 0; ignored for host memory.
+                id: 0,
+            },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: [0; 8],
+        }
+    }
+
+    pub fn granularity() -> Result<u64, String> {
+        let f = real!(c"cuMemGetAllocationGranularity"; fn(*mut usize, *const AllocationProp, c_int) -> CuResult);
+        let mut bytes = 0usize;
+        let p = prop(LOCATION_DEVICE);
+        // SAFETY: valid pointers; option 0 is CU_MEM_ALLOC_GRANULARITY_MINIMUM.
+        check(
+            unsafe { f(&mut bytes, &p, 0) },
+            "cuMemGetAllocationGranularity",
+        )?;
+        Ok(bytes as u64)
+    }
+
+    /// Physical memory of `bytes` in VRAM (`LOCATION_DEVICE`) or host memory.
+    pub fn create(bytes: u64, location: c_int) -> Result<u64, CuResult> {
+        let f = real!(c"cuMemCreate"; fn(*mut u64, usize, *const AllocationProp, u64) -> CuResult);
+        let mut handle = 0u64;
+        let p = prop(location);
+        // SAFETY: valid pointers; flags must be 0.
+        match unsafe { f(&mut handle, bytes as usize, &p, 0) } {
+            CUDA_SUCCESS => Ok(handle),
+            rc => Err(rc),
+        }
+    }
+
+    pub fn release(handle: u64) -> Result<(), String> {
+        let f = real!(c"cuMemRelease"; fn(u64) -> CuResult);
+        // SAFETY: a handle from `create`, released once.
+        check(unsafe { f(handle) }, "cuMemRelease")
+    }
+
+    pub fn reserve(bytes: u64, align: u64) -> Result<DevPtr, String> {
+        let f =
+            real!(c"cuMemAddressReserve"; fn(*mut DevPtr, usize, usize, DevPtr, u64) -> CuResult);
+        let mut va = 0;
+        // SAFETY: `va` is valid for a write.
+        check(
+            unsafe { f(&mut va, bytes as usize, align as usize, 0, 0) },
+            "cuMemAddressReserve",
+        )?;
+        Ok(va)
+    }
+
+    pub fn unreserve(va: DevPtr, bytes: u64) -> Result<(), String> {
+        let f = real!(c"cuMemAddressFree"; fn(DevPtr, usize) -> CuResult);
+        // SAFETY: a range from `reserve` with nothing mapped in it.
+        check(unsafe { f(va, bytes as usize) }, "cuMemAddressFree")
+    }
+
+    /// Maps `handle` at `va` and lets the device read and write it.
+    pub fn map(va: DevPtr, bytes: u64, handle: u64) -> Result<(), String> {
+        let map = real!(c"cuMemMap"; fn(DevPtr, usize, usize, u64, u64) -> CuResult);
+        let access =
+            real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const AccessDesc, usize) -> CuResult);
+        // SAFETY: `va` lies in a reservation of ours, unmapped; `handle` is live.
+        check(unsafe { map(va, bytes as usize, 0, handle, 0) }, "cuMemMap")?;
+        let desc = AccessDesc {
+            location: MemLocation {
+                kind: LOCATION_DEVICE,
+                id: 0,
+            },
+            flags: ACCESS_READWRITE,
+        };
+        // SAFETY: one valid descriptor for the range just mapped.
+        let rc = unsafe { access(va, bytes as usize, &desc, 1) };
+        if rc != CUDA_SUCCESS {
+            let _ = unmap(va, bytes);
+        }
+        check(rc, "cuMemSetAccess")
+    }
+
+    pub fn unmap(va: DevPtr, bytes: u64) -> Result<(), String> {
+        let f = real!(c"cuMemUnmap"; fn(DevPtr, usize) -> CuResult);
+        // SAFETY: a mapped range of ours.
+        check(unsafe { f(va, bytes as usize) }, "cuMemUnmap")
+    }
+
+    /// Copies between device addresses and waits for the copy.
+    pub fn copy(dst: DevPtr, src: DevPtr, bytes: u64) -> Result<(), String> {
+        let f = real!(c"cuMemcpyDtoD_v2"; fn(DevPtr, DevPtr, usize) -> CuResult);
+        // SAFETY: both ranges are mapped and accessible, and no kernel of the process
+        // runs (it is suspended and drained).
+        check(unsafe { f(dst, src, bytes as usize) }, "cuMemcpyDtoD")?;
+        synchronize()
+    }
+}

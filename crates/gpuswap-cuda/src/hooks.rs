@@ -1,0 +1,406 @@
+//! The exported entry points. Each catches panics (none may unwind into C) and either
+//! manages the call, forwards it to the real driver, or refuses it loudly.
+
+use std::ffi::{CStr, c_char, c_int, c_uchar, c_uint, c_ushort, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{OnceLock, RwLockReadGuard};
+
+use crate::client::{self, Client};
+use crate::ffi::{self, CuResult, DevPtr, Handle, real};
+
+/// How the process runs.
+enum Mode {
+    /// Under the daemon.
+    Managed(&'static Client),
+    /// `GPUSWAP_PASSTHROUGH=1`: everything goes to the driver unchanged.
+    Passthrough,
+    /// The daemon could not be reached: CUDA calls fail with this message.
+    Failed(String),
+}
+
+static MODE: OnceLock<Mode> = OnceLock::new();
+
+/// The daemon's client, while it is connected.
+fn managed() -> Option<&'static Client> {
+    match MODE.get()? {
+        Mode::Managed(c) if c.lost().is_none() => Some(c),
+        _ => None,
+    }
+}
+
+/// A call that must not start while the process is suspended holds this.
+fn gate() -> Option<RwLockReadGuard<'static, ()>> {
+    managed().map(|c| {
+        c.gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    })
+}
+
+fn guarded(f: impl FnOnce() -> CuResult) -> CuResult {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        crate::warn("internal error (a panic) in the interposer; the call failed");
+        ffi::CUDA_ERROR_UNKNOWN
+    })
+}
+
+fn refuse_once(name: &str, why: &str) -> CuResult {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !said.iter().any(|s| s == name) {
+        said.push(name.to_owned());
+        crate::warn(&format!(
+            "{name} is not supported under gpuswap ({why}): it fails with CUDA_ERROR_NOT_SUPPORTED"
+        ));
+    }
+    ffi::CUDA_ERROR_NOT_SUPPORTED
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
+    guarded(|| {
+        let real = real!(c"cuInit"; fn(c_uint) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(flags) };
+        if rc != ffi::CUDA_SUCCESS {
+            return rc;
+        }
+        let mode = MODE.get_or_init(|| {
+            if std::env::var("GPUSWAP_PASSTHROUGH").is_ok_and(|v| v == "1") {
+                return Mode::Passthrough;
+            }
+            match client::connect() {
+                Ok(c) => Mode::Managed(c),
+                Err(e) => {
+                    crate::warn(&e);
+                    Mode::Failed(e)
+                }
+            }
+        });
+        match mode {
+            Mode::Failed(_) => ffi::CUDA_ERROR_NOT_INITIALIZED,
+            _ => ffi::CUDA_SUCCESS,
+        }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuResult {
+    guarded(|| {
+        if let Some(Mode::Failed(e)) = MODE.get() {
+            crate::warn(e);
+            return ffi::CUDA_ERROR_NOT_INITIALIZED;
+        }
+        let Some(client) = managed() else {
+            let real = real!(c"cuMemAlloc_v2"; fn(*mut DevPtr, usize) -> CuResult);
+            // SAFETY: forwarded as given.
+            return unsafe { real(dptr, bytes) };
+        };
+        if dptr.is_null() {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        if bytes == 0 {
+            // As the driver answers a zero-byte request.
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        match client.alloc(bytes as u64) {
+            Ok(va) => {
+                // SAFETY: checked non-null; the caller gives a writable pointer.
+                unsafe { *dptr = va };
+                ffi::CUDA_SUCCESS
+            }
+            Err((rc, why)) => {
+                crate::warn(&format!("cuMemAlloc of {bytes} bytes failed: {why}"));
+                rc
+            }
+        }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
+    guarded(|| {
+        if let Some(client) = MODE.get().and_then(|m| match m {
+            Mode::Managed(c) => Some(*c),
+            _ => None,
+        }) {
+            let _held = gate();
+            match client.free(dptr) {
+                Some(Ok(())) => return ffi::CUDA_SUCCESS,
+                Some(Err(e)) => {
+                    crate::warn(&format!("cuMemFree: {e}"));
+                    return ffi::CUDA_ERROR_INVALID_VALUE;
+                }
+                None => {}
+            }
+        }
+        let real = real!(c"cuMemFree_v2"; fn(DevPtr) -> CuResult);
+        // SAFETY: not ours: forwarded as given.
+        unsafe { real(dptr) }
+    })
+}
+
+/// The tenant's view: the daemon's VRAM as the total, less what the process holds.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult {
+    guarded(|| {
+        let Some(client) = managed() else {
+            let real = real!(c"cuMemGetInfo_v2"; fn(*mut usize, *mut usize) -> CuResult);
+            // SAFETY: forwarded as given.
+            return unsafe { real(free, total) };
+        };
+        if free.is_null() || total.is_null() {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: checked non-null; the caller gives writable pointers.
+        unsafe {
+            *total = client.vram_bytes as usize;
+            *free = client.vram_bytes.saturating_sub(client.held_bytes()) as usize;
+        }
+        ffi::CUDA_SUCCESS
+    })
+}
+
+/// Allocation paths the daemon cannot manage: refused while managed, forwarded otherwise.
+macro_rules! refused {
+    ($($name:ident($($arg:ident: $ty:ty),*) because $why:literal;)*) => {
+        $(
+            /// # Safety
+            /// Called by C with cuda.h's contract.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
+                guarded(|| {
+                    if managed().is_some() {
+                        return refuse_once(stringify!($name), $why);
+                    }
+                    let real = real!(cname(concat!(stringify!($name), "\0")); fn($($ty),*) -> CuResult);
+                    // SAFETY: forwarded as given.
+                    unsafe { real($($arg),*) }
+                })
+            }
+        )*
+        fn refused_table() -> Vec<(&'static CStr, usize)> {
+            vec![$((cname(concat!(stringify!($name), "\0")), $name as *const () as usize)),*]
+        }
+    };
+}
+
+/// Calls that start GPU work: they wait while the process is suspended.
+macro_rules! gated {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(
+            /// # Safety
+            /// Called by C with cuda.h's contract.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
+                guarded(|| {
+                    let real = real!(cname(concat!(stringify!($name), "\0")); fn($($ty),*) -> CuResult);
+                    let _held = gate();
+                    // SAFETY: forwarded as given.
+                    unsafe { real($($arg),*) }
+                })
+            }
+        )*
+        fn gated_table() -> Vec<(&'static CStr, usize)> {
+            vec![$((cname(concat!(stringify!($name), "\0")), $name as *const () as usize)),*]
+        }
+    };
+}
+
+fn cname(with_nul: &'static str) -> &'static CStr {
+    CStr::from_bytes_with_nul(with_nul.as_bytes()).expect("a NUL-terminated literal")
+}
+
+type P = Handle;
+
+refused! {
+    cuMemAllocManaged(dptr: *mut DevPtr, bytes: usize, flags: c_uint) because "managed memory is paged by the driver, not relocated by gpuswap";
+    cuMemAllocAsync(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
+    cuMemAllocAsync_ptsz(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
+    cuMemAllocFromPoolAsync(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
+    cuMemAllocFromPoolAsync_ptsz(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
+    cuMemAllocPitch_v2(dptr: *mut DevPtr, pitch: *mut usize, width: usize, height: usize, elem: c_uint) because "pitched allocations are not interposed";
+    cuIpcGetMemHandle(handle: P, dptr: DevPtr) because "memory that moves cannot be shared with another process";
+}
+
+gated! {
+    cuLaunchKernel(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P, extra: *mut P);
+    cuLaunchKernel_ptsz(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P, extra: *mut P);
+    cuLaunchKernelEx(config: P, f: P, params: *mut P, extra: *mut P);
+    cuLaunchKernelEx_ptsz(config: P, f: P, params: *mut P, extra: *mut P);
+    cuLaunchCooperativeKernel(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P);
+    cuLaunchCooperativeKernel_ptsz(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P);
+    cuGraphLaunch(exec: P, stream: P);
+    cuGraphLaunch_ptsz(exec: P, stream: P);
+    cuMemcpy(dst: DevPtr, src: DevPtr, n: usize);
+    cuMemcpy_ptds(dst: DevPtr, src: DevPtr, n: usize);
+    cuMemcpyAsync(dst: DevPtr, src: DevPtr, n: usize, stream: P);
+    cuMemcpyAsync_ptsz(dst: DevPtr, src: DevPtr, n: usize, stream: P);
+    cuMemcpyHtoD_v2(dst: DevPtr, src: *const c_void, n: usize);
+    cuMemcpyHtoD_v2_ptds(dst: DevPtr, src: *const c_void, n: usize);
+    cuMemcpyDtoH_v2(dst: *mut c_void, src: DevPtr, n: usize);
+    cuMemcpyDtoH_v2_ptds(dst: *mut c_void, src: DevPtr, n: usize);
+    cuMemcpyDtoD_v2(dst: DevPtr, src: DevPtr, n: usize);
+    cuMemcpyDtoD_v2_ptds(dst: DevPtr, src: DevPtr, n: usize);
+    cuMemcpyHtoDAsync_v2(dst: DevPtr, src: *const c_void, n: usize, stream: P);
+    cuMemcpyHtoDAsync_v2_ptsz(dst: DevPtr, src: *const c_void, n: usize, stream: P);
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: DevPtr, n: usize, stream: P);
+    cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: DevPtr, n: usize, stream: P);
+    cuMemcpyDtoDAsync_v2(dst: DevPtr, src: DevPtr, n: usize, stream: P);
+    cuMemcpyDtoDAsync_v2_ptsz(dst: DevPtr, src: DevPtr, n: usize, stream: P);
+    cuMemcpy2D_v2(copy: P);
+    cuMemcpy2D_v2_ptds(copy: P);
+    cuMemcpy2DUnaligned_v2(copy: P);
+    cuMemcpy2DUnaligned_v2_ptds(copy: P);
+    cuMemcpy2DAsync_v2(copy: P, stream: P);
+    cuMemcpy2DAsync_v2_ptsz(copy: P, stream: P);
+    cuMemcpy3D_v2(copy: P);
+    cuMemcpy3D_v2_ptds(copy: P);
+    cuMemcpy3DAsync_v2(copy: P, stream: P);
+    cuMemcpy3DAsync_v2_ptsz(copy: P, stream: P);
+    cuMemcpyPeer(dst: DevPtr, dctx: P, src: DevPtr, sctx: P, n: usize);
+    cuMemcpyPeerAsync(dst: DevPtr, dctx: P, src: DevPtr, sctx: P, n: usize, stream: P);
+    cuMemsetD8_v2(dst: DevPtr, value: c_uchar, n: usize);
+    cuMemsetD8_v2_ptds(dst: DevPtr, value: c_uchar, n: usize);
+    cuMemsetD16_v2(dst: DevPtr, value: c_ushort, n: usize);
+    cuMemsetD16_v2_ptds(dst: DevPtr, value: c_ushort, n: usize);
+    cuMemsetD32_v2(dst: DevPtr, value: c_uint, n: usize);
+    cuMemsetD32_v2_ptds(dst: DevPtr, value: c_uint, n: usize);
+    cuMemsetD8Async(dst: DevPtr, value: c_uchar, n: usize, stream: P);
+    cuMemsetD8Async_ptsz(dst: DevPtr, value: c_uchar, n: usize, stream: P);
+    cuMemsetD16Async(dst: DevPtr, value: c_ushort, n: usize, stream: P);
+    cuMemsetD16Async_ptsz(dst: DevPtr, value: c_ushort, n: usize, stream: P);
+    cuMemsetD32Async(dst: DevPtr, value: c_uint, n: usize, stream: P);
+    cuMemsetD32Async_ptsz(dst: DevPtr, value: c_uint, n: usize, stream: P);
+    cuMemsetD2D8_v2(dst: DevPtr, pitch: usize, value: c_uchar, w: usize, h: usize);
+    cuMemsetD2D32_v2(dst: DevPtr, pitch: usize, value: c_uint, w: usize, h: usize);
+}
+
+/// Every exported entry point by name.
+pub fn table() -> &'static [(&'static CStr, usize)] {
+    static TABLE: OnceLock<Vec<(&'static CStr, usize)>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t: Vec<(&'static CStr, usize)> = vec![
+            (c"cuInit", cuInit as *const () as usize),
+            (c"cuMemAlloc_v2", cuMemAlloc_v2 as *const () as usize),
+            (c"cuMemFree_v2", cuMemFree_v2 as *const () as usize),
+            (c"cuMemGetInfo_v2", cuMemGetInfo_v2 as *const () as usize),
+            (c"cuGetProcAddress", cuGetProcAddress as *const () as usize),
+            (
+                c"cuGetProcAddress_v2",
+                cuGetProcAddress_v2 as *const () as usize,
+            ),
+        ];
+        t.extend(refused_table());
+        t.extend(gated_table());
+        t
+    })
+}
+
+/// Our entry point for the real driver's function at `addr`, if we export one.
+fn substitute(addr: usize) -> Option<usize> {
+    static BY_REAL: OnceLock<Vec<(usize, usize)>> = OnceLock::new();
+    BY_REAL
+        .get_or_init(|| {
+            table()
+                .iter()
+                .map(|(name, ours)| (ffi::real_symbol(name), *ours))
+                .filter(|(real, _)| *real != 0)
+                .collect()
+        })
+        .iter()
+        .find(|(real, _)| *real == addr)
+        .map(|(_, ours)| *ours)
+}
+
+/// Replaces a looked-up real entry point with ours.
+///
+/// # Safety
+/// `pfn` is null or valid for reads and writes.
+unsafe fn swap_in(rc: CuResult, pfn: *mut *mut c_void) -> CuResult {
+    if rc == ffi::CUDA_SUCCESS && !pfn.is_null() {
+        // SAFETY: the caller's contract.
+        let found = unsafe { *pfn } as usize;
+        if let Some(ours) = substitute(found) {
+            // SAFETY: as above.
+            unsafe { *pfn = ours as *mut c_void };
+        }
+    }
+    rc
+}
+
+/// The CUDA runtime finds every driver function through this: the answer is ours
+/// wherever we interpose the function it names.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CuResult {
+    guarded(|| {
+        let real =
+            real!(c"cuGetProcAddress"; fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult);
+        // SAFETY: forwarded as given, then the answer checked.
+        unsafe { swap_in(real(symbol, pfn, version, flags), pfn) }
+    })
+}
+
+/// CUDA 12's form of [`cuGetProcAddress`].
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CuResult {
+    guarded(|| {
+        let real = real!(c"cuGetProcAddress_v2"; fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CuResult);
+        // SAFETY: forwarded as given, then the answer checked.
+        unsafe { swap_in(real(symbol, pfn, version, flags, status), pfn) }
+    })
+}
+
+/// Programs and the runtime that look the driver up with `dlsym` get our entry points
+/// for the functions we interpose. (A caller's `RTLD_NEXT` is resolved from this
+/// library, not from the caller: a documented limit.)
+///
+/// # Safety
+/// Called by C with dlfcn.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    let ours = catch_unwind(|| {
+        if symbol.is_null() {
+            return None;
+        }
+        // SAFETY: dlsym's contract: a NUL-terminated name.
+        let name = unsafe { CStr::from_ptr(symbol) };
+        if !name.to_bytes().starts_with(b"cu") {
+            return None;
+        }
+        table().iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
+    });
+    match ours {
+        Ok(Some(addr)) => addr as *mut c_void,
+        // SAFETY: forwarded as given to glibc's dlsym.
+        _ => unsafe { ffi::real_dlsym()(handle, symbol) },
+    }
+}

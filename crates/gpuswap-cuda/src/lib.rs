@@ -1,0 +1,42 @@
+//! libgpuswap_cuda.so: loaded with `LD_PRELOAD` into an unmodified CUDA program, it puts
+//! the program's device memory under gpuswapd (`gpuswap daemon`). Every `cuMemAlloc` is
+//! a virtual-address reservation backed chunk by chunk with physical memory where the
+//! daemon placed it (VRAM, or host memory mapped into the device's address space); on
+//! the daemon's command the process suspends its launches, drains its streams and moves
+//! chunks between VRAM and host memory at unchanged addresses (CUDA's virtual memory
+//! management API, host-located allocations since CUDA 12.2).
+//!
+//! - `ffi`: cuda.h's types and the real driver's functions (the only C calls besides
+//!   the exported hooks);
+//! - `client`: the daemon connection, the buffers, and the thread that carries out the
+//!   daemon's commands;
+//! - `hooks`: the exported driver entry points, `cuGetProcAddress` and `dlsym` (the CUDA
+//!   runtime finds the driver through them, so `cudaMalloc` reaches `cuMemAlloc_v2`).
+//!
+//! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_PASSTHROUGH=1` (forward
+//! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
+//! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`).
+
+mod client;
+mod ffi;
+mod hooks;
+
+/// Prints a warning of the interposer to standard error.
+pub(crate) fn warn(message: &str) {
+    eprintln!("gpuswap: {message}");
+}
+
+/// Ends the process with a message: the interposer cannot go on safely.
+pub(crate) fn die(message: &str) -> ! {
+    eprintln!("gpuswap: {message}");
+    std::process::exit(70)
+}
+
+/// The names of the driver entry points the interposer exports, for documentation and
+/// tests.
+pub fn hooked_symbols() -> Vec<&'static str> {
+    hooks::table()
+        .iter()
+        .map(|(name, _)| name.to_str().unwrap_or("?"))
+        .collect()
+}

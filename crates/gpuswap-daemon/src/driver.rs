@@ -1,0 +1,577 @@
+//! The daemon's driver of the core: connections become tenants, their messages become
+//! the manager's events, the manager's actions become messages to the processes that
+//! carry them out. The second driver of `gpuswap_core::Manager` beside the simulator's
+//! engine, with the wall clock in place of simulated time.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Instant;
+
+use gpuswap_core::{
+    Action, AllocError, AllocRequest, BufferId, BufferKind, CopyId, Dma, Execution, Manager,
+    ManagerConfig, Mapping, Reply, RequestId, TenantId,
+};
+use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
+
+use crate::DaemonConfig;
+
+/// A connection's number, unique for the daemon's life.
+pub type ConnId = u64;
+
+/// What the socket threads hand the driver.
+pub enum Input {
+    /// A new connection, its peer's pid and uid, and a handle to write to it.
+    Accepted {
+        /// Its number.
+        conn: ConnId,
+        /// The peer's process.
+        pid: u32,
+        /// The peer's user.
+        uid: u32,
+        /// Where the driver writes.
+        out: Box<dyn Write + Send>,
+    },
+    /// A frame arrived.
+    Frame(ConnId, ClientMsg),
+    /// The connection ended or sent something unreadable.
+    Gone(ConnId, String),
+}
+
+/// One connection.
+struct Conn {
+    out: Box<dyn Write + Send>,
+    pid: u32,
+    name: String,
+    tenant: Option<TenantId>,
+    suspended: bool,
+    /// Allocations waiting for an answer: the core's request number, the client's, and
+    /// when it was asked.
+    pending: Vec<(RequestId, u64, Instant)>,
+    relocations: u64,
+    waits: u64,
+    wait_ns: u64,
+}
+
+/// The driver: the manager and the connections.
+pub struct Driver {
+    config: DaemonConfig,
+    /// Built at the first tenant's hello when the VRAM size is taken from its device.
+    manager: Option<Manager>,
+    start: Instant,
+    conns: BTreeMap<ConnId, Conn>,
+    /// The connection of each tenant number; `None` when the number is free.
+    tenants: Vec<Option<ConnId>>,
+    /// Buffers mapped and not yet granted: their placement (the core's `Map` comes
+    /// before its `Grant`).
+    mapped: BTreeMap<BufferId, (u64, u64, Vec<wire::Location>)>,
+    next_request: u64,
+    served: u64,
+    /// Connections to close once the current event's actions are carried out.
+    dying: Vec<(ConnId, String)>,
+}
+
+impl Driver {
+    /// A driver with no tenant; the manager is built now if the VRAM size is known.
+    pub fn new(config: DaemonConfig) -> Self {
+        let manager = config
+            .vram_bytes
+            .map(|v| Manager::new(manager_config(&config, v)));
+        Self {
+            config,
+            manager,
+            start: Instant::now(),
+            conns: BTreeMap::new(),
+            tenants: Vec::new(),
+            mapped: BTreeMap::new(),
+            next_request: 0,
+            served: 0,
+            dying: Vec::new(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// How long until the manager wants [`Driver::handle_timer`], if it does.
+    pub fn next_timeout(&self) -> Option<std::time::Duration> {
+        let at = self.manager.as_ref()?.poll_timeout()?;
+        Some(std::time::Duration::from_nanos(
+            at.saturating_sub(self.now_ns()),
+        ))
+    }
+
+    /// The manager's timer is due.
+    pub fn handle_timer(&mut self) {
+        let now = self.now_ns();
+        if let Some(m) = self.manager.as_mut() {
+            m.handle_timeout(now);
+        }
+        self.drain();
+    }
+
+    /// Handles one input and carries out every action that follows.
+    pub fn handle(&mut self, input: Input) {
+        match input {
+            Input::Accepted {
+                conn,
+                pid,
+                uid,
+                out,
+            } => {
+                let mut c = Conn {
+                    out,
+                    pid,
+                    name: String::new(),
+                    tenant: None,
+                    suspended: false,
+                    pending: Vec::new(),
+                    relocations: 0,
+                    waits: 0,
+                    wait_ns: 0,
+                };
+                if uid != crate::socket::euid() {
+                    let reason = format!(
+                        "uid {uid} may not use the daemon of uid {}",
+                        crate::socket::euid()
+                    );
+                    let _ = send(&mut c.out, &DaemonMsg::Refused { reason });
+                    return;
+                }
+                self.conns.insert(conn, c);
+            }
+            Input::Frame(conn, msg) => self.frame(conn, msg),
+            Input::Gone(conn, why) => self.dying.push((conn, why)),
+        }
+        self.drain();
+    }
+
+    fn frame(&mut self, conn: ConnId, msg: ClientMsg) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let tenant = c.tenant;
+        match (msg, tenant) {
+            (ClientMsg::Observe { protocol }, None) => {
+                let reply = match check_version(protocol) {
+                    Ok(()) => DaemonMsg::Snapshot(self.snapshot()),
+                    Err(reason) => DaemonMsg::Refused { reason },
+                };
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    let _ = send(&mut c.out, &reply);
+                }
+                self.conns.remove(&conn);
+            }
+            (
+                ClientMsg::Hello {
+                    protocol,
+                    name,
+                    device_total_bytes,
+                    granularity_bytes,
+                    ..
+                },
+                None,
+            ) => {
+                if let Err(reason) = check_version(protocol)
+                    .and_then(|()| self.admit(device_total_bytes, granularity_bytes))
+                {
+                    self.refuse(conn, reason);
+                    return;
+                }
+                let manager = self.manager.as_mut().expect("admit builds the manager");
+                let number = match self.tenants.iter().position(Option::is_none) {
+                    Some(free) => free,
+                    None => {
+                        self.tenants.push(None);
+                        self.tenants.len() - 1
+                    }
+                };
+                let tenant = TenantId(number as u32);
+                if let Err(e) = manager.handle_tenant_start(tenant) {
+                    // The number was free here, so the manager must hold nothing of it.
+                    self.refuse(conn, format!("internal error: {e}"));
+                    return;
+                }
+                self.tenants[number] = Some(conn);
+                self.served += 1;
+                let (chunk_bytes, vram_bytes) =
+                    (manager.config().chunk_bytes, manager.config().vram_bytes);
+                let c = self.conns.get_mut(&conn).expect("present");
+                c.tenant = Some(tenant);
+                c.name = name;
+                self.log(format_args!(
+                    "{tenant} connected: pid {}, {:?}",
+                    self.conns[&conn].pid, self.conns[&conn].name
+                ));
+                self.send(
+                    conn,
+                    &DaemonMsg::Welcome {
+                        protocol: PROTOCOL_VERSION,
+                        tenant: tenant.0,
+                        chunk_bytes,
+                        vram_bytes,
+                    },
+                );
+            }
+            (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
+                let id = RequestId(self.next_request);
+                self.next_request += 1;
+                c.pending.push((id, request, Instant::now()));
+                let m = self.manager.as_mut().expect("a tenant exists");
+                m.handle_alloc(AllocRequest {
+                    request: id,
+                    tenant,
+                    bytes,
+                    kind: BufferKind::Device,
+                    priority: None,
+                    chunk_priorities: Vec::new(),
+                });
+            }
+            (ClientMsg::Free { buffer }, Some(tenant)) => {
+                let m = self.manager.as_mut().expect("a tenant exists");
+                if let Err(e) = m.handle_free(tenant, BufferId(buffer)) {
+                    self.protocol_violation(conn, format!("free refused: {e}"));
+                }
+            }
+            (ClientMsg::Suspended, Some(tenant)) => {
+                let m = self.manager.as_mut().expect("a tenant exists");
+                if let Err(e) = m.handle_suspended(tenant) {
+                    self.protocol_violation(conn, e.to_string());
+                }
+            }
+            (ClientMsg::Relocated { copy }, Some(_)) => {
+                c.relocations += 1;
+                let m = self.manager.as_mut().expect("a tenant exists");
+                if let Err(e) = m.handle_copy_done(CopyId(copy)) {
+                    self.protocol_violation(conn, e.to_string());
+                }
+            }
+            (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
+                self.log(format_args!("{tenant}: relocation {copy} failed: {error}"));
+                let m = self.manager.as_mut().expect("a tenant exists");
+                if let Err(e) = m.handle_copy_failed(CopyId(copy)) {
+                    self.protocol_violation(conn, e.to_string());
+                }
+            }
+            (msg, _) => {
+                let what = match tenant {
+                    None => "before its hello",
+                    Some(_) => "out of turn",
+                };
+                self.protocol_violation(conn, format!("unexpected {msg:?} {what}"));
+            }
+        }
+    }
+
+    /// Builds the manager at the first hello when no VRAM size was given, and checks
+    /// that the device's granularity divides the chunk size.
+    fn admit(&mut self, device_total_bytes: u64, granularity_bytes: u64) -> Result<(), String> {
+        let chunk = self.config.chunk_bytes;
+        if granularity_bytes == 0 || !chunk.is_multiple_of(granularity_bytes) {
+            return Err(format!(
+                "the daemon's chunk size ({chunk} bytes) is not a multiple of the device's \
+                 allocation granularity ({granularity_bytes} bytes): restart it with \
+                 --chunk-size a multiple of it"
+            ));
+        }
+        if self.manager.is_none() {
+            // A tenth of the device is left to what the daemon does not manage: every
+            // process's CUDA context, and memory allocated outside the interposer.
+            let vram = device_total_bytes / 10 * 9 / chunk * chunk;
+            self.log(format_args!(
+                "managing {vram} bytes of VRAM (nine tenths of the device's \
+                 {device_total_bytes}; --vram sets it)"
+            ));
+            self.manager = Some(Manager::new(manager_config(&self.config, vram)));
+        }
+        Ok(())
+    }
+
+    fn refuse(&mut self, conn: ConnId, reason: String) {
+        self.log(format_args!("connection {conn} refused: {reason}"));
+        self.send(conn, &DaemonMsg::Refused { reason });
+        self.conns.remove(&conn);
+    }
+
+    fn protocol_violation(&mut self, conn: ConnId, reason: String) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let _ = send(
+                &mut c.out,
+                &DaemonMsg::Refused {
+                    reason: format!("protocol error: {reason}"),
+                },
+            );
+        }
+        self.dying.push((conn, format!("protocol error: {reason}")));
+    }
+
+    /// Carries out the manager's actions, then closes dying connections (their exits
+    /// bring more actions), until nothing is left.
+    fn drain(&mut self) {
+        loop {
+            while let Some(action) = self.manager.as_mut().and_then(Manager::poll_action) {
+                self.act(action);
+            }
+            let Some((conn, why)) = self.dying.pop() else {
+                break;
+            };
+            self.close(conn, &why);
+        }
+    }
+
+    fn close(&mut self, conn: ConnId, why: &str) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(tenant) = c.tenant {
+            self.log(format_args!("{tenant} (pid {}) gone: {why}", c.pid));
+            self.tenants[tenant.0 as usize] = None;
+            self.mapped.retain(|b, _| {
+                self.manager
+                    .as_ref()
+                    .and_then(|m| m.buffer(*b))
+                    .is_some_and(|buf| buf.tenant != tenant)
+            });
+            if let Some(m) = self.manager.as_mut() {
+                m.handle_tenant_exit(tenant);
+            }
+        }
+    }
+
+    fn conn_of(&self, tenant: TenantId) -> Option<ConnId> {
+        self.tenants.get(tenant.0 as usize).copied().flatten()
+    }
+
+    fn act(&mut self, action: Action) {
+        match action {
+            Action::Mapping(Mapping::Map {
+                buffer,
+                bytes,
+                chunk_bytes,
+                locations,
+                ..
+            }) => {
+                let locations = locations.into_iter().map(wire_location).collect();
+                self.mapped.insert(buffer, (bytes, chunk_bytes, locations));
+            }
+            // The process moved and mapped the chunk before it answered the copy, and
+            // released a freed buffer before it said so: nothing is left to do.
+            Action::Mapping(Mapping::Remap { .. } | Mapping::Unmap { .. }) => {}
+            Action::Reply(Reply::Grant {
+                request,
+                tenant,
+                buffer,
+            }) => {
+                let (bytes, chunk_bytes, locations) = self
+                    .mapped
+                    .remove(&buffer)
+                    .expect("the core maps a buffer before it grants it");
+                if let Some(client) = self.answered(tenant, request) {
+                    self.send_tenant(
+                        tenant,
+                        &DaemonMsg::Granted {
+                            request: client,
+                            buffer: buffer.0,
+                            bytes,
+                            chunk_bytes,
+                            placement: wire::runs(locations),
+                        },
+                    );
+                }
+            }
+            Action::Reply(Reply::Fail {
+                request,
+                tenant,
+                error,
+            }) => {
+                if let Some(client) = self.answered(tenant, request) {
+                    let out_of_memory = matches!(
+                        error,
+                        AllocError::OutOfMemory { .. } | AllocError::OutOfHostMemory { .. }
+                    );
+                    self.send_tenant(
+                        tenant,
+                        &DaemonMsg::AllocFailed {
+                            request: client,
+                            out_of_memory,
+                            error: error.to_string(),
+                        },
+                    );
+                }
+            }
+            Action::Execution(Execution::Suspend { tenant, .. }) => {
+                if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
+                    c.suspended = true;
+                }
+                self.send_tenant(tenant, &DaemonMsg::Suspend);
+            }
+            Action::Execution(Execution::Resume { tenant }) => {
+                if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
+                    c.suspended = false;
+                }
+                self.send_tenant(tenant, &DaemonMsg::Resume);
+            }
+            Action::Execution(Execution::Kill { tenant, reason }) => {
+                self.send_tenant(
+                    tenant,
+                    &DaemonMsg::Kill {
+                        reason: reason.to_string(),
+                    },
+                );
+                if let Some(conn) = self.conn_of(tenant) {
+                    self.dying.push((conn, format!("killed: {reason}")));
+                }
+            }
+            Action::Dma(Dma::Copy {
+                copy,
+                tenant,
+                chunk,
+                to,
+                ..
+            }) => self.send_tenant(
+                tenant,
+                &DaemonMsg::Relocate {
+                    copy: copy.0,
+                    buffer: chunk.buffer.0,
+                    chunk: chunk.index,
+                    to: wire_location(to),
+                },
+            ),
+            // The copy's tenant is gone, and with it the process that would answer.
+            Action::Dma(Dma::Cancel { .. }) => {}
+            // Policy time is real time here; launch gating and kernel scheduling are
+            // refused at start (`check_policy`).
+            Action::Execution(
+                Execution::PolicyRan { .. } | Execution::Preempt { .. } | Execution::Start { .. },
+            )
+            | Action::Reply(Reply::LaunchReady { .. } | Reply::LaunchFail { .. }) => {}
+        }
+    }
+
+    /// The client's number of an answered request, and the wait recorded.
+    fn answered(&mut self, tenant: TenantId, request: RequestId) -> Option<u64> {
+        let conn = self.conn_of(tenant)?;
+        let c = self.conns.get_mut(&conn)?;
+        let at = c.pending.iter().position(|p| p.0 == request)?;
+        let (_, client, asked) = c.pending.swap_remove(at);
+        let waited = asked.elapsed().as_nanos() as u64;
+        // An answer within a millisecond did not wait for a relocation.
+        if waited > 1_000_000 {
+            c.waits += 1;
+            c.wait_ns += waited;
+        }
+        Some(client)
+    }
+
+    fn send_tenant(&mut self, tenant: TenantId, msg: &DaemonMsg) {
+        if let Some(conn) = self.conn_of(tenant) {
+            self.send(conn, msg);
+        }
+    }
+
+    /// Writes to a connection; one that cannot take it (gone, or stuck past the write
+    /// timeout) is closed, which the manager sees as its tenant's crash.
+    fn send(&mut self, conn: ConnId, msg: &DaemonMsg) {
+        if let Some(c) = self.conns.get_mut(&conn)
+            && let Err(e) = send(&mut c.out, msg)
+        {
+            self.dying.push((conn, format!("write failed: {e}")));
+        }
+    }
+
+    /// The state `gpuswap top` shows.
+    pub fn snapshot(&self) -> wire::Snapshot {
+        let Some(m) = self.manager.as_ref() else {
+            return wire::Snapshot {
+                mode: self.config.policy.name().to_owned(),
+                host_bytes: self.config.host_bytes,
+                chunk_bytes: self.config.chunk_bytes,
+                uptime_s: self.start.elapsed().as_secs_f64(),
+                ..Default::default()
+            };
+        };
+        let tenants = self
+            .tenants
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((TenantId(i as u32), &self.conns[c.as_ref()?])))
+            .map(|(tenant, c)| {
+                let usage = m.usage(tenant);
+                wire::TenantRow {
+                    tenant: tenant.0,
+                    pid: c.pid,
+                    name: c.name.clone(),
+                    buffers: m.buffers_of(tenant).count() as u64,
+                    vram_bytes: usage.vram_bytes,
+                    host_bytes: usage.host_bytes,
+                    evicted_bytes: usage.bytes_evicted,
+                    returned_bytes: usage.bytes_returned,
+                    relocations: c.relocations,
+                    waits: c.waits,
+                    wait_ns: c.wait_ns,
+                    suspended: c.suspended,
+                }
+            })
+            .collect();
+        wire::Snapshot {
+            mode: m.config().policy.name().to_owned(),
+            vram_bytes: m.config().vram_bytes,
+            vram_used_bytes: m.vram_used_bytes(),
+            host_bytes: m.config().host_bytes,
+            host_used_bytes: m.host_used_bytes(),
+            chunk_bytes: m.config().chunk_bytes,
+            uptime_s: self.start.elapsed().as_secs_f64(),
+            tenants_served: self.served,
+            tenants,
+        }
+    }
+
+    /// Checks the manager's invariants (tests call it after every input).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.manager
+            .as_ref()
+            .map_or(Ok(()), Manager::check_invariants)
+    }
+
+    fn log(&self, args: std::fmt::Arguments<'_>) {
+        if self.config.verbose {
+            eprintln!("gpuswapd: {args}");
+        }
+    }
+}
+
+fn send(out: &mut Box<dyn Write + Send>, msg: &DaemonMsg) -> Result<(), wire::FrameError> {
+    wire::write_frame(out, msg)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn check_version(protocol: u32) -> Result<(), String> {
+    if protocol == PROTOCOL_VERSION {
+        Ok(())
+    } else {
+        Err(format!(
+            "protocol version {protocol} is not the daemon's {PROTOCOL_VERSION}: use the \
+             interposer and gpuswap of one build"
+        ))
+    }
+}
+
+fn wire_location(l: gpuswap_core::Location) -> wire::Location {
+    match l {
+        gpuswap_core::Location::Vram => wire::Location::Vram,
+        gpuswap_core::Location::Host => wire::Location::Host,
+    }
+}
+
+fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {
+    ManagerConfig {
+        vram_bytes,
+        host_bytes: config.host_bytes,
+        chunk_bytes: config.chunk_bytes,
+        policy: config.policy.clone(),
+        return_interval_ns: config.return_interval_ns,
+        seed: 1,
+        scheduling: Default::default(),
+    }
+}

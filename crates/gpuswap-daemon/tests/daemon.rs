@@ -1,0 +1,372 @@
+//! The daemon end to end over its socket, with tenants played by this test speaking the
+//! wire protocol (the interposer's side is tested in gpuswap-cli's tests/real_gpu.rs).
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gpuswap_core::{MIB, PolicySettings};
+use gpuswap_daemon::{DaemonConfig, observe, serve};
+use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
+use proptest::prelude::*;
+
+struct Daemon {
+    socket: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+fn daemon(name: &str, vram_mib: u64) -> Daemon {
+    let dir = std::env::temp_dir().join(format!("gpuswapd-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("d.sock");
+    let config = DaemonConfig {
+        socket: socket.clone(),
+        vram_bytes: Some(vram_mib * MIB),
+        host_bytes: 1 << 40,
+        chunk_bytes: 2 * MIB,
+        policy: PolicySettings::named("gpuswap"),
+        return_interval_ns: 50_000_000,
+        verbose: false,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread =
+        std::thread::spawn(move || serve(config, &|| flag.load(Ordering::Relaxed)).unwrap());
+    for _ in 0..200 {
+        if UnixStream::connect(&socket).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Daemon {
+        socket,
+        stop,
+        thread: Some(thread),
+    }
+}
+
+/// A tenant that does what the interposer does, instantly, and counts its bytes by
+/// location as the daemon's messages place and move them.
+struct Tenant {
+    stream: UnixStream,
+    tenant: u32,
+    next: u64,
+    /// (buffer, chunk locations)
+    buffers: Vec<(u64, Vec<Location>)>,
+    suspended: bool,
+}
+
+impl Tenant {
+    fn connect(socket: &Path, name: &str) -> Tenant {
+        let mut stream = UnixStream::connect(socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let hello = ClientMsg::Hello {
+            protocol: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            name: name.into(),
+            device_total_bytes: 1 << 30,
+            granularity_bytes: 2 * MIB,
+        };
+        wire::write_frame(&mut stream, &hello).unwrap();
+        let DaemonMsg::Welcome {
+            tenant,
+            chunk_bytes,
+            ..
+        } = wire::read_frame(&mut stream).unwrap()
+        else {
+            panic!("not welcomed")
+        };
+        assert_eq!(chunk_bytes, 2 * MIB);
+        Tenant {
+            stream,
+            tenant,
+            next: 0,
+            buffers: Vec::new(),
+            suspended: false,
+        }
+    }
+
+    fn send(&mut self, msg: &ClientMsg) {
+        wire::write_frame(&mut self.stream, msg).unwrap();
+    }
+
+    /// Serves the daemon's commands until the answer to an allocation comes.
+    fn alloc(&mut self, bytes: u64) -> Result<u64, String> {
+        let request = self.next;
+        self.next += 1;
+        self.send(&ClientMsg::Alloc { request, bytes });
+        loop {
+            match self.serve_one() {
+                Some(DaemonMsg::Granted {
+                    request: r,
+                    buffer,
+                    placement,
+                    ..
+                }) => {
+                    assert_eq!(r, request);
+                    self.buffers
+                        .push((buffer, wire::chunks_of(&placement).collect()));
+                    return Ok(buffer);
+                }
+                Some(DaemonMsg::AllocFailed { error, .. }) => return Err(error),
+                _ => {}
+            }
+        }
+    }
+
+    /// Reads one message, carrying out suspensions and relocations.
+    fn serve_one(&mut self) -> Option<DaemonMsg> {
+        let msg: DaemonMsg = wire::read_frame(&mut self.stream).unwrap();
+        self.carry_out(msg)
+    }
+
+    fn carry_out(&mut self, msg: DaemonMsg) -> Option<DaemonMsg> {
+        match &msg {
+            DaemonMsg::Suspend => {
+                self.suspended = true;
+                self.send(&ClientMsg::Suspended);
+            }
+            DaemonMsg::Resume => self.suspended = false,
+            DaemonMsg::Relocate {
+                copy,
+                buffer,
+                chunk,
+                to,
+            } => {
+                assert!(self.suspended, "relocations come while suspended");
+                let b = self
+                    .buffers
+                    .iter_mut()
+                    .find(|b| b.0 == *buffer)
+                    .expect("own buffer");
+                assert_ne!(b.1[*chunk as usize], *to, "a move goes somewhere else");
+                b.1[*chunk as usize] = *to;
+                self.send(&ClientMsg::Relocated { copy: *copy });
+            }
+            _ => return Some(msg),
+        }
+        None
+    }
+
+    /// Serves commands for a while (returns come with the timer).
+    fn serve_for(&mut self, d: Duration) {
+        let end = std::time::Instant::now() + d;
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .unwrap();
+            match wire::read_frame::<DaemonMsg>(&mut self.stream) {
+                Ok(msg) => {
+                    self.carry_out(msg);
+                }
+                Err(wire::FrameError::Io(_)) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+    }
+
+    fn bytes_at(&self, at: Location) -> u64 {
+        self.buffers
+            .iter()
+            .flat_map(|b| b.1.iter())
+            .filter(|l| **l == at)
+            .count() as u64
+            * 2
+            * MIB
+    }
+}
+
+#[test]
+fn oversubscription_evicts_and_returns_and_a_crash_frees_everything() {
+    let d = daemon("evict", 16);
+    let mut a = Tenant::connect(&d.socket, "a");
+    let mut b = Tenant::connect(&d.socket, "b");
+    assert_ne!(a.tenant, b.tenant);
+    a.alloc(12 * MIB).unwrap();
+    // B's request needs room: A is suspended and relocates while B waits, served by a
+    // thread of its own as a process would be.
+    let a_thread = std::thread::spawn(move || {
+        a.serve_for(Duration::from_millis(500));
+        a
+    });
+    b.alloc(12 * MIB).unwrap();
+    let mut a = a_thread.join().unwrap();
+    let snap = observe(&d.socket).unwrap();
+    assert_eq!(snap.vram_used_bytes, 16 * MIB);
+    assert_eq!(snap.tenants.len(), 2);
+    let vram: u64 = snap.tenants.iter().map(|t| t.vram_bytes).sum();
+    let host: u64 = snap.tenants.iter().map(|t| t.host_bytes).sum();
+    assert_eq!((vram, host), (16 * MIB, 8 * MIB));
+    // The daemon's books and the tenants' own view of their chunks agree.
+    assert_eq!(
+        a.bytes_at(Location::Vram) + b.bytes_at(Location::Vram),
+        16 * MIB
+    );
+    assert_eq!(
+        a.bytes_at(Location::Host) + b.bytes_at(Location::Host),
+        8 * MIB
+    );
+    let row_a = snap.tenants.iter().find(|t| t.tenant == a.tenant).unwrap();
+    assert_eq!(row_a.host_bytes, a.bytes_at(Location::Host));
+    // Every chunk evicted was relocated by its process, and A gave some up.
+    let evicted: u64 = snap.tenants.iter().map(|t| t.evicted_bytes).sum();
+    let relocations: u64 = snap.tenants.iter().map(|t| t.relocations).sum();
+    assert_eq!(relocations * 2 * MIB, evicted);
+    assert!(row_a.evicted_bytes > 0, "{snap:?}");
+
+    // B crashes: its memory is released, and A's evicted chunks come back with the
+    // return timer.
+    drop(b);
+    a.serve_for(Duration::from_millis(800));
+    let snap = observe(&d.socket).unwrap();
+    assert_eq!(snap.tenants.len(), 1);
+    assert_eq!(snap.tenants[0].vram_bytes, 12 * MIB, "{snap:?}");
+    assert_eq!(a.bytes_at(Location::Vram), 12 * MIB);
+    assert_eq!(snap.host_used_bytes, 0);
+}
+
+#[test]
+fn tenant_numbers_and_buffer_ids_are_recycled() {
+    let d = daemon("recycle", 64);
+    let first = Tenant::connect(&d.socket, "first").tenant;
+    // The connection is closed when the value drops; the next tenant takes the number.
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let mut t = Tenant::connect(&d.socket, "again");
+        let id = t.alloc(2 * MIB).unwrap();
+        ids.push(id);
+        t.send(&ClientMsg::Free { buffer: id });
+        assert_eq!(t.tenant, first, "the exited tenant's number is reused");
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 20, "every allocation has its own id");
+    assert_eq!(observe(&d.socket).unwrap().tenants_served, 21);
+}
+
+#[test]
+fn refusals_are_clear() {
+    let d = daemon("refuse", 16);
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    wire::write_frame(
+        &mut s,
+        &ClientMsg::Hello {
+            protocol: 99,
+            pid: 1,
+            name: "old".into(),
+            device_total_bytes: 1 << 30,
+            granularity_bytes: 2 * MIB,
+        },
+    )
+    .unwrap();
+    let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
+        panic!("accepted")
+    };
+    assert!(reason.contains("protocol version 99"), "{reason}");
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    wire::write_frame(
+        &mut s,
+        &ClientMsg::Alloc {
+            request: 0,
+            bytes: 1,
+        },
+    )
+    .unwrap();
+    let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
+        panic!("accepted")
+    };
+    assert!(reason.contains("before its hello"), "{reason}");
+    // A granularity that does not divide the chunk size.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    wire::write_frame(
+        &mut s,
+        &ClientMsg::Hello {
+            protocol: PROTOCOL_VERSION,
+            pid: 1,
+            name: "odd".into(),
+            device_total_bytes: 1 << 30,
+            granularity_bytes: 3 * MIB,
+        },
+    )
+    .unwrap();
+    let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
+        panic!("accepted")
+    };
+    assert!(reason.contains("granularity"), "{reason}");
+    // The socket is private to its user.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // A second daemon on the same socket is refused.
+    let config = DaemonConfig {
+        socket: d.socket.clone(),
+        vram_bytes: Some(MIB),
+        host_bytes: MIB,
+        chunk_bytes: 2 * MIB,
+        policy: PolicySettings::named("gpuswap"),
+        return_interval_ns: 1,
+        verbose: false,
+    };
+    let err = serve(config, &|| true).unwrap_err();
+    assert!(err.to_string().contains("already listens"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Bad frames (random bytes, lengths, truncated or valid-looking JSON) never crash
+    /// the daemon: afterwards it still serves a tenant and an observer, with consistent
+    /// books.
+    #[test]
+    fn bad_frames_never_crash_the_daemon(
+        frames in proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..40),
+                ".{0,30}".prop_map(|s| {
+                    let mut v = (s.len() as u32).to_le_bytes().to_vec();
+                    v.extend_from_slice(s.as_bytes());
+                    v
+                }),
+                Just(br#"{"Alloc":{"request":1,"bytes":18446744073709551615}}"#.to_vec()).prop_map(|b| {
+                    let mut v = (b.len() as u32).to_le_bytes().to_vec();
+                    v.extend(b);
+                    v
+                }),
+            ],
+            1..6,
+        )
+    ) {
+        let d = shared();
+        for frame in frames {
+            if let Ok(mut s) = UnixStream::connect(&d.socket) {
+                let _ = s.write_all(&frame);
+            }
+        }
+        let mut t = Tenant::connect(&d.socket, "after");
+        let id = t.alloc(2 * MIB).unwrap();
+        t.send(&ClientMsg::Free { buffer: id });
+        prop_assert!(observe(&d.socket).is_ok());
+    }
+}
+
+fn shared() -> &'static Daemon {
+    static D: std::sync::OnceLock<Daemon> = std::sync::OnceLock::new();
+    D.get_or_init(|| daemon("fuzz", 64))
+}

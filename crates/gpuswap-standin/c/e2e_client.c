@@ -1,0 +1,277 @@
+/*
+ * e2e_client.c: gpuswap's end-to-end test client, a plain CUDA driver-API program.
+ *
+ * It allocates N buffers, fills each on the device (gpuswap_fill), then for each round
+ * verifies every buffer in two ways (gpuswap_checksum against the host's checksum, and a
+ * full copy back compared word by word) and refills it with the next round's seed.
+ * Linked by soname against libcuda.so.1: the gpuswap stand-in in CI, NVIDIA's driver on
+ * a GPU machine (there run it with --ptx e2e_kernels.ptx). Before the rounds it checks
+ * gpuswap_axpy once on a small scratch buffer.
+ *
+ * Exit status: 0 ok, 1 data mismatch, 2 CUDA error, 64 bad flags. On success prints
+ * one JSON line to stdout; progress goes to stderr, prefixed "e2e-client:".
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_subset.h"
+#include "gpuswap_common.h"
+
+#define AXPY_N 4096 /* floats in each of the axpy check's vectors */
+
+static const char *err_name(CUresult r)
+{
+    const char *s = NULL;
+    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "unknown CUresult";
+}
+
+static void cuda_failed(const char *call, long buffer, long round, CUresult r)
+{
+    char where[64] = "";
+    if (buffer >= 0)
+        snprintf(where, sizeof where, " (buffer %ld, round %ld)", buffer, round);
+    fprintf(stderr, "e2e-client: %s failed%s: error %d %s\n", call, where, (int)r, err_name(r));
+    exit(2);
+}
+
+/* Every CUDA call goes through CK: on error, report the call, where, the code; exit 2. */
+#define CK(call, buffer, round)                                                               \
+    do {                                                                                      \
+        CUresult r_ = (call);                                                                 \
+        if (r_ != CUDA_SUCCESS)                                                               \
+            cuda_failed(#call, (long)(buffer), (long)(round), r_);                            \
+    } while (0)
+
+static void usage(const char *what, const char *arg)
+{
+    fprintf(stderr,
+            "e2e-client: %s%s\n"
+            "usage: gpuswap-e2e-client [--buffers N] [--size BYTES] [--rounds R] [--seed S]\n"
+            "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
+            "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
+            "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
+            "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
+            "  --rounds R     verify-and-refill rounds (default 3)\n"
+            "  --seed S       base seed, below 2^32 (default 1)\n"
+            "  --hold-ms MS   sleep before each round (default 0)\n"
+            "  --ptx FILE     load this PTX as the module (default: the stand-in's built-in)\n"
+            "  --own-context  use cuCtxCreate_v2 instead of the primary context\n",
+            what, arg ? arg : "");
+    exit(64);
+}
+
+static uint64_t number(const char *flag, const char *s, uint64_t max)
+{
+    char *end = NULL;
+    uint64_t v = 0;
+    if (s != NULL && *s >= '0' && *s <= '9')
+        v = strtoull(s, &end, 10);
+    if (end == NULL || *end != '\0' || v > max)
+        usage("bad or missing number after ", flag);
+    return v;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0 || (buf = calloc(1, (size_t)len + 1)) == NULL ||
+        fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fprintf(stderr, "e2e-client: cannot read %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+    return buf; /* NUL-terminated, as cuModuleLoadData wants PTX */
+}
+
+static CUfunction f_fill, f_checksum, f_axpy;
+
+/* Grid-stride launch: 256 blocks of 256 threads whatever the size. */
+static CUresult launch(CUfunction f, void **params)
+{
+    return cuLaunchKernel(f, 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
+}
+
+static uint64_t host_checksum(uint32_t seed, uint64_t words)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < words; i++)
+        sum += (uint64_t)gpuswap_pattern(seed, i) * gpuswap_checksum_weight(i);
+    return sum;
+}
+
+/* Checks buffer b against the pattern of seed, by checksum kernel then by a full copy. */
+static void verify(CUdeviceptr buf, uint64_t words, uint32_t seed, uint32_t *host,
+                   CUdeviceptr out, long b, long round)
+{
+    uint64_t zero = 0, sum = 0, expect = host_checksum(seed, words);
+    void *params[] = {&buf, &words, &out};
+    CK(cuMemcpyHtoD_v2(out, &zero, sizeof zero), b, round);
+    CK(launch(f_checksum, params), b, round);
+    CK(cuCtxSynchronize(), b, round);
+    CK(cuMemcpyDtoH_v2(&sum, out, sizeof sum), b, round);
+    if (sum != expect) {
+        fprintf(stderr, "e2e-client: checksum mismatch: buffer %ld round %ld expected %" PRIu64
+                        " found %" PRIu64 "\n", b, round, expect, sum);
+        exit(1);
+    }
+    CK(cuMemcpyDtoH_v2(host, buf, words * 4), b, round);
+    for (uint64_t i = 0; i < words; i++) {
+        if (host[i] != gpuswap_pattern(seed, i)) {
+            fprintf(stderr, "e2e-client: data mismatch: buffer %ld round %ld word %" PRIu64
+                            " expected 0x%08x found 0x%08x\n",
+                    b, round, i, gpuswap_pattern(seed, i), host[i]);
+            exit(1);
+        }
+    }
+}
+
+static void fill(CUdeviceptr buf, uint64_t words, uint32_t seed, long b, long round)
+{
+    void *params[] = {&buf, &words, &seed};
+    CK(launch(f_fill, params), b, round);
+}
+
+/* y = a * x + y on AXPY_N floats in scratch, compared bit for bit with the host. */
+static void check_axpy(CUdeviceptr scratch)
+{
+    static float x[AXPY_N], y[AXPY_N], got[AXPY_N];
+    CUdeviceptr dy = scratch + 4096, dx = dy + sizeof y;
+    unsigned long long n = AXPY_N;
+    float a = 1.5f;
+    void *params[] = {&dy, &dx, &n, &a};
+    for (int i = 0; i < AXPY_N; i++) {
+        x[i] = (float)(int32_t)gpuswap_pattern(7, (uint64_t)i) / 65536.0f;
+        y[i] = (float)(int32_t)gpuswap_pattern(8, (uint64_t)i) / 4096.0f;
+    }
+    CK(cuMemcpyHtoD_v2(dx, x, sizeof x), -1, 0);
+    CK(cuMemcpyHtoD_v2(dy, y, sizeof y), -1, 0);
+    CK(launch(f_axpy, params), -1, 0);
+    CK(cuCtxSynchronize(), -1, 0);
+    CK(cuMemcpyDtoH_v2(got, dy, sizeof got), -1, 0);
+    for (int i = 0; i < AXPY_N; i++) {
+        float want = a * x[i] + y[i]; /* built with -ffp-contract=off: no fused multiply-add */
+        if (memcmp(&want, &got[i], sizeof want) != 0) {
+            fprintf(stderr, "e2e-client: axpy mismatch at %d: expected %a found %a\n", i,
+                    (double)want, (double)got[i]);
+            exit(1);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
+    const char *ptx = NULL;
+    int own_context = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--own-context")) {
+            own_context = 1;
+            continue;
+        }
+        if (!strcmp(a, "--buffers"))
+            buffers = number(a, v, 100000);
+        else if (!strcmp(a, "--size") && (v == NULL || gpuswap_parse_size(v, &size) != 0))
+            usage("bad or missing byte count (e.g. 65536, 64K, 64M, 64MiB) after ", a);
+        else if (!strcmp(a, "--rounds"))
+            rounds = number(a, v, 1000000);
+        else if (!strcmp(a, "--seed"))
+            seed = number(a, v, UINT32_MAX);
+        else if (!strcmp(a, "--hold-ms"))
+            hold_ms = number(a, v, 86400000);
+        else if (!strcmp(a, "--ptx") && v == NULL)
+            usage("missing file after ", a);
+        else if (!strcmp(a, "--ptx"))
+            ptx = v;
+        else if (strcmp(a, "--size") != 0)
+            usage("unknown argument ", a);
+        i++;
+    }
+    if (buffers == 0 || size == 0 || size % 4 != 0)
+        usage("--buffers must be at least 1 and --size a positive multiple of 4", NULL);
+
+    double t0 = now_ms();
+    uint64_t words = size / 4;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUdeviceptr scratch, *buf = calloc(buffers, sizeof *buf);
+    uint32_t *host = malloc(size);
+    if (buf == NULL || host == NULL) {
+        fprintf(stderr, "e2e-client: out of host memory\n");
+        return 2;
+    }
+    CK(cuInit(0), -1, 0);
+    CK(cuDeviceGet(&dev, 0), -1, 0);
+    if (own_context)
+        CK(cuCtxCreate_v2(&ctx, 0, dev), -1, 0);
+    else {
+        CK(cuDevicePrimaryCtxRetain(&ctx, dev), -1, 0);
+        CK(cuCtxSetCurrent(ctx), -1, 0);
+    }
+    if (ptx != NULL)
+        CK(cuModuleLoadData(&mod, read_file(ptx)), -1, 0);
+    else
+        CK(cuModuleLoadData(&mod, "gpuswap-standin-builtin\0"), -1, 0);
+    CK(cuModuleGetFunction(&f_fill, mod, "gpuswap_fill"), -1, 0);
+    CK(cuModuleGetFunction(&f_checksum, mod, "gpuswap_checksum"), -1, 0);
+    CK(cuModuleGetFunction(&f_axpy, mod, "gpuswap_axpy"), -1, 0);
+
+    for (uint64_t b = 0; b < buffers; b++) {
+        CK(cuMemAlloc_v2(&buf[b], size), b, 0);
+        fill(buf[b], words, (uint32_t)(seed + b * 1000), (long)b, 0);
+    }
+    CK(cuMemAlloc_v2(&scratch, 4096 + 2 * AXPY_N * sizeof(float)), -1, 0);
+    CK(cuCtxSynchronize(), -1, 0);
+    fprintf(stderr, "e2e-client: allocated %" PRIu64 " buffers of %" PRIu64 " bytes\n", buffers,
+            size);
+    check_axpy(scratch);
+
+    for (uint64_t r = 1; r <= rounds + 1; r++) { /* round rounds+1: the final check */
+        if (r <= rounds)
+            sleep_ms(hold_ms);
+        for (uint64_t b = 0; b < buffers; b++) {
+            verify(buf[b], words, (uint32_t)(seed + b * 1000 + r - 1), host, scratch, (long)b,
+                   (long)r);
+            verified += size;
+            if (r <= rounds)
+                fill(buf[b], words, (uint32_t)(seed + b * 1000 + r), (long)b, (long)r);
+        }
+        CK(cuCtxSynchronize(), -1, r);
+        if (r <= rounds)
+            fprintf(stderr, "e2e-client: round %" PRIu64 " verified\n", r);
+        else
+            fprintf(stderr, "e2e-client: final contents verified\n");
+    }
+
+    size_t mem_free = 0, mem_total = 0;
+    CK(cuMemGetInfo_v2(&mem_free, &mem_total), -1, 0);
+    for (uint64_t b = 0; b < buffers; b++)
+        CK(cuMemFree_v2(buf[b]), b, 0);
+    CK(cuMemFree_v2(scratch), -1, 0);
+    printf("{\"ok\":true,\"buffers\":%" PRIu64 ",\"bytes_per_buffer\":%" PRIu64
+           ",\"rounds\":%" PRIu64 ",\"verified_bytes\":%" PRIu64 ",\"mem_info_free\":%zu"
+           ",\"mem_info_total\":%zu,\"elapsed_ms\":%.0f}\n",
+           buffers, size, rounds, verified, mem_free, mem_total, now_ms() - t0);
+    return 0;
+}

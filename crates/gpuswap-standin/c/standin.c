@@ -1,0 +1,1140 @@
+/*
+ * standin.c: a CPU stand-in for NVIDIA's CUDA driver library (libcuda.so.1).
+ *
+ * A test double, not a simulator: it lets CI machines without a GPU run driver-API
+ * programs (and an LD_PRELOAD interposer in front of them). Everything runs
+ * synchronously on the calling thread: async copies and launches finish before they
+ * return, streams and modules are mere tokens, synchronize calls do nothing.
+ *
+ * Memory. Device pointers are real addresses of this process. cuMemAddressReserve
+ * reserves address space (PROT_NONE); cuMemCreate makes a memfd, so one handle can be
+ * mapped at several addresses and show the same bytes; cuMemMap maps it MAP_SHARED at
+ * the address (still PROT_NONE); cuMemSetAccess makes it readable/writable; cuMemUnmap
+ * puts a PROT_NONE reservation back. cuMemAlloc_v2 is create + reserve + map + access.
+ * Every device range that a copy, memset or kernel touches is checked against the
+ * table of mappings first, so a bad address is an error code, never a segfault.
+ *
+ * VRAM. Handles on the device (location DEVICE, cuMemAlloc_v2's included) are charged
+ * against a capacity shared by every process using the stand-in, as one GPU's memory
+ * is: a POSIX shared-memory table of (pid, bytes) slots under flock(). Slots of dead
+ * processes are cleared whenever the table is used, so a killed process frees its part.
+ *
+ * Threads: one global mutex serializes every call; the current context is per thread.
+ * Environment: GPUSWAP_STANDIN_VRAM, GPUSWAP_STANDIN_SHM, GPUSWAP_STANDIN_COPY_DELAY_MS
+ * (see README.md).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_subset.h"
+#include "gpuswap_common.h"
+
+#define API __attribute__((visibility("default")))
+#define GRANULARITY ((size_t)2 << 20)
+#define SHM_SLOTS 256
+#define RO CU_MEM_ACCESS_FLAGS_PROT_READ
+#define RW CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+
+_Static_assert(sizeof(void *) == 8, "the stand-in assumes a 64-bit (LP64) target");
+_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
+_Static_assert(offsetof(CUmemAllocationProp, location) == 8, "CUmemAllocationProp layout");
+_Static_assert(offsetof(CUmemAllocationProp, allocFlags) == 24, "CUmemAllocationProp layout");
+_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc layout");
+
+/* ------------------------------------------------------------------ state */
+
+struct handle { /* a physical allocation made by cuMemCreate */
+    struct handle *next;
+    CUmemGenericAllocationHandle id;
+    int fd; /* memfd holding the bytes */
+    size_t size;
+    int vram;      /* location DEVICE: charged against the shared capacity */
+    int released;  /* cuMemRelease was called: freed once maps drops to 0 */
+    unsigned maps; /* live cuMemMap mappings of it */
+};
+
+struct reservation { /* an address range from cuMemAddressReserve or cuMemAlloc_v2 */
+    struct reservation *next;
+    uintptr_t base;
+    size_t size;
+    int from_alloc; /* made by cuMemAlloc_v2, to be freed by cuMemFree_v2 */
+};
+
+struct mapping { /* a handle mapped by cuMemMap */
+    struct mapping *next;
+    uintptr_t va;
+    size_t size;
+    struct handle *h;
+    int prot; /* CUmemAccess_flags in force for the device */
+};
+
+struct CUctx_st { struct CUctx_st *next; };
+struct CUfunc_st { const char *name; };
+
+struct shm_table {
+    struct { int32_t pid; uint32_t pad; uint64_t bytes; } slot[SHM_SLOTS]; /* pid 0: free */
+};
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_inited;
+static uint64_t g_capacity;
+static unsigned long g_copy_delay_ms;
+static int g_shm_fd = -1;
+static struct shm_table *g_shm;
+static struct handle *g_handles;
+static struct reservation *g_reservations;
+static struct mapping *g_mappings;
+static CUmemGenericAllocationHandle g_next_handle = 1;
+static uintptr_t g_next_token = 0x10000; /* stream and module tokens */
+static struct CUctx_st g_primary;        /* device 0's primary context */
+static unsigned g_primary_refs;
+static struct CUctx_st *g_contexts; /* made by cuCtxCreate_v2 */
+static __thread CUcontext tls_ctx;
+
+enum { K_FILL, K_CHECKSUM, K_AXPY, K_COUNT };
+static struct CUfunc_st g_kernels[K_COUNT] = {{"gpuswap_fill"}, {"gpuswap_checksum"},
+                                              {"gpuswap_axpy"}};
+
+static int ctx_valid(CUcontext c)
+{
+    for (struct CUctx_st *x = g_contexts; x; x = x->next)
+        if (x == c)
+            return 1;
+    return c == &g_primary;
+}
+
+static CUresult begin(int need_ctx)
+{
+    pthread_mutex_lock(&g_mu);
+    if (!g_inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (need_ctx && (tls_ctx == NULL || !ctx_valid(tls_ctx)))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+static CUresult end(CUresult r)
+{
+    pthread_mutex_unlock(&g_mu);
+    return r;
+}
+
+/* Entry points (but cuInit, cuDriverGetVersion, cuGetErrorName/String and
+ * cuGetProcAddress*, which work before cuInit as the real ones do) open with ENTER:
+ * lock, then fail unless cuInit succeeded and, if need_ctx, a valid context is current.
+ * They leave through end(), which unlocks. */
+#define ENTER(need_ctx)                                                                      \
+    do {                                                                                     \
+        CUresult e_ = begin(need_ctx);                                                       \
+        if (e_ != CUDA_SUCCESS)                                                              \
+            return end(e_);                                                                  \
+    } while (0)
+#define FAIL_IF(cond, code)                                                                  \
+    do {                                                                                     \
+        if (cond)                                                                            \
+            return end(code);                                                                \
+    } while (0)
+
+static void *new_token(void)
+{
+    g_next_token += 16;
+    return (void *)g_next_token;
+}
+
+/* ------------------------------------------------- shared VRAM accounting */
+
+/* Sum of the live slots; clears the slots of dead processes. Called under flock. */
+static uint64_t shm_used_locked(void)
+{
+    uint64_t used = 0;
+    for (int i = 0; i < SHM_SLOTS; i++) {
+        if (g_shm->slot[i].pid == 0)
+            continue;
+        if (kill(g_shm->slot[i].pid, 0) == -1 && errno == ESRCH)
+            g_shm->slot[i].pid = 0, g_shm->slot[i].bytes = 0;
+        else
+            used += g_shm->slot[i].bytes;
+    }
+    return used;
+}
+
+/* Charges (charge = 1) or uncharges (charge = 0) bytes of VRAM to this process. */
+static CUresult vram_account(uint64_t bytes, int charge)
+{
+    CUresult r = CUDA_SUCCESS;
+    int32_t me = (int32_t)getpid();
+    int mine = -1, empty = -1;
+    flock(g_shm_fd, LOCK_EX);
+    uint64_t used = shm_used_locked();
+    for (int i = 0; i < SHM_SLOTS; i++) {
+        if (g_shm->slot[i].pid == me)
+            mine = i;
+        else if (g_shm->slot[i].pid == 0 && empty < 0)
+            empty = i;
+    }
+    if (charge && (bytes > g_capacity || used > g_capacity - bytes || (mine < 0 && empty < 0))) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (charge) {
+        if (mine < 0)
+            mine = empty, g_shm->slot[mine].pid = me, g_shm->slot[mine].bytes = 0;
+        g_shm->slot[mine].bytes += bytes;
+    } else if (mine >= 0) {
+        uint64_t *b = &g_shm->slot[mine].bytes;
+        *b -= bytes < *b ? bytes : *b;
+        if (*b == 0)
+            g_shm->slot[mine].pid = 0;
+    }
+    flock(g_shm_fd, LOCK_UN);
+    return r;
+}
+
+static uint64_t vram_used(void)
+{
+    flock(g_shm_fd, LOCK_EX);
+    uint64_t used = shm_used_locked();
+    flock(g_shm_fd, LOCK_UN);
+    return used;
+}
+
+/* ------------------------------------------------------- cuInit, version */
+
+static CUresult read_config(void)
+{
+    const char *v = getenv("GPUSWAP_STANDIN_VRAM"), *d = getenv("GPUSWAP_STANDIN_COPY_DELAY_MS");
+    uint64_t cap = (uint64_t)1 << 30, delay = 0;
+    char *end = NULL;
+    if (v != NULL && (gpuswap_parse_size(v, &cap) != 0 || cap == 0)) {
+        fprintf(stderr,
+                "gpuswap stand-in: GPUSWAP_STANDIN_VRAM=\"%s\" is not a valid size; expected a "
+                "positive byte count with an optional binary unit K/KiB, M/MiB or G/GiB, "
+                "e.g. 256MiB, 1GiB, 512KiB or 1048576\n", v);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (d != NULL) {
+        errno = 0;
+        delay = strtoull(d, &end, 10);
+        if (*d < '0' || *d > '9' || *end != '\0' || errno != 0 || delay > 3600000) {
+            fprintf(stderr, "gpuswap stand-in: GPUSWAP_STANDIN_COPY_DELAY_MS=\"%s\" is not "
+                            "valid; expected whole milliseconds (0 to 3600000)\n", d);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    g_capacity = cap;
+    g_copy_delay_ms = (unsigned long)delay;
+    return CUDA_SUCCESS;
+}
+
+static CUresult open_shm(void)
+{
+    char dflt[64];
+    const char *name = getenv("GPUSWAP_STANDIN_SHM");
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (name == NULL || *name == '\0') {
+        snprintf(dflt, sizeof dflt, "/gpuswap-standin-%u", (unsigned)getuid());
+        name = dflt;
+    }
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0 && fstat(fd, &st) == 0 &&
+        ((size_t)st.st_size >= sizeof *g_shm || ftruncate(fd, sizeof *g_shm) == 0))
+        p = mmap(NULL, sizeof *g_shm, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "gpuswap stand-in: cannot use shared memory \"%s\" "
+                        "(GPUSWAP_STANDIN_SHM): %s\n", name, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_UNKNOWN;
+    }
+    g_shm_fd = fd;
+    g_shm = p;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuInit(unsigned int Flags)
+{
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mu);
+    if (!g_inited) {
+        r = Flags != 0 ? CUDA_ERROR_INVALID_VALUE : read_config();
+        if (r == CUDA_SUCCESS)
+            r = open_shm();
+        g_inited = r == CUDA_SUCCESS;
+    }
+    return end(r);
+}
+
+API CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (driverVersion == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 12080;
+    return CUDA_SUCCESS;
+}
+
+/* ----------------------------------------------------------------- errors */
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} g_errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static CUresult error_lookup(CUresult error, const char **pStr, int want_name)
+{
+    if (pStr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++) {
+        if (g_errors[i].code == error) {
+            *pStr = want_name ? g_errors[i].name : g_errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    }
+    *pStr = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    return error_lookup(error, pStr, 1);
+}
+
+API CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    return error_lookup(error, pStr, 0);
+}
+
+/* ----------------------------------------------------------- entry points */
+
+/* Resolves a base name such as "cuMemAlloc" to the newest export, symbol + "_v2" if
+ * there is one, else symbol. As in NVIDIA's driver (checked with 580.159), versioned
+ * names ("cuMemAlloc_v2") are not found, and a caller older than CUDA 12.0 gets the
+ * legacy cuGetProcAddress. Returns NULL when not found. */
+static void *proc_lookup(const char *symbol, int cudaVersion)
+{
+    Dl_info info;
+    void *self, *fn = NULL;
+    char v2[256];
+    const char *tail = strrchr(symbol, '_');
+    int versioned = tail != NULL && tail[1] == 'v' && tail[2] >= '0' && tail[2] <= '9';
+    if (strncmp(symbol, "cu", 2) != 0 || versioned)
+        return NULL;
+    if (dladdr((void *)&cuGetProcAddress_v2, &info) == 0 ||
+        (self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) == NULL)
+        return NULL;
+    if ((strcmp(symbol, "cuGetProcAddress") != 0 || cudaVersion >= 12000) &&
+        (size_t)snprintf(v2, sizeof v2, "%s_v2", symbol) < sizeof v2)
+        fn = dlsym(self, v2);
+    if (fn == NULL)
+        fn = dlsym(self, symbol);
+    dlclose(self);
+    return fn;
+}
+
+/* Legacy form: an unknown symbol is CUDA_ERROR_NOT_FOUND, *pfn untouched. */
+API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    void *fn;
+    (void)flags;
+    if (symbol == NULL || pfn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((fn = proc_lookup(symbol, cudaVersion)) == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    *pfn = fn;
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 12 form: an unknown symbol is CUDA_SUCCESS with *pfn = NULL and
+ * *symbolStatus (if given) = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND. */
+API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                 cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+{
+    (void)flags;
+    if (symbol == NULL || pfn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = proc_lookup(symbol, cudaVersion);
+    if (symbolStatus != NULL)
+        *symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- devices */
+
+API CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    ENTER(0);
+    FAIL_IF(device == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(ordinal != 0, CUDA_ERROR_INVALID_DEVICE);
+    *device = 0;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuDeviceGetCount(int *count)
+{
+    ENTER(0);
+    FAIL_IF(count == NULL, CUDA_ERROR_INVALID_VALUE);
+    *count = 1;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(name == NULL || len <= 0, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    snprintf(name, (size_t)len, "gpuswap CPU stand-in");
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(bytes == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    *bytes = g_capacity;
+    return end(CUDA_SUCCESS);
+}
+
+static const int g_attributes[][2] = { /* answered attributes; all others are 0 */
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 1},
+    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+};
+
+API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(pi == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    *pi = 0;
+    for (size_t i = 0; i < sizeof g_attributes / sizeof g_attributes[0]; i++)
+        if (g_attributes[i][0] == (int)attrib)
+            *pi = g_attributes[i][1];
+    return end(CUDA_SUCCESS);
+}
+
+/* ------------------------------------------------------ contexts, streams */
+
+API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(pctx == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    g_primary_refs++;
+    *pctx = &g_primary;
+    return end(CUDA_SUCCESS);
+}
+
+/* The primary context stays usable at zero references (a simplification). */
+API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(g_primary_refs == 0, CUDA_ERROR_INVALID_CONTEXT);
+    g_primary_refs--;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    struct CUctx_st *c;
+    (void)flags;
+    ENTER(0);
+    FAIL_IF(pctx == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF((c = calloc(1, sizeof *c)) == NULL, CUDA_ERROR_OUT_OF_MEMORY);
+    c->next = g_contexts;
+    g_contexts = c;
+    *pctx = tls_ctx = c;
+    return end(CUDA_SUCCESS);
+}
+
+/* Memory is per process, not per context: destroying a context frees none. */
+API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    struct CUctx_st **pp = &g_contexts;
+    ENTER(0);
+    while (*pp != NULL && *pp != ctx)
+        pp = &(*pp)->next;
+    FAIL_IF(ctx == NULL || *pp == NULL, CUDA_ERROR_INVALID_CONTEXT); /* or the primary */
+    *pp = ctx->next;
+    if (tls_ctx == ctx)
+        tls_ctx = NULL;
+    free(ctx);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    ENTER(0);
+    FAIL_IF(ctx != NULL && !ctx_valid(ctx), CUDA_ERROR_INVALID_CONTEXT);
+    tls_ctx = ctx;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    ENTER(0);
+    FAIL_IF(pctx == NULL, CUDA_ERROR_INVALID_VALUE);
+    *pctx = tls_ctx;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuCtxGetDevice(CUdevice *device)
+{
+    ENTER(1);
+    FAIL_IF(device == NULL, CUDA_ERROR_INVALID_VALUE);
+    *device = 0;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuCtxSynchronize(void)
+{
+    ENTER(1);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    (void)Flags;
+    ENTER(1);
+    FAIL_IF(phStream == NULL, CUDA_ERROR_INVALID_VALUE);
+    *phStream = new_token();
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    ENTER(1);
+    FAIL_IF(hStream == NULL, CUDA_ERROR_INVALID_HANDLE);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuStreamSynchronize(CUstream hStream)
+{
+    (void)hStream;
+    ENTER(1);
+    return end(CUDA_SUCCESS);
+}
+
+/* ---------------------------------------------------- mappings and ranges */
+
+static struct mapping *mapping_at(uintptr_t a)
+{
+    for (struct mapping *m = g_mappings; m; m = m->next)
+        if (a >= m->va && a - m->va < m->size)
+            return m;
+    return NULL;
+}
+
+static struct reservation *reservation_at(uintptr_t a)
+{
+    for (struct reservation *v = g_reservations; v; v = v->next)
+        if (a >= v->base && a - v->base < v->size)
+            return v;
+    return NULL;
+}
+
+/* Whether [a, a+n) lies in adjacent mappings whose device access includes need. */
+static int range_ok(uintptr_t a, size_t n, int need)
+{
+    if (a + n < a)
+        return 0;
+    while (n > 0) {
+        struct mapping *m = mapping_at(a);
+        if (m == NULL || (m->prot & need) != need)
+            return 0;
+        size_t left = m->va + m->size - a;
+        if (left >= n)
+            return 1;
+        a += left, n -= left;
+    }
+    return 1;
+}
+
+/* Whether [a, a+n) is exactly a union of whole, adjacent mappings. */
+static int whole_mappings(uintptr_t a, size_t n)
+{
+    if (n == 0 || a + n < a)
+        return 0;
+    for (uintptr_t p = a; p < a + n;) {
+        struct mapping *m = mapping_at(p);
+        if (m == NULL || m->va != p || m->size > a + n - p)
+            return 0;
+        p += m->size;
+    }
+    return 1;
+}
+
+static struct handle *handle_find(CUmemGenericAllocationHandle id)
+{
+    for (struct handle *h = g_handles; h; h = h->next)
+        if (h->id == id)
+            return h;
+    return NULL;
+}
+
+/* Frees a handle once it is released and mapped nowhere, as real CUDA does. */
+static void handle_maybe_free(struct handle *h)
+{
+    struct handle **pp = &g_handles;
+    if (!h->released || h->maps != 0)
+        return;
+    while (*pp != h)
+        pp = &(*pp)->next;
+    *pp = h->next;
+    close(h->fd);
+    if (h->vram)
+        vram_account(h->size, 0);
+    free(h);
+}
+
+/* ----------------------------------- virtual memory management (locked) */
+
+static CUresult do_create(CUmemGenericAllocationHandle *out, size_t size,
+                          const CUmemAllocationProp *prop)
+{
+    struct handle *h;
+    int vram;
+    if (out == NULL || prop == NULL || size == 0 || size % GRANULARITY != 0 ||
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (prop->location.id != 0)
+            return CUDA_ERROR_INVALID_DEVICE;
+        vram = 1;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        vram = 0;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((h = calloc(1, sizeof *h)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (vram && vram_account(size, 1) != CUDA_SUCCESS) {
+        free(h);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    h->fd = memfd_create("gpuswap-standin", MFD_CLOEXEC);
+    if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0) {
+        if (h->fd >= 0)
+            close(h->fd);
+        if (vram)
+            vram_account(size, 0);
+        free(h);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    h->id = g_next_handle++;
+    h->size = size;
+    h->vram = vram;
+    h->next = g_handles;
+    g_handles = h;
+    *out = h->id;
+    return CUDA_SUCCESS;
+}
+
+static CUresult do_release(CUmemGenericAllocationHandle id)
+{
+    struct handle *h = handle_find(id);
+    if (h == NULL || h->released)
+        return CUDA_ERROR_INVALID_VALUE;
+    h->released = 1;
+    handle_maybe_free(h);
+    return CUDA_SUCCESS;
+}
+
+static CUresult do_reserve(uintptr_t *out, size_t size, size_t align)
+{
+    struct reservation *v;
+    if (size == 0 || size % GRANULARITY != 0 || (align & (align - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (align < GRANULARITY)
+        align = GRANULARITY;
+    if (size > SIZE_MAX - align)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Over-reserve by align, then trim both ends to an aligned range of size bytes. */
+    size_t span = size + align;
+    void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t lo = (uintptr_t)p, base = (lo + align - 1) & ~(uintptr_t)(align - 1);
+    if (base > lo)
+        munmap(p, base - lo);
+    if (lo + span > base + size)
+        munmap((void *)(base + size), lo + span - (base + size));
+    if ((v = calloc(1, sizeof *v)) == NULL) {
+        munmap((void *)base, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    v->base = base;
+    v->size = size;
+    v->next = g_reservations;
+    g_reservations = v;
+    *out = base;
+    return CUDA_SUCCESS;
+}
+
+static void reservation_free(struct reservation *v)
+{
+    struct reservation **pp = &g_reservations;
+    while (*pp != v)
+        pp = &(*pp)->next;
+    *pp = v->next;
+    munmap((void *)v->base, v->size);
+    free(v);
+}
+
+static CUresult do_map(uintptr_t va, size_t size, size_t offset, CUmemGenericAllocationHandle id)
+{
+    struct handle *h = handle_find(id);
+    struct reservation *v = reservation_at(va);
+    struct mapping *m;
+    if (h == NULL || h->released)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (size == 0 || (va | size | offset) % GRANULARITY != 0 || offset > h->size ||
+        size > h->size - offset || v == NULL || size > v->base + v->size - va)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (m = g_mappings; m; m = m->next)
+        if (m->va < va + size && va < m->va + m->size)
+            return CUDA_ERROR_INVALID_VALUE; /* overlaps an existing mapping */
+    if ((m = calloc(1, sizeof *m)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (mmap((void *)va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)offset) ==
+        MAP_FAILED) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *m = (struct mapping){g_mappings, va, size, h, CU_MEM_ACCESS_FLAGS_PROT_NONE};
+    g_mappings = m;
+    h->maps++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult do_unmap(uintptr_t va, size_t size)
+{
+    struct mapping **pp = &g_mappings;
+    if (!whole_mappings(va, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    while (*pp != NULL) {
+        struct mapping *m = *pp;
+        if (m->va < va || m->va - va >= size) {
+            pp = &m->next;
+            continue;
+        }
+        /* Back to a PROT_NONE reservation at the same address. */
+        if (mmap((void *)m->va, m->size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+            return CUDA_ERROR_UNKNOWN;
+        *pp = m->next;
+        m->h->maps--;
+        handle_maybe_free(m->h);
+        free(m);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Device locations set the protection; host locations are accepted and change nothing. */
+static CUresult do_set_access(uintptr_t va, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    int prot = -1;
+    if (desc == NULL || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        CUmemAccess_flags f = desc[i].flags;
+        if (f != CU_MEM_ACCESS_FLAGS_PROT_NONE && f != RO && f != RW)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[i].location.id != 0)
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+            prot = (int)f;
+    }
+    if (!whole_mappings(va, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    int os = prot == RW ? PROT_READ | PROT_WRITE : prot == RO ? PROT_READ : PROT_NONE;
+    for (uintptr_t p = va; prot >= 0 && p < va + size;) {
+        struct mapping *m = mapping_at(p);
+        if (mprotect((void *)m->va, m->size, os) != 0)
+            return CUDA_ERROR_UNKNOWN;
+        m->prot = prot;
+        p += m->size;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------- virtual memory management (API) */
+
+API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                           CUmemAllocationGranularity_flags option)
+{
+    ENTER(0);
+    FAIL_IF(granularity == NULL || prop == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+            CUDA_ERROR_INVALID_VALUE);
+    *granularity = GRANULARITY;
+    return end(CUDA_SUCCESS);
+}
+
+/* The addr hint and flags are ignored. */
+API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                 CUdeviceptr addr, unsigned long long flags)
+{
+    uintptr_t base;
+    CUresult r;
+    (void)addr, (void)flags;
+    ENTER(0);
+    FAIL_IF(ptr == NULL, CUDA_ERROR_INVALID_VALUE);
+    if ((r = do_reserve(&base, size, alignment)) == CUDA_SUCCESS)
+        *ptr = base;
+    return end(r);
+}
+
+API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    ENTER(0);
+    struct reservation *v = reservation_at(ptr);
+    FAIL_IF(v == NULL || v->base != ptr || v->size != size || v->from_alloc,
+            CUDA_ERROR_INVALID_VALUE);
+    for (struct mapping *m = g_mappings; m; m = m->next)
+        FAIL_IF(m->va >= v->base && m->va - v->base < v->size, CUDA_ERROR_INVALID_VALUE);
+    reservation_free(v);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                         const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    ENTER(0);
+    FAIL_IF(flags != 0, CUDA_ERROR_INVALID_VALUE);
+    return end(do_create(handle, size, prop));
+}
+
+API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    ENTER(0);
+    return end(do_release(handle));
+}
+
+API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                      CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    ENTER(0);
+    FAIL_IF(flags != 0, CUDA_ERROR_INVALID_VALUE);
+    return end(do_map(ptr, size, offset, handle));
+}
+
+API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    ENTER(0);
+    return end(do_unmap(ptr, size));
+}
+
+API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                            size_t count)
+{
+    ENTER(0);
+    return end(do_set_access(ptr, size, desc, count));
+}
+
+/* ---------------------------------------------------------- plain memory */
+
+/* create + reserve + map + access of a DEVICE handle; the size (and the VRAM charged)
+ * is rounded up to the 2 MiB granularity. */
+API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, RW};
+    CUmemGenericAllocationHandle h;
+    uintptr_t va;
+    CUresult r;
+    ENTER(1);
+    FAIL_IF(dptr == NULL || bytesize == 0, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(bytesize > SIZE_MAX - GRANULARITY, CUDA_ERROR_OUT_OF_MEMORY);
+    size_t size = (bytesize + GRANULARITY - 1) / GRANULARITY * GRANULARITY;
+    if ((r = do_create(&h, size, &prop)) != CUDA_SUCCESS)
+        return end(r);
+    if ((r = do_reserve(&va, size, 0)) != CUDA_SUCCESS) {
+        do_release(h);
+        return end(r);
+    }
+    if ((r = do_map(va, size, 0, h)) == CUDA_SUCCESS)
+        r = do_set_access(va, size, &rw, 1);
+    do_release(h); /* from here the handle lives exactly as long as its mapping */
+    if (r != CUDA_SUCCESS) {
+        do_unmap(va, size);
+        reservation_free(reservation_at(va));
+        return end(r);
+    }
+    reservation_at(va)->from_alloc = 1;
+    *dptr = va;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult r;
+    ENTER(1);
+    struct reservation *v = reservation_at(dptr);
+    FAIL_IF(v == NULL || v->base != dptr || !v->from_alloc, CUDA_ERROR_INVALID_VALUE);
+    if ((r = do_unmap(v->base, v->size)) == CUDA_SUCCESS)
+        reservation_free(v);
+    return end(r);
+}
+
+API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    ENTER(1);
+    FAIL_IF(free == NULL || total == NULL, CUDA_ERROR_INVALID_VALUE);
+    uint64_t used = vram_used();
+    *free = used < g_capacity ? g_capacity - used : 0;
+    *total = g_capacity;
+    return end(CUDA_SUCCESS);
+}
+
+enum { HOST = 0, DEV = 1, UVA = 2 };
+
+/* One copy. UVA (cuMemcpy): an address inside a reservation is device memory. */
+static CUresult copy(uintptr_t dst, int dst_side, uintptr_t src, int src_side, size_t n)
+{
+    ENTER(1);
+    if (dst_side == UVA) {
+        dst_side = reservation_at(dst) ? DEV : HOST;
+        src_side = reservation_at(src) ? DEV : HOST;
+    }
+    if (dst_side == DEV && src_side == DEV && g_copy_delay_ms > 0 && n > 0) {
+        struct timespec ts = {(time_t)(g_copy_delay_ms / 1000),
+                              (long)(g_copy_delay_ms % 1000) * 1000000L};
+        pthread_mutex_unlock(&g_mu); /* test hook: a slow device-to-device copy */
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+        pthread_mutex_lock(&g_mu);
+    }
+    FAIL_IF(n == 0, CUDA_SUCCESS);
+    FAIL_IF((dst_side == HOST && dst == 0) || (src_side == HOST && src == 0) ||
+                (dst_side == DEV && !range_ok(dst, n, RW)) ||
+                (src_side == DEV && !range_ok(src, n, RO)),
+            CUDA_ERROR_INVALID_VALUE);
+    memmove((void *)dst, (const void *)src, n);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return copy(dstDevice, DEV, (uintptr_t)srcHost, HOST, ByteCount);
+}
+
+API CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy((uintptr_t)dstHost, HOST, srcDevice, DEV, ByteCount);
+}
+
+API CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy(dstDevice, DEV, srcDevice, DEV, ByteCount);
+}
+
+API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return copy(dst, UVA, src, UVA, ByteCount);
+}
+
+/* The async forms finish before they return; the stream is ignored. */
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                  CUstream hStream)
+{
+    return (void)hStream, copy(dstDevice, DEV, (uintptr_t)srcHost, HOST, ByteCount);
+}
+
+API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                  CUstream hStream)
+{
+    return (void)hStream, copy((uintptr_t)dstHost, HOST, srcDevice, DEV, ByteCount);
+}
+
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                  CUstream hStream)
+{
+    return (void)hStream, copy(dstDevice, DEV, srcDevice, DEV, ByteCount);
+}
+
+API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return (void)hStream, copy(dst, UVA, src, UVA, ByteCount);
+}
+
+API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    ENTER(1);
+    FAIL_IF(!range_ok(dstDevice, N, RW), CUDA_ERROR_INVALID_VALUE);
+    memset((void *)dstDevice, uc, N);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    ENTER(1);
+    FAIL_IF(dstDevice % 4 != 0 || N > SIZE_MAX / 4 || !range_ok(dstDevice, N * 4, RW),
+            CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < N; i++)
+        ((uint32_t *)dstDevice)[i] = ui;
+    return end(CUDA_SUCCESS);
+}
+
+/* Not supported: managed memory, stream-ordered allocation, IPC. */
+static CUresult unsupported(void)
+{
+    ENTER(0);
+    return end(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    return (void)dptr, (void)bytesize, (void)flags, unsupported();
+}
+
+API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return (void)dptr, (void)bytesize, (void)hStream, unsupported();
+}
+
+API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                     CUstream hStream)
+{
+    return (void)dptr, (void)bytesize, (void)pool, (void)hStream, unsupported();
+}
+
+API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    return (void)pHandle, (void)dptr, unsupported();
+}
+
+/* ---------------------------------------------------- modules and kernels */
+
+/* Any image (PTX, cubin, anything) is accepted: the kernels are built in. */
+API CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    ENTER(1);
+    FAIL_IF(module == NULL || image == NULL, CUDA_ERROR_INVALID_VALUE);
+    *module = new_token();
+    return end(CUDA_SUCCESS);
+}
+
+/* The file is not read. */
+API CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    return cuModuleLoadData(module, fname);
+}
+
+API CUresult cuModuleUnload(CUmodule hmod)
+{
+    ENTER(1);
+    FAIL_IF(hmod == NULL, CUDA_ERROR_INVALID_HANDLE);
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    ENTER(1);
+    FAIL_IF(hfunc == NULL || name == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(hmod == NULL, CUDA_ERROR_INVALID_HANDLE);
+    for (int k = 0; k < K_COUNT; k++)
+        if (strcmp(name, g_kernels[k].name) == 0)
+            return *hfunc = &g_kernels[k], end(CUDA_SUCCESS);
+    return end(CUDA_ERROR_NOT_FOUND);
+}
+
+#define ARG(T, i) (*(T *)p[i])
+
+/* Runs built-in kernel k over its whole range (locked). Same results as
+ * e2e_kernels.cu: axpy is built with -ffp-contract=off, the .cu uses __fmul_rn. */
+static CUresult run_kernel(int k, void **p)
+{
+    if (k == K_FILL) { /* (dst, n_words, seed) */
+        uint32_t *dst = (uint32_t *)ARG(CUdeviceptr, 0), seed = ARG(unsigned int, 2);
+        uint64_t n = ARG(unsigned long long, 1);
+        if (n > SIZE_MAX / 4 || !range_ok((uintptr_t)dst, n * 4, RW))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = gpuswap_pattern(seed, i + (i == 77));
+    } else if (k == K_CHECKSUM) { /* (src, n_words, out) */
+        const uint32_t *src = (const uint32_t *)ARG(CUdeviceptr, 0);
+        uint64_t n = ARG(unsigned long long, 1), sum = 0, o;
+        uintptr_t out = ARG(CUdeviceptr, 2);
+        if (n > SIZE_MAX / 4 || !range_ok((uintptr_t)src, n * 4, RO) || !range_ok(out, 8, RW))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (uint64_t i = 0; i < n; i++)
+            sum += (uint64_t)src[i] * gpuswap_checksum_weight(i);
+        memcpy(&o, (void *)out, 8);
+        o += sum;
+        memcpy((void *)out, &o, 8);
+    } else { /* K_AXPY: (y, x, n, a) */
+        float *y = (float *)ARG(CUdeviceptr, 0), a = ARG(float, 3);
+        const float *x = (const float *)ARG(CUdeviceptr, 1);
+        uint64_t n = ARG(unsigned long long, 2);
+        if (n > SIZE_MAX / 4 || !range_ok((uintptr_t)y, n * 4, RW) ||
+            !range_ok((uintptr_t)x, n * 4, RO))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (uint64_t i = 0; i < n; i++)
+            y[i] = a * x[i] + y[i];
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The launch configuration is checked, then ignored; only kernelParams is supported. */
+API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                            void **kernelParams, void **extra)
+{
+    int k = 0;
+    (void)sharedMemBytes, (void)hStream, (void)extra;
+    ENTER(1);
+    while (k < K_COUNT && f != &g_kernels[k])
+        k++;
+    FAIL_IF(k == K_COUNT, CUDA_ERROR_INVALID_HANDLE);
+    FAIL_IF(kernelParams == NULL || !gridDimX || !gridDimY || !gridDimZ || !blockDimX ||
+                !blockDimY || !blockDimZ,
+            CUDA_ERROR_INVALID_VALUE);
+    return end(run_kernel(k, kernelParams));
+}

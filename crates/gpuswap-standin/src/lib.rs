@@ -1,0 +1,54 @@
+//! gpuswap-standin: a CPU stand-in for NVIDIA's CUDA driver library, for CI without a GPU.
+//!
+//! The build script compiles, with the system C compiler, into `<target>/<profile>/standin/`:
+//!
+//! - `libcuda.so.1` (and a `libcuda.so` symlink): a test double of the CUDA driver API
+//!   written in C (`c/standin.c`). Device memory is process memory, checked against a
+//!   table of mappings; the virtual-memory-management calls (`cuMemCreate`, `cuMemMap`,
+//!   ...) are backed by memfds and `mmap`; kernels are three built-ins run on the CPU;
+//!   VRAM capacity is shared by every process on the machine through a POSIX
+//!   shared-memory table. See the crate's `README.md` for the calls and environment
+//!   variables.
+//! - `gpuswap-e2e-client`: a plain C driver-API program that allocates buffers, fills them
+//!   with kernels and verifies them round after round. It links `libcuda.so.1` by soname
+//!   with no rpath, so `LD_LIBRARY_PATH` picks the stand-in, or on a GPU machine the real
+//!   driver (there it loads the kernels from `c/e2e_kernels.cu` compiled to PTX).
+//! - `gpuswap-vmm-probe`: a C program that moves a chunk from a device handle to a host
+//!   handle at an unchanged address and checks bytes and free-memory figures.
+//!
+//! This crate only says where those files are. Run them with `LD_LIBRARY_PATH` set to
+//! [`dir()`]:
+//!
+//! ```no_run
+//! let status = std::process::Command::new(gpuswap_standin::client())
+//!     .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
+//!     .env("GPUSWAP_STANDIN_VRAM", "256MiB")
+//!     .args(["--buffers", "2", "--size", "8MiB"])
+//!     .status()
+//!     .unwrap();
+//! assert!(status.success());
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The directory holding the stand-in library and the test programs, as built by this
+/// crate's build script (`<target>/<profile>/standin`). Put it on `LD_LIBRARY_PATH`.
+pub fn dir() -> &'static Path {
+    Path::new(env!("GPUSWAP_STANDIN_DIR"))
+}
+
+/// The stand-in driver library, `dir()/libcuda.so.1`.
+pub fn library() -> PathBuf {
+    dir().join("libcuda.so.1")
+}
+
+/// The end-to-end test client, `dir()/gpuswap-e2e-client` (its flags: `README.md`).
+pub fn client() -> PathBuf {
+    dir().join("gpuswap-e2e-client")
+}
+
+/// The virtual-memory-management probe, `dir()/gpuswap-vmm-probe` (exit status 0 when
+/// every check passes).
+pub fn vmm_probe() -> PathBuf {
+    dir().join("gpuswap-vmm-probe")
+}

@@ -1,0 +1,368 @@
+//! The wire protocol between `gpuswap daemon` and its clients: the CUDA interposer
+//! (`libgpuswap_cuda.so`, one connection per process, the process is a tenant) and
+//! `gpuswap top` (an observer). ARCHITECTURE.md documents every message.
+//!
+//! A frame is a 4-byte little-endian length followed by that many bytes of JSON (serde),
+//! at most [`MAX_FRAME_BYTES`]. The first frame of a connection is the client's
+//! [`ClientMsg::Hello`] or [`ClientMsg::Observe`], carrying [`PROTOCOL_VERSION`]; the
+//! daemon answers [`DaemonMsg::Welcome`] (or [`DaemonMsg::Snapshot`]) or
+//! [`DaemonMsg::Refused`] and closes. Everything else follows the core's protocol
+//! (`gpuswap_core::protocol`): the daemon turns the manager's actions for a tenant into
+//! messages to its process and the process's answers into the manager's events.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The protocol's version; a client of another version is refused with a message that
+/// names both.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest frame either side accepts: far above any real message (a grant carries
+/// its placement as runs, [`Placement`], so its size does not follow the buffer's),
+/// small enough that a bad length cannot make the reader allocate much.
+pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+
+/// The environment variable naming the daemon's socket, read by the daemon, the
+/// interposer and `gpuswap top`.
+pub const SOCKET_ENV: &str = "GPUSWAP_SOCKET";
+
+/// The socket's path when neither a flag nor [`SOCKET_ENV`] names one:
+/// `$XDG_RUNTIME_DIR/gpuswap.sock`, else `/tmp/gpuswap-<uid>.sock`.
+pub fn default_socket(uid: u32) -> std::path::PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join("gpuswap.sock"),
+        _ => format!("/tmp/gpuswap-{uid}.sock").into(),
+    }
+}
+
+/// Where a chunk's data lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Location {
+    /// Device memory.
+    Vram,
+    /// Host memory mapped into the device's address space.
+    Host,
+}
+
+/// A run of `chunks` consecutive chunks in one location: a buffer's placement is a list
+/// of runs, so a grant's size does not grow with the buffer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Chunks in the run.
+    pub chunks: u32,
+    /// Where they live.
+    pub location: Location,
+}
+
+/// Messages from a client to the daemon.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientMsg {
+    /// First frame of a tenant: who it is and what its device offers.
+    Hello {
+        /// [`PROTOCOL_VERSION`] of the client.
+        protocol: u32,
+        /// Its process id (the daemon checks it against the socket's credentials).
+        pid: u32,
+        /// A name for reports (`GPUSWAP_TENANT_NAME`, else the program's name).
+        name: String,
+        /// The device's memory as the driver reports it (`cuDeviceTotalMem`).
+        device_total_bytes: u64,
+        /// The driver's allocation granularity (`cuMemGetAllocationGranularity`).
+        granularity_bytes: u64,
+    },
+    /// First frame of an observer (`gpuswap top`): answered with one
+    /// [`DaemonMsg::Snapshot`], then the daemon closes.
+    Observe {
+        /// [`PROTOCOL_VERSION`] of the client.
+        protocol: u32,
+    },
+    /// The tenant allocates `bytes` (request numbers are the client's).
+    Alloc {
+        /// The client's number for the request, echoed in the answer.
+        request: u64,
+        /// How much.
+        bytes: u64,
+    },
+    /// The tenant freed a buffer (its memory is already released on its side).
+    Free {
+        /// The buffer.
+        buffer: u64,
+    },
+    /// Answer to [`DaemonMsg::Suspend`]: nothing of the tenant runs on the GPU, and
+    /// nothing new starts until [`DaemonMsg::Resume`].
+    Suspended,
+    /// Answer to [`DaemonMsg::Relocate`]: the chunk's data is at its new location,
+    /// mapped at its unchanged address, and its old memory released.
+    Relocated {
+        /// The relocation's number.
+        copy: u64,
+    },
+    /// Answer to [`DaemonMsg::Relocate`]: the chunk could not be moved; its data is
+    /// still where it was.
+    RelocateFailed {
+        /// The relocation's number.
+        copy: u64,
+        /// What the driver said.
+        error: String,
+    },
+}
+
+/// Messages from the daemon to a client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DaemonMsg {
+    /// The tenant is admitted.
+    Welcome {
+        /// [`PROTOCOL_VERSION`] of the daemon.
+        protocol: u32,
+        /// The tenant's number (recycled after it exits).
+        tenant: u32,
+        /// The chunk size: buffers are mapped chunk by chunk, chunks relocate whole.
+        chunk_bytes: u64,
+        /// The VRAM the daemon manages: the tenant's view of the device's memory.
+        vram_bytes: u64,
+    },
+    /// The connection is refused (bad version, another user, a bad frame); the daemon
+    /// closes it.
+    Refused {
+        /// Why, in words.
+        reason: String,
+    },
+    /// An allocation is granted: back a reservation of `bytes` chunk by chunk as
+    /// `placement` says, then hand the address to the program.
+    Granted {
+        /// The request answered.
+        request: u64,
+        /// The buffer's id (generation-tagged, recycled).
+        buffer: u64,
+        /// Its size.
+        bytes: u64,
+        /// Chunk size (the last chunk may be shorter).
+        chunk_bytes: u64,
+        /// Where its chunks live, in runs.
+        placement: Vec<Placement>,
+    },
+    /// An allocation cannot be served.
+    AllocFailed {
+        /// The request answered.
+        request: u64,
+        /// Whether it is out of memory (`CUDA_ERROR_OUT_OF_MEMORY`).
+        out_of_memory: bool,
+        /// Why, in words.
+        error: String,
+    },
+    /// Stop starting new GPU work (launches, copies, frees), drain what runs, and
+    /// answer [`ClientMsg::Suspended`].
+    Suspend,
+    /// Lift the suspension.
+    Resume,
+    /// Move one chunk (the tenant is suspended): copy it to `to`, map the copy at the
+    /// chunk's address, release the old memory, answer [`ClientMsg::Relocated`].
+    Relocate {
+        /// The relocation's number.
+        copy: u64,
+        /// The buffer.
+        buffer: u64,
+        /// The chunk's index in the buffer.
+        chunk: u32,
+        /// The destination.
+        to: Location,
+    },
+    /// The daemon ends the tenant (its data could not be kept).
+    Kill {
+        /// Why.
+        reason: String,
+    },
+    /// The daemon's state, for observers.
+    Snapshot(Snapshot),
+}
+
+/// What `gpuswap top` shows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The manager's mode (`gpuswap`, ...).
+    pub mode: String,
+    /// VRAM the daemon manages.
+    pub vram_bytes: u64,
+    /// Of it, accounted to tenants.
+    pub vram_used_bytes: u64,
+    /// Host memory the daemon may fill with evicted chunks.
+    pub host_bytes: u64,
+    /// Of it, holding evicted chunks.
+    pub host_used_bytes: u64,
+    /// Chunk size.
+    pub chunk_bytes: u64,
+    /// Seconds since the daemon started.
+    pub uptime_s: f64,
+    /// Tenants served since the start, the connected ones included.
+    pub tenants_served: u64,
+    /// The connected tenants, by tenant number.
+    pub tenants: Vec<TenantRow>,
+}
+
+/// One connected tenant in a [`Snapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenantRow {
+    /// Its number.
+    pub tenant: u32,
+    /// Its process.
+    pub pid: u32,
+    /// Its name.
+    pub name: String,
+    /// Buffers it holds.
+    pub buffers: u64,
+    /// Bytes of them in VRAM.
+    pub vram_bytes: u64,
+    /// Bytes of them in host memory.
+    pub host_bytes: u64,
+    /// Bytes relocated from VRAM to host memory so far.
+    pub evicted_bytes: u64,
+    /// Bytes relocated back.
+    pub returned_bytes: u64,
+    /// Chunks it relocated.
+    pub relocations: u64,
+    /// Allocations that waited for a relocation.
+    pub waits: u64,
+    /// Time they waited, in all.
+    pub wait_ns: u64,
+    /// Whether it is suspended now.
+    pub suspended: bool,
+}
+
+/// A frame that could not be read.
+#[derive(Debug, Error)]
+pub enum FrameError {
+    /// The peer closed the connection at a frame boundary.
+    #[error("connection closed")]
+    Closed,
+    /// Reading or writing failed (a timeout included).
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// A length beyond [`MAX_FRAME_BYTES`].
+    #[error("frame of {0} bytes (at most {MAX_FRAME_BYTES})")]
+    TooLong(u32),
+    /// The bytes are not a message of this protocol.
+    #[error("bad message: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
+/// Writes one message as a frame.
+pub fn write_frame<T: Serialize>(out: &mut impl Write, msg: &T) -> Result<(), FrameError> {
+    let body = serde_json::to_vec(msg)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|n| *n <= MAX_FRAME_BYTES)
+        .ok_or(FrameError::TooLong(u32::MAX))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&body);
+    out.write_all(&frame)?;
+    Ok(())
+}
+
+/// Reads one frame and decodes its message.
+pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    match input.read_exact(&mut len) {
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        other => other?,
+    }
+    let len = u32::from_le_bytes(len);
+    if len > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLong(len));
+    }
+    let mut body = vec![0u8; len as usize];
+    input.read_exact(&mut body)?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// A buffer's placement as runs, from one location per chunk.
+pub fn runs(locations: impl IntoIterator<Item = Location>) -> Vec<Placement> {
+    let mut out: Vec<Placement> = Vec::new();
+    for location in locations {
+        match out.last_mut() {
+            Some(run) if run.location == location => run.chunks += 1,
+            _ => out.push(Placement {
+                chunks: 1,
+                location,
+            }),
+        }
+    }
+    out
+}
+
+/// One location per chunk, from runs.
+pub fn chunks_of(placement: &[Placement]) -> impl Iterator<Item = Location> + '_ {
+    placement
+        .iter()
+        .flat_map(|run| std::iter::repeat_n(run.location, run.chunks as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn loc() -> impl Strategy<Value = Location> {
+        prop_oneof![Just(Location::Vram), Just(Location::Host)]
+    }
+
+    proptest! {
+        #[test]
+        fn runs_round_trip(locations in proptest::collection::vec(loc(), 0..300)) {
+            let placement = runs(locations.iter().copied());
+            prop_assert_eq!(chunks_of(&placement).collect::<Vec<_>>(), locations);
+            // Runs are maximal: neighbours differ.
+            for pair in placement.windows(2) {
+                prop_assert_ne!(pair[0].location, pair[1].location);
+            }
+        }
+
+        #[test]
+        fn frames_round_trip(request in any::<u64>(), bytes in any::<u64>(), name in ".{0,40}") {
+            let msgs = vec![
+                ClientMsg::Alloc { request, bytes },
+                ClientMsg::Hello { protocol: 1, pid: 7, name, device_total_bytes: bytes, granularity_bytes: 2 << 20 },
+            ];
+            let mut wire = Vec::new();
+            for m in &msgs {
+                write_frame(&mut wire, m).unwrap();
+            }
+            let mut input = wire.as_slice();
+            for m in &msgs {
+                prop_assert_eq!(&read_frame::<ClientMsg>(&mut input).unwrap(), m);
+            }
+            prop_assert!(matches!(read_frame::<ClientMsg>(&mut input), Err(FrameError::Closed)));
+        }
+
+        /// Any bytes are refused or decoded, never a panic or a huge allocation.
+        #[test]
+        fn garbage_is_refused(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut input = bytes.as_slice();
+            let _ = read_frame::<ClientMsg>(&mut input);
+        }
+    }
+
+    #[test]
+    fn long_and_truncated_frames_are_errors() {
+        let mut long = (MAX_FRAME_BYTES + 1).to_le_bytes().to_vec();
+        long.extend_from_slice(b"{}");
+        assert!(matches!(
+            read_frame::<ClientMsg>(&mut long.as_slice()),
+            Err(FrameError::TooLong(_))
+        ));
+        let mut short = 10u32.to_le_bytes().to_vec();
+        short.extend_from_slice(b"{\"Su");
+        assert!(matches!(
+            read_frame::<ClientMsg>(&mut short.as_slice()),
+            Err(FrameError::Io(_))
+        ));
+        let mut bad = 3u32.to_le_bytes().to_vec();
+        bad.extend_from_slice(b"{x}");
+        assert!(matches!(
+            read_frame::<ClientMsg>(&mut bad.as_slice()),
+            Err(FrameError::Malformed(_))
+        ));
+    }
+}
