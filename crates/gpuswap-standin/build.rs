@@ -98,15 +98,20 @@ fn compile(what: &str, args: &[&str]) {
         .get_compiler()
         .to_command();
     cmd.args(COMMON).args(args);
+    let shown = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
     let output = cmd.output().unwrap_or_else(|e| {
         panic!(
-            "gpuswap-standin: cannot run the C compiler ({cmd:?}): {e}\n\
+            "gpuswap-standin: cannot run the C compiler: {e}\n{shown}\n\
              Building gpuswap-standin needs a C compiler (gcc or cc, or one named by CC)."
         )
     });
     if !output.status.success() {
         panic!(
-            "gpuswap-standin: compiling {what} failed ({}):\n{cmd:?}\n{}{}\n\
+            "gpuswap-standin: compiling {what} failed ({}):\n{shown}\n{}{}\n\
              Building gpuswap-standin needs a working C compiler (gcc or cc, or one named \
              by CC) with the glibc headers.",
             output.status,

@@ -21,9 +21,11 @@ pub const CUDA_ERROR_INVALID_CONTEXT: CuResult = 201;
 pub const CUDA_ERROR_NOT_SUPPORTED: CuResult = 801;
 pub const CUDA_ERROR_UNKNOWN: CuResult = 999;
 
-/// `CU_MEM_LOCATION_TYPE_DEVICE` and `_HOST` (`CUmemLocationType`, cuda.h 12.2+).
+/// `CU_MEM_LOCATION_TYPE_DEVICE`, `_HOST` and `_HOST_NUMA` (`CUmemLocationType`,
+/// cuda.h 12.2+).
 pub const LOCATION_DEVICE: c_int = 1;
 pub const LOCATION_HOST: c_int = 2;
+const LOCATION_HOST_NUMA: c_int = 3;
 /// `CU_MEM_ALLOCATION_TYPE_PINNED`.
 const ALLOCATION_PINNED: c_int = 1;
 /// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
@@ -159,7 +161,7 @@ pub mod driver {
             requested_handle_types: 0,
             location: MemLocation {
                 kind: location,
-                // Device 0; ignored for host memory.
+                // Device 0; NUMA node 0; ignored for plain host memory.
                 id: 0,
             },
             win32_handle_meta_data: std::ptr::null_mut(),
@@ -179,15 +181,34 @@ pub mod driver {
         Ok(bytes as u64)
     }
 
-    /// Physical memory of `bytes` in VRAM (`LOCATION_DEVICE`) or host memory.
+    /// Physical memory of `bytes` in VRAM (`LOCATION_DEVICE`) or host memory
+    /// (`LOCATION_HOST`). Drivers that refuse plain host memory for `cuMemCreate` get
+    /// NUMA node 0's (`HOST_NUMA`), and that choice is kept.
     pub fn create(bytes: u64, location: c_int) -> Result<u64, CuResult> {
+        static HOST_KIND: std::sync::atomic::AtomicI32 =
+            std::sync::atomic::AtomicI32::new(LOCATION_HOST);
         let f = real!(c"cuMemCreate"; fn(*mut u64, usize, *const AllocationProp, u64) -> CuResult);
-        let mut handle = 0u64;
-        let p = prop(location);
-        // SAFETY: valid pointers; flags must be 0.
-        match unsafe { f(&mut handle, bytes as usize, &p, 0) } {
-            CUDA_SUCCESS => Ok(handle),
-            rc => Err(rc),
+        let attempt = |kind: c_int| {
+            let mut handle = 0u64;
+            let p = prop(kind);
+            // SAFETY: valid pointers; flags must be 0.
+            match unsafe { f(&mut handle, bytes as usize, &p, 0) } {
+                CUDA_SUCCESS => Ok(handle),
+                rc => Err(rc),
+            }
+        };
+        if location != LOCATION_HOST {
+            return attempt(location);
+        }
+        let kind = HOST_KIND.load(std::sync::atomic::Ordering::Relaxed);
+        match attempt(kind) {
+            Err(rc) if kind == LOCATION_HOST && rc != CUDA_ERROR_OUT_OF_MEMORY => {
+                let handle = attempt(LOCATION_HOST_NUMA)?;
+                HOST_KIND.store(LOCATION_HOST_NUMA, std::sync::atomic::Ordering::Relaxed);
+                crate::trace_note("host memory comes from NUMA node 0 (HOST_NUMA)");
+                Ok(handle)
+            }
+            other => other,
         }
     }
 

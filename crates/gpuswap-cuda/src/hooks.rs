@@ -37,7 +37,8 @@ fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     })
 }
 
-fn guarded(f: impl FnOnce() -> CuResult) -> CuResult {
+fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
+    crate::trace_call(name);
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         crate::warn("internal error (a panic) in the interposer; the call failed");
         ffi::CUDA_ERROR_UNKNOWN
@@ -62,7 +63,7 @@ fn refuse_once(name: &str, why: &str) -> CuResult {
 /// Called by C with cuda.h's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
-    guarded(|| {
+    guarded("cuInit", || {
         let real = real!(c"cuInit"; fn(c_uint) -> CuResult);
         // SAFETY: forwarded as given.
         let rc = unsafe { real(flags) };
@@ -92,7 +93,7 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
 /// Called by C with cuda.h's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuResult {
-    guarded(|| {
+    guarded("cuMemAlloc_v2", || {
         if let Some(Mode::Failed(e)) = MODE.get() {
             crate::warn(e);
             return ffi::CUDA_ERROR_NOT_INITIALIZED;
@@ -127,7 +128,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuRes
 /// Called by C with cuda.h's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
-    guarded(|| {
+    guarded("cuMemFree_v2", || {
         if let Some(client) = MODE.get().and_then(|m| match m {
             Mode::Managed(c) => Some(*c),
             _ => None,
@@ -154,7 +155,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
 /// Called by C with cuda.h's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult {
-    guarded(|| {
+    guarded("cuMemGetInfo_v2", || {
         let Some(client) = managed() else {
             let real = real!(c"cuMemGetInfo_v2"; fn(*mut usize, *mut usize) -> CuResult);
             // SAFETY: forwarded as given.
@@ -180,7 +181,7 @@ macro_rules! refused {
             /// Called by C with cuda.h's contract.
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
-                guarded(|| {
+                guarded(stringify!($name), || {
                     if managed().is_some() {
                         return refuse_once(stringify!($name), $why);
                     }
@@ -204,7 +205,7 @@ macro_rules! gated {
             /// Called by C with cuda.h's contract.
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
-                guarded(|| {
+                guarded(stringify!($name), || {
                     let real = real!(cname(concat!(stringify!($name), "\0")); fn($($ty),*) -> CuResult);
                     let _held = gate();
                     // SAFETY: forwarded as given.
@@ -352,7 +353,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     version: c_int,
     flags: u64,
 ) -> CuResult {
-    guarded(|| {
+    guarded("cuGetProcAddress", || {
         let real =
             real!(c"cuGetProcAddress"; fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult);
         // SAFETY: forwarded as given, then the answer checked.
@@ -372,7 +373,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     status: *mut c_int,
 ) -> CuResult {
-    guarded(|| {
+    guarded("cuGetProcAddress_v2", || {
         let real = real!(c"cuGetProcAddress_v2"; fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CuResult);
         // SAFETY: forwarded as given, then the answer checked.
         unsafe { swap_in(real(symbol, pfn, version, flags, status), pfn) }

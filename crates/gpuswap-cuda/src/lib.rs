@@ -15,7 +15,9 @@
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_PASSTHROUGH=1` (forward
 //! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
-//! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`).
+//! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
+//! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
+//! with the interposer's notes at exit, to see which paths a program takes).
 
 mod client;
 mod ffi;
@@ -24,6 +26,51 @@ mod hooks;
 /// Prints a warning of the interposer to standard error.
 pub(crate) fn warn(message: &str) {
     eprintln!("gpuswap: {message}");
+}
+
+/// Whether `GPUSWAP_TRACE=1`.
+fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let on = std::env::var("GPUSWAP_TRACE").is_ok_and(|v| v == "1");
+        if on {
+            extern "C" fn report() {
+                let _ = std::panic::catch_unwind(print_trace);
+            }
+            // SAFETY: registers a function that takes nothing and never unwinds.
+            unsafe { libc::atexit(report) };
+        }
+        on
+    })
+}
+
+static TRACE: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Counts a call of an interposed entry point (with `GPUSWAP_TRACE=1`).
+pub(crate) fn trace_call(name: &'static str) {
+    if tracing() {
+        *TRACE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(name)
+            .or_default() += 1;
+    }
+}
+
+/// A note for the trace (with `GPUSWAP_TRACE=1`).
+pub(crate) fn trace_note(note: &'static str) {
+    if tracing() {
+        warn(note);
+    }
+}
+
+fn print_trace() {
+    let calls = TRACE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let list: Vec<String> = calls.iter().map(|(n, c)| format!("{n}={c}")).collect();
+    eprintln!("gpuswap: trace: {}", list.join(" "));
 }
 
 /// Ends the process with a message: the interposer cannot go on safely.

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The real-GPU check of gpuswapd and the interposer (issue 23), for a machine with an
+# NVIDIA GPU, CUDA's compiler and PyTorch, and no Rust: run scripts/gpu-bundle.sh where
+# Rust is, bring gpu-bundle/ and scripts/ along, then
+#   bash scripts/gpu-check.sh [BUNDLE] [OUT]
+# Steps (each bounded, about 6 minutes in all on an H100/H200):
+#   1. the calibration kit (copy bandwidth, VMM map/unmap latency, host-backed VMM);
+#   2. the end-to-end client alone against the real driver (checksums);
+#   3. two clients under the daemon (--vram 8GiB) asking 12 GiB together: relocations
+#      both ways, checksums;
+#   4. two PyTorch processes under the daemon (--vram 16GiB), 60 % of it each, doing
+#      matrix products: both finish, their data intact, slowdown against running alone.
+# Results: OUT/summary.jsonl (one line per step) and each step's log.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$(realpath "${1:-$here/gpu-bundle}")
+out=$(realpath -m "${2:-${OUT:-$here/gpu-check-out}}")
+mkdir -p "$out"
+cd "$out"
+summary=$out/summary.jsonl
+: > "$summary"
+note() { echo "$1" | tee -a "$summary"; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > gpu.txt 2>&1
+note "{\"step\":\"device\",\"gpu\":\"$(head -1 gpu.txt)\",\"date\":\"$(date -u +%F)\"}"
+
+# 1. Calibration kit.
+if [ -f "$bundle/calib.cu" ]; then
+    if nvcc -O2 -arch=native -o calib "$bundle/calib.cu" -lcuda > calib-build.log 2>&1; then
+        timeout 150 ./calib > calib.jsonl 2> calib.err
+        note "{\"step\":\"calibration\",\"rc\":$?,\"lines\":$(wc -l < calib.jsonl)}"
+    else
+        note "{\"step\":\"calibration\",\"rc\":\"build failed\"}"
+    fi
+fi
+
+# 2. The end-to-end client alone, on the real driver.
+nvcc -ptx "$bundle/e2e_kernels.cu" -o e2e_kernels.ptx > ptx.log 2>&1
+client=("$bundle/gpuswap-e2e-client" --ptx e2e_kernels.ptx)
+timeout 60 "${client[@]}" --buffers 4 --size 1GiB --rounds 2 --seed 1 > alone.json 2> alone.err
+note "{\"step\":\"e2e-alone\",\"rc\":$?,\"result\":$(cat alone.json 2> /dev/null || echo null)}"
+
+# 3. Two clients under the daemon, 12 GiB asked of 8 GiB managed.
+export GPUSWAP_SOCKET=$out/gpuswap.sock
+start_daemon() {
+    "$bundle/gpuswap" daemon --socket "$GPUSWAP_SOCKET" --vram "$1" > "daemon-$2.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 50); do [ -S "$GPUSWAP_SOCKET" ] && break; sleep 0.1; done
+}
+stop_daemon() { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; }
+start_daemon 8GiB e2e
+pre="$bundle/libgpuswap_cuda.so"
+GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=a LD_PRELOAD=$pre timeout 120 "${client[@]}" \
+    --buffers 6 --size 1GiB --rounds 4 --hold-ms 500 --seed 11 > a.json 2> a.err &
+a=$!
+sleep 1
+GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=b LD_PRELOAD=$pre timeout 120 "${client[@]}" \
+    --buffers 6 --size 1GiB --rounds 4 --hold-ms 500 --seed 22 > b.json 2> b.err &
+b=$!
+sleep 3
+"$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-e2e.json 2>&1
+wait $a; ra=$?
+wait $b; rb=$?
+note "{\"step\":\"e2e-daemon\",\"rc_a\":$ra,\"rc_b\":$rb,\"a\":$(cat a.json 2> /dev/null || echo null),\"b\":$(cat b.json 2> /dev/null || echo null)}"
+stop_daemon
+
+# 4. PyTorch: each process alone, then both together.
+if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
+    torch_tenant() {
+        GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=$1 LD_PRELOAD=$pre timeout 200 \
+            python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --rounds 6 --seed "$2"
+    }
+    start_daemon 16GiB torch
+    torch_tenant alone 1 > torch-alone.json 2> torch-alone.err
+    note "{\"step\":\"torch-alone\",\"rc\":$?,\"result\":$(cat torch-alone.json 2> /dev/null || echo null)}"
+    torch_tenant p 2 > torch-p.json 2> torch-p.err &
+    p=$!
+    sleep 4
+    torch_tenant q 3 > torch-q.json 2> torch-q.err &
+    q=$!
+    sleep 6
+    "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-torch.json 2>&1
+    wait $p; rp=$?
+    wait $q; rq=$?
+    note "{\"step\":\"torch-pair\",\"rc_p\":$rp,\"rc_q\":$rq,\"p\":$(cat torch-p.json 2> /dev/null || echo null),\"q\":$(cat torch-q.json 2> /dev/null || echo null)}"
+    stop_daemon
+else
+    note "{\"step\":\"torch\",\"rc\":\"no PyTorch with CUDA\"}"
+fi
