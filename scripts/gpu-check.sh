@@ -7,10 +7,11 @@
 #   1. the calibration kit (copy bandwidth, VMM map/unmap latency, host-backed VMM);
 #   2. the end-to-end client alone against the real driver (checksums);
 #   3. two clients under the daemon (--vram 8GiB) asking 12 GiB together: relocations
-#      both ways, checksums;
+#      both ways, checksums (the second finds the driver as libcudart does);
 #   4. two PyTorch processes under the daemon (--vram 16GiB), 60 % of it each, doing
 #      matrix products: both finish, their data intact, slowdown against running alone.
-# Results: OUT/summary.jsonl (one line per step) and each step's log.
+# Results: OUT/summary.jsonl (one line per step) and each step's log, all of it also
+# in OUT/results.tar.gz.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$(realpath "${1:-$here/gpu-bundle}")
@@ -26,7 +27,7 @@ note "{\"step\":\"device\",\"gpu\":\"$(head -1 gpu.txt)\",\"date\":\"$(date -u +
 # 1. Calibration kit.
 if [ -f "$bundle/calib.cu" ]; then
     if nvcc -O2 -arch=native -o calib "$bundle/calib.cu" -lcuda > calib-build.log 2>&1; then
-        timeout 150 ./calib > calib.jsonl 2> calib.err
+        timeout 120 ./calib > calib.jsonl 2> calib.err
         note "{\"step\":\"calibration\",\"rc\":$?,\"lines\":$(wc -l < calib.jsonl)}"
     else
         note "{\"step\":\"calibration\",\"rc\":\"build failed\"}"
@@ -54,7 +55,7 @@ GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=a LD_PRELOAD=$pre timeout 120 "${client[@]}"
 a=$!
 sleep 1
 GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=b LD_PRELOAD=$pre timeout 120 "${client[@]}" \
-    --buffers 6 --size 1GiB --rounds 4 --hold-ms 500 --seed 22 > b.json 2> b.err &
+    --resolve runtime --buffers 6 --size 1GiB --rounds 4 --hold-ms 500 --seed 22 > b.json 2> b.err &
 b=$!
 sleep 3
 "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-e2e.json 2>&1
@@ -65,19 +66,34 @@ stop_daemon
 
 # 4. PyTorch: each process alone, then both together.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
+    # Each tenant allocates, then waits at a barrier, so that the pair computes at
+    # the same time with both allocations in place.
     torch_tenant() {
         GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=$1 LD_PRELOAD=$pre timeout 200 \
-            python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --rounds 6 --seed "$2"
+            python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --seed "$2" --barrier "$out/barrier"
+    }
+    release() {  # waits for the given seeds' ready files, then lets them go
+        for _ in $(seq 1200); do
+            local all=1
+            for s in "$@"; do [ -f "$out/barrier/$s.ready" ] || all=0; done
+            [ $all = 1 ] && break
+            sleep 0.05
+        done
+        touch "$out/barrier/go"
     }
     start_daemon 16GiB torch
-    torch_tenant alone 1 > torch-alone.json 2> torch-alone.err
+    rm -rf "$out/barrier" && mkdir "$out/barrier"
+    torch_tenant alone 1 > torch-alone.json 2> torch-alone.err &
+    release 1
+    wait $!
     note "{\"step\":\"torch-alone\",\"rc\":$?,\"result\":$(cat torch-alone.json 2> /dev/null || echo null)}"
+    rm -rf "$out/barrier" && mkdir "$out/barrier"
     torch_tenant p 2 > torch-p.json 2> torch-p.err &
     p=$!
-    sleep 4
     torch_tenant q 3 > torch-q.json 2> torch-q.err &
     q=$!
-    sleep 6
+    release 2 3
+    sleep 2
     "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-torch.json 2>&1
     wait $p; rp=$?
     wait $q; rq=$?
@@ -86,3 +102,4 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; the
 else
     note "{\"step\":\"torch\",\"rc\":\"no PyTorch with CUDA\"}"
 fi
+tar czf "$out/results.tar.gz" --exclude results.tar.gz --exclude calib --exclude gpuswap.sock -C "$out" .

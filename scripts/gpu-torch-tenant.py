@@ -2,18 +2,20 @@
 multiplies each by a small one, round after round; checks at the end that every matrix
 still sums as it did at the start (the data survived relocations); prints one JSON line.
 
-    LD_PRELOAD=libgpuswap_cuda.so python3 gpu-torch-tenant.py --gib 9.6 --rounds 6
+    LD_PRELOAD=libgpuswap_cuda.so python3 gpu-torch-tenant.py --gib 9.6 --rounds 300
 """
 import argparse
 import json
+import os
 import time
 
 import torch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--gib", type=float, required=True)
-parser.add_argument("--rounds", type=int, default=6)
+parser.add_argument("--rounds", type=int, default=300)
 parser.add_argument("--seed", type=int, default=1)
+parser.add_argument("--barrier", help="write DIR/SEED.ready once allocated, then wait for DIR/go")
 args = parser.parse_args()
 
 start = time.time()
@@ -26,6 +28,11 @@ free, total = torch.cuda.mem_get_info()
 w = torch.randn(side, 64, device="cuda", generator=gen)
 torch.cuda.synchronize()
 alloc_s = time.time() - start
+if args.barrier:
+    open(os.path.join(args.barrier, f"{args.seed}.ready"), "w").close()
+    deadline = time.time() + 120
+    while not os.path.exists(os.path.join(args.barrier, "go")) and time.time() < deadline:
+        time.sleep(0.01)
 compute = time.time()
 acc = torch.zeros(side, 64, device="cuda")
 for _ in range(args.rounds):

@@ -8,10 +8,15 @@
  * a GPU machine (there run it with --ptx e2e_kernels.ptx). Before the rounds it checks
  * gpuswap_axpy once on a small scratch buffer.
  *
+ * With --resolve runtime it finds the calls that allocate, free, copy and launch as the
+ * CUDA runtime (libcudart) does: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2",
+ * then each function by its base name; an interposer must answer both look-ups.
+ *
  * Exit status: 0 ok, 1 data mismatch, 2 CUDA error, 64 bad flags. On success prints
  * one JSON line to stdout; progress goes to stderr, prefixed "e2e-client:".
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +25,48 @@
 
 #include "cuda_subset.h"
 #include "gpuswap_common.h"
+
+/* The calls that --resolve redirects; by default the ones the program links. */
+static CUresult (*p_alloc)(CUdeviceptr *, size_t) = cuMemAlloc_v2;
+static CUresult (*p_free)(CUdeviceptr) = cuMemFree_v2;
+static CUresult (*p_htod)(CUdeviceptr, const void *, size_t) = cuMemcpyHtoD_v2;
+static CUresult (*p_dtoh)(void *, CUdeviceptr, size_t) = cuMemcpyDtoH_v2;
+static CUresult (*p_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, unsigned, CUstream, void **, void **) = cuLaunchKernel;
+
+/* Looks the calls up as libcudart does. */
+static void resolve_as_runtime(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        lib ? (CUresult(*)(const char *, void **, int, cuuint64_t,
+                           CUdriverProcAddressQueryResult *))dlsym(lib, "cuGetProcAddress_v2")
+            : NULL;
+    if (gpa == NULL) {
+        fprintf(stderr, "e2e-client: cannot find cuGetProcAddress_v2: %s\n", dlerror());
+        exit(2);
+    }
+    struct { const char *name; void **slot; } calls[] = {
+        {"cuMemAlloc", (void **)&p_alloc},       {"cuMemFree", (void **)&p_free},
+        {"cuMemcpyHtoD", (void **)&p_htod},      {"cuMemcpyDtoH", (void **)&p_dtoh},
+        {"cuLaunchKernel", (void **)&p_launch},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        CUdriverProcAddressQueryResult status;
+        void *fn = NULL;
+        if (gpa(calls[i].name, &fn, 12000, 0, &status) != CUDA_SUCCESS || fn == NULL) {
+            fprintf(stderr, "e2e-client: cuGetProcAddress_v2(%s) found nothing\n", calls[i].name);
+            exit(2);
+        }
+        *calls[i].slot = fn;
+    }
+}
+
+#define cuMemAlloc_v2 p_alloc
+#define cuMemFree_v2 p_free
+#define cuMemcpyHtoD_v2 p_htod
+#define cuMemcpyDtoH_v2 p_dtoh
+#define cuLaunchKernel p_launch
 
 #define AXPY_N 4096 /* floats in each of the axpy check's vectors */
 
@@ -52,6 +99,7 @@ static void usage(const char *what, const char *arg)
             "e2e-client: %s%s\n"
             "usage: gpuswap-e2e-client [--buffers N] [--size BYTES] [--rounds R] [--seed S]\n"
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
+            "                          [--resolve link|runtime]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -59,7 +107,9 @@ static void usage(const char *what, const char *arg)
             "  --seed S       base seed, below 2^32 (default 1)\n"
             "  --hold-ms MS   sleep before each round (default 0)\n"
             "  --ptx FILE     load this PTX as the module (default: the stand-in's built-in)\n"
-            "  --own-context  use cuCtxCreate_v2 instead of the primary context\n",
+            "  --own-context  use cuCtxCreate_v2 instead of the primary context\n"
+            "  --resolve runtime  find the calls through dlsym and cuGetProcAddress_v2, as\n"
+            "                 libcudart does (default link: the symbols the program links)\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -182,7 +232,7 @@ int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
     const char *ptx = NULL;
-    int own_context = 0;
+    int own_context = 0, resolve_runtime = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--own-context")) {
@@ -203,7 +253,11 @@ int main(int argc, char **argv)
             usage("missing file after ", a);
         else if (!strcmp(a, "--ptx"))
             ptx = v;
-        else if (strcmp(a, "--size") != 0)
+        else if (!strcmp(a, "--resolve") && v != NULL && !strcmp(v, "runtime"))
+            resolve_runtime = 1;
+        else if (!strcmp(a, "--resolve") && (v == NULL || strcmp(v, "link") != 0))
+            usage("--resolve takes link or runtime, not ", v ? v : "nothing");
+        else if (strcmp(a, "--size") != 0 && strcmp(a, "--resolve") != 0)
             usage("unknown argument ", a);
         i++;
     }
@@ -221,6 +275,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "e2e-client: out of host memory\n");
         return 2;
     }
+    if (resolve_runtime)
+        resolve_as_runtime();
     CK(cuInit(0), -1, 0);
     CK(cuDeviceGet(&dev, 0), -1, 0);
     if (own_context)

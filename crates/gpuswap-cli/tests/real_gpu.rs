@@ -1,0 +1,367 @@
+//! gpuswapd, the interposer and unmodified CUDA programs end to end, on the CUDA
+//! stand-in (`gpuswap-standin`): real processes, a real socket, real address-space
+//! remapping; only the GPU is the stand-in's CPU. `scripts/gpu-check.sh` runs the same
+//! client on a real GPU.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuswap_daemon::observe;
+
+const MIB: u64 = 1 << 20;
+
+/// The interposer beside the test's gpuswap binary (both in the profile's folder).
+fn interposer() -> PathBuf {
+    let lib = Path::new(env!("CARGO_BIN_EXE_gpuswap")).with_file_name("libgpuswap_cuda.so");
+    assert!(lib.exists(), "{} not built", lib.display());
+    lib
+}
+
+/// One test's world: its socket, its stand-in accounting, its daemon.
+struct World {
+    dir: PathBuf,
+    shm: String,
+    daemon: Child,
+}
+
+impl World {
+    fn new(name: &str, vram_mib: u64) -> World {
+        let dir = std::env::temp_dir().join(format!("gpuswap-e2e-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("d.sock");
+        let daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+            .args([
+                "daemon",
+                "--quiet",
+                "--vram",
+                &format!("{vram_mib}MiB"),
+                "--socket",
+            ])
+            .arg(&socket)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while observe(&socket).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        World {
+            dir,
+            shm: format!("/gpuswap-e2e-{}-{name}", std::process::id()),
+            daemon,
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("d.sock")
+    }
+
+    /// The stand-in's client under the interposer, with the stand-in's VRAM the size the
+    /// daemon manages.
+    fn client(&self, vram_mib: u64, args: &[&str]) -> Command {
+        let mut c = Command::new(gpuswap_standin::client());
+        c.args(args)
+            .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
+            .env("LD_PRELOAD", interposer())
+            .env("GPUSWAP_SOCKET", self.socket())
+            .env("GPUSWAP_STANDIN_VRAM", format!("{vram_mib}MiB"))
+            .env("GPUSWAP_STANDIN_SHM", &self.shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Polls the daemon until `done`, keeping each tenant's largest figures.
+    fn watch(&self, mut done: impl FnMut() -> bool) -> BTreeMap<String, (u64, u64)> {
+        let mut seen: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !done() {
+            assert!(Instant::now() < deadline, "clients did not finish");
+            if let Ok(snap) = observe(&self.socket()) {
+                for t in snap.tenants {
+                    let e = seen.entry(t.name).or_default();
+                    e.0 = e.0.max(t.evicted_bytes);
+                    e.1 = e.1.max(t.returned_bytes);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
+    }
+
+    /// The daemon holds nothing once every client is gone.
+    fn assert_empty(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let snap = observe(&self.socket()).unwrap();
+            if snap.tenants.is_empty() && snap.vram_used_bytes == 0 && snap.host_used_bytes == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon still holds memory: {snap:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `name` is suspended by the daemon.
+    fn wait_suspended(&self, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let snap = observe(&self.socket()).unwrap();
+            if snap.tenants.iter().any(|t| t.name == name && t.suspended) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} was never suspended: {snap:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+        let _ = std::fs::remove_file(format!("/dev/shm{}", self.shm));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The client's JSON line, after checking it succeeded.
+fn verified(out: &Output, who: &str) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{who} failed ({}):\n{stderr}",
+        out.status
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["ok"], true, "{who}: {json}");
+    json
+}
+
+#[test]
+fn three_processes_oversubscribe_and_keep_every_byte() {
+    let w = World::new("three", 64);
+    // 3 x (3 x 12 MiB + a 2 MiB scratch) = 114 MiB asked of 64 MiB. The third runs
+    // longest, so evicted data returns to it while it still checks its buffers; the
+    // second finds the driver as libcudart does (dlsym, cuGetProcAddress).
+    let runs: [(&str, &[&str]); 3] = [
+        ("a", &["--rounds", "3", "--seed", "1"]),
+        (
+            "b",
+            &["--rounds", "3", "--seed", "2", "--resolve", "runtime"],
+        ),
+        ("c", &["--rounds", "8", "--seed", "3"]),
+    ];
+    let mut children = Vec::new();
+    for (name, extra) in runs {
+        let mut args = vec!["--buffers", "3", "--size", "12MiB", "--hold-ms", "150"];
+        args.extend_from_slice(extra);
+        let child = w
+            .client(64, &args)
+            .env("GPUSWAP_TENANT_NAME", name)
+            .spawn()
+            .unwrap();
+        children.push((name, child));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let seen = w.watch(|| {
+        children
+            .iter_mut()
+            .all(|(_, c)| c.try_wait().unwrap().is_some())
+    });
+    for (name, child) in children {
+        let json = verified(&child.wait_with_output().unwrap(), name);
+        // cuMemGetInfo reports the tenant's view: the daemon's VRAM as the total.
+        assert_eq!(json["mem_info_total"], 64 * MIB);
+    }
+    let evicted: u64 = seen.values().map(|v| v.0).sum();
+    let returned: u64 = seen.values().map(|v| v.1).sum();
+    assert!(
+        evicted >= 20 * MIB,
+        "too little moved to host memory: {seen:?}"
+    );
+    assert!(returned > 0, "nothing came back to VRAM: {seen:?}");
+    w.assert_empty();
+}
+
+/// Two processes of 2 x 24 MiB (and a scratch) in 64 MiB: the second's allocation
+/// evicts from the first, whose copies are slowed so that a kill lands mid-relocation.
+fn pair_with_slow_victim(w: &World) -> (Child, Child) {
+    let victim = w
+        .client(
+            64,
+            &[
+                "--buffers",
+                "2",
+                "--size",
+                "24MiB",
+                "--rounds",
+                "2",
+                "--hold-ms",
+                "1500",
+                "--seed",
+                "5",
+            ],
+        )
+        .env("GPUSWAP_TENANT_NAME", "victim")
+        .env("GPUSWAP_STANDIN_COPY_DELAY_MS", "400")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while observe(&w.socket())
+        .unwrap()
+        .tenants
+        .iter()
+        .map(|t| t.buffers)
+        .sum::<u64>()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "the victim did not allocate");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let requester = w
+        .client(
+            64,
+            &[
+                "--buffers",
+                "2",
+                "--size",
+                "24MiB",
+                "--rounds",
+                "2",
+                "--hold-ms",
+                "100",
+                "--seed",
+                "6",
+            ],
+        )
+        .env("GPUSWAP_TENANT_NAME", "requester")
+        .spawn()
+        .unwrap();
+    w.wait_suspended("victim");
+    // Inside the first relocation copy (it sleeps 400 ms).
+    std::thread::sleep(Duration::from_millis(150));
+    (victim, requester)
+}
+
+#[test]
+fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
+    let w = World::new("kill-victim", 64);
+    let (mut victim, requester) = pair_with_slow_victim(&w);
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    verified(&requester.wait_with_output().unwrap(), "requester");
+    w.assert_empty();
+}
+
+#[test]
+fn a_requester_killed_while_it_waits_leaves_the_victim_intact() {
+    let w = World::new("kill-requester", 64);
+    let (victim, mut requester) = pair_with_slow_victim(&w);
+    requester.kill().unwrap();
+    requester.wait().unwrap();
+    verified(&victim.wait_with_output().unwrap(), "victim");
+    w.assert_empty();
+    // The number and memory of both are free again: a newcomer gets all of it.
+    let out = w
+        .client(64, &["--buffers", "1", "--size", "60MiB", "--rounds", "1"])
+        .output()
+        .unwrap();
+    verified(&out, "newcomer");
+}
+
+#[test]
+fn no_daemon_is_a_clear_error_at_the_first_call_and_passthrough_runs() {
+    let w = World::new("nodaemon", 64);
+    let started = Instant::now();
+    let out = w
+        .client(64, &["--buffers", "1", "--size", "4MiB", "--rounds", "1"])
+        .env("GPUSWAP_SOCKET", w.dir.join("nobody.sock"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no gpuswap daemon at"), "{stderr}");
+    assert!(stderr.contains("cuInit"), "the first call fails: {stderr}");
+    assert!(stderr.contains("GPUSWAP_PASSTHROUGH"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "it must not hang"
+    );
+    let out = w
+        .client(64, &["--buffers", "1", "--size", "4MiB", "--rounds", "1"])
+        .env("GPUSWAP_SOCKET", w.dir.join("nobody.sock"))
+        .env("GPUSWAP_PASSTHROUGH", "1")
+        .output()
+        .unwrap();
+    let json = verified(&out, "passthrough");
+    // Unmanaged: the stand-in's own figures.
+    assert_eq!(json["mem_info_total"], 64 * MIB);
+}
+
+#[test]
+fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
+    let w = World::new("top", 64);
+    let mut holder = w
+        .client(
+            64,
+            &[
+                "--buffers",
+                "2",
+                "--size",
+                "8MiB",
+                "--rounds",
+                "1",
+                "--hold-ms",
+                "3000",
+            ],
+        )
+        .env("GPUSWAP_TENANT_NAME", "holder")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while observe(&w.socket())
+        .unwrap()
+        .tenants
+        .iter()
+        .map(|t| t.buffers)
+        .sum::<u64>()
+        < 3
+    {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let gpuswap = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let socket = w.socket().display().to_string();
+    let out = gpuswap(&["top", "--json", "--socket", &socket]);
+    assert!(out.status.success());
+    let snap: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(snap["tenants"][0]["name"], "holder");
+    assert_eq!(snap["tenants"][0]["vram_bytes"], 18 * MIB);
+    let out = gpuswap(&["top", "--iterations", "1", "--socket", &socket]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("holder") && table.contains("18.0 MiB"),
+        "{table}"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let missing = w.dir.join("missing.sock").display().to_string();
+    let out = gpuswap(&["top", "--json", "--socket", &missing]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no gpuswap daemon at"));
+}
