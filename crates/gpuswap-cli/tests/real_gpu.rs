@@ -108,6 +108,19 @@ impl World {
         }
     }
 
+    /// Waits until the tenants hold `n` buffers in all.
+    fn wait_buffers(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let snap = observe(&self.socket()).unwrap();
+            if snap.tenants.iter().map(|t| t.buffers).sum::<u64>() >= n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no {n} buffers: {snap:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Waits until `name` is suspended by the daemon.
     fn wait_suspended(&self, name: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -216,18 +229,7 @@ fn pair_with_slow_victim(w: &World) -> (Child, Child) {
         .env("GPUSWAP_STANDIN_COPY_DELAY_MS", "400")
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while observe(&w.socket())
-        .unwrap()
-        .tenants
-        .iter()
-        .map(|t| t.buffers)
-        .sum::<u64>()
-        < 3
-    {
-        assert!(Instant::now() < deadline, "the victim did not allocate");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    w.wait_buffers(3);
     let requester = w
         .client(
             64,
@@ -328,18 +330,7 @@ fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
         .env("GPUSWAP_TENANT_NAME", "holder")
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while observe(&w.socket())
-        .unwrap()
-        .tenants
-        .iter()
-        .map(|t| t.buffers)
-        .sum::<u64>()
-        < 3
-    {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    w.wait_buffers(3);
     let gpuswap = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_gpuswap"))
             .args(args)

@@ -324,7 +324,21 @@ impl Driver {
             return;
         };
         if let Some(tenant) = c.tenant {
-            self.log(format_args!("{tenant} (pid {}) gone: {why}", c.pid));
+            let usage = self
+                .manager
+                .as_ref()
+                .map(|m| m.usage(tenant))
+                .unwrap_or_default();
+            self.log(format_args!(
+                "{tenant} (pid {}) gone: {why}; {} bytes evicted, {} returned, {} chunk moves, \
+                 {} allocations waited {:.1} ms",
+                c.pid,
+                usage.bytes_evicted,
+                usage.bytes_returned,
+                c.relocations,
+                c.waits,
+                c.wait_ns as f64 / 1e6
+            ));
             self.tenants[tenant.0 as usize] = None;
             self.mapped.retain(|b, _| {
                 self.manager
