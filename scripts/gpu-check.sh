@@ -10,6 +10,9 @@
 #      both ways, checksums (the second finds the driver as libcudart does);
 #   4. two PyTorch processes under the daemon (--vram 16GiB), 60 % of it each, doing
 #      matrix products: both finish, their data intact, slowdown against running alone.
+#   5. a victim killed with SIGKILL in the middle of a relocation: the requester
+#      finishes with its data intact and the daemon holds nothing afterwards.
+# GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps.
 # Results: OUT/summary.jsonl (one line per step) and each step's log, all of it also
 # in OUT/results.tar.gz.
 set -uo pipefail
@@ -24,8 +27,11 @@ note() { echo "$1" | tee -a "$summary"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > gpu.txt 2>&1
 note "{\"step\":\"device\",\"gpu\":\"$(head -1 gpu.txt)\",\"date\":\"$(date -u +%F)\"}"
 
+steps=" ${GPUSWAP_CHECK_STEPS:-calib alone e2e torch kill} "
+want() { [[ $steps == *" $1 "* ]]; }
+
 # 1. Calibration kit.
-if [ -f "$bundle/calib.cu" ]; then
+if want calib && [ -f "$bundle/calib.cu" ]; then
     if nvcc -O2 -arch=native -o calib "$bundle/calib.cu" -lcuda > calib-build.log 2>&1; then
         timeout 120 ./calib > calib.jsonl 2> calib.err
         note "{\"step\":\"calibration\",\"rc\":$?,\"lines\":$(wc -l < calib.jsonl)}"
@@ -37,8 +43,10 @@ fi
 # 2. The end-to-end client alone, on the real driver.
 nvcc -ptx "$bundle/e2e_kernels.cu" -o e2e_kernels.ptx > ptx.log 2>&1
 client=("$bundle/gpuswap-e2e-client" --ptx e2e_kernels.ptx)
-timeout 60 "${client[@]}" --buffers 4 --size 1GiB --rounds 2 --seed 1 > alone.json 2> alone.err
-note "{\"step\":\"e2e-alone\",\"rc\":$?,\"result\":$(cat alone.json 2> /dev/null || echo null)}"
+if want alone; then
+    timeout 60 "${client[@]}" --buffers 4 --size 1GiB --rounds 2 --seed 1 > alone.json 2> alone.err
+    note "{\"step\":\"e2e-alone\",\"rc\":$?,\"result\":$(cat alone.json 2> /dev/null || echo null)}"
+fi
 
 # 3. Two clients under the daemon, 12 GiB asked of 8 GiB managed.
 export GPUSWAP_SOCKET=$out/gpuswap.sock
@@ -48,8 +56,9 @@ start_daemon() {
     for _ in $(seq 50); do [ -S "$GPUSWAP_SOCKET" ] && break; sleep 0.1; done
 }
 stop_daemon() { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; }
-start_daemon 8GiB e2e
 pre="$bundle/libgpuswap_cuda.so"
+if want e2e; then
+start_daemon 8GiB e2e
 GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=a LD_PRELOAD=$pre timeout 120 "${client[@]}" \
     --buffers 6 --size 1GiB --rounds 4 --hold-ms 500 --seed 11 > a.json 2> a.err &
 a=$!
@@ -63,9 +72,12 @@ wait $a; ra=$?
 wait $b; rb=$?
 note "{\"step\":\"e2e-daemon\",\"rc_a\":$ra,\"rc_b\":$rb,\"a\":$(cat a.json 2> /dev/null || echo null),\"b\":$(cat b.json 2> /dev/null || echo null)}"
 stop_daemon
+fi
 
 # 4. PyTorch: each process alone, then both together.
-if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
+if ! want torch; then
+    :
+elif python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
     # Each tenant allocates, then waits at a barrier, so that the pair computes at
     # the same time with both allocations in place.
     torch_tenant() {
@@ -101,5 +113,33 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; the
     stop_daemon
 else
     note "{\"step\":\"torch\",\"rc\":\"no PyTorch with CUDA\"}"
+fi
+# 5. A victim killed in the middle of a relocation (daemon --vram 4GiB; each client
+#    3 x 1 GiB and a scratch).
+if want kill; then
+    start_daemon 4GiB kill
+    # No `timeout` around the victim: the kill must reach the client itself.
+    GPUSWAP_TENANT_NAME=victim LD_PRELOAD=$pre "${client[@]}" \
+        --buffers 3 --size 1GiB --rounds 2 --hold-ms 4000 --seed 31 > victim.json 2> victim.err &
+    victim=$!
+    sleep 3
+    GPUSWAP_TENANT_NAME=requester LD_PRELOAD=$pre timeout 120 "${client[@]}" \
+        --buffers 3 --size 1GiB --rounds 2 --hold-ms 200 --seed 32 > requester.json 2> requester.err &
+    requester=$!
+    killed=no
+    for _ in $(seq 2000); do
+        if "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json 2> /dev/null \
+            | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if any(t['name']=='victim' and t['suspended'] and t['relocations']>0 for t in d['tenants']) else 1)"; then
+            kill -9 $victim && killed=yes
+            break
+        fi
+        sleep 0.005
+    done
+    wait $requester; rr=$?
+    sleep 0.5
+    "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-after-kill.json 2>&1
+    empty=$(python3 -c "import json; d=json.load(open('top-after-kill.json')); print(str(not d['tenants'] and d['vram_used_bytes']==0 and d['host_used_bytes']==0).lower())")
+    note "{\"step\":\"kill-victim\",\"killed_mid_relocation\":\"$killed\",\"rc_requester\":$rr,\"daemon_empty_after\":$empty,\"requester\":$(cat requester.json 2> /dev/null || echo null)}"
+    stop_daemon
 fi
 tar czf "$out/results.tar.gz" --exclude results.tar.gz --exclude calib --exclude gpuswap.sock -C "$out" .
