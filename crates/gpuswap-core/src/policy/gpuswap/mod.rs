@@ -38,7 +38,7 @@ impl MemoryPolicy for Gpuswap {
         let over_bytes = req.bytes.saturating_sub(ctx.books.vram_free_bytes());
         let host_bytes_needed = match over_bytes {
             0 => 0,
-            over => over + (ctx.books.chunk_bytes - 1),
+            over => over.saturating_add(ctx.books.chunk_bytes - 1),
         };
         check_host_room(ctx.books, req, host_bytes_needed)?;
         let id = ctx
