@@ -4,7 +4,7 @@
 //! engine, with the wall clock in place of simulated time.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use gpuswap_core::{
@@ -14,6 +14,9 @@ use gpuswap_core::{
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
 use crate::DaemonConfig;
+
+/// How long a process may take to drain for a suspension or to move one chunk.
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A connection's number, unique for the daemon's life.
 pub type ConnId = u64;
@@ -28,8 +31,8 @@ pub enum Input {
         pid: u32,
         /// The peer's user.
         uid: u32,
-        /// Where the driver writes.
-        out: Box<dyn Write + Send>,
+        /// Where the driver writes (a clone of the reader thread's stream).
+        out: UnixStream,
     },
     /// A frame arrived.
     Frame(ConnId, ClientMsg),
@@ -39,7 +42,7 @@ pub enum Input {
 
 /// One connection.
 struct Conn {
-    out: Box<dyn Write + Send>,
+    out: UnixStream,
     pid: u32,
     name: String,
     tenant: Option<TenantId>,
@@ -66,6 +69,12 @@ pub struct Driver {
     mapped: BTreeMap<BufferId, (u64, u64, Vec<wire::Location>)>,
     next_request: u64,
     served: u64,
+    /// The outstanding relocation copy and its tenant: only that tenant may answer it.
+    copy: Option<(CopyId, TenantId)>,
+    /// The tenant the manager waits on (to drain or to copy) and since when: one that
+    /// does not answer within [`ANSWER_TIMEOUT`] is closed, so that one frozen process
+    /// cannot stall every allocation.
+    awaiting: Option<(ConnId, Instant)>,
     /// Connections to close once the current event's actions are carried out.
     dying: Vec<(ConnId, String)>,
 }
@@ -85,6 +94,8 @@ impl Driver {
             mapped: BTreeMap::new(),
             next_request: 0,
             served: 0,
+            copy: None,
+            awaiting: None,
             dying: Vec::new(),
         }
     }
@@ -99,6 +110,20 @@ impl Driver {
         Some(std::time::Duration::from_nanos(
             at.saturating_sub(self.now_ns()),
         ))
+    }
+
+    /// Closes the process the manager waits on if it has not answered in time.
+    pub fn check_deadlines(&mut self) {
+        if let Some((conn, since)) = self.awaiting
+            && since.elapsed() > ANSWER_TIMEOUT
+        {
+            self.awaiting = None;
+            self.dying.push((
+                conn,
+                format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
+            ));
+            self.drain();
+        }
     }
 
     /// The manager's timer is due.
@@ -136,6 +161,7 @@ impl Driver {
                         crate::socket::euid()
                     );
                     let _ = send(&mut c.out, &DaemonMsg::Refused { reason });
+                    let _ = c.out.shutdown(std::net::Shutdown::Both);
                     return;
                 }
                 self.conns.insert(conn, c);
@@ -160,7 +186,7 @@ impl Driver {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     let _ = send(&mut c.out, &reply);
                 }
-                self.conns.remove(&conn);
+                self.dying.push((conn, "observed".into()));
             }
             (
                 ClientMsg::Hello {
@@ -214,6 +240,25 @@ impl Driver {
                 );
             }
             (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
+                let m = self.manager.as_ref().expect("a tenant exists");
+                let most = m.config().vram_bytes.saturating_add(m.config().host_bytes);
+                if bytes > most {
+                    // Beyond everything the daemon has: refused before the policies
+                    // lay out chunks for it.
+                    self.send(
+                        conn,
+                        &DaemonMsg::AllocFailed {
+                            request,
+                            out_of_memory: true,
+                            error: format!(
+                                "{bytes} bytes asked; the daemon manages {most} bytes of VRAM \
+                                 and host memory in all"
+                            ),
+                        },
+                    );
+                    return;
+                }
+                let c = self.conns.get_mut(&conn).expect("present");
                 let id = RequestId(self.next_request);
                 self.next_request += 1;
                 c.pending.push((id, request, Instant::now()));
@@ -234,19 +279,32 @@ impl Driver {
                 }
             }
             (ClientMsg::Suspended, Some(tenant)) => {
+                self.awaiting = None;
                 let m = self.manager.as_mut().expect("a tenant exists");
                 if let Err(e) = m.handle_suspended(tenant) {
                     self.protocol_violation(conn, e.to_string());
                 }
             }
-            (ClientMsg::Relocated { copy }, Some(_)) => {
+            (ClientMsg::Relocated { copy }, Some(tenant)) => {
+                if self.copy != Some((CopyId(copy), tenant)) {
+                    self.protocol_violation(conn, format!("relocation {copy} is not its own"));
+                    return;
+                }
                 c.relocations += 1;
+                self.copy = None;
+                self.awaiting = None;
                 let m = self.manager.as_mut().expect("a tenant exists");
                 if let Err(e) = m.handle_copy_done(CopyId(copy)) {
                     self.protocol_violation(conn, e.to_string());
                 }
             }
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
+                if self.copy != Some((CopyId(copy), tenant)) {
+                    self.protocol_violation(conn, format!("relocation {copy} is not its own"));
+                    return;
+                }
+                self.copy = None;
+                self.awaiting = None;
                 self.log(format_args!("{tenant}: relocation {copy} failed: {error}"));
                 let m = self.manager.as_mut().expect("a tenant exists");
                 if let Err(e) = m.handle_copy_failed(CopyId(copy)) {
@@ -274,6 +332,12 @@ impl Driver {
                  --chunk-size a multiple of it"
             ));
         }
+        if self.manager.is_none() && device_total_bytes < chunk {
+            return Err(format!(
+                "the device reports {device_total_bytes} bytes of memory, less than a chunk: \
+                 start the daemon with --vram"
+            ));
+        }
         if self.manager.is_none() {
             // A tenth of the device is left to what the daemon does not manage: every
             // process's CUDA context, and memory allocated outside the interposer.
@@ -290,7 +354,7 @@ impl Driver {
     fn refuse(&mut self, conn: ConnId, reason: String) {
         self.log(format_args!("connection {conn} refused: {reason}"));
         self.send(conn, &DaemonMsg::Refused { reason });
-        self.conns.remove(&conn);
+        self.dying.push((conn, "refused".into()));
     }
 
     fn protocol_violation(&mut self, conn: ConnId, reason: String) {
@@ -323,6 +387,11 @@ impl Driver {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        // Both halves: the reader thread's clone ends too, and the process sees the end.
+        let _ = c.out.shutdown(std::net::Shutdown::Both);
+        if self.awaiting.is_some_and(|(a, _)| a == conn) {
+            self.awaiting = None;
+        }
         if let Some(tenant) = c.tenant {
             let usage = self
                 .manager
@@ -346,6 +415,9 @@ impl Driver {
                     .and_then(|m| m.buffer(*b))
                     .is_some_and(|buf| buf.tenant != tenant)
             });
+            if self.copy.is_some_and(|(_, t)| t == tenant) {
+                self.copy = None;
+            }
             if let Some(m) = self.manager.as_mut() {
                 m.handle_tenant_exit(tenant);
             }
@@ -414,6 +486,9 @@ impl Driver {
                 }
             }
             Action::Execution(Execution::Suspend { tenant, .. }) => {
+                if let Some(conn) = self.conn_of(tenant) {
+                    self.awaiting = Some((conn, Instant::now()));
+                }
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
                     c.suspended = true;
                 }
@@ -442,15 +517,21 @@ impl Driver {
                 chunk,
                 to,
                 ..
-            }) => self.send_tenant(
-                tenant,
-                &DaemonMsg::Relocate {
-                    copy: copy.0,
-                    buffer: chunk.buffer.0,
-                    chunk: chunk.index,
-                    to: wire_location(to),
-                },
-            ),
+            }) => {
+                self.copy = Some((copy, tenant));
+                if let Some(conn) = self.conn_of(tenant) {
+                    self.awaiting = Some((conn, Instant::now()));
+                }
+                self.send_tenant(
+                    tenant,
+                    &DaemonMsg::Relocate {
+                        copy: copy.0,
+                        buffer: chunk.buffer.0,
+                        chunk: chunk.index,
+                        to: wire_location(to),
+                    },
+                )
+            }
             // The copy's tenant is gone, and with it the process that would answer.
             Action::Dma(Dma::Cancel { .. }) => {}
             // Policy time is real time here; launch gating and kernel scheduling are
@@ -486,6 +567,9 @@ impl Driver {
     /// Writes to a connection; one that cannot take it (gone, or stuck past the write
     /// timeout) is closed, which the manager sees as its tenant's crash.
     fn send(&mut self, conn: ConnId, msg: &DaemonMsg) {
+        if self.dying.iter().any(|(d, _)| *d == conn) {
+            return;
+        }
         if let Some(c) = self.conns.get_mut(&conn)
             && let Err(e) = send(&mut c.out, msg)
         {
@@ -554,10 +638,9 @@ impl Driver {
     }
 }
 
-fn send(out: &mut Box<dyn Write + Send>, msg: &DaemonMsg) -> Result<(), wire::FrameError> {
-    wire::write_frame(out, msg)?;
-    out.flush()?;
-    Ok(())
+fn send(out: &mut UnixStream, msg: &DaemonMsg) -> Result<(), wire::FrameError> {
+    // Unbuffered: the frame is written whole or not at all.
+    wire::write_frame(out, msg)
 }
 
 fn check_version(protocol: u32) -> Result<(), String> {

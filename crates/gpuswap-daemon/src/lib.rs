@@ -128,6 +128,7 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
         if driver.next_timeout() == Some(Duration::ZERO) {
             driver.handle_timer();
         }
+        driver.check_deadlines();
     }
     let _ = std::fs::remove_file(&path);
     Ok(())
@@ -164,7 +165,7 @@ fn accept_loop(listener: std::os::unix::net::UnixListener, tx: mpsc::Sender<Inpu
                 conn,
                 pid,
                 uid,
-                out: Box::new(out),
+                out,
             })
             .is_err()
         {

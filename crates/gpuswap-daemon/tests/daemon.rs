@@ -370,3 +370,49 @@ fn shared() -> &'static Daemon {
     static D: std::sync::OnceLock<Daemon> = std::sync::OnceLock::new();
     D.get_or_init(|| daemon("fuzz", 64))
 }
+
+/// A tenant may answer only its own relocation, a request beyond everything the daemon
+/// has is refused at once, and a refused connection is closed.
+#[test]
+fn forged_answers_and_huge_requests_are_refused() {
+    let d = daemon("forge", 16);
+    let mut a = Tenant::connect(&d.socket, "a");
+    let mut b = Tenant::connect(&d.socket, "b");
+    assert!(
+        b.alloc(u64::MAX).unwrap_err().contains("bytes asked"),
+        "refused before any layout"
+    );
+    a.alloc(12 * MIB).unwrap();
+    // B's request makes A relocate; B forges A's answer before A gives it.
+    b.send(&ClientMsg::Alloc {
+        request: 9,
+        bytes: 12 * MIB,
+    });
+    let msg: DaemonMsg = wire::read_frame(&mut a.stream).unwrap();
+    assert_eq!(msg, DaemonMsg::Suspend);
+    a.suspended = true;
+    a.send(&ClientMsg::Suspended);
+    let relocate: DaemonMsg = wire::read_frame(&mut a.stream).unwrap();
+    let DaemonMsg::Relocate { copy, .. } = relocate else {
+        panic!("no relocation")
+    };
+    b.send(&ClientMsg::RelocateFailed {
+        copy,
+        error: "forged".into(),
+    });
+    let DaemonMsg::Refused { reason } = wire::read_frame(&mut b.stream).unwrap() else {
+        panic!("the forger was not refused")
+    };
+    assert!(reason.contains("not its own"), "{reason}");
+    // The forger's connection is closed by the daemon.
+    assert!(matches!(
+        wire::read_frame::<DaemonMsg>(&mut b.stream),
+        Err(wire::FrameError::Closed | wire::FrameError::Io(_))
+    ));
+    // A is not harmed: its copy is still awaited, and once B is gone it carries on.
+    a.carry_out(relocate);
+    a.serve_for(Duration::from_millis(300));
+    let snap = observe(&d.socket).unwrap();
+    assert_eq!(snap.tenants.len(), 1);
+    assert_eq!(snap.tenants[0].name, "a");
+}

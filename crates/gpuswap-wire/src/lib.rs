@@ -63,7 +63,8 @@ pub enum ClientMsg {
     Hello {
         /// [`PROTOCOL_VERSION`] of the client.
         protocol: u32,
-        /// Its process id (the daemon checks it against the socket's credentials).
+        /// Its process id, as it sees it (the daemon shows the pid the kernel gives for
+        /// the socket's peer, `SO_PEERCRED`, which a process cannot forge).
         pid: u32,
         /// A name for reports (`GPUSWAP_TENANT_NAME`, else the program's name).
         name: String,
