@@ -374,3 +374,32 @@ fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no gpuswap daemon at"));
 }
+
+#[test]
+fn a_program_outlives_its_daemon() {
+    let mut w = World::new("daemon-dies", 64);
+    let client = w
+        .client(
+            64,
+            &[
+                "--buffers",
+                "2",
+                "--size",
+                "8MiB",
+                "--rounds",
+                "3",
+                "--hold-ms",
+                "400",
+            ],
+        )
+        .spawn()
+        .unwrap();
+    w.wait_buffers(3);
+    w.daemon.kill().unwrap();
+    w.daemon.wait().unwrap();
+    // Its buffers stay where they are, its frees and later allocations go to the driver.
+    let out = client.wait_with_output().unwrap();
+    verified(&out, "orphan");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lost the gpuswap daemon"), "{stderr}");
+}

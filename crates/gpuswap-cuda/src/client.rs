@@ -156,8 +156,24 @@ impl Client {
             *n += 1;
             *n
         };
-        lock(&self.answers).insert(request, Answer::Waiting { ctx: ctx as usize });
-        let bytes = bytes.div_ceil(self.granularity) * self.granularity;
+        let Some(bytes) = bytes
+            .div_ceil(self.granularity)
+            .checked_mul(self.granularity)
+        else {
+            return Err((
+                ffi::CUDA_ERROR_OUT_OF_MEMORY,
+                format!("{bytes} bytes cannot be"),
+            ));
+        };
+        {
+            // Under the answers lock, where the reader thread marks the daemon lost:
+            // either it sees this request and fails it, or this sees the loss.
+            let mut answers = lock(&self.answers);
+            if let Some(why) = self.lost() {
+                return Err((ffi::CUDA_ERROR_UNKNOWN, why));
+            }
+            answers.insert(request, Answer::Waiting { ctx: ctx as usize });
+        }
         if let Err(e) = self.send(&ClientMsg::Alloc { request, bytes }) {
             lock(&self.answers).remove(&request);
             return Err((ffi::CUDA_ERROR_UNKNOWN, e));
@@ -181,9 +197,15 @@ impl Client {
     pub fn free(&self, va: DevPtr) -> Option<Result<(), String>> {
         let buffer = lock(&self.buffers).remove(&va)?;
         let result = unmap_buffer(&buffer);
-        // The daemon's books follow even if the driver complained.
+        // The daemon's books follow even if the driver complained; a lost daemon has
+        // no books to tell.
         let told = self.send(&ClientMsg::Free { buffer: buffer.id });
-        Some(result.and(told))
+        Some(result.and(if self.lost().is_some() { Ok(()) } else { told }))
+    }
+
+    /// Whether `va` is the start of a buffer of ours.
+    pub fn holds(&self, va: DevPtr) -> bool {
+        lock(&self.buffers).contains_key(&va)
     }
 
     /// Bytes of the process's buffers, wherever they are.
@@ -191,28 +213,38 @@ impl Client {
         lock(&self.buffers).values().map(|b| b.bytes).sum()
     }
 
-    /// The reader thread: carries out the daemon's commands in order.
-    fn serve(&'static self, mut input: UnixStream) {
+    /// The reader thread: carries out the daemon's commands in order until the
+    /// connection ends, then fails what waits and lets the program go on unmanaged.
+    fn serve(&'static self, input: UnixStream) {
+        let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.serve_until_lost(input)
+        })) {
+            Ok(why) => why,
+            Err(_) => "internal error (a panic) in the interposer's thread".to_owned(),
+        };
+        let why = format!("lost the gpuswap daemon ({why}); new allocations are unmanaged");
+        crate::warn(&why);
+        let _ = lock(&self.out).shutdown(std::net::Shutdown::Both);
+        // Allocations waiting for an answer get none: fail them, under the lock that
+        // `alloc` checks the loss under.
+        let mut answers = lock(&self.answers);
+        *lock(&self.lost) = Some(why.clone());
+        for answer in answers.values_mut() {
+            if matches!(answer, Answer::Waiting { .. }) {
+                *answer = Answer::Done(Err((ffi::CUDA_ERROR_UNKNOWN, why.clone())));
+            }
+        }
+        self.answered.notify_all();
+    }
+
+    /// Carries out the daemon's messages until the connection ends; returns why.
+    fn serve_until_lost(&'static self, mut input: UnixStream) -> String {
+        // Held from `Suspend` to `Resume`; dropped when the daemon is lost.
         let mut suspended: Option<std::sync::RwLockWriteGuard<'_, ()>> = None;
         loop {
             let msg = match wire::read_frame::<DaemonMsg>(&mut input) {
                 Ok(msg) => msg,
-                Err(e) => {
-                    let why =
-                        format!("lost the gpuswap daemon ({e}); new allocations are unmanaged");
-                    crate::warn(&why);
-                    *lock(&self.lost) = Some(why.clone());
-                    drop(suspended.take());
-                    // Allocations waiting for an answer get none: fail them.
-                    let mut answers = lock(&self.answers);
-                    for answer in answers.values_mut() {
-                        if matches!(answer, Answer::Waiting { .. }) {
-                            *answer = Answer::Done(Err((ffi::CUDA_ERROR_UNKNOWN, why.clone())));
-                        }
-                    }
-                    self.answered.notify_all();
-                    return;
-                }
+                Err(e) => return e.to_string(),
             };
             let reply = match msg {
                 DaemonMsg::Granted {
@@ -267,6 +299,7 @@ impl Client {
                 DaemonMsg::Kill { reason } => {
                     crate::die(&format!("the gpuswap daemon ended this process: {reason}"))
                 }
+                DaemonMsg::Refused { reason } => return format!("it refused: {reason}"),
                 other => {
                     crate::warn(&format!("ignored an unexpected message: {other:?}"));
                     None
@@ -355,11 +388,13 @@ impl Client {
 
     /// Waits for everything the process started on the GPU.
     fn drain(&self) -> Result<(), String> {
+        let mut result = Ok(());
+        // Every context, even after one fails (a destroyed context has nothing running).
         for ctx in lock(&self.contexts).iter() {
-            driver::set_context(*ctx as Handle)?;
-            driver::synchronize()?;
+            let synced = driver::set_context(*ctx as Handle).and_then(|()| driver::synchronize());
+            result = result.and(synced);
         }
-        Ok(())
+        result
     }
 
     /// Moves one chunk: new memory at `to`, mapped at a scratch range, the copy, then
@@ -371,12 +406,12 @@ impl Client {
             .values_mut()
             .find(|b| b.id == id)
             .ok_or_else(|| format!("no buffer {id} here"))?;
-        let (at, len) = buffer.span(index);
         let old = buffer
             .chunks
             .get(index)
             .map(|c| c.handle)
             .ok_or_else(|| format!("buffer {id} has no chunk {index}"))?;
+        let (at, len) = buffer.span(index);
         driver::set_context(buffer.ctx as Handle)?;
         let new = driver::create(len, memory_kind(to)).map_err(|rc| {
             format!("cuMemCreate of {len} bytes in {to:?} failed with CUDA error {rc}")
@@ -390,15 +425,21 @@ impl Client {
             let _ = driver::release(new);
             return Err(e);
         }
-        driver::unmap(at, len)?;
+        if let Err(e) = driver::unmap(at, len) {
+            let _ = driver::release(new);
+            return Err(e);
+        }
         if let Err(e) = driver::map(at, len, new) {
             // Put the old memory back: the data is still there.
             let _ = driver::map(at, len, old);
             let _ = driver::release(new);
             return Err(e);
         }
-        driver::release(old)?;
+        // The chunk lives in the new memory now, whatever the release of the old says.
         buffer.chunks[index] = Chunk { handle: new };
+        if let Err(e) = driver::release(old) {
+            crate::warn(&format!("releasing a moved chunk's old memory: {e}"));
+        }
         Ok(())
     }
 

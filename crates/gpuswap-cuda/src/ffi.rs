@@ -74,26 +74,28 @@ pub fn real_dlsym() -> DlsymFn {
 }
 
 /// The real driver library: `GPUSWAP_REAL_LIBCUDA`, else `libcuda.so.1` as the dynamic
-/// linker finds it.
-fn real_library() -> *mut c_void {
-    static HANDLE: OnceLock<usize> = OnceLock::new();
+/// linker finds it; `None` (with a message, once) if it cannot be loaded.
+fn real_library() -> Option<usize> {
+    static HANDLE: OnceLock<Option<usize>> = OnceLock::new();
     *HANDLE.get_or_init(|| {
         let name = std::env::var("GPUSWAP_REAL_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".into());
         let c = std::ffi::CString::new(name.clone()).unwrap_or_default();
         // SAFETY: a NUL-terminated path; the handle is kept for the process's life.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
         if h.is_null() {
-            crate::die(&format!("cannot load the CUDA driver library {name}"));
+            crate::warn(&format!("cannot load the CUDA driver library {name}"));
+            return None;
         }
-        h as usize
-    }) as *mut c_void
+        Some(h as usize)
+    })
 }
 
-/// The real driver's function `name`, or null.
+/// The real driver's function `name`, or 0 (no such function, or no driver).
 pub fn real_symbol(name: &CStr) -> usize {
+    let Some(lib) = real_library() else { return 0 };
     let dlsym = real_dlsym();
     // SAFETY: a live handle and a NUL-terminated name.
-    unsafe { dlsym(real_library(), name.as_ptr()) as usize }
+    unsafe { dlsym(lib as *mut c_void, name.as_ptr()) as usize }
 }
 
 /// Resolves the real function `$name` once and casts it to its type.
@@ -139,6 +141,12 @@ pub mod driver {
         let f = real!(c"cuCtxSetCurrent"; fn(Handle) -> CuResult);
         // SAFETY: a context the program created; the driver checks it.
         check(unsafe { f(ctx) }, "cuCtxSetCurrent")
+    }
+
+    pub fn synchronize_stream(stream: Handle) -> Result<(), String> {
+        let f = real!(c"cuStreamSynchronize"; fn(Handle) -> CuResult);
+        // SAFETY: the program's stream; the driver checks it.
+        check(unsafe { f(stream) }, "cuStreamSynchronize")
     }
 
     pub fn synchronize() -> Result<(), String> {

@@ -20,12 +20,26 @@ enum Mode {
 
 static MODE: OnceLock<Mode> = OnceLock::new();
 
-/// The daemon's client, while it is connected.
-fn managed() -> Option<&'static Client> {
+/// Set in a child after `fork`: the parent's connection, buffers and reader thread are
+/// not the child's, so the child manages nothing (CUDA itself does not support a
+/// parent's context in a child).
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn forked_child() {
+    FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The daemon's client, connected or lost, unless this is a forked child.
+fn client() -> Option<&'static Client> {
     match MODE.get()? {
-        Mode::Managed(c) if c.lost().is_none() => Some(c),
+        Mode::Managed(c) if !FORKED.load(std::sync::atomic::Ordering::Relaxed) => Some(c),
         _ => None,
     }
+}
+
+/// The daemon's client, while it is connected.
+fn managed() -> Option<&'static Client> {
+    client().filter(|c| c.lost().is_none())
 }
 
 /// A call that must not start while the process is suspended holds this.
@@ -75,7 +89,11 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
                 return Mode::Passthrough;
             }
             match client::connect() {
-                Ok(c) => Mode::Managed(c),
+                Ok(c) => {
+                    // SAFETY: registers a handler that only stores to an atomic.
+                    unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+                    Mode::Managed(c)
+                }
                 Err(e) => {
                     crate::warn(&e);
                     Mode::Failed(e)
@@ -129,10 +147,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuRes
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
     guarded("cuMemFree_v2", || {
-        if let Some(client) = MODE.get().and_then(|m| match m {
-            Mode::Managed(c) => Some(*c),
-            _ => None,
-        }) {
+        if let Some(client) = client() {
             let _held = gate();
             match client.free(dptr) {
                 Some(Ok(())) => return ffi::CUDA_SUCCESS,
@@ -164,12 +179,64 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
         if free.is_null() || total.is_null() {
             return ffi::CUDA_ERROR_INVALID_VALUE;
         }
+        if ffi::driver::current_context().is_null() {
+            // As the driver answers without a context.
+            return ffi::CUDA_ERROR_INVALID_CONTEXT;
+        }
         // SAFETY: checked non-null; the caller gives writable pointers.
         unsafe {
             *total = client.vram_bytes as usize;
             *free = client.vram_bytes.saturating_sub(client.held_bytes()) as usize;
         }
         ffi::CUDA_SUCCESS
+    })
+}
+
+/// A stream-ordered free of one of our buffers waits for the stream, then frees it as
+/// `cuMemFree` does; other pointers go to the driver.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFreeAsync(dptr: DevPtr, stream: Handle) -> CuResult {
+    free_async("cuMemFreeAsync", c"cuMemFreeAsync", dptr, stream)
+}
+
+/// [`cuMemFreeAsync`] on the per-thread default stream.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: DevPtr, stream: Handle) -> CuResult {
+    free_async("cuMemFreeAsync_ptsz", c"cuMemFreeAsync_ptsz", dptr, stream)
+}
+
+fn free_async(
+    name: &'static str,
+    real_name: &'static CStr,
+    dptr: DevPtr,
+    stream: Handle,
+) -> CuResult {
+    guarded(name, || {
+        if let Some(client) = client()
+            && client.holds(dptr)
+        {
+            if let Err(e) = ffi::driver::synchronize_stream(stream) {
+                crate::warn(&format!("{name}: {e}"));
+            }
+            // SAFETY: our own entry point, with a pointer we manage.
+            return unsafe { cuMemFree_v2(dptr) };
+        }
+        let addr = ffi::real_symbol(real_name);
+        if addr == 0 {
+            return ffi::CUDA_ERROR_NOT_SUPPORTED;
+        }
+        // SAFETY: the driver's function of that name has this signature (cuda.h).
+        let real = unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(DevPtr, Handle) -> CuResult>(addr)
+        };
+        // SAFETY: forwarded as given.
+        unsafe { real(dptr, stream) }
     })
 }
 
@@ -286,6 +353,28 @@ gated! {
     cuMemsetD32Async_ptsz(dst: DevPtr, value: c_uint, n: usize, stream: P);
     cuMemsetD2D8_v2(dst: DevPtr, pitch: usize, value: c_uchar, w: usize, h: usize);
     cuMemsetD2D32_v2(dst: DevPtr, pitch: usize, value: c_uint, w: usize, h: usize);
+    cuMemsetD2D16_v2(dst: DevPtr, pitch: usize, value: c_ushort, w: usize, h: usize);
+    cuMemsetD2D8_v2_ptds(dst: DevPtr, pitch: usize, value: c_uchar, w: usize, h: usize);
+    cuMemsetD2D16_v2_ptds(dst: DevPtr, pitch: usize, value: c_ushort, w: usize, h: usize);
+    cuMemsetD2D32_v2_ptds(dst: DevPtr, pitch: usize, value: c_uint, w: usize, h: usize);
+    cuMemsetD2D8Async(dst: DevPtr, pitch: usize, value: c_uchar, w: usize, h: usize, stream: P);
+    cuMemsetD2D16Async(dst: DevPtr, pitch: usize, value: c_ushort, w: usize, h: usize, stream: P);
+    cuMemsetD2D32Async(dst: DevPtr, pitch: usize, value: c_uint, w: usize, h: usize, stream: P);
+    cuMemsetD2D8Async_ptsz(dst: DevPtr, pitch: usize, value: c_uchar, w: usize, h: usize, stream: P);
+    cuMemsetD2D16Async_ptsz(dst: DevPtr, pitch: usize, value: c_ushort, w: usize, h: usize, stream: P);
+    cuMemsetD2D32Async_ptsz(dst: DevPtr, pitch: usize, value: c_uint, w: usize, h: usize, stream: P);
+    cuMemcpyPeer_ptds(dst: DevPtr, dctx: P, src: DevPtr, sctx: P, n: usize);
+    cuMemcpyPeerAsync_ptsz(dst: DevPtr, dctx: P, src: DevPtr, sctx: P, n: usize, stream: P);
+    cuStreamWriteValue32_v2(stream: P, addr: DevPtr, value: c_uint, flags: c_uint);
+    cuStreamWriteValue32_v2_ptsz(stream: P, addr: DevPtr, value: c_uint, flags: c_uint);
+    cuStreamWriteValue64_v2(stream: P, addr: DevPtr, value: u64, flags: c_uint);
+    cuStreamWriteValue64_v2_ptsz(stream: P, addr: DevPtr, value: u64, flags: c_uint);
+    cuStreamWaitValue32_v2(stream: P, addr: DevPtr, value: c_uint, flags: c_uint);
+    cuStreamWaitValue32_v2_ptsz(stream: P, addr: DevPtr, value: c_uint, flags: c_uint);
+    cuStreamWaitValue64_v2(stream: P, addr: DevPtr, value: u64, flags: c_uint);
+    cuStreamWaitValue64_v2_ptsz(stream: P, addr: DevPtr, value: u64, flags: c_uint);
+    cuStreamBatchMemOp_v2(stream: P, count: c_uint, ops: P, flags: c_uint);
+    cuStreamBatchMemOp_v2_ptsz(stream: P, count: c_uint, ops: P, flags: c_uint);
 }
 
 /// Every exported entry point by name.
@@ -397,7 +486,13 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         if !name.to_bytes().starts_with(b"cu") {
             return None;
         }
-        table().iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
+        // Only what the driver has: a program probing for a newer function must
+        // learn that it is missing, not get ours that could not forward it.
+        table()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .filter(|(n, _)| ffi::real_symbol(n) != 0)
+            .map(|(_, a)| *a)
     });
     match ours {
         Ok(Some(addr)) => addr as *mut c_void,

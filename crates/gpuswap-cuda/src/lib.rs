@@ -23,9 +23,11 @@ mod client;
 mod ffi;
 mod hooks;
 
-/// Prints a warning of the interposer to standard error.
+/// Prints a warning of the interposer to standard error (a closed stderr is no reason
+/// to fail a CUDA call).
 pub(crate) fn warn(message: &str) {
-    eprintln!("gpuswap: {message}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "gpuswap: {message}");
 }
 
 /// Whether `GPUSWAP_TRACE=1`.
@@ -70,13 +72,15 @@ fn print_trace() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let list: Vec<String> = calls.iter().map(|(n, c)| format!("{n}={c}")).collect();
-    eprintln!("gpuswap: trace: {}", list.join(" "));
+    warn(&format!("trace: {}", list.join(" ")));
 }
 
-/// Ends the process with a message: the interposer cannot go on safely.
+/// Ends the process with a message: the interposer cannot go on safely. `_exit`, not
+/// `exit`: exit handlers could call back into CUDA while this thread holds the gate.
 pub(crate) fn die(message: &str) -> ! {
-    eprintln!("gpuswap: {message}");
-    std::process::exit(70)
+    warn(message);
+    // SAFETY: _exit ends the process at once; nothing is required of the caller.
+    unsafe { libc::_exit(70) }
 }
 
 /// The names of the driver entry points the interposer exports, for documentation and
