@@ -137,6 +137,14 @@ pub mod driver {
         }
     }
 
+    /// The current context's device, if there is one.
+    pub fn current_device() -> Option<c_int> {
+        let f = real!(c"cuCtxGetDevice"; fn(*mut c_int) -> CuResult);
+        let mut device: c_int = -1;
+        // SAFETY: `device` is valid for a write.
+        (unsafe { f(&mut device) } == CUDA_SUCCESS).then_some(device)
+    }
+
     pub fn set_context(ctx: Handle) -> Result<(), String> {
         let f = real!(c"cuCtxSetCurrent"; fn(Handle) -> CuResult);
         // SAFETY: a context the program created; the driver checks it.

@@ -59,6 +59,7 @@ fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
     })
 }
 
+/// Says once per name that a call is not managed, and why.
 fn refuse_once(name: &str, why: &str) -> CuResult {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID
@@ -66,9 +67,7 @@ fn refuse_once(name: &str, why: &str) -> CuResult {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !said.iter().any(|s| s == name) {
         said.push(name.to_owned());
-        crate::warn(&format!(
-            "{name} is not supported under gpuswap ({why}): it fails with CUDA_ERROR_NOT_SUPPORTED"
-        ));
+        crate::warn(&format!("{name} is not managed by gpuswap: {why}"));
     }
     ffi::CUDA_ERROR_NOT_SUPPORTED
 }
@@ -116,7 +115,17 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuRes
             crate::warn(e);
             return ffi::CUDA_ERROR_NOT_INITIALIZED;
         }
-        let Some(client) = managed() else {
+        // The daemon manages device 0 (CUDA_VISIBLE_DEVICES picks which GPU that is);
+        // memory of the process's other devices is the driver's alone.
+        let device = ffi::driver::current_device();
+        let client = managed().filter(|_| device.is_none_or(|d| d == 0));
+        let Some(client) = client else {
+            if managed().is_some() {
+                refuse_once(
+                    "cuMemAlloc on a device other than 0",
+                    "passed through unmanaged",
+                );
+            }
             let real = real!(c"cuMemAlloc_v2"; fn(*mut DevPtr, usize) -> CuResult);
             // SAFETY: forwarded as given.
             return unsafe { real(dptr, bytes) };
@@ -250,7 +259,10 @@ macro_rules! refused {
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
                 guarded(stringify!($name), || {
                     if managed().is_some() {
-                        return refuse_once(stringify!($name), $why);
+                        return refuse_once(
+                            stringify!($name),
+                            concat!($why, "; it fails with CUDA_ERROR_NOT_SUPPORTED"),
+                        );
                     }
                     let real = real!(cname(concat!(stringify!($name), "\0")); fn($($ty),*) -> CuResult);
                     // SAFETY: forwarded as given.
