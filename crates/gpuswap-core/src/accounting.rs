@@ -147,7 +147,9 @@ impl Books {
 
     /// Every live buffer in allocation order.
     pub(crate) fn all_buffers(&self) -> impl Iterator<Item = &Buffer> {
-        self.buffers.values()
+        let mut live: Vec<&Buffer> = self.buffers.values().collect();
+        live.sort_unstable_by_key(|b| b.id);
+        live.into_iter()
     }
 
     pub(crate) fn chunk(&self, r: ChunkRef) -> Option<&Chunk> {

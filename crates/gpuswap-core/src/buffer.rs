@@ -153,11 +153,9 @@ impl BufferTable {
         self.slots[id.slot()].take()
     }
 
-    /// Live buffers in id (allocation) order.
+    /// Live buffers in slot order (allocation order only while no slot was reused).
     pub(crate) fn values(&self) -> impl Iterator<Item = &Buffer> {
-        let mut live: Vec<&Buffer> = self.slots.iter().flatten().collect();
-        live.sort_unstable_by_key(|b| b.id);
-        live.into_iter()
+        self.slots.iter().flatten()
     }
 
     /// Slots held, live or vacant: the table's size, which follows the most buffers
