@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use gpuswap_core::PolicySettings;
 use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
-use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
+use gpuswap_sim::units::{format_bytes, parse_bytes};
 use gpuswap_wire::Snapshot;
 
 /// `gpuswap daemon`'s flags.
@@ -36,7 +36,7 @@ pub struct DaemonArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// How often evicted data is checked for a way back into free VRAM.
-    #[arg(long, default_value = "50ms", value_parser = ns)]
+    #[arg(long, default_value = "50ms", value_parser = crate::limits::duration)]
     return_interval: u64,
     /// Print nothing but errors.
     #[arg(long)]
@@ -53,7 +53,7 @@ pub struct TopArgs {
     #[arg(long)]
     json: bool,
     /// Refresh period.
-    #[arg(long, default_value = "1s", value_parser = ns)]
+    #[arg(long, default_value = "1s", value_parser = crate::limits::duration)]
     interval: u64,
     /// Refreshes before exiting (default: until interrupted).
     #[arg(long)]
@@ -62,10 +62,6 @@ pub struct TopArgs {
 
 fn bytes(text: &str) -> Result<u64, String> {
     parse_bytes(text).map_err(|e| e.to_string())
-}
-
-fn ns(text: &str) -> Result<u64, String> {
-    parse_ns(text).map_err(|e| e.to_string())
 }
 
 /// Half of the machine's memory, from /proc/meminfo.

@@ -17,7 +17,8 @@ pub struct LimitArgs {
     pub max_sim_time: u64,
 }
 
-fn duration(text: &str) -> Result<u64, String> {
+/// A clap parser for durations (ns, us, ms or s), shared by every flag that takes one.
+pub fn duration(text: &str) -> Result<u64, String> {
     parse_ns(text).map_err(|e| e.to_string())
 }
 

@@ -227,8 +227,8 @@ fn three_processes_oversubscribe_and_keep_every_byte() {
 /// Two processes of 2 x 24 MiB (and a scratch) in 64 MiB: the second's allocation
 /// evicts from the first, whose copies are slowed so that a kill lands mid-relocation.
 fn pair_with_slow_victim(w: &World) -> (Child, Child) {
-    let victim = w
-        .client(
+    let member = |name: &str, hold_ms: &str, seed: &str, copy_delay_ms: &str| {
+        w.client(
             64,
             &[
                 "--buffers",
@@ -238,35 +238,19 @@ fn pair_with_slow_victim(w: &World) -> (Child, Child) {
                 "--rounds",
                 "2",
                 "--hold-ms",
-                "1500",
+                hold_ms,
                 "--seed",
-                "5",
+                seed,
             ],
         )
-        .env("GPUSWAP_TENANT_NAME", "victim")
-        .env("GPUSWAP_STANDIN_COPY_DELAY_MS", "400")
+        .env("GPUSWAP_TENANT_NAME", name)
+        .env("GPUSWAP_STANDIN_COPY_DELAY_MS", copy_delay_ms)
         .spawn()
-        .unwrap();
+        .unwrap()
+    };
+    let victim = member("victim", "1500", "5", "400");
     w.wait_buffers(3);
-    let requester = w
-        .client(
-            64,
-            &[
-                "--buffers",
-                "2",
-                "--size",
-                "24MiB",
-                "--rounds",
-                "2",
-                "--hold-ms",
-                "100",
-                "--seed",
-                "6",
-            ],
-        )
-        .env("GPUSWAP_TENANT_NAME", "requester")
-        .spawn()
-        .unwrap();
+    let requester = member("requester", "100", "6", "0");
     w.wait_suspended("victim");
     // Inside the first relocation copy (it sleeps 400 ms).
     std::thread::sleep(Duration::from_millis(150));

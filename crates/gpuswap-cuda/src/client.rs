@@ -51,7 +51,7 @@ pub struct Client {
     buffers: Mutex<BTreeMap<DevPtr, Buffer>>,
     answers: Mutex<BTreeMap<u64, Answer>>,
     answered: Condvar,
-    next_request: Mutex<u64>,
+    next_request: std::sync::atomic::AtomicU64,
     /// Launches, copies and frees take it shared; a suspension holds it exclusively.
     pub gate: RwLock<()>,
     /// Set when the connection to the daemon is lost.
@@ -63,11 +63,8 @@ pub struct Client {
 
 /// Connects and introduces the process. Called after the real `cuInit` succeeded.
 pub fn connect() -> Result<&'static Client, String> {
-    let path = match std::env::var_os(wire::SOCKET_ENV) {
-        Some(p) => std::path::PathBuf::from(p),
-        // SAFETY: geteuid has no preconditions.
-        None => wire::default_socket(unsafe { libc::geteuid() }),
-    };
+    // SAFETY: geteuid has no preconditions.
+    let path = wire::socket_path(None, unsafe { libc::geteuid() });
     let shown = path.display();
     let mut stream = UnixStream::connect(&path).map_err(|e| {
         format!(
@@ -105,7 +102,7 @@ pub fn connect() -> Result<&'static Client, String> {
         buffers: Mutex::new(BTreeMap::new()),
         answers: Mutex::new(BTreeMap::new()),
         answered: Condvar::new(),
-        next_request: Mutex::new(0),
+        next_request: std::sync::atomic::AtomicU64::new(1),
         gate: RwLock::new(()),
         lost: Mutex::new(None),
         contexts: Mutex::new(Vec::new()),
@@ -151,11 +148,9 @@ impl Client {
                 contexts.push(ctx as usize);
             }
         }
-        let request = {
-            let mut n = lock(&self.next_request);
-            *n += 1;
-            *n
-        };
+        let request = self
+            .next_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Some(bytes) = bytes
             .div_ceil(self.granularity)
             .checked_mul(self.granularity)

@@ -64,8 +64,8 @@ pub struct Driver {
     conns: BTreeMap<ConnId, Conn>,
     /// The connection of each tenant number; `None` when the number is free.
     tenants: Vec<Option<ConnId>>,
-    /// Buffers mapped and not yet granted: their placement (the core's `Map` comes
-    /// before its `Grant`).
+    /// Buffers mapped and not yet granted, with their placement. The core's `Map` comes
+    /// right before its `Grant`, so this is empty between events, when connections close.
     mapped: BTreeMap<BufferId, (u64, u64, Vec<wire::Location>)>,
     next_request: u64,
     served: u64,
@@ -409,12 +409,6 @@ impl Driver {
                 c.wait_ns as f64 / 1e6
             ));
             self.tenants[tenant.0 as usize] = None;
-            self.mapped.retain(|b, _| {
-                self.manager
-                    .as_ref()
-                    .and_then(|m| m.buffer(*b))
-                    .is_some_and(|buf| buf.tenant != tenant)
-            });
             if self.copy.is_some_and(|(_, t)| t == tenant) {
                 self.copy = None;
             }

@@ -244,6 +244,5 @@ pub fn observe(socket: &Path) -> Result<wire::Snapshot, ClientError> {
 
 /// The socket to use: the flag's, else `GPUSWAP_SOCKET`, else the default.
 pub fn socket_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os(wire::SOCKET_ENV).map(PathBuf::from))
-        .unwrap_or_else(|| wire::default_socket(socket::euid()))
+    wire::socket_path(flag, socket::euid())
 }

@@ -28,13 +28,15 @@ pub const MAX_FRAME_BYTES: u32 = 1 << 20;
 /// interposer and `gpuswap top`.
 pub const SOCKET_ENV: &str = "GPUSWAP_SOCKET";
 
-/// The socket's path when neither a flag nor [`SOCKET_ENV`] names one:
-/// `$XDG_RUNTIME_DIR/gpuswap.sock`, else `/tmp/gpuswap-<uid>.sock`.
-pub fn default_socket(uid: u32) -> std::path::PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join("gpuswap.sock"),
-        _ => format!("/tmp/gpuswap-{uid}.sock").into(),
-    }
+/// The daemon's socket: `flag` if given, else [`SOCKET_ENV`], else
+/// `$XDG_RUNTIME_DIR/gpuswap.sock`, else `/tmp/gpuswap-<uid>.sock` (`uid`: the caller's
+/// effective uid).
+pub fn socket_path(flag: Option<std::path::PathBuf>, uid: u32) -> std::path::PathBuf {
+    flag.or_else(|| std::env::var_os(SOCKET_ENV).map(Into::into))
+        .unwrap_or_else(|| match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join("gpuswap.sock"),
+            _ => format!("/tmp/gpuswap-{uid}.sock").into(),
+        })
 }
 
 /// Where a chunk's data lives.
