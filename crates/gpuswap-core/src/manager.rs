@@ -219,9 +219,14 @@ impl Manager {
 
     /// Checks the accounting invariants (see [`crate`] docs): chunks tile their buffers,
     /// every chunk is listed at its planned location, per-chunk figures sum to per-tenant
-    /// and global figures, and VRAM is never over-committed.
+    /// and global figures, and VRAM is never over-committed; under unified memory, the
+    /// paging machine's residency accounting too.
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.books.check_invariants()
+        self.books.check_invariants()?;
+        match &self.paging {
+            Some(paging) => paging.check_invariants(),
+            None => Ok(()),
+        }
     }
 
     /// The first page of a managed buffer (unified memory), for the driver's page
