@@ -144,12 +144,10 @@ fn uvm_bench(policy: &PolicySettings) -> String {
             let started = Instant::now();
             let outcome = simulate(config);
             let wall_s = started.elapsed().as_secs_f64();
-            let stats = outcome
+            let (touches, faults) = outcome
                 .ok()
                 .and_then(|o| o.tenants[0].paging)
-                .map(|p| p.stats)
-                .unwrap_or_default();
-            let (touches, faults) = (stats.touches, stats.far_faults);
+                .map_or((0, 0), |p| (p.device.touches, p.stats.far_faults));
             out += &format!(
                 "{name:<9} {:>5} GiB    {touches:<14} {faults:<14} {wall_s:<8.2} {:.3e}\n",
                 ws / GIB,

@@ -4,11 +4,27 @@
 
 use std::collections::BTreeSet;
 
-use crate::buffer::{Buffer, BufferKind, BufferTable, Chunk, Location, SystemBuffer, chunk_layout};
+use crate::buffer::{
+    Buffer, BufferKind, BufferTable, Chunk, Location, PRIORITY_DEFAULT, PRIORITY_STACK,
+    PRIORITY_SYSTEM, SystemBuffer, chunk_layout,
+};
 use crate::ids::{BufferId, TenantId};
 use crate::lists::{ChunkLists, ChunkRef, rank};
-use crate::policy::{PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM, TenantView};
 use crate::protocol::{AllocRequest, FreeError, TenantUsage};
+
+/// What victim and return policies know about one tenant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct TenantView {
+    pub id: TenantId,
+    /// VRAM held, counting chunks already chosen as gone and the request as held.
+    pub vram_bytes: u64,
+    /// Whether the tenant has a chunk left to give (or to get back).
+    pub can_give: bool,
+    /// Estimated slowdown (1 when unknown).
+    pub slowdown: f64,
+    /// Memory accesses per second in the last measurement period.
+    pub access_rate: f64,
+}
 
 /// What the books know about one tenant.
 #[derive(Debug, Default)]

@@ -3,6 +3,13 @@
 use crate::ids::{BufferId, TenantId};
 use serde::Serialize;
 
+/// Priority of buffers that have none: the middle of the scale.
+pub const PRIORITY_DEFAULT: i32 = 50;
+/// Priority of the runtime's stack buffer: large and nearly never touched.
+pub const PRIORITY_STACK: i32 = 0;
+/// Priority of the runtime's other system buffers (code, constants): always needed.
+pub const PRIORITY_SYSTEM: i32 = 100;
+
 /// Where the bytes of a chunk live now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Location {

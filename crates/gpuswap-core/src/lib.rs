@@ -16,6 +16,7 @@ mod ids;
 mod lists;
 mod manager;
 pub mod mix;
+mod params;
 pub mod placement;
 mod policy;
 pub mod protocol;
@@ -25,11 +26,14 @@ mod scheduler;
 pub mod scheduling;
 pub mod uvm;
 
-pub use buffer::{Buffer, BufferKind, Chunk, Location, SystemBuffer, chunk_layout};
+pub use buffer::{
+    Buffer, BufferKind, Chunk, Location, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM,
+    SystemBuffer, chunk_layout,
+};
 pub use ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 pub use lists::ChunkRef;
 pub use manager::{MAX_COPY_ATTEMPTS, Manager, ManagerConfig};
-pub use policy::{Needs, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM};
+pub use params::Needs;
 pub use protocol::{
     Action, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats, KillReason, Mapping,
     ProtocolError, Purpose, Reply, TenantUsage,

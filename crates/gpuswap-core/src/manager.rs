@@ -11,23 +11,19 @@ use std::collections::VecDeque;
 use crate::accounting::Books;
 use crate::buffer::{Buffer, BufferKind};
 use crate::ids::{BufferId, CopyId, LaunchId, TenantId};
-use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Needs, Placed};
+use crate::params::Needs;
+use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Placed};
 use crate::protocol::{
-    Action, AllocRequest, Dma, Execution, FreeError, KernelStats, KillReason, Mapping,
-    ProtocolError, Reply, TenantUsage,
+    Action, AllocRequest, Dma, Execution, Fault, FreeError, KernelStats, KillReason, Mapping,
+    PageAction, ProtocolError, Reply, TenantUsage,
 };
-use crate::registry::PolicySettings;
+use crate::registry::{Budget, PolicySettings};
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
 use crate::scheduler::Scheduler;
 use crate::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
-use crate::uvm::pages::PAGE_BYTES;
-use crate::uvm::policy::Runtime;
-use crate::uvm::thrash::ThrashingParams;
-use crate::uvm::{
-    AccessKind, AllocationPaging, Migration, Paging, PagingConfig, PagingStats, Serviced, Touched,
-    Victim,
-};
+use crate::uvm::Paging;
+use crate::uvm::pages::{PAGE_BYTES, Pages};
 
 /// Fixed settings of a manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,22 +58,8 @@ pub struct Manager {
     waiting: VecDeque<AllocRequest>,
     /// Admitted launches that arrived while a relocation ran.
     waiting_launches: VecDeque<(TenantId, LaunchId)>,
-    /// Unified memory's page residency, when the policy pages ([`Needs::page_faults`]).
-    paging: Option<Paging>,
-    /// The first page of each managed buffer, by buffer id (the manager numbers buffers
-    /// densely).
-    first_pages: Vec<Option<Managed>>,
     /// Memory-aware kernel scheduling, when a policy other than `none` is chosen.
     scheduling: Option<Scheduling>,
-}
-
-/// A buffer under unified memory.
-#[derive(Clone, Copy, Debug)]
-enum Managed {
-    /// Managed memory starting at this page.
-    Pages(u64),
-    /// A runtime buffer holding this much VRAM outside the paging machine.
-    Reserved(u64),
 }
 
 impl Manager {
@@ -92,46 +74,12 @@ impl Manager {
             config.return_interval_ns > 0,
             "return interval must be positive"
         );
-        let policy = config.policy.build(&config);
+        let policy = config.policy.build(Budget {
+            vram_bytes: config.vram_bytes,
+            return_interval_ns: config.return_interval_ns,
+        });
         let scheduler = crate::registry::build_scheduler(config.policy.entry());
         let needs = config.policy.needs();
-        let paging = needs.page_faults.then(|| {
-            let prefetch = crate::uvm::prefetch::find_prefetch(config.policy.choice("prefetch"))
-                .expect("validated");
-            let eviction = crate::uvm::evict::find_eviction(config.policy.choice("eviction"))
-                .expect("validated");
-            let settings = &config.policy;
-            let migrate_threshold =
-                u32::try_from(settings.count("migrate_threshold")).unwrap_or(u32::MAX);
-            let migration = match settings.choice("migration") {
-                "delayed" => Migration::Delayed {
-                    threshold: migrate_threshold,
-                    adaptive: settings.choice("adaptive_threshold") == "true",
-                },
-                "zero-copy" => Migration::ZeroCopy,
-                _ => Migration::OnFault,
-            };
-            let thrashing = (settings.choice("thrashing") == "true").then(ThrashingParams::default);
-            Paging::new(
-                config.vram_bytes,
-                PagingConfig {
-                    prefetch: (prefetch.build)(),
-                    eviction: eviction.build,
-                    migration,
-                    thrashing,
-                    invalidate_clean: settings.choice("invalidate_clean") == "true",
-                    victim: match settings.choice("victim") {
-                        "largest-share" => Victim::LargestShare,
-                        _ => Victim::Any,
-                    },
-                    runtime: match settings.choice("policy") {
-                        "adaptive" => Runtime::Adaptive { migrate_threshold },
-                        "adaptive-coarse" => Runtime::AdaptiveCoarse { migrate_threshold },
-                        _ => Runtime::Fixed,
-                    },
-                },
-            )
-        });
         let scheduling = config
             .scheduling
             .runs()
@@ -152,8 +100,6 @@ impl Manager {
             waiting: VecDeque::new(),
             waiting_launches: VecDeque::new(),
             scheduling,
-            paging,
-            first_pages: Vec::new(),
         }
     }
 
@@ -197,18 +143,13 @@ impl Manager {
     /// Memory figures of a tenant (zero for a tenant the manager has not seen).
     pub fn usage(&self, tenant: TenantId) -> TenantUsage {
         let usage = self.books.usage(tenant);
-        // Managed memory's pages are the paging machine's business, not the books'
-        // (which keep managed buffers in host memory): they add to VRAM held.
-        match &self.paging {
-            Some(paging) => {
-                let (now, peak) = paging.owner_pages(tenant.0);
-                TenantUsage {
-                    vram_bytes: usage.vram_bytes + now * PAGE_BYTES,
-                    vram_peak_bytes: usage.vram_peak_bytes + peak * PAGE_BYTES,
-                    ..usage
-                }
-            }
-            None => usage,
+        // What the policy holds outside the books (unified memory's pages: the books keep
+        // managed buffers in host memory) adds to VRAM held.
+        let (now, peak) = self.policy.vram_outside_books(tenant);
+        TenantUsage {
+            vram_bytes: usage.vram_bytes + now,
+            vram_peak_bytes: usage.vram_peak_bytes + peak,
+            ..usage
         }
     }
 
@@ -219,72 +160,54 @@ impl Manager {
 
     /// Checks the accounting invariants (see [`crate`] docs): chunks tile their buffers,
     /// every chunk is listed at its planned location, per-chunk figures sum to per-tenant
-    /// and global figures, and VRAM is never over-committed; under unified memory, the
-    /// paging machine's residency accounting too.
+    /// and global figures, and VRAM is never over-committed; then the policy's own
+    /// (the paging machine's residency accounting).
     pub fn check_invariants(&self) -> Result<(), String> {
         self.books.check_invariants()?;
-        match &self.paging {
-            Some(paging) => paging.check_invariants(),
-            None => Ok(()),
-        }
+        self.policy.check_invariants()
     }
 
-    /// The first page of a managed buffer (unified memory), for the driver's page
-    /// numbers: byte `o` of the buffer is page `first + o / 4096`.
-    pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
-        match self.first_pages.get(buffer.slot()).copied().flatten() {
-            Some(Managed::Pages(first)) => Some(first),
-            _ => None,
-        }
-    }
-
-    /// Pages of VRAM managed memory may fill now (none unless the policy pages).
-    pub fn paging_capacity_pages(&self) -> Option<u64> {
-        self.paging.as_ref().map(Paging::capacity_pages)
-    }
-
-    /// What the adaptive runtime knows of each of `tenant`'s managed allocations, in
-    /// allocation order (mode `uvm`); `None` otherwise.
-    pub fn paging_allocations(&self, tenant: TenantId) -> Option<Vec<AllocationPaging>> {
-        self.paging.as_ref().map(|p| p.allocations(tenant.0))
-    }
-
-    /// Unified memory's counts for a tenant (none unless the policy pages).
-    pub fn paging_stats(&self, tenant: TenantId) -> Option<PagingStats> {
-        self.paging.as_ref().map(|p| p.stats(tenant.0))
+    /// The policy's paging machine (unified memory), for reports and the device's
+    /// auditor.
+    pub fn paging(&self) -> Option<&Paging> {
+        self.policy.paging()
     }
 
     // ---- events ----
 
-    /// A kernel touches managed pages `first..first + len` in address order at
-    /// `now_ns`; far faults join `faults`, the driver's batch of up to `batch_pages`
-    /// (see [`Paging::touch_run`], which may stop early for the batch's service). Every
-    /// page counts as in VRAM when the policy does not page.
-    pub fn handle_touches(
+    /// The device's batch of page faults at `now_ns` (each page once, in the order they
+    /// faulted). The decisions follow from [`Manager::poll_page_action`], ending with
+    /// `Replay`.
+    pub fn handle_fault_batch(
         &mut self,
-        first: u64,
-        len: u64,
-        kind: AccessKind,
+        faults: &[Fault],
         now_ns: u64,
-        faults: &mut Vec<u64>,
-        batch_pages: usize,
-    ) -> Touched {
-        match self.paging.as_mut() {
-            Some(p) => p.touch_run(first, len, kind, now_ns, faults, batch_pages),
-            None => Touched {
-                pages: len,
-                remote: 0,
-            },
-        }
+    ) -> Result<(), ProtocolError> {
+        self.paging_event(|p| p.on_fault_batch(faults, now_ns))
     }
 
-    /// A batch of far faults at `now_ns`: the pages are made resident (with what the
-    /// prefetcher adds and what the eviction policy evicts); what moved, for the driver
-    /// to charge.
-    pub fn handle_faults(&mut self, faults: &[u64], now_ns: u64) -> Serviced {
-        self.paging
-            .as_mut()
-            .map_or_else(Serviced::default, |p| p.service(faults, now_ns))
+    /// Access-counter notes: resident pages kernels touched, in touch order, since the
+    /// last notes (the device sends them before the batch that follows them).
+    pub fn handle_access_notes(&mut self, notes: &[(u32, Pages)]) -> Result<(), ProtocolError> {
+        self.paging_event(|p| p.on_access_notes(notes))
+    }
+
+    /// The device finished every migration and eviction asked so far.
+    pub fn handle_migrations_done(&mut self) -> Result<(), ProtocolError> {
+        self.paging_event(|p| p.on_migrations_done())
+    }
+
+    fn paging_event(
+        &mut self,
+        event: impl FnOnce(&mut dyn MemoryPolicy) -> bool,
+    ) -> Result<(), ProtocolError> {
+        if event(self.policy.as_mut()) {
+            Ok(())
+        } else {
+            Err(ProtocolError::NotPaging {
+                mode: self.config.policy.name(),
+            })
+        }
     }
 
     /// A tenant asks for memory. The answer is queued for [`Manager::poll_action`]; while
@@ -484,11 +407,9 @@ impl Manager {
         self.schedule(|s, out| s.preempted(tenant.0 as usize, now_ns, out));
     }
 
-    /// Pages migrated in for `tenant` so far (0 without paging).
+    /// Pages migrated in for `tenant` so far, as the policy counts them.
     fn pages_in(&self, tenant: TenantId) -> u64 {
-        self.paging
-            .as_ref()
-            .map_or(0, |p| p.stats(tenant.0).pages_in)
+        self.policy.pages_migrated_in(tenant)
     }
 
     /// Runs `event` on the scheduling machine, if any, and carries out its decisions.
@@ -497,10 +418,10 @@ impl Manager {
         event: impl FnOnce(&mut Scheduling, &mut Decisions) -> R,
     ) -> Option<R> {
         let scheduling = self.scheduling.as_mut()?;
-        // What the policies share is what the paging machine may fill: VRAM less the
-        // runtime's buffers, which come and go with tenants.
-        if let Some(paging) = &self.paging {
-            scheduling.set_capacity(paging.capacity_pages() * PAGE_BYTES);
+        // What the policies share is what the memory policy shares (unified memory's:
+        // VRAM less the runtime's buffers, which come and go with tenants).
+        if let Some(bytes) = self.policy.shared_capacity_bytes() {
+            scheduling.set_capacity(bytes);
         }
         let mut out = Decisions::default();
         let result = event(scheduling, &mut out);
@@ -515,10 +436,8 @@ impl Manager {
                 tenant: TenantId(tenant as u32),
             }));
         }
-        if let Some(paging) = self.paging.as_mut() {
-            for (tenant, advised) in out.advise {
-                paging.set_advised(tenant as u32, advised);
-            }
+        for (tenant, advised) in out.advise {
+            self.policy.on_advise(TenantId(tenant as u32), advised);
         }
         Some(result)
     }
@@ -533,9 +452,6 @@ impl Manager {
     /// A kernel of `tenant` finished: feeds the slowdown and access-rate estimates, ends
     /// its launch's admission and tells the policy.
     pub fn handle_kernel_finished(&mut self, tenant: TenantId, stats: &KernelStats) {
-        if let Some(paging) = self.paging.as_mut() {
-            paging.kernel_finished(tenant.0, stats.finished_ns, stats.ns, stats.ideal_ns);
-        }
         if self.books.tenant(tenant).is_none() {
             return;
         }
@@ -557,6 +473,13 @@ impl Manager {
         self.actions.pop_front()
     }
 
+    /// The next page-state change the device's MMU must make (unified memory), in
+    /// decision order; apart from [`Manager::poll_action`] because nothing else waits on
+    /// them: the device applies them before its next touch.
+    pub fn poll_page_action(&mut self) -> Option<PageAction> {
+        self.policy.poll_page_action()
+    }
+
     /// When the manager next wants [`Manager::handle_timeout`], if at all. Constant time.
     pub fn poll_timeout(&self) -> Option<u64> {
         let scheduling = self.scheduling.as_ref().and_then(Scheduling::next_timeout);
@@ -567,12 +490,9 @@ impl Manager {
     /// A tenant whose VRAM figure changed since it was last returned here (each change
     /// is reported once, whatever the number of chunks that moved).
     pub fn poll_usage_change(&mut self) -> Option<TenantId> {
-        self.books.pop_usage_change().or_else(|| {
-            self.paging
-                .as_mut()
-                .and_then(Paging::pop_changed_owner)
-                .map(TenantId)
-        })
+        self.books
+            .pop_usage_change()
+            .or_else(|| self.policy.pop_usage_change())
     }
 
     // ---- internals ----
@@ -607,18 +527,7 @@ impl Manager {
         buffer: BufferId,
         mapped: bool,
     ) -> Result<(), FreeError> {
-        let bytes = self.books.buffer(buffer).map(|b| b.bytes);
         self.books.free(tenant, buffer)?;
-        if let (Some(paging), Some(Some(managed)), Some(bytes)) = (
-            self.paging.as_mut(),
-            self.first_pages.get_mut(buffer.slot()).map(Option::take),
-            bytes,
-        ) {
-            match managed {
-                Managed::Pages(first) => paging.free_allocation(first, bytes),
-                Managed::Reserved(vram) => paging.unreserve(vram),
-            }
-        }
         if mapped {
             self.actions
                 .push_back(Action::Mapping(Mapping::Unmap { tenant, buffer }));
@@ -659,21 +568,7 @@ impl Manager {
     /// pages.
     fn grant(&mut self, request: crate::ids::RequestId, tenant: TenantId, buffer: BufferId) {
         let b = self.books.buffer(buffer).expect("granted buffers are live");
-        if let Some(paging) = self.paging.as_mut() {
-            let i = buffer.slot();
-            if self.first_pages.len() <= i {
-                self.first_pages.resize(i + 1, None);
-            }
-            self.first_pages[i] = Some(match b.kind {
-                BufferKind::Device => Managed::Pages(paging.add_allocation(tenant.0, b.bytes)),
-                // The runtime's buffers take VRAM from the paging machine.
-                BufferKind::System(_) => {
-                    let vram = b.vram_bytes();
-                    paging.reserve(vram);
-                    Managed::Reserved(vram)
-                }
-            });
-        }
+        self.policy.on_granted(tenant, b);
         self.actions.push_back(Action::Mapping(Mapping::Map {
             tenant,
             buffer,

@@ -17,6 +17,18 @@
 //! - [`Mapping`]: the driver changes its page table; nothing comes back. `Map` comes
 //!   before the `Grant` of the buffer, `Remap` after each finished copy, `Unmap` after a
 //!   free or a tenant's exit.
+//! - [`PageAction`] (unified memory, polled apart with
+//!   [`crate::Manager::poll_page_action`]): the device changes its MMU's page state.
+//!   Pages are numbered densely by the manager: page `b * 512 + i` is page `i` of VA
+//!   block `b`, and `Manage` says which pages a buffer has. The device serves touches
+//!   from its own page state (resident: local; mapped from host: remote; otherwise a
+//!   fault into its batch) and reports each batch with
+//!   [`crate::Manager::handle_fault_batch`]; the manager answers with migrations,
+//!   evictions, pins and `Replay`, after which the device replays the batch. Once the
+//!   migrations and evictions it was asked for have completed, the device calls
+//!   [`crate::Manager::handle_migrations_done`]. Where the policy needs access counts,
+//!   the device reports the resident pages kernels touch, in touch order, with
+//!   [`crate::Manager::handle_access_notes`] (before the batch that follows them).
 
 use serde::Serialize;
 use thiserror::Error;
@@ -24,6 +36,7 @@ use thiserror::Error;
 use crate::buffer::{BufferKind, Location};
 use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::lists::ChunkRef;
+use crate::uvm::pages::Pages;
 
 /// An allocation request of a tenant.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,6 +126,13 @@ pub enum ProtocolError {
         copy: CopyId,
         /// The copy the manager waits for, if any.
         outstanding: Option<CopyId>,
+    },
+    /// A paging event (`handle_fault_batch`, `handle_access_notes`,
+    /// `handle_migrations_done`) under a policy that does not page.
+    #[error("a paging event reached mode {mode}, which does not page (it needs no page faults)")]
+    NotPaging {
+        /// The mode.
+        mode: &'static str,
     },
     /// `handle_tenant_start` for a number whose tenant still holds buffers or waits.
     #[error("{tenant} still holds buffers or waits: it cannot start afresh")]
@@ -317,6 +337,111 @@ pub enum Mapping {
         /// The buffer.
         buffer: BufferId,
     },
+}
+
+/// Whether a kernel reads or writes what it touches (writes are never served remotely
+/// under delayed migration, and make pages dirty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    /// Only reads.
+    Read,
+    /// Writes (perhaps reads too).
+    Write,
+}
+
+/// One page of a fault batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// The page, in the manager's numbering.
+    pub page: u64,
+    /// The access that faulted.
+    pub kind: AccessKind,
+}
+
+/// How the device serves touches of a VA block's pages that are neither in VRAM nor
+/// waiting in a batch (until the manager says otherwise; `Fault` before it says
+/// anything).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServeRule {
+    /// They fault.
+    #[default]
+    Fault,
+    /// They are read and written remotely, mapped from host memory (zero-copy, a
+    /// host-pinned allocation, PILOT's advice).
+    Remote,
+    /// Reads are served remotely while the block's access counter (remote reads and
+    /// faults since it last lost pages) stays below this; the read that reaches it, and
+    /// every write, faults (delayed migration).
+    Counter(u32),
+}
+
+/// Unified memory's page-state changes, for the device's MMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageAction {
+    /// A managed buffer's pages `first_page..first_page + pages` exist, all in host
+    /// memory and unmapped (touches fault).
+    Manage {
+        /// Owner.
+        tenant: TenantId,
+        /// The buffer.
+        buffer: BufferId,
+        /// Its first page.
+        first_page: u64,
+        /// Its pages.
+        pages: u64,
+    },
+    /// A freed managed buffer's pages are gone: whatever of them is in VRAM is dropped,
+    /// not copied back.
+    Release {
+        /// Its first page.
+        first_page: u64,
+        /// Its pages.
+        pages: u64,
+    },
+    /// How touches of `block`'s pages away from VRAM are served from now on.
+    Serve {
+        /// The VA block.
+        block: u32,
+        /// The rule.
+        rule: ServeRule,
+    },
+    /// Migrate `pages` of `block` to VRAM (one transfer); `prefetched` of them were
+    /// not faulted.
+    MigrateIn {
+        /// The VA block.
+        block: u32,
+        /// The pages.
+        pages: Pages,
+        /// Those the prefetcher added.
+        prefetched: Pages,
+    },
+    /// Evict `pages` of `block` to host memory: copied back, or with `drop_clean`, only
+    /// those written since they arrived (the host's copy of the others is still good).
+    Evict {
+        /// The VA block.
+        block: u32,
+        /// The pages.
+        pages: Pages,
+        /// Whether clean pages are dropped instead of copied.
+        drop_clean: bool,
+    },
+    /// Pin `pages` of `block` in host memory, mapped remotely, until `until_ns`
+    /// (thrashing mitigation); they are served remotely whatever the block's rule.
+    Pin {
+        /// The VA block.
+        block: u32,
+        /// The pages.
+        pages: Pages,
+        /// When the pin ends.
+        until_ns: u64,
+    },
+    /// The batch waits `nap_ns` before its replay (thrashing throttle).
+    Throttle {
+        /// The nap.
+        nap_ns: u64,
+    },
+    /// The batch is serviced: the device replays its faults.
+    Replay,
 }
 
 /// What the driver observed about one finished kernel of a tenant.

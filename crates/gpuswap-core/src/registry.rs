@@ -5,80 +5,24 @@
 
 use thiserror::Error;
 
-use crate::manager::ManagerConfig;
+use crate::params::{ACCESS_COUNTS, KERNEL_ESTIMATES, Needs};
+pub use crate::params::{Choice, ParamDefault, ParamKind, ParamSpec, ParamValue};
 use crate::policy::gpuswap::Gpuswap;
 use crate::policy::gpuswap::chunk::CHUNKS;
 use crate::policy::gpuswap::victim::VICTIMS;
-use crate::policy::{MemoryPolicy, Needs, fcfs, gdev, native, static_share, uvm};
+use crate::policy::{MemoryPolicy, fcfs, gdev, native, static_share, uvm};
 use crate::scheduler::{SCHEDULERS, Scheduler};
+use crate::uvm::policy::Runtime;
+use crate::uvm::thrash::ThrashingParams;
+use crate::uvm::{Migration, PagingConfig, Victim};
 
-/// A named option: a policy, or a value of a choice parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Choice {
-    /// The name scenarios and reports use.
-    pub name: &'static str,
-    /// One line saying what it does.
-    pub description: &'static str,
-    /// What it needs from the device.
-    pub needs: Needs,
-}
-
-impl Choice {
-    /// A choice that needs nothing special.
-    pub const fn new(name: &'static str, description: &'static str) -> Self {
-        Self {
-            name,
-            description,
-            needs: Needs::NONE,
-        }
-    }
-
-    /// The same choice needing `needs`.
-    pub const fn needing(self, needs: Needs) -> Self {
-        Self { needs, ..self }
-    }
-}
-
-/// What kind of value a parameter takes.
+/// What a policy is built for besides its settings.
 #[derive(Clone, Copy, Debug)]
-pub enum ParamKind {
-    /// One of a registered list.
-    Choice(fn() -> Vec<Choice>),
-    /// A positive whole number.
-    Count,
-}
-
-/// A parameter's default.
-#[derive(Clone, Copy, Debug)]
-pub enum ParamDefault {
-    /// This choice.
-    Choice(&'static str),
-    /// The number of tenants of the scenario.
-    TenantCount,
-    /// This count.
-    Count(u64),
-}
-
-/// One typed parameter of a policy.
-#[derive(Clone, Copy, Debug)]
-pub struct ParamSpec {
-    /// Its key in the scenario's `[manager]` table.
-    pub key: &'static str,
-    /// What it sets.
-    pub help: &'static str,
-    /// The values it takes.
-    pub kind: ParamKind,
-    /// Its value when not set.
-    pub default: ParamDefault,
-}
-
-/// A parameter's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamValue {
-    /// A registered choice, by name.
-    Choice(&'static str),
-    /// A count.
-    Count(u64),
+pub(crate) struct Budget {
+    /// VRAM the manager may hand to tenants.
+    pub(crate) vram_bytes: u64,
+    /// Period of the return check.
+    pub(crate) return_interval_ns: u64,
 }
 
 /// A registered memory policy (a manager mode).
@@ -89,7 +33,7 @@ pub struct PolicyEntry {
     pub params: &'static [ParamSpec],
     /// The scheduler it runs with.
     pub scheduler: &'static str,
-    build: fn(&PolicySettings, &ManagerConfig) -> Box<dyn MemoryPolicy>,
+    build: fn(&PolicySettings, Budget) -> Box<dyn MemoryPolicy>,
 }
 
 const VICTIM_PARAM: ParamSpec = ParamSpec {
@@ -124,7 +68,15 @@ const EVICTION_PARAM: ParamSpec = ParamSpec {
     kind: ParamKind::Choice(|| {
         crate::uvm::evict::EVICTIONS
             .iter()
-            .map(|e| Choice::new(e.name, e.description))
+            .map(|e| {
+                // An order kept by use needs the device's notes of resident touches.
+                let choice = Choice::new(e.name, e.description);
+                if (e.build)().observes_touches() {
+                    choice.needing(ACCESS_COUNTS)
+                } else {
+                    choice
+                }
+            })
             .collect()
     }),
     default: ParamDefault::Choice("fifo-2mb"),
@@ -237,14 +189,18 @@ const RUNTIME_PARAM: ParamSpec = ParamSpec {
                 "fixed",
                 "every allocation as prefetch, eviction and migration say",
             ),
+            // Both order evicted pages by use (the tree order); the trials compare
+            // kernels' times with their all-in-VRAM estimates.
             Choice::new(
                 "adaptive",
                 "per allocation: regular gets tree prefetch and tree eviction, random remote access once oversubscribed, mixed delayed migration with the dynamic threshold; streaming keeps the settings",
-            ),
+            )
+            .needing(ACCESS_COUNTS.union(KERNEL_ESTIMATES)),
             Choice::new(
                 "adaptive-coarse",
                 "the research simulator's runtime: one switch for every allocation (any random or mixed: delayed migration and tree eviction; else any regular: tree eviction)",
-            ),
+            )
+            .needing(ACCESS_COUNTS),
         ]
     }),
     default: ParamDefault::Choice("fixed"),
@@ -279,7 +235,7 @@ pub static POLICIES: &[PolicyEntry] = &[
         }),
         params: &[VICTIM_PARAM, CHUNK_PARAM],
         scheduler: "pass-through",
-        build: |settings, config| {
+        build: |settings, budget| {
             let victim = VICTIMS
                 .iter()
                 .find(|v| v.choice.name == settings.choice("victim"))
@@ -293,7 +249,7 @@ pub static POLICIES: &[PolicyEntry] = &[
                 wants_access_rates: victim.wants_access_rates(),
                 victim,
                 chunk: (chunk.build)(),
-                return_interval_ns: config.return_interval_ns,
+                return_interval_ns: budget.return_interval_ns,
                 last_check_ns: 0,
             })
         },
@@ -342,7 +298,9 @@ pub static POLICIES: &[PolicyEntry] = &[
             OPTIMUM_PARAM,
         ],
         scheduler: "pass-through",
-        build: |_, _| Box::new(uvm::Uvm),
+        build: |settings, budget| {
+            Box::new(uvm::Uvm::new(paging_config(settings), budget.vram_bytes))
+        },
     },
     PolicyEntry {
         choice: Choice::new(
@@ -358,6 +316,43 @@ pub static POLICIES: &[PolicyEntry] = &[
         build: |_, _| Box::<gdev::Gdev>::default(),
     },
 ];
+
+/// The typed configuration of the paging machine, from validated settings.
+fn paging_config(settings: &PolicySettings) -> PagingConfig {
+    let flag = |key| settings.choice(key) == "true";
+    let prefetch =
+        crate::uvm::prefetch::find_prefetch(settings.choice("prefetch")).expect("validated");
+    let eviction =
+        crate::uvm::evict::find_eviction(settings.choice("eviction")).expect("validated");
+    let migrate_threshold = u32::try_from(settings.count("migrate_threshold")).unwrap_or(u32::MAX);
+    let migration = match settings.choice("migration") {
+        "on-fault" => Migration::OnFault,
+        "delayed" => Migration::Delayed {
+            threshold: migrate_threshold,
+            adaptive: flag("adaptive_threshold"),
+        },
+        "zero-copy" => Migration::ZeroCopy,
+        other => unreachable!("migration {other:?} passed validation"),
+    };
+    PagingConfig {
+        prefetch: (prefetch.build)(),
+        eviction: eviction.build,
+        migration,
+        thrashing: flag("thrashing").then(ThrashingParams::default),
+        invalidate_clean: flag("invalidate_clean"),
+        victim: match settings.choice("victim") {
+            "any" => Victim::Any,
+            "largest-share" => Victim::LargestShare,
+            other => unreachable!("victim {other:?} passed validation"),
+        },
+        runtime: match settings.choice("policy") {
+            "fixed" => Runtime::Fixed,
+            "adaptive" => Runtime::Adaptive { migrate_threshold },
+            "adaptive-coarse" => Runtime::AdaptiveCoarse { migrate_threshold },
+            other => unreachable!("policy {other:?} passed validation"),
+        },
+    }
+}
 
 /// The policy called `name`.
 pub fn find_policy(name: &str) -> Option<&'static PolicyEntry> {
@@ -583,8 +578,8 @@ impl PolicySettings {
             })
     }
 
-    pub(crate) fn build(&self, config: &ManagerConfig) -> Box<dyn MemoryPolicy> {
-        (self.entry().build)(self, config)
+    pub(crate) fn build(&self, budget: Budget) -> Box<dyn MemoryPolicy> {
+        (self.entry().build)(self, budget)
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::ids::{LaunchId, TenantId};
-use crate::registry::Choice;
+use crate::params::Choice;
 
 /// Decides when gated launches may be prepared.
 pub(crate) trait Scheduler: std::fmt::Debug + Send {

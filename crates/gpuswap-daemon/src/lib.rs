@@ -70,18 +70,23 @@ pub enum DaemonError {
 }
 
 /// Refuses modes whose needs the daemon cannot meet: it sees allocations, frees and the
-/// wall clock, not kernels, page faults or reference bits.
+/// wall clock, not kernels, page faults, reference bits or access counts.
 pub fn check_policy(policy: &PolicySettings) -> Result<(), String> {
     let needs = policy.needs();
     let lacking = [
         (needs.page_faults, "replayable page faults (unified memory)"),
         (needs.launch_gating, "launch gating"),
         (needs.reference_bits, "reference bits of host pages"),
+        (
+            needs.kernel_estimates,
+            "each kernel's all-in-VRAM time estimate",
+        ),
+        (needs.access_counts, "counts of memory accesses"),
     ];
     match lacking.iter().find(|(needed, _)| *needed) {
         Some((_, what)) => Err(format!(
             "mode {} needs {what}, which the daemon cannot provide on a real GPU; \
-             use mode gpuswap (largest-share or another choice without reference bits), \
+             use mode gpuswap (victim largest-share; a chunk policy without reference bits), \
              fcfs, static or native",
             policy.name()
         )),

@@ -416,3 +416,19 @@ fn forged_answers_and_huge_requests_are_refused() {
     assert_eq!(snap.tenants.len(), 1);
     assert_eq!(snap.tenants[0].name, "a");
 }
+
+#[test]
+fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
+    let gpuswap = || PolicySettings::named("gpuswap");
+    assert_eq!(gpuswap_daemon::check_policy(&gpuswap()), Ok(()));
+    for (victim, lacking) in [
+        ("performance", "all-in-VRAM time estimate"),
+        ("access-rate", "counts of memory accesses"),
+    ] {
+        let policy = gpuswap().set("victim", victim).unwrap();
+        let error = gpuswap_daemon::check_policy(&policy).unwrap_err();
+        assert!(error.contains(lacking), "{victim}: {error}");
+    }
+    let error = gpuswap_daemon::check_policy(&PolicySettings::named("uvm")).unwrap_err();
+    assert!(error.contains("page faults"), "{error}");
+}

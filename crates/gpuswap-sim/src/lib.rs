@@ -5,7 +5,7 @@ pub mod check;
 pub mod engine;
 pub mod gdev;
 pub mod link;
-pub mod page_table;
+pub mod mmu;
 pub mod preset;
 pub mod profile;
 pub mod program;

@@ -19,7 +19,7 @@
 
 use gpuswap_core::{ChunkRef, Location};
 
-use crate::page_table::BufferMap;
+use crate::mmu::page_table::BufferMap;
 
 use crate::preset::Preset;
 use crate::program::{Access, AccessOrder, Distribution};

@@ -5,9 +5,12 @@
 use std::collections::VecDeque;
 
 use crate::accounting::Books;
+use crate::buffer::Buffer;
 use crate::ids::{BufferId, LaunchId, TenantId};
-use crate::protocol::{Action, AllocError, AllocRequest, KernelStats, Purpose};
+use crate::protocol::{Action, AllocError, AllocRequest, Fault, KernelStats, PageAction, Purpose};
 use crate::relocation::{Move, Relocation, Then};
+use crate::uvm::Paging;
+use crate::uvm::pages::Pages;
 
 pub(crate) mod fcfs;
 pub(crate) mod gdev;
@@ -15,76 +18,6 @@ pub(crate) mod gpuswap;
 pub(crate) mod native;
 pub(crate) mod static_share;
 pub(crate) mod uvm;
-
-/// Priority of buffers that have none: the middle of the scale.
-pub const PRIORITY_DEFAULT: i32 = 50;
-/// Priority of the runtime's stack buffer: large and nearly never touched.
-pub const PRIORITY_STACK: i32 = 0;
-/// Priority of the runtime's other system buffers (code, constants): always needed.
-pub const PRIORITY_SYSTEM: i32 = 100;
-
-/// What a policy needs from the device and the driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Needs {
-    /// Reference bits in the GPU's view of host pages (reported in
-    /// [`KernelStats::referenced`]).
-    pub reference_bits: bool,
-    /// Launches wait for the manager's `LaunchReady` (call `handle_launch` first), and
-    /// launches and memcpys pass through a software scheduler.
-    pub launch_gating: bool,
-    /// The manager wants `handle_timeout` at the times `poll_timeout` names.
-    pub timers: bool,
-    /// Replayable page faults: kernels touch managed pages and the manager pages them
-    /// (unified memory).
-    pub page_faults: bool,
-}
-
-impl Needs {
-    /// Nothing special (usable in constants, unlike `Default`).
-    pub const NONE: Needs = Needs {
-        reference_bits: false,
-        launch_gating: false,
-        timers: false,
-        page_faults: false,
-    };
-
-    /// Both sets of needs.
-    pub const fn union(self, other: Needs) -> Needs {
-        Needs {
-            reference_bits: self.reference_bits || other.reference_bits,
-            launch_gating: self.launch_gating || other.launch_gating,
-            timers: self.timers || other.timers,
-            page_faults: self.page_faults || other.page_faults,
-        }
-    }
-
-    /// The names of what is needed, for listings.
-    pub fn names(self) -> Vec<&'static str> {
-        [
-            (self.reference_bits, "reference bits"),
-            (self.launch_gating, "launch gating"),
-            (self.timers, "timers"),
-            (self.page_faults, "page faults"),
-        ]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect()
-    }
-}
-
-/// What victim and return policies know about one tenant.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct TenantView {
-    pub id: TenantId,
-    /// VRAM held, counting chunks already chosen as gone and the request as held.
-    pub vram_bytes: u64,
-    /// Whether the tenant has a chunk left to give (or to get back).
-    pub can_give: bool,
-    /// Estimated slowdown (1 when unknown).
-    pub slowdown: f64,
-    /// Memory accesses per second in the last measurement period.
-    pub access_rate: f64,
-}
 
 /// How an allocation was placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +83,67 @@ pub(crate) trait MemoryPolicy: std::fmt::Debug + Send {
     /// A gated launch of `tenant` was admitted by the scheduler: prepare its memory.
     fn on_launch(&mut self, _ctx: &mut Ctx, _tenant: TenantId, _launch: LaunchId) -> LaunchPrep {
         LaunchPrep::Ready
+    }
+
+    /// `buffer` of `tenant` is granted (just before its `Map`).
+    fn on_granted(&mut self, _tenant: TenantId, _buffer: &Buffer) {}
+
+    /// A batch of page faults at `now_ns` (see [`crate::protocol`]); `false`: the policy
+    /// does not page.
+    fn on_fault_batch(&mut self, _faults: &[Fault], _now_ns: u64) -> bool {
+        false
+    }
+
+    /// Access-counter notes of resident pages touched, in order; `false`: the policy
+    /// does not page.
+    fn on_access_notes(&mut self, _notes: &[(u32, Pages)]) -> bool {
+        false
+    }
+
+    /// The device finished the migrations asked; `false`: the policy does not page.
+    fn on_migrations_done(&mut self) -> bool {
+        false
+    }
+
+    /// The kernel scheduler advises `tenant`'s memory to the host (PILOT's MAdvise) or
+    /// lifts the advice: what is not in VRAM is then mapped remotely.
+    fn on_advise(&mut self, _tenant: TenantId, _advised: bool) {}
+
+    /// The next page-state change for the device.
+    fn poll_page_action(&mut self) -> Option<PageAction> {
+        None
+    }
+
+    /// VRAM `tenant` holds outside the books (now, at most so far): managed pages.
+    fn vram_outside_books(&self, _tenant: TenantId) -> (u64, u64) {
+        (0, 0)
+    }
+
+    /// A tenant whose VRAM outside the books changed since it was last returned.
+    fn pop_usage_change(&mut self) -> Option<TenantId> {
+        None
+    }
+
+    /// VRAM the policy shares among kernels' working sets when less than all of it
+    /// (the kernel scheduler's capacity).
+    fn shared_capacity_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Pages migrated in for `tenant` so far (the kernel scheduler's view of its active
+    /// memory).
+    fn pages_migrated_in(&self, _tenant: TenantId) -> u64 {
+        0
+    }
+
+    /// The paging machine, for reports and the device's auditor.
+    fn paging(&self) -> Option<&Paging> {
+        None
+    }
+
+    /// The policy's own invariants, beyond the books'.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
     }
 }
 

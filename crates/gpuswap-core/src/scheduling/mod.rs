@@ -26,7 +26,7 @@ mod amfit;
 mod madvise;
 mod mfit;
 
-use crate::registry::Choice;
+use crate::params::Choice;
 
 /// The default cap on a kernel's wait under MFit and AMFit. PILOT leaves it to the user
 /// (no value given); 2 s is ours, the example, unconfirmed.

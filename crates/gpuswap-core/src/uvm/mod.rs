@@ -3,13 +3,14 @@
 //! [`prefetch::Prefetch`]), what leaves VRAM to make room (an [`evict::Eviction`]), and
 //! the residency of every page as per-block bitmaps, never per-page objects.
 //!
-//! Sans-IO like the rest of the core: the driver says which pages were touched
-//! ([`Paging::touch`]: resident or a far fault) and hands over each batch of faults
-//! ([`Paging::service`]); the machine decides and counts, and the driver charges the
-//! time (fault latency, transfers). Pages are numbered densely: page `b * 512 + i` is
-//! page `i` of VA block `b`; each allocation gets blocks of its own
+//! Sans-IO like the rest of the core, and through the protocol like a real driver: the
+//! device serves touches from its own page state and hands over each batch of faults
+//! ([`Paging::fault_batch`]); the machine decides which pages migrate, leave, are
+//! pinned remotely or are served by another rule, as [`PageAction`]s the device carries
+//! out (and charges the time of). Its residency is the planned one: it equals the
+//! device's wherever no migration is in flight. Pages are numbered densely: page
+//! `b * 512 + i` is page `i` of VA block `b`; each allocation gets blocks of its own
 //! ([`Paging::add_allocation`]).
-//!
 
 pub mod detect;
 pub mod evict;
@@ -20,6 +21,10 @@ pub mod prefetch;
 pub mod thrash;
 pub mod trial;
 
+use std::collections::VecDeque;
+
+use crate::ids::{BufferId, TenantId};
+use crate::protocol::{Fault, PageAction, ServeRule};
 use detect::{Detector, Observed, Pattern};
 use evict::Eviction;
 use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
@@ -84,6 +89,27 @@ pub enum Victim {
 }
 
 impl PagingConfig {
+    /// [`PagingConfig::new`] with the prefetcher and the eviction policy registered
+    /// under these names, if both are.
+    pub fn named(prefetch: &str, eviction: &str) -> Option<Self> {
+        let prefetch = prefetch::find_prefetch(prefetch)?;
+        let eviction = evict::find_eviction(eviction)?;
+        Some(Self::new((prefetch.build)(), eviction.build))
+    }
+
+    /// These settings with pages migrating as `migration` says.
+    pub fn migrating(self, migration: Migration) -> Self {
+        Self { migration, ..self }
+    }
+
+    /// These settings with the driver's thrashing detection on (its defaults) or off.
+    pub fn thrashing(self, on: bool) -> Self {
+        Self {
+            thrashing: on.then(ThrashingParams::default),
+            ..self
+        }
+    }
+
     /// On-fault migration with the driver's thrashing detection.
     pub fn new(prefetch: Box<dyn Prefetch>, eviction: fn() -> Box<dyn Eviction>) -> Self {
         Self {
@@ -115,49 +141,11 @@ pub struct AllocationPaging {
     pub plan_before_switches: Plan,
 }
 
-/// What one fault batch moved, for the driver to charge.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Serviced {
-    /// Pages migrated to VRAM.
-    pub pages_in: u64,
-    /// Pages evicted to host memory.
-    pub pages_out: u64,
-    /// Of those, pages copied back (the others were clean and dropped).
-    pub pages_written_back: u64,
-    /// VA blocks pages were migrated into (one transfer each).
-    pub blocks_in: u64,
-    /// How long the batch waited for thrashing throttles (one nap when any page was
-    /// throttled).
-    pub nap_ns: u64,
-}
-
-/// What a run of touches did ([`Paging::touch_run`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Touched {
-    /// Pages of the run touched (the rest wait for the batch to be serviced).
-    pub pages: u64,
-    /// Of those, pages accessed remotely (mapped in host memory) instead of faulting.
-    pub remote: u64,
-}
-
-/// Whether a kernel reads or writes what it touches (writes are never served remotely
-/// under delayed migration).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccessKind {
-    /// Only reads.
-    Read,
-    /// Writes (perhaps reads too).
-    Write,
-}
-
-/// What the paging machine counted.
+/// What the paging machine decided, counted per tenant (what the device measured, such
+/// as touches, is the device's to count).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PagingStats {
-    /// Page touches that reached the machine, resident or not (the simulator's unit of
-    /// work), including touches of pages already waiting in the driver's batch.
-    pub touches: u64,
-    /// Touches of pages not in VRAM that became faults (a page waiting in a batch
-    /// faults once).
+    /// Pages in the fault batches (a page waiting in a batch faults once).
     pub far_faults: u64,
     /// Fault batches serviced.
     pub fault_batches: u64,
@@ -165,17 +153,10 @@ pub struct PagingStats {
     pub pages_in: u64,
     /// Pages evicted to host memory.
     pub pages_out: u64,
-    /// Evicted pages dropped because they were clean (`invalidate_clean`).
-    pub pages_dropped: u64,
     /// Faulted pages that had been evicted before (evicted, then needed again).
     pub pages_thrashed: u64,
     /// Pages migrated without being faulted (the prefetcher's choice).
     pub pages_prefetched: u64,
-    /// Prefetched pages evicted before anybody touched them.
-    pub prefetched_unused: u64,
-    /// Touches served from host memory over the link (delayed or zero-copy migration,
-    /// or pages the thrashing mitigation pinned).
-    pub remote_touches: u64,
     /// Fault batches that waited a nap for thrashing pages.
     pub throttles: u64,
     /// Pages the thrashing mitigation pinned in host memory.
@@ -193,17 +174,12 @@ struct Block {
     alloc_index: u32,
     /// Pages that exist (the allocation's last block may be partial).
     valid: Pages,
+    /// Pages in VRAM as planned (the device's, once the migrations asked are done).
     resident: Pages,
-    /// Faulted pages waiting in the driver's batch.
-    in_flight: Pages,
     /// Pages evicted at least once (for the thrashing count).
     evicted: Pages,
-    /// Prefetched pages not touched since.
-    prefetched: Pages,
-    /// Pages written since they arrived in VRAM.
-    dirty: Pages,
-    /// Remote reads since the block last left VRAM (delayed migration's access counter).
-    counter: u32,
+    /// The rule the device was last told for the block's pages away from VRAM.
+    published: ServeRule,
     /// Times pages of the block were evicted (delayed migration's round trips).
     round_trips: u32,
     /// When pages last migrated into it, and which (their arrival is the thrashing
@@ -280,8 +256,10 @@ pub struct Paging {
     changed_owners: Vec<u32>,
     listed: Vec<bool>,
     by_share: std::collections::BTreeSet<(u64, u32)>,
-    /// Pages copied back to the host so far (the batches' transfers are the differences).
-    written_back: u64,
+    /// Decisions for the device, in order.
+    actions: VecDeque<PageAction>,
+    /// Whether migrations or evictions were asked that the device has not reported done.
+    migrating: bool,
     /// Whether anything was evicted yet (the adaptive threshold applies from then).
     oversubscribed: bool,
     /// Whether the configured eviction order wants touches of resident pages (the tree
@@ -326,7 +304,8 @@ impl Paging {
             changed_owners: Vec::new(),
             listed: Vec::new(),
             by_share: std::collections::BTreeSet::new(),
-            written_back: 0,
+            actions: VecDeque::new(),
+            migrating: false,
             oversubscribed: false,
             configured_observes: (config.eviction)().observes_touches(),
             checkpoint_ns: None,
@@ -343,16 +322,51 @@ impl Paging {
     /// Advises `owner`'s memory to the host (`true`: pages not in VRAM are accessed
     /// remotely from their next touch; those in VRAM stay until evicted) or lifts it.
     pub fn set_advised(&mut self, owner: u32, advised: bool) {
-        let owner = owner as usize;
-        if owner >= self.advised.len() {
-            self.advised.resize(owner + 1, false);
+        let o = owner as usize;
+        if o >= self.advised.len() {
+            self.advised.resize(o + 1, false);
         }
-        self.advised[owner] = advised;
+        if std::mem::replace(&mut self.advised[o], advised) != advised {
+            let owned: Vec<u32> = (0..self.allocs.len() as u32)
+                .filter(|a| self.allocs[*a as usize].owner == owner)
+                .collect();
+            for a in owned {
+                self.publish_allocation(a);
+            }
+        }
     }
 
-    /// Registers a managed allocation of `bytes` of `owner` (all in host memory); returns
-    /// its first page number.
-    pub fn add_allocation(&mut self, owner: u32, bytes: u64) -> u64 {
+    /// The next decision for the device, in order.
+    pub fn poll_action(&mut self) -> Option<PageAction> {
+        self.actions.pop_front()
+    }
+
+    /// The device finished every migration and eviction asked so far.
+    pub fn migrations_done(&mut self) {
+        self.migrating = false;
+    }
+
+    /// Whether migrations or evictions are in flight (asked, not yet reported done).
+    pub fn migrating(&self) -> bool {
+        self.migrating
+    }
+
+    /// VA blocks numbered so far (freed ones included).
+    pub fn blocks(&self) -> u32 {
+        self.blocks.len() as u32
+    }
+
+    /// Block `b`'s pages in VRAM as planned.
+    pub fn planned_resident(&self, b: u32) -> Pages {
+        self.blocks
+            .get(b as usize)
+            .map_or(Pages::EMPTY, |b| b.resident)
+    }
+
+    /// Registers managed `buffer` of `bytes` of `owner` (all in host memory); returns
+    /// its first page number. The device hears of it (`Manage`), and of its blocks' rule
+    /// where touches of them do not simply fault.
+    pub fn add_allocation(&mut self, owner: u32, buffer: BufferId, bytes: u64) -> u64 {
         let first_block = self.blocks.len() as u32;
         let first = u64::from(first_block) * PAGES_PER_BLOCK as u64;
         let alloc = self.allocs.len() as u32;
@@ -394,12 +408,23 @@ impl Paging {
                 .resize_with(owner as usize + 1, TenantTrials::default);
             self.listed.resize(owner as usize + 1, false);
         }
+        self.actions.push_back(PageAction::Manage {
+            tenant: TenantId(owner),
+            buffer,
+            first_page: first,
+            pages: bytes.div_ceil(PAGE_BYTES),
+        });
+        self.publish_allocation(alloc);
         first
     }
 
     /// The allocation starting at `first` page, of `bytes`, was freed: its pages leave
     /// VRAM (not counted as evicted) and can no longer be touched.
     pub fn free_allocation(&mut self, first: u64, bytes: u64) {
+        self.actions.push_back(PageAction::Release {
+            first_page: first,
+            pages: bytes.div_ceil(PAGE_BYTES),
+        });
         let blocks = bytes.div_ceil(PAGE_BYTES).div_ceil(PAGES_PER_BLOCK as u64);
         let start = split(first).0;
         let alloc = self.blocks[start as usize].alloc;
@@ -413,6 +438,7 @@ impl Paging {
                 alloc: block.alloc,
                 alloc_index: block.alloc_index,
                 tree_order: block.tree_order,
+                published: block.published,
                 ..Block::default()
             };
             self.count_resident(owner, -(pages.count() as i64));
@@ -602,6 +628,7 @@ impl Paging {
             }
         }
         self.allocs[a as usize].plan = plan;
+        self.publish_allocation(a);
     }
 
     /// An owner whose pages in VRAM changed since it was last returned.
@@ -617,168 +644,25 @@ impl Paging {
         (get(&self.resident_by_owner), get(&self.peak_by_owner))
     }
 
-    /// A kernel touches pages `first..first + len` in address order at `now_ns`. Pages
-    /// in VRAM are recorded for the eviction order; pages mapped in host memory are
-    /// accessed remotely; the others fault and join `faults`, the driver's batch, unless
-    /// they wait there already. Stops after the touch that brings `faults` to
-    /// `batch_pages` (the driver must service the batch before the kernel goes on), so
-    /// it may touch fewer than `len` pages. Costs a few word operations per VA block
-    /// plus one per fault, never one per resident page.
-    ///
-    /// # Panics
-    /// If a page belongs to no allocation (the driver numbers pages from
-    /// [`Paging::add_allocation`]), or `faults` is full already.
-    pub fn touch_run(
-        &mut self,
-        first: u64,
-        len: u64,
-        kind: AccessKind,
-        now_ns: u64,
-        faults: &mut Vec<u64>,
-        batch_pages: usize,
-    ) -> Touched {
-        assert!(faults.len() < batch_pages, "the fault batch is full");
-        // One resident page (most touches of a random stream): no bitmaps to build.
-        if len == 1 {
-            let (b, i) = split(first);
-            let block = &mut self.blocks[b as usize];
-            if block.resident.contains(i) {
-                block.prefetched.remove(i);
-                if kind == AccessKind::Write {
-                    block.dirty.insert(i);
-                }
-                self.stats[block.owner as usize].touches += 1;
-                if block.tree_order || self.configured_observes {
-                    self.seq += 1;
-                    let seq = self.seq;
-                    self.eviction_of(b).touched(b, Pages::single(i), seq);
-                }
-                return Touched {
-                    pages: 1,
-                    remote: 0,
-                };
-            }
-            // Away with nothing pinned in its block: coalesced into the batch, or a fault;
-            // or, on the host for good (zero-copy, a host-pinned allocation), remote.
-            let rule = if block.thrash.is_none() {
-                Some(self.serve_rule(b))
-            } else {
-                None
+    /// Resident pages kernels touched, in touch order (access-counter notes): the
+    /// eviction orders that observe touches see them. The device sends them before the
+    /// batch that follows them, so the orders see touches and arrivals as they happened.
+    pub fn access_notes(&mut self, notes: &[(u32, Pages)]) {
+        for &(b, pages) in notes {
+            let Some(block) = self.blocks.get(b as usize) else {
+                continue;
             };
-            let block = &mut self.blocks[b as usize];
-            if matches!(rule, Some(Serve::Remote)) && !block.in_flight.contains(i) {
-                assert!(
-                    block.valid.contains(i),
-                    "page {first} belongs to no allocation"
-                );
-                let stats = &mut self.stats[block.owner as usize];
-                stats.touches += 1;
-                stats.remote_touches += 1;
-                return Touched {
-                    pages: 1,
-                    remote: 1,
-                };
+            let pages = pages & block.resident;
+            if !pages.is_empty() && (block.tree_order || self.configured_observes) {
+                self.seq += 1;
+                let seq = self.seq;
+                self.eviction_of(b).touched(b, pages, seq);
             }
-            if matches!(rule, Some(Serve::Fault)) {
-                let stats = &mut self.stats[block.owner as usize];
-                stats.touches += 1;
-                if kind == AccessKind::Write {
-                    block.dirty.insert(i);
-                }
-                if !block.in_flight.contains(i) {
-                    assert!(
-                        block.valid.contains(i),
-                        "page {first} belongs to no allocation"
-                    );
-                    block.in_flight.insert(i);
-                    stats.far_faults += 1;
-                    faults.push(first);
-                    self.detector.faulted(block.alloc, block.big_page(i));
-                }
-                return Touched {
-                    pages: 1,
-                    remote: 0,
-                };
-            }
-        }
-        let mut done = Touched::default();
-        while done.pages < len && faults.len() < batch_pages {
-            let (b, i) = split(first + done.pages);
-            let end = (i as u64 + len - done.pages).min(PAGES_PER_BLOCK as u64) as usize;
-            let room = batch_pages - faults.len();
-            let run = self.touch_in_block(b, Pages::range(i, end), kind, now_ns, room);
-            faults.extend(
-                run.faults
-                    .iter()
-                    .map(|p| u64::from(b) * PAGES_PER_BLOCK as u64 + p as u64),
-            );
-            done.pages += run.pages;
-            done.remote += run.remote;
-        }
-        done
-    }
-
-    /// [`Paging::touch_run`] within one block: touches `range` (up to the page that
-    /// brings the new faults to `room`).
-    fn touch_in_block(
-        &mut self,
-        b: u32,
-        mut range: Pages,
-        kind: AccessKind,
-        now_ns: u64,
-        room: usize,
-    ) -> BlockRun {
-        let block = &mut self.blocks[b as usize];
-        assert!(
-            range.without(block.valid).is_empty(),
-            "pages of block {b} touched beyond its allocation"
-        );
-        if let Some(thrash) = block.thrash.as_mut() {
-            thrash.unpin_expired(now_ns);
-        }
-        let rule = self.serve_rule(b);
-        let block = &mut self.blocks[b as usize];
-        let (mut remote, mut faults) = classify(block, range, kind, rule);
-        if faults.count() > room {
-            let end = faults.nth(room - 1).expect("more faults than room") + 1;
-            range = range & Pages::range(0, end);
-            (remote, faults) = classify(block, range, kind, rule);
-        }
-        let resident = range & block.resident;
-        block.prefetched = block.prefetched.without(resident);
-        block.in_flight |= faults;
-        for i in faults.iter() {
-            self.detector.faulted(block.alloc, block.big_page(i));
-        }
-        // A written page is dirty in VRAM (one waiting in a batch, once it arrives).
-        if kind == AccessKind::Write {
-            block.dirty |= range & (block.resident | block.in_flight);
-        }
-        if let Serve::Counter(threshold) = rule {
-            let away = remote.without(block.pinned()) | faults;
-            block.counter = block
-                .counter
-                .saturating_add(away.count() as u32)
-                .min(threshold);
-        }
-        let stats = &mut self.stats[block.owner as usize];
-        stats.touches += range.count() as u64;
-        stats.far_faults += faults.count() as u64;
-        stats.remote_touches += remote.count() as u64;
-        if !resident.is_empty() && (block.tree_order || self.configured_observes) {
-            self.seq += 1;
-            let seq = self.seq;
-            self.eviction_of(b).touched(b, resident, seq);
-        }
-        BlockRun {
-            pages: range.count() as u64,
-            remote: remote.count() as u64,
-            faults,
         }
     }
 
-    /// How touches of block `b`'s pages not in VRAM are served now.
-    fn serve_rule(&self, b: u32) -> Serve {
+    /// How the device should serve touches of block `b`'s pages away from VRAM now.
+    fn serve_rule(&self, b: u32) -> ServeRule {
         let alloc = &self.allocs[self.blocks[b as usize].alloc as usize];
         let advised = self
             .advised
@@ -799,12 +683,12 @@ impl Paging {
             _ => self.migration,
         };
         match migration {
-            Migration::OnFault => Serve::Fault,
-            Migration::ZeroCopy => Serve::Remote,
+            Migration::OnFault => ServeRule::Fault,
+            Migration::ZeroCopy => ServeRule::Remote,
             Migration::Delayed {
                 threshold,
                 adaptive,
-            } => Serve::Counter(if adaptive && self.oversubscribed {
+            } => ServeRule::Counter(if adaptive && self.oversubscribed {
                 let trips = self.blocks[b as usize].round_trips.saturating_add(1);
                 threshold.saturating_mul(2).saturating_mul(trips)
             } else {
@@ -813,13 +697,49 @@ impl Paging {
         }
     }
 
-    /// Services a batch of faulted pages (duplicates are merged) at `now_ns`: per block,
-    /// in address order, the prefetcher's region is migrated, evicting other blocks'
-    /// pages first when VRAM is short. When one block's region alone exceeds VRAM, its
-    /// faulted pages come first and the rest of the region is dropped. Pages the
-    /// thrashing mitigation pins stay in host memory, mapped remotely.
-    pub fn service(&mut self, faults: &[u64], now_ns: u64) -> Serviced {
-        let mut by_block: Vec<(u32, usize)> = faults.iter().map(|p| split(*p)).collect();
+    /// Tells the device block `b`'s rule if it changed since it was last told.
+    fn publish(&mut self, b: u32) {
+        let rule = self.serve_rule(b);
+        let block = &mut self.blocks[b as usize];
+        if block.published != rule {
+            block.published = rule;
+            self.actions.push_back(PageAction::Serve { block: b, rule });
+        }
+    }
+
+    /// [`Paging::publish`] for every block of allocation `a`.
+    fn publish_allocation(&mut self, a: u32) {
+        let alloc = &self.allocs[a as usize];
+        if alloc.freed {
+            return;
+        }
+        for b in alloc.first_block..alloc.first_block + alloc.blocks {
+            self.publish(b);
+        }
+    }
+
+    /// Services a batch of faulted pages (in the order they faulted; each once) at
+    /// `now_ns`: per block, in address order, the prefetcher's region is migrated,
+    /// evicting other blocks' pages first when VRAM is short. When one block's region
+    /// alone exceeds VRAM, its faulted pages come first and the rest of the region is
+    /// dropped. Pages the thrashing mitigation pins stay in host memory, mapped remotely.
+    /// The decisions queue for [`Paging::poll_action`], ending with `Replay`.
+    ///
+    /// # Panics
+    /// If a page belongs to no allocation (the device numbers pages from `Manage`).
+    pub fn fault_batch(&mut self, faults: &[Fault], now_ns: u64) {
+        for f in faults {
+            let (b, i) = split(f.page);
+            let block = &self.blocks[b as usize];
+            assert!(
+                block.valid.contains(i),
+                "page {} belongs to no allocation",
+                f.page
+            );
+            self.stats[block.owner as usize].far_faults += 1;
+            self.detector.faulted(block.alloc, block.big_page(i));
+        }
+        let mut by_block: Vec<(u32, usize)> = faults.iter().map(|f| split(f.page)).collect();
         by_block.sort_unstable();
         by_block.dedup();
         // A batch counts for every owner with a fault in it.
@@ -833,8 +753,7 @@ impl Paging {
             self.stats[o as usize].fault_batches += 1;
         }
         let mut at = 0;
-        let mut serviced = Serviced::default();
-        let written_before = self.written_back;
+        let mut nap_ns = 0;
         // Owners with a throttled page in the batch: it waits one nap for all of them.
         let mut throttled_owners: Vec<u32> = Vec::new();
         while at < by_block.len() {
@@ -844,29 +763,22 @@ impl Paging {
                 faulted.insert(by_block[at].1);
                 at += 1;
             }
-            let block = &mut self.blocks[b as usize];
-            block.in_flight = block.in_flight.without(faulted);
             let (faulted, throttled) = self.thrashing_hints(b, faulted, now_ns);
             if throttled {
-                serviced.nap_ns = self.thrashing.map_or(0, |t| t.nap_ns);
+                nap_ns = self.thrashing.map_or(0, |t| t.nap_ns);
                 throttled_owners.push(self.blocks[b as usize].owner);
             }
-            let (pages_in, pages_out) = self.migrate_block(b, faulted, now_ns);
-            serviced.pages_in += pages_in;
-            serviced.pages_out += pages_out;
-            serviced.blocks_in += u64::from(pages_in > 0);
-            // A written page that did not arrive (pinned in host memory, or no room) was
-            // written where it is: nothing of it is dirty in VRAM.
-            let block = &mut self.blocks[b as usize];
-            block.dirty = block.dirty & (block.resident | block.in_flight);
+            self.migrate_block(b, faulted, now_ns);
         }
         throttled_owners.sort_unstable();
         throttled_owners.dedup();
         for owner in throttled_owners {
             self.stats[owner as usize].throttles += 1;
         }
-        serviced.pages_written_back = self.written_back - written_before;
-        serviced
+        if nap_ns > 0 {
+            self.actions.push_back(PageAction::Throttle { nap_ns });
+        }
+        self.actions.push_back(PageAction::Replay);
     }
 
     /// Records the faulted pages' migration with the thrashing detector; returns the
@@ -879,20 +791,29 @@ impl Paging {
         let Some(thrash) = block.thrash.as_mut() else {
             return (faulted, false);
         };
+        // Pins that ended by now ended on the device too (it serves them remotely until
+        // then, and faults them after).
+        thrash.unpin_expired(now_ns);
         let faulted = faulted & block.valid & !block.resident;
         thrash.record(faulted, now_ns, &params);
         let (pinned, throttled) = thrash.hints(faulted, now_ns, &params);
         self.stats[block.owner as usize].pins += pinned.count() as u64;
+        if !pinned.is_empty() {
+            self.actions.push_back(PageAction::Pin {
+                block: b,
+                pages: pinned,
+                until_ns: now_ns + params.pin_ns,
+            });
+        }
         (faulted.without(pinned), throttled)
     }
 
-    /// Migrates what faulting `faulted` pages of block `b` brings: (pages in, pages
-    /// evicted for it).
-    fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) -> (u64, u64) {
+    /// Migrates what faulting `faulted` pages of block `b` brings, evicting for it.
+    fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) {
         let block = &self.blocks[b as usize];
         let faulted = faulted & block.valid & !block.resident;
         if faulted.is_empty() {
-            return (0, 0);
+            return;
         }
         let resident_before = self.resident_pages;
         let mut evicted = 0;
@@ -939,7 +860,7 @@ impl Paging {
             }
         }
         if wanted.is_empty() {
-            return (0, evicted);
+            return;
         }
         self.seq += 1;
         let block = &mut self.blocks[b as usize];
@@ -950,8 +871,13 @@ impl Paging {
         let thrashed = (wanted & faulted & block.evicted).count() as u64;
         block.evicted = block.evicted.without(wanted & faulted);
         let prefetched = wanted.without(faulted);
-        block.prefetched |= prefetched;
         let owner = block.owner;
+        self.migrating = true;
+        self.actions.push_back(PageAction::MigrateIn {
+            block: b,
+            pages: wanted,
+            prefetched,
+        });
         self.count_resident(owner, wanted.count() as i64);
         let stats = &mut self.stats[owner as usize];
         stats.pages_in += wanted.count() as u64;
@@ -963,7 +889,6 @@ impl Paging {
             self.resident_pages + evicted,
             resident_before + wanted.count() as u64
         );
-        (wanted.count() as u64, evicted)
     }
 
     /// Evicts `pages` of block `v` (for a fault batch at `now_ns`, or `None` for a
@@ -977,7 +902,6 @@ impl Paging {
         let n = pages.count() as u64;
         block.resident = block.resident.without(pages);
         block.evicted |= pages;
-        block.counter = 0;
         block.round_trips = block.round_trips.saturating_add(1);
         // Pages leaving within a lapse of their arrival are the detector's business:
         // the block gets per-page state, and their arrival and the eviction are events.
@@ -997,24 +921,28 @@ impl Paging {
                 None => {}
             }
         }
-        let unused = (block.prefetched & pages).count() as u64;
-        block.prefetched = block.prefetched.without(pages);
-        let written = if self.invalidate_clean {
-            (block.dirty & pages).count() as u64
-        } else {
-            n
-        };
-        block.dirty = block.dirty.without(pages);
-        self.written_back += written;
         let emptied = block.resident.is_empty();
         let owner = block.owner;
+        self.migrating = true;
+        self.actions.push_back(PageAction::Evict {
+            block: v,
+            pages,
+            drop_clean: self.invalidate_clean,
+        });
         self.count_resident(owner, -(n as i64));
-        self.oversubscribed = true;
-        let stats = &mut self.stats[owner as usize];
-        stats.pages_out += n;
-        stats.pages_dropped += n - written;
-        stats.prefetched_unused += unused;
+        self.stats[owner as usize].pages_out += n;
         self.eviction_of(v).left(v, pages, emptied);
+        // The block's access counter restarts on the device; its threshold may grow with
+        // the round trip, and the first eviction changes every block's rule.
+        if std::mem::replace(&mut self.oversubscribed, true) {
+            self.publish(v);
+        } else {
+            for b in 0..self.blocks.len() as u32 {
+                if !self.allocs[self.blocks[b as usize].alloc as usize].freed {
+                    self.publish(b);
+                }
+            }
+        }
         n
     }
 
@@ -1079,7 +1007,7 @@ impl Paging {
 
     /// Checks the residency accounting: the resident count is the sum of the blocks'
     /// bitmaps, within VRAM, and only valid pages are resident; no page is both resident
-    /// and waiting in a batch, or resident and pinned in host memory.
+    /// and pinned in host memory.
     pub fn check_invariants(&self) -> Result<(), String> {
         let counted: u64 = self.blocks.iter().map(|b| b.resident.count() as u64).sum();
         if counted != self.resident_pages {
@@ -1105,9 +1033,6 @@ impl Paging {
             if !b.resident.without(b.valid).is_empty() {
                 return Err(format!("block {i} has resident pages it does not have"));
             }
-            if !(b.resident & b.in_flight).is_empty() {
-                return Err(format!("block {i} has resident pages waiting in a batch"));
-            }
             if !(b.resident & b.pinned()).is_empty() {
                 return Err(format!(
                     "block {i} has resident pages pinned in host memory"
@@ -1116,43 +1041,6 @@ impl Paging {
         }
         Ok(())
     }
-}
-
-/// A block's part of a run of touches.
-struct BlockRun {
-    pages: u64,
-    remote: u64,
-    faults: Pages,
-}
-
-/// How touches of pages not in VRAM (nor waiting in a batch) are served.
-#[derive(Clone, Copy, Debug)]
-enum Serve {
-    /// They fault.
-    Fault,
-    /// Remotely, always (zero-copy).
-    Remote,
-    /// Reads remotely until the block's access counter reaches this; writes fault.
-    Counter(u32),
-}
-
-/// The pages of `range` a touch serves remotely and those that fault now, given where
-/// the block's pages are and the rule for pages away from VRAM.
-fn classify(block: &Block, range: Pages, kind: AccessKind, rule: Serve) -> (Pages, Pages) {
-    let pinned = range & block.pinned();
-    let away = range.without(block.resident | block.in_flight | pinned);
-    let (remote, faults) = match rule {
-        Serve::Fault => (Pages::EMPTY, away),
-        Serve::Remote => (away, Pages::EMPTY),
-        // Reads below the counter's threshold are served remotely: the first
-        // `threshold - counter - 1` of them; the next one reaches it and faults.
-        Serve::Counter(t) if kind == AccessKind::Read && block.counter < t => {
-            let remote = away.first((t - block.counter - 1) as usize);
-            (remote, away.without(remote))
-        }
-        Serve::Counter(_) => (Pages::EMPTY, away),
-    };
-    (remote | pinned, faults)
 }
 
 /// A slot's eviction orders: the configured policy's, then the tree order.

@@ -7,6 +7,8 @@ use super::*;
 impl Engine {
     /// Carries out the manager's actions, pausing while its policy runs.
     pub(super) fn apply_actions(&mut self) {
+        // Page-state changes wait for nothing: the MMU takes them at once.
+        self.apply_page_actions();
         while !self.policy_running {
             let Some(action) = self.manager.poll_action() else {
                 break;
@@ -128,7 +130,7 @@ impl Engine {
                 }
                 Action::Mapping(mapping) => {
                     let remap = matches!(mapping, gpuswap_core::Mapping::Remap { .. });
-                    self.page_table.apply(mapping);
+                    self.mmu.apply_mapping(mapping);
                     if remap {
                         self.record_usage_changes();
                     }
@@ -419,7 +421,7 @@ impl Engine {
             ),
             (self.manager.relocating(), "a relocation still runs"),
             (
-                !self.page_table.is_empty(),
+                !self.mmu.table.is_empty(),
                 "the page table still maps buffers",
             ),
             (

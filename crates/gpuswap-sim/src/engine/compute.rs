@@ -304,7 +304,7 @@ impl Engine {
         if want_references {
             for access in &kernel.accesses {
                 if let Some(b) =
-                    self.tenants[t].slots[access.slot].and_then(|id| self.page_table.get(id))
+                    self.tenants[t].slots[access.slot].and_then(|id| self.mmu.table.get(id))
                 {
                     referenced.extend(timing::touched_host_chunks(&access.distribution, b));
                 }
@@ -571,7 +571,7 @@ impl Engine {
     /// program relaunches the same kernels many times between placement changes, and
     /// some touch hundreds of buffers (heartwall).
     pub(super) fn kernel_cost(&mut self, t: usize, launch: &Launch) -> KernelCost {
-        let epoch = self.page_table.epoch(self.tenants[t].id);
+        let epoch = self.mmu.table.epoch(self.tenants[t].id);
         let cache = &mut self.tenants[t].cost_cache;
         if let Some(Some(site)) = cache.get(launch.site)
             && site.epoch == epoch
@@ -589,7 +589,7 @@ impl Engine {
             let id = self.tenants[t].slots[access.slot];
             // An access to a buffer the program has not allocated is a program bug that
             // the validator rejects; count it as local to stay total.
-            let fraction = match id.and_then(|id| self.page_table.get(id)) {
+            let fraction = match id.and_then(|id| self.mmu.table.get(id)) {
                 None => 1.0,
                 Some(b) => match *known {
                     // Placements of other buffers moved, not this one's.

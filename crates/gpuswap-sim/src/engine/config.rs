@@ -340,8 +340,10 @@ pub struct TenantOutcome {
 /// What unified memory did for one tenant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagingOutcome {
-    /// The manager's counts.
+    /// The manager's counts (its decisions).
     pub stats: gpuswap_core::uvm::PagingStats,
+    /// The MMU's counts (what the device saw).
+    pub device: crate::mmu::PageCounts,
     /// Time its kernels stalled on fault batches.
     pub fault_stall_ns: u64,
     /// Belady's bound on its page stream at the paging machine's VRAM, when asked for

@@ -89,7 +89,8 @@ impl Engine {
                         return;
                     }
                     let b = self
-                        .page_table
+                        .mmu
+                        .table
                         .get(buffer)
                         .expect("granted buffers are mapped");
                     let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;

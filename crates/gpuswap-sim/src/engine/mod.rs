@@ -17,7 +17,7 @@ use gpuswap_core::{
 use ready::ReadySet;
 
 use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
-use crate::page_table::PageTable;
+use crate::mmu::{Mmu, PageWork};
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
 use crate::queue::EventQueue;
@@ -334,8 +334,9 @@ pub struct Engine {
     writes: Vec<WriteState>,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
-    /// The device's page table, changed only by the manager's mapping actions.
-    page_table: PageTable,
+    /// The device's MMU (chunk mappings and managed pages), changed only by the
+    /// manager's actions and the device's own touches.
+    mmu: Mmu,
     /// What the manager's policy needs from the device.
     needs: Needs,
     next_launch: u64,
@@ -459,7 +460,7 @@ impl Engine {
             evicting_for: None,
             writes: Vec::new(),
             failure: None,
-            page_table: PageTable::default(),
+            mmu: Mmu::new(needs.access_counts),
             needs,
             next_launch: 0,
             held_launch: None,
@@ -570,6 +571,7 @@ impl Engine {
             if self.check_invariants {
                 self.manager
                     .check_invariants()
+                    .and_then(|()| self.mmu.audit(self.manager.paging()))
                     .and_then(|()| self.check_device_invariants())
                     .map_err(|m| self.broken(m))?;
             }
@@ -598,6 +600,7 @@ impl Engine {
         };
         let link_utilization = (busy(Direction::ToDevice), busy(Direction::ToHost));
         let manager = &self.manager;
+        let mmu = &self.mmu;
         let tenants = self
             .tenants
             .into_iter()
@@ -619,15 +622,19 @@ impl Engine {
                     evictions: t.evictions,
                     pauses: t.pauses,
                     error: t.error,
-                    allocations: manager.paging_allocations(t.id).unwrap_or_default(),
+                    allocations: manager
+                        .paging()
+                        .map(|p| p.allocations(t.id.0))
+                        .unwrap_or_default(),
                     faults_per_batch: t.faults_per_batch,
                     preemptions: t.preemptions,
                     wasted_ns: t.wasted_ns,
                     wait_ns: t.wait_ns,
                     longest_wait_ns: t.longest_wait_ns,
                     longest_kernel_ns: t.longest_kernel_ns,
-                    paging: manager.paging_stats(t.id).map(|stats| PagingOutcome {
-                        stats,
+                    paging: manager.paging().map(|p| PagingOutcome {
+                        stats: p.stats(t.id.0),
+                        device: mmu.counts(t.id),
                         fault_stall_ns: t.fault_stall_ns,
                         optimum_pages_in: t.page_stream.as_ref().map(|s| {
                             gpuswap_core::uvm::optimum::belady_pages_in(s, t.optimum_capacity_pages)

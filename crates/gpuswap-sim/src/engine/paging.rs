@@ -1,6 +1,7 @@
 //! Unified memory on the simulated device: a kernel's accesses become streams of page
-//! touches, far faults are fetched in batches and serviced by the manager's paging
-//! machine, and the kernel stalls for each batch's service.
+//! touches the MMU serves, far faults are gathered in batches the manager services
+//! (its page actions, carried out by the MMU, say what moves), and the kernel stalls
+//! for each batch's service.
 //!
 //! The kernel advances in wavefronts: thread blocks are issued in order and a warp stalls
 //! at its first far fault, so the faults that reach the driver together are those of the
@@ -16,8 +17,9 @@
 //! the device), each at the link's rate for its transfer size (one transfer per VA
 //! block).
 
+use gpuswap_core::protocol::{AccessKind, Fault};
+use gpuswap_core::uvm::Paging;
 use gpuswap_core::uvm::pages::PAGE_BYTES;
-use gpuswap_core::uvm::{AccessKind, Serviced};
 
 use super::*;
 use crate::program::{Access, AccessOrder, Distribution};
@@ -48,8 +50,8 @@ impl Engine {
             .enumerate()
             .filter_map(|(i, access)| {
                 let buffer = self.tenants[t].slots[access.slot]?;
-                let first = self.manager.first_page(buffer)?;
-                let map = self.page_table.get(buffer)?;
+                let first = self.mmu.first_page(buffer)?;
+                let map = self.mmu.table.get(buffer)?;
                 let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
                 Some(Cursor {
                     access: i,
@@ -89,11 +91,13 @@ impl Engine {
     pub(super) fn fault_in(&mut self, t: usize, walk: &mut Walk, to_step: u64) -> FaultIn {
         let batch_pages = self.preset.fault_batch_pages.max(1) as usize;
         if self.tenants[t].page_stream.is_some() {
-            let capacity = self.manager.paging_capacity_pages().unwrap_or(1);
+            let capacity = self.manager.paging().map_or(1, Paging::capacity_pages);
             let tenant = &mut self.tenants[t];
             tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
         }
-        let mut pending: Vec<u64> = Vec::with_capacity(batch_pages);
+        // Rules the manager changed since the last walk hold from its first touch.
+        self.apply_page_actions();
+        let mut pending: Vec<Fault> = Vec::with_capacity(batch_pages);
         // Time since the walk resumed, for the thrashing detector's clock.
         let mut stall_ns = 0u64;
         let mut cost = FaultIn {
@@ -124,7 +128,7 @@ impl Engine {
                     }
                     while at < end {
                         let now_ns = self.now_ns.saturating_add(stall_ns);
-                        let run = self.manager.handle_touches(
+                        let run = self.mmu.touch_run(
                             at,
                             end - at,
                             c.kind,
@@ -134,6 +138,9 @@ impl Engine {
                         );
                         at += run.pages;
                         c.remote += run.remote;
+                        if self.mmu.notes_full() {
+                            self.send_notes();
+                        }
                         if pending.len() == batch_pages {
                             stall_ns = stall_ns
                                 .saturating_add(self.service_batch(t, &pending, now_ns, &mut cost));
@@ -150,6 +157,7 @@ impl Engine {
                 pending.clear();
             }
         }
+        self.send_notes();
         walk.done = walk.done.max(to_step);
         for c in &mut walk.cursors {
             let remote = c.remote - c.remote_charged;
@@ -169,21 +177,59 @@ impl Engine {
         cost
     }
 
+    /// Hands the access notes gathered so far to the manager (its eviction orders see
+    /// the touches before anything that follows them).
+    fn send_notes(&mut self) {
+        let notes = self.mmu.take_notes();
+        if !notes.is_empty() {
+            self.manager
+                .handle_access_notes(&notes)
+                .expect("notes are taken only where the policy pages");
+        }
+    }
+
+    /// Carries out the manager's page actions on the MMU and reports the migrations
+    /// done (they complete within the stall the caller charges); what they cost.
+    pub(super) fn apply_page_actions(&mut self) -> PageWork {
+        let mut work = PageWork::default();
+        while let Some(action) = self.manager.poll_page_action() {
+            self.mmu.apply(action, &mut work);
+        }
+        if work.migrated {
+            self.manager
+                .handle_migrations_done()
+                .expect("only a paging policy migrates");
+        }
+        work
+    }
+
     /// Services one batch of tenant `t`'s far faults at `now_ns`, adding its costs to
     /// `cost`; returns its stall alone on the link.
-    fn service_batch(&mut self, t: usize, faults: &[u64], now_ns: u64, cost: &mut FaultIn) -> u64 {
+    fn service_batch(
+        &mut self,
+        t: usize,
+        faults: &[Fault],
+        now_ns: u64,
+        cost: &mut FaultIn,
+    ) -> u64 {
         let sizes = &mut self.tenants[t].faults_per_batch;
         if sizes.len() <= faults.len() {
             sizes.resize(faults.len() + 1, 0);
         }
         sizes[faults.len()] += 1;
-        let Serviced {
+        self.send_notes();
+        self.manager
+            .handle_fault_batch(faults, now_ns)
+            .expect("a walk faults only where the policy pages");
+        let PageWork {
             pages_in,
             pages_written_back,
             blocks_in,
             nap_ns,
+            replayed,
             ..
-        } = self.manager.handle_faults(faults, now_ns);
+        } = self.apply_page_actions();
+        assert!(replayed, "the manager serviced the batch without a replay");
         let link = &self.preset.link;
         let rate = |peak: f64, transfer_bytes: u64| match link.size_curve_k_per_kib {
             Some(k) => crate::link::size_curve_bytes_per_s(peak, k, transfer_bytes),

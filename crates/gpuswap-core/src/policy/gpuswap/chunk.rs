@@ -2,8 +2,7 @@
 //! gets back. Each chunk policy is a small [`ChunkChoice`] registered in [`CHUNKS`].
 
 use crate::lists::{ChunkLists, ChunkRef};
-use crate::policy::Needs;
-use crate::registry::Choice;
+use crate::params::{Choice, Needs};
 
 /// Chooses the chunk a victim gives up.
 pub(crate) trait ChunkChoice: std::fmt::Debug + Send {

@@ -2,9 +2,9 @@
 //! (the winner of a return). Each victim policy is a small [`VictimChoice`] registered
 //! in [`VICTIMS`].
 
+use crate::accounting::TenantView;
 use crate::ids::TenantId;
-use crate::policy::TenantView;
-use crate::registry::Choice;
+use crate::params::{ACCESS_COUNTS, Choice, KERNEL_ESTIMATES};
 
 /// Chooses the tenant that gives up a chunk.
 pub(crate) trait VictimChoice: std::fmt::Debug + Send {
@@ -43,14 +43,16 @@ pub(crate) static VICTIMS: &[VictimEntry] = &[
         choice: Choice::new(
             "performance",
             "the smallest slowdown per byte of VRAM among tenants above 1/n of VRAM",
-        ),
+        )
+        .needing(KERNEL_ESTIMATES),
         build: || Box::new(Performance),
     },
     VictimEntry {
         choice: Choice::new(
             "access-rate",
             "the most memory accesses per second, measured every return interval",
-        ),
+        )
+        .needing(ACCESS_COUNTS),
         build: || Box::new(AccessRate),
     },
 ];

@@ -1,0 +1,146 @@
+//! The vocabulary every policy and the registry share, at the bottom of the core's
+//! imports: named choices, typed parameter specifications, and what a choice needs from
+//! the device and the driver. Leaf policies import it, never the registry.
+
+/// A named option: a policy, or a value of a choice parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// The name scenarios and reports use.
+    pub name: &'static str,
+    /// One line saying what it does.
+    pub description: &'static str,
+    /// What it needs from the device.
+    pub needs: Needs,
+}
+
+impl Choice {
+    /// A choice that needs nothing special.
+    pub const fn new(name: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            description,
+            needs: Needs::NONE,
+        }
+    }
+
+    /// The same choice needing `needs`.
+    pub const fn needing(self, needs: Needs) -> Self {
+        Self { needs, ..self }
+    }
+}
+
+/// What kind of value a parameter takes.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamKind {
+    /// One of a registered list.
+    Choice(fn() -> Vec<Choice>),
+    /// A positive whole number.
+    Count,
+}
+
+/// A parameter's default.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamDefault {
+    /// This choice.
+    Choice(&'static str),
+    /// The number of tenants of the scenario.
+    TenantCount,
+    /// This count.
+    Count(u64),
+}
+
+/// One typed parameter of a policy.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamSpec {
+    /// Its key in the scenario's `[manager]` table.
+    pub key: &'static str,
+    /// What it sets.
+    pub help: &'static str,
+    /// The values it takes.
+    pub kind: ParamKind,
+    /// Its value when not set.
+    pub default: ParamDefault,
+}
+
+/// A parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamValue {
+    /// A registered choice, by name.
+    Choice(&'static str),
+    /// A count.
+    Count(u64),
+}
+
+/// What a policy needs from the device and the driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Reference bits in the GPU's view of host pages (reported in
+    /// [`crate::KernelStats::referenced`]).
+    pub reference_bits: bool,
+    /// Launches wait for the manager's `LaunchReady` (call `handle_launch` first), and
+    /// launches and memcpys pass through a software scheduler.
+    pub launch_gating: bool,
+    /// The manager wants `handle_timeout` at the times `poll_timeout` names.
+    pub timers: bool,
+    /// Replayable page faults: kernels touch managed pages and the manager pages them
+    /// (unified memory).
+    pub page_faults: bool,
+    /// Counts of memory accesses: per kernel ([`crate::KernelStats::accesses`]) and, under
+    /// unified memory, access-counter notes of the resident pages kernels touch
+    /// (`handle_access_notes`).
+    pub access_counts: bool,
+    /// Each finished kernel's all-in-VRAM time ([`crate::KernelStats::ideal_ns`], a
+    /// hardware-counter estimate).
+    pub kernel_estimates: bool,
+}
+
+impl Needs {
+    /// Nothing special (usable in constants, unlike `Default`).
+    pub const NONE: Needs = Needs {
+        reference_bits: false,
+        launch_gating: false,
+        timers: false,
+        page_faults: false,
+        access_counts: false,
+        kernel_estimates: false,
+    };
+
+    /// Both sets of needs.
+    pub const fn union(self, other: Needs) -> Needs {
+        Needs {
+            reference_bits: self.reference_bits || other.reference_bits,
+            launch_gating: self.launch_gating || other.launch_gating,
+            timers: self.timers || other.timers,
+            page_faults: self.page_faults || other.page_faults,
+            access_counts: self.access_counts || other.access_counts,
+            kernel_estimates: self.kernel_estimates || other.kernel_estimates,
+        }
+    }
+
+    /// The names of what is needed, for listings.
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (self.reference_bits, "reference bits"),
+            (self.launch_gating, "launch gating"),
+            (self.timers, "timers"),
+            (self.page_faults, "page faults"),
+            (self.access_counts, "access counts"),
+            (self.kernel_estimates, "kernel estimates"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+    }
+}
+
+/// What a choice needs that orders by use: the device's access counts.
+pub const ACCESS_COUNTS: Needs = Needs {
+    access_counts: true,
+    ..Needs::NONE
+};
+
+/// What a choice needs that compares kernels' times with their all-in-VRAM estimates.
+pub const KERNEL_ESTIMATES: Needs = Needs {
+    kernel_estimates: true,
+    ..Needs::NONE
+};

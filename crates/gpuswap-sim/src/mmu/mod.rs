@@ -1,0 +1,528 @@
+//! The device's MMU: what hardware owns of where memory is. Two parts, both changed only
+//! by the manager's actions (and, for pages, by the device's own touches and completed
+//! migrations): the [`page_table::PageTable`] of chunk mappings (GPUswap and the other
+//! chunked modes), and the page state of managed buffers (unified memory), per 2 MiB VA
+//! block as bitmaps: in VRAM, waiting in the fault batch, pinned in host memory and
+//! mapped remotely, written, prefetched and not yet touched, plus each block's rule for
+//! pages away from VRAM and its access counter.
+//!
+//! A kernel's page walk asks the MMU ([`Mmu::touch_run`]): resident pages are local,
+//! host-mapped ones remote, the others fault into the batch, which the engine hands to
+//! the manager. The MMU counts what it saw (touches, remote touches, prefetched pages
+//! evicted unused, clean pages dropped) and, where the policy needs access counts, notes
+//! the resident pages touched for the manager's eviction orders.
+
+pub mod page_table;
+
+use gpuswap_core::protocol::{AccessKind, Fault, PageAction, ServeRule};
+use gpuswap_core::uvm::Paging;
+use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages};
+use gpuswap_core::{BufferId, TenantId};
+
+use page_table::PageTable;
+
+/// Access notes kept before they go to the manager in one call: bounds their memory on
+/// a long walk with no fault; sending early changes nothing, since they stay in order.
+const NOTES_PER_CALL: usize = 4096;
+
+/// What a run of touches did ([`Mmu::touch_run`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// Pages of the run touched (the rest wait for the batch to be serviced).
+    pub pages: u64,
+    /// Of those, pages accessed remotely (mapped in host memory) instead of faulting.
+    pub remote: u64,
+}
+
+/// What the MMU counted for one tenant's managed pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageCounts {
+    /// Page touches, resident or not (the simulator's unit of work), including touches
+    /// of pages already waiting in the batch.
+    pub touches: u64,
+    /// Touches served from host memory over the link (remote rule, delayed migration
+    /// below its counter, pinned pages).
+    pub remote_touches: u64,
+    /// Prefetched pages evicted before anybody touched them.
+    pub prefetched_unused: u64,
+    /// Evicted pages dropped because they were clean (`drop_clean`).
+    pub pages_dropped: u64,
+}
+
+/// What carrying out a run of page actions costs the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageWork {
+    /// Pages migrated to VRAM, and the transfers (one per block) they took.
+    pub pages_in: u64,
+    pub blocks_in: u64,
+    /// Pages evicted, and of those the ones copied back to the host (dropped clean ones
+    /// cost nothing).
+    pub pages_out: u64,
+    pub pages_written_back: u64,
+    /// The batch's throttling nap.
+    pub nap_ns: u64,
+    /// Whether the manager said the batch may be replayed.
+    pub replayed: bool,
+    /// Whether any migration or eviction was carried out.
+    pub migrated: bool,
+}
+
+/// One 2 MiB VA block's page state.
+#[derive(Debug, Default)]
+struct Block {
+    owner: u32,
+    /// Pages that exist (the buffer's last block may be partial).
+    valid: Pages,
+    resident: Pages,
+    /// Faulted pages waiting in the batch.
+    in_flight: Pages,
+    /// Pages written since they arrived in VRAM (or while waiting to).
+    dirty: Pages,
+    /// Prefetched pages nobody touched since they arrived.
+    prefetched: Pages,
+    /// Pages pinned in host memory, mapped remotely, and until when (per page, once the
+    /// block has a pin).
+    pinned: Pages,
+    pin_until_ns: Option<Box<[u64; PAGES_PER_BLOCK]>>,
+    earliest_unpin_ns: u64,
+    rule: ServeRule,
+    /// Remote reads and faults since the block last lost pages (delayed migration's
+    /// access counter).
+    counter: u32,
+}
+
+impl Block {
+    /// Ends the pins due by `now_ns`.
+    fn unpin_expired(&mut self, now_ns: u64) {
+        if self.pinned.is_empty() || now_ns < self.earliest_unpin_ns {
+            return;
+        }
+        let until = self.pin_until_ns.as_ref().expect("pinned pages have ends");
+        let mut earliest = u64::MAX;
+        let pinned = self.pinned;
+        for i in pinned.iter() {
+            if until[i] <= now_ns {
+                self.pinned.remove(i);
+            } else {
+                earliest = earliest.min(until[i]);
+            }
+        }
+        self.earliest_unpin_ns = earliest;
+    }
+
+    /// The pages of `range` served remotely and those that fault now (away from VRAM
+    /// and not waiting in the batch), by the block's rule and pins.
+    fn classify(&self, range: Pages, kind: AccessKind) -> (Pages, Pages) {
+        let pinned = range & self.pinned;
+        let away = range.without(self.resident | self.in_flight | pinned);
+        let (remote, faults) = match self.rule {
+            ServeRule::Fault => (Pages::EMPTY, away),
+            ServeRule::Remote => (away, Pages::EMPTY),
+            // Reads below the counter's threshold are served remotely: the first
+            // `threshold - counter - 1` of them; the next one reaches it and faults.
+            ServeRule::Counter(t) if kind == AccessKind::Read && self.counter < t => {
+                let remote = away.first((t - self.counter - 1) as usize);
+                (remote, away.without(remote))
+            }
+            ServeRule::Counter(_) => (Pages::EMPTY, away),
+        };
+        (remote | pinned, faults)
+    }
+}
+
+/// The device's MMU.
+#[derive(Debug, Default)]
+pub struct Mmu {
+    /// The chunk mappings.
+    pub table: PageTable,
+    blocks: Vec<Block>,
+    /// Managed buffers by buffer slot: (buffer, first page).
+    managed: Vec<Option<(BufferId, u64)>>,
+    /// Blocks with pages waiting in the batch.
+    waiting: Vec<u32>,
+    counts: Vec<PageCounts>,
+    /// Whether the manager wants access notes, and those not sent yet.
+    wants_notes: bool,
+    notes: Vec<(u32, Pages)>,
+}
+
+impl Mmu {
+    /// An MMU that notes resident touches for the manager when `wants_notes` (the
+    /// policy needs access counts).
+    pub fn new(wants_notes: bool) -> Self {
+        Self {
+            wants_notes,
+            ..Self::default()
+        }
+    }
+
+    /// The first page of managed `buffer`, if it is one.
+    pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
+        match self.managed.get(buffer.slot()).copied().flatten() {
+            Some((id, first)) if id == buffer => Some(first),
+            _ => None,
+        }
+    }
+
+    /// What it counted for `tenant`.
+    pub fn counts(&self, tenant: TenantId) -> PageCounts {
+        self.counts
+            .get(tenant.0 as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Carries out a mapping action on the page table; an `Unmap` ends the buffer's
+    /// managed pages' name (the manager releases the pages themselves).
+    pub fn apply_mapping(&mut self, action: gpuswap_core::Mapping) {
+        if let gpuswap_core::Mapping::Unmap { buffer, .. } = &action
+            && let Some(slot) = self.managed.get_mut(buffer.slot())
+            && slot.is_some_and(|(id, _)| id == *buffer)
+        {
+            *slot = None;
+        }
+        self.table.apply(action);
+    }
+
+    /// Carries out a page action, adding what it costs to `work`.
+    pub fn apply(&mut self, action: PageAction, work: &mut PageWork) {
+        match action {
+            PageAction::Manage {
+                tenant,
+                buffer,
+                first_page,
+                pages,
+            } => {
+                let slot = buffer.slot();
+                if self.managed.len() <= slot {
+                    self.managed.resize(slot + 1, None);
+                }
+                self.managed[slot] = Some((buffer, first_page));
+                let owner = tenant.0;
+                if self.counts.len() <= owner as usize {
+                    self.counts
+                        .resize(owner as usize + 1, PageCounts::default());
+                }
+                let (first_block, _) = split(first_page);
+                let mut left = pages as usize;
+                let mut b = first_block as usize;
+                while left > 0 {
+                    if self.blocks.len() <= b {
+                        self.blocks.resize_with(b + 1, Block::default);
+                    }
+                    let n = left.min(PAGES_PER_BLOCK);
+                    self.blocks[b] = Block {
+                        owner,
+                        valid: Pages::range(0, n),
+                        ..Block::default()
+                    };
+                    left -= n;
+                    b += 1;
+                }
+            }
+            PageAction::Release { first_page, pages } => {
+                let (first_block, _) = split(first_page);
+                let blocks = pages.div_ceil(PAGES_PER_BLOCK as u64) as u32;
+                for b in first_block..first_block + blocks {
+                    let block = &mut self.blocks[b as usize];
+                    *block = Block {
+                        owner: block.owner,
+                        ..Block::default()
+                    };
+                }
+            }
+            PageAction::Serve { block, rule } => self.blocks[block as usize].rule = rule,
+            PageAction::MigrateIn {
+                block,
+                pages,
+                prefetched,
+            } => {
+                let b = &mut self.blocks[block as usize];
+                debug_assert!((pages & b.resident).is_empty(), "migrated twice");
+                b.resident |= pages;
+                b.prefetched |= prefetched;
+                work.pages_in += pages.count() as u64;
+                work.blocks_in += 1;
+                work.migrated = true;
+            }
+            PageAction::Evict {
+                block,
+                pages,
+                drop_clean,
+            } => {
+                let b = &mut self.blocks[block as usize];
+                let n = pages.count() as u64;
+                let written = if drop_clean {
+                    (b.dirty & pages).count() as u64
+                } else {
+                    n
+                };
+                let unused = (b.prefetched & pages).count() as u64;
+                b.resident = b.resident.without(pages);
+                b.dirty = b.dirty.without(pages);
+                b.prefetched = b.prefetched.without(pages);
+                b.counter = 0;
+                let counts = &mut self.counts[b.owner as usize];
+                counts.prefetched_unused += unused;
+                counts.pages_dropped += n - written;
+                work.pages_out += n;
+                work.pages_written_back += written;
+                work.migrated = true;
+            }
+            PageAction::Pin {
+                block,
+                pages,
+                until_ns,
+            } => {
+                let b = &mut self.blocks[block as usize];
+                let until = b
+                    .pin_until_ns
+                    .get_or_insert_with(|| Box::new([0; PAGES_PER_BLOCK]));
+                for i in pages.iter() {
+                    until[i] = until_ns;
+                }
+                if b.pinned.is_empty() {
+                    b.earliest_unpin_ns = u64::MAX;
+                }
+                b.pinned |= pages;
+                b.earliest_unpin_ns = b.earliest_unpin_ns.min(until_ns);
+            }
+            PageAction::Throttle { nap_ns } => work.nap_ns = nap_ns,
+            PageAction::Replay => {
+                // The batch's pages arrived or stay away; written ones that did not
+                // arrive were written where they are.
+                for b in self.waiting.drain(..) {
+                    let block = &mut self.blocks[b as usize];
+                    block.in_flight = Pages::EMPTY;
+                    block.dirty = block.dirty & block.resident;
+                }
+                work.replayed = true;
+            }
+        }
+    }
+
+    /// A kernel touches pages `first..first + len` in address order at `now_ns`.
+    /// Resident pages are local (and noted for the manager where it wants notes); pages
+    /// mapped from host memory are remote; the others fault and join `faults`, the
+    /// batch, unless they wait there already. Stops after the touch that brings `faults`
+    /// to `batch_pages` (the batch must be serviced before the kernel goes on), so it
+    /// may touch fewer than `len` pages. Costs a few word operations per VA block plus
+    /// one per fault, never one per resident page.
+    ///
+    /// # Panics
+    /// If a page belongs to no managed buffer, or `faults` is full already.
+    pub fn touch_run(
+        &mut self,
+        first: u64,
+        len: u64,
+        kind: AccessKind,
+        now_ns: u64,
+        faults: &mut Vec<Fault>,
+        batch_pages: usize,
+    ) -> Touched {
+        assert!(faults.len() < batch_pages, "the fault batch is full");
+        if len == 1
+            && let Some(touched) = self.touch_page(first, kind, faults)
+        {
+            return touched;
+        }
+        let mut done = Touched::default();
+        while done.pages < len && faults.len() < batch_pages {
+            let (b, i) = split(first + done.pages);
+            let end = (i as u64 + len - done.pages).min(PAGES_PER_BLOCK as u64) as usize;
+            let room = batch_pages - faults.len();
+            let run = self.touch_in_block(b, Pages::range(i, end), kind, now_ns, room, faults);
+            done.pages += run.pages;
+            done.remote += run.remote;
+        }
+        done
+    }
+
+    /// One page of a block with no pin (most touches of a random stream), where no
+    /// bitmap need be built: `None` for the other cases.
+    fn touch_page(
+        &mut self,
+        page: u64,
+        kind: AccessKind,
+        faults: &mut Vec<Fault>,
+    ) -> Option<Touched> {
+        let (b, i) = split(page);
+        let block = &mut self.blocks[b as usize];
+        if !block.pinned.is_empty() {
+            return None;
+        }
+        let counts = &mut self.counts[block.owner as usize];
+        if block.resident.contains(i) {
+            block.prefetched.remove(i);
+            if kind == AccessKind::Write {
+                block.dirty.insert(i);
+            }
+            counts.touches += 1;
+            if self.wants_notes {
+                self.notes.push((b, Pages::single(i)));
+            }
+            return Some(Touched {
+                pages: 1,
+                remote: 0,
+            });
+        }
+        assert!(
+            block.valid.contains(i),
+            "page {page} belongs to no managed buffer"
+        );
+        let waiting = block.in_flight.contains(i);
+        match block.rule {
+            ServeRule::Remote if !waiting => {
+                counts.touches += 1;
+                counts.remote_touches += 1;
+                Some(Touched {
+                    pages: 1,
+                    remote: 1,
+                })
+            }
+            ServeRule::Fault => {
+                counts.touches += 1;
+                if !waiting {
+                    if block.in_flight.is_empty() {
+                        self.waiting.push(b);
+                    }
+                    block.in_flight.insert(i);
+                    faults.push(Fault { page, kind });
+                }
+                if kind == AccessKind::Write {
+                    block.dirty.insert(i);
+                }
+                Some(Touched {
+                    pages: 1,
+                    remote: 0,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Mmu::touch_run`] within one block: touches `range` (up to the page that brings
+    /// the new faults to `room`).
+    fn touch_in_block(
+        &mut self,
+        b: u32,
+        mut range: Pages,
+        kind: AccessKind,
+        now_ns: u64,
+        room: usize,
+        faults: &mut Vec<Fault>,
+    ) -> Touched {
+        let block = &mut self.blocks[b as usize];
+        assert!(
+            range.without(block.valid).is_empty(),
+            "pages of block {b} touched beyond its managed buffer"
+        );
+        block.unpin_expired(now_ns);
+        let (mut remote, mut faulted) = block.classify(range, kind);
+        if faulted.count() > room {
+            let end = faulted.nth(room - 1).expect("more faults than room") + 1;
+            range = range & Pages::range(0, end);
+            (remote, faulted) = block.classify(range, kind);
+        }
+        let resident = range & block.resident;
+        block.prefetched = block.prefetched.without(resident);
+        if !faulted.is_empty() && block.in_flight.is_empty() {
+            self.waiting.push(b);
+        }
+        block.in_flight |= faulted;
+        // A written page is dirty in VRAM (one waiting in the batch, once it arrives).
+        if kind == AccessKind::Write {
+            block.dirty |= range & (block.resident | block.in_flight);
+        }
+        if let ServeRule::Counter(threshold) = block.rule {
+            let away = remote.without(block.pinned) | faulted;
+            block.counter = block
+                .counter
+                .saturating_add(away.count() as u32)
+                .min(threshold);
+        }
+        let counts = &mut self.counts[block.owner as usize];
+        counts.touches += range.count() as u64;
+        counts.remote_touches += remote.count() as u64;
+        if self.wants_notes && !resident.is_empty() {
+            self.notes.push((b, resident));
+        }
+        let base = u64::from(b) * PAGES_PER_BLOCK as u64;
+        faults.extend(faulted.iter().map(|i| Fault {
+            page: base + i as u64,
+            kind,
+        }));
+        Touched {
+            pages: range.count() as u64,
+            remote: remote.count() as u64,
+        }
+    }
+
+    /// Whether enough notes wait that they should go to the manager now.
+    pub fn notes_full(&self) -> bool {
+        self.notes.len() >= NOTES_PER_CALL
+    }
+
+    /// The access notes not sent yet, in touch order; empties them.
+    pub fn take_notes(&mut self) -> Vec<(u32, Pages)> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// The auditor: the manager's planned residency equals the MMU's wherever no
+    /// migration is in flight, only pages that exist are resident, and no page is both
+    /// resident and waiting in the batch or pinned in host memory.
+    pub fn audit(&self, paging: Option<&Paging>) -> Result<(), String> {
+        for (b, block) in self.blocks.iter().enumerate() {
+            if !block.resident.without(block.valid).is_empty() {
+                return Err(format!(
+                    "MMU: block {b} has resident pages it does not have"
+                ));
+            }
+            if !(block.resident & (block.in_flight | block.pinned)).is_empty() {
+                return Err(format!(
+                    "MMU: block {b} has resident pages waiting in the batch or pinned in host memory"
+                ));
+            }
+        }
+        let Some(paging) = paging else {
+            return if self.blocks.is_empty() {
+                Ok(())
+            } else {
+                Err("MMU: managed pages under a mode that does not page".to_owned())
+            };
+        };
+        if paging.migrating() {
+            return Ok(());
+        }
+        if paging.blocks() as usize != self.blocks.len() {
+            return Err(format!(
+                "MMU has {} VA blocks, the manager numbered {}",
+                self.blocks.len(),
+                paging.blocks()
+            ));
+        }
+        for (b, block) in self.blocks.iter().enumerate() {
+            let planned = paging.planned_resident(b as u32);
+            if planned != block.resident {
+                return Err(format!(
+                    "block {b}: the manager planned {} pages resident, the MMU has {} ({} differ)",
+                    planned.count(),
+                    block.resident.count(),
+                    (planned.without(block.resident) | block.resident.without(planned)).count()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// (block, page in block) of a page number.
+fn split(page: u64) -> (u32, usize) {
+    (
+        (page / PAGES_PER_BLOCK as u64) as u32,
+        (page % PAGES_PER_BLOCK as u64) as usize,
+    )
+}
+
+#[cfg(test)]
+mod tests;
