@@ -1,6 +1,7 @@
 //! Text tables for the terminal.
 
-use gpuswap_sim::apps::{AppModel, DeviceShape};
+use gpuswap_sim::apps::AppModel;
+use gpuswap_sim::device::DeviceShape;
 use gpuswap_sim::preset::Preset;
 use gpuswap_sim::report::{FaultLogReport, Report, jain};
 use gpuswap_sim::units::{format_bytes, format_ns};

@@ -2,6 +2,7 @@
 
 pub mod apps;
 pub mod check;
+pub mod device;
 pub mod engine;
 pub mod gdev;
 pub mod link;

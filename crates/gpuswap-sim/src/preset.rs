@@ -6,7 +6,7 @@
 //! NVIDIA product datasheets, the GPUswap dissertation (Kehne 2019). "unconfirmed" marks a
 //! value nobody was found measuring: chosen, said so, and easy to change here.
 
-use crate::apps::DeviceShape;
+use crate::device::DeviceShape;
 use serde::Serialize;
 
 /// GiB in bytes.

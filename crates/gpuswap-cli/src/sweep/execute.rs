@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use toml::Value;
 
-use super::SweepError;
+use super::error::SweepError;
 use super::figures::{Kind, RunFigures};
 use super::keys::apply;
 use super::plan::{Plan, text_without_sweep};

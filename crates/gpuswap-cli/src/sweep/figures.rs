@@ -43,6 +43,11 @@ impl Kind {
     }
 }
 
+/// The results.csv name of the tenant at `index` when tenant lists vary.
+pub(super) fn positional(index: usize) -> String {
+    format!("tenant[{index}]")
+}
+
 /// How many of [`SUMMARY_METRICS`] every tenant run has; the rest are unified memory's,
 /// summed over the tenants.
 const TENANT_METRICS: usize = 8;
@@ -206,7 +211,7 @@ impl RunFigures {
                         .iter()
                         .find(|t| t.name == *name)
                         .or_else(|| {
-                            (*name == super::plan::positional(i))
+                            (*name == positional(i))
                                 .then(|| report.tenants.get(i))
                                 .flatten()
                         })

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::SweepError;
+use super::error::SweepError;
 use super::shard::Shard;
 use gpuswap_sim::engine::RunLimits;
 

@@ -7,11 +7,14 @@ use std::fs::File;
 use std::iter::Peekable;
 use std::path::{Path, PathBuf};
 
+use super::error::SweepError;
+use super::folder::{check_html, prepare_out, write_html, write_scenario};
 use super::manifest::{self, Manifest};
-use super::output::{Outputs, PointRecords, patterns_header, results_header};
+use super::output::{Outputs, patterns_header, results_header};
 use super::plan::Plan;
+use super::records::PointRecords;
 use super::shard::Shard;
-use super::{SweepError, check_html, prepare_out, report, write_html, write_scenario};
+use super::summary::report;
 
 /// Settings of a merge from the command line.
 #[derive(Debug, clap::Args)]

@@ -18,8 +18,11 @@
 //! `r` of a point uses seed `scenario seed + r`, so seeds are varied with `runs`, not as
 //! a key.
 
+mod axis;
+mod error;
 mod execute;
 mod figures;
+mod folder;
 mod keys;
 mod manifest;
 mod merge;
@@ -27,32 +30,19 @@ mod normalize;
 mod output;
 mod plan;
 mod plots;
+mod records;
 mod shard;
+mod stats;
 mod summary;
 
 use std::path::{Path, PathBuf};
 
-use thiserror::Error;
-
+pub use error::SweepError;
+use folder::{SCENARIO_FILE, check_html, prepare_out, write_html, write_scenario};
 pub use merge::{MergeArgs, merge};
 pub use plan::Plan;
 use shard::Shard;
-
-/// What went wrong with a sweep as a whole (single failed runs are rows, not errors,
-/// unless `--fail-on-error` asks for them to count).
-#[derive(Debug, Error)]
-pub enum SweepError {
-    /// The scenario, a `--vary` flag or the `[sweep]` table is wrong.
-    #[error("{0}")]
-    BadInput(String),
-    /// Results could not be written.
-    #[error("{0}")]
-    Output(String),
-    /// `--fail-on-error`: runs failed or ended with a failed tenant (the results are
-    /// written all the same).
-    #[error("{0} runs failed or ended with a failed tenant (--fail-on-error)")]
-    Failures(usize),
-}
+use summary::{grid, report};
 
 /// Settings of a sweep from the command line.
 #[derive(Debug, clap::Args)]
@@ -155,38 +145,6 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     Ok(())
 }
 
-/// How big a sweep, or a shard holding `held` of its points, is: "6 grid points x 2
-/// seeds", "2 of 6 grid points x 2 seeds".
-fn grid(plan: &Plan, held: usize) -> String {
-    let total = plan.points.len();
-    let points = if held == total {
-        total.to_string()
-    } else {
-        format!("{held} of {total}")
-    };
-    format!("{points} grid points x {} seeds", plan.runs)
-}
-
-/// Prints the line a sweep, a shard or a merge ends with: `what` ran (empty for a
-/// sweep), its runs over `held` points, how they ended and where the files are.
-fn report(
-    what: &str,
-    plan: &Plan,
-    held: usize,
-    summary: &summary::Summary,
-    out: &Path,
-) -> Result<(), SweepError> {
-    crate::stdout::write(&format!(
-        "{what}{} runs ({}): {} failed, {} more ended with a failed tenant; wrote {}\n",
-        summary.runs,
-        grid(plan, held),
-        summary.failed,
-        summary.tenant_failed,
-        out.display()
-    ))
-    .map_err(SweepError::Output)
-}
-
 /// What `--dry-run` says: the grid (of the shard, with one), the runs, and a wall-time
 /// estimate from timing one run of the first and of the last point (their solo
 /// baselines included, as the sweep computes them too).
@@ -250,95 +208,4 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
         mean_s * runs as f64 / threads as f64
     );
     text
-}
-
-/// The copy of the scenario a whole sweep (or a merge) leaves beside its results, for
-/// `gpuswap report` and for whoever reads the folder later.
-const SCENARIO_FILE: &str = "scenario.toml";
-
-/// Writes [`SCENARIO_FILE`]: the scenario file's `text` under a comment naming its path
-/// and the flags that changed the grid. A merge writes what the sweep would have, from
-/// the shards' manifests.
-fn write_scenario(
-    out: &Path,
-    scenario: &str,
-    vary: &[String],
-    runs: u32,
-    text: &str,
-) -> Result<(), SweepError> {
-    let flags: String = vary.iter().map(|v| format!(" --vary {v:?}")).collect();
-    let header = format!(
-        "# The scenario of this sweep: {scenario}{flags}, {runs} runs (seeds) per point.\n"
-    );
-    let path = out.join(SCENARIO_FILE);
-    std::fs::write(&path, header + text)
-        .map_err(|e| SweepError::Output(format!("{}: {e}", path.display())))
-}
-
-/// `--html FILE` is checked before any run: an existing FILE without `--force`, or a
-/// folder that does not exist, would otherwise fail only after the whole sweep.
-fn check_html(html: Option<&Path>, force: bool) -> Result<(), SweepError> {
-    html.map_or(Ok(()), |html| {
-        crate::report_cmd::check_target(html, force)
-            .map_err(|e| SweepError::BadInput(format!("--html {e}")))
-    })
-}
-
-/// `--html FILE`: the finished sweep folder `out` as a page.
-fn write_html(out: &Path, html: Option<&Path>, force: bool) -> Result<(), SweepError> {
-    match html {
-        Some(html) => crate::report_cmd::write_page(out, html, force)
-            .map_err(|e| SweepError::Output(e.to_string())),
-        None => Ok(()),
-    }
-}
-
-/// Whether a file is one a sweep, a shard or a merge writes: its CSVs, plots, scenario
-/// copy and pages, a shard's manifest, and the partial files a killed run leaves.
-fn sweep_output(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    let name = name.strip_suffix(".partial").unwrap_or(name);
-    name == "results.csv"
-        || name == "summary.csv"
-        || name == "normalized.csv"
-        || name == "patterns.csv"
-        || name == manifest::FILE
-        || name == SCENARIO_FILE
-        || name.ends_with(".html")
-        || name.ends_with(".svg")
-        || name.ends_with(".png")
-}
-
-/// Refuses an output folder that holds anything, unless `force`: then an earlier
-/// sweep's files go first (plots of another grid must not stay beside new CSVs); other
-/// files make it refuse even so.
-fn prepare_out(out: &Path, force: bool) -> Result<(), SweepError> {
-    let Ok(entries) = std::fs::read_dir(out) else {
-        return Ok(());
-    };
-    let files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    if files.is_empty() {
-        return Ok(());
-    }
-    if !force {
-        return Err(SweepError::BadInput(format!(
-            "{} is not empty; give another --out, or --force to replace an earlier sweep's files there",
-            out.display()
-        )));
-    }
-    if let Some(other) = files.iter().find(|f| !sweep_output(f)) {
-        return Err(SweepError::BadInput(format!(
-            "{}: --force replaces only a sweep's own files, and {} is not one",
-            out.display(),
-            other.display()
-        )));
-    }
-    for file in files {
-        std::fs::remove_file(&file)
-            .map_err(|e| SweepError::BadInput(format!("{}: cannot remove: {e}", file.display())))?;
-    }
-    Ok(())
 }

@@ -20,11 +20,10 @@ use std::path::Path;
 
 use toml::Value;
 
-use super::SweepError;
+use super::axis::{Axis, value_text};
+use super::error::SweepError;
 use super::figures::Kind;
-use super::output::value_text;
-use super::plan::Axis;
-use super::summary::PointStats;
+use super::stats::PointStats;
 use crate::plot;
 
 /// A checked `[sweep.normalize]` table.

@@ -6,25 +6,13 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
-use super::SweepError;
+use super::axis::value_text;
+use super::error::SweepError;
 use super::execute::Row;
 use super::figures::{Kind, TENANT_COLUMNS, TimelineRow};
-use super::plan::{Axis, Plan};
+use super::plan::Plan;
+use super::records::PointRecords;
 use super::summary::Summary;
-
-/// A setting's value as tables and plot labels write it: strings bare, whole tables as
-/// `key=value` pairs.
-pub(super) fn value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Table(t) => t
-            .iter()
-            .map(|(k, v)| format!("{k}={}", value_text(v)))
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    }
-}
 
 /// The columns of results.csv: the point, its settings, the run, the summary metrics and
 /// each tenant's columns.
@@ -79,23 +67,6 @@ fn results_record(row: &Row, point: &[Value], columns: usize) -> Vec<String> {
         }
     }
     cells
-}
-
-/// Where results.csv's error column is: after the point, its settings, the run and the
-/// seed. The summary metrics follow it.
-pub(super) fn error_column(axes: &[Axis]) -> usize {
-    axes.len() + 3
-}
-
-/// A grid point's records of results.csv and patterns.csv, as written: what the
-/// summary is taken from, whether the runs just ended or a merge read them back.
-pub(super) struct PointRecords {
-    /// The point's index.
-    pub(super) point: usize,
-    /// Its results.csv records, a run each, in run order.
-    pub(super) results: Vec<Vec<String>>,
-    /// Its patterns.csv records, in run order.
-    pub(super) patterns: Vec<Vec<String>>,
 }
 
 fn io_error(what: &Path, e: &dyn std::fmt::Display) -> SweepError {
@@ -238,6 +209,7 @@ mod tests {
     use crate::scenario;
     use crate::sweep::Plan;
     use crate::sweep::figures::{eviction_mean_ns, slowest_phase_ns};
+    use crate::sweep::records::error_column;
 
     /// Two nn tenants; 20 MiB makes them evict, 9 GiB is more than the GTX 480 has.
     const TWO_NN: &str = "seed = 5\n[device]\npreset = \"gtx480\"\n[manager]\nmode = \"gpuswap\"\n\

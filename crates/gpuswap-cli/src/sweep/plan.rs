@@ -7,25 +7,12 @@ use std::path::{Path, PathBuf};
 use gpuswap_sim::units::{parse_bytes, parse_ns};
 use toml::Value;
 
-use super::SweepError;
-use super::figures::Kind;
+use super::axis::Axis;
+use super::error::SweepError;
+use super::figures::{Kind, positional};
 use super::keys::{check_path, overlaps, typed};
 use super::normalize::Normalize;
 use crate::scenario;
-
-/// The results.csv name of the tenant at `index` when tenant lists vary.
-pub(super) fn positional(index: usize) -> String {
-    format!("tenant[{index}]")
-}
-
-/// One varied key and its values.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Axis {
-    /// Dotted scenario key.
-    pub key: String,
-    /// Values, as TOML values of the type the scenario uses for the key.
-    pub values: Vec<Value>,
-}
 
 /// A sweep ready to run: the scenario without its `[sweep]` table, the axes, the grid.
 pub struct Plan {

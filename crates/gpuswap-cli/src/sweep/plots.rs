@@ -8,11 +8,10 @@ use std::path::Path;
 use gpuswap_sim::units::{parse_bytes, parse_ns};
 use toml::Value;
 
-use super::SweepError;
+use super::axis::{Axis, value_text};
+use super::error::SweepError;
 use super::figures::Kind;
-use super::output::value_text;
-use super::plan::Axis;
-use super::summary::PointStats;
+use super::stats::PointStats;
 use crate::plot::{self, Line, LinePoint, Spread, XAxis};
 
 /// A measure the sweep plots: a summary metric and how its figure reads.
@@ -351,7 +350,7 @@ fn lines_for(
 mod tests {
     use super::*;
     use crate::sweep::plan::grid;
-    use crate::sweep::summary::Stats;
+    use crate::sweep::stats::Stats;
 
     fn axis(key: &str, values: &[&str]) -> Axis {
         Axis {

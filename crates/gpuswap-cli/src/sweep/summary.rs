@@ -1,15 +1,19 @@
 //! A sweep's statistics per grid point, taken from results.csv's records, and what is
-//! made of them: summary.csv, normalized.csv and the plots. Reading the records as
-//! written (rather than the runs' figures) is what lets `gpuswap merge` write the same
-//! bytes from shards' results.csv files as the sweep wrote in one go.
+//! made of them: summary.csv, normalized.csv, the plots and the line a sweep, a shard or
+//! a merge ends with. Reading the records as written (rather than the runs' figures) is
+//! what lets `gpuswap merge` write the same bytes from shards' results.csv files as the
+//! sweep wrote in one go.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::axis::value_text;
+use super::error::SweepError;
 use super::figures::Kind;
-use super::output::{PointRecords, error_column, value_text};
 use super::plan::Plan;
-use super::{SweepError, plots};
+use super::plots;
+use super::records::{PointRecords, error_column};
+use super::stats::{PointStats, Stats};
 
 /// The statistics of the points so far, for summary.csv and the plots, and the sweep's
 /// counts of runs.
@@ -121,6 +125,38 @@ impl<'a> Summary<'a> {
     }
 }
 
+/// How big a sweep, or a shard holding `held` of its points, is: "6 grid points x 2
+/// seeds", "2 of 6 grid points x 2 seeds".
+pub(super) fn grid(plan: &Plan, held: usize) -> String {
+    let total = plan.points.len();
+    let points = if held == total {
+        total.to_string()
+    } else {
+        format!("{held} of {total}")
+    };
+    format!("{points} grid points x {} seeds", plan.runs)
+}
+
+/// Prints the line a sweep, a shard or a merge ends with: `what` ran (empty for a
+/// sweep), its runs over `held` points, how they ended and where the files are.
+pub(super) fn report(
+    what: &str,
+    plan: &Plan,
+    held: usize,
+    summary: &Summary,
+    out: &Path,
+) -> Result<(), SweepError> {
+    crate::stdout::write(&format!(
+        "{what}{} runs ({}): {} failed, {} more ended with a failed tenant; wrote {}\n",
+        summary.runs,
+        grid(plan, held),
+        summary.failed,
+        summary.tenant_failed,
+        out.display()
+    ))
+    .map_err(SweepError::Output)
+}
+
 /// A run's summary metrics as results.csv `record` holds them (in [`Kind::metrics`]'
 /// order, after the `error` column); None for a run that failed.
 fn run_metrics(
@@ -146,67 +182,9 @@ fn run_metrics(
         .map(Some)
 }
 
-/// What the plots need of a grid point: how its runs ended and the statistics of each
-/// summary metric over the runs that gave it a value.
-#[derive(Debug)]
-pub(super) struct PointStats {
-    /// Runs at the point.
-    pub(super) runs: usize,
-    /// Runs that failed (no report).
-    pub(super) failed: usize,
-    /// Runs that completed with a tenant that failed.
-    pub(super) tenant_failed: usize,
-    /// Statistics per summary metric; a metric no run gave a value is absent.
-    pub(super) metrics: BTreeMap<&'static str, Stats>,
-}
-
-/// Mean, standard deviation, minimum and maximum of a metric at a point.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stats {
-    /// Mean.
-    pub mean: f64,
-    /// Sample standard deviation (0 for one sample).
-    pub std: f64,
-    /// Smallest.
-    pub min: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-impl Stats {
-    /// Statistics of a non-empty sample.
-    pub fn of(xs: &[f64]) -> Option<Self> {
-        if xs.is_empty() {
-            return None;
-        }
-        let n = xs.len() as f64;
-        let mean = xs.iter().sum::<f64>() / n;
-        let var = if xs.len() > 1 {
-            xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
-        } else {
-            0.0
-        };
-        Some(Self {
-            mean,
-            std: var.sqrt(),
-            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
-            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stats_of_a_sample() {
-        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!((s.mean, s.min, s.max), (2.5, 1.0, 4.0));
-        assert!((s.std - 1.290_994).abs() < 1e-6);
-        assert_eq!(Stats::of(&[5.0]).unwrap().std, 0.0);
-        assert_eq!(Stats::of(&[]), None);
-    }
 
     #[test]
     fn metrics_read_back_from_their_cells_exactly() {

@@ -18,9 +18,9 @@
 //! written each (32 KiB read and 8 KiB written of a 32 MiB buffer); about 10
 //! instructions per touched place.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, phased, size_error,
-};
+use super::common::{READ_LINE_BYTES, WRITE_SECTOR_BYTES, phased, size_error};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program};
 use crate::units::{parse_bytes, parse_ns};
 

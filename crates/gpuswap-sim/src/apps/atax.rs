@@ -61,10 +61,11 @@
 //! of `A` per element that is about 1.2 instructions per byte, below the GTX 480 model's
 //! balance of 3.8: both kernels are memory bound.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, data_access, h2d, managed_bytes,
-    parse_size, phased, within, workload_sizes,
+use super::common::{
+    d2h, data_access, h2d, managed_bytes, parse_size, phased, within, workload_sizes,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The atax app.

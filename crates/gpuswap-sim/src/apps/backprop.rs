@@ -73,9 +73,9 @@
 //! 133.50 MiB (the multiple of 16 nearest). Its 453 MB large input is the number
 //! 3298640 (453.0 MiB): the name `large` keeps the unified-memory study's input.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
-};
+use super::common::{d2h, h2d, parse_size, phased, uniform};
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The backprop app.

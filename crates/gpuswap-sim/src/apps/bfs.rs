@@ -77,10 +77,11 @@
 //! about 8 per thread plus 8 per reached node. Both come out memory bound on the GTX 480
 //! model, as BFS is.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, scattered_bytes, uniform, within,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::{DeviceShape, scattered_bytes};
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The bfs app.

@@ -49,10 +49,11 @@
 //! 3.8: compute bound by about 1.4x on the model, near the balance as a 3 x 3 stencil
 //! without shared memory is.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, data_access, h2d, managed_bytes,
-    parse_size, phased, within, workload_sizes,
+use super::common::{
+    d2h, data_access, h2d, managed_bytes, parse_size, phased, within, workload_sizes,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 use gpuswap_core::uvm::pages::PAGE_BYTES;
 

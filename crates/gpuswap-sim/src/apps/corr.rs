@@ -98,10 +98,11 @@
 //! timing model spreads instructions over the whole device (see
 //! [`DeviceShape::sm_count`]), so it times the launch as if the grid filled the GPU.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, pilot_sizes, uniform, within,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, pilot_sizes, uniform, within,
 };
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The corr app.

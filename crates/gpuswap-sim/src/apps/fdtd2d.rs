@@ -48,10 +48,11 @@
 //! within 0.5 %. Against 12 to 17 bytes moved per cell that is under 3 instructions per
 //! byte, below the GTX 480 model's balance of 3.8: memory bound.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, data_access, h2d, managed_bytes,
-    parse_size, phased, within, workload_sizes,
+use super::common::{
+    d2h, data_access, h2d, managed_bytes, parse_size, phased, within, workload_sizes,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The fdtd-2d app.

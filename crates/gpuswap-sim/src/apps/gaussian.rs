@@ -78,10 +78,11 @@
 //! instructions for 8 bytes, about 1.9 per byte where the GTX 480 model balances at 3.8:
 //! memory bound.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, pilot_rodinia_sizes, within,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, pilot_rodinia_sizes, within,
 };
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot, WeightedRange};
 
 /// The gaussian app.

@@ -60,10 +60,9 @@
 //! instructions per 8 bytes of the matrices, 1.4 per byte, below the GTX 480 model's
 //! balance of 3.8: memory bound, and far more so when every element moves a line.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased, pilot_sizes,
-    uniform, within,
-};
+use super::common::{READ_LINE_BYTES, d2h, h2d, parse_size, phased, pilot_sizes, uniform, within};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The gesummv app.

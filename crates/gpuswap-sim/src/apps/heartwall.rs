@@ -80,10 +80,11 @@
 //! [`DeviceShape::sm_count`]), so on those GPUs its compute time comes out short by up
 //! to the ratio of SMs to blocks (2.1x on an A100).
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, scattered_bytes, uniform, within,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
 };
+use super::model::{AppModel, SizeError};
+use crate::device::{DeviceShape, scattered_bytes};
 use crate::program::{
     Access, AccessOrder, Distribution, Kernel, Op, Phase, Program, Slot, WeightedRange,
 };

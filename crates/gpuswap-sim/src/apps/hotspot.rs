@@ -46,9 +46,9 @@
 //! GTX 480 model balances at 3.8, so the model makes `calculate_temp` compute bound by
 //! about 2.8x (the pyramid trades redundant halo computation for memory traffic).
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform, within,
-};
+use super::common::{d2h, h2d, parse_size, phased, uniform, within};
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The hotspot app.

@@ -57,10 +57,9 @@
 //! moved per cell and layer: about 2.3 instructions per byte where the GTX 480 model
 //! balances at 3.8, so `hotspotOpt1` is memory bound.
 
-use super::{
-    AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, pilot_rodinia_sizes, uniform,
-    within,
-};
+use super::common::{d2h, h2d, parse_size, phased, pilot_rodinia_sizes, uniform, within};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The hs3d app.

@@ -76,10 +76,11 @@
 //! instructions per block and neighbour against 4000 bytes: hundreds of instructions per
 //! byte, compute bound on any preset.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, d2h, h2d, parse_size, phased,
-    pilot_rodinia_sizes, uniform, within,
+use super::common::{
+    READ_LINE_BYTES, d2h, h2d, parse_size, phased, pilot_rodinia_sizes, uniform, within,
 };
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The lavamd app.

@@ -55,7 +55,9 @@
 //! 120 multiply-adds, 16 divisions, 31 stores); `lud_diagonal` about 1000 per thread
 //! (the triangular factorization of 16 x 16 by 16 threads).
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased};
+use super::common::{d2h, h2d, parse_size, phased};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
 /// The lud app.

@@ -58,14 +58,21 @@
 //! default; those that were apps before (backprop, bfs, nn, 2dconv) keep their default,
 //! and where `"large"` already named the unified-memory study's input (backprop, bfs,
 //! 2dconv) it still does and PILOT's large input goes by number (their help says which).
+//!
+//! [`Access`]: crate::program::Access
+//! [`DeviceShape`]: crate::device::DeviceShape
+//! [`DeviceShape::random_bytes`]: crate::device::DeviceShape::random_bytes
+//! [`DeviceShape::l2_resident_bytes`]: crate::device::DeviceShape::l2_resident_bytes
+//! [`DeviceShape::l2_resident_reads`]: crate::device::DeviceShape::l2_resident_reads
+//! [`DeviceShape::sm_count`]: crate::device::DeviceShape::sm_count
 
 mod alloc;
 mod atax;
 mod backprop;
 mod bfs;
+mod common;
 mod conv2d;
 mod corr;
-mod device;
 mod fdtd2d;
 mod gaussian;
 mod gesummv;
@@ -74,6 +81,7 @@ mod hotspot;
 mod hs3d;
 mod lavamd;
 mod lud;
+mod model;
 mod nn;
 mod nw;
 mod pagedos;
@@ -86,86 +94,7 @@ mod srad_v2;
 mod sssp;
 mod stream;
 
-use crate::program::{
-    Access, AccessOrder, CopyDirection, Distribution, Op, Program, Slot, WeightedRange,
-};
-use crate::timing::{ISOLATED_WRITE_BYTES, READ_TRANSACTION_BYTES};
-pub use device::DeviceShape;
-pub(crate) use device::scattered_bytes;
-use thiserror::Error;
-
-/// An input size the app does not understand.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("app {app}: {message}")]
-pub struct SizeError {
-    /// The app.
-    pub app: &'static str,
-    /// What was wrong and what is expected.
-    pub message: String,
-}
-
-/// A model of an application: turns an input size, a repetition count and the device
-/// it runs on into a program.
-pub trait AppModel: Sync {
-    /// The name used in scenario files.
-    fn name(&self) -> &'static str;
-    /// One line saying what the app is and does.
-    fn description(&self) -> &'static str;
-    /// The input sizes the app accepts, for help texts (for example
-    /// `"default (65536 units), paper (1048560 units), or a number of input units"`).
-    fn sizes_help(&self) -> &'static str;
-    /// The program for `size` (`"default"` always works) with its measured phase run
-    /// `repeat` times (`repeat >= 1`), its traffic estimated for `device`.
-    fn program(&self, size: &str, repeat: u32, device: DeviceShape) -> Result<Program, SizeError>;
-    /// The class of its managed-memory migration pattern, for the unified-memory
-    /// workloads of the adaptive paper (`../shared/spec/uvm-adaptive.md`); `None` for
-    /// the others.
-    fn pattern_class(&self) -> Option<PatternClass> {
-        None
-    }
-    /// Other names scenario files may use for it (older or the paper's spelling).
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// Whether it runs until every other tenant has ended instead of to its program's
-    /// end (an interference generator such as pageDoS).
-    fn endless(&self) -> bool {
-        false
-    }
-    /// The share of the device's SMs its kernels occupy when the app runs alone, in
-    /// (0, 1]: the SM utilization of PILOT's table (`../shared/spec/pilot.md`) for its
-    /// benchmarks, all of them for the others. Concurrent execution (MPS) shares the
-    /// SMs among co-running kernels by this demand.
-    fn sm_utilization(&self) -> f64 {
-        1.0
-    }
-}
-
-/// The migration-pattern classes of the adaptive paper: how an app's pages are touched
-/// within a kernel (in address order or not) and across kernels (re-referenced or not).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PatternClass {
-    /// Each page touched in one linear pass and not again soon.
-    Streaming,
-    /// Linear passes re-referencing the same pages kernel after kernel.
-    Regular,
-    /// Re-read linear ranges next to sparse data-dependent touches.
-    Mixed,
-    /// Data-dependent touches spread over the whole allocation.
-    Random,
-}
-
-impl PatternClass {
-    /// The name tables and scenario files use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Streaming => "streaming",
-            Self::Regular => "regular",
-            Self::Mixed => "mixed",
-            Self::Random => "random",
-        }
-    }
-}
+pub use model::{AppModel, PatternClass, SizeError};
 
 /// Every built-in app, in the order `gpuswap apps` lists them.
 pub fn all() -> Vec<&'static dyn AppModel> {
@@ -205,191 +134,11 @@ pub fn find(name: &str) -> Option<&'static dyn AppModel> {
         .find(|a| a.name() == name || a.aliases().contains(&name))
 }
 
-/// Bytes an isolated read moves: one 128-byte cache line (Fermi's L1 line), the read
-/// transaction of the timing model.
-pub(crate) const READ_LINE_BYTES: u64 = READ_TRANSACTION_BYTES;
-/// Bytes an isolated write moves: one 32-byte sector (writes are write-through and not
-/// coalesced), the write transaction of the timing model.
-pub(crate) const WRITE_SECTOR_BYTES: u64 = ISOLATED_WRITE_BYTES;
-
-/// An access spread uniformly over the buffer, in the given order.
-pub(crate) fn uniform(slot: Slot, read_bytes: u64, write_bytes: u64, order: AccessOrder) -> Access {
-    Access {
-        slot,
-        read_bytes,
-        write_bytes,
-        distribution: Distribution::Uniform,
-        order,
-    }
-}
-
-/// The research simulator's managed allocation granularity (`abstract_hardware_model.h`:
-/// `MAX_PREFETCH_SIZE`, `MIN_PREFETCH_SIZE`).
-const LARGE_BLOCK_BYTES: u64 = 2 << 20;
-const SMALL_BLOCK_BYTES: u64 = 64 << 10;
-
-/// Bytes the research simulator's `cudaMallocManaged` allocates for `data_bytes`: whole
-/// 2 MiB blocks, and the remainder rounded up to 64 KiB times a power of two.
-pub(crate) fn managed_bytes(data_bytes: u64) -> u64 {
-    let whole = data_bytes / LARGE_BLOCK_BYTES * LARGE_BLOCK_BYTES;
-    let remainder = data_bytes - whole;
-    if remainder == 0 {
-        whole
-    } else {
-        whole + remainder.next_power_of_two().max(SMALL_BLOCK_BYTES)
-    }
-}
-
-/// An access to the first `data_bytes` of a buffer allocated with [`managed_bytes`]: the
-/// rounding beyond the data is never touched.
-pub(crate) fn data_access(
-    slot: Slot,
-    data_bytes: u64,
-    read_bytes: u64,
-    write_bytes: u64,
-    order: AccessOrder,
-) -> Access {
-    Access {
-        slot,
-        read_bytes,
-        write_bytes,
-        distribution: Distribution::Ranges(vec![WeightedRange {
-            offset_bytes: 0,
-            bytes: data_bytes,
-            weight: 1.0,
-        }]),
-        order,
-    }
-}
-
-/// A synchronous host-to-device copy.
-pub(crate) fn h2d(slot: Slot, bytes: u64) -> Op {
-    Op::Copy {
-        slot,
-        direction: CopyDirection::HostToDevice,
-        bytes,
-    }
-}
-
-/// A synchronous device-to-host copy.
-pub(crate) fn d2h(slot: Slot, bytes: u64) -> Op {
-    Op::Copy {
-        slot,
-        direction: CopyDirection::DeviceToHost,
-        bytes,
-    }
-}
-
-/// The ops of an app in the conventional shape: `setup`, the measured phase running
-/// `body` `repeat` times and waiting for the GPU, then `teardown`.
-pub(crate) fn phased(setup: Vec<Op>, repeat: u32, body: Vec<Op>, teardown: Vec<Op>) -> Vec<Op> {
-    debug_assert!(repeat >= 1, "the measured phase runs at least once");
-    let mut ops = setup;
-    ops.push(Op::PhaseStart);
-    ops.push(Op::Repeat {
-        times: repeat,
-        body,
-    });
-    ops.push(Op::Sync);
-    ops.push(Op::PhaseEnd);
-    ops.extend(teardown);
-    ops
-}
-
-/// A [`SizeError`] that says what was wrong and lists the accepted forms.
-pub(crate) fn size_error(
-    app: &'static str,
-    help: &str,
-    problem: impl std::fmt::Display,
-) -> SizeError {
-    SizeError {
-        app,
-        message: format!("{problem}; expected {help}"),
-    }
-}
-
-/// `n` if it lies in `range`; else why not, naming it as `what` (for example
-/// `"a 20000 x 20000 grid"`): what an app's size check says.
-pub(crate) fn within(
-    n: u64,
-    range: std::ops::RangeInclusive<u64>,
-    what: String,
-) -> Result<u64, String> {
-    if range.contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!(
-            "{what} is outside {} to {}",
-            range.start(),
-            range.end()
-        ))
-    }
-}
-
-/// The named sizes of a unified-memory workload: `default` and `uvmsmart` are the
-/// research simulator's input, `large` one of several GiB.
-pub(crate) fn workload_sizes(uvmsmart: u64, large: u64) -> [(&'static str, u64); 3] {
-    [
-        ("default", uvmsmart),
-        ("uvmsmart", uvmsmart),
-        ("large", large),
-    ]
-}
-
-/// The named sizes of a PILOT benchmark: its `small`, `medium` and `large` inputs, with
-/// `medium` the default.
-pub(crate) fn pilot_sizes(small: u64, medium: u64, large: u64) -> [(&'static str, u64); 4] {
-    [
-        ("default", medium),
-        ("small", small),
-        ("medium", medium),
-        ("large", large),
-    ]
-}
-
-/// The named sizes of a Rodinia benchmark of the PILOT study: [`pilot_sizes`] and
-/// `rodinia`, the input of Rodinia's run script.
-pub(crate) fn pilot_rodinia_sizes(
-    small: u64,
-    medium: u64,
-    large: u64,
-    rodinia: u64,
-) -> [(&'static str, u64); 5] {
-    let [default, small, medium, large] = pilot_sizes(small, medium, large);
-    [default, small, medium, large, ("rodinia", rodinia)]
-}
-
-/// Reads a size argument the way every app does: one of the `named` sizes, or a plain
-/// decimal number that `number` turns into the app's input (or explains why not).
-/// `help` lists the accepted forms for the error message.
-pub(crate) fn parse_size<T: Clone>(
-    app: &'static str,
-    help: &str,
-    size: &str,
-    named: &[(&str, T)],
-    number: impl FnOnce(u64) -> Result<T, String>,
-) -> Result<T, SizeError> {
-    let text = size.trim();
-    if let Some((_, input)) = named.iter().find(|(name, _)| *name == text) {
-        return Ok(input.clone());
-    }
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(size_error(
-            app,
-            help,
-            format_args!("{size:?} is not a size"),
-        ));
-    }
-    let value = text
-        .parse::<u64>()
-        .map_err(|_| size_error(app, help, format_args!("{size:?} is too large")))?;
-    number(value).map_err(|problem| size_error(app, help, format_args!("{size:?}: {problem}")))
-}
-
 /// Helpers the apps' tests share: structural checks and traffic sums over programs.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{AppModel, DeviceShape};
+    use super::AppModel;
+    use crate::device::DeviceShape;
     use crate::preset;
     use crate::program::{AccessOrder, Distribution, Kernel, Op, Program, Slot};
 
@@ -632,8 +381,10 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
+    use super::common::parse_size;
     use super::testing::{check_app, gtx480, launches, mib, rejects, traffic};
     use super::*;
+    use crate::device::DeviceShape;
 
     /// Every registered app is found by its name, and no name is taken twice.
     #[test]

@@ -28,7 +28,9 @@
 //! differences, two multiply-adds, a square root ~8, the store): about 2 instructions
 //! per byte where the GTX 480 model balances at 3.8, so memory bound.
 
-use super::{AppModel, DeviceShape, SizeError, d2h, h2d, parse_size, phased, uniform, within};
+use super::common::{d2h, h2d, parse_size, phased, uniform, within};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The nn app.

@@ -74,10 +74,11 @@
 //! allocation takes rounded up to whole 64 KiB blocks: 2 x 65 x 64 KiB), and 127
 //! launches, as there. The penalty changes no access.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, workload_sizes,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, workload_sizes,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
 /// The nw app.

@@ -14,7 +14,9 @@
 //! but not its page touches (one per page, in address order), the part that interferes.
 //! Compute: about 8 instructions per page (index, stride, load, loop test).
 
-use super::{AppModel, DeviceShape, SizeError, parse_size, phased, uniform, within};
+use super::common::{parse_size, phased, uniform, within};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The pagedos app.

@@ -88,10 +88,12 @@
 //! [`DeviceShape::sm_count`]): the model understates `normalize_weights_kernel`'s
 //! time, which on hardware is a single thread's walk over n doubles.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, pilot_rodinia_sizes, uniform, within,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, pilot_rodinia_sizes,
+    uniform, within,
 };
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The partfilter app.

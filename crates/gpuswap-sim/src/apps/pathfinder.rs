@@ -49,10 +49,9 @@
 //! takes rounded up to whole 64 KiB blocks: 2 x 4 + 608 of them). A number sets the
 //! columns, with the rows and pyramid of the run script.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform, within,
-    workload_sizes,
-};
+use super::common::{d2h, h2d, parse_size, phased, uniform, within, workload_sizes};
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
 /// The pathfinder app.

@@ -44,10 +44,12 @@
 //! balances at 3.8, so the launch is mostly the issue of threads that exit at once,
 //! about 1.4x compute bound.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, uniform, within, workload_sizes,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
+    workload_sizes,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The ra app.

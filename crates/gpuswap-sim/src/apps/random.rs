@@ -15,10 +15,9 @@
 //! (The UVM Smart "ra" benchmark of `spec/apps.md` differs in shape: three 4 MiB float
 //! arrays and 1 active thread in 100; this model follows HPCC instead.)
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, uniform,
-};
+use super::common::{READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform};
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The random app.

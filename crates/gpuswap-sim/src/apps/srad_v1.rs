@@ -39,10 +39,11 @@
 //! the GTX 480 model's balance of 0.26 bytes per instruction (`srad` 0.36, `extract`
 //! 0.27): memory bound; the reduction tree makes `reduce` compute bound.
 
-use super::{
-    AppModel, DeviceShape, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d, parse_size,
-    phased, uniform, within,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
 };
+use super::model::{AppModel, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program, Slot};
 
 /// The srad_v1 app.

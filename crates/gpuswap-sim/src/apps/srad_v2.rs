@@ -52,9 +52,9 @@
 //! keeps Rodinia's copies of J where that version lets the host touch J in place.
 //! `large` is 12288 x 12288 with 2 iterations (3.4 GiB).
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform,
-};
+use super::common::{d2h, h2d, parse_size, phased, uniform};
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, Slot};
 
 /// The srad_v2 app.

@@ -77,10 +77,12 @@
 //! not managed there; the model pages it with the rest in mode `uvm`, 1 MiB more than
 //! the research simulator). A number sets the vertices.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, READ_LINE_BYTES, SizeError, WRITE_SECTOR_BYTES, d2h, h2d,
-    parse_size, phased, scattered_bytes, uniform, within, workload_sizes,
+use super::common::{
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
+    workload_sizes,
 };
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::{DeviceShape, scattered_bytes};
 use crate::program::{Access, AccessOrder, Kernel, Op, Program};
 
 /// The sssp app.

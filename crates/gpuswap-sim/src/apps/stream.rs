@@ -18,9 +18,9 @@
 //! bound test, two loads, a multiply-add, the store): 0.67 instructions per byte, far
 //! below the GTX 480 model's balance of 3.8, so memory bound, as STREAM is meant to be.
 
-use super::{
-    AppModel, DeviceShape, PatternClass, SizeError, d2h, h2d, parse_size, phased, uniform, within,
-};
+use super::common::{d2h, h2d, parse_size, phased, uniform, within};
+use super::model::{AppModel, PatternClass, SizeError};
+use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
 
 /// The stream_triad app.

@@ -61,11 +61,8 @@ use cost::{kernel_ns, relocation_ns, restore_ns};
 use counts::{
     accessed_slots, add_scaled, allocation_order, launch_counts, moved_per_unit, transactions,
 };
+pub use rank::PAGE_BYTES;
 use rank::{chunk_priorities, per_page, rank};
-
-/// The GTX 480's small page (gpuswap.md): the unit of page granularity and the page of
-/// "accesses per page".
-pub const PAGE_BYTES: u64 = 4 << 10;
 
 /// What one repetition relocates to host memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

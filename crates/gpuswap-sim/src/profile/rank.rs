@@ -4,10 +4,14 @@ use std::collections::BTreeMap;
 
 use gpuswap_core::chunk_layout;
 
-use super::PAGE_BYTES;
 use super::counts::transactions;
 use crate::program::{Program, Slot};
 use crate::timing::Traffic;
+
+/// The GTX 480's small page (gpuswap.md): the unit of page granularity and the page of
+/// "accesses per page". Defined here, where "per page" is computed, and re-exported
+/// by [`super`], so that this module needs nothing of its parent.
+pub const PAGE_BYTES: u64 = 4 << 10;
 
 /// Accesses per 4 KiB page of a region of `bytes` (a partial page counts as one).
 pub(super) fn per_page(accesses: f64, bytes: u64) -> f64 {

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gpuswap_core::uvm::pages::{PAGE_BYTES, PAGES_PER_BLOCK};
 
-use super::{Batch, FaultLog};
+use super::faults::{Batch, FaultLog};
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program, WeightedRange};
 
 /// Pages of a 2 MiB VA block.

@@ -2,13 +2,17 @@
 //! accesses that depend on its L2 cache.
 //!
 //! The traffic of a kernel is counted per thread block with no cache between blocks
-//! (see the conventions in [`super`]) except in three places where the L2 decides how
+//! (see the conventions in [`crate::apps`]) except in three places where the L2 decides how
 //! often a line moves: random-order re-reads of a region ([`DeviceShape::random_bytes`]),
 //! small buffers that every block re-reads ([`DeviceShape::l2_resident_reads`]) and
 //! regions that blocks re-read in order with a known reuse distance
 //! ([`DeviceShape::reused_reads`]). Both take
 //! the L2 of the device the scenario names, so a model written against the GTX 480 moves
 //! fewer bytes on a GPU with a larger cache, as the real kernel would.
+//!
+//! It is a module of its own, not part of `apps` or `preset`, because both need it:
+//! presets make a shape ([`Preset::shape`](crate::preset::Preset::shape)) and apps take
+//! one, and neither should have to import the other for it.
 
 /// The figures of a device that an app's program may depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
