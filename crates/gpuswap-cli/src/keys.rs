@@ -92,6 +92,12 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "period of gpuswap's return check and of access-rate measurements",
     ),
     (
+        "manager.optimum",
+        "true or false (mode uvm)",
+        "false",
+        "also compute Belady's bound on each tenant's page stream (optimum_pages_in; the stream is kept: memory grows with it)",
+    ),
+    (
         "scheduler.policy",
         "none, mfit, amfit or madvise",
         "none",
@@ -334,6 +340,7 @@ pub fn template() -> String {
     out += &set("manager.mode", "\"gpuswap\"");
     out += &commented("manager.chunk_size", "\"4MiB\"");
     out += &commented("manager.return_interval", "\"50ms\"");
+    out += &commented("manager.optimum", "true");
     for k in keys.iter().filter(|k| {
         k.path.starts_with("manager.")
             && k.path != "manager.placement"

@@ -27,9 +27,10 @@ use std::collections::BTreeMap;
 
 use gpuswap_core::registry::SettingsError;
 use gpuswap_core::scheduling::{self, SchedulingConfig};
-use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, PolicySettings};
+use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Needs, PolicySettings};
 use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, SimConfig, TenantSpec};
 
+use gpuswap_sim::preset::Features;
 use gpuswap_sim::program::Program;
 use gpuswap_sim::trace::torch::Snapshot;
 use gpuswap_sim::trace::uvm_log::FaultLog;
@@ -125,6 +126,9 @@ struct ManagerTable {
     mode: Option<Spanned<String>>,
     chunk_size: Option<Spanned<String>>,
     return_interval: Option<Spanned<String>>,
+    /// Belady's bound on unified memory's page streams: the simulator's measurement,
+    /// not a manager parameter (`true`, or the text "true" or "false").
+    optimum: Option<Spanned<toml::Value>>,
     #[serde(flatten)]
     params: BTreeMap<String, toml::Value>,
 }
@@ -342,6 +346,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     };
 
     let policy = policy_settings(&file.manager, file.tenant.len(), &preset, &value_error)?;
+    let optimum = optimum(file.manager.optimum.as_ref(), &policy, &value_error)?;
     let return_interval_ns = match &file.manager.return_interval {
         None => DEFAULT_RETURN_INTERVAL_NS,
         Some(t) => parse_ns(t.get_ref())
@@ -692,9 +697,36 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             config.manager.seed = seed;
             config.sharing = sharing;
             config.manager.scheduling = scheduling;
+            config.optimum = optimum;
             config
         },
     })
+}
+
+/// `manager.optimum`: whether to compute Belady's bound, which only unified memory's
+/// page streams have.
+fn optimum(
+    value: Option<&Spanned<toml::Value>>,
+    policy: &PolicySettings,
+    value_error: ValueError,
+) -> Result<bool, ScenarioError> {
+    let Some(value) = value else {
+        return Ok(false);
+    };
+    let error =
+        |message: String| value_error("manager.optimum".into(), Some(value.span()), message);
+    let on = match value.get_ref() {
+        toml::Value::Boolean(on) => *on,
+        toml::Value::String(text) if text == "true" || text == "false" => text == "true",
+        other => return Err(error(format!("expected true or false, found {other}"))),
+    };
+    if on && !policy.needs().page_faults {
+        return Err(error(format!(
+            "Belady's bound is computed on page streams, which mode {:?} has none of; expected mode \"uvm\"",
+            policy.name()
+        )));
+    }
+    Ok(on)
 }
 
 /// The share of the device's VRAM bandwidth a replayed trace's kernels use while it
@@ -1042,39 +1074,46 @@ fn policy_settings(
             value_error(name.clone(), None, message)
         })?;
     }
-    if settings.needs().page_faults && !preset.features.page_faults {
+    // What the policy needs that the device must have: the one place that holds a
+    // mode against the preset's hardware.
+    type Feature = (fn(Needs) -> bool, fn(&Features) -> bool, &'static str);
+    let features: [Feature; 3] = [
+        (
+            |n| n.page_faults,
+            |f| f.page_faults,
+            "replayable page faults",
+        ),
+        (|n| n.reference_bits, |f| f.reference_bits, "reference bits"),
+        (
+            |n| n.access_counts,
+            |f| f.access_counters,
+            "access counters",
+        ),
+    ];
+    for (needed, has, what) in features {
+        if !needed(settings.needs()) || has(&preset.features) {
+            continue;
+        }
         let with: Vec<_> = preset::all()
             .into_iter()
-            .filter(|p| p.features.page_faults)
+            .filter(|p| has(&p.features))
             .map(|p| p.name)
             .collect();
-        return Err(value_error(
-            "manager.mode".into(),
-            None,
-            format!(
-                "{:?} needs replayable page faults, which {} lacks; expected a preset that has them ({})",
-                settings.name(),
-                preset.name,
-                with.join(", ")
-            ),
-        ));
-    }
-    if settings.needs().reference_bits && !preset.features.reference_bits {
-        let with: Vec<_> = preset::all()
-            .into_iter()
-            .filter(|p| p.features.reference_bits)
-            .map(|p| p.name)
-            .collect();
-        let (key, value) = settings
-            .chosen()
-            .into_iter()
-            .find(|(_, c)| c.needs.reference_bits)
-            .map_or(("mode", settings.name()), |(key, c)| (key, c.name));
+        // Name the setting that needs it: the mode itself or one of its choices.
+        let (key, value) = if needed(settings.entry().choice.needs) {
+            ("mode", settings.name())
+        } else {
+            settings
+                .chosen()
+                .into_iter()
+                .find(|(_, c)| needed(c.needs))
+                .map_or(("mode", settings.name()), |(key, c)| (key, c.name))
+        };
         return Err(value_error(
             format!("manager.{key}"),
             None,
             format!(
-                "{value:?} needs reference bits, which {} lacks; expected a preset that has them ({})",
+                "{value:?} needs {what}, which {} lacks; expected a preset that has them ({})",
                 preset.name,
                 with.join(", ")
             ),

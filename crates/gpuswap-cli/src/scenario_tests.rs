@@ -786,3 +786,28 @@ fn bad_fault_log_tenants_name_the_key_and_file() {
         "{e}"
     );
 }
+
+#[test]
+fn optimum_is_a_simulator_setting_for_unified_memory_only() {
+    let with = |mode: &str, optimum: &str| {
+        check(&format!(
+            "[device]\npreset = \"gtx1080ti\"\n[manager]\nmode = \"{mode}\"\noptimum = {optimum}\n[[tenant]]\napp = \"hotspot\"\n"
+        ))
+    };
+    assert!(with("uvm", "true").unwrap().config.optimum);
+    assert!(with("uvm", "\"true\"").unwrap().config.optimum);
+    assert!(!with("uvm", "false").unwrap().config.optimum);
+    let e = with("uvm", "3").unwrap_err().to_string();
+    assert!(
+        e.contains("manager.optimum") && e.contains("expected true or false"),
+        "{e}"
+    );
+    let e = with("gpuswap", "true").unwrap_err().to_string();
+    assert!(
+        e.contains("manager.optimum") && e.contains("expected mode \"uvm\""),
+        "{e}"
+    );
+    // It is no manager parameter: the registry's uvm keys do not list it.
+    let uvm = gpuswap_core::registry::find_policy("uvm").unwrap();
+    assert!(uvm.params.iter().all(|p| p.key != "optimum"));
+}

@@ -85,12 +85,13 @@ pub struct Needs {
     /// Replayable page faults: kernels touch managed pages and the manager pages them
     /// (unified memory).
     pub page_faults: bool,
-    /// Counts of memory accesses: per kernel ([`crate::KernelStats::accesses`]) and, under
-    /// unified memory, access-counter notes of the resident pages kernels touch
-    /// (`handle_access_notes`).
+    /// The device's access counters (unified memory): notes of the resident pages kernels
+    /// touch (`handle_access_notes`), and remote reads counted per VA block against a
+    /// threshold (delayed migration's `ServeRule::Counter`).
     pub access_counts: bool,
-    /// Each finished kernel's all-in-VRAM time ([`crate::KernelStats::ideal_ns`], a
-    /// hardware-counter estimate).
+    /// Hardware-counter figures of each finished kernel: its all-in-VRAM time
+    /// ([`crate::KernelStats::ideal_ns`]) and its memory accesses
+    /// ([`crate::KernelStats::accesses`]).
     pub kernel_estimates: bool,
 }
 
@@ -133,13 +134,14 @@ impl Needs {
     }
 }
 
-/// What a choice needs that orders by use: the device's access counts.
+/// What a choice needs that orders pages by use or counts remote reads: the device's
+/// access counters.
 pub const ACCESS_COUNTS: Needs = Needs {
     access_counts: true,
     ..Needs::NONE
 };
 
-/// What a choice needs that compares kernels' times with their all-in-VRAM estimates.
+/// What a choice needs that reads kernels' hardware counters (all-in-VRAM time, accesses).
 pub const KERNEL_ESTIMATES: Needs = Needs {
     kernel_estimates: true,
     ..Needs::NONE

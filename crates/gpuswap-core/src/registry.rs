@@ -82,18 +82,6 @@ const EVICTION_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Choice("fifo-2mb"),
 };
 
-const OPTIMUM_PARAM: ParamSpec = ParamSpec {
-    key: "optimum",
-    help: "also compute Belady's bound on each tenant's page stream (the stream is kept: memory grows with it)",
-    kind: ParamKind::Choice(|| {
-        vec![
-            Choice::new("false", "no bound"),
-            Choice::new("true", "report optimum_pages_in"),
-        ]
-    }),
-    default: ParamDefault::Choice("false"),
-};
-
 const MIGRATION_PARAM: ParamSpec = ParamSpec {
     key: "migration",
     help: "when a touched page not in VRAM migrates",
@@ -103,7 +91,8 @@ const MIGRATION_PARAM: ParamSpec = ParamSpec {
             Choice::new(
                 "delayed",
                 "reads are served remotely until the 2 MiB block's access counter reaches migrate_threshold; writes migrate at once",
-            ),
+            )
+            .needing(ACCESS_COUNTS),
             Choice::new(
                 "zero-copy",
                 "never: host memory mapped for the GPU, every access remote",
@@ -295,7 +284,6 @@ pub static POLICIES: &[PolicyEntry] = &[
             THRASHING_PARAM,
             INVALIDATE_CLEAN_PARAM,
             RUNTIME_PARAM,
-            OPTIMUM_PARAM,
         ],
         scheduler: "pass-through",
         build: |settings, budget| {
@@ -560,13 +548,6 @@ impl PolicySettings {
                         && (c.build)().per_chunk_priorities()
                 })
         })
-    }
-
-    /// Whether the settings ask for Belady's bound on the page streams (`optimum = true`).
-    pub fn wants_optimum(&self) -> bool {
-        self.values
-            .iter()
-            .any(|(k, v)| *k == OPTIMUM_PARAM.key && *v == ParamValue::Choice("true"))
     }
 
     /// What the policy with these settings needs from the device.

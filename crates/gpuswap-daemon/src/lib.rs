@@ -79,9 +79,9 @@ pub fn check_policy(policy: &PolicySettings) -> Result<(), String> {
         (needs.reference_bits, "reference bits of host pages"),
         (
             needs.kernel_estimates,
-            "each kernel's all-in-VRAM time estimate",
+            "hardware counters of each kernel (all-in-VRAM time, accesses)",
         ),
-        (needs.access_counts, "counts of memory accesses"),
+        (needs.access_counts, "access counters"),
     ];
     match lacking.iter().find(|(needed, _)| *needed) {
         Some((_, what)) => Err(format!(

@@ -422,8 +422,8 @@ fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     let gpuswap = || PolicySettings::named("gpuswap");
     assert_eq!(gpuswap_daemon::check_policy(&gpuswap()), Ok(()));
     for (victim, lacking) in [
-        ("performance", "all-in-VRAM time estimate"),
-        ("access-rate", "counts of memory accesses"),
+        ("performance", "hardware counters of each kernel"),
+        ("access-rate", "hardware counters of each kernel"),
     ] {
         let policy = gpuswap().set("victim", victim).unwrap();
         let error = gpuswap_daemon::check_policy(&policy).unwrap_err();

@@ -123,6 +123,9 @@ pub struct SimConfig {
     pub faults: Faults,
     /// How kernels of different tenants share the compute engine.
     pub sharing: Sharing,
+    /// Also compute Belady's bound on each tenant's page stream (unified memory): a
+    /// measurement of the simulator, which keeps the stream (memory grows with it).
+    pub optimum: bool,
 }
 
 /// Faults and schedule perturbations for deterministic simulation testing (`gpuswap
@@ -254,6 +257,7 @@ impl SimConfig {
             limits: RunLimits::default(),
             faults: Faults::default(),
             sharing: Sharing::default(),
+            optimum: false,
         }
     }
 }

@@ -368,9 +368,10 @@ pub struct Engine {
 impl Engine {
     /// Builds the simulation; nothing runs until [`Engine::run`].
     pub fn new(config: SimConfig) -> Self {
-        let optimum = config.manager.policy.wants_optimum();
+        let optimum = config.optimum;
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
+        let access_counters = config.preset.features.access_counters;
         let schedules_kernels = manager.schedules_kernels();
         let tenant_count = config.tenants.len();
         let preset = config.preset;
@@ -460,7 +461,8 @@ impl Engine {
             evicting_for: None,
             writes: Vec::new(),
             failure: None,
-            mmu: Mmu::new(needs.access_counts),
+            // Access notes only where the device has access counters to take them.
+            mmu: Mmu::new(needs.access_counts && access_counters),
             needs,
             next_launch: 0,
             held_launch: None,

@@ -955,13 +955,14 @@ fn halving_link_bandwidth_roughly_doubles_transfer_bound_stalls() {
 #[test]
 fn belady_bounds_the_migrations_when_asked() {
     let run = |optimum: bool| {
-        let mut policy = PolicySettings::named("uvm");
-        if optimum {
-            policy = policy.with("optimum", "true");
-        }
-        uvm_sweep_with(64, 3, 48, gtx1080ti(), policy).tenants[0]
-            .paging
-            .unwrap()
+        let preset = gtx1080ti();
+        let runtime = preset.runtime_bytes();
+        let p = kernels_over(64, 3, |a| Access::uniform(a, 64 * MIB, 0));
+        let policy = PolicySettings::named("uvm");
+        let mut cfg = SimConfig::new(preset, 48 * MIB + runtime, policy, vec![tenant("t", p)]);
+        cfg.check_invariants = true;
+        cfg.optimum = optimum;
+        simulate(cfg).unwrap().tenants[0].paging.unwrap()
     };
     assert_eq!(run(false).optimum_pages_in, None);
     let with = run(true);

@@ -4,7 +4,7 @@
 
 use crate::accounting::TenantView;
 use crate::ids::TenantId;
-use crate::params::{ACCESS_COUNTS, Choice, KERNEL_ESTIMATES};
+use crate::params::{Choice, KERNEL_ESTIMATES};
 
 /// Chooses the tenant that gives up a chunk.
 pub(crate) trait VictimChoice: std::fmt::Debug + Send {
@@ -52,7 +52,7 @@ pub(crate) static VICTIMS: &[VictimEntry] = &[
             "access-rate",
             "the most memory accesses per second, measured every return interval",
         )
-        .needing(ACCESS_COUNTS),
+        .needing(KERNEL_ESTIMATES),
         build: || Box::new(AccessRate),
     },
 ];
