@@ -48,7 +48,6 @@ fn sim_and_cli_have_no_import_circle() {
 }
 
 #[test]
-#[ignore = "core cycles are being fixed in the paging rework"]
 fn core_has_no_import_circle() {
     let report = circles_report(&Tree::new("gpuswap-core", "lib.rs"));
     assert!(report.is_empty(), "import circles:\n{report}");

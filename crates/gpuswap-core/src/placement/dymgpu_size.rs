@@ -9,7 +9,7 @@
 //! P_K (nobody moves); a departure reallocates only if that shares fewer slots than
 //! staying put (moving costs copies and cannot help when nothing is shared).
 
-use super::{
+use super::slots::{
     Demand, PlaceError, Placement, check_demands, first_free_run, occupancy, order_by, pack,
     shared_slots, with_newcomer,
 };

@@ -7,7 +7,7 @@
 //! the first free run if there is one, else it is right-aligned like the least busy; the
 //! periodic re-placement is skipped while no slot is shared (it could only cost copies).
 
-use super::{
+use super::slots::{
     Demand, PlaceError, Placement, check_demands, first_free_run, occupancy, order_by, pack,
     shared_slots, with_newcomer,
 };

@@ -7,7 +7,7 @@
 //! That reading is kept (an occupancy-weighted score would spread them; unconfirmed
 //! which gScale's code does).
 
-use super::{Demand, PlaceError, Placement, occupancy, place_in_turn, with_newcomer};
+use super::slots::{Demand, PlaceError, Placement, occupancy, place_in_turn, with_newcomer};
 
 /// gScale's placement.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! of its own, the first free run in order of arrival; one that finds no free run is
 //! refused, since gVirt cannot share graphics memory.
 
-use super::{
+use super::slots::{
     Demand, PlaceError, Placement, first_free_run, occupancy, place_in_turn, with_newcomer,
 };
 

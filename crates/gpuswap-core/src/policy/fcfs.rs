@@ -1,7 +1,7 @@
 //! `fcfs`: first come, first served. Chunks beyond free VRAM go straight to host
 //! memory and stay there.
 
-use super::{Ctx, MemoryPolicy, Placed, place_split};
+use super::hooks::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::protocol::{AllocError, AllocRequest};
 
 /// First come, first served.

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Ctx, LaunchPrep, MemoryPolicy, Placed, place_split};
+use super::hooks::{Ctx, LaunchPrep, MemoryPolicy, Placed, place_split};
 use crate::buffer::Location;
 use crate::ids::{LaunchId, TenantId};
 use crate::protocol::{AllocError, AllocRequest, Purpose};

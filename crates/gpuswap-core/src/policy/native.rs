@@ -1,6 +1,6 @@
 //! `native`: a stock driver. Allocations come from VRAM while it lasts, then fail.
 
-use super::{Ctx, MemoryPolicy, Placed, place_split};
+use super::hooks::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::protocol::{AllocError, AllocRequest};
 
 /// The stock driver's policy.

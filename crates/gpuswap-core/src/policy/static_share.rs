@@ -1,7 +1,7 @@
 //! `static`: static partitioning. Each of n tenants (known in advance) may hold 1/n of
 //! VRAM; the rest of its allocations go to host memory.
 
-use super::{Ctx, MemoryPolicy, Placed, place_split};
+use super::hooks::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::protocol::{AllocError, AllocRequest};
 
 /// Static partitioning into `tenants` equal shares.

@@ -4,7 +4,7 @@
 //! is served remotely, with the prefetcher and the eviction policy the scenario names.
 //! The registry parses its configuration once, into a typed [`PagingConfig`].
 
-use super::{Ctx, MemoryPolicy, Placed, place_split};
+use super::hooks::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::buffer::{Buffer, BufferKind};
 use crate::ids::{BufferId, TenantId};
 use crate::protocol::{AllocError, AllocRequest, Fault, KernelStats, PageAction};

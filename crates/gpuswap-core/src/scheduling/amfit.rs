@@ -4,7 +4,7 @@
 //! the running kernels' active memory, or once it has waited `max_wait` (against
 //! starvation).
 
-use super::{Decisions, KernelState, SchedulingPolicy, View};
+use super::contract::{Decisions, KernelState, SchedulingPolicy, View};
 
 /// The AMFit policy.
 #[derive(Debug)]

@@ -12,7 +12,7 @@
 //! tenant that needs more than its split even when the device has room (at 75 %
 //! subscription, say), where throttling only costs.
 
-use super::{Decisions, KernelState, SchedulingPolicy, View};
+use super::contract::{Decisions, KernelState, SchedulingPolicy, TenantSched, View};
 
 /// The MAdvise policy.
 #[derive(Debug)]
@@ -34,9 +34,8 @@ impl SchedulingPolicy for MAdvise {
 
     fn decide(&mut self, view: &View, out: &mut Decisions) {
         let active: u64 = view.running().map(|(_, t)| t.active_bytes).sum();
-        let running = |t: &super::TenantSched| {
-            matches!(t.state, KernelState::Running | KernelState::Stopping)
-        };
+        let running =
+            |t: &TenantSched| matches!(t.state, KernelState::Running | KernelState::Stopping);
         match self.quota_bytes {
             Some(quota) => {
                 for (i, t) in view.tenants.iter().enumerate() {

@@ -2,7 +2,7 @@
 //! footprint, or when nothing else runs; a kernel that has waited `max_wait` gets room
 //! by preempting running kernels, largest footprint first, until it fits.
 
-use super::{Decisions, KernelState, SchedulingPolicy, View};
+use super::contract::{Decisions, KernelState, SchedulingPolicy, View};
 
 /// The MFit policy.
 #[derive(Debug)]

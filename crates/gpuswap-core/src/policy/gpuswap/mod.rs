@@ -6,7 +6,7 @@
 pub(crate) mod chunk;
 pub(crate) mod victim;
 
-use super::{Ctx, MemoryPolicy, Placed, check_host_room};
+use super::hooks::{Ctx, MemoryPolicy, Placed, check_host_room};
 use crate::buffer::Location;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::ChunkRef;

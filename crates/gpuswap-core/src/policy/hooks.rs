@@ -1,0 +1,178 @@
+//! What a memory policy is: the [`MemoryPolicy`] hooks the manager calls, the [`Ctx`]
+//! they act through, what they answer ([`Placed`], [`LaunchPrep`]) and the placement
+//! helpers several modes share. A leaf apart from `mod.rs`, so that the modes, which
+//! `mod.rs` declares, import it without importing their parent.
+
+use std::collections::VecDeque;
+
+use crate::accounting::Books;
+use crate::buffer::Buffer;
+use crate::ids::{BufferId, LaunchId, TenantId};
+use crate::protocol::{Action, AllocError, AllocRequest, Fault, KernelStats, PageAction, Purpose};
+use crate::relocation::{Move, Relocation, Then};
+use crate::uvm::Paging;
+use crate::uvm::pages::Pages;
+
+/// How an allocation was placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// The buffer is ready.
+    Now(BufferId),
+    /// A relocation runs first; its end grants the buffer.
+    AfterRelocation,
+}
+
+/// How a gated launch is prepared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LaunchPrep {
+    /// It may start now.
+    Ready,
+    /// A relocation runs first; its end answers.
+    AfterRelocation,
+    /// It can never run.
+    Fail(AllocError),
+}
+
+/// What a policy may touch while it decides: the books, the relocation machine and the
+/// outgoing actions.
+pub(crate) struct Ctx<'a> {
+    pub(crate) books: &'a mut Books,
+    pub(crate) relocation: &'a mut Relocation,
+    pub(crate) out: &'a mut VecDeque<Action>,
+    /// Set when a relocation started by the policy ended at once (nothing to move).
+    pub(crate) finished: Option<Then>,
+}
+
+impl Ctx<'_> {
+    /// Starts a relocation; a relocation with nothing to move ends at once.
+    pub(crate) fn relocate(&mut self, purpose: Purpose, then: Then, moves: Vec<(TenantId, Move)>) {
+        self.finished = self
+            .relocation
+            .start(purpose, then, moves, self.books, self.out);
+    }
+}
+
+/// A memory policy. Hooks default to doing nothing; a policy overrides what it reacts
+/// to. What it needs from the device is declared in its registry entry, not here, so
+/// listings and the manager read one source. `on_alloc` and `on_launch` are only called while no relocation runs; the other
+/// hooks must check [`Relocation::running`] before they start one.
+pub(crate) trait MemoryPolicy: std::fmt::Debug + Send {
+    /// Places a new buffer, or refuses it.
+    fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError>;
+
+    /// A tenant freed a buffer (the books already dropped it).
+    fn on_free(&mut self, _ctx: &mut Ctx, _tenant: TenantId, _buffer: BufferId) {}
+
+    /// When the policy next wants [`MemoryPolicy::on_timeout`], if at all.
+    fn next_timeout(&self, _books: &Books) -> Option<u64> {
+        None
+    }
+
+    /// Time passed to `now_ns`.
+    fn on_timeout(&mut self, _ctx: &mut Ctx, _now_ns: u64) {}
+
+    /// A kernel of `tenant` finished (the books already hold its statistics).
+    fn on_kernel_finished(&mut self, _ctx: &mut Ctx, _tenant: TenantId, _stats: &KernelStats) {}
+
+    /// A gated launch of `tenant` was admitted by the scheduler: prepare its memory.
+    fn on_launch(&mut self, _ctx: &mut Ctx, _tenant: TenantId, _launch: LaunchId) -> LaunchPrep {
+        LaunchPrep::Ready
+    }
+
+    /// `buffer` of `tenant` is granted (just before its `Map`).
+    fn on_granted(&mut self, _tenant: TenantId, _buffer: &Buffer) {}
+
+    /// A batch of page faults at `now_ns` (see [`crate::protocol`]); `false`: the policy
+    /// does not page.
+    fn on_fault_batch(&mut self, _faults: &[Fault], _now_ns: u64) -> bool {
+        false
+    }
+
+    /// Access-counter notes of resident pages touched, in order; `false`: the policy
+    /// does not page.
+    fn on_access_notes(&mut self, _notes: &[(u32, Pages)]) -> bool {
+        false
+    }
+
+    /// The device finished the migrations asked; `false`: the policy does not page.
+    fn on_migrations_done(&mut self) -> bool {
+        false
+    }
+
+    /// The kernel scheduler advises `tenant`'s memory to the host (PILOT's MAdvise) or
+    /// lifts the advice: what is not in VRAM is then mapped remotely.
+    fn on_advise(&mut self, _tenant: TenantId, _advised: bool) {}
+
+    /// The next page-state change for the device.
+    fn poll_page_action(&mut self) -> Option<PageAction> {
+        None
+    }
+
+    /// VRAM `tenant` holds outside the books (now, at most so far): managed pages.
+    fn vram_outside_books(&self, _tenant: TenantId) -> (u64, u64) {
+        (0, 0)
+    }
+
+    /// A tenant whose VRAM outside the books changed since it was last returned.
+    fn pop_usage_change(&mut self) -> Option<TenantId> {
+        None
+    }
+
+    /// VRAM the policy shares among kernels' working sets when less than all of it
+    /// (the kernel scheduler's capacity).
+    fn shared_capacity_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Pages migrated in for `tenant` so far (the kernel scheduler's view of its active
+    /// memory).
+    fn pages_migrated_in(&self, _tenant: TenantId) -> u64 {
+        0
+    }
+
+    /// The paging machine, for reports and the device's auditor.
+    fn paging(&self) -> Option<&Paging> {
+        None
+    }
+
+    /// The policy's own invariants, beyond the books'.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Checks that host memory can take `host_bytes_needed` of a request.
+pub(crate) fn check_host_room(
+    books: &Books,
+    req: &AllocRequest,
+    host_bytes_needed: u64,
+) -> Result<(), AllocError> {
+    let free_bytes = books.host_free_bytes();
+    if host_bytes_needed > free_bytes {
+        return Err(AllocError::OutOfHostMemory {
+            requested_bytes: req.bytes,
+            free_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// The common placement of the modes that split a buffer at a byte offset: the first
+/// `vram_share_bytes` in whole chunks go to VRAM, the rest to host memory.
+pub(crate) fn place_split(
+    books: &mut Books,
+    req: &AllocRequest,
+    vram_share_bytes: u64,
+) -> Result<Placed, AllocError> {
+    if req.bytes == 0 {
+        return Err(AllocError::ZeroBytes);
+    }
+    let host_bytes_needed = crate::buffer::chunk_layout(req.bytes, books.chunk_bytes)
+        .filter(|(offset, len)| offset + len > vram_share_bytes)
+        .map(|(_, len)| len)
+        .sum();
+    check_host_room(books, req, host_bytes_needed)?;
+    let id = books.create_buffer(req, vram_share_bytes, false);
+    books.note_peak(req.tenant);
+    Ok(Placed::Now(id))
+}
