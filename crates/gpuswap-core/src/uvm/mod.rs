@@ -18,6 +18,8 @@ pub mod optimum;
 pub mod pages;
 pub mod policy;
 pub mod prefetch;
+mod room;
+mod runtime;
 pub mod thrash;
 pub mod trial;
 
@@ -25,13 +27,14 @@ use std::collections::VecDeque;
 
 use crate::ids::{BufferId, TenantId};
 use crate::protocol::{Fault, PageAction, ServeRule};
-use detect::{Detector, Observed, Pattern};
 use evict::Eviction;
 use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
 use policy::{Plan, Runtime};
 use prefetch::Prefetch;
+use room::Room;
+pub use runtime::AllocationPaging;
+use runtime::{Adaptive, PlanChange};
 use thrash::{BlockThrash, ThrashingParams};
-use trial::{Switch, TenantTrials, Verdict};
 
 /// When a touched page not in VRAM migrates (`migration = ...`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,23 +127,6 @@ impl PagingConfig {
     }
 }
 
-/// What the adaptive runtime knows of one managed allocation, for reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AllocationPaging {
-    /// Its migration pattern as detected so far.
-    pub pattern: Pattern,
-    /// The plan its pages follow now.
-    pub plan: Plan,
-    /// The detector's observations of it (the last [`detect::HISTORY`]), oldest first:
-    /// the pattern's timeline.
-    pub timeline: Vec<Observed>,
-    /// (when, new plan) of its plan switches (the last [`detect::HISTORY`]), oldest
-    /// first.
-    pub switches: Vec<(u64, Plan)>,
-    /// The plan in force before the first of `switches` (older ones were dropped).
-    pub plan_before_switches: Plan,
-}
-
 /// What the paging machine decided, counted per tenant (what the device measured, such
 /// as touches, is the device's to count).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -204,35 +190,11 @@ impl Block {
     }
 }
 
-/// A managed allocation.
-#[derive(Debug)]
-struct Allocation {
-    owner: u32,
-    /// Its VA blocks: `first_block..first_block + blocks`.
-    first_block: u32,
-    blocks: u32,
-    plan: Plan,
-    /// Plans trials rejected for it ([`Plan::bit`]s): never tried again.
-    rejected: u8,
-    /// Whether it was freed: the runtime leaves it alone.
-    freed: bool,
-    /// (when, new plan) of its last [`detect::HISTORY`] switches, and the plan in force
-    /// before the oldest of them.
-    switches: std::collections::VecDeque<(u64, Plan)>,
-    plan_before_switches: Plan,
-}
-
 /// The residency of managed memory and the policies that change it.
 #[derive(Debug)]
 pub struct Paging {
-    /// Whole pages of VRAM (the machine's room before reservations).
-    vram_pages: u64,
-    /// Bytes of VRAM reserved for other things (the runtime's buffers).
-    reserved_bytes: u64,
-    /// Pages the machine may fill: VRAM less the reservations, rounded up once (a
-    /// running sum of rounded reservations would drift).
-    capacity_pages: u64,
-    resident_pages: u64,
+    /// The room and who holds it.
+    room: Room,
     blocks: Vec<Block>,
     prefetch: Box<dyn Prefetch>,
     /// The tree prefetcher, for allocations whose plan asks for it.
@@ -246,16 +208,6 @@ pub struct Paging {
     thrashing: Option<ThrashingParams>,
     invalidate_clean: bool,
     victim: Victim,
-    /// Pages in VRAM per owner, and the owners by them (largest last) for
-    /// [`Victim::LargestShare`].
-    resident_by_owner: Vec<u64>,
-    /// The most pages each owner had in VRAM at once.
-    peak_by_owner: Vec<u64>,
-    /// Owners whose pages in VRAM changed since the driver last asked, and a flag per
-    /// owner for whether it is listed.
-    changed_owners: Vec<u32>,
-    listed: Vec<bool>,
-    by_share: std::collections::BTreeSet<(u64, u32)>,
     /// Decisions for the device, in order.
     actions: VecDeque<PageAction>,
     /// Whether migrations or evictions were asked that the device has not reported done.
@@ -265,17 +217,11 @@ pub struct Paging {
     /// Whether the configured eviction order wants touches of resident pages (the tree
     /// order does); asked once, not on the hottest path.
     configured_observes: bool,
-    /// When a batch first found VRAM full (the detector's checkpoint, once).
-    checkpoint_ns: Option<u64>,
-    /// The adaptive runtime's trials, dense by owner.
-    trials: Vec<TenantTrials>,
-    runtime: Runtime,
+    /// The allocations and the adaptive runtime's choice of their plans.
+    adaptive: Adaptive,
     seq: u64,
     /// Per owner (tenant), dense by owner number.
     stats: Vec<PagingStats>,
-    /// Dense by allocation number.
-    allocs: Vec<Allocation>,
-    detector: Detector,
     /// Per owner: its memory is advised to the host (PILOT's MAdvise), so what of it is
     /// not in VRAM is accessed remotely.
     advised: Vec<bool>,
@@ -286,10 +232,7 @@ impl Paging {
     /// says. With no page of room, faults migrate nothing.
     pub fn new(capacity_bytes: u64, config: PagingConfig) -> Self {
         Self {
-            vram_pages: capacity_bytes / PAGE_BYTES,
-            reserved_bytes: 0,
-            capacity_pages: capacity_bytes / PAGE_BYTES,
-            resident_pages: 0,
+            room: Room::new(capacity_bytes),
             blocks: Vec::new(),
             prefetch: config.prefetch,
             tree_prefetch: (prefetch::find_prefetch("tree").expect("registered").build)(),
@@ -299,22 +242,13 @@ impl Paging {
             thrashing: config.thrashing,
             invalidate_clean: config.invalidate_clean,
             victim: config.victim,
-            resident_by_owner: Vec::new(),
-            peak_by_owner: Vec::new(),
-            changed_owners: Vec::new(),
-            listed: Vec::new(),
-            by_share: std::collections::BTreeSet::new(),
             actions: VecDeque::new(),
             migrating: false,
             oversubscribed: false,
             configured_observes: (config.eviction)().observes_touches(),
-            checkpoint_ns: None,
-            trials: Vec::new(),
-            runtime: config.runtime,
+            adaptive: Adaptive::new(config.runtime),
             seq: 0,
             stats: Vec::new(),
-            allocs: Vec::new(),
-            detector: Detector::default(),
             advised: Vec::new(),
         }
     }
@@ -327,9 +261,7 @@ impl Paging {
             self.advised.resize(o + 1, false);
         }
         if std::mem::replace(&mut self.advised[o], advised) != advised {
-            let owned: Vec<u32> = (0..self.allocs.len() as u32)
-                .filter(|a| self.allocs[*a as usize].owner == owner)
-                .collect();
+            let owned: Vec<u32> = self.adaptive.of(owner).collect();
             for a in owned {
                 self.publish_allocation(a);
             }
@@ -369,7 +301,7 @@ impl Paging {
     pub fn add_allocation(&mut self, owner: u32, buffer: BufferId, bytes: u64) -> u64 {
         let first_block = self.blocks.len() as u32;
         let first = u64::from(first_block) * PAGES_PER_BLOCK as u64;
-        let alloc = self.allocs.len() as u32;
+        let alloc = self.adaptive.allocs.len() as u32;
         let mut pages = bytes.div_ceil(PAGE_BYTES) as usize;
         let mut alloc_index = 0;
         while pages > 0 {
@@ -384,29 +316,16 @@ impl Paging {
             pages -= n;
             alloc_index += 1;
         }
-        self.allocs.push(Allocation {
-            owner,
-            first_block,
-            blocks: alloc_index,
-            plan: Plan::Configured,
-            rejected: 0,
-            freed: false,
-            switches: std::collections::VecDeque::new(),
-            plan_before_switches: Plan::Configured,
-        });
+        self.adaptive.add(owner, first_block, alloc_index);
         if self.stats.len() <= owner as usize {
             self.stats
                 .resize(owner as usize + 1, PagingStats::default());
-            self.resident_by_owner.resize(owner as usize + 1, 0);
+            self.room.add_owner(owner);
             if self.victim == Victim::LargestShare {
                 while self.evictions.len() < 2 * (owner as usize + 1) {
                     self.evictions.extend(eviction_slot(self.build_eviction));
                 }
             }
-            self.peak_by_owner.resize(owner as usize + 1, 0);
-            self.trials
-                .resize_with(owner as usize + 1, TenantTrials::default);
-            self.listed.resize(owner as usize + 1, false);
         }
         self.actions.push_back(PageAction::Manage {
             tenant: TenantId(owner),
@@ -428,7 +347,7 @@ impl Paging {
         let blocks = bytes.div_ceil(PAGE_BYTES).div_ceil(PAGES_PER_BLOCK as u64);
         let start = split(first).0;
         let alloc = self.blocks[start as usize].alloc;
-        self.allocs[alloc as usize].freed = true;
+        self.adaptive.free(alloc);
         for b in start..start + blocks as u32 {
             let block = &mut self.blocks[b as usize];
             let (owner, pages) = (block.owner, block.resident);
@@ -441,7 +360,7 @@ impl Paging {
                 published: block.published,
                 ..Block::default()
             };
-            self.count_resident(owner, -(pages.count() as i64));
+            self.room.count(owner, -(pages.count() as i64));
             if !pages.is_empty() {
                 self.eviction_of(b).left(b, pages, true);
             }
@@ -451,9 +370,8 @@ impl Paging {
     /// `bytes` of VRAM go to something else (the runtime's buffers): the machine's room
     /// shrinks, evicting what no longer fits.
     pub fn reserve(&mut self, bytes: u64) {
-        self.reserved_bytes += bytes;
-        self.recompute_capacity();
-        while self.resident_pages > self.capacity_pages {
+        self.room.reserve(bytes);
+        while self.room.over_full() {
             let Some((v, pages)) = self.choose_victim(u32::MAX) else {
                 break;
             };
@@ -466,14 +384,7 @@ impl Paging {
 
     /// `bytes` reserved before are the machine's again.
     pub fn unreserve(&mut self, bytes: u64) {
-        self.reserved_bytes = self.reserved_bytes.saturating_sub(bytes);
-        self.recompute_capacity();
-    }
-
-    fn recompute_capacity(&mut self) {
-        self.capacity_pages = self
-            .vram_pages
-            .saturating_sub(self.reserved_bytes.div_ceil(PAGE_BYTES));
+        self.room.unreserve(bytes);
     }
 
     /// What it counted for `owner` so far.
@@ -483,136 +394,36 @@ impl Paging {
 
     /// Pages of VRAM the machine may fill (after reservations).
     pub fn capacity_pages(&self) -> u64 {
-        self.capacity_pages
+        self.room.capacity_pages()
     }
 
     /// Pages in VRAM.
     pub fn resident_pages(&self) -> u64 {
-        self.resident_pages
+        self.room.resident_pages()
     }
 
     /// A kernel of `owner` ended at `now_ns` after running `ns` (`ideal_ns` with its
-    /// data in VRAM): the pattern detector takes its observations of the owner's
-    /// allocations, the owner's running trial its time, and the runtime replans the
-    /// allocations observed.
+    /// data in VRAM): the adaptive runtime observes it and may change plans.
     pub fn kernel_finished(&mut self, owner: u32, now_ns: u64, ns: u64, ideal_ns: u64) {
-        let allocs = &self.allocs;
-        let observed = self
-            .detector
-            .kernel_finished(now_ns, |a| allocs[a as usize].owner == owner);
-        if let Runtime::Adaptive { .. } = self.runtime
-            && let Some(trials) = self.trials.get_mut(owner as usize)
-        {
-            let started_ns = now_ns.saturating_sub(ns);
-            let oversubscribed = self.checkpoint_ns.is_some_and(|c| started_ns >= c);
-            let verdict = trials.kernel(ns, ideal_ns, oversubscribed);
-            let (switched, undo) = match &verdict {
-                Verdict::Wait => (&[][..], false),
-                Verdict::MeasureOld(s) | Verdict::Undo(s) => (&s[..], true),
-                Verdict::Keep(s) => (&s[..], false),
-            };
-            for &(a, old, new) in switched {
-                if self.allocs[a as usize].freed {
-                    continue;
-                }
-                self.set_plan(a, if undo { old } else { new }, now_ns);
-                if let Verdict::Undo(_) = verdict {
-                    self.allocs[a as usize].rejected |= new.bit();
-                }
-            }
-            if let Verdict::Keep(_) | Verdict::Undo(_) = verdict {
-                // Switches held back while the trial ran are due now.
-                let mut due = observed;
-                due.extend(
-                    (0..self.allocs.len() as u32)
-                        .filter(|a| self.allocs[*a as usize].owner == owner),
-                );
-                due.sort_unstable();
-                due.dedup();
-                self.replan(&due, now_ns);
-                return;
-            }
+        for change in self.adaptive.kernel_finished(owner, now_ns, ns, ideal_ns) {
+            self.carry_out(change);
         }
-        self.replan(&observed, now_ns);
     }
 
     /// What the runtime knows of each of `owner`'s allocations, in the order they were
     /// made.
     pub fn allocations(&self, owner: u32) -> Vec<AllocationPaging> {
-        (0..self.allocs.len() as u32)
-            .filter(|a| self.allocs[*a as usize].owner == owner)
-            .map(|a| AllocationPaging {
-                pattern: self.detector.pattern(a),
-                plan: self.allocs[a as usize].plan,
-                timeline: self.detector.history(a).copied().collect(),
-                switches: self.allocs[a as usize].switches.iter().copied().collect(),
-                plan_before_switches: self.allocs[a as usize].plan_before_switches,
-            })
-            .collect()
+        self.adaptive.allocations(owner)
     }
 
-    /// Gives the allocations just observed the plan the runtime chooses for them, from
-    /// the first full VRAM on (before it no plan has anything to act on). Under
-    /// `adaptive`, a tenant's switches go on trial together, and none is made while one
-    /// of its trials runs.
-    fn replan(&mut self, observed: &[u32], now_ns: u64) {
-        if observed.is_empty() || self.checkpoint_ns.is_none() {
-            return;
-        }
-        match self.runtime {
-            Runtime::Fixed => {}
-            Runtime::Adaptive { .. } => {
-                let mut switches: Vec<(u32, Switch)> = observed
-                    .iter()
-                    .filter_map(|&a| {
-                        let alloc = &self.allocs[a as usize];
-                        let plan = Plan::for_pattern(self.detector.pattern(a));
-                        let idle = !self.trials[alloc.owner as usize].busy();
-                        let allowed = !alloc.freed && alloc.rejected & plan.bit() == 0;
-                        (idle && allowed && plan != alloc.plan)
-                            .then_some((alloc.owner, (a, alloc.plan, plan)))
-                    })
-                    .collect();
-                switches.sort_unstable_by_key(|(owner, (a, _, _))| (*owner, *a));
-                for group in switches.chunk_by(|x, y| x.0 == y.0) {
-                    let owner = group[0].0;
-                    let switched: Vec<Switch> = group.iter().map(|(_, s)| *s).collect();
-                    for (a, _, new) in &switched {
-                        self.set_plan(*a, *new, now_ns);
-                    }
-                    self.trials[owner as usize].start(switched);
-                }
-            }
-            Runtime::AdaptiveCoarse { .. } => {
-                let live: Vec<u32> = (0..self.allocs.len() as u32)
-                    .filter(|a| !self.allocs[*a as usize].freed)
-                    .collect();
-                let plan = Plan::coarse(live.iter().map(|a| self.detector.pattern(*a)));
-                for a in live {
-                    self.set_plan(a, plan, now_ns);
-                }
-            }
-        }
-    }
-
-    /// Allocation `a` follows `plan` from now on. Its resident pages move to the other
+    /// Carries out a plan change: the allocation's resident pages move to the other
     /// eviction order when the plan's differs (in address order, as if they had just
-    /// arrived: the old order's history does not carry over).
-    fn set_plan(&mut self, a: u32, plan: Plan, now_ns: u64) {
-        let alloc = &self.allocs[a as usize];
-        let old = alloc.plan;
-        if old == plan {
-            return;
-        }
+    /// arrived: the old order's history does not carry over), and the device hears of
+    /// the blocks' new rule.
+    fn carry_out(&mut self, (a, old, plan): PlanChange) {
+        let alloc = self.adaptive.allocation(a);
         let (first, blocks, owner) = (alloc.first_block, alloc.blocks, alloc.owner);
         self.stats[owner as usize].plan_switches += 1;
-        let alloc = &mut self.allocs[a as usize];
-        if alloc.switches.len() == detect::HISTORY
-            && let Some((_, dropped)) = alloc.switches.pop_front()
-        {
-            alloc.plan_before_switches = dropped;
-        }
-        alloc.switches.push_back((now_ns, plan));
         if old.tree_eviction() != plan.tree_eviction() {
             for b in first..first + blocks {
                 let resident = self.blocks[b as usize].resident;
@@ -627,21 +438,17 @@ impl Paging {
                 }
             }
         }
-        self.allocs[a as usize].plan = plan;
         self.publish_allocation(a);
     }
 
     /// An owner whose pages in VRAM changed since it was last returned.
     pub fn pop_changed_owner(&mut self) -> Option<u32> {
-        let owner = self.changed_owners.pop()?;
-        self.listed[owner as usize] = false;
-        Some(owner)
+        self.room.pop_changed_owner()
     }
 
     /// `owner`'s pages in VRAM now and at most so far.
     pub fn owner_pages(&self, owner: u32) -> (u64, u64) {
-        let get = |v: &Vec<u64>| v.get(owner as usize).copied().unwrap_or(0);
-        (get(&self.resident_by_owner), get(&self.peak_by_owner))
+        self.room.owner_pages(owner)
     }
 
     /// Resident pages kernels touched, in touch order (access-counter notes): the
@@ -663,13 +470,13 @@ impl Paging {
 
     /// How the device should serve touches of block `b`'s pages away from VRAM now.
     fn serve_rule(&self, b: u32) -> ServeRule {
-        let alloc = &self.allocs[self.blocks[b as usize].alloc as usize];
+        let alloc = self.adaptive.allocation(self.blocks[b as usize].alloc);
         let advised = self
             .advised
             .get(alloc.owner as usize)
             .copied()
             .unwrap_or(false);
-        let migration = match (alloc.plan, self.runtime) {
+        let migration = match (alloc.plan, self.adaptive.runtime()) {
             _ if advised => Migration::ZeroCopy,
             (Plan::HostPinned, _) if self.oversubscribed => Migration::ZeroCopy,
             (
@@ -709,7 +516,7 @@ impl Paging {
 
     /// [`Paging::publish`] for every block of allocation `a`.
     fn publish_allocation(&mut self, a: u32) {
-        let alloc = &self.allocs[a as usize];
+        let alloc = self.adaptive.allocation(a);
         if alloc.freed {
             return;
         }
@@ -737,7 +544,7 @@ impl Paging {
                 f.page
             );
             self.stats[block.owner as usize].far_faults += 1;
-            self.detector.faulted(block.alloc, block.big_page(i));
+            self.adaptive.faulted(block.alloc, block.big_page(i));
         }
         let mut by_block: Vec<(u32, usize)> = faults.iter().map(|f| split(f.page)).collect();
         by_block.sort_unstable();
@@ -815,9 +622,9 @@ impl Paging {
         if faulted.is_empty() {
             return;
         }
-        let resident_before = self.resident_pages;
+        let resident_before = self.room.resident_pages();
         let mut evicted = 0;
-        let prefetch = if self.allocs[block.alloc as usize].plan.tree_prefetch() {
+        let prefetch = if self.adaptive.allocation(block.alloc).plan.tree_prefetch() {
             &mut self.tree_prefetch
         } else {
             &mut self.prefetch
@@ -831,19 +638,13 @@ impl Paging {
         // pages, this block's other pages make room for them, and a batch with more
         // faulted pages than VRAM holds brings what fits (the rest fault again).
         loop {
-            let room = self.capacity_pages - self.resident_pages;
+            let room = self.room.capacity_pages() - self.room.resident_pages();
             if wanted.count() as u64 <= room {
                 break;
             }
-            // VRAM is full for the first time: the runtime decides before evicting.
-            if self.checkpoint_ns.is_none() {
-                self.checkpoint_ns = Some(now_ns);
-                self.detector.checkpoint(now_ns);
-                // Every allocation with a pattern gets its plan now, not at its next
-                // observation: the paper's runtime decides when memory first becomes
-                // oversubscribed.
-                let all: Vec<u32> = (0..self.allocs.len() as u32).collect();
-                self.replan(&all, now_ns);
+            // VRAM is full (for the first time, the runtime decides before evicting).
+            for change in self.adaptive.vram_full(now_ns) {
+                self.carry_out(change);
             }
             match self.choose_victim(b) {
                 Some((v, pages)) => {
@@ -851,7 +652,7 @@ impl Paging {
                     evicted += self.evict(v, pages, Some(now_ns));
                 }
                 None => {
-                    wanted = faulted.first(self.capacity_pages as usize);
+                    wanted = faulted.first(self.room.capacity_pages() as usize);
                     let own = self.blocks[b as usize].resident;
                     let short = (wanted.count() as u64).saturating_sub(room) as usize;
                     evicted += self.evict(b, own.first(short), Some(now_ns));
@@ -878,7 +679,7 @@ impl Paging {
             pages: wanted,
             prefetched,
         });
-        self.count_resident(owner, wanted.count() as i64);
+        self.room.count(owner, wanted.count() as i64);
         let stats = &mut self.stats[owner as usize];
         stats.pages_in += wanted.count() as u64;
         stats.pages_thrashed += thrashed;
@@ -886,7 +687,7 @@ impl Paging {
         let seq = self.seq;
         self.eviction_of(b).resident(b, wanted, first, seq);
         debug_assert_eq!(
-            self.resident_pages + evicted,
+            self.room.resident_pages() + evicted,
             resident_before + wanted.count() as u64
         );
     }
@@ -929,7 +730,7 @@ impl Paging {
             pages,
             drop_clean: self.invalidate_clean,
         });
-        self.count_resident(owner, -(n as i64));
+        self.room.count(owner, -(n as i64));
         self.stats[owner as usize].pages_out += n;
         self.eviction_of(v).left(v, pages, emptied);
         // The block's access counter restarts on the device; its threshold may grow with
@@ -938,7 +739,11 @@ impl Paging {
             self.publish(v);
         } else {
             for b in 0..self.blocks.len() as u32 {
-                if !self.allocs[self.blocks[b as usize].alloc as usize].freed {
+                if !self
+                    .adaptive
+                    .allocation(self.blocks[b as usize].alloc)
+                    .freed
+                {
                     self.publish(b);
                 }
             }
@@ -967,10 +772,9 @@ impl Paging {
         match self.victim {
             Victim::Any => from_slot(0),
             Victim::LargestShare => self
-                .by_share
-                .iter()
-                .rev()
-                .find_map(|(_, owner)| from_slot(*owner as usize)),
+                .room
+                .largest_first()
+                .find_map(|owner| from_slot(owner as usize)),
         }
     }
 
@@ -984,51 +788,12 @@ impl Paging {
         &mut self.evictions[2 * slot + usize::from(block.tree_order)]
     }
 
-    /// `delta` pages of `owner` entered (or left) VRAM.
-    fn count_resident(&mut self, owner: u32, delta: i64) {
-        let held = &mut self.resident_by_owner[owner as usize];
-        self.by_share.remove(&(*held, owner));
-        *held = held
-            .checked_add_signed(delta)
-            .expect("resident pages never go negative");
-        if *held > 0 {
-            self.by_share.insert((*held, owner));
-        }
-        let peak = &mut self.peak_by_owner[owner as usize];
-        *peak = (*peak).max(*held);
-        if !std::mem::replace(&mut self.listed[owner as usize], true) {
-            self.changed_owners.push(owner);
-        }
-        self.resident_pages = self
-            .resident_pages
-            .checked_add_signed(delta)
-            .expect("resident pages never go negative");
-    }
-
     /// Checks the residency accounting: the resident count is the sum of the blocks'
     /// bitmaps, within VRAM, and only valid pages are resident; no page is both resident
     /// and pinned in host memory.
     pub fn check_invariants(&self) -> Result<(), String> {
         let counted: u64 = self.blocks.iter().map(|b| b.resident.count() as u64).sum();
-        if counted != self.resident_pages {
-            return Err(format!(
-                "{counted} pages resident in the blocks, {} counted",
-                self.resident_pages
-            ));
-        }
-        let by_owner: u64 = self.resident_by_owner.iter().sum();
-        if by_owner != self.resident_pages {
-            return Err(format!(
-                "{by_owner} pages resident by owner, {} counted",
-                self.resident_pages
-            ));
-        }
-        if self.resident_pages > self.capacity_pages {
-            return Err(format!(
-                "{} pages resident, capacity {}",
-                self.resident_pages, self.capacity_pages
-            ));
-        }
+        self.room.check(counted)?;
         for (i, b) in self.blocks.iter().enumerate() {
             if !b.resident.without(b.valid).is_empty() {
                 return Err(format!("block {i} has resident pages it does not have"));

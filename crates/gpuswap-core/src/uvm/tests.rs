@@ -6,6 +6,7 @@ use super::pages::PAGES_PER_BLOCK;
 use super::prefetch::PREFETCHERS;
 use super::*;
 use crate::protocol::{AccessKind, ServeRule};
+use detect::Pattern;
 
 const MIB: u64 = 1 << 20;
 
@@ -18,6 +19,17 @@ fn config(prefetch: &str, eviction: &str) -> PagingConfig {
 
 fn paging(capacity_bytes: u64, prefetch: &str, eviction: &str) -> Paging {
     Paging::new(capacity_bytes, config(prefetch, eviction))
+}
+
+impl Paging {
+    /// Allocation `a` follows `plan` from `now_ns` on, as if the runtime had chosen it.
+    fn set_plan(&mut self, a: u32, plan: Plan, now_ns: u64) {
+        let mut changes = Vec::new();
+        self.adaptive.switch(a, plan, now_ns, &mut changes);
+        for change in changes {
+            self.carry_out(change);
+        }
+    }
 }
 
 /// Some buffer: the paging machine only passes its id on to the device.
@@ -425,7 +437,7 @@ fn the_tree_order_gives_up_blocks_before_the_configured_order() {
     // checkpoint replans them.)
     let resident_after = |tree: bool| {
         let mut p = paging_under(4 * MIB, ADAPTIVE);
-        p.checkpoint_ns = Some(0);
+        p.adaptive.checkpoint_ns = Some(0);
         let a = p.add_allocation(0, buf(), 2 * MIB);
         let b = p.add_allocation(0, buf(), 2 * MIB);
         let c = p.add_allocation(0, buf(), 2 * MIB);
@@ -517,7 +529,7 @@ fn the_coarse_runtime_switches_every_tenants_allocations_at_once() {
 fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
     let mut p = paging_under(64 * MIB, ADAPTIVE);
     p.add_allocation(0, buf(), 4 * MIB);
-    p.checkpoint_ns = Some(0);
+    p.adaptive.checkpoint_ns = Some(0);
     // Four kernels at slowdown 2 under the configured plan: the baseline.
     let mut now = 0;
     let kernel = |p: &mut Paging, now: &mut u64, slowdown: u64| {
@@ -528,7 +540,7 @@ fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
         kernel(&mut p, &mut now, 2);
     }
     p.set_plan(0, Plan::Tree, now);
-    p.trials[0].start(vec![(0, Plan::Configured, Plan::Tree)]);
+    p.adaptive.trials[0].start(vec![(0, Plan::Configured, Plan::Tree)]);
     for _ in 0..3 {
         kernel(&mut p, &mut now, 3);
     }
@@ -540,7 +552,7 @@ fn a_switch_that_slows_the_tenants_kernels_is_undone_and_never_retried() {
     kernel(&mut p, &mut now, 3);
     let report = &p.allocations(0)[0];
     assert_eq!(report.plan, Plan::Configured);
-    assert_eq!(p.allocs[0].rejected, Plan::Tree.bit());
+    assert_eq!(p.adaptive.allocs[0].rejected, Plan::Tree.bit());
     assert_eq!(
         report
             .switches
@@ -563,7 +575,7 @@ fn a_freed_allocation_leaves_the_tree_order_it_was_in() {
         p.set_plan(alloc, Plan::Tree, 0);
     }
     // As if VRAM had been full before: no checkpoint replans them.
-    p.checkpoint_ns = Some(0);
+    p.adaptive.checkpoint_ns = Some(0);
     fill_block(&mut p, a);
     fill_block(&mut p, b);
     p.free_allocation(a, 2 * MIB);
@@ -636,14 +648,14 @@ fn stale_trial_baseline_after_an_undo_with_a_baseline() {
 fn a_rejected_plan_is_retried_after_a_second_rejection() {
     let mut p = paging_under(64 * MIB, ADAPTIVE);
     p.add_allocation(0, buf(), 8 * MIB);
-    p.checkpoint_ns = Some(0);
+    p.adaptive.checkpoint_ns = Some(0);
     let linear: Vec<u32> = (0..16).collect();
     let random: Vec<u32> = (0..16).map(|i| (i * 67 + 13) % 128).collect();
     let mut now = 0;
     // A kernel of `ns` (100 ideal) that migrated `bigs` of allocation 0, in that order.
     let mut kernel = |p: &mut Paging, ns: u64, bigs: &[u32]| {
         for &big in bigs {
-            p.detector.faulted(0, big);
+            p.adaptive.detector.faulted(0, big);
         }
         now += ns;
         p.kernel_finished(0, now, ns, 100);
@@ -656,18 +668,22 @@ fn a_rejected_plan_is_retried_after_a_second_rejection() {
     for _ in 0..4 {
         kernel(&mut p, 300, &[]);
     }
-    assert_eq!(p.allocs[0].rejected, Plan::Tree.bit());
+    assert_eq!(p.adaptive.allocs[0].rejected, Plan::Tree.bit());
     kernel(&mut p, 200, &random);
     kernel(&mut p, 200, &random); // mixed: hot-in-vram, on trial
-    assert_eq!(p.allocs[0].plan, Plan::HotInVram);
+    assert_eq!(p.adaptive.allocs[0].plan, Plan::HotInVram);
     for _ in 0..4 {
         kernel(&mut p, 1000, &[]);
     }
-    assert_eq!(p.allocs[0].plan, Plan::Configured);
+    assert_eq!(p.adaptive.allocs[0].plan, Plan::Configured);
     for _ in 0..3 {
         kernel(&mut p, 200, &linear); // regular again
     }
-    let tried: Vec<Plan> = p.allocs[0].switches.iter().map(|(_, plan)| *plan).collect();
+    let tried: Vec<Plan> = p.allocations(0)[0]
+        .switches
+        .iter()
+        .map(|(_, plan)| *plan)
+        .collect();
     assert_eq!(
         tried.iter().filter(|plan| **plan == Plan::Tree).count(),
         1,
@@ -680,7 +696,7 @@ fn a_freed_allocation_is_replanned_and_holds_its_tenants_trial() {
     let mut p = paging_under(64 * MIB, ADAPTIVE);
     let a = p.add_allocation(0, buf(), 8 * MIB);
     p.add_allocation(0, buf(), 8 * MIB);
-    p.checkpoint_ns = Some(0);
+    p.adaptive.checkpoint_ns = Some(0);
     // A kernel faults 16 scattered big pages of A, then A is freed before it ends.
     for i in 0..16u64 {
         let mut faults = Vec::new();
@@ -697,12 +713,12 @@ fn a_freed_allocation_is_replanned_and_holds_its_tenants_trial() {
     p.free_allocation(a, 8 * MIB);
     p.kernel_finished(0, 100, 100, 100);
     assert_eq!(
-        (p.allocs[0].plan, p.stats(0).plan_switches),
+        (p.adaptive.allocs[0].plan, p.stats(0).plan_switches),
         (Plan::Configured, 0),
         "a freed allocation was switched"
     );
     assert!(
-        !p.trials[0].busy(),
+        !p.adaptive.trials[0].busy(),
         "the tenant's trial of a freed allocation blocks its live allocations' switches"
     );
 }
