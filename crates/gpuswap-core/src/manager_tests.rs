@@ -882,3 +882,44 @@ fn tenant_numbers_restart_only_when_empty() {
     );
     m.check_invariants().unwrap();
 }
+
+#[test]
+fn paging_events_reach_a_paging_policy_and_are_refused_elsewhere() {
+    let fault = crate::protocol::Fault {
+        page: 0,
+        kind: crate::protocol::AccessKind::Read,
+    };
+    let mut gpuswap = Manager::new(config("gpuswap", 64));
+    assert_eq!(
+        gpuswap.handle_fault_batch(&[fault], 0),
+        Err(ProtocolError::NotPaging { mode: "gpuswap" })
+    );
+    assert_eq!(
+        gpuswap.handle_access_notes(&[]),
+        Err(ProtocolError::NotPaging { mode: "gpuswap" })
+    );
+    assert_eq!(gpuswap.poll_page_action(), None);
+    // Under unified memory a managed buffer's pages are announced, then a fault of its
+    // first page migrates it in and the batch ends with a replay.
+    let mut uvm = Manager::new(config("uvm", 64));
+    let buffer = granted(&alloc(&mut uvm, request(1, 0, MIB))).unwrap();
+    let actions: Vec<PageAction> = std::iter::from_fn(|| uvm.poll_page_action()).collect();
+    assert_eq!(
+        actions,
+        [PageAction::Manage {
+            tenant: TenantId(0),
+            buffer,
+            first_page: 0,
+            pages: 256,
+        }]
+    );
+    uvm.handle_fault_batch(&[fault], 0).unwrap();
+    let actions: Vec<PageAction> = std::iter::from_fn(|| uvm.poll_page_action()).collect();
+    assert!(matches!(actions[0], PageAction::MigrateIn { block: 0, .. }));
+    assert_eq!(actions.last(), Some(&PageAction::Replay));
+    assert!(uvm.paging().unwrap().migrating());
+    uvm.handle_migrations_done().unwrap();
+    assert!(!uvm.paging().unwrap().migrating());
+    assert!(uvm.usage(TenantId(0)).vram_bytes >= crate::uvm::pages::PAGE_BYTES);
+    uvm.check_invariants().unwrap();
+}

@@ -476,3 +476,68 @@ fn adaptive_pins_a_random_allocation_on_the_host_from_the_first_full_batch() {
     assert_eq!(seen(&fixed), [(32, 33), (64, 31)]);
     assert_eq!(seen(&adaptive), [(32, 33)]);
 }
+
+#[test]
+fn the_auditor_catches_residency_the_manager_did_not_plan() {
+    let mut p = paging(8 * MIB, "none", "fifo-2mb");
+    let base = p.add_allocation(0, 4 * MIB);
+    let mut faults = Vec::new();
+    p.touch_run(base, 8, AccessKind::Read, 0, &mut faults, 256);
+    p.service(&faults, 0);
+    assert_eq!(p.check_invariants(), Ok(()));
+    // A page arrives that nobody asked for: the device and the plan disagree.
+    let mut work = PageWork::default();
+    p.mmu.apply(
+        PageAction::MigrateIn {
+            block: 1,
+            pages: Pages::single(3),
+            prefetched: Pages::EMPTY,
+        },
+        &mut work,
+    );
+    let error = p.mmu.audit(Some(&p.p)).unwrap_err();
+    assert!(
+        error.contains("block 1") && error.contains("1 differ"),
+        "{error}"
+    );
+    // While migrations are in flight the plan is ahead of the device: no comparison.
+    p.touch_run(base + 512, 1, AccessKind::Read, 0, &mut faults, 256);
+    p.p.fault_batch(&faults[8..], 0);
+    assert!(p.p.migrating());
+    assert_eq!(p.mmu.audit(Some(&p.p)), Ok(()));
+}
+
+#[test]
+fn notes_go_only_where_the_policy_needs_access_counts() {
+    for wants in [false, true] {
+        let mut mmu = Mmu::new(wants);
+        let mut p = Paging::new(8 * MIB, config("none", "lru-2mb"));
+        p.add_allocation(0, BufferId::new(0, 0), MIB);
+        let mut work = PageWork::default();
+        while let Some(action) = p.poll_action() {
+            mmu.apply(action, &mut work);
+        }
+        mmu.apply(
+            PageAction::MigrateIn {
+                block: 0,
+                pages: Pages::range(0, 4),
+                prefetched: Pages::EMPTY,
+            },
+            &mut work,
+        );
+        let mut faults = Vec::new();
+        mmu.touch_run(0, 4, AccessKind::Read, 0, &mut faults, 16);
+        mmu.touch_run(2, 1, AccessKind::Write, 0, &mut faults, 16);
+        let notes = mmu.take_notes();
+        if wants {
+            assert_eq!(
+                notes,
+                [(0, Pages::range(0, 4)), (0, Pages::single(2))],
+                "in touch order, one per run"
+            );
+        } else {
+            assert!(notes.is_empty());
+        }
+        assert!(faults.is_empty());
+    }
+}
