@@ -7,8 +7,11 @@ use super::*;
 impl Engine {
     /// Carries out the manager's actions, pausing while its policy runs.
     pub(super) fn apply_actions(&mut self) {
-        // Page-state changes wait for nothing: the MMU takes them at once.
-        self.apply_page_actions();
+        // Page-state changes wait for nothing: the MMU takes them at once. Only a policy
+        // that needs page faults makes any, so no other polls for them.
+        if self.needs.page_faults {
+            self.apply_page_actions();
+        }
         while !self.policy_running {
             let Some(action) = self.manager.poll_action() else {
                 break;

@@ -354,11 +354,11 @@ impl Engine {
         // none of it overlaps its computation). Where kernels of several tenants run at
         // once, or a scheduler may stop one, it does so segment by segment.
         let slots = &self.tenants[t].slots;
-        let managed = launch
-            .kernel
-            .accesses
-            .iter()
-            .any(|a| slots[a.slot].is_some_and(|buffer| self.mmu.first_page(buffer).is_some()));
+        let managed =
+            self.mmu.manages_any()
+                && launch.kernel.accesses.iter().any(|a| {
+                    slots[a.slot].is_some_and(|buffer| self.mmu.first_page(buffer).is_some())
+                });
         if managed {
             let walk = self.start_walk(t, &launch.kernel, launch.id.0);
             if self.segmented {
