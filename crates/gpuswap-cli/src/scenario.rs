@@ -667,7 +667,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
 
-    let scheduling = scheduling(&file.scheduler, policy.needs().page_faults, &value_error)?;
+    let scheduling = scheduling(&file.scheduler, &policy, &value_error)?;
 
     let seed = match &file.seed {
         None => 0,
@@ -713,20 +713,50 @@ fn optimum(
     let Some(value) = value else {
         return Ok(false);
     };
-    let error =
-        |message: String| value_error("manager.optimum".into(), Some(value.span()), message);
     let on = match value.get_ref() {
         toml::Value::Boolean(on) => *on,
         toml::Value::String(text) if text == "true" || text == "false" => text == "true",
-        other => return Err(error(format!("expected true or false, found {other}"))),
+        other => {
+            return Err(value_error(
+                "manager.optimum".into(),
+                Some(value.span()),
+                format!("expected true or false, found {other}"),
+            ));
+        }
     };
-    if on && !policy.needs().page_faults {
-        return Err(error(format!(
-            "Belady's bound is computed on page streams, which mode {:?} has none of; expected mode \"uvm\"",
-            policy.name()
-        )));
+    if on {
+        paged_only(
+            policy,
+            "Belady's bound is computed on unified memory's page streams",
+            "manager.optimum".into(),
+            Some(value.span()),
+            value_error,
+        )?;
     }
     Ok(on)
+}
+
+/// Refuses `what`, which only unified memory has (its fault batches, page streams or
+/// kernels' migrations), under a mode that does not page: the one place the scenario
+/// asks whether the memory is demand paged.
+fn paged_only(
+    policy: &PolicySettings,
+    what: &str,
+    key: String,
+    span: Option<std::ops::Range<usize>>,
+    value_error: ValueError,
+) -> Result<(), ScenarioError> {
+    if policy.needs().page_faults {
+        return Ok(());
+    }
+    Err(value_error(
+        key,
+        span,
+        format!(
+            "{what}; expected [manager] mode = \"uvm\", not {:?}",
+            policy.name()
+        ),
+    ))
 }
 
 /// The share of the device's VRAM bandwidth a replayed trace's kernels use while it
@@ -819,16 +849,13 @@ fn fault_log(
     value_error: ValueError,
 ) -> Result<(String, FaultLog), ScenarioError> {
     refuse_app_keys(t, "a fault log", key, value_error)?;
-    if !policy.needs().page_faults {
-        return Err(value_error(
-            key("fault_log"),
-            Some(log.span()),
-            format!(
-                "fault_log replays unified memory's fault batches; expected [manager] mode = \"uvm\", not {:?}",
-                policy.name()
-            ),
-        ));
-    }
+    paged_only(
+        policy,
+        "fault_log replays unified memory's fault batches",
+        key("fault_log"),
+        Some(log.span()),
+        value_error,
+    )?;
     read_replayed(log, &key("fault_log"), dir, value_error, FaultLog::parse)
 }
 
@@ -883,7 +910,7 @@ fn read_replayed<T, E: std::fmt::Display>(
 /// The `[scheduler]` table as the core's settings.
 fn scheduling(
     table: &SchedulerTable,
-    paging: bool,
+    policy: &PolicySettings,
     value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
 ) -> Result<SchedulingConfig, ScenarioError> {
     let mut config = SchedulingConfig::default();
@@ -919,20 +946,22 @@ fn scheduling(
             ),
         ));
     }
-    if config.runs() && !paging {
+    if config.runs() {
         // Name the key that asked for the runtime: the policy, or instrumented alone.
         let (key, span) = match &table.instrumented {
             Some(i) if !config.active() => ("scheduler.instrumented", Some(i.span())),
             _ => ("scheduler.policy", table.policy.as_ref().map(Spanned::span)),
         };
-        return Err(value_error(
-            key.into(),
-            span,
-            format!(
-                "PILOT's runtime (policy {:?}) schedules unified-memory kernels: it follows the pages they migrate and stops them between segments; expected manager.mode = \"uvm\"",
+        paged_only(
+            policy,
+            &format!(
+                "PILOT's runtime (policy {:?}) schedules unified-memory kernels: it follows the pages they migrate and stops them between segments",
                 config.policy
             ),
-        ));
+            key.into(),
+            span,
+            value_error,
+        )?;
     }
     let applies = |key: &str, value: &Spanned<String>| {
         if entry.settings.contains(&key) {

@@ -518,13 +518,13 @@ fn bad_sharing_and_scheduler_settings_name_key_and_expectation() {
     // A scheduling policy needs unified memory.
     let e = error("[scheduler]\npolicy = \"mfit\"\n[[tenant]]\napp = \"stream\"\n");
     assert!(
-        e.contains("scheduler.policy") && e.contains("manager.mode = \"uvm\""),
+        e.contains("scheduler.policy") && e.contains("[manager] mode = \"uvm\""),
         "{e}"
     );
     // So does PILOT's runtime without one, and the error names the key that asked.
     let e = error("[scheduler]\ninstrumented = true\n[[tenant]]\napp = \"stream\"\n");
     assert!(
-        e.contains("scheduler.instrumented (line 2)") && e.contains("manager.mode = \"uvm\""),
+        e.contains("scheduler.instrumented (line 2)") && e.contains("[manager] mode = \"uvm\""),
         "{e}"
     );
 }
@@ -804,7 +804,7 @@ fn optimum_is_a_simulator_setting_for_unified_memory_only() {
     );
     let e = with("gpuswap", "true").unwrap_err().to_string();
     assert!(
-        e.contains("manager.optimum") && e.contains("expected mode \"uvm\""),
+        e.contains("manager.optimum") && e.contains("[manager] mode = \"uvm\""),
         "{e}"
     );
     // It is no manager parameter: the registry's uvm keys do not list it.
