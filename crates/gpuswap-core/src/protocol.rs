@@ -405,15 +405,13 @@ pub enum PageAction {
         /// The rule.
         rule: ServeRule,
     },
-    /// Migrate `pages` of `block` to VRAM (one transfer); `prefetched` of them were
-    /// not faulted.
+    /// Migrate `pages` of `block` to VRAM (one transfer). Those not waiting in the
+    /// batch are the prefetcher's: the device knows which pages faulted.
     MigrateIn {
         /// The VA block.
         block: u32,
         /// The pages.
         pages: Pages,
-        /// Those the prefetcher added.
-        prefetched: Pages,
     },
     /// Evict `pages` of `block` to host memory: copied back, or with `drop_clean`, only
     /// those written since they arrived (the host's copy of the others is still good).

@@ -151,15 +151,34 @@ pub struct PagingStats {
     pub plan_switches: u64,
 }
 
-#[derive(Debug, Default)]
-struct Block {
+/// Where a VA block belongs: read for every fault of a batch, before anything else of
+/// the block, so kept apart in a dense array of 16-byte entries that stays in cache.
+#[derive(Clone, Copy, Debug, Default)]
+struct Home {
     /// Whose allocation it belongs to (stats are per owner).
     owner: u32,
     /// Its allocation's number, and its place in the allocation (blocks).
     alloc: u32,
     alloc_index: u32,
-    /// Pages that exist (the allocation's last block may be partial).
-    valid: Pages,
+    /// Pages that exist: `0..valid_pages` (the allocation's last block may be partial;
+    /// none once it is freed).
+    valid_pages: u16,
+}
+
+impl Home {
+    /// Pages that exist.
+    fn valid(&self) -> Pages {
+        Pages::range(0, usize::from(self.valid_pages))
+    }
+
+    /// The big page holding page `i`, numbered from its allocation's start.
+    fn big_page(&self, i: usize) -> u32 {
+        self.alloc_index * BIG_PAGES_PER_BLOCK + (i / PAGES_PER_BIG_PAGE) as u32
+    }
+}
+
+#[derive(Debug, Default)]
+struct Block {
     /// Pages in VRAM as planned (the device's, once the migrations asked are done).
     resident: Pages,
     /// Pages evicted at least once (for the thrashing count).
@@ -183,11 +202,6 @@ impl Block {
     fn pinned(&self) -> Pages {
         self.thrash.as_ref().map_or(Pages::EMPTY, |t| t.pinned)
     }
-
-    /// The big page holding page `i`, numbered from its allocation's start.
-    fn big_page(&self, i: usize) -> u32 {
-        self.alloc_index * BIG_PAGES_PER_BLOCK + (i / PAGES_PER_BIG_PAGE) as u32
-    }
 }
 
 /// The residency of managed memory and the policies that change it.
@@ -195,6 +209,8 @@ impl Block {
 pub struct Paging {
     /// The room and who holds it.
     room: Room,
+    /// Per VA block, dense by block number: where it belongs, and its pages.
+    homes: Vec<Home>,
     blocks: Vec<Block>,
     prefetch: Box<dyn Prefetch>,
     /// The tree prefetcher, for allocations whose plan asks for it.
@@ -233,6 +249,7 @@ impl Paging {
     pub fn new(capacity_bytes: u64, config: PagingConfig) -> Self {
         Self {
             room: Room::new(capacity_bytes),
+            homes: Vec::new(),
             blocks: Vec::new(),
             prefetch: config.prefetch,
             tree_prefetch: (prefetch::find_prefetch("tree").expect("registered").build)(),
@@ -306,13 +323,13 @@ impl Paging {
         let mut alloc_index = 0;
         while pages > 0 {
             let n = pages.min(PAGES_PER_BLOCK);
-            self.blocks.push(Block {
+            self.homes.push(Home {
                 owner,
                 alloc,
                 alloc_index,
-                valid: Pages::range(0, n),
-                ..Block::default()
+                valid_pages: n as u16,
             });
+            self.blocks.push(Block::default());
             pages -= n;
             alloc_index += 1;
         }
@@ -346,16 +363,16 @@ impl Paging {
         });
         let blocks = bytes.div_ceil(PAGE_BYTES).div_ceil(PAGES_PER_BLOCK as u64);
         let start = split(first).0;
-        let alloc = self.blocks[start as usize].alloc;
+        let alloc = self.homes[start as usize].alloc;
         self.adaptive.free(alloc);
         for b in start..start + blocks as u32 {
+            let home = &mut self.homes[b as usize];
+            home.valid_pages = 0;
+            let owner = home.owner;
             let block = &mut self.blocks[b as usize];
-            let (owner, pages) = (block.owner, block.resident);
+            let pages = block.resident;
             // Its order stays: the pages leave the order that holds them.
             *block = Block {
-                owner,
-                alloc: block.alloc,
-                alloc_index: block.alloc_index,
                 tree_order: block.tree_order,
                 published: block.published,
                 ..Block::default()
@@ -470,7 +487,7 @@ impl Paging {
 
     /// How the device should serve touches of block `b`'s pages away from VRAM now.
     fn serve_rule(&self, b: u32) -> ServeRule {
-        let alloc = self.adaptive.allocation(self.blocks[b as usize].alloc);
+        let alloc = self.adaptive.allocation(self.homes[b as usize].alloc);
         let advised = self
             .advised
             .get(alloc.owner as usize)
@@ -537,14 +554,14 @@ impl Paging {
     pub fn fault_batch(&mut self, faults: &[Fault], now_ns: u64) {
         for f in faults {
             let (b, i) = split(f.page);
-            let block = &self.blocks[b as usize];
+            let home = &self.homes[b as usize];
             assert!(
-                block.valid.contains(i),
+                i < usize::from(home.valid_pages),
                 "page {} belongs to no allocation",
                 f.page
             );
-            self.stats[block.owner as usize].far_faults += 1;
-            self.adaptive.faulted(block.alloc, block.big_page(i));
+            self.stats[home.owner as usize].far_faults += 1;
+            self.adaptive.faulted(home.alloc, home.big_page(i));
         }
         let mut by_block: Vec<(u32, usize)> = faults.iter().map(|f| split(f.page)).collect();
         by_block.sort_unstable();
@@ -552,7 +569,7 @@ impl Paging {
         // A batch counts for every owner with a fault in it.
         let mut owners: Vec<u32> = by_block
             .iter()
-            .map(|(b, _)| self.blocks[*b as usize].owner)
+            .map(|(b, _)| self.homes[*b as usize].owner)
             .collect();
         owners.sort_unstable();
         owners.dedup();
@@ -573,7 +590,7 @@ impl Paging {
             let (faulted, throttled) = self.thrashing_hints(b, faulted, now_ns);
             if throttled {
                 nap_ns = self.thrashing.map_or(0, |t| t.nap_ns);
-                throttled_owners.push(self.blocks[b as usize].owner);
+                throttled_owners.push(self.homes[b as usize].owner);
             }
             self.migrate_block(b, faulted, now_ns);
         }
@@ -594,6 +611,7 @@ impl Paging {
         let Some(params) = self.thrashing else {
             return (faulted, false);
         };
+        let home = self.homes[b as usize];
         let block = &mut self.blocks[b as usize];
         let Some(thrash) = block.thrash.as_mut() else {
             return (faulted, false);
@@ -601,10 +619,10 @@ impl Paging {
         // Pins that ended by now ended on the device too (it serves them remotely until
         // then, and faults them after).
         thrash.unpin_expired(now_ns);
-        let faulted = faulted & block.valid & !block.resident;
+        let faulted = faulted & home.valid() & !block.resident;
         thrash.record(faulted, now_ns, &params);
         let (pinned, throttled) = thrash.hints(faulted, now_ns, &params);
-        self.stats[block.owner as usize].pins += pinned.count() as u64;
+        self.stats[home.owner as usize].pins += pinned.count() as u64;
         if !pinned.is_empty() {
             self.actions.push_back(PageAction::Pin {
                 block: b,
@@ -617,20 +635,21 @@ impl Paging {
 
     /// Migrates what faulting `faulted` pages of block `b` brings, evicting for it.
     fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) {
+        let home = self.homes[b as usize];
         let block = &self.blocks[b as usize];
-        let faulted = faulted & block.valid & !block.resident;
+        let faulted = faulted & home.valid() & !block.resident;
         if faulted.is_empty() {
             return;
         }
         let resident_before = self.room.resident_pages();
         let mut evicted = 0;
-        let prefetch = if self.adaptive.allocation(block.alloc).plan.tree_prefetch() {
+        let prefetch = if self.adaptive.allocation(home.alloc).plan.tree_prefetch() {
             &mut self.tree_prefetch
         } else {
             &mut self.prefetch
         };
         let region = prefetch
-            .region(block.resident, block.valid, faulted)
+            .region(block.resident, home.valid(), faulted)
             .without(block.pinned());
         let mut wanted = (region | faulted).without(block.resident);
         // Room for it: evict other blocks' pages as the policy orders them. When nothing
@@ -672,12 +691,11 @@ impl Paging {
         let thrashed = (wanted & faulted & block.evicted).count() as u64;
         block.evicted = block.evicted.without(wanted & faulted);
         let prefetched = wanted.without(faulted);
-        let owner = block.owner;
+        let owner = self.homes[b as usize].owner;
         self.migrating = true;
         self.actions.push_back(PageAction::MigrateIn {
             block: b,
             pages: wanted,
-            prefetched,
         });
         self.room.count(owner, wanted.count() as i64);
         let stats = &mut self.stats[owner as usize];
@@ -723,7 +741,7 @@ impl Paging {
             }
         }
         let emptied = block.resident.is_empty();
-        let owner = block.owner;
+        let owner = self.homes[v as usize].owner;
         self.migrating = true;
         self.actions.push_back(PageAction::Evict {
             block: v,
@@ -739,11 +757,7 @@ impl Paging {
             self.publish(v);
         } else {
             for b in 0..self.blocks.len() as u32 {
-                if !self
-                    .adaptive
-                    .allocation(self.blocks[b as usize].alloc)
-                    .freed
-                {
+                if !self.adaptive.allocation(self.homes[b as usize].alloc).freed {
                     self.publish(b);
                 }
             }
@@ -783,7 +797,7 @@ impl Paging {
         let block = &self.blocks[b as usize];
         let slot = match self.victim {
             Victim::Any => 0,
-            Victim::LargestShare => block.owner as usize,
+            Victim::LargestShare => self.homes[b as usize].owner as usize,
         };
         &mut self.evictions[2 * slot + usize::from(block.tree_order)]
     }
@@ -795,7 +809,7 @@ impl Paging {
         let counted: u64 = self.blocks.iter().map(|b| b.resident.count() as u64).sum();
         self.room.check(counted)?;
         for (i, b) in self.blocks.iter().enumerate() {
-            if !b.resident.without(b.valid).is_empty() {
+            if !b.resident.without(self.homes[i].valid()).is_empty() {
                 return Err(format!("block {i} has resident pages it does not have"));
             }
             if !(b.resident & b.pinned()).is_empty() {

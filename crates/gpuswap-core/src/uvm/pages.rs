@@ -1,5 +1,7 @@
 //! The geometry of managed memory (`../shared/spec/uvm-driver.md`: 4 KiB pages, 64 KiB
 //! big pages, 2 MiB VA blocks) and the per-block page bitmap everything else is built on.
+//! Its operations are `#[inline]`: the device's MMU in gpuswap-sim calls them on every
+//! touch, across the crate boundary.
 
 /// Bytes of a page.
 pub const PAGE_BYTES: u64 = 4096;
@@ -21,6 +23,7 @@ impl Pages {
     pub const FULL: Self = Self([u64::MAX; WORDS]);
 
     /// Pages `start..end` of the block.
+    #[inline]
     pub fn range(start: usize, end: usize) -> Self {
         let mut p = Self::EMPTY;
         p.insert_range(start, end);
@@ -28,6 +31,7 @@ impl Pages {
     }
 
     /// One page.
+    #[inline]
     pub fn single(page: usize) -> Self {
         let mut p = Self::EMPTY;
         p.insert(page);
@@ -35,16 +39,19 @@ impl Pages {
     }
 
     /// Adds a page.
+    #[inline]
     pub fn insert(&mut self, page: usize) {
         self.0[page / 64] |= 1 << (page % 64);
     }
 
     /// Removes a page.
+    #[inline]
     pub fn remove(&mut self, page: usize) {
         self.0[page / 64] &= !(1 << (page % 64));
     }
 
     /// Adds pages `start..end`, a word at a time.
+    #[inline]
     pub fn insert_range(&mut self, start: usize, end: usize) {
         for (word, mask) in word_masks(start, end) {
             self.0[word] |= mask;
@@ -52,17 +59,20 @@ impl Pages {
     }
 
     /// Whether the page is in the set.
+    #[inline]
     pub fn contains(&self, page: usize) -> bool {
         self.0[page / 64] & (1 << (page % 64)) != 0
     }
 
     /// Pages in the set.
+    #[inline]
     pub fn count(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Pages of the set in `start..end`, a word at a time (the tree prefetcher asks this
     /// for every node over every fault).
+    #[inline]
     pub fn count_range(&self, start: usize, end: usize) -> usize {
         word_masks(start, end)
             .map(|(word, mask)| (self.0[word] & mask).count_ones() as usize)
@@ -70,11 +80,13 @@ impl Pages {
     }
 
     /// Whether the set is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|w| *w == 0)
     }
 
     /// The pages, in increasing order.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.0.iter().enumerate().flat_map(|(i, w)| {
             let mut w = *w;
@@ -90,11 +102,13 @@ impl Pages {
     }
 
     /// The bitmap's words, 64 pages each in address order.
+    #[inline]
     pub fn words(&self) -> [u64; WORDS] {
         self.0
     }
 
     /// The position of the set's `k`-th page (0-based), a word at a time.
+    #[inline]
     pub fn nth(&self, mut k: usize) -> Option<usize> {
         for (i, w) in self.0.iter().enumerate() {
             let n = w.count_ones() as usize;
@@ -111,6 +125,7 @@ impl Pages {
     }
 
     /// The set's first `n` pages (all of them when it has fewer).
+    #[inline]
     pub fn first(&self, n: usize) -> Self {
         match self.nth(n) {
             Some(end) => *self & Self::range(0, end),
@@ -119,11 +134,13 @@ impl Pages {
     }
 
     /// The pages of the set not in `other`.
+    #[inline]
     pub fn without(self, other: Self) -> Self {
         self & !other
     }
 
     /// Every 64 KiB big page with a page in the set, whole.
+    #[inline]
     pub fn widened_to_big_pages(&self) -> Self {
         let mut out = Self::EMPTY;
         for (i, w) in self.0.iter().enumerate() {
@@ -139,6 +156,7 @@ impl Pages {
 }
 
 /// The words of pages `start..end` and the mask of the range's bits in each.
+#[inline]
 fn word_masks(start: usize, end: usize) -> impl Iterator<Item = (usize, u64)> {
     let mut page = start;
     std::iter::from_fn(move || {
@@ -159,6 +177,7 @@ fn word_masks(start: usize, end: usize) -> impl Iterator<Item = (usize, u64)> {
 
 impl std::ops::BitOr for Pages {
     type Output = Self;
+    #[inline]
     fn bitor(mut self, rhs: Self) -> Self {
         for (a, b) in self.0.iter_mut().zip(rhs.0) {
             *a |= b;
@@ -169,6 +188,7 @@ impl std::ops::BitOr for Pages {
 
 impl std::ops::BitAnd for Pages {
     type Output = Self;
+    #[inline]
     fn bitand(mut self, rhs: Self) -> Self {
         for (a, b) in self.0.iter_mut().zip(rhs.0) {
             *a &= b;
@@ -179,6 +199,7 @@ impl std::ops::BitAnd for Pages {
 
 impl std::ops::Not for Pages {
     type Output = Self;
+    #[inline]
     fn not(mut self) -> Self {
         for a in &mut self.0 {
             *a = !*a;
@@ -188,6 +209,7 @@ impl std::ops::Not for Pages {
 }
 
 impl std::ops::BitOrAssign for Pages {
+    #[inline]
     fn bitor_assign(&mut self, rhs: Self) {
         *self = *self | rhs;
     }

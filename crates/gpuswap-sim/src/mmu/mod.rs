@@ -67,53 +67,85 @@ pub struct PageWork {
     pub migrated: bool,
 }
 
-/// One 2 MiB VA block's page state.
+/// One 2 MiB VA block's page state. Laid out for the touch of a resident page, the
+/// commonest event: the resident bitmap first, on a cache line of its own, then what
+/// every touch reads (owner, rule, whether anything is pinned); pins, rare, live apart,
+/// so a block's state is five cache lines and a touch of a block with nothing pinned
+/// never reads them.
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 struct Block {
-    owner: u32,
-    /// Pages that exist (the buffer's last block may be partial).
-    valid: Pages,
     resident: Pages,
+    owner: u32,
+    /// Remote reads and faults since the block last lost pages (delayed migration's
+    /// access counter).
+    counter: u32,
+    rule: ServeRule,
+    /// Pages that exist: `0..valid_pages` (only a buffer's last block is partial).
+    valid_pages: u16,
+    /// Whether `pins` holds any page.
+    has_pins: bool,
     /// Faulted pages waiting in the batch.
     in_flight: Pages,
     /// Pages written since they arrived in VRAM (or while waiting to).
     dirty: Pages,
     /// Prefetched pages nobody touched since they arrived.
     prefetched: Pages,
-    /// Pages pinned in host memory, mapped remotely, and until when (per page, once the
-    /// block has a pin).
+    /// Pages pinned in host memory, mapped remotely, once the block has had a pin.
+    pins: Option<Box<Pins>>,
+}
+
+/// A block's pins: pages pinned in host memory and mapped remotely, and until when.
+#[derive(Debug)]
+struct Pins {
     pinned: Pages,
-    pin_until_ns: Option<Box<[u64; PAGES_PER_BLOCK]>>,
+    until_ns: [u64; PAGES_PER_BLOCK],
     earliest_unpin_ns: u64,
-    rule: ServeRule,
-    /// Remote reads and faults since the block last lost pages (delayed migration's
-    /// access counter).
-    counter: u32,
 }
 
 impl Block {
+    /// Its pages that exist.
+    fn valid(&self) -> Pages {
+        Pages::range(0, usize::from(self.valid_pages))
+    }
+
+    /// Its pinned pages.
+    fn pinned(&self) -> Pages {
+        match &self.pins {
+            Some(pins) if self.has_pins => pins.pinned,
+            _ => Pages::EMPTY,
+        }
+    }
+
     /// Ends the pins due by `now_ns`.
     fn unpin_expired(&mut self, now_ns: u64) {
-        if self.pinned.is_empty() || now_ns < self.earliest_unpin_ns {
+        if !self.has_pins {
             return;
         }
-        let until = self.pin_until_ns.as_ref().expect("pinned pages have ends");
+        let pins = self
+            .pins
+            .as_mut()
+            .expect("a block with pins has their state");
+        if now_ns < pins.earliest_unpin_ns {
+            return;
+        }
         let mut earliest = u64::MAX;
-        let pinned = self.pinned;
+        let pinned = pins.pinned;
         for i in pinned.iter() {
-            if until[i] <= now_ns {
-                self.pinned.remove(i);
+            if pins.until_ns[i] <= now_ns {
+                pins.pinned.remove(i);
             } else {
-                earliest = earliest.min(until[i]);
+                earliest = earliest.min(pins.until_ns[i]);
             }
         }
-        self.earliest_unpin_ns = earliest;
+        pins.earliest_unpin_ns = earliest;
+        self.has_pins = !pins.pinned.is_empty();
     }
 
     /// The pages of `range` served remotely and those that fault now (away from VRAM
     /// and not waiting in the batch), by the block's rule and pins.
     fn classify(&self, range: Pages, kind: AccessKind) -> (Pages, Pages) {
-        let pinned = range & self.pinned;
+        let pinned = range & self.pinned();
         let away = range.without(self.resident | self.in_flight | pinned);
         let (remote, faults) = match self.rule {
             ServeRule::Fault => (Pages::EMPTY, away),
@@ -218,7 +250,7 @@ impl Mmu {
                     let n = left.min(PAGES_PER_BLOCK);
                     self.blocks[b] = Block {
                         owner,
-                        valid: Pages::range(0, n),
+                        valid_pages: n as u16,
                         ..Block::default()
                     };
                     left -= n;
@@ -237,15 +269,12 @@ impl Mmu {
                 }
             }
             PageAction::Serve { block, rule } => self.blocks[block as usize].rule = rule,
-            PageAction::MigrateIn {
-                block,
-                pages,
-                prefetched,
-            } => {
+            PageAction::MigrateIn { block, pages } => {
                 let b = &mut self.blocks[block as usize];
                 debug_assert!((pages & b.resident).is_empty(), "migrated twice");
                 b.resident |= pages;
-                b.prefetched |= prefetched;
+                // What did not fault came with the prefetcher's region.
+                b.prefetched |= pages.without(b.in_flight);
                 work.pages_in += pages.count() as u64;
                 work.blocks_in += 1;
                 work.migrated = true;
@@ -280,17 +309,23 @@ impl Mmu {
                 until_ns,
             } => {
                 let b = &mut self.blocks[block as usize];
-                let until = b
-                    .pin_until_ns
-                    .get_or_insert_with(|| Box::new([0; PAGES_PER_BLOCK]));
+                let pins = b.pins.get_or_insert_with(|| {
+                    Box::new(Pins {
+                        pinned: Pages::EMPTY,
+                        until_ns: [0; PAGES_PER_BLOCK],
+                        earliest_unpin_ns: u64::MAX,
+                    })
+                });
+                if !b.has_pins {
+                    pins.pinned = Pages::EMPTY;
+                    pins.earliest_unpin_ns = u64::MAX;
+                }
                 for i in pages.iter() {
-                    until[i] = until_ns;
+                    pins.until_ns[i] = until_ns;
                 }
-                if b.pinned.is_empty() {
-                    b.earliest_unpin_ns = u64::MAX;
-                }
-                b.pinned |= pages;
-                b.earliest_unpin_ns = b.earliest_unpin_ns.min(until_ns);
+                pins.pinned |= pages;
+                pins.earliest_unpin_ns = pins.earliest_unpin_ns.min(until_ns);
+                b.has_pins = !pins.pinned.is_empty();
             }
             PageAction::Throttle { nap_ns } => work.nap_ns = nap_ns,
             PageAction::Replay => {
@@ -353,7 +388,7 @@ impl Mmu {
     ) -> Option<Touched> {
         let (b, i) = split(page);
         let block = &mut self.blocks[b as usize];
-        if !block.pinned.is_empty() {
+        if block.has_pins {
             return None;
         }
         let counts = &mut self.counts[block.owner as usize];
@@ -372,7 +407,7 @@ impl Mmu {
             });
         }
         assert!(
-            block.valid.contains(i),
+            i < usize::from(block.valid_pages),
             "page {page} belongs to no managed buffer"
         );
         let waiting = block.in_flight.contains(i);
@@ -419,7 +454,7 @@ impl Mmu {
     ) -> Touched {
         let block = &mut self.blocks[b as usize];
         assert!(
-            range.without(block.valid).is_empty(),
+            range.without(block.valid()).is_empty(),
             "pages of block {b} touched beyond its managed buffer"
         );
         block.unpin_expired(now_ns);
@@ -440,7 +475,7 @@ impl Mmu {
             block.dirty |= range & (block.resident | block.in_flight);
         }
         if let ServeRule::Counter(threshold) = block.rule {
-            let away = remote.without(block.pinned) | faulted;
+            let away = remote.without(block.pinned()) | faulted;
             block.counter = block
                 .counter
                 .saturating_add(away.count() as u32)
@@ -478,12 +513,12 @@ impl Mmu {
     /// resident and waiting in the batch or pinned in host memory.
     pub fn audit(&self, paging: Option<&Paging>) -> Result<(), String> {
         for (b, block) in self.blocks.iter().enumerate() {
-            if !block.resident.without(block.valid).is_empty() {
+            if !block.resident.without(block.valid()).is_empty() {
                 return Err(format!(
                     "MMU: block {b} has resident pages it does not have"
                 ));
             }
-            if !(block.resident & (block.in_flight | block.pinned)).is_empty() {
+            if !(block.resident & (block.in_flight | block.pinned())).is_empty() {
                 return Err(format!(
                     "MMU: block {b} has resident pages waiting in the batch or pinned in host memory"
                 ));

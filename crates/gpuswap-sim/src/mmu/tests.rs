@@ -491,7 +491,6 @@ fn the_auditor_catches_residency_the_manager_did_not_plan() {
         PageAction::MigrateIn {
             block: 1,
             pages: Pages::single(3),
-            prefetched: Pages::EMPTY,
         },
         &mut work,
     );
@@ -521,7 +520,6 @@ fn notes_go_only_where_the_policy_needs_access_counts() {
             PageAction::MigrateIn {
                 block: 0,
                 pages: Pages::range(0, 4),
-                prefetched: Pages::EMPTY,
             },
             &mut work,
         );
