@@ -68,14 +68,13 @@ pub struct PageWork {
 }
 
 /// One 2 MiB VA block's page state. Laid out for the touch of a resident page, the
-/// commonest event: the resident bitmap first, on a cache line of its own, then what
-/// every touch reads (owner, rule, whether anything is pinned); pins, rare, live apart,
-/// so a block's state is five cache lines and a touch of a block with nothing pinned
-/// never reads them.
+/// commonest event: what every touch reads (owner, rule, whether anything is pinned)
+/// first, the resident bitmap right after it, so most touches find both on the block's
+/// first cache line; pins, rare, live apart, so a block's state is five cache lines and
+/// a touch of a block with nothing pinned never reads them.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct Block {
-    resident: Pages,
     owner: u32,
     /// Remote reads and faults since the block last lost pages (delayed migration's
     /// access counter).
@@ -85,6 +84,7 @@ struct Block {
     valid_pages: u16,
     /// Whether `pins` holds any page.
     has_pins: bool,
+    resident: Pages,
     /// Faulted pages waiting in the batch.
     in_flight: Pages,
     /// Pages written since they arrived in VRAM (or while waiting to).
