@@ -248,7 +248,7 @@ impl Paging {
     /// says. With no page of room, faults migrate nothing.
     pub fn new(capacity_bytes: u64, config: PagingConfig) -> Self {
         Self {
-            room: Room::new(capacity_bytes),
+            room: Room::new(capacity_bytes, config.victim == Victim::LargestShare),
             homes: Vec::new(),
             blocks: Vec::new(),
             prefetch: config.prefetch,

@@ -18,9 +18,10 @@ pub(super) struct Room {
     /// running sum of rounded reservations would drift).
     capacity_pages: u64,
     resident_pages: u64,
-    /// Pages in VRAM per owner, and the owners by them (largest last).
+    /// Pages in VRAM per owner, and, where the largest-share victim reads it, the
+    /// owners by them (largest last): kept only then, since every migration moves it.
     by_owner: Vec<u64>,
-    by_share: BTreeSet<(u64, u32)>,
+    by_share: Option<BTreeSet<(u64, u32)>>,
     /// The most pages each owner had in VRAM at once.
     peak_by_owner: Vec<u64>,
     /// Owners whose pages in VRAM changed since the driver last asked, and a flag per
@@ -30,15 +31,16 @@ pub(super) struct Room {
 }
 
 impl Room {
-    /// Room for `capacity_bytes` of VRAM (whole pages of it), nothing resident.
-    pub(super) fn new(capacity_bytes: u64) -> Self {
+    /// Room for `capacity_bytes` of VRAM (whole pages of it), nothing resident; with
+    /// `by_share`, the owners ordered by what they hold ([`Room::largest_first`]).
+    pub(super) fn new(capacity_bytes: u64, by_share: bool) -> Self {
         Self {
             vram_pages: capacity_bytes / PAGE_BYTES,
             reserved_bytes: 0,
             capacity_pages: capacity_bytes / PAGE_BYTES,
             resident_pages: 0,
             by_owner: Vec::new(),
-            by_share: BTreeSet::new(),
+            by_share: by_share.then(BTreeSet::new),
             peak_by_owner: Vec::new(),
             changed_owners: Vec::new(),
             listed: Vec::new(),
@@ -61,12 +63,15 @@ impl Room {
     /// If more pages leave than are resident.
     pub(super) fn count(&mut self, owner: u32, delta: i64) {
         let held = &mut self.by_owner[owner as usize];
-        self.by_share.remove(&(*held, owner));
+        let before = *held;
         *held = held
             .checked_add_signed(delta)
             .expect("resident pages never go negative");
-        if *held > 0 {
-            self.by_share.insert((*held, owner));
+        if let Some(by_share) = &mut self.by_share {
+            by_share.remove(&(before, owner));
+            if *held > 0 {
+                by_share.insert((*held, owner));
+            }
         }
         let peak = &mut self.peak_by_owner[owner as usize];
         *peak = (*peak).max(*held);
@@ -112,9 +117,11 @@ impl Room {
         self.resident_pages > self.capacity_pages
     }
 
-    /// The owners holding pages, largest holder first.
+    /// The owners holding pages, largest holder first (none unless kept by share).
     pub(super) fn largest_first(&self) -> impl Iterator<Item = u32> + '_ {
-        self.by_share.iter().rev().map(|(_, owner)| *owner)
+        self.by_share
+            .iter()
+            .flat_map(|set| set.iter().rev().map(|(_, owner)| *owner))
     }
 
     /// `owner`'s pages in VRAM now and at most so far.

@@ -345,21 +345,15 @@ impl Engine {
             site: launch.site,
             kernel: Rc::clone(&launch.kernel),
         };
-        // Unified memory (a kernel touching buffers whose pages the MMU manages): every
-        // access is served from VRAM once its faults are, or from host memory where the
-        // MMU maps it remotely. The kernel first moves
+        // Unified memory (the device serves page faults, as the policy needs): every
+        // access to a managed buffer is served from VRAM once its faults are, or from
+        // host memory where the MMU maps it remotely. The kernel first moves
         // its batches' evictions and migrations over the link (flows shared with every
         // other user of the link, one after the other), then takes its all-in-VRAM time
         // plus the batches' service time and the remote accesses' time (first order:
         // none of it overlaps its computation). Where kernels of several tenants run at
         // once, or a scheduler may stop one, it does so segment by segment.
-        let slots = &self.tenants[t].slots;
-        let managed =
-            self.mmu.manages_any()
-                && launch.kernel.accesses.iter().any(|a| {
-                    slots[a.slot].is_some_and(|buffer| self.mmu.first_page(buffer).is_some())
-                });
-        if managed {
+        if self.needs.page_faults {
             let walk = self.start_walk(t, &launch.kernel, launch.id.0);
             if self.segmented {
                 running.segments = walk.steps.min(SEGMENTS) as u32;

@@ -188,11 +188,6 @@ impl Mmu {
         }
     }
 
-    /// Whether any buffer's pages were ever managed (the cheap question first).
-    pub fn manages_any(&self) -> bool {
-        !self.managed.is_empty()
-    }
-
     /// The first page of managed `buffer`, if it is one.
     pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
         match self.managed.get(buffer.slot()).copied().flatten() {
