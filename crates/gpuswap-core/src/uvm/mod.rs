@@ -168,7 +168,7 @@ struct Home {
 impl Home {
     /// Pages that exist.
     fn valid(&self) -> Pages {
-        Pages::range(0, usize::from(self.valid_pages))
+        Pages::prefix(usize::from(self.valid_pages))
     }
 
     /// The big page holding page `i`, numbered from its allocation's start.

@@ -30,6 +30,22 @@ impl Pages {
         p
     }
 
+    /// Pages `0..n` of the block (all of them from 512 on): a word at a time, with no
+    /// loop for a whole block, what most blocks are.
+    #[inline]
+    pub fn prefix(n: usize) -> Self {
+        if n >= PAGES_PER_BLOCK {
+            return Self::FULL;
+        }
+        let mut p = Self::EMPTY;
+        let full = n / 64;
+        p.0[..full].fill(u64::MAX);
+        if !n.is_multiple_of(64) {
+            p.0[full] = (1u64 << (n % 64)) - 1;
+        }
+        p
+    }
+
     /// One page.
     #[inline]
     pub fn single(page: usize) -> Self {
@@ -241,6 +257,8 @@ mod tests {
             let k = probe % (end - start + 1);
             prop_assert_eq!(p.nth(k), (start..end).nth(k));
             prop_assert_eq!(p.first(k).count(), k);
+            // A prefix is the range from page 0.
+            prop_assert_eq!(Pages::prefix(end), Pages::range(0, end));
         }
     }
 }

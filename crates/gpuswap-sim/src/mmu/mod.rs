@@ -106,7 +106,7 @@ struct Pins {
 impl Block {
     /// Its pages that exist.
     fn valid(&self) -> Pages {
-        Pages::range(0, usize::from(self.valid_pages))
+        Pages::prefix(usize::from(self.valid_pages))
     }
 
     /// Its pinned pages.
