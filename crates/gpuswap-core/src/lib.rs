@@ -1,7 +1,7 @@
 //! gpuswap-core: the memory manager of gpuswap as a pure state machine.
 //!
 //! The manager never reads a clock, starts a thread or performs I/O. Whoever drives it
-//! (the simulator in `gpuswap-sim` today, a CUDA interposer later) feeds it events with
+//! (the simulator in `gpuswap-sim`, the daemon in `gpuswap-daemon` for real processes) feeds it events with
 //! the `handle_*` methods of [`Manager`] and then drains [`Manager::poll_action`] for the
 //! actions it must perform ([`protocol`] says what must follow each). The shape follows
 //! `quinn-proto`: getters, `handle_*` for events, `poll_*` for actions.

@@ -217,7 +217,8 @@ pub struct Paging {
     tree_prefetch: Box<dyn Prefetch>,
     build_eviction: fn() -> Box<dyn Eviction>,
     /// The eviction policies, two per slot: the configured one, then the tree order for
-    /// blocks whose plan asks for it (taken second). One slot orders every block, or
+    /// blocks whose plan asks for it (victims come from it first). One slot orders every
+    /// block, or
     /// under [`Victim::LargestShare`] one per owner orders its blocks (dense by owner).
     evictions: Vec<Box<dyn Eviction>>,
     migration: Migration,
@@ -774,7 +775,7 @@ impl Paging {
         // A victim with nothing resident left would never make room: as no victim.
         let useful =
             |(v, pages): &(u32, Pages)| !(*pages & blocks[*v as usize].resident).is_empty();
-        // A slot's configured order first, then its tree order.
+        // A slot's tree order first, then its configured order.
         let mut from_slot = |slot: usize| {
             let [configured, tree] = &mut self.evictions[2 * slot..2 * slot + 2] else {
                 unreachable!("two orders per slot")

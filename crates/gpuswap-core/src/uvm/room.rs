@@ -137,8 +137,8 @@ impl Room {
         Some(owner)
     }
 
-    /// Checks the counts against `counted`, the pages resident in the blocks: they
-    /// agree overall and per owner, and fit the room.
+    /// Checks the counts against `counted`, the pages resident in the blocks: the
+    /// overall count equals it and the per-owner counts' sum, and it fits the room.
     pub(super) fn check(&self, counted: u64) -> Result<(), String> {
         if counted != self.resident_pages {
             return Err(format!(

@@ -2,7 +2,8 @@
 //! with the plan its pages follow, the pattern detector, and the trials that undo
 //! switches which slow a tenant down ([`super::policy`] says which plan each pattern
 //! gets). It decides plan changes and returns them; the paging machine carries them out
-//! (eviction orders, serve rules), so this module knows nothing of blocks or pages.
+//! (eviction orders, serve rules), so this module holds no page state: of blocks it
+//! knows only each allocation's range, of pages only the big pages the detector sees.
 
 use std::collections::VecDeque;
 

@@ -10,9 +10,11 @@
 //! every access of the kernel advances by its share of it; a wavefront's faults are
 //! serviced before the next one starts (in batches of at most `fault_batch_pages`),
 //! which is what gives the prefetcher something to do: the pages it brings are touched
-//! by later wavefronts without faulting. First order: the faults are serviced when the
-//! kernel starts, and the kernel then takes its all-in-VRAM time plus every batch's
-//! stall; computation does not overlap fault service. A batch's stall is the fixed
+//! by later wavefronts without faulting. First order: a kernel (or each of its segments,
+//! where it runs in segments) walks and services its faults first, then takes its
+//! all-in-VRAM time plus every batch's stall and its remote accesses' time (plus a
+//! preemption check under a scheduling policy); computation does not overlap fault
+//! service. A batch's stall is the fixed
 //! service cost plus the transfers it caused (evictions to the host, then migrations to
 //! the device), each at the link's rate for its transfer size (one transfer per VA
 //! block).
@@ -189,7 +191,8 @@ impl Engine {
     }
 
     /// Carries out the manager's page actions on the MMU and reports the migrations
-    /// done (they complete within the stall the caller charges); what they cost.
+    /// done; what they cost. A batch's caller charges it as the batch's stall; the
+    /// evictions a runtime buffer's reservation causes outside a batch cost nothing.
     pub(super) fn apply_page_actions(&mut self) -> PageWork {
         let mut work = PageWork::default();
         while let Some(action) = self.manager.poll_page_action() {

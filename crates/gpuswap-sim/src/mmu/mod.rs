@@ -1,6 +1,5 @@
 //! The device's MMU: what hardware owns of where memory is. Two parts, both changed only
-//! by the manager's actions (and, for pages, by the device's own touches and completed
-//! migrations): the [`page_table::PageTable`] of chunk mappings (GPUswap and the other
+//! by the manager's actions (and, for pages, by the device's own touches): the [`page_table::PageTable`] of chunk mappings (GPUswap and the other
 //! chunked modes), and the page state of managed buffers (unified memory), per 2 MiB VA
 //! block as bitmaps: in VRAM, waiting in the fault batch, pinned in host memory and
 //! mapped remotely, written, prefetched and not yet touched, plus each block's rule for
