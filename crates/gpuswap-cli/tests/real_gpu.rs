@@ -262,8 +262,10 @@ fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
     let w = World::new("kill-victim", 64);
     let (mut victim, requester) = pair_with_slow_victim(&w);
     victim.kill().unwrap();
-    victim.wait().unwrap();
+    // Reaped only after the requester is done: a killed process holds no VRAM even
+    // while its parent has not waited for it (the driver frees it as the process exits).
     verified(&requester.wait_with_output().unwrap(), "requester");
+    victim.wait().unwrap();
     w.assert_empty();
 }
 

@@ -155,6 +155,28 @@ static void *new_token(void)
 
 /* ------------------------------------------------- shared VRAM accounting */
 
+/* Whether a process still holds its VRAM. A killed process that its parent has not
+ * reaped yet (a zombie) holds none: the real driver releases a process's memory when
+ * its device files close, as it exits, before anyone waits for it. */
+static int holds_vram(pid_t pid)
+{
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 0;
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    ssize_t n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n <= 0)
+        return 1;
+    line[n] = 0;
+    /* The state follows the command name, which may hold spaces and parentheses. */
+    const char *end = strrchr(line, ')');
+    return !(end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X'));
+}
+
 /* Sum of the live slots; clears the slots of dead processes. Called under flock. */
 static uint64_t shm_used_locked(void)
 {
@@ -162,7 +184,7 @@ static uint64_t shm_used_locked(void)
     for (int i = 0; i < SHM_SLOTS; i++) {
         if (g_shm->slot[i].pid == 0)
             continue;
-        if (kill(g_shm->slot[i].pid, 0) == -1 && errno == ESRCH)
+        if (!holds_vram(g_shm->slot[i].pid))
             g_shm->slot[i].pid = 0, g_shm->slot[i].bytes = 0;
         else
             used += g_shm->slot[i].bytes;
