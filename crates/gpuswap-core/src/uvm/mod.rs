@@ -8,7 +8,8 @@
 //! ([`Paging::fault_batch`]); the machine decides which pages migrate, leave, are
 //! pinned remotely or are served by another rule, as [`PageAction`]s the device carries
 //! out (and charges the time of). Its residency is the planned one: it equals the
-//! device's wherever no migration is in flight. Pages are numbered densely: page
+//! device's whenever no migration is in flight (between the actions' queuing and the
+//! device's `migrations_done`). Pages are numbered densely: page
 //! `b * 512 + i` is page `i` of VA block `b`; each allocation gets blocks of its own
 //! ([`Paging::add_allocation`]).
 
@@ -28,7 +29,7 @@ use std::collections::VecDeque;
 use crate::ids::{BufferId, TenantId};
 use crate::protocol::{Fault, PageAction, ServeRule};
 use evict::Eviction;
-use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
+use pages::{PAGE_BYTES, PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages, split};
 use policy::{Plan, Runtime};
 use prefetch::Prefetch;
 use room::Room;
@@ -62,8 +63,7 @@ pub enum Migration {
 pub struct PagingConfig {
     /// What a fault batch migrates besides the faulted pages.
     pub prefetch: Box<dyn Prefetch>,
-    /// What leaves VRAM when a migration needs room.
-    /// Builds the eviction policy: one for the machine, or one per tenant under
+    /// Builds the eviction policy (what leaves VRAM when a migration needs room): one for the machine, or one per tenant under
     /// [`Victim::LargestShare`].
     pub eviction: fn() -> Box<dyn Eviction>,
     /// When a page migrates.
@@ -248,6 +248,7 @@ impl Paging {
     /// A machine for `capacity_bytes` of VRAM (whole pages of it) behaving as `config`
     /// says. With no page of room, faults migrate nothing.
     pub fn new(capacity_bytes: u64, config: PagingConfig) -> Self {
+        let evictions: Vec<Box<dyn Eviction>> = eviction_slot(config.eviction).into();
         Self {
             room: Room::new(capacity_bytes, config.victim == Victim::LargestShare),
             homes: Vec::new(),
@@ -255,7 +256,6 @@ impl Paging {
             prefetch: config.prefetch,
             tree_prefetch: (prefetch::find_prefetch("tree").expect("registered").build)(),
             build_eviction: config.eviction,
-            evictions: eviction_slot(config.eviction).into(),
             migration: config.migration,
             thrashing: config.thrashing,
             invalidate_clean: config.invalidate_clean,
@@ -263,7 +263,8 @@ impl Paging {
             actions: VecDeque::new(),
             migrating: false,
             oversubscribed: false,
-            configured_observes: (config.eviction)().observes_touches(),
+            configured_observes: evictions[0].observes_touches(),
+            evictions,
             adaptive: Adaptive::new(config.runtime),
             seq: 0,
             stats: Vec::new(),
@@ -375,7 +376,6 @@ impl Paging {
             // Its order stays: the pages leave the order that holds them.
             *block = Block {
                 tree_order: block.tree_order,
-                published: block.published,
                 ..Block::default()
             };
             self.room.count(owner, -(pages.count() as i64));
@@ -831,14 +831,6 @@ fn eviction_slot(configured: fn() -> Box<dyn Eviction>) -> [Box<dyn Eviction>; 2
 
 /// Big pages of a VA block.
 const BIG_PAGES_PER_BLOCK: u32 = (PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE) as u32;
-
-/// (block, page in block) of a page number.
-fn split(page: u64) -> (u32, usize) {
-    (
-        (page / PAGES_PER_BLOCK as u64) as u32,
-        (page % PAGES_PER_BLOCK as u64) as usize,
-    )
-}
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,16 @@ pub const PAGES_PER_BIG_PAGE: usize = 16;
 pub const PAGES_PER_BLOCK: usize = 512;
 const WORDS: usize = PAGES_PER_BLOCK / 64;
 
+/// (VA block, page in the block) of a page number (page `b * 512 + i` is page `i` of
+/// block `b`, the numbering the manager and the device share).
+#[inline]
+pub fn split(page: u64) -> (u32, usize) {
+    (
+        (page / PAGES_PER_BLOCK as u64) as u32,
+        (page % PAGES_PER_BLOCK as u64) as usize,
+    )
+}
+
 /// A set of pages of one VA block, as a bitmap: set operations and counts cost a few
 /// word operations, not one per page.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

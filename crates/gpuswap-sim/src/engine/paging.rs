@@ -52,9 +52,8 @@ impl Engine {
             .enumerate()
             .filter_map(|(i, access)| {
                 let buffer = self.tenants[t].slots[access.slot]?;
-                let first = self.mmu.first_page(buffer)?;
-                let map = self.mmu.table.get(buffer)?;
-                let stream = TouchStream::new(access, map.bytes.div_ceil(PAGE_BYTES), seed);
+                let (first, pages) = self.mmu.managed_pages(buffer)?;
+                let stream = TouchStream::new(access, pages, seed);
                 Some(Cursor {
                     access: i,
                     kind: if access.write_bytes > 0 {

@@ -15,7 +15,7 @@ pub mod page_table;
 
 use gpuswap_core::protocol::{AccessKind, Fault, PageAction, ServeRule};
 use gpuswap_core::uvm::Paging;
-use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages};
+use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages, split};
 use gpuswap_core::{BufferId, TenantId};
 
 use page_table::PageTable;
@@ -68,8 +68,8 @@ pub struct PageWork {
 
 /// One 2 MiB VA block's page state. Laid out for the touch of a resident page, the
 /// commonest event: what every touch reads (owner, rule, whether anything is pinned)
-/// first, the resident bitmap right after it, so most touches find both on the block's
-/// first cache line; pins, rare, live apart, so a block's state is five cache lines and
+/// first, the resident bitmap right after it, so a touch of pages 0-319 finds both on
+/// the block's first cache line (the rest on the next); pins, rare, live apart, so a block's state is five cache lines and
 /// a touch of a block with nothing pinned never reads them.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
@@ -110,6 +110,7 @@ impl Block {
 
     /// Its pinned pages.
     fn pinned(&self) -> Pages {
+        // The flag first: a block with nothing pinned never reads its pins' line.
         match &self.pins {
             Some(pins) if self.has_pins => pins.pinned,
             _ => Pages::EMPTY,
@@ -167,8 +168,8 @@ pub struct Mmu {
     /// The chunk mappings.
     pub table: PageTable,
     blocks: Vec<Block>,
-    /// Managed buffers by buffer slot: (buffer, first page).
-    managed: Vec<Option<(BufferId, u64)>>,
+    /// Managed buffers by buffer slot: (buffer, first page, pages).
+    managed: Vec<Option<(BufferId, u64, u64)>>,
     /// Blocks with pages waiting in the batch.
     waiting: Vec<u32>,
     counts: Vec<PageCounts>,
@@ -187,10 +188,10 @@ impl Mmu {
         }
     }
 
-    /// The first page of managed `buffer`, if it is one.
-    pub fn first_page(&self, buffer: BufferId) -> Option<u64> {
+    /// The pages of managed `buffer` (first page, pages), if it is one.
+    pub fn managed_pages(&self, buffer: BufferId) -> Option<(u64, u64)> {
         match self.managed.get(buffer.slot()).copied().flatten() {
-            Some((id, first)) if id == buffer => Some(first),
+            Some((id, first, pages)) if id == buffer => Some((first, pages)),
             _ => None,
         }
     }
@@ -208,7 +209,7 @@ impl Mmu {
     pub fn apply_mapping(&mut self, action: gpuswap_core::Mapping) {
         if let gpuswap_core::Mapping::Unmap { buffer, .. } = &action
             && let Some(slot) = self.managed.get_mut(buffer.slot())
-            && slot.is_some_and(|(id, _)| id == *buffer)
+            && slot.is_some_and(|(id, ..)| id == *buffer)
         {
             *slot = None;
         }
@@ -228,7 +229,7 @@ impl Mmu {
                 if self.managed.len() <= slot {
                     self.managed.resize(slot + 1, None);
                 }
-                self.managed[slot] = Some((buffer, first_page));
+                self.managed[slot] = Some((buffer, first_page, pages));
                 let owner = tenant.0;
                 if self.counts.len() <= owner as usize {
                     self.counts
@@ -310,10 +311,6 @@ impl Mmu {
                         earliest_unpin_ns: u64::MAX,
                     })
                 });
-                if !b.has_pins {
-                    pins.pinned = Pages::EMPTY;
-                    pins.earliest_unpin_ns = u64::MAX;
-                }
                 for i in pages.iter() {
                     pins.until_ns[i] = until_ns;
                 }
@@ -502,9 +499,9 @@ impl Mmu {
         std::mem::take(&mut self.notes)
     }
 
-    /// The auditor: the manager's planned residency equals the MMU's wherever no
-    /// migration is in flight, only pages that exist are resident, and no page is both
-    /// resident and waiting in the batch or pinned in host memory.
+    /// The auditor: only pages that exist are resident, no page is both resident and
+    /// waiting in the batch or pinned in host memory, and, when no migration is in
+    /// flight at all, the manager's planned residency equals the MMU's in every block.
     pub fn audit(&self, paging: Option<&Paging>) -> Result<(), String> {
         for (b, block) in self.blocks.iter().enumerate() {
             if !block.resident.without(block.valid()).is_empty() {
@@ -548,14 +545,6 @@ impl Mmu {
         }
         Ok(())
     }
-}
-
-/// (block, page in block) of a page number.
-fn split(page: u64) -> (u32, usize) {
-    (
-        (page / PAGES_PER_BLOCK as u64) as u32,
-        (page % PAGES_PER_BLOCK as u64) as usize,
-    )
 }
 
 #[cfg(test)]
