@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixStream;
-use std::sync::{Condvar, Mutex, RwLock};
+use std::sync::{Condvar, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
@@ -54,8 +54,9 @@ pub struct Client {
     next_request: std::sync::atomic::AtomicU64,
     /// Launches, copies and frees take it shared; a suspension holds it exclusively.
     pub gate: RwLock<()>,
-    /// Set when the connection to the daemon is lost.
-    lost: Mutex<Option<String>>,
+    /// Set once, when the connection to the daemon is lost: every launch asks, so a read
+    /// takes no lock.
+    lost: OnceLock<String>,
     contexts: Mutex<Vec<usize>>,
     /// A scratch reservation of one chunk for relocations.
     scratch: Mutex<Option<(DevPtr, u64)>>,
@@ -104,7 +105,7 @@ pub fn connect() -> Result<&'static Client, String> {
         answered: Condvar::new(),
         next_request: std::sync::atomic::AtomicU64::new(1),
         gate: RwLock::new(()),
-        lost: Mutex::new(None),
+        lost: OnceLock::new(),
         contexts: Mutex::new(Vec::new()),
         scratch: Mutex::new(None),
     }));
@@ -132,8 +133,8 @@ impl Client {
     }
 
     /// Why the daemon is gone, if it is: then allocations pass through unmanaged.
-    pub fn lost(&self) -> Option<String> {
-        lock(&self.lost).clone()
+    pub fn lost(&self) -> Option<&str> {
+        self.lost.get().map(String::as_str)
     }
 
     /// Allocates `bytes` through the daemon; returns the device address.
@@ -165,7 +166,7 @@ impl Client {
             // either it sees this request and fails it, or this sees the loss.
             let mut answers = lock(&self.answers);
             if let Some(why) = self.lost() {
-                return Err((ffi::CUDA_ERROR_UNKNOWN, why));
+                return Err((ffi::CUDA_ERROR_UNKNOWN, why.to_owned()));
             }
             answers.insert(request, Answer::Waiting { ctx: ctx as usize });
         }
@@ -223,7 +224,7 @@ impl Client {
         // Allocations waiting for an answer get none: fail them, under the lock that
         // `alloc` checks the loss under.
         let mut answers = lock(&self.answers);
-        *lock(&self.lost) = Some(why.clone());
+        let _ = self.lost.set(why.clone());
         for answer in answers.values_mut() {
             if matches!(answer, Answer::Waiting { .. }) {
                 *answer = Answer::Done(Err((ffi::CUDA_ERROR_UNKNOWN, why.clone())));

@@ -123,11 +123,8 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
         let wait = driver.next_timeout().map_or(tick, |t| t.min(tick));
         match rx.recv_timeout(wait) {
             Ok(input) => driver.handle(input),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if driver.next_timeout() == Some(Duration::ZERO) {
-                    driver.handle_timer();
-                }
-            }
+            // A due timer is handled below, after an input or a timeout alike.
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         if driver.next_timeout() == Some(Duration::ZERO) {
