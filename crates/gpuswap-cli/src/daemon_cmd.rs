@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use gpuswap_core::PolicySettings;
+use gpuswap_core::{AtLimit, Contract, PolicySettings};
 use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
-use gpuswap_wire::Snapshot;
+use gpuswap_wire::{ContractRow, Snapshot};
 
 /// `gpuswap daemon`'s flags.
 #[derive(Args)]
@@ -38,6 +38,12 @@ pub struct DaemonArgs {
     /// How often evicted data is checked for a way back into free VRAM.
     #[arg(long, default_value = "50ms", value_parser = crate::limits::duration)]
     return_interval: u64,
+    /// Memory contracts by process name: a TOML file of `[process.NAME]` tables with
+    /// the tenant contract keys (vram_guarantee, vram_limit, memory_limit, at_limit,
+    /// host_limit, weight, priority_class; see `gpuswap keys`). A process gives its
+    /// name in GPUSWAP_TENANT_NAME (else its program's name); others get no contract.
+    #[arg(long, value_name = "FILE")]
+    contracts: Option<PathBuf>,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -90,6 +96,10 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
             .map_err(|e| format!("--set {pair:?}: {e}"))?;
     }
     check_policy(&policy)?;
+    let contracts = match &args.contracts {
+        None => Default::default(),
+        Some(path) => crate::contract_keys::load_contracts(path, policy.entry())?,
+    };
     if args.chunk_size == 0 || args.return_interval == 0 {
         return Err("--chunk-size and --return-interval must be positive".into());
     }
@@ -101,6 +111,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         policy,
         return_interval_ns: args.return_interval,
         verbose: !args.quiet,
+        contracts,
     };
     serve(config, &|| false).map_err(|e| e.to_string())
 }
@@ -145,11 +156,18 @@ pub fn table(snap: &Snapshot) -> String {
         format_bytes(snap.host_used_bytes),
         format_bytes(snap.host_bytes),
     );
+    let contracts: Vec<String> = snap
+        .tenants
+        .iter()
+        .map(|t| contract_text(&t.contract))
+        .collect();
+    let with_contracts = contracts.iter().any(|c| !c.is_empty());
     let rows: Vec<Vec<String>> = snap
         .tenants
         .iter()
-        .map(|t| {
-            vec![
+        .zip(&contracts)
+        .map(|(t, contract)| {
+            let mut row = vec![
                 t.tenant.to_string(),
                 t.pid.to_string(),
                 t.name.clone(),
@@ -161,28 +179,46 @@ pub fn table(snap: &Snapshot) -> String {
                 t.relocations.to_string(),
                 format!("{} ({:.1} ms)", t.waits, t.wait_ns as f64 / 1e6),
                 if t.suspended { "yes" } else { "" }.to_owned(),
-            ]
+            ];
+            if with_contracts {
+                row.push(contract.clone());
+            }
+            row
         })
         .collect();
-    out += &crate::render::table(
-        &[
-            "tenant",
-            "pid",
-            "name",
-            "buffers",
-            "vram",
-            "host",
-            "evicted",
-            "returned",
-            "moves",
-            "waits",
-            "suspended",
-        ],
-        &rows,
-        crate::render::terminal_width(),
-    );
+    let mut header = vec![
+        "tenant",
+        "pid",
+        "name",
+        "buffers",
+        "vram",
+        "host",
+        "evicted",
+        "returned",
+        "moves",
+        "waits",
+        "suspended",
+    ];
+    if with_contracts {
+        header.push("contract");
+    }
+    out += &crate::render::table(&header, &rows, crate::render::terminal_width());
     if snap.tenants.is_empty() {
         out += "(no tenant connected)\n";
     }
     out
+}
+
+/// A snapshot's contract in words ("" for none).
+fn contract_text(row: &ContractRow) -> String {
+    let contract = Contract {
+        vram_guarantee_bytes: row.vram_guarantee_bytes,
+        vram_limit_bytes: row.vram_limit_bytes,
+        memory_limit_bytes: row.memory_limit_bytes,
+        at_limit: AtLimit::from_name(&row.at_limit).unwrap_or_default(),
+        host_limit_bytes: row.host_limit_bytes,
+        weight: row.weight,
+        priority_class: row.priority_class,
+    };
+    crate::contract_keys::describe(&contract)
 }

@@ -249,6 +249,17 @@ pub fn all() -> Vec<KeySpec> {
             help: (*help).to_owned(),
         })
         .collect();
+    for (key, value, default, help) in crate::contract_keys::KEYS {
+        keys.push(KeySpec {
+            path: format!("tenant.{key}"),
+            value: value.to_owned(),
+            default: default.to_owned(),
+            help: format!(
+                "{help} (modes {})",
+                crate::contract_keys::modes_honouring(key).join(", ")
+            ),
+        });
+    }
     let placements: Vec<_> = gpuswap_core::placement::PLACEMENTS
         .iter()
         .map(|p| p.name)
@@ -276,7 +287,9 @@ pub fn all() -> Vec<KeySpec> {
             }
             let default = match param.default {
                 ParamDefault::Choice(name) => name.to_owned(),
-                ParamDefault::TenantCount => "the number of tenants".to_owned(),
+                ParamDefault::TenantCount => {
+                    "the tenants' total weight (their number, without weights)".to_owned()
+                }
                 ParamDefault::Count(n) => n.to_string(),
             };
             keys.push(KeySpec {
@@ -378,6 +391,13 @@ pub fn template() -> String {
             out += &commented("tenant.priorities_file", "\"priorities/{app}.toml\"");
             out += &commented("tenant.priorities", "{ input_units = 80 }");
             out += &commented("tenant.chunk_priorities", "{ input_units = [80, 20] }");
+            out += &commented("tenant.vram_guarantee", "\"256MiB\"");
+            out += &commented("tenant.vram_limit", "\"512MiB\"");
+            out += &commented("tenant.memory_limit", "\"1GiB\"");
+            out += &commented("tenant.at_limit", "\"spill\"");
+            out += &commented("tenant.host_limit", "\"2GiB\"");
+            out += &commented("tenant.weight", "2");
+            out += &commented("tenant.priority_class", "1");
         }
     }
     out += "\n# A scenario for a virtualised integrated GPU has VMs instead of tenants (gpuswap\n\

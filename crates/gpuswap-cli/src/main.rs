@@ -3,6 +3,7 @@
 mod bench;
 mod check_cmd;
 mod compare;
+mod contract_keys;
 mod daemon_cmd;
 mod glossary;
 mod keys;

@@ -327,6 +327,21 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         &rows,
         width,
     );
+    if report.tenants.iter().any(|t| t.contract.is_some()) {
+        out += &caption(
+            "contracts: what each tenant is promised and limited to",
+            width,
+        );
+        let rows: Vec<Vec<String>> = report
+            .tenants
+            .iter()
+            .map(|t| {
+                let contract = t.contract.as_ref().map(crate::contract_keys::describe);
+                vec![t.name.clone(), contract.unwrap_or_else(|| "none".into())]
+            })
+            .collect();
+        out += &table(&["tenant", "contract"], &rows, width);
+    }
     if report
         .tenants
         .iter()

@@ -25,9 +25,12 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
 
+use gpuswap_core::contract::Term;
 use gpuswap_core::registry::SettingsError;
 use gpuswap_core::scheduling::{self, SchedulingConfig};
-use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Needs, PolicySettings};
+use gpuswap_core::{
+    AtLimit, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Needs, PolicySettings,
+};
 use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, SimConfig, TenantSpec};
 
 use gpuswap_sim::preset::Features;
@@ -40,6 +43,7 @@ use serde::Deserialize;
 use thiserror::Error;
 use toml::Spanned;
 
+use crate::contract_keys::{ContractTable, check_mode};
 use crate::priorities::PrioritiesFile;
 
 /// Longest tenant name: names head table and CSV columns.
@@ -152,6 +156,29 @@ struct TenantTable {
     priorities: BTreeMap<String, Spanned<i32>>,
     #[serde(default)]
     chunk_priorities: BTreeMap<String, Spanned<Vec<i32>>>,
+    // The memory contract ([`crate::contract_keys`]).
+    vram_guarantee: Option<Spanned<String>>,
+    vram_limit: Option<Spanned<String>>,
+    memory_limit: Option<Spanned<String>>,
+    at_limit: Option<Spanned<String>>,
+    host_limit: Option<Spanned<String>>,
+    weight: Option<Spanned<i64>>,
+    priority_class: Option<Spanned<i64>>,
+}
+
+impl TenantTable {
+    /// Its contract keys.
+    fn contract_table(&self) -> ContractTable {
+        ContractTable {
+            vram_guarantee: self.vram_guarantee.clone(),
+            vram_limit: self.vram_limit.clone(),
+            memory_limit: self.memory_limit.clone(),
+            at_limit: self.at_limit.clone(),
+            host_limit: self.host_limit.clone(),
+            weight: self.weight.clone(),
+            priority_class: self.priority_class.clone(),
+        }
+    }
 }
 
 /// A scenario ready to run.
@@ -345,7 +372,36 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         })?,
     };
 
-    let policy = policy_settings(&file.manager, file.tenant.len(), &preset, &value_error)?;
+    // Contracts first: static partitioning cuts VRAM into the tenants' total weight.
+    let mut contracts = Vec::with_capacity(file.tenant.len());
+    for (i, t) in file.tenant.iter().enumerate() {
+        let key = |field: &str| format!("tenant[{i}].{field}");
+        let table = t.contract_table();
+        contracts.push((table.contract(&key, &value_error)?, table));
+    }
+    let total_weight: u64 = contracts.iter().map(|(c, _)| u64::from(c.weight)).sum();
+    let policy = policy_settings(&file.manager, total_weight, &preset, &value_error)?;
+    for (i, (contract, table)) in contracts.iter().enumerate() {
+        let key = |field: &str| format!("tenant[{i}].{field}");
+        check_mode(contract, policy.entry(), table, &key, &value_error)?;
+        if contract.at_limit == AtLimit::Wait {
+            return Err(value_error(
+                key("at_limit"),
+                table.span_of(Term::Wait),
+                "\"wait\" needs a tenant that can free memory while one of its allocations waits (a multi-threaded process under gpuswap daemon); a simulated program blocks on its allocation, so it would wait forever: expected \"fail\" or \"spill\"".into(),
+            ));
+        }
+        if contract.vram_guarantee_bytes > tenant_vram_bytes {
+            return Err(value_error(
+                key("vram_guarantee"),
+                table.span_of(Term::VramGuarantee),
+                format!(
+                    "expected at most the {} of VRAM tenants get",
+                    format_bytes(tenant_vram_bytes)
+                ),
+            ));
+        }
+    }
     let optimum = optimum(file.manager.optimum.as_ref(), &policy, &value_error)?;
     let return_interval_ns = match &file.manager.return_interval {
         None => DEFAULT_RETURN_INTERVAL_NS,
@@ -611,6 +667,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             endless: model.is_some_and(|a| a.endless()),
             sm_share: model.map_or(1.0, |a| a.sm_utilization()),
             logged_faults_per_batch: logged,
+            contract: contracts[i].0,
             ..TenantSpec::new(name, app_name, program)
         });
     }
@@ -1065,7 +1122,7 @@ fn sharing(
 /// preset cannot support (reference bits, say) is refused with the presets that can.
 fn policy_settings(
     manager: &ManagerTable,
-    tenants: usize,
+    tenants: u64,
     preset: &preset::Preset,
     value_error: &dyn Fn(String, Option<std::ops::Range<usize>>, String) -> ScenarioError,
 ) -> Result<PolicySettings, ScenarioError> {

@@ -8,6 +8,7 @@ use crate::buffer::{
     Buffer, BufferKind, BufferTable, Chunk, Location, PRIORITY_DEFAULT, PRIORITY_STACK,
     PRIORITY_SYSTEM, SystemBuffer, chunk_layout,
 };
+use crate::contract::Contract;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::{ChunkLists, ChunkRef, rank};
 use crate::protocol::{AllocRequest, FreeError, TenantUsage};
@@ -24,6 +25,21 @@ pub(crate) struct TenantView {
     pub slowdown: f64,
     /// Memory accesses per second in the last measurement period.
     pub access_rate: f64,
+    /// Its contract's weight (shares under pressure are proportional to it).
+    pub weight: u32,
+    /// Its contract's priority class (higher: evicted last, returned to first).
+    pub priority_class: u8,
+}
+
+/// Which way chunks would go: what [`Books::views`] marks as able.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Give a resident chunk up: the tenant has one, holds more than its guarantee and
+    /// has host memory left under its host limit for a whole chunk.
+    Give,
+    /// Get an evicted chunk back: the tenant has one and VRAM left under its cap for a
+    /// whole chunk.
+    Take,
 }
 
 /// What the books know about one tenant.
@@ -46,6 +62,17 @@ pub(crate) struct TenantBooks {
     pub(crate) access_rate: f64,
     /// Whether `usage.vram_bytes` changed since the driver last asked.
     usage_changed: bool,
+    /// What it is promised and limited to.
+    pub(crate) contract: Contract,
+}
+
+impl TenantBooks {
+    /// Guaranteed VRAM it does not hold yet.
+    fn unfilled_guarantee_bytes(&self) -> u64 {
+        self.contract
+            .vram_guarantee_bytes
+            .saturating_sub(self.usage.vram_bytes)
+    }
 }
 
 /// Buffers, chunks and byte counts of every tenant.
@@ -66,6 +93,13 @@ pub(crate) struct Books {
     tenants_with_evicted: usize,
     /// Tenants whose VRAM figure changed since the driver last asked, in order of change.
     usage_changes: Vec<TenantId>,
+    /// The guarantees of the tenants with a contract, and the part of them not yet held:
+    /// admission and the modes that reserve read them without a scan of every tenant.
+    guaranteed_bytes: u64,
+    unfilled_guarantee_bytes: u64,
+    /// The first time a policy chose a victim its contract protects (for
+    /// [`Books::check_invariants`]).
+    breach: Option<String>,
 }
 
 impl Books {
@@ -82,6 +116,76 @@ impl Books {
             next_buffer: 0,
             tenants_with_evicted: 0,
             usage_changes: Vec::new(),
+            guaranteed_bytes: 0,
+            unfilled_guarantee_bytes: 0,
+            breach: None,
+        }
+    }
+
+    /// VRAM that `tenant` may take: free VRAM less what is guaranteed to others and not
+    /// yet held by them (the reservation of the modes that cannot evict).
+    pub(crate) fn vram_free_for(&self, tenant: TenantId) -> u64 {
+        let own = self
+            .tenant(tenant)
+            .map_or(0, TenantBooks::unfilled_guarantee_bytes);
+        self.vram_free_bytes()
+            .saturating_sub(self.unfilled_guarantee_bytes - own)
+    }
+
+    /// The guarantees of every tenant with a contract.
+    pub(crate) fn guaranteed_bytes(&self) -> u64 {
+        self.guaranteed_bytes
+    }
+
+    /// A tenant's contract (the default for one not seen).
+    pub(crate) fn contract(&self, tenant: TenantId) -> Contract {
+        self.tenant(tenant).map(|t| t.contract).unwrap_or_default()
+    }
+
+    /// VRAM `tenant` may still take under its cap (`vram_limit`, or `memory_limit` under
+    /// `spill`).
+    pub(crate) fn vram_room_under_cap(&self, tenant: TenantId) -> u64 {
+        self.tenant(tenant).map_or(u64::MAX, |t| {
+            t.contract
+                .vram_cap_bytes()
+                .saturating_sub(t.usage.vram_bytes)
+        })
+    }
+
+    /// Host memory `tenant`'s data may still take under its `host_limit`.
+    pub(crate) fn host_room_under_limit(&self, tenant: TenantId) -> u64 {
+        self.tenant(tenant).map_or(u64::MAX, |t| {
+            t.contract
+                .host_cap_bytes()
+                .saturating_sub(t.usage.host_bytes)
+        })
+    }
+
+    /// Gives `tenant` its contract (the default when it ends).
+    pub(crate) fn set_contract(&mut self, tenant: TenantId, contract: Contract) {
+        let state = self.tenant_mut(tenant);
+        let (old_guarantee, old_unfilled) = (
+            state.contract.vram_guarantee_bytes,
+            state.unfilled_guarantee_bytes(),
+        );
+        state.contract = contract;
+        let unfilled = state.unfilled_guarantee_bytes();
+        self.guaranteed_bytes =
+            self.guaranteed_bytes - old_guarantee + contract.vram_guarantee_bytes;
+        self.unfilled_guarantee_bytes = self.unfilled_guarantee_bytes - old_unfilled + unfilled;
+    }
+
+    /// A policy chose `tenant` as a victim: recorded as a breach when its contract
+    /// protects it (at or under its guarantee), for [`Books::check_invariants`].
+    pub(crate) fn note_victim(&mut self, tenant: TenantId) {
+        let Some(state) = self.tenant(tenant) else {
+            return;
+        };
+        let (held, guarantee) = (state.usage.vram_bytes, state.contract.vram_guarantee_bytes);
+        if guarantee > 0 && held <= guarantee && self.breach.is_none() {
+            self.breach = Some(format!(
+                "{tenant} was chosen as a victim holding {held} bytes of VRAM, at or under its guarantee of {guarantee}"
+            ));
         }
     }
 
@@ -122,6 +226,7 @@ impl Books {
         if !state.evicted.is_empty() {
             self.tenants_with_evicted -= 1;
         }
+        self.set_contract(tenant, Contract::default());
         *self.tenant_mut(tenant) = TenantBooks::default();
         self.usage_changes.retain(|t| *t != tenant);
     }
@@ -305,7 +410,9 @@ impl Books {
         add: bool,
         edit: impl FnOnce(&mut ChunkLists),
     ) {
-        let was_empty = self.tenant_mut(tenant).evicted.is_empty();
+        let state = self.tenant_mut(tenant);
+        let was_empty = state.evicted.is_empty();
+        let unfilled_before = state.unfilled_guarantee_bytes();
         let (lists, tenant_bytes, global_bytes) = self.books_at(tenant, location);
         edit(lists);
         if add {
@@ -315,6 +422,9 @@ impl Books {
             *tenant_bytes -= bytes;
             *global_bytes -= bytes;
         }
+        let unfilled_after = self.tenants[tenant.0 as usize].unfilled_guarantee_bytes();
+        self.unfilled_guarantee_bytes =
+            self.unfilled_guarantee_bytes - unfilled_before + unfilled_after;
         self.after_change(tenant, location, was_empty);
     }
 
@@ -396,6 +506,17 @@ impl Books {
         self.list(tenant, to, r, &chunk);
     }
 
+    /// Takes back a move planned in the same decision, before any copy was asked: the
+    /// chunk is accounted where its data is again.
+    pub(crate) fn unplan_move(&mut self, r: ChunkRef) {
+        let tenant = self.buffers[&r.buffer].tenant;
+        let chunk = self.chunk_mut(r).expect("live chunk");
+        let planned = chunk.moving_to.take().expect("a move was planned");
+        let chunk = chunk.clone();
+        self.unlist(tenant, planned, r, &chunk);
+        self.list(tenant, chunk.location, r, &chunk);
+    }
+
     /// Places a chunk of a buffer not yet granted in host memory without a copy (nothing
     /// is in it yet).
     pub(crate) fn place_in_host(&mut self, r: ChunkRef) {
@@ -433,21 +554,41 @@ impl Books {
         }
     }
 
-    /// What policies see of every tenant; `can_give` says which may give or get chunks.
-    pub(crate) fn views(&self, can_give: impl Fn(&TenantBooks) -> bool) -> Vec<TenantView> {
+    /// What policies see of every tenant; `side` says which way chunks would go and so
+    /// which tenants may give or take one (their lists and their contracts).
+    pub(crate) fn views(&self, side: Side) -> Vec<TenantView> {
+        let chunk_bytes = self.chunk_bytes;
         self.tenants
             .iter()
             .enumerate()
-            .map(|(id, s)| TenantView {
-                id: TenantId(id as u32),
-                vram_bytes: s.usage.vram_bytes,
-                can_give: can_give(s),
-                slowdown: if s.ideal_ns == 0 {
-                    1.0
-                } else {
-                    s.kernel_ns as f64 / s.ideal_ns as f64
-                },
-                access_rate: s.access_rate,
+            .map(|(id, s)| {
+                let (usage, contract) = (s.usage, s.contract);
+                let can = match side {
+                    Side::Give => {
+                        !s.resident.is_empty()
+                            && usage.vram_bytes > contract.vram_guarantee_bytes
+                            && usage.host_bytes.saturating_add(chunk_bytes)
+                                <= contract.host_cap_bytes()
+                    }
+                    Side::Take => {
+                        !s.evicted.is_empty()
+                            && usage.vram_bytes.saturating_add(chunk_bytes)
+                                <= contract.vram_cap_bytes()
+                    }
+                };
+                TenantView {
+                    id: TenantId(id as u32),
+                    vram_bytes: usage.vram_bytes,
+                    can_give: can,
+                    slowdown: if s.ideal_ns == 0 {
+                        1.0
+                    } else {
+                        s.kernel_ns as f64 / s.ideal_ns as f64
+                    },
+                    access_rate: s.access_rate,
+                    weight: contract.weight,
+                    priority_class: contract.priority_class,
+                }
             })
             .collect()
     }
@@ -506,6 +647,7 @@ impl Books {
             entry.1 += buffer.planned_bytes_at(Location::Host);
         }
         let (mut vram, mut host, mut with_evicted) = (0, 0, 0);
+        let (mut guaranteed, mut unfilled) = (0, 0);
         for (i, state) in self.tenants.iter().enumerate() {
             let (v, h) = per_tenant[i];
             let usage = state.usage;
@@ -515,6 +657,21 @@ impl Books {
                     usage.vram_bytes, usage.host_bytes
                 ));
             }
+            let contract = state.contract;
+            if v > contract.vram_cap_bytes() {
+                return Err(format!(
+                    "tenant {i} holds {v} bytes of VRAM, beyond its cap of {}",
+                    contract.vram_cap_bytes()
+                ));
+            }
+            if h > contract.host_cap_bytes() {
+                return Err(format!(
+                    "tenant {i} holds {h} bytes of host memory, beyond its host_limit of {}",
+                    contract.host_cap_bytes()
+                ));
+            }
+            guaranteed += contract.vram_guarantee_bytes;
+            unfilled += state.unfilled_guarantee_bytes();
             vram += v;
             host += h;
             with_evicted += usize::from(!state.evicted.is_empty());
@@ -524,6 +681,15 @@ impl Books {
                 "tenants hold {vram}/{host} bytes VRAM/host, global figures say {}/{}",
                 self.vram_used_bytes, self.host_used_bytes
             ));
+        }
+        if (guaranteed, unfilled) != (self.guaranteed_bytes, self.unfilled_guarantee_bytes) {
+            return Err(format!(
+                "contracts guarantee {guaranteed} bytes, {unfilled} not held; the sums say {}/{}",
+                self.guaranteed_bytes, self.unfilled_guarantee_bytes
+            ));
+        }
+        if let Some(breach) = &self.breach {
+            return Err(breach.clone());
         }
         if with_evicted != self.tenants_with_evicted {
             return Err(format!(

@@ -12,6 +12,7 @@
 
 mod accounting;
 mod buffer;
+pub mod contract;
 mod ids;
 mod lists;
 mod manager;
@@ -30,13 +31,14 @@ pub use buffer::{
     Buffer, BufferKind, Chunk, Location, PRIORITY_DEFAULT, PRIORITY_STACK, PRIORITY_SYSTEM,
     SystemBuffer, chunk_layout,
 };
+pub use contract::{AtLimit, Contract};
 pub use ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 pub use lists::ChunkRef;
 pub use manager::{MAX_COPY_ATTEMPTS, Manager, ManagerConfig};
 pub use params::Needs;
 pub use protocol::{
-    Action, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats, KillReason, Mapping,
-    ProtocolError, Purpose, Reply, TenantUsage,
+    Action, AdmitError, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats,
+    KillReason, Mapping, ProtocolError, Purpose, Reply, TenantUsage,
 };
 pub use registry::PolicySettings;
 

@@ -10,12 +10,13 @@ use std::collections::VecDeque;
 
 use crate::accounting::Books;
 use crate::buffer::{Buffer, BufferKind};
+use crate::contract::{AtLimit, Contract};
 use crate::ids::{BufferId, CopyId, LaunchId, TenantId};
 use crate::params::Needs;
 use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Placed};
 use crate::protocol::{
-    Action, AllocRequest, Dma, Execution, Fault, FreeError, KernelStats, KillReason, Mapping,
-    PageAction, ProtocolError, Reply, TenantUsage,
+    Action, AdmitError, AllocError, AllocRequest, Dma, Execution, Fault, FreeError, KernelStats,
+    KillReason, Mapping, PageAction, ProtocolError, Reply, TenantUsage,
 };
 use crate::registry::{Budget, PolicySettings};
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
@@ -56,6 +57,9 @@ pub struct Manager {
     actions: VecDeque<Action>,
     /// Allocation requests that arrived while a relocation ran.
     waiting: VecDeque<AllocRequest>,
+    /// Allocation requests waiting at their tenant's `memory_limit` (`at_limit =
+    /// "wait"`) for its own frees.
+    at_limit: VecDeque<AllocRequest>,
     /// Admitted launches that arrived while a relocation ran.
     waiting_launches: VecDeque<(TenantId, LaunchId)>,
     /// Memory-aware kernel scheduling, when a policy other than `none` is chosen.
@@ -98,6 +102,7 @@ impl Manager {
             needs,
             actions: VecDeque::new(),
             waiting: VecDeque::new(),
+            at_limit: VecDeque::new(),
             waiting_launches: VecDeque::new(),
             scheduling,
         }
@@ -151,6 +156,11 @@ impl Manager {
             vram_peak_bytes: usage.vram_peak_bytes + peak,
             ..usage
         }
+    }
+
+    /// A tenant's contract (the default for one not seen or ended).
+    pub fn contract(&self, tenant: TenantId) -> Contract {
+        self.books.contract(tenant)
     }
 
     /// Whether a relocation is in progress (allocation requests wait for it).
@@ -221,9 +231,20 @@ impl Manager {
     }
 
     /// A tenant frees a buffer; its memory is available again at once (an `Unmap`
-    /// follows). Evicted data comes back at the next return check, not now.
+    /// follows). Evicted data comes back at the next return check, not now. Its
+    /// requests waiting at its `memory_limit` are asked again, in order.
     pub fn handle_free(&mut self, tenant: TenantId, buffer: BufferId) -> Result<(), FreeError> {
-        self.release(tenant, buffer, true)
+        self.release(tenant, buffer, true)?;
+        if self.at_limit.iter().any(|r| r.tenant == tenant) {
+            let (again, others) = std::mem::take(&mut self.at_limit)
+                .into_iter()
+                .partition(|r| r.tenant == tenant);
+            self.at_limit = others;
+            for req in Vec::from(again) {
+                self.handle_alloc(req);
+            }
+        }
+        Ok(())
     }
 
     /// A tenant ended, crashed or was killed: everything it held is released at once,
@@ -242,6 +263,8 @@ impl Manager {
                 .expect("the tenant owns every buffer listed");
         }
         self.waiting.retain(|r| r.tenant != tenant);
+        self.at_limit.retain(|r| r.tenant != tenant);
+        self.books.set_contract(tenant, Contract::default());
         let dropped: Vec<LaunchId> = self
             .waiting_launches
             .iter()
@@ -263,19 +286,52 @@ impl Manager {
         self.withdraw_unsent(tenant);
     }
 
-    /// A new tenant takes the number `tenant`, which a driver that serves tenants for a
-    /// long time (the daemon) recycles once its previous tenant has exited: the books'
+    /// A tenant starts under `contract`. A driver that serves tenants for a long time
+    /// (the daemon) recycles a number once its previous tenant has exited: the books'
     /// record of the number starts afresh (usage, lists, counters), so the manager's state
     /// follows the tenants alive, not the tenants ever served. Refused, changing nothing,
-    /// while the number still holds a buffer or a waiting request. Drivers that never
-    /// reuse numbers (the simulator) need not call it.
-    pub fn handle_tenant_start(&mut self, tenant: TenantId) -> Result<(), ProtocolError> {
+    /// while the number still holds a buffer or a waiting request; when the contract
+    /// contradicts itself or sets a term the mode does not honour; and when its
+    /// `vram_guarantee` does not fit beside the other tenants' (a mode that evicts
+    /// admits guarantees up to VRAM in all; one that cannot evict only into VRAM that is
+    /// neither held nor promised now). A tenant that never started has the default
+    /// contract.
+    pub fn handle_tenant_start(
+        &mut self,
+        tenant: TenantId,
+        contract: Contract,
+    ) -> Result<(), AdmitError> {
         let waits = self.waiting.iter().any(|r| r.tenant == tenant)
+            || self.at_limit.iter().any(|r| r.tenant == tenant)
             || self.waiting_launches.iter().any(|(t, _)| *t == tenant);
         if waits || self.books.buffers_of(tenant).next().is_some() {
-            return Err(ProtocolError::TenantInUse { tenant });
+            return Err(AdmitError::InUse { tenant });
+        }
+        contract.check()?;
+        let entry = self.config.policy.entry();
+        let unhonoured = contract.unhonoured(entry.honours);
+        if unhonoured != crate::contract::Terms::NONE {
+            return Err(AdmitError::Unhonoured {
+                mode: entry.choice.name,
+                terms: unhonoured,
+                honoured: entry.honours,
+            });
+        }
+        let own = self.books.contract(tenant).vram_guarantee_bytes;
+        let room_bytes = if entry.reclaims {
+            self.books.vram_capacity_bytes - (self.books.guaranteed_bytes() - own)
+        } else {
+            self.books.vram_free_for(tenant)
+        };
+        if contract.vram_guarantee_bytes > room_bytes {
+            return Err(AdmitError::GuaranteeDoesNotFit {
+                guarantee_bytes: contract.vram_guarantee_bytes,
+                room_bytes,
+                reclaims: entry.reclaims,
+            });
         }
         self.books.restart_tenant(tenant);
+        self.books.set_contract(tenant, contract);
         Ok(())
     }
 
@@ -551,7 +607,31 @@ impl Manager {
         result
     }
 
+    /// Serves a request under its tenant's `memory_limit`: beyond it the request fails
+    /// or waits for the tenant's frees (one larger than the limit never fits: it fails).
     fn serve(&mut self, req: AllocRequest) {
+        let contract = self.books.contract(req.tenant);
+        if let Some(limit_bytes) = contract.allocation_cap_bytes() {
+            let usage = self.books.usage(req.tenant);
+            let allocated_bytes = usage.vram_bytes + usage.host_bytes;
+            if allocated_bytes.saturating_add(req.bytes) > limit_bytes {
+                if contract.at_limit == AtLimit::Wait && req.bytes <= limit_bytes {
+                    self.at_limit.push_back(req);
+                    return;
+                }
+                let error = AllocError::OverMemoryLimit {
+                    requested_bytes: req.bytes,
+                    allocated_bytes,
+                    limit_bytes,
+                };
+                self.actions.push_back(Action::Reply(Reply::Fail {
+                    request: req.request,
+                    tenant: req.tenant,
+                    error,
+                }));
+                return;
+            }
+        }
         match self.run_policy(|policy, ctx| policy.on_alloc(ctx, &req)) {
             Ok(Placed::Now(buffer)) => self.grant(req.request, req.tenant, buffer),
             // A relocation runs; the grant comes when it ends.

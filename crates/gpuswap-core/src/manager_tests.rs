@@ -731,6 +731,30 @@ fn gdev_hands_a_dead_tenants_admission_to_the_next_launch() {
     assert_eq!(drive(&mut m), vec![]);
 }
 
+/// Plays `ops` (tenant, bytes, whether to free a live buffer instead) as a driver
+/// would, with a return check after each free; after each step checks the invariants,
+/// then `after` with the live buffers.
+fn play(
+    m: &mut Manager,
+    ops: Vec<(u32, u64, bool)>,
+    mut after: impl FnMut(&Manager, &[(TenantId, BufferId)]) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let mut live: Vec<(TenantId, BufferId)> = Vec::new();
+    for (i, (tenant, bytes, free)) in ops.into_iter().enumerate() {
+        if free && !live.is_empty() {
+            let (t, b) = live.remove(i % live.len());
+            prop_assert_eq!(m.handle_free(t, b), Ok(()));
+            m.handle_timeout(i as u64 * 1_000_000_000);
+            drive(m);
+        } else if let Some(b) = granted(&alloc(m, request(i as u64, tenant, bytes))) {
+            live.push((TenantId(tenant), b));
+        }
+        prop_assert_eq!(m.check_invariants(), Ok(()));
+        after(m, &live)?;
+    }
+    Ok(())
+}
+
 proptest! {
     /// Any sequence of allocations and frees in any mode keeps the accounting conserved.
     #[test]
@@ -745,24 +769,15 @@ proptest! {
             cfg.policy = cfg.policy.with("chunk_policy", policy);
         }
         let mut m = Manager::new(cfg);
-        let mut live: Vec<(TenantId, BufferId)> = Vec::new();
-        for (i, (tenant, bytes, free)) in ops.into_iter().enumerate() {
-            if free && !live.is_empty() {
-                let (t, b) = live.remove(i % live.len());
-                prop_assert_eq!(m.handle_free(t, b), Ok(()));
-                m.handle_timeout(i as u64 * 1_000_000_000);
-                drive(&mut m);
-            } else if let Some(b) = granted(&alloc(&mut m, request(i as u64, tenant, bytes))) {
-                live.push((TenantId(tenant), b));
-            }
-            prop_assert_eq!(m.check_invariants(), Ok(()));
+        play(&mut m, ops, |m, live| {
             for t in 0..3 {
                 prop_assert!(m.usage(TenantId(t)).vram_peak_bytes <= 64 * MIB);
             }
             let held: u64 = live.iter().map(|(_, b)| m.buffer(*b).unwrap().bytes).sum();
             prop_assert_eq!(held, m.vram_used_bytes() + m.usage(TenantId(0)).host_bytes
                 + m.usage(TenantId(1)).host_bytes + m.usage(TenantId(2)).host_bytes);
-        }
+            Ok(())
+        })?;
     }
 
     /// Two tenants that each want more than half of VRAM end with shares that differ by
@@ -865,14 +880,15 @@ fn tenant_numbers_restart_only_when_empty() {
     alloc(&mut m, request(1, 1, 12 * MIB));
     assert!(m.usage(TenantId(0)).bytes_evicted > 0 || m.usage(TenantId(1)).host_bytes > 0);
     assert_eq!(
-        m.handle_tenant_start(TenantId(0)),
-        Err(ProtocolError::TenantInUse {
+        m.handle_tenant_start(TenantId(0), Contract::default()),
+        Err(AdmitError::InUse {
             tenant: TenantId(0)
         })
     );
     m.handle_tenant_exit(TenantId(0));
     drive(&mut m);
-    m.handle_tenant_start(TenantId(0)).unwrap();
+    m.handle_tenant_start(TenantId(0), Contract::default())
+        .unwrap();
     assert_eq!(m.usage(TenantId(0)), TenantUsage::default());
     m.check_invariants().unwrap();
     alloc(&mut m, request(2, 0, 4 * MIB));
@@ -923,3 +939,6 @@ fn paging_events_reach_a_paging_policy_and_are_refused_elsewhere() {
     assert!(uvm.usage(TenantId(0)).vram_bytes >= crate::uvm::pages::PAGE_BYTES);
     uvm.check_invariants().unwrap();
 }
+
+#[path = "contract_tests.rs"]
+mod contracts;

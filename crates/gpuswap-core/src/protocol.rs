@@ -33,6 +33,8 @@
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::contract::{ContractError, Terms};
+
 use crate::buffer::{BufferKind, Location};
 use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::lists::ChunkRef;
@@ -81,6 +83,41 @@ pub enum AllocError {
     /// A zero-byte allocation (CUDA returns an error for it too).
     #[error("zero-byte allocation")]
     ZeroBytes,
+    /// The part of it that must go to host memory does not fit under the tenant's
+    /// `host_limit`.
+    #[error(
+        "over the host_limit: requested {requested_bytes} bytes, {host_bytes_needed} of them for host memory, {room_bytes} bytes left under the limit"
+    )]
+    OverHostLimit {
+        /// Size of the failed request.
+        requested_bytes: u64,
+        /// What it would place in host memory.
+        host_bytes_needed: u64,
+        /// Host memory left under the tenant's limit.
+        room_bytes: u64,
+    },
+    /// It would take the tenant beyond its `memory_limit` (with `at_limit = "fail"`,
+    /// or a request that could never fit under it).
+    #[error(
+        "over the memory_limit: requested {requested_bytes} bytes with {allocated_bytes} allocated, limit {limit_bytes} bytes"
+    )]
+    OverMemoryLimit {
+        /// Size of the failed request.
+        requested_bytes: u64,
+        /// What the tenant had allocated.
+        allocated_bytes: u64,
+        /// Its limit.
+        limit_bytes: u64,
+    },
+    /// VRAM is short and every tenant that could give is at its guarantee or its host
+    /// limit.
+    #[error(
+        "out of memory within the contracts: requested {requested_bytes} bytes; every tenant that could give VRAM is at its vram_guarantee or host_limit"
+    )]
+    NoVictim {
+        /// Size of the failed request.
+        requested_bytes: u64,
+    },
 }
 
 /// Why a free failed.
@@ -134,12 +171,6 @@ pub enum ProtocolError {
         /// The mode.
         mode: &'static str,
     },
-    /// `handle_tenant_start` for a number whose tenant still holds buffers or waits.
-    #[error("{tenant} still holds buffers or waits: it cannot start afresh")]
-    TenantInUse {
-        /// The number.
-        tenant: TenantId,
-    },
     /// `handle_launch` although the configuration's scheduler does not gate launches.
     #[error("{launch} of {tenant} asked for admission, but launches are not gated")]
     LaunchNotGated {
@@ -147,6 +178,44 @@ pub enum ProtocolError {
         launch: LaunchId,
         /// Its tenant.
         tenant: TenantId,
+    },
+}
+
+/// Why a tenant was not admitted (`Manager::handle_tenant_start`); nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum AdmitError {
+    /// The number's previous tenant still holds buffers or waits.
+    #[error("{tenant} still holds buffers or waits: it cannot start afresh")]
+    InUse {
+        /// The number.
+        tenant: TenantId,
+    },
+    /// The contract contradicts itself.
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+    /// The contract sets terms the mode has no meaning for.
+    #[error("mode {mode} does not honour {terms} (it honours {honoured})")]
+    Unhonoured {
+        /// The mode.
+        mode: &'static str,
+        /// The terms it would ignore.
+        terms: Terms,
+        /// The terms it honours.
+        honoured: Terms,
+    },
+    /// The guarantee does not fit beside the other tenants'.
+    #[error(
+        "vram_guarantee of {guarantee_bytes} bytes does not fit: {room_bytes} bytes of VRAM are {}",
+        if *.reclaims { "not guaranteed to other tenants" } else { "neither held by nor promised to other tenants (this mode cannot take VRAM back)" }
+    )]
+    GuaranteeDoesNotFit {
+        /// The guarantee asked.
+        guarantee_bytes: u64,
+        /// VRAM it could have.
+        room_bytes: u64,
+        /// Whether the mode can take VRAM back from tenants (then only guarantees
+        /// count).
+        reclaims: bool,
     },
 }
 

@@ -5,6 +5,7 @@
 
 use thiserror::Error;
 
+use crate::contract::{Term, Terms};
 use crate::params::{ACCESS_COUNTS, KERNEL_ESTIMATES, Needs};
 pub use crate::params::{Choice, ParamDefault, ParamKind, ParamSpec, ParamValue};
 use crate::policy::gpuswap::Gpuswap;
@@ -33,6 +34,12 @@ pub struct PolicyEntry {
     pub params: &'static [ParamSpec],
     /// The scheduler it runs with.
     pub scheduler: &'static str,
+    /// The contract terms it has a meaning for; a tenant whose contract sets another
+    /// is refused ([`crate::Manager::handle_tenant_start`]).
+    pub honours: Terms,
+    /// Whether it can take VRAM back from a tenant (evict): then guarantees are kept by
+    /// choosing victims, and admitted up to VRAM in all; otherwise by reserving them.
+    pub reclaims: bool,
     build: fn(&PolicySettings, Budget) -> Box<dyn MemoryPolicy>,
 }
 
@@ -197,10 +204,17 @@ const RUNTIME_PARAM: ParamSpec = ParamSpec {
 
 const TENANTS_PARAM: ParamSpec = ParamSpec {
     key: "tenants",
-    help: "n of the 1/n share each tenant may hold in VRAM",
+    help: "the parts VRAM is cut into; a tenant may hold as many as its weight (default: the tenants' total weight)",
     kind: ParamKind::Count,
     default: ParamDefault::TenantCount,
 };
+
+/// The terms of the modes that split a buffer between VRAM and host memory and never
+/// evict: a guarantee is reserved, limits cap the split; no victims, so no classes, and
+/// no shares to weigh.
+const SPLIT_TERMS: Terms = Terms::of(&Term::ALL)
+    .without(Term::Weight)
+    .without(Term::PriorityClass);
 
 /// Every memory policy, in the order listings show them; `native` is the default.
 pub static POLICIES: &[PolicyEntry] = &[
@@ -211,6 +225,8 @@ pub static POLICIES: &[PolicyEntry] = &[
         ),
         params: &[],
         scheduler: "pass-through",
+        honours: Terms::of(&[Term::VramGuarantee, Term::MemoryLimit, Term::Wait]),
+        reclaims: false,
         build: |_, _| Box::new(native::Native),
     },
     PolicyEntry {
@@ -224,6 +240,8 @@ pub static POLICIES: &[PolicyEntry] = &[
         }),
         params: &[VICTIM_PARAM, CHUNK_PARAM],
         scheduler: "pass-through",
+        honours: Terms::of(&Term::ALL),
+        reclaims: true,
         build: |settings, budget| {
             let victim = VICTIMS
                 .iter()
@@ -250,6 +268,8 @@ pub static POLICIES: &[PolicyEntry] = &[
         ),
         params: &[],
         scheduler: "pass-through",
+        honours: SPLIT_TERMS,
+        reclaims: false,
         build: |_, _| Box::new(fcfs::Fcfs),
     },
     PolicyEntry {
@@ -259,6 +279,8 @@ pub static POLICIES: &[PolicyEntry] = &[
         ),
         params: &[TENANTS_PARAM],
         scheduler: "pass-through",
+        honours: SPLIT_TERMS.with(Term::Weight),
+        reclaims: false,
         build: |settings, _| {
             Box::new(static_share::StaticShare {
                 tenants: settings.count("tenants"),
@@ -286,6 +308,8 @@ pub static POLICIES: &[PolicyEntry] = &[
             RUNTIME_PARAM,
         ],
         scheduler: "pass-through",
+        honours: Terms::of(&[Term::MemoryLimit, Term::Wait]),
+        reclaims: false,
         build: |settings, budget| {
             Box::new(uvm::Uvm::new(paging_config(settings), budget.vram_bytes))
         },
@@ -301,6 +325,8 @@ pub static POLICIES: &[PolicyEntry] = &[
         }),
         params: &[],
         scheduler: "one-at-a-time",
+        honours: Terms::of(&[Term::MemoryLimit, Term::Wait, Term::PriorityClass]),
+        reclaims: false,
         build: |_, _| Box::<gdev::Gdev>::default(),
     },
 ];

@@ -8,8 +8,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use gpuswap_core::{
-    Action, AllocError, AllocRequest, BufferId, BufferKind, CopyId, Dma, Execution, Manager,
-    ManagerConfig, Mapping, Reply, RequestId, TenantId,
+    Action, AllocError, AllocRequest, BufferId, BufferKind, Contract, CopyId, Dma, Execution,
+    Manager, ManagerConfig, Mapping, Reply, RequestId, TenantId,
 };
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
@@ -213,9 +213,15 @@ impl Driver {
                     }
                 };
                 let tenant = TenantId(number as u32);
-                if let Err(e) = manager.handle_tenant_start(tenant) {
-                    // The number was free here, so the manager must hold nothing of it.
-                    self.refuse(conn, format!("internal error: {e}"));
+                let contract = self
+                    .config
+                    .contracts
+                    .get(&name)
+                    .copied()
+                    .unwrap_or_default();
+                if let Err(e) = manager.handle_tenant_start(tenant, contract) {
+                    // The number was free here, so only the contract can be refused.
+                    self.refuse(conn, format!("contract of {name:?}: {e}"));
                     return;
                 }
                 self.tenants[number] = Some(conn);
@@ -602,6 +608,7 @@ impl Driver {
                     waits: c.waits,
                     wait_ns: c.wait_ns,
                     suspended: c.suspended,
+                    contract: contract_row(&m.contract(tenant)),
                 }
             })
             .collect();
@@ -664,5 +671,18 @@ fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {
         return_interval_ns: config.return_interval_ns,
         seed: 1,
         scheduling: Default::default(),
+    }
+}
+
+/// A contract as a snapshot shows it.
+fn contract_row(c: &Contract) -> wire::ContractRow {
+    wire::ContractRow {
+        vram_guarantee_bytes: c.vram_guarantee_bytes,
+        vram_limit_bytes: c.vram_limit_bytes,
+        memory_limit_bytes: c.memory_limit_bytes,
+        at_limit: c.at_limit.name().into(),
+        host_limit_bytes: c.host_limit_bytes,
+        weight: c.weight,
+        priority_class: c.priority_class,
     }
 }

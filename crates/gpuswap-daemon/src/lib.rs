@@ -13,6 +13,7 @@
 pub mod driver;
 mod socket;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpuswap_core::PolicySettings;
+use gpuswap_core::{Contract, PolicySettings};
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use thiserror::Error;
 
@@ -48,6 +49,10 @@ pub struct DaemonConfig {
     pub return_interval_ns: u64,
     /// Log connections and refusals to standard error.
     pub verbose: bool,
+    /// Memory contracts by process name (the name a process gives in its hello:
+    /// `GPUSWAP_TENANT_NAME`, else its program's name); other processes get the
+    /// default contract.
+    pub contracts: BTreeMap<String, Contract>,
 }
 
 /// Why the daemon cannot start or stopped.

@@ -1,6 +1,7 @@
 //! The daemon end to end over its socket, with tenants played by this test speaking the
 //! wire protocol (the interposer's side is tested in gpuswap-cli's tests/real_gpu.rs).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use gpuswap_core::{MIB, PolicySettings};
+use gpuswap_core::{Contract, MIB, PolicySettings};
 use gpuswap_daemon::{DaemonConfig, observe, serve};
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
 use proptest::prelude::*;
@@ -29,6 +30,11 @@ impl Drop for Daemon {
 }
 
 fn daemon(name: &str, vram_mib: u64) -> Daemon {
+    daemon_with(name, vram_mib, BTreeMap::new())
+}
+
+/// A daemon whose processes get `contracts` by name.
+fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>) -> Daemon {
     let dir = std::env::temp_dir().join(format!("gpuswapd-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("d.sock");
@@ -40,6 +46,7 @@ fn daemon(name: &str, vram_mib: u64) -> Daemon {
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 50_000_000,
         verbose: false,
+        contracts,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -244,6 +251,53 @@ fn oversubscription_evicts_and_returns_and_a_crash_frees_everything() {
 }
 
 #[test]
+fn contracts_follow_the_process_name() {
+    let guarded = Contract {
+        vram_guarantee_bytes: 8 * MIB,
+        priority_class: 1,
+        ..Contract::default()
+    };
+    let greedy = Contract {
+        vram_guarantee_bytes: 12 * MIB,
+        ..Contract::default()
+    };
+    let contracts = BTreeMap::from([
+        ("server".to_owned(), guarded),
+        ("greedy".to_owned(), greedy),
+    ]);
+    let d = daemon_with("contracts", 16, contracts);
+    let mut server = Tenant::connect(&d.socket, "server");
+    server.alloc(8 * MIB).unwrap();
+    // A batch job without a contract fills VRAM and beyond: only its own data goes to
+    // host memory, the server keeps its guarantee.
+    let mut batch = Tenant::connect(&d.socket, "batch");
+    let server_thread = std::thread::spawn(move || {
+        server.serve_for(Duration::from_millis(300));
+        server
+    });
+    batch.alloc(8 * MIB).unwrap();
+    batch.alloc(4 * MIB).unwrap();
+    let server = server_thread.join().unwrap();
+    assert_eq!(server.bytes_at(Location::Vram), 8 * MIB);
+    let snap = observe(&d.socket).unwrap();
+    let row = snap.tenants.iter().find(|t| t.name == "server").unwrap();
+    assert_eq!(row.evicted_bytes, 0);
+    assert_eq!(row.contract.vram_guarantee_bytes, 8 * MIB);
+    assert_eq!(row.contract.priority_class, 1);
+    let batch_row = snap.tenants.iter().find(|t| t.name == "batch").unwrap();
+    assert_eq!(batch_row.contract, wire::ContractRow::default());
+    assert_eq!(batch_row.host_bytes, 4 * MIB);
+    // A process whose guarantee does not fit beside the server's is refused, and says
+    // why.
+    let reason = refused_hello(&d.socket, PROTOCOL_VERSION, "greedy", 2 * MIB);
+    assert!(
+        reason.contains("\"greedy\"") && reason.contains("vram_guarantee"),
+        "{reason}"
+    );
+    drop(batch);
+}
+
+#[test]
 fn tenant_numbers_and_buffer_ids_are_recycled() {
     let d = daemon("recycle", 64);
     let first = Tenant::connect(&d.socket, "first").tenant;
@@ -261,24 +315,27 @@ fn tenant_numbers_and_buffer_ids_are_recycled() {
     assert_eq!(observe(&d.socket).unwrap().tenants_served, 21);
 }
 
-#[test]
-fn refusals_are_clear() {
-    let d = daemon("refuse", 16);
-    let mut s = UnixStream::connect(&d.socket).unwrap();
-    wire::write_frame(
-        &mut s,
-        &ClientMsg::Hello {
-            protocol: 99,
-            pid: 1,
-            name: "old".into(),
-            device_total_bytes: 1 << 30,
-            granularity_bytes: 2 * MIB,
-        },
-    )
-    .unwrap();
+/// Says hello as a process named `name` would and returns why the daemon refused it.
+fn refused_hello(socket: &Path, protocol: u32, name: &str, granularity_bytes: u64) -> String {
+    let mut s = UnixStream::connect(socket).unwrap();
+    let hello = ClientMsg::Hello {
+        protocol,
+        pid: 1,
+        name: name.into(),
+        device_total_bytes: 1 << 30,
+        granularity_bytes,
+    };
+    wire::write_frame(&mut s, &hello).unwrap();
     let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
         panic!("accepted")
     };
+    reason
+}
+
+#[test]
+fn refusals_are_clear() {
+    let d = daemon("refuse", 16);
+    let reason = refused_hello(&d.socket, 99, "old", 2 * MIB);
     assert!(reason.contains("protocol version 99"), "{reason}");
     let mut s = UnixStream::connect(&d.socket).unwrap();
     wire::write_frame(
@@ -294,21 +351,7 @@ fn refusals_are_clear() {
     };
     assert!(reason.contains("before its hello"), "{reason}");
     // A granularity that does not divide the chunk size.
-    let mut s = UnixStream::connect(&d.socket).unwrap();
-    wire::write_frame(
-        &mut s,
-        &ClientMsg::Hello {
-            protocol: PROTOCOL_VERSION,
-            pid: 1,
-            name: "odd".into(),
-            device_total_bytes: 1 << 30,
-            granularity_bytes: 3 * MIB,
-        },
-    )
-    .unwrap();
-    let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
-        panic!("accepted")
-    };
+    let reason = refused_hello(&d.socket, PROTOCOL_VERSION, "odd", 3 * MIB);
     assert!(reason.contains("granularity"), "{reason}");
     // The socket is private to its user.
     use std::os::unix::fs::PermissionsExt;
@@ -323,6 +366,7 @@ fn refusals_are_clear() {
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 1,
         verbose: false,
+        contracts: BTreeMap::new(),
     };
     let err = serve(config, &|| true).unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use crate::engine::{Engine, Outcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate};
 use crate::program::Program;
 use gpuswap_core::registry::ParamValue;
-use gpuswap_core::{ManagerConfig, PolicySettings};
+use gpuswap_core::{Contract, ManagerConfig, PolicySettings};
 
 /// Summary of a latency sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -80,6 +80,9 @@ pub struct TenantReport {
     pub vram_timeline: Vec<(u64, u64)>,
     /// Why the tenant stopped early; null when it ran to the end.
     pub error: Option<String>,
+    /// Its memory contract (absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Contract>,
     /// Its kernels the scheduling policy preempted (`[scheduler]`).
     pub preemptions: u32,
     /// Work lost to preemption: what its preempted kernels had run when they stopped.
@@ -342,8 +345,11 @@ impl Baselines {
                 scheduling: Default::default(),
                 ..config.manager.clone()
             },
+            // Alone with more VRAM than it can use, a contract changes nothing (and a
+            // baseline mode may not honour its terms).
             tenants: vec![TenantSpec {
                 start_ns: 0,
+                contract: Contract::default(),
                 ..spec.clone()
             }],
             ..config.clone()
@@ -436,6 +442,7 @@ fn build(
             ),
             vram_timeline: t.vram_timeline.clone(),
             error: t.error.clone(),
+            contract: (!t.contract.is_default()).then_some(t.contract),
             preemptions: t.preemptions,
             wasted_ns: t.wasted_ns,
             wait_ns: t.wait_ns,

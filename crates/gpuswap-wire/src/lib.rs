@@ -231,6 +231,44 @@ pub struct TenantRow {
     pub wait_ns: u64,
     /// Whether it is suspended now.
     pub suspended: bool,
+    /// Its memory contract (all defaults: none).
+    #[serde(default)]
+    pub contract: ContractRow,
+}
+
+/// A tenant's memory contract in a [`Snapshot`], as the daemon's configuration gave it
+/// for the process's name (the core's `Contract`, field for field).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContractRow {
+    /// VRAM it keeps.
+    pub vram_guarantee_bytes: u64,
+    /// The most VRAM it may hold.
+    pub vram_limit_bytes: Option<u64>,
+    /// The most it may allocate in all.
+    pub memory_limit_bytes: Option<u64>,
+    /// What happens beyond `memory_limit`: `fail`, `wait` or `spill`.
+    pub at_limit: String,
+    /// The most host memory its data may take.
+    pub host_limit_bytes: Option<u64>,
+    /// Its share under pressure relative to others.
+    pub weight: u32,
+    /// Higher: evicted last.
+    pub priority_class: u8,
+}
+
+impl Default for ContractRow {
+    fn default() -> Self {
+        Self {
+            vram_guarantee_bytes: 0,
+            vram_limit_bytes: None,
+            memory_limit_bytes: None,
+            at_limit: "fail".into(),
+            host_limit_bytes: None,
+            weight: 1,
+            priority_class: 0,
+        }
+    }
 }
 
 /// A frame that could not be read.

@@ -10,7 +10,7 @@ pub(crate) struct Fcfs;
 
 impl MemoryPolicy for Fcfs {
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
-        let free = ctx.books.vram_free_bytes();
+        let free = ctx.books.vram_free_for(req.tenant);
         place_split(ctx.books, req, free)
     }
 }

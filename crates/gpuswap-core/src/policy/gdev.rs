@@ -1,7 +1,8 @@
 //! `gdev`: Gdev-style software scheduling. Allocations take whole buffers from VRAM
 //! while it lasts, then from host memory; before each launch the launching tenant's
 //! buffers are copied into VRAM whole, evicting other tenants' buffers whole (least
-//! recently launched tenant first). A tenant whose buffers do not fit cannot launch.
+//! recently launched tenant of the lowest priority class first). A tenant whose buffers
+//! do not fit cannot launch.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +24,7 @@ pub(crate) struct Gdev {
 impl MemoryPolicy for Gdev {
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
         // Whole buffers: all in VRAM or all in host memory.
-        let share = if req.bytes <= ctx.books.vram_free_bytes() {
+        let share = if req.bytes <= ctx.books.vram_free_for(req.tenant) {
             req.bytes
         } else {
             0
@@ -43,17 +44,22 @@ impl MemoryPolicy for Gdev {
             });
         }
         let needed = books.usage(tenant).host_bytes;
-        let mut victims: Vec<(u64, crate::ids::BufferId)> = books
+        let mut victims: Vec<(u8, u64, crate::ids::BufferId)> = books
             .all_buffers()
             .filter(|b| b.tenant != tenant && b.planned_bytes_at(Location::Vram) > 0)
-            .map(|b| (self.last_launch.get(&b.tenant).copied().unwrap_or(0), b.id))
+            .map(|b| {
+                let class = books.contract(b.tenant).priority_class;
+                let launched = self.last_launch.get(&b.tenant).copied().unwrap_or(0);
+                (class, launched, b.id)
+            })
             .collect();
         victims.sort_unstable();
-        // Whole buffers out, least recently launched first, until the launcher's fit.
+        // Whole buffers out, lowest priority class and then least recently launched
+        // first, until the launcher's fit.
         let mut out_bytes = 0;
         let chosen: Vec<_> = victims
             .into_iter()
-            .map(|(_, id)| id)
+            .map(|(_, _, id)| id)
             .take_while(|id| {
                 let more = books.vram_free_bytes() + out_bytes < needed;
                 if more {

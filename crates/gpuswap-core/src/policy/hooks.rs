@@ -157,8 +157,35 @@ pub(crate) fn check_host_room(
     Ok(())
 }
 
+/// Bytes of a request's chunks beyond its first `vram_share_bytes`: the part that
+/// starts in host memory when the first `vram_share_bytes` in whole chunks go to VRAM.
+pub(crate) fn host_part_bytes(books: &Books, req: &AllocRequest, vram_share_bytes: u64) -> u64 {
+    crate::buffer::chunk_layout(req.bytes, books.chunk_bytes)
+        .filter(|(offset, len)| offset + len > vram_share_bytes)
+        .map(|(_, len)| len)
+        .sum()
+}
+
+/// Checks that the requester's `host_limit` can take `host_bytes_needed` of a request.
+pub(crate) fn check_host_limit(
+    books: &Books,
+    req: &AllocRequest,
+    host_bytes_needed: u64,
+) -> Result<(), AllocError> {
+    let room_bytes = books.host_room_under_limit(req.tenant);
+    if host_bytes_needed > room_bytes {
+        return Err(AllocError::OverHostLimit {
+            requested_bytes: req.bytes,
+            host_bytes_needed,
+            room_bytes,
+        });
+    }
+    Ok(())
+}
+
 /// The common placement of the modes that split a buffer at a byte offset: the first
-/// `vram_share_bytes` in whole chunks go to VRAM, the rest to host memory.
+/// `vram_share_bytes` in whole chunks go to VRAM (never beyond the tenant's VRAM cap),
+/// the rest to host memory (never beyond its host limit).
 pub(crate) fn place_split(
     books: &mut Books,
     req: &AllocRequest,
@@ -167,10 +194,9 @@ pub(crate) fn place_split(
     if req.bytes == 0 {
         return Err(AllocError::ZeroBytes);
     }
-    let host_bytes_needed = crate::buffer::chunk_layout(req.bytes, books.chunk_bytes)
-        .filter(|(offset, len)| offset + len > vram_share_bytes)
-        .map(|(_, len)| len)
-        .sum();
+    let vram_share_bytes = vram_share_bytes.min(books.vram_room_under_cap(req.tenant));
+    let host_bytes_needed = host_part_bytes(books, req, vram_share_bytes);
+    check_host_limit(books, req, host_bytes_needed)?;
     check_host_room(books, req, host_bytes_needed)?;
     let id = books.create_buffer(req, vram_share_bytes, false);
     books.note_peak(req.tenant);

@@ -9,7 +9,7 @@ pub(crate) struct Native;
 
 impl MemoryPolicy for Native {
     fn on_alloc(&mut self, ctx: &mut Ctx, req: &AllocRequest) -> Result<Placed, AllocError> {
-        let free_bytes = ctx.books.vram_free_bytes();
+        let free_bytes = ctx.books.vram_free_for(req.tenant);
         if req.bytes > free_bytes {
             return Err(AllocError::OutOfMemory {
                 requested_bytes: req.bytes,

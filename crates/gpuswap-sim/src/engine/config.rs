@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use gpuswap_core::scheduling::SchedulingConfig;
 use gpuswap_core::{
-    DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, ManagerConfig, PolicySettings,
+    Contract, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, ManagerConfig, PolicySettings,
 };
 use thiserror::Error;
 
@@ -35,6 +35,8 @@ pub struct TenantSpec {
     /// For a tenant replaying a unified-memory fault log (`trace::uvm_log`): each logged
     /// batch's faults, which the report compares with the simulated batches.
     pub logged_faults_per_batch: Option<Vec<u64>>,
+    /// Its memory contract, given to the manager when it starts (which may refuse it).
+    pub contract: Contract,
 }
 
 impl TenantSpec {
@@ -50,6 +52,7 @@ impl TenantSpec {
             sm_share: 1.0,
             endless: false,
             logged_faults_per_batch: None,
+            contract: Contract::default(),
         }
     }
 }
@@ -319,6 +322,8 @@ pub struct TenantOutcome {
     pub pauses: Vec<VictimPause>,
     /// Why the tenant stopped early.
     pub error: Option<String>,
+    /// Its memory contract.
+    pub contract: Contract,
     /// Unified memory's counts for the tenant (mode `uvm` only).
     pub paging: Option<PagingOutcome>,
     /// Unified memory: what the adaptive runtime knows of each managed allocation

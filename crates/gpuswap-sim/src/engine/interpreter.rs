@@ -7,6 +7,13 @@ use crate::gdev;
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
     pub(super) fn step(&mut self, t: usize) {
+        // The manager admits a tenant (and its contract) when it starts.
+        if !std::mem::replace(&mut self.tenants[t].admitted, true) {
+            let tenant = &self.tenants[t];
+            if let Err(e) = self.manager.handle_tenant_start(tenant.id, tenant.contract) {
+                return self.finish_tenant(t, Some(format!("not admitted: {e}")));
+            }
+        }
         loop {
             let tenant = &mut self.tenants[t];
             let Some(instr) = tenant.instrs.get(tenant.pc).cloned() else {

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use gpuswap_core::{
-    Action, AllocRequest, BufferId, ChunkRef, CopyId, Dma, Execution, KernelStats, LaunchId,
-    Location, Manager, Needs, Reply, RequestId, TenantId,
+    Action, AllocRequest, BufferId, ChunkRef, Contract, CopyId, Dma, Execution, KernelStats,
+    LaunchId, Location, Manager, Needs, Reply, RequestId, TenantId,
 };
 
 use ready::ReadySet;
@@ -124,6 +124,9 @@ struct Tenant {
     deferred_step: Option<(u64, u64)>,
     drained_at: u64,
     state: State,
+    /// Its memory contract, and whether the manager admitted it yet (at its first step).
+    contract: Contract,
+    admitted: bool,
     pending_alloc: Option<PendingAlloc>,
     start_ns: u64,
     end_ns: u64,
@@ -402,6 +405,8 @@ impl Engine {
                     deferred_step: None,
                     drained_at: 0,
                     state: State::Scheduled,
+                    contract: spec.contract,
+                    admitted: false,
                     pending_alloc: None,
                     start_ns: spec.start_ns,
                     end_ns: spec.start_ns,
@@ -624,6 +629,7 @@ impl Engine {
                     evictions: t.evictions,
                     pauses: t.pauses,
                     error: t.error,
+                    contract: t.contract,
                     allocations: manager
                         .paging()
                         .map(|p| p.allocations(t.id.0))

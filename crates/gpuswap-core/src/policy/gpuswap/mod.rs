@@ -6,7 +6,8 @@
 pub(crate) mod chunk;
 pub(crate) mod victim;
 
-use super::hooks::{Ctx, MemoryPolicy, Placed, check_host_room};
+use super::hooks::{Ctx, MemoryPolicy, Placed, check_host_limit, check_host_room, host_part_bytes};
+use crate::accounting::Side;
 use crate::buffer::Location;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::ChunkRef;
@@ -32,25 +33,29 @@ impl MemoryPolicy for Gpuswap {
         if req.bytes == 0 {
             return Err(AllocError::ZeroBytes);
         }
+        // The part of the buffer beyond the tenant's VRAM cap starts in host memory.
+        let vram_share_bytes = ctx.books.vram_room_under_cap(req.tenant).min(req.bytes);
+        let spilled_bytes = host_part_bytes(ctx.books, req, vram_share_bytes);
+        check_host_limit(ctx.books, req, spilled_bytes)?;
         // What does not fit in free VRAM goes to host memory, as chunks of victims or
         // of the new buffer; whole chunks overshoot by less than one chunk, so that much
         // host memory must be free too (the check found evictions over-committing it).
-        let over_bytes = req.bytes.saturating_sub(ctx.books.vram_free_bytes());
+        let over_bytes = (req.bytes - spilled_bytes).saturating_sub(ctx.books.vram_free_bytes());
         let host_bytes_needed = match over_bytes {
-            0 => 0,
-            over => over.saturating_add(ctx.books.chunk_bytes - 1),
+            0 => spilled_bytes,
+            over => spilled_bytes + over.saturating_add(ctx.books.chunk_bytes - 1),
         };
         check_host_room(ctx.books, req, host_bytes_needed)?;
         let id = ctx
             .books
-            .create_buffer(req, req.bytes, self.chunk.per_chunk_priorities());
+            .create_buffer(req, vram_share_bytes, self.chunk.per_chunk_priorities());
         if !ctx.books.over_committed() {
             ctx.books.note_peak(req.tenant);
             return Ok(Placed::Now(id));
         }
         // The grant comes from the relocation job when it ends (at once if only chunks of
         // the new buffer were chosen).
-        self.evict_for(ctx, req, id);
+        self.evict_for(ctx, req, id)?;
         ctx.books.note_peak(req.tenant);
         Ok(Placed::AfterRelocation)
     }
@@ -82,17 +87,35 @@ impl MemoryPolicy for Gpuswap {
 impl Gpuswap {
     /// The policy loop: choose victims and chunks until the request fits; chunks of the
     /// new buffer go to host memory directly, the others are relocated before the grant.
-    fn evict_for(&mut self, ctx: &mut Ctx, req: &AllocRequest, new_buffer: BufferId) {
+    fn evict_for(
+        &mut self,
+        ctx: &mut Ctx,
+        req: &AllocRequest,
+        new_buffer: BufferId,
+    ) -> Result<(), AllocError> {
         let mut moves: Vec<(TenantId, Move)> = Vec::new();
         let mut chosen = 0;
         let mut entries_walked = 0u64;
         let books = &mut *ctx.books;
         while books.over_committed() {
-            let views = books.views(|s| !s.resident.is_empty());
-            let victim = self
+            let views = books.views(Side::Give);
+            let Some(victim) = self
                 .victim
                 .choose(&views, req.tenant, books.vram_capacity_bytes)
-                .expect("the new buffer's own chunks can always go");
+            else {
+                // Every tenant that could give is at its guarantee or its host limit
+                // (without contracts the new buffer's own chunks can always go): undo.
+                for (_, m) in moves {
+                    books.unplan_move(m.chunk);
+                }
+                books
+                    .free(req.tenant, new_buffer)
+                    .expect("the new buffer is the requester's");
+                return Err(AllocError::NoVictim {
+                    requested_bytes: req.bytes,
+                });
+            };
+            books.note_victim(victim);
             books.flush(victim, Location::Vram);
             let resident = &books.tenant(victim).expect("a victim is known").resident;
             entries_walked += (views.len() + resident.len()) as u64;
@@ -125,6 +148,7 @@ impl Gpuswap {
             Then::Grant(req.request, req.tenant, new_buffer),
             moves,
         );
+        Ok(())
     }
 
     /// The return path: winners (least VRAM first) get their highest-priority evicted
@@ -133,7 +157,7 @@ impl Gpuswap {
         let mut moves = Vec::new();
         let books = &mut *ctx.books;
         loop {
-            let views = books.views(|s| !s.evicted.is_empty());
+            let views = books.views(Side::Take);
             let Some(winner) = victim::select_winner(&views) else {
                 break;
             };
@@ -184,7 +208,10 @@ impl Gpuswap {
             };
             // A longer cold chunk takes more host memory than the hot one gives back.
             let cold_bytes = books.chunk(cold).expect("listed").bytes;
-            if cold_bytes - bytes > books.host_free_bytes() {
+            let host_room = books
+                .host_free_bytes()
+                .min(books.host_room_under_limit(tenant));
+            if cold_bytes - bytes > host_room {
                 continue;
             }
             books.plan_move(cold, Location::Host);

@@ -72,17 +72,31 @@ fn pick<'a>(
     .map(|t| t.id)
 }
 
+/// The tenants that may give, of the lowest priority class among them: a higher class
+/// is evicted only when no lower one can give, whichever victim policy chooses.
 fn candidates(tenants: &[TenantView]) -> impl Iterator<Item = &TenantView> + Clone {
-    tenants.iter().filter(|t| t.can_give)
+    let lowest = tenants
+        .iter()
+        .filter(|t| t.can_give)
+        .map(|t| t.priority_class)
+        .min();
+    tenants
+        .iter()
+        .filter(move |t| t.can_give && Some(t.priority_class) == lowest)
 }
 
-/// The tenant holding the most VRAM. A tenant under its fair share never loses memory.
+/// The tenant holding the most VRAM for its weight. A tenant under its weighted fair
+/// share never loses memory.
 #[derive(Debug)]
 struct LargestShare;
 
 impl VictimChoice for LargestShare {
     fn choose(&self, tenants: &[TenantView], requester: TenantId, _: u64) -> Option<TenantId> {
-        pick(|t| t.vram_bytes as f64, candidates(tenants), requester)
+        pick(
+            |t| t.vram_bytes as f64 / f64::from(t.weight),
+            candidates(tenants),
+            requester,
+        )
     }
 }
 
@@ -125,11 +139,24 @@ impl VictimChoice for AccessRate {
     }
 }
 
-/// Chooses the winner of a return: the tenant with the least VRAM (counting chunks
-/// already chosen to return) among those with something to get back.
+/// Chooses the winner of a return: among those with something to get back, of the
+/// highest priority class, the tenant with the least VRAM for its weight (counting
+/// chunks already chosen to return).
 pub(crate) fn select_winner(tenants: &[TenantView]) -> Option<TenantId> {
-    candidates(tenants)
-        .min_by_key(|t| (t.vram_bytes, t.id))
+    // Shares compared exactly: VRAM over weight, cross-multiplied.
+    let share = |a: &TenantView, b: &TenantView| {
+        (u128::from(a.vram_bytes) * u128::from(b.weight))
+            .cmp(&(u128::from(b.vram_bytes) * u128::from(a.weight)))
+    };
+    tenants
+        .iter()
+        .filter(|t| t.can_give)
+        .min_by(|a, b| {
+            b.priority_class
+                .cmp(&a.priority_class)
+                .then_with(|| share(a, b))
+                .then(a.id.cmp(&b.id))
+        })
         .map(|t| t.id)
 }
 
@@ -144,6 +171,8 @@ mod tests {
             can_give: true,
             slowdown: 1.0,
             access_rate: 0.0,
+            weight: 1,
+            priority_class: 0,
         }
     }
 
@@ -179,6 +208,24 @@ mod tests {
         let mut tenants = [view(0, 500), view(1, 100)];
         tenants[1].access_rate = 10.0;
         assert_eq!(victim("access-rate", &tenants, 0), Some(TenantId(1)));
+    }
+
+    #[test]
+    fn weights_and_classes_order_victims_and_winners() {
+        // 300 MiB at weight 3 is a smaller share than 150 MiB at weight 1.
+        let mut tenants = [view(0, 300), view(1, 150), view(2, 100)];
+        tenants[0].weight = 3;
+        assert_eq!(victim("largest-share", &tenants, 2), Some(TenantId(1)));
+        assert_eq!(select_winner(&tenants), Some(TenantId(0)));
+        // A higher class gives only when no lower one can; it gets back first.
+        tenants[1].priority_class = 1;
+        assert_eq!(victim("largest-share", &tenants, 2), Some(TenantId(2)));
+        tenants[0].access_rate = 5.0;
+        assert_eq!(victim("access-rate", &tenants, 2), Some(TenantId(0)));
+        assert_eq!(select_winner(&tenants), Some(TenantId(1)));
+        tenants[0].can_give = false;
+        tenants[2].can_give = false;
+        assert_eq!(victim("largest-share", &tenants, 2), Some(TenantId(1)));
     }
 
     #[test]

@@ -1,0 +1,263 @@
+//! Memory-contract keys: a scenario's `[[tenant]]` tables and the daemon's
+//! `--contracts` file (`[process.NAME]` tables) write a tenant's contract with the same
+//! keys, read here into the core's [`Contract`], every mistake naming the key.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use gpuswap_core::contract::{ContractError, Term};
+use gpuswap_core::registry::{POLICIES, PolicyEntry};
+use gpuswap_core::{AtLimit, Contract};
+use gpuswap_sim::units::{format_bytes, parse_bytes};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Every contract key: (key, value, default, help), for `gpuswap keys` and
+/// `gpuswap init`.
+pub const KEYS: [(&str, &str, &str, &str); 7] = [
+    (
+        "vram_guarantee",
+        "size: B, KiB, MiB, GiB",
+        "0",
+        "VRAM the tenant keeps: never a victim at or under it; admission refuses a guarantee that does not fit beside the others'",
+    ),
+    (
+        "vram_limit",
+        "size: B, KiB, MiB, GiB",
+        "unset",
+        "the most VRAM the tenant may hold; the rest of its data goes to host memory",
+    ),
+    (
+        "memory_limit",
+        "size: B, KiB, MiB, GiB",
+        "unset",
+        "the most the tenant may allocate in all; beyond it at_limit decides",
+    ),
+    (
+        "at_limit",
+        "fail | wait | spill",
+        "fail",
+        "at the memory_limit: fail the allocation, wait for the tenant's own frees (daemon only), or spill (VRAM capped at the limit, the rest in host memory)",
+    ),
+    (
+        "host_limit",
+        "size: B, KiB, MiB, GiB",
+        "unset",
+        "the most host memory the tenant's evicted or host-placed data may take",
+    ),
+    (
+        "weight",
+        "whole number, 1 to 1000",
+        "1",
+        "the tenant's share of VRAM under pressure relative to others",
+    ),
+    (
+        "priority_class",
+        "whole number, 0 to 255",
+        "0",
+        "tenants of a higher class are evicted last",
+    ),
+];
+
+/// The modes that honour contract key `key` (for `at_limit`, either of its terms).
+pub fn modes_honouring(key: &str) -> Vec<&'static str> {
+    POLICIES
+        .iter()
+        .filter(|p| {
+            Term::ALL
+                .iter()
+                .any(|t| key_of(*t) == key && p.honours.contains(*t))
+        })
+        .map(|p| p.choice.name)
+        .collect()
+}
+
+/// A tenant's contract keys as a TOML table holds them (a scenario's tenant table
+/// holds the same keys among its others and moves them here).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractTable {
+    pub(crate) vram_guarantee: Option<Spanned<String>>,
+    pub(crate) vram_limit: Option<Spanned<String>>,
+    pub(crate) memory_limit: Option<Spanned<String>>,
+    pub(crate) at_limit: Option<Spanned<String>>,
+    pub(crate) host_limit: Option<Spanned<String>>,
+    pub(crate) weight: Option<Spanned<i64>>,
+    pub(crate) priority_class: Option<Spanned<i64>>,
+}
+
+/// How a caller builds its error from a key's name, the key's span and a message.
+pub type KeyError<'a, E> = &'a dyn Fn(String, Option<Range<usize>>, String) -> E;
+
+impl ContractTable {
+    /// The contract these keys write; `key` turns a key's name into the name errors
+    /// give it (`tenant[1].weight`).
+    pub fn contract<E>(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        error: KeyError<'_, E>,
+    ) -> Result<Contract, E> {
+        let bytes = |name: &str, value: &Option<Spanned<String>>| -> Result<Option<u64>, E> {
+            value
+                .as_ref()
+                .map(|v| {
+                    parse_bytes(v.get_ref())
+                        .map_err(|e| error(key(name), Some(v.span()), e.to_string()))
+                })
+                .transpose()
+        };
+        let whole = |name: &str, value: &Option<Spanned<i64>>, range: Range<i64>| {
+            value
+                .as_ref()
+                .map(|v| {
+                    let n = *v.get_ref();
+                    if range.contains(&n) {
+                        Ok(n)
+                    } else {
+                        Err(error(
+                            key(name),
+                            Some(v.span()),
+                            format!(
+                                "expected a whole number from {} to {}, got {n}",
+                                range.start,
+                                range.end - 1
+                            ),
+                        ))
+                    }
+                })
+                .transpose()
+        };
+        let at_limit = match &self.at_limit {
+            None => AtLimit::Fail,
+            Some(v) => AtLimit::from_name(v.get_ref()).ok_or_else(|| {
+                let names: Vec<&str> = AtLimit::NAMES.iter().map(|(n, _)| *n).collect();
+                error(
+                    key("at_limit"),
+                    Some(v.span()),
+                    format!(
+                        "unknown value {:?}; expected one of: {}",
+                        v.get_ref(),
+                        names.join(", ")
+                    ),
+                )
+            })?,
+        };
+        let contract = Contract {
+            vram_guarantee_bytes: bytes("vram_guarantee", &self.vram_guarantee)?.unwrap_or(0),
+            vram_limit_bytes: bytes("vram_limit", &self.vram_limit)?,
+            memory_limit_bytes: bytes("memory_limit", &self.memory_limit)?,
+            at_limit,
+            host_limit_bytes: bytes("host_limit", &self.host_limit)?,
+            weight: whole("weight", &self.weight, 1..1001)?.map_or(1, |w| w as u32),
+            priority_class: whole("priority_class", &self.priority_class, 0..256)?
+                .map_or(0, |c| c as u8),
+        };
+        contract.check().map_err(|e| {
+            let (name, span) = match e {
+                ContractError::ZeroWeight => ("weight", self.weight.as_ref().map(Spanned::span)),
+                ContractError::GuaranteeOverLimit { .. } => (
+                    "vram_guarantee",
+                    self.vram_guarantee.as_ref().map(Spanned::span),
+                ),
+                ContractError::AtLimitWithoutLimit(_) => {
+                    ("at_limit", self.at_limit.as_ref().map(Spanned::span))
+                }
+            };
+            error(key(name), span, e.to_string())
+        })?;
+        Ok(contract)
+    }
+
+    /// The span of the key that sets `term`, for errors about it.
+    pub fn span_of(&self, term: Term) -> Option<Range<usize>> {
+        let string = |v: &Option<Spanned<String>>| v.as_ref().map(Spanned::span);
+        let number = |v: &Option<Spanned<i64>>| v.as_ref().map(Spanned::span);
+        match term {
+            Term::VramGuarantee => string(&self.vram_guarantee),
+            Term::VramLimit => string(&self.vram_limit),
+            Term::MemoryLimit => string(&self.memory_limit),
+            Term::Wait | Term::Spill => string(&self.at_limit),
+            Term::HostLimit => string(&self.host_limit),
+            Term::Weight => number(&self.weight),
+            Term::PriorityClass => number(&self.priority_class),
+        }
+    }
+}
+
+/// The name of the key that sets `term`.
+pub fn key_of(term: Term) -> &'static str {
+    match term {
+        Term::Wait | Term::Spill => "at_limit",
+        other => other.key(),
+    }
+}
+
+/// Checks that `entry`'s mode honours every term `contract` sets; the error names the
+/// first one it ignores, what the mode honours and which modes honour it.
+pub fn check_mode<E>(
+    contract: &Contract,
+    entry: &PolicyEntry,
+    table: &ContractTable,
+    key: &dyn Fn(&str) -> String,
+    error: KeyError<'_, E>,
+) -> Result<(), E> {
+    let Some(term) = contract.unhonoured(entry.honours).iter().next() else {
+        return Ok(());
+    };
+    let modes: Vec<&str> = POLICIES
+        .iter()
+        .filter(|p| p.honours.contains(term))
+        .map(|p| p.choice.name)
+        .collect();
+    Err(error(
+        key(key_of(term)),
+        table.span_of(term),
+        format!(
+            "mode {} does not honour {} (it honours: {}); modes that do: {}",
+            entry.choice.name,
+            term.key(),
+            entry.honours,
+            modes.join(", ")
+        ),
+    ))
+}
+
+/// A contract in a few words, for reports and `gpuswap top` ("" for none).
+pub fn describe(contract: &Contract) -> String {
+    contract.describe(format_bytes)
+}
+
+/// The daemon's `--contracts` file: a `[process.NAME]` table of contract keys per
+/// process name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContractsFile {
+    #[serde(default)]
+    process: BTreeMap<String, ContractTable>,
+}
+
+/// Reads the daemon's contracts file, checking each contract and that `entry`'s mode
+/// honours it; errors name the file, the key and its line.
+pub fn load_contracts(
+    path: &Path,
+    entry: &PolicyEntry,
+) -> Result<BTreeMap<String, Contract>, String> {
+    let text = crate::text::read_text(path).map_err(|m| format!("{}: {m}", path.display()))?;
+    let file: ContractsFile = toml::from_str(&text)
+        .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let error = |key: String, span: Option<Range<usize>>, message: String| {
+        let line = span
+            .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
+            .unwrap_or_default();
+        format!("{}: {key}{line}: {message}", path.display())
+    };
+    let mut contracts = BTreeMap::new();
+    for (name, table) in &file.process {
+        let key = |k: &str| format!("process.{name}.{k}");
+        let contract = table.contract(&key, &error)?;
+        check_mode(&contract, entry, table, &key, &error)?;
+        contracts.insert(name.clone(), contract);
+    }
+    Ok(contracts)
+}
