@@ -19,7 +19,7 @@ pub const KEYS: [(&str, &str, &str, &str); 7] = [
     (
         "vram_guarantee",
         "size: B, KiB, MiB, GiB",
-        "0",
+        "0B",
         "VRAM the tenant keeps: never a victim at or under it; admission refuses a guarantee that does not fit beside the others'",
     ),
     (
@@ -60,17 +60,31 @@ pub const KEYS: [(&str, &str, &str, &str); 7] = [
     ),
 ];
 
-/// The modes that honour contract key `key` (for `at_limit`, either of its terms).
-pub fn modes_honouring(key: &str) -> Vec<&'static str> {
-    POLICIES
+/// The modes that honour `term`.
+fn modes_honouring(term: Term) -> String {
+    let modes: Vec<&str> = POLICIES
         .iter()
-        .filter(|p| {
-            Term::ALL
-                .iter()
-                .any(|t| key_of(*t) == key && p.honours.contains(*t))
-        })
+        .filter(|p| p.honours.contains(term))
         .map(|p| p.choice.name)
-        .collect()
+        .collect();
+    modes.join(", ")
+}
+
+/// Which modes honour contract key `key`, in words (`at_limit` per value).
+pub fn modes_text(key: &str) -> String {
+    if key == "at_limit" {
+        return format!(
+            "fail: modes {}; spill: modes {}; wait: modes {}, under gpuswap daemon only",
+            modes_honouring(Term::MemoryLimit),
+            modes_honouring(Term::Spill),
+            modes_honouring(Term::Wait)
+        );
+    }
+    let term = Term::ALL
+        .into_iter()
+        .find(|t| t.key() == key)
+        .expect("every contract key but at_limit names a term");
+    format!("modes {}", modes_honouring(term))
 }
 
 /// A tenant's contract keys as a TOML table holds them (a scenario's tenant table
@@ -205,11 +219,6 @@ pub fn check_mode<E>(
     let Some(term) = contract.unhonoured(entry.honours).iter().next() else {
         return Ok(());
     };
-    let modes: Vec<&str> = POLICIES
-        .iter()
-        .filter(|p| p.honours.contains(term))
-        .map(|p| p.choice.name)
-        .collect();
     Err(error(
         key(key_of(term)),
         table.span_of(term),
@@ -218,7 +227,7 @@ pub fn check_mode<E>(
             entry.choice.name,
             term.key(),
             entry.honours,
-            modes.join(", ")
+            modes_honouring(term)
         ),
     ))
 }
@@ -260,4 +269,50 @@ pub fn load_contracts(
         contracts.insert(name.clone(), contract);
     }
     Ok(contracts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuswap_core::registry::find_policy;
+
+    fn load(name: &str, text: &str, mode: &str) -> Result<BTreeMap<String, Contract>, String> {
+        let path = std::env::temp_dir().join(format!(
+            "gpuswap-contracts-{}-{name}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let result = load_contracts(&path, find_policy(mode).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        result
+    }
+
+    #[test]
+    fn the_daemons_file_gives_contracts_by_process_name() {
+        let text = "[process.server]\nvram_guarantee = \"8GiB\"\npriority_class = 1\n\n[process.\"batch job\"]\nweight = 2\n";
+        let contracts = load("good", text, "gpuswap").unwrap();
+        assert_eq!(contracts["server"].vram_guarantee_bytes, 8 << 30);
+        assert_eq!(contracts["server"].priority_class, 1);
+        assert_eq!(contracts["batch job"].weight, 2);
+        assert_eq!(describe(&contracts["server"]), "guarantee 8.0 GiB, class 1");
+    }
+
+    #[test]
+    fn mistakes_in_the_daemons_file_name_file_key_and_line() {
+        let e = load("unhonoured", "[process.a]\nweight = 2\n", "fcfs").unwrap_err();
+        assert!(
+            e.contains("gpuswap-contracts-")
+                && e.contains("process.a.weight (line 2): mode fcfs does not honour weight"),
+            "{e}"
+        );
+        let e = load(
+            "value",
+            "[process.a]\n\nhost_limit = \"a lot\"\n",
+            "gpuswap",
+        )
+        .unwrap_err();
+        assert!(e.contains("process.a.host_limit (line 3)"), "{e}");
+        let e = load("unknown", "[process.a]\nweigth = 2\n", "gpuswap").unwrap_err();
+        assert!(e.contains("weigth") && e.contains("weight"), "{e}");
+    }
 }

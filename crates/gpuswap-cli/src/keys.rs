@@ -254,10 +254,7 @@ pub fn all() -> Vec<KeySpec> {
             path: format!("tenant.{key}"),
             value: value.to_owned(),
             default: default.to_owned(),
-            help: format!(
-                "{help} (modes {})",
-                crate::contract_keys::modes_honouring(key).join(", ")
-            ),
+            help: format!("{help} ({})", crate::contract_keys::modes_text(key)),
         });
     }
     let placements: Vec<_> = gpuswap_core::placement::PLACEMENTS
@@ -285,13 +282,7 @@ pub fn all() -> Vec<KeySpec> {
             if keys.iter().any(|k| k.path == path && k.value == value) {
                 continue;
             }
-            let default = match param.default {
-                ParamDefault::Choice(name) => name.to_owned(),
-                ParamDefault::TenantCount => {
-                    "the tenants' total weight (their number, without weights)".to_owned()
-                }
-                ParamDefault::Count(n) => n.to_string(),
-            };
+            let default = default_text(param.default);
             keys.push(KeySpec {
                 path,
                 value,
@@ -301,6 +292,17 @@ pub fn all() -> Vec<KeySpec> {
         }
     }
     keys
+}
+
+/// A mode parameter's default in words.
+pub fn default_text(default: ParamDefault) -> String {
+    match default {
+        ParamDefault::Choice(name) => name.to_owned(),
+        ParamDefault::TenantCount => {
+            "the tenants' total weight (their number, without weights)".to_owned()
+        }
+        ParamDefault::Count(n) => n.to_string(),
+    }
 }
 
 /// The keys of one section (`device`, `manager`, `tenant`), without the section.

@@ -863,9 +863,12 @@ pub fn policies_table(width: Option<usize>) -> String {
                         ]);
                     }
                 }
-                (ParamKind::Count, _) => rows.push(vec![
+                (ParamKind::Count, default) => rows.push(vec![
                     key.clone(),
-                    "a whole number (default: the number of tenants)".to_owned(),
+                    format!(
+                        "a whole number (default: {})",
+                        crate::keys::default_text(default)
+                    ),
                     "-".to_owned(),
                     format!("{}: {}", mode.name, spec.help),
                 ]),

@@ -1,4 +1,5 @@
 use super::*;
+use gpuswap_core::AtLimit;
 use gpuswap_core::MIB;
 
 fn check(text: &str) -> Result<Scenario, ScenarioError> {
@@ -810,4 +811,106 @@ fn optimum_is_a_simulator_setting_for_unified_memory_only() {
     // It is no manager parameter: the registry's uvm keys do not list it.
     let uvm = gpuswap_core::registry::find_policy("uvm").unwrap();
     assert!(uvm.params.iter().all(|p| p.key != "optimum"));
+}
+
+#[test]
+fn contracts_are_read_and_checked_against_the_mode() {
+    let gpuswap = "[manager]\nmode = \"gpuswap\"\n";
+    let s = check(&format!(
+        "{gpuswap}{TENANT}vram_guarantee = \"64MiB\"\nvram_limit = \"128MiB\"\nmemory_limit = \"256MiB\"\nat_limit = \"spill\"\nhost_limit = \"1GiB\"\nweight = 3\npriority_class = 2\n[[tenant]]\napp = \"stream\"\n"
+    ))
+    .unwrap();
+    let c = s.config.tenants[0].contract;
+    assert_eq!(c.vram_guarantee_bytes, 64 * MIB);
+    assert_eq!(c.vram_limit_bytes, Some(128 * MIB));
+    assert_eq!(c.memory_limit_bytes, Some(256 * MIB));
+    assert_eq!(c.at_limit, AtLimit::Spill);
+    assert_eq!(c.host_limit_bytes, Some(1 << 30));
+    assert_eq!((c.weight, c.priority_class), (3, 2));
+    assert!(s.config.tenants[1].contract.is_default());
+    // Static partitioning cuts VRAM into the tenants' total weight.
+    let s = check(&format!(
+        "[manager]\nmode = \"static\"\n{TENANT}weight = 3\n[[tenant]]\napp = \"stream\"\n"
+    ))
+    .unwrap();
+    assert_eq!(s.config.manager.policy.count("tenants"), 4);
+
+    let cases = [
+        // A term the mode has no meaning for names the modes that have one.
+        (
+            format!("{TENANT}weight = 2\n"),
+            "tenant[0].weight (line 4): mode native does not honour weight",
+            "modes that do: gpuswap, static",
+        ),
+        (
+            format!("{gpuswap}{TENANT}weight = 0\n"),
+            "tenant[0].weight (line 6)",
+            "from 1 to 1000",
+        ),
+        (
+            format!("{gpuswap}{TENANT}priority_class = 300\n"),
+            "tenant[0].priority_class",
+            "from 0 to 255",
+        ),
+        (
+            format!("{gpuswap}{TENANT}vram_guarantee = \"lots\"\n"),
+            "tenant[0].vram_guarantee (line 6)",
+            "size",
+        ),
+        (
+            format!("{gpuswap}{TENANT}at_limit = \"maybe\"\nmemory_limit = \"1GiB\"\n"),
+            "tenant[0].at_limit",
+            "expected one of: fail, wait, spill",
+        ),
+        (
+            format!("{gpuswap}{TENANT}at_limit = \"spill\"\n"),
+            "tenant[0].at_limit",
+            "needs a memory_limit",
+        ),
+        (
+            format!("{gpuswap}{TENANT}at_limit = \"wait\"\nmemory_limit = \"1GiB\"\n"),
+            "tenant[0].at_limit",
+            "a simulated program blocks on its allocation",
+        ),
+        (
+            format!("{gpuswap}{TENANT}vram_guarantee = \"2GiB\"\nvram_limit = \"1GiB\"\n"),
+            "tenant[0].vram_guarantee",
+            "above vram_limit",
+        ),
+        (
+            format!(
+                "[device]\nvram_limit = \"100MiB\"\n{gpuswap}{TENANT}vram_guarantee = \"200MiB\"\n"
+            ),
+            "tenant[0].vram_guarantee",
+            "expected at most the 100.0 MiB of VRAM tenants get",
+        ),
+        (
+            format!(
+                "[device]\npreset = \"a100-80gb\"\n[manager]\nmode = \"uvm\"\n{TENANT}host_limit = \"1GiB\"\n"
+            ),
+            "tenant[0].host_limit",
+            "mode uvm does not honour host_limit",
+        ),
+    ];
+    for (text, key, expected) in cases {
+        let e = error(&text);
+        assert!(e.contains(key) && e.contains(expected), "{e}");
+    }
+}
+
+#[test]
+fn a_guarantee_that_does_not_fit_beside_the_others_fails_the_later_tenant() {
+    let s = check(
+        "[device]\nvram_limit = \"200MiB\"\n[manager]\nmode = \"gpuswap\"\n\
+         [[tenant]]\napp = \"stream\"\nsize = \"uvmsmart\"\nvram_guarantee = \"150MiB\"\n\
+         [[tenant]]\napp = \"stream\"\nsize = \"uvmsmart\"\nstart = \"1ms\"\nvram_guarantee = \"100MiB\"\n",
+    )
+    .unwrap();
+    let outcome = gpuswap_sim::engine::simulate(s.config).unwrap();
+    assert_eq!(outcome.tenants[0].error, None);
+    let error = outcome.tenants[1].error.as_deref().unwrap();
+    assert!(
+        error.starts_with("not admitted: vram_guarantee of 104857600 bytes does not fit"),
+        "{error}"
+    );
 }

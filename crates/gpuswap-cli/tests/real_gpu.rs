@@ -46,11 +46,17 @@ struct World {
 
 impl World {
     fn new(name: &str, vram_mib: u64) -> World {
+        Self::with_contracts(name, vram_mib, None)
+    }
+
+    /// A world whose daemon reads `contracts` (a `--contracts` file's text).
+    fn with_contracts(name: &str, vram_mib: u64, contracts: Option<&str>) -> World {
         let dir = std::env::temp_dir().join(format!("gpuswap-e2e-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("d.sock");
-        let daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        let mut daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"));
+        daemon
             .args([
                 "daemon",
                 "--quiet",
@@ -58,9 +64,13 @@ impl World {
                 &format!("{vram_mib}MiB"),
                 "--socket",
             ])
-            .arg(&socket)
-            .spawn()
-            .unwrap();
+            .arg(&socket);
+        if let Some(text) = contracts {
+            let file = dir.join("contracts.toml");
+            std::fs::write(&file, text).unwrap();
+            daemon.arg("--contracts").arg(file);
+        }
+        let daemon = daemon.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while observe(&socket).is_err() {
             assert!(Instant::now() < deadline, "the daemon did not start");
@@ -316,7 +326,9 @@ fn no_daemon_is_a_clear_error_at_the_first_call_and_passthrough_runs() {
 
 #[test]
 fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
-    let w = World::new("top", 64);
+    let contracts = "[process.holder]\nvram_guarantee = \"16MiB\"\npriority_class = 1\n\n\
+                     [process.greedy]\nvram_guarantee = \"60MiB\"\n";
+    let w = World::with_contracts("top", 64, Some(contracts));
     let mut holder = w
         .client(
             64,
@@ -347,11 +359,30 @@ fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
     let snap: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(snap["tenants"][0]["name"], "holder");
     assert_eq!(snap["tenants"][0]["vram_bytes"], 18 * MIB);
+    assert_eq!(
+        snap["tenants"][0]["contract"]["vram_guarantee_bytes"],
+        16 * MIB
+    );
     let out = gpuswap(&["top", "--iterations", "1", "--socket", &socket]);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.contains("holder") && table.contains("18.0 MiB"),
+        table.contains("holder")
+            && table.contains("18.0 MiB")
+            && table.contains("guarantee 16.0 MiB, class 1"),
         "{table}"
+    );
+    // A process whose configured guarantee does not fit beside the holder's is refused
+    // at its first call, with the reason.
+    let greedy = w
+        .client(64, &["--buffers", "1", "--size", "2MiB", "--rounds", "1"])
+        .env("GPUSWAP_TENANT_NAME", "greedy")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&greedy.stderr);
+    assert!(!greedy.status.success());
+    assert!(
+        stderr.contains("contract of \"greedy\"") && stderr.contains("vram_guarantee"),
+        "{stderr}"
     );
     holder.kill().unwrap();
     holder.wait().unwrap();

@@ -34,8 +34,9 @@ pub(crate) struct TenantView {
 /// Which way chunks would go: what [`Books::views`] marks as able.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
-    /// Give a resident chunk up: the tenant has one, holds more than its guarantee and
-    /// has host memory left under its host limit for a whole chunk.
+    /// Give a resident chunk up: the tenant has one, holds a whole chunk more than its
+    /// guarantee (if it has one) and has host memory left under its host limit for a
+    /// whole chunk.
     Give,
     /// Get an evicted chunk back: the tenant has one and VRAM left under its cap for a
     /// whole chunk.
@@ -175,16 +176,16 @@ impl Books {
         self.unfilled_guarantee_bytes = self.unfilled_guarantee_bytes - old_unfilled + unfilled;
     }
 
-    /// A policy chose `tenant` as a victim: recorded as a breach when its contract
-    /// protects it (at or under its guarantee), for [`Books::check_invariants`].
+    /// A policy took a chunk of `tenant` from VRAM: recorded as a breach when it now
+    /// holds less than its guarantee, for [`Books::check_invariants`].
     pub(crate) fn note_victim(&mut self, tenant: TenantId) {
         let Some(state) = self.tenant(tenant) else {
             return;
         };
         let (held, guarantee) = (state.usage.vram_bytes, state.contract.vram_guarantee_bytes);
-        if guarantee > 0 && held <= guarantee && self.breach.is_none() {
+        if held < guarantee && self.breach.is_none() {
             self.breach = Some(format!(
-                "{tenant} was chosen as a victim holding {held} bytes of VRAM, at or under its guarantee of {guarantee}"
+                "{tenant} was a victim and holds {held} bytes of VRAM, less than its guarantee of {guarantee}"
             ));
         }
     }
@@ -564,9 +565,11 @@ impl Books {
             .map(|(id, s)| {
                 let (usage, contract) = (s.usage, s.contract);
                 let can = match side {
+                    // Any chunk it gives leaves it at or over its guarantee.
                     Side::Give => {
+                        let g = contract.vram_guarantee_bytes;
                         !s.resident.is_empty()
-                            && usage.vram_bytes > contract.vram_guarantee_bytes
+                            && (g == 0 || usage.vram_bytes >= g.saturating_add(chunk_bytes))
                             && usage.host_bytes.saturating_add(chunk_bytes)
                                 <= contract.host_cap_bytes()
                     }

@@ -97,6 +97,27 @@ fn gpuswap_never_takes_a_guarantee_and_evicts_the_others_for_it() {
 }
 
 #[test]
+fn a_tenant_less_than_a_chunk_over_its_guarantee_gives_nothing() {
+    let mut cfg = config("gpuswap", 64);
+    cfg.chunk_bytes = 16 * MIB;
+    let mut m = Manager::new(cfg);
+    start(&mut m, 0, guarantee(40));
+    // 48 MiB: 8 MiB over its guarantee, less than a 16 MiB chunk.
+    granted(&alloc(&mut m, request(0, 0, 48 * MIB))).unwrap();
+    granted(&alloc(&mut m, request(1, 1, 32 * MIB))).unwrap();
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 48 * MIB);
+    assert_eq!(m.usage(TenantId(1)).host_bytes, 16 * MIB);
+    // A whole chunk over it, it gives one and keeps its guarantee.
+    let mut cfg = config("gpuswap", 64);
+    cfg.chunk_bytes = 16 * MIB;
+    let mut m = Manager::new(cfg);
+    start(&mut m, 0, guarantee(32));
+    granted(&alloc(&mut m, request(0, 0, 48 * MIB))).unwrap();
+    granted(&alloc(&mut m, request(1, 1, 32 * MIB))).unwrap();
+    assert_eq!(m.usage(TenantId(0)).vram_bytes, 32 * MIB);
+}
+
+#[test]
 fn modes_that_cannot_evict_reserve_the_unfilled_guarantee() {
     for mode in ["native", "fcfs", "static"] {
         let mut cfg = config(mode, 64);
@@ -106,7 +127,15 @@ fn modes_that_cannot_evict_reserve_the_unfilled_guarantee() {
         let other = alloc(&mut m, request(0, 1, 40 * MIB));
         // Only 24 MiB are neither held nor promised to tenant 0.
         if mode == "native" {
-            assert!(failed(&other).is_some(), "{mode}");
+            assert_eq!(
+                failed(&other),
+                Some(&AllocError::OutOfUnpromisedMemory {
+                    requested_bytes: 40 * MIB,
+                    free_bytes: 64 * MIB,
+                    promised_bytes: 40 * MIB,
+                }),
+                "{mode}"
+            );
         } else {
             granted(&other).unwrap();
             assert_eq!(m.usage(TenantId(1)).vram_bytes, 24 * MIB, "{mode}");

@@ -70,6 +70,19 @@ pub enum AllocError {
         /// VRAM that was free when it failed.
         free_bytes: u64,
     },
+    /// Free VRAM could hold it, but not beside the other tenants' guarantees that a
+    /// mode unable to evict keeps free for them.
+    #[error(
+        "out of memory: requested {requested_bytes} bytes, {free_bytes} bytes of VRAM free, {promised_bytes} of them guaranteed to other tenants"
+    )]
+    OutOfUnpromisedMemory {
+        /// Size of the failed request.
+        requested_bytes: u64,
+        /// VRAM that was free when it failed.
+        free_bytes: u64,
+        /// Of it, guaranteed to other tenants and not yet held by them.
+        promised_bytes: u64,
+    },
     /// VRAM and host memory together cannot hold it.
     #[error(
         "out of host memory: requested {requested_bytes} bytes, {free_bytes} bytes of host memory free"

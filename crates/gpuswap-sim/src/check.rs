@@ -5,8 +5,9 @@
 //! manager's books and the device after every event and at the end; [`check`] adds what
 //! an outcome must say. The same seed always makes the same case and the same run.
 
+use gpuswap_core::contract::{Term, Terms};
 use gpuswap_core::registry::{POLICIES, ParamKind};
-use gpuswap_core::{MIB, PolicySettings};
+use gpuswap_core::{AtLimit, Contract, MIB, PolicySettings};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -30,6 +31,10 @@ const EXPECTED_ERRORS: &[&str] = &[
     "failed: out of memory",
     "failed: out of host memory",
     "gdev cannot launch",
+    "failed: over the memory_limit",
+    "failed: over the host_limit",
+    "failed: out of memory within the contracts",
+    "not admitted: vram_guarantee",
 ];
 
 /// A failed case: its seed, what it was, and what went wrong.
@@ -115,6 +120,15 @@ pub fn case(seed: u64) -> SimConfig {
             quantum_ns: rng.random_range(1..50u64) * 1_000_000,
         },
     };
+    // Contracts, from a stream of their own too.
+    let mut contract_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x434f_4e54_5241_4354);
+    let honours = config.manager.policy.entry().honours;
+    let guarantee_mib = (vram_bytes / MIB / n_tenants as u64).max(2);
+    for tenant in &mut config.tenants {
+        if contract_rng.random_bool(0.5) {
+            tenant.contract = contract(&mut contract_rng, honours, guarantee_mib);
+        }
+    }
     if config.manager.policy.needs().page_faults {
         let policies = gpuswap_core::scheduling::POLICIES;
         let entry = &policies[rng.random_range(0..policies.len())];
@@ -153,8 +167,22 @@ pub fn describe(config: &SimConfig) -> String {
         .map(|(k, c)| format!("{k}={}", c.name))
         .collect();
     let f = &config.faults;
+    let contracts: Vec<String> = config
+        .tenants
+        .iter()
+        .filter(|t| !t.contract.is_default())
+        .map(|t| {
+            let described = t.contract.describe(|b| format!("{} MiB", b / MIB));
+            format!("{}: {described}", t.name)
+        })
+        .collect();
+    let contracts = if contracts.is_empty() {
+        String::new()
+    } else {
+        format!(", contracts ({})", contracts.join("; "))
+    };
     format!(
-        "{} {}{}{} vram {} MiB host {} MiB chunk {} MiB, {} tenants, {} crashes, copy failure {:.2}, shuffled ties {}, answers up to {} us late",
+        "{} {}{}{} vram {} MiB host {} MiB chunk {} MiB, {} tenants{contracts}, {} crashes, copy failure {:.2}, shuffled ties {}, answers up to {} us late",
         config.preset.name,
         m.policy.name(),
         if settings.is_empty() {
@@ -213,6 +241,41 @@ fn check_outcome(outcome: &Outcome) -> Result<CheckStats, String> {
         }
     }
     Ok(stats)
+}
+
+/// A random contract of the terms a mode honours, each on with probability 1/3 (never
+/// `at_limit = "wait"`: a simulated program cannot free while its allocation waits),
+/// guarantees under `guarantee_mib` and limits never under the guarantee.
+fn contract(rng: &mut ChaCha8Rng, honours: Terms, guarantee_mib: u64) -> Contract {
+    let mut on = |term| honours.contains(term) && rng.random_bool(1.0 / 3.0);
+    let (guarantee, vram_limit, memory_limit, spill, host_limit, weight, class) = (
+        on(Term::VramGuarantee),
+        on(Term::VramLimit),
+        on(Term::MemoryLimit),
+        on(Term::Spill),
+        on(Term::HostLimit),
+        on(Term::Weight),
+        on(Term::PriorityClass),
+    );
+    let g = if guarantee {
+        rng.random_range(1..guarantee_mib)
+    } else {
+        0
+    };
+    let mut size =
+        |on: bool, range: std::ops::Range<u64>| on.then(|| rng.random_range(range).max(g) * MIB);
+    let vram_limit_bytes = size(vram_limit, 1..256);
+    let memory_limit_bytes = size(memory_limit || spill, 1..256);
+    let host_limit_bytes = size(host_limit, 0..128);
+    Contract {
+        vram_guarantee_bytes: g * MIB,
+        vram_limit_bytes,
+        memory_limit_bytes,
+        at_limit: if spill { AtLimit::Spill } else { AtLimit::Fail },
+        host_limit_bytes,
+        weight: if weight { rng.random_range(2..5) } else { 1 },
+        priority_class: if class { rng.random_range(1..4) } else { 0 },
+    }
 }
 
 fn faults(rng: &mut ChaCha8Rng, seed: u64, tenants: usize) -> Faults {

@@ -115,7 +115,6 @@ impl Gpuswap {
                     requested_bytes: req.bytes,
                 });
             };
-            books.note_victim(victim);
             books.flush(victim, Location::Vram);
             let resident = &books.tenant(victim).expect("a victim is known").resident;
             entries_walked += (views.len() + resident.len()) as u64;
@@ -137,6 +136,7 @@ impl Gpuswap {
                     },
                 ));
             }
+            books.note_victim(victim);
         }
         ctx.out.push_back(Action::Execution(Execution::PolicyRan {
             tenant: req.tenant,
@@ -211,7 +211,10 @@ impl Gpuswap {
             let host_room = books
                 .host_free_bytes()
                 .min(books.host_room_under_limit(tenant));
-            if cold_bytes - bytes > host_room {
+            // Nor may the exchange take the tenant below its guarantee.
+            let below_guarantee = books.usage(tenant).vram_bytes - (cold_bytes - bytes)
+                < books.contract(tenant).vram_guarantee_bytes;
+            if cold_bytes - bytes > host_room || below_guarantee {
                 continue;
             }
             books.plan_move(cold, Location::Host);
