@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use gpuswap_core::contract::{ContractError, Term};
-use gpuswap_core::registry::{POLICIES, PolicyEntry};
-use gpuswap_core::{AtLimit, Contract};
+use gpuswap_core::registry::{Condition, POLICIES, PolicyEntry};
+use gpuswap_core::{AtLimit, Contract, PolicySettings};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
 use serde::Deserialize;
 use toml::Spanned;
@@ -60,21 +60,32 @@ pub const KEYS: [(&str, &str, &str, &str); 7] = [
     ),
 ];
 
-/// The modes that honour `term`.
+/// The modes that honour `term`, each with the parameter value it needs, if any.
 fn modes_honouring(term: Term) -> String {
-    let modes: Vec<&str> = POLICIES
+    let modes: Vec<String> = POLICIES
         .iter()
         .filter(|p| p.honours.contains(term))
-        .map(|p| p.choice.name)
+        .map(|p| match condition(p, term) {
+            Some(c) => format!("{} (with {} = {})", p.choice.name, c.key, c.value),
+            None => p.choice.name.to_owned(),
+        })
         .collect();
     modes.join(", ")
+}
+
+/// The parameter value `entry` needs to honour `term`, if it needs one.
+fn condition(entry: &PolicyEntry, term: Term) -> Option<&'static Condition> {
+    entry
+        .honours_only_with
+        .iter()
+        .find(|c| c.terms.contains(term))
 }
 
 /// Which modes honour contract key `key`, in words (`at_limit` per value).
 pub fn modes_text(key: &str) -> String {
     if key == "at_limit" {
         return format!(
-            "fail: modes {}; spill: modes {}; wait: modes {}, under gpuswap daemon only",
+            "fail: modes {}; spill: modes {}; wait: modes {}, under gpuswap daemon only (a simulated program cannot free while it waits)",
             modes_honouring(Term::MemoryLimit),
             modes_honouring(Term::Spill),
             modes_honouring(Term::Wait)
@@ -207,29 +218,38 @@ pub fn key_of(term: Term) -> &'static str {
     }
 }
 
-/// Checks that `entry`'s mode honours every term `contract` sets; the error names the
-/// first one it ignores, what the mode honours and which modes honour it.
+/// Checks that the mode of `settings` honours every term `contract` sets; the error
+/// names the first one it ignores, what the mode honours and which modes honour it.
 pub fn check_mode<E>(
     contract: &Contract,
-    entry: &PolicyEntry,
+    settings: &PolicySettings,
     table: &ContractTable,
     key: &dyn Fn(&str) -> String,
     error: KeyError<'_, E>,
 ) -> Result<(), E> {
-    let Some(term) = contract.unhonoured(entry.honours).iter().next() else {
+    let honoured = settings.honours();
+    let Some(term) = contract.unhonoured(honoured).iter().next() else {
         return Ok(());
     };
-    Err(error(
-        key(key_of(term)),
-        table.span_of(term),
-        format!(
-            "mode {} does not honour {} (it honours: {}); modes that do: {}",
+    let entry = settings.entry();
+    let message = match condition(entry, term) {
+        Some(c) => format!(
+            "mode {} honours {} only with {} = \"{}\" (it has {} = \"{}\")",
             entry.choice.name,
             term.key(),
-            entry.honours,
+            c.key,
+            c.value,
+            c.key,
+            settings.choice(c.key)
+        ),
+        None => format!(
+            "mode {} does not honour {} (it honours: {honoured}); modes that do: {}",
+            entry.choice.name,
+            term.key(),
             modes_honouring(term)
         ),
-    ))
+    };
+    Err(error(key(key_of(term)), table.span_of(term), message))
 }
 
 /// A contract in a few words, for reports and `gpuswap top` ("" for none).
@@ -246,11 +266,13 @@ struct ContractsFile {
     process: BTreeMap<String, ContractTable>,
 }
 
-/// Reads the daemon's contracts file, checking each contract and that `entry`'s mode
-/// honours it; errors name the file, the key and its line.
+/// Reads the daemon's contracts file, checking each contract, that the mode of
+/// `settings` honours it and that no guarantee exceeds `vram_bytes` (when known);
+/// errors name the file, the key and its line.
 pub fn load_contracts(
     path: &Path,
-    entry: &PolicyEntry,
+    settings: &PolicySettings,
+    vram_bytes: Option<u64>,
 ) -> Result<BTreeMap<String, Contract>, String> {
     let text = crate::text::read_text(path).map_err(|m| format!("{}: {m}", path.display()))?;
     let file: ContractsFile = toml::from_str(&text)
@@ -265,7 +287,18 @@ pub fn load_contracts(
     for (name, table) in &file.process {
         let key = |k: &str| format!("process.{name}.{k}");
         let contract = table.contract(&key, &error)?;
-        check_mode(&contract, entry, table, &key, &error)?;
+        check_mode(&contract, settings, table, &key, &error)?;
+        if let Some(vram) = vram_bytes.filter(|v| contract.vram_guarantee_bytes > *v) {
+            return Err(error(
+                key("vram_guarantee"),
+                table.span_of(Term::VramGuarantee),
+                format!(
+                    "{} is more than the --vram of {}",
+                    format_bytes(contract.vram_guarantee_bytes),
+                    format_bytes(vram)
+                ),
+            ));
+        }
         contracts.insert(name.clone(), contract);
     }
     Ok(contracts)
@@ -274,7 +307,6 @@ pub fn load_contracts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuswap_core::registry::find_policy;
 
     fn load(name: &str, text: &str, mode: &str) -> Result<BTreeMap<String, Contract>, String> {
         let path = std::env::temp_dir().join(format!(
@@ -282,7 +314,7 @@ mod tests {
             std::process::id()
         ));
         std::fs::write(&path, text).unwrap();
-        let result = load_contracts(&path, find_policy(mode).unwrap());
+        let result = load_contracts(&path, &PolicySettings::named(mode), Some(16 << 30));
         std::fs::remove_file(&path).unwrap();
         result
     }
@@ -312,6 +344,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("process.a.host_limit (line 3)"), "{e}");
+        let e = load("unknown", "[process.a]\nweigth = 2\n", "gpuswap").unwrap_err();
+        assert!(e.contains("weigth") && e.contains("weight"), "{e}");
+        let e = load(
+            "large",
+            "[process.a]\nvram_guarantee = \"20GiB\"\n",
+            "gpuswap",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains(
+                "process.a.vram_guarantee (line 2): 20.0 GiB is more than the --vram of 16.0 GiB"
+            ),
+            "{e}"
+        );
         let e = load("unknown", "[process.a]\nweigth = 2\n", "gpuswap").unwrap_err();
         assert!(e.contains("weigth") && e.contains("weight"), "{e}");
     }

@@ -98,27 +98,8 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     check_policy(&policy)?;
     let contracts = match &args.contracts {
         None => Default::default(),
-        Some(path) => {
-            let contracts = crate::contract_keys::load_contracts(path, policy.entry())?;
-            // Without --vram the size is known only at the first process's hello, where
-            // admission refuses a guarantee that does not fit.
-            let too_large = contracts
-                .iter()
-                .find(|(_, c)| args.vram.is_some_and(|v| c.vram_guarantee_bytes > v));
-            if let Some((name, c)) = too_large {
-                return Err(format!(
-                    "{}: process.{name}.vram_guarantee: {} is more than the --vram of {}",
-                    path.display(),
-                    format_bytes(c.vram_guarantee_bytes),
-                    format_bytes(args.vram.unwrap_or_default())
-                ));
-            }
-            contracts
-        }
+        Some(path) => crate::contract_keys::load_contracts(path, &policy, args.vram)?,
     };
-    if args.chunk_size == 0 || args.return_interval == 0 {
-        return Err("--chunk-size and --return-interval must be positive".into());
-    }
     let config = DaemonConfig {
         socket: socket_path(args.socket.clone()),
         vram_bytes: args.vram,

@@ -383,7 +383,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let policy = policy_settings(&file.manager, total_weight, &preset, &value_error)?;
     for (i, (contract, table)) in contracts.iter().enumerate() {
         let key = |field: &str| format!("tenant[{i}].{field}");
-        check_mode(contract, policy.entry(), table, &key, &value_error)?;
+        check_mode(contract, &policy, table, &key, &value_error)?;
         if contract.at_limit == AtLimit::Wait {
             return Err(value_error(
                 key("at_limit"),

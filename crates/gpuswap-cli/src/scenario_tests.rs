@@ -886,6 +886,13 @@ fn contracts_are_read_and_checked_against_the_mode() {
         ),
         (
             format!(
+                "[device]\npreset = \"a100-80gb\"\n[manager]\nmode = \"uvm\"\n{TENANT}weight = 2\n"
+            ),
+            "tenant[0].weight",
+            "mode uvm honours weight only with victim = \"largest-share\" (it has victim = \"any\")",
+        ),
+        (
+            format!(
                 "[device]\npreset = \"a100-80gb\"\n[manager]\nmode = \"uvm\"\n{TENANT}host_limit = \"1GiB\"\n"
             ),
             "tenant[0].host_limit",

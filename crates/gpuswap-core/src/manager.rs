@@ -265,6 +265,7 @@ impl Manager {
         self.waiting.retain(|r| r.tenant != tenant);
         self.at_limit.retain(|r| r.tenant != tenant);
         self.books.set_contract(tenant, Contract::default());
+        self.policy.on_contract(tenant, &Contract::default());
         let dropped: Vec<LaunchId> = self
             .waiting_launches
             .iter()
@@ -309,12 +310,13 @@ impl Manager {
         }
         contract.check()?;
         let entry = self.config.policy.entry();
-        let unhonoured = contract.unhonoured(entry.honours);
+        let honoured = self.config.policy.honours();
+        let unhonoured = contract.unhonoured(honoured);
         if unhonoured != crate::contract::Terms::NONE {
             return Err(AdmitError::Unhonoured {
                 mode: entry.choice.name,
                 terms: unhonoured,
-                honoured: entry.honours,
+                honoured,
             });
         }
         let own = self.books.contract(tenant).vram_guarantee_bytes;
@@ -332,6 +334,7 @@ impl Manager {
         }
         self.books.restart_tenant(tenant);
         self.books.set_contract(tenant, contract);
+        self.policy.on_contract(tenant, &contract);
         Ok(())
     }
 

@@ -122,10 +122,10 @@ pub enum AllocError {
         /// Its limit.
         limit_bytes: u64,
     },
-    /// VRAM is short and every tenant that could give is at its guarantee or its host
-    /// limit.
+    /// VRAM is short and the tenants holding it cannot give enough without going under
+    /// their guarantees or over their host limits.
     #[error(
-        "out of memory within the contracts: requested {requested_bytes} bytes; every tenant that could give VRAM is at its vram_guarantee or host_limit"
+        "out of memory within the contracts: requested {requested_bytes} bytes; the tenants holding VRAM cannot give enough without going under their vram_guarantee or over their host_limit"
     )]
     NoVictim {
         /// Size of the failed request.

@@ -37,6 +37,8 @@ pub struct PolicyEntry {
     /// The contract terms it has a meaning for; a tenant whose contract sets another
     /// is refused ([`crate::Manager::handle_tenant_start`]).
     pub honours: Terms,
+    /// Of those, terms it honours only with a parameter at one value.
+    pub honours_only_with: &'static [Condition],
     /// Whether it can take VRAM back from a tenant (evict): then guarantees are kept by
     /// choosing victims, and admitted up to VRAM in all; otherwise by reserving them.
     pub reclaims: bool,
@@ -209,6 +211,16 @@ const TENANTS_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::TenantCount,
 };
 
+/// Contract terms a mode honours only when one of its parameters has one value.
+pub struct Condition {
+    /// The terms.
+    pub terms: Terms,
+    /// The parameter.
+    pub key: &'static str,
+    /// Its value.
+    pub value: &'static str,
+}
+
 /// The terms of the modes that split a buffer between VRAM and host memory and never
 /// evict: a guarantee is reserved, limits cap the split; no victims, so no classes, and
 /// no shares to weigh.
@@ -227,6 +239,7 @@ pub static POLICIES: &[PolicyEntry] = &[
         scheduler: "pass-through",
         honours: Terms::of(&[Term::VramGuarantee, Term::MemoryLimit, Term::Wait]),
         reclaims: false,
+        honours_only_with: &[],
         build: |_, _| Box::new(native::Native),
     },
     PolicyEntry {
@@ -242,6 +255,7 @@ pub static POLICIES: &[PolicyEntry] = &[
         scheduler: "pass-through",
         honours: Terms::of(&Term::ALL),
         reclaims: true,
+        honours_only_with: &[],
         build: |settings, budget| {
             let victim = VICTIMS
                 .iter()
@@ -270,6 +284,7 @@ pub static POLICIES: &[PolicyEntry] = &[
         scheduler: "pass-through",
         honours: SPLIT_TERMS,
         reclaims: false,
+        honours_only_with: &[],
         build: |_, _| Box::new(fcfs::Fcfs),
     },
     PolicyEntry {
@@ -281,6 +296,7 @@ pub static POLICIES: &[PolicyEntry] = &[
         scheduler: "pass-through",
         honours: SPLIT_TERMS.with(Term::Weight),
         reclaims: false,
+        honours_only_with: &[],
         build: |settings, _| {
             Box::new(static_share::StaticShare {
                 tenants: settings.count("tenants"),
@@ -308,8 +324,26 @@ pub static POLICIES: &[PolicyEntry] = &[
             RUNTIME_PARAM,
         ],
         scheduler: "pass-through",
-        honours: Terms::of(&[Term::MemoryLimit, Term::Wait]),
-        reclaims: false,
+        // No driver runs it for processes that could wait (the daemon refuses paging).
+        honours: Terms::of(&[
+            Term::MemoryLimit,
+            Term::VramGuarantee,
+            Term::VramLimit,
+            Term::Weight,
+            Term::PriorityClass,
+        ]),
+        reclaims: true,
+        // The driver's victim knows no tenants; the page terms need one per tenant.
+        honours_only_with: &[Condition {
+            terms: Terms::of(&[
+                Term::VramGuarantee,
+                Term::VramLimit,
+                Term::Weight,
+                Term::PriorityClass,
+            ]),
+            key: "victim",
+            value: "largest-share",
+        }],
         build: |settings, budget| {
             Box::new(uvm::Uvm::new(paging_config(settings), budget.vram_bytes))
         },
@@ -325,8 +359,10 @@ pub static POLICIES: &[PolicyEntry] = &[
         }),
         params: &[],
         scheduler: "one-at-a-time",
-        honours: Terms::of(&[Term::MemoryLimit, Term::Wait, Term::PriorityClass]),
+        // No driver runs it for processes that could wait (the daemon refuses launch gating).
+        honours: Terms::of(&[Term::MemoryLimit, Term::PriorityClass]),
         reclaims: false,
+        honours_only_with: &[],
         build: |_, _| Box::<gdev::Gdev>::default(),
     },
 ];
@@ -509,7 +545,19 @@ impl PolicySettings {
         self.name
     }
 
-    /// The registry entry.
+    /// The contract terms the mode honours with these parameters.
+    pub fn honours(&self) -> Terms {
+        let entry = self.entry();
+        entry
+            .honours_only_with
+            .iter()
+            .filter(|c| self.choice(c.key) != c.value)
+            .fold(entry.honours, |t, c| {
+                c.terms.iter().fold(t, |t, term| t.without(term))
+            })
+    }
+
+    /// The registry entry of its mode.
     pub fn entry(&self) -> &'static PolicyEntry {
         find_policy(self.name).expect("settings name a registered policy")
     }

@@ -122,7 +122,7 @@ pub fn case(seed: u64) -> SimConfig {
     };
     // Contracts, from a stream of their own too.
     let mut contract_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x434f_4e54_5241_4354);
-    let honours = config.manager.policy.entry().honours;
+    let honours = config.manager.policy.honours();
     let guarantee_mib = (vram_bytes / MIB / n_tenants as u64).max(2);
     for tenant in &mut config.tenants {
         if contract_rng.random_bool(0.5) {

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use crate::accounting::Books;
 use crate::buffer::Buffer;
+use crate::contract::Contract;
 use crate::ids::{BufferId, LaunchId, TenantId};
 use crate::protocol::{Action, AllocError, AllocRequest, Fault, KernelStats, PageAction, Purpose};
 use crate::relocation::{Move, Relocation, Then};
@@ -78,6 +79,11 @@ pub(crate) trait MemoryPolicy: std::fmt::Debug + Send {
     fn on_launch(&mut self, _ctx: &mut Ctx, _tenant: TenantId, _launch: LaunchId) -> LaunchPrep {
         LaunchPrep::Ready
     }
+
+    /// `tenant` started under `contract` (the books hold it already), or ended (the
+    /// default contract): for a policy that keeps terms of its own (unified memory's
+    /// pages).
+    fn on_contract(&mut self, _tenant: TenantId, _contract: &Contract) {}
 
     /// `buffer` of `tenant` is granted (just before its `Map`).
     fn on_granted(&mut self, _tenant: TenantId, _buffer: &Buffer) {}

@@ -6,6 +6,7 @@
 
 use super::hooks::{Ctx, MemoryPolicy, Placed, place_split};
 use crate::buffer::{Buffer, BufferKind};
+use crate::contract::Contract;
 use crate::ids::{BufferId, TenantId};
 use crate::protocol::{AllocError, AllocRequest, Fault, KernelStats, PageAction};
 use crate::uvm::pages::{PAGE_BYTES, Pages};
@@ -27,8 +28,8 @@ pub(crate) struct Uvm {
 enum Managed {
     /// Managed memory of this many bytes starting at this page.
     Pages { first: u64, bytes: u64 },
-    /// A runtime buffer holding this much VRAM outside the paging machine.
-    Reserved(u64),
+    /// A runtime buffer of `owner` holding this much VRAM outside the paging machine.
+    Reserved { owner: u32, bytes: u64 },
 }
 
 impl Uvm {
@@ -66,9 +67,12 @@ impl MemoryPolicy for Uvm {
             },
             // The runtime's buffers take VRAM from the paging machine.
             BufferKind::System(_) => {
-                let vram = buffer.vram_bytes();
-                self.paging.reserve(vram);
-                Managed::Reserved(vram)
+                let bytes = buffer.vram_bytes();
+                self.paging.reserve(tenant.0, bytes);
+                Managed::Reserved {
+                    owner: tenant.0,
+                    bytes,
+                }
             }
         });
     }
@@ -76,9 +80,13 @@ impl MemoryPolicy for Uvm {
     fn on_free(&mut self, _ctx: &mut Ctx, _tenant: TenantId, buffer: BufferId) {
         match self.managed.get_mut(buffer.slot()).and_then(Option::take) {
             Some(Managed::Pages { first, bytes }) => self.paging.free_allocation(first, bytes),
-            Some(Managed::Reserved(vram)) => self.paging.unreserve(vram),
+            Some(Managed::Reserved { owner, bytes }) => self.paging.unreserve(owner, bytes),
             None => {}
         }
+    }
+
+    fn on_contract(&mut self, tenant: TenantId, contract: &Contract) {
+        self.paging.set_contract(tenant.0, contract);
     }
 
     fn on_kernel_finished(&mut self, _ctx: &mut Ctx, tenant: TenantId, stats: &KernelStats) {

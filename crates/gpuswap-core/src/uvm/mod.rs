@@ -26,6 +26,7 @@ pub mod trial;
 
 use std::collections::VecDeque;
 
+use crate::contract::Contract;
 use crate::ids::{BufferId, TenantId};
 use crate::protocol::{Fault, PageAction, ServeRule};
 use evict::Eviction;
@@ -242,6 +243,9 @@ pub struct Paging {
     /// Per owner: its memory is advised to the host (PILOT's MAdvise), so what of it is
     /// not in VRAM is accessed remotely.
     advised: Vec<bool>,
+    /// The first time a fault batch took a victim's pages below its guarantee (for
+    /// [`Paging::check_invariants`]).
+    breach: Option<String>,
 }
 
 impl Paging {
@@ -269,7 +273,17 @@ impl Paging {
             seq: 0,
             stats: Vec::new(),
             advised: Vec::new(),
+            breach: None,
         }
+    }
+
+    /// Gives `owner` its contract: under [`Victim::LargestShare`] its guarantee (its
+    /// pages are never a victim for another owner's faults unless it holds a whole
+    /// block more), its VRAM cap (its own pages make room beyond it), its weight and its
+    /// class order the victims. Its runtime's buffers count against the guarantee and
+    /// the cap first.
+    pub fn set_contract(&mut self, owner: u32, contract: &Contract) {
+        self.room.set_contract(owner, contract);
     }
 
     /// Advises `owner`'s memory to the host (`true`: pages not in VRAM are accessed
@@ -387,10 +401,24 @@ impl Paging {
 
     /// `bytes` of VRAM go to something else (the runtime's buffers): the machine's room
     /// shrinks, evicting what no longer fits.
-    pub fn reserve(&mut self, bytes: u64) {
-        self.room.reserve(bytes);
+    pub fn reserve(&mut self, owner: u32, bytes: u64) {
+        self.room.reserve(owner, bytes, true);
+        // The runtime's buffers are real VRAM: guarantees give way when nothing else can.
         while self.room.over_full() {
-            let Some((v, pages)) = self.choose_victim(u32::MAX) else {
+            let Some((v, pages)) = self
+                .choose_victim(u32::MAX, true)
+                .or_else(|| self.choose_victim(u32::MAX, false))
+            else {
+                break;
+            };
+            let pages = pages & self.blocks[v as usize].resident;
+            if self.evict(v, pages, None) == 0 {
+                break;
+            }
+        }
+        // The owner's cap shrank by as much: its own pages beyond it go.
+        while self.room.over_cap(owner) > 0 {
+            let Some((v, pages)) = self.victim_of(owner, u32::MAX) else {
                 break;
             };
             let pages = pages & self.blocks[v as usize].resident;
@@ -400,9 +428,9 @@ impl Paging {
         }
     }
 
-    /// `bytes` reserved before are the machine's again.
-    pub fn unreserve(&mut self, bytes: u64) {
-        self.room.unreserve(bytes);
+    /// `bytes` reserved before for `owner` are the machine's again.
+    pub fn unreserve(&mut self, owner: u32, bytes: u64) {
+        self.room.reserve(owner, bytes, false);
     }
 
     /// What it counted for `owner` so far.
@@ -653,6 +681,27 @@ impl Paging {
             .region(block.resident, home.valid(), faulted)
             .without(block.pinned());
         let mut wanted = (region | faulted).without(block.resident);
+        // The owner's cap first: beyond it the prefetched pages are dropped, then the
+        // owner's own pages in other blocks make room, then fewer pages come.
+        if wanted.count() as u64 > self.room.room_under_cap(home.owner) {
+            wanted = wanted & faulted;
+            loop {
+                let cap_room = self.room.room_under_cap(home.owner);
+                if wanted.count() as u64 <= cap_room {
+                    break;
+                }
+                match self.victim_of(home.owner, b) {
+                    Some((v, pages)) => {
+                        let pages = pages & self.blocks[v as usize].resident;
+                        evicted += self.evict(v, pages, Some(now_ns));
+                    }
+                    None => {
+                        wanted = wanted.first(cap_room as usize);
+                        break;
+                    }
+                }
+            }
+        }
         // Room for it: evict other blocks' pages as the policy orders them. When nothing
         // else is left (VRAM smaller than the region), the region shrinks to the faulted
         // pages, this block's other pages make room for them, and a batch with more
@@ -666,13 +715,23 @@ impl Paging {
             for change in self.adaptive.vram_full(now_ns) {
                 self.carry_out(change);
             }
-            match self.choose_victim(b) {
+            match self.choose_victim(b, true) {
                 Some((v, pages)) => {
                     let pages = pages & self.blocks[v as usize].resident;
                     evicted += self.evict(v, pages, Some(now_ns));
+                    let victim = self.homes[v as usize].owner;
+                    if victim != home.owner
+                        && self.room.under_guarantee(victim)
+                        && self.breach.is_none()
+                    {
+                        self.breach = Some(format!(
+                            "owner {victim} was a victim of owner {}'s faults below its guarantee",
+                            home.owner
+                        ));
+                    }
                 }
                 None => {
-                    wanted = faulted.first(self.room.capacity_pages() as usize);
+                    wanted = (wanted & faulted).first(self.room.capacity_pages() as usize);
                     let own = self.blocks[b as usize].resident;
                     let short = (wanted.count() as u64).saturating_sub(room) as usize;
                     evicted += self.evict(b, own.first(short), Some(now_ns));
@@ -767,29 +826,31 @@ impl Paging {
     }
 
     /// The eviction policy's next victim (never block `protect` whole): from the largest
-    /// holder's pages first under [`Victim::LargestShare`], then the next largest's.
-    /// `None` when nothing resident is left to take.
-    fn choose_victim(&mut self, protect: u32) -> Option<(u32, Pages)> {
-        let blocks = &self.blocks;
-        let resident = |v: u32| blocks[v as usize].resident;
-        // A victim with nothing resident left would never make room: as no victim.
-        let useful =
-            |(v, pages): &(u32, Pages)| !(*pages & blocks[*v as usize].resident).is_empty();
-        // A slot's tree order first, then its configured order.
-        let mut from_slot = |slot: usize| {
-            let [configured, tree] = &mut self.evictions[2 * slot..2 * slot + 2] else {
-                unreachable!("two orders per slot")
-            };
-            tree.victim(&resident, protect)
-                .filter(useful)
-                .or_else(|| configured.victim(&resident, protect).filter(useful))
-        };
+    /// holder's pages first under [`Victim::LargestShare`] (the lowest class, then the
+    /// most pages per weight), then the next largest's; with `kept`, never from an owner
+    /// less than a block over its guarantee. `None` when nothing resident is left to
+    /// take.
+    fn choose_victim(&mut self, protect: u32, kept: bool) -> Option<(u32, Pages)> {
+        let (room, blocks, evictions) = (&self.room, &self.blocks, &mut self.evictions);
         match self.victim {
-            Victim::Any => from_slot(0),
-            Victim::LargestShare => self
-                .room
-                .largest_first()
-                .find_map(|owner| from_slot(owner as usize)),
+            Victim::Any => slot_victim(blocks, evictions, 0, protect),
+            Victim::LargestShare => {
+                let margin = if kept { PAGES_PER_BLOCK as u64 } else { 0 };
+                room.largest_first()
+                    .filter(|o| !kept || room.may_give(*o, margin))
+                    .find_map(|owner| slot_victim(blocks, evictions, owner as usize, protect))
+            }
+        }
+    }
+
+    /// The next victim among `owner`'s own pages (under [`Victim::LargestShare`], where
+    /// each owner's pages have their own order; `None` otherwise).
+    fn victim_of(&mut self, owner: u32, protect: u32) -> Option<(u32, Pages)> {
+        match self.victim {
+            Victim::Any => None,
+            Victim::LargestShare => {
+                slot_victim(&self.blocks, &mut self.evictions, owner as usize, protect)
+            }
         }
     }
 
@@ -807,6 +868,9 @@ impl Paging {
     /// bitmaps, within VRAM, and only valid pages are resident; no page is both resident
     /// and pinned in host memory.
     pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(breach) = &self.breach {
+            return Err(breach.clone());
+        }
         let counted: u64 = self.blocks.iter().map(|b| b.resident.count() as u64).sum();
         self.room.check(counted)?;
         for (i, b) in self.blocks.iter().enumerate() {
@@ -821,6 +885,24 @@ impl Paging {
         }
         Ok(())
     }
+}
+
+/// The next victim in `slot`'s orders: the tree order first, then the configured one;
+/// one with nothing resident left would never make room, so it is none.
+fn slot_victim(
+    blocks: &[Block],
+    evictions: &mut [Box<dyn Eviction>],
+    slot: usize,
+    protect: u32,
+) -> Option<(u32, Pages)> {
+    let resident = |v: u32| blocks[v as usize].resident;
+    let useful = |(v, pages): &(u32, Pages)| !(*pages & blocks[*v as usize].resident).is_empty();
+    let [configured, tree] = &mut evictions[2 * slot..2 * slot + 2] else {
+        unreachable!("two orders per slot")
+    };
+    tree.victim(&resident, protect)
+        .filter(useful)
+        .or_else(|| configured.victim(&resident, protect).filter(useful))
 }
 
 /// A slot's eviction orders: the configured policy's, then the tree order.

@@ -1,11 +1,55 @@
 //! How much of VRAM managed memory may fill and who holds it: the paging machine's
 //! counts of resident pages, overall and per owner (tenant), with the owners ordered by
-//! what they hold for the largest-share victim. A leaf: the machine reports every page
-//! that enters or leaves VRAM here, and nothing here knows of blocks or policies.
+//! what they hold for the largest-share victim, and what each owner's contract asks of
+//! its pages (a guarantee, a cap, a weight, a class). A leaf: the machine reports every
+//! page that enters or leaves VRAM here, and nothing here knows of blocks or policies.
 
 use std::collections::BTreeSet;
 
 use super::pages::PAGE_BYTES;
+use crate::contract::Contract;
+
+/// What an owner's contract asks of its pages, with the VRAM its runtime's buffers
+/// hold outside them (those count against its guarantee and cap first).
+#[derive(Clone, Copy, Debug)]
+struct OwnerTerms {
+    guarantee_bytes: u64,
+    cap_bytes: u64,
+    weight: u32,
+    class: u8,
+    reserved_bytes: u64,
+}
+
+impl Default for OwnerTerms {
+    fn default() -> Self {
+        Self {
+            guarantee_bytes: 0,
+            cap_bytes: u64::MAX,
+            weight: 1,
+            class: 0,
+            reserved_bytes: 0,
+        }
+    }
+}
+
+impl OwnerTerms {
+    /// Pages of VRAM the owner keeps.
+    fn guarantee_pages(&self) -> u64 {
+        self.guarantee_bytes
+            .saturating_sub(self.reserved_bytes)
+            .div_ceil(PAGE_BYTES)
+    }
+
+    /// The most pages of VRAM the owner may hold.
+    fn cap_pages(&self) -> u64 {
+        self.cap_bytes.saturating_sub(self.reserved_bytes) / PAGE_BYTES
+    }
+}
+
+/// Where an owner holding `held` pages stands in the largest-share order: the lowest
+/// class first, then the most pages per weight (exact: pages scaled by 2^64 over the
+/// weight), then the highest number.
+type ShareKey = (u8, u128, u32);
 
 /// The room for managed pages and its holders.
 #[derive(Debug)]
@@ -19,9 +63,12 @@ pub(super) struct Room {
     capacity_pages: u64,
     resident_pages: u64,
     /// Pages in VRAM per owner, and, where the largest-share victim reads it, the
-    /// owners by them (largest last): kept only then, since every migration moves it.
+    /// owners by [`ShareKey`] (the first victim last): kept only then, since every
+    /// migration moves it.
     by_owner: Vec<u64>,
-    by_share: Option<BTreeSet<(u64, u32)>>,
+    by_share: Option<BTreeSet<ShareKey>>,
+    /// Per owner: its contract's terms.
+    terms: Vec<OwnerTerms>,
     /// The most pages each owner had in VRAM at once.
     peak_by_owner: Vec<u64>,
     /// Owners whose pages in VRAM changed since the driver last asked, and a flag per
@@ -41,6 +88,7 @@ impl Room {
             resident_pages: 0,
             by_owner: Vec::new(),
             by_share: by_share.then(BTreeSet::new),
+            terms: Vec::new(),
             peak_by_owner: Vec::new(),
             changed_owners: Vec::new(),
             listed: Vec::new(),
@@ -52,6 +100,7 @@ impl Room {
         let n = owner as usize + 1;
         if self.by_owner.len() < n {
             self.by_owner.resize(n, 0);
+            self.terms.resize(n, OwnerTerms::default());
             self.peak_by_owner.resize(n, 0);
             self.listed.resize(n, false);
         }
@@ -62,19 +111,14 @@ impl Room {
     /// # Panics
     /// If more pages leave than are resident.
     pub(super) fn count(&mut self, owner: u32, delta: i64) {
-        let held = &mut self.by_owner[owner as usize];
-        let before = *held;
-        *held = held
+        let before = self.by_owner[owner as usize];
+        let after = before
             .checked_add_signed(delta)
             .expect("resident pages never go negative");
-        if let Some(by_share) = &mut self.by_share {
-            by_share.remove(&(before, owner));
-            if *held > 0 {
-                by_share.insert((*held, owner));
-            }
-        }
+        self.by_owner[owner as usize] = after;
+        self.rekey(owner, before, after);
         let peak = &mut self.peak_by_owner[owner as usize];
-        *peak = (*peak).max(*held);
+        *peak = (*peak).max(after);
         if !std::mem::replace(&mut self.listed[owner as usize], true) {
             self.changed_owners.push(owner);
         }
@@ -84,15 +128,75 @@ impl Room {
             .expect("resident pages never go negative");
     }
 
-    /// `bytes` of VRAM go to something else (the runtime's buffers), or come back.
-    pub(super) fn reserve(&mut self, bytes: u64) {
-        self.reserved_bytes += bytes;
-        self.recompute_capacity();
+    /// Moves `owner` in the largest-share order from `before` pages to `after` (or
+    /// from its old terms to new ones: the caller changes them between two calls).
+    fn rekey(&mut self, owner: u32, before: u64, after: u64) {
+        let terms = self.terms[owner as usize];
+        if let Some(by_share) = &mut self.by_share {
+            let key = |held: u64| {
+                let share = (u128::from(held) << 64) / u128::from(terms.weight);
+                (u8::MAX - terms.class, share, owner)
+            };
+            by_share.remove(&key(before));
+            if after > 0 {
+                by_share.insert(key(after));
+            }
+        }
     }
 
-    /// `bytes` reserved before are managed memory's again.
-    pub(super) fn unreserve(&mut self, bytes: u64) {
-        self.reserved_bytes = self.reserved_bytes.saturating_sub(bytes);
+    /// Gives `owner` its contract's terms.
+    pub(super) fn set_contract(&mut self, owner: u32, contract: &Contract) {
+        self.add_owner(owner);
+        let held = self.by_owner[owner as usize];
+        self.rekey(owner, held, 0);
+        let terms = &mut self.terms[owner as usize];
+        *terms = OwnerTerms {
+            guarantee_bytes: contract.vram_guarantee_bytes,
+            cap_bytes: contract.vram_cap_bytes(),
+            weight: contract.weight,
+            class: contract.priority_class,
+            reserved_bytes: terms.reserved_bytes,
+        };
+        self.rekey(owner, 0, held);
+    }
+
+    /// Whether `owner` may give pages: it has no guarantee, or holds at least `margin`
+    /// pages more than it.
+    pub(super) fn may_give(&self, owner: u32, margin: u64) -> bool {
+        let held = self.by_owner[owner as usize];
+        let guarantee = self.terms[owner as usize].guarantee_pages();
+        guarantee == 0 || held >= guarantee + margin
+    }
+
+    /// Whether `owner` holds fewer pages than its guarantee.
+    pub(super) fn under_guarantee(&self, owner: u32) -> bool {
+        self.by_owner[owner as usize] < self.terms[owner as usize].guarantee_pages()
+    }
+
+    /// Pages `owner` may still take under its cap.
+    pub(super) fn room_under_cap(&self, owner: u32) -> u64 {
+        self.terms[owner as usize]
+            .cap_pages()
+            .saturating_sub(self.by_owner[owner as usize])
+    }
+
+    /// Pages `owner` holds beyond its cap (a reservation of its lowered the cap).
+    pub(super) fn over_cap(&self, owner: u32) -> u64 {
+        self.by_owner[owner as usize].saturating_sub(self.terms[owner as usize].cap_pages())
+    }
+
+    /// `bytes` of VRAM go to `owner`'s runtime buffers (outside the pages), or come
+    /// back (`reserve = false`).
+    pub(super) fn reserve(&mut self, owner: u32, bytes: u64, reserve: bool) {
+        self.add_owner(owner);
+        let owned = &mut self.terms[owner as usize].reserved_bytes;
+        if reserve {
+            self.reserved_bytes += bytes;
+            *owned += bytes;
+        } else {
+            self.reserved_bytes = self.reserved_bytes.saturating_sub(bytes);
+            *owned = owned.saturating_sub(bytes);
+        }
         self.recompute_capacity();
     }
 
@@ -121,7 +225,7 @@ impl Room {
     pub(super) fn largest_first(&self) -> impl Iterator<Item = u32> + '_ {
         self.by_share
             .iter()
-            .flat_map(|set| set.iter().rev().map(|(_, owner)| *owner))
+            .flat_map(|set| set.iter().rev().map(|(_, _, owner)| *owner))
     }
 
     /// `owner`'s pages in VRAM now and at most so far.
@@ -157,6 +261,13 @@ impl Room {
             return Err(format!(
                 "{} pages resident, capacity {}",
                 self.resident_pages, self.capacity_pages
+            ));
+        }
+        if let Some(owner) = (0..self.by_owner.len() as u32).find(|o| self.over_cap(*o) > 0) {
+            return Err(format!(
+                "owner {owner} holds {} pages, beyond its cap of {}",
+                self.by_owner[owner as usize],
+                self.terms[owner as usize].cap_pages()
             ));
         }
         Ok(())

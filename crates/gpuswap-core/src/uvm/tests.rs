@@ -251,10 +251,10 @@ fn reserved_vram_shrinks_the_room_and_evicts_what_no_longer_fits() {
     run(&mut p, &all);
     assert_eq!(p.resident_pages(), 1024);
     // The runtime takes 1 MiB: one whole block goes (FIFO: the first).
-    p.reserve(MIB);
+    p.reserve(0, MIB);
     assert_eq!(p.resident_pages(), 512);
     p.check_invariants().unwrap();
-    p.unreserve(MIB);
+    p.unreserve(0, MIB);
     run(&mut p, &all[..1]);
     assert_eq!(p.resident_pages(), 513);
     // A freed allocation leaves VRAM without counting as evicted.
@@ -271,11 +271,11 @@ fn reservations_never_leave_more_room_than_vram() {
     // are 256 pages (1 MiB less a byte). Freed, the room is VRAM again, not more.
     let mut p = paging(MIB, "none", "fifo-2mb");
     for _ in 0..3 {
-        p.reserve(349_525);
+        p.reserve(0, 349_525);
     }
     assert_eq!(p.capacity_pages(), 0);
     for _ in 0..3 {
-        p.unreserve(349_525);
+        p.unreserve(0, 349_525);
     }
     assert_eq!(p.capacity_pages(), 256);
 }
@@ -721,4 +721,103 @@ fn a_freed_allocation_is_replanned_and_holds_its_tenants_trial() {
         !p.adaptive.trials[0].busy(),
         "the tenant's trial of a freed allocation blocks its live allocations' switches"
     );
+}
+
+/// Owners 0 and 1 under the largest-share victim in `blocks` blocks of VRAM, owner 0
+/// under `contract`: owner 0 fills two blocks, then owner 1 one and another; the pages
+/// each owner had evicted, and what each holds.
+fn contract_case(contract: Contract, blocks: u64) -> ((u64, u64), (u64, u64)) {
+    let mut p = Paging::new(
+        blocks * 2 * MIB,
+        PagingConfig {
+            victim: Victim::LargestShare,
+            ..config("none", "fifo-2mb")
+        },
+    );
+    p.set_contract(0, &contract);
+    let a = p.add_allocation(0, buf(), 4 * MIB);
+    let b = p.add_allocation(1, buf(), 4 * MIB);
+    for first in [a, a + 512, b, b + 512] {
+        fill_block(&mut p, first);
+    }
+    (
+        (p.stats(0).pages_out, p.stats(1).pages_out),
+        (p.owner_pages(0).0, p.owner_pages(1).0),
+    )
+}
+
+#[test]
+fn contracts_order_and_limit_the_largest_share_victims() {
+    let block = PAGES_PER_BLOCK as u64;
+    // Without a contract the largest holder (owner 0, two blocks) gives a block.
+    assert_eq!(contract_case(Contract::default(), 3).0, (block, 0));
+    // At its guarantee it gives nothing: owner 1 makes room from its own pages.
+    let kept = Contract {
+        vram_guarantee_bytes: 4 * MIB,
+        ..Contract::default()
+    };
+    assert_eq!(contract_case(kept, 3), ((0, block), (2 * block, block)));
+    // A whole block over it, it gives one and stays at it.
+    let over = Contract {
+        vram_guarantee_bytes: 2 * MIB,
+        ..Contract::default()
+    };
+    assert_eq!(contract_case(over, 3), ((block, 0), (block, 2 * block)));
+    // Two blocks at weight 3 are a smaller share than owner 1's one.
+    let weighted = Contract {
+        weight: 3,
+        ..Contract::default()
+    };
+    assert_eq!(contract_case(weighted, 3).0, (0, block));
+    // A higher class is a victim only when no lower one can give.
+    let classed = Contract {
+        priority_class: 1,
+        ..Contract::default()
+    };
+    assert_eq!(contract_case(classed, 3).0, (0, block));
+    // A VRAM cap of one block: owner 0's second block takes its first block's place.
+    let capped = Contract {
+        vram_limit_bytes: Some(2 * MIB),
+        ..Contract::default()
+    };
+    let ((out0, _), (held0, _)) = contract_case(capped, 8);
+    assert_eq!((out0, held0), (block, block));
+}
+
+#[test]
+fn a_reservation_takes_a_guarantee_when_nothing_else_can_give_and_caps_its_owner() {
+    let block = PAGES_PER_BLOCK as u64;
+    let machine = |vram_bytes| {
+        let mut p = Paging::new(
+            vram_bytes,
+            PagingConfig {
+                victim: Victim::LargestShare,
+                ..config("none", "fifo-2mb")
+            },
+        );
+        p.set_contract(
+            0,
+            &Contract {
+                vram_guarantee_bytes: 4 * MIB,
+                vram_limit_bytes: Some(4 * MIB),
+                ..Contract::default()
+            },
+        );
+        let a = p.add_allocation(0, buf(), 4 * MIB);
+        fill_block(&mut p, a);
+        fill_block(&mut p, a + 512);
+        p
+    };
+    // Another owner's runtime buffers are real VRAM: the guarantee gives way.
+    let mut p = machine(4 * MIB);
+    p.reserve(1, 2 * MIB);
+    p.check_invariants().unwrap();
+    assert_eq!(p.owner_pages(0).0, block);
+    // The owner's own runtime buffers count against its cap: its pages beyond go.
+    let mut p = machine(8 * MIB);
+    p.reserve(0, 2 * MIB);
+    p.check_invariants().unwrap();
+    assert_eq!(p.owner_pages(0).0, block);
+    p.unreserve(0, 2 * MIB);
+    p.check_invariants().unwrap();
 }
