@@ -5,7 +5,7 @@ use gpuswap_sim::engine::{Outcome, SimConfig, TenantSpec, simulate};
 use gpuswap_sim::{apps, preset};
 
 mod common;
-use common::RODINIA;
+use common::{RODINIA, vram_at};
 
 /// Two instances of `app` at its default size on a GTX 480.
 fn two_instances(app: &str, vram_bytes: u64, mode: &str, policy: &str, repeat: u32) -> SimConfig {
@@ -135,15 +135,6 @@ fn priority_buffer_evicts_the_stack_first() {
         assert!(t.bytes_evicted > 0);
         assert!(t.remote_bytes < 1e6, "{} remote bytes", t.remote_bytes);
     }
-}
-
-/// VRAM a tenant held at `time_ns`, from its timeline.
-fn vram_at(timeline: &[(u64, u64)], time_ns: u64) -> u64 {
-    timeline
-        .iter()
-        .take_while(|(t, _)| *t <= time_ns)
-        .last()
-        .map_or(0, |(_, bytes)| *bytes)
 }
 
 /// The fairness test of the GPUswap paper: two leak-like `alloc` programs allocate 32 MB
