@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuswap_core::PolicySettings;
+use gpuswap_core::contract::Terms;
 use gpuswap_core::registry::POLICIES;
 use gpuswap_sim::report::{Baselines, Report, run_and_report_with};
 
@@ -37,8 +39,17 @@ pub enum CompareError {
     Run(String),
 }
 
+/// The reports of a comparison, and what it left out.
+pub struct Comparison {
+    /// One per manager, in the order asked.
+    pub reports: Vec<Report>,
+    /// Without `--managers`: the modes left out because they do not honour a tenant's
+    /// contract, and the terms, in words.
+    pub left_out: Option<String>,
+}
+
 /// Runs the scenario under each manager; the reports in the order asked.
-pub fn run(args: &CompareArgs) -> Result<Vec<Report>, CompareError> {
+pub fn run(args: &CompareArgs) -> Result<Comparison, CompareError> {
     let text = crate::text::read_text(&args.scenario)
         .map_err(|e| CompareError::BadInput(format!("{}: {e}", args.scenario.display())))?;
     let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
@@ -49,25 +60,39 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Report>, CompareError> {
         ))
     })?;
     table.remove("sweep");
+    let mut left_out = None;
     let modes: Vec<String> = if args.managers.is_empty() {
-        // Every mode the scenario's device supports.
-        let preset = scenario::parse(&args.scenario, &text)
+        // Every mode the scenario's device supports and that honours every tenant's
+        // contract with its default parameters.
+        let config = scenario::parse(&args.scenario, &text)
             .map_err(|e| CompareError::BadInput(e.to_string()))?
-            .config
-            .preset;
-        POLICIES
+            .config;
+        let features = config.preset.features;
+        let terms = config
+            .tenants
             .iter()
-            .filter(|p| !p.choice.needs.page_faults || preset.features.page_faults)
-            .map(|p| p.choice.name.to_owned())
-            .collect()
+            .fold(Terms::NONE, |t, tenant| t.union(tenant.contract.terms()));
+        let (modes, refused): (Vec<_>, Vec<_>) = POLICIES
+            .iter()
+            .filter(|p| !p.choice.needs.page_faults || features.page_faults)
+            .map(|p| p.choice.name)
+            .partition(|mode| terms.is_within(PolicySettings::named(mode).honours()));
+        if !refused.is_empty() {
+            left_out = Some(format!(
+                "left out: {} (they do not honour the tenants' {terms} with their default parameters)",
+                refused.join(", ")
+            ));
+        }
+        modes.into_iter().map(str::to_owned).collect()
     } else {
         args.managers.clone()
     };
     let baselines = Baselines::default();
-    modes
+    let reports = modes
         .iter()
         .map(|mode| run_one(&args.scenario, &table, mode, &args.limits, &baselines))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(Comparison { reports, left_out })
 }
 
 fn run_one(

@@ -426,7 +426,14 @@ fn main() -> ExitCode {
                 };
             }
             return match compare::run(&args) {
-                Ok(reports) => emit(&render::compare_table(&reports, render::terminal_width())),
+                Ok(comparison) => {
+                    let mut out =
+                        render::compare_table(&comparison.reports, render::terminal_width());
+                    if let Some(note) = comparison.left_out {
+                        out += &format!("{note}\n");
+                    }
+                    emit(&out)
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::from(match e {

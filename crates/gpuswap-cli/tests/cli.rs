@@ -681,6 +681,17 @@ fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
         "nope",
     ]);
     assert_fails(&out, 2, "--managers nope");
+    // Tenants with contracts: only the modes that honour them, and a word on the others.
+    let out = gpuswap(&["compare", &repo_file("scenarios/contracts.toml")]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("\ngpuswap ") && !text.contains("\nnative "),
+        "{text}"
+    );
+    assert!(
+        text.contains("left out: native, fcfs, static, gdev (they do not honour the tenants' vram_guarantee, weight, priority_class"),
+        "{text}"
+    );
 }
 
 #[test]

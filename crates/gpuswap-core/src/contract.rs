@@ -180,6 +180,16 @@ impl Terms {
         Terms(self.0 & !term.bit())
     }
 
+    /// Both sets together.
+    pub const fn union(self, other: Terms) -> Terms {
+        Terms(self.0 | other.0)
+    }
+
+    /// Whether every term of the set is in `other`.
+    pub fn is_within(self, other: Terms) -> bool {
+        self.0 & !other.0 == 0
+    }
+
     /// Whether `term` is in the set.
     pub fn contains(self, term: Term) -> bool {
         self.0 & term.bit() != 0
