@@ -96,6 +96,9 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
             .map_err(|e| format!("--set {pair:?}: {e}"))?;
     }
     check_policy(&policy)?;
+    if args.chunk_size == 0 || args.return_interval == 0 {
+        return Err("--chunk-size and --return-interval must be positive".into());
+    }
     let contracts = match &args.contracts {
         None => Default::default(),
         Some(path) => crate::contract_keys::load_contracts(path, &policy, args.vram)?,

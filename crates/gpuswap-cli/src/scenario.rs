@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use gpuswap_core::contract::Term;
 use gpuswap_core::registry::SettingsError;
 use gpuswap_core::scheduling::{self, SchedulingConfig};
+use gpuswap_core::uvm::pages::{PAGE_BYTES, PAGES_PER_BLOCK};
 use gpuswap_core::{
     AtLimit, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Needs, PolicySettings,
 };
@@ -389,6 +390,25 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 key("at_limit"),
                 table.span_of(Term::Wait),
                 "\"wait\" needs a tenant that can free memory while one of its allocations waits (a multi-threaded process under gpuswap daemon); a simulated program blocks on its allocation, so it would wait forever: expected \"fail\" or \"spill\"".into(),
+            ));
+        }
+        // Under unified memory the runtime's buffers stay in VRAM: a limit must leave
+        // a VA block of room for pages beyond them, or no page could ever come in.
+        let block_bytes = (PAGES_PER_BLOCK as u64) * PAGE_BYTES;
+        if let Some(limit) = contract
+            .vram_limit_bytes
+            .filter(|l| policy.needs().page_faults && *l < preset.runtime_bytes() + block_bytes)
+        {
+            return Err(value_error(
+                key("vram_limit"),
+                table.span_of(Term::VramLimit),
+                format!(
+                    "expected at least {} under mode uvm: the {} of the runtime's buffers on {}, which stay in VRAM, and a 2 MiB block for pages; got {}",
+                    format_bytes(preset.runtime_bytes() + block_bytes),
+                    format_bytes(preset.runtime_bytes()),
+                    preset.name,
+                    format_bytes(limit)
+                ),
             ));
         }
         if contract.vram_guarantee_bytes > tenant_vram_bytes {

@@ -893,6 +893,13 @@ fn contracts_are_read_and_checked_against_the_mode() {
         ),
         (
             format!(
+                "[device]\npreset = \"a100-80gb\"\n[manager]\nmode = \"uvm\"\nvictim = \"largest-share\"\n{TENANT}vram_limit = \"100MiB\"\n"
+            ),
+            "tenant[0].vram_limit",
+            "which stay in VRAM, and a 2 MiB block for pages; got 100.0 MiB",
+        ),
+        (
+            format!(
                 "[device]\npreset = \"a100-80gb\"\n[manager]\nmode = \"uvm\"\n{TENANT}host_limit = \"1GiB\"\n"
             ),
             "tenant[0].host_limit",

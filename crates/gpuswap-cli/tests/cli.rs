@@ -695,6 +695,26 @@ fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
 }
 
 #[test]
+fn the_daemon_refuses_a_zero_chunk_or_return_interval() {
+    for flag in [["--chunk-size", "0B"], ["--return-interval", "0s"]] {
+        let out = gpuswap(&[
+            "daemon",
+            "--vram",
+            "1GiB",
+            "--socket",
+            "/tmp/never.sock",
+            flag[0],
+            flag[1],
+        ]);
+        assert_fails(
+            &out,
+            2,
+            "--chunk-size and --return-interval must be positive",
+        );
+    }
+}
+
+#[test]
 fn a_timeline_in_a_format_it_cannot_write_is_refused() {
     let out = gpuswap(&[
         "run",

@@ -118,6 +118,20 @@ fn a_tenant_less_than_a_chunk_over_its_guarantee_gives_nothing() {
 }
 
 #[test]
+fn a_requesters_new_chunks_may_start_in_host_memory_when_nobody_can_give() {
+    // Guarantees adding up to VRAM; tenant 1 holds 3 MiB over its guarantee, less than a
+    // chunk, so it gives nothing: tenant 0's new buffer puts one chunk in host memory.
+    let mut m = Manager::new(config("gpuswap", 64));
+    start(&mut m, 0, guarantee(32));
+    start(&mut m, 1, guarantee(32));
+    granted(&alloc(&mut m, request(0, 1, 35 * MIB))).unwrap();
+    granted(&alloc(&mut m, request(1, 0, 32 * MIB))).unwrap();
+    let usage = m.usage(TenantId(0));
+    assert_eq!((usage.vram_bytes, usage.host_bytes), (28 * MIB, 4 * MIB));
+    assert_eq!(m.usage(TenantId(1)).vram_bytes, 35 * MIB);
+}
+
+#[test]
 fn modes_that_cannot_evict_reserve_the_unfilled_guarantee() {
     for mode in ["native", "fcfs", "static"] {
         let mut cfg = config(mode, 64);

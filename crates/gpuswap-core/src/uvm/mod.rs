@@ -406,8 +406,8 @@ impl Paging {
         // The runtime's buffers are real VRAM: guarantees give way when nothing else can.
         while self.room.over_full() {
             let Some((v, pages)) = self
-                .choose_victim(u32::MAX, true)
-                .or_else(|| self.choose_victim(u32::MAX, false))
+                .choose_victim(u32::MAX, Some(owner))
+                .or_else(|| self.choose_victim(u32::MAX, None))
             else {
                 break;
             };
@@ -695,8 +695,12 @@ impl Paging {
                         let pages = pages & self.blocks[v as usize].resident;
                         evicted += self.evict(v, pages, Some(now_ns));
                     }
+                    // The block's own other pages make room, then what fits comes.
                     None => {
-                        wanted = wanted.first(cap_room as usize);
+                        let short = wanted.count() - cap_room as usize;
+                        let own = self.blocks[b as usize].resident.first(short);
+                        evicted += self.evict(b, own, Some(now_ns));
+                        wanted = wanted.first(self.room.room_under_cap(home.owner) as usize);
                         break;
                     }
                 }
@@ -715,7 +719,7 @@ impl Paging {
             for change in self.adaptive.vram_full(now_ns) {
                 self.carry_out(change);
             }
-            match self.choose_victim(b, true) {
+            match self.choose_victim(b, Some(home.owner)) {
                 Some((v, pages)) => {
                     let pages = pages & self.blocks[v as usize].resident;
                     evicted += self.evict(v, pages, Some(now_ns));
@@ -735,6 +739,10 @@ impl Paging {
                     let own = self.blocks[b as usize].resident;
                     let short = (wanted.count() as u64).saturating_sub(room) as usize;
                     evicted += self.evict(b, own.first(short), Some(now_ns));
+                    // Victims kept by their guarantees may leave less room than the
+                    // block's own pages gave: what fits comes.
+                    let room = self.room.capacity_pages() - self.room.resident_pages();
+                    wanted = wanted.first(room as usize);
                     break;
                 }
             }
@@ -827,17 +835,19 @@ impl Paging {
 
     /// The eviction policy's next victim (never block `protect` whole): from the largest
     /// holder's pages first under [`Victim::LargestShare`] (the lowest class, then the
-    /// most pages per weight), then the next largest's; with `kept`, never from an owner
-    /// less than a block over its guarantee. `None` when nothing resident is left to
-    /// take.
-    fn choose_victim(&mut self, protect: u32, kept: bool) -> Option<(u32, Pages)> {
+    /// most pages per weight), then the next largest's; for a fault batch of `faulting`,
+    /// never from another owner less than a block over its guarantee. `None` when
+    /// nothing resident is left to take.
+    fn choose_victim(&mut self, protect: u32, faulting: Option<u32>) -> Option<(u32, Pages)> {
         let (room, blocks, evictions) = (&self.room, &self.blocks, &mut self.evictions);
         match self.victim {
             Victim::Any => slot_victim(blocks, evictions, 0, protect),
             Victim::LargestShare => {
-                let margin = if kept { PAGES_PER_BLOCK as u64 } else { 0 };
+                let kept = |o: u32| {
+                    faulting.is_some_and(|f| f != o) && !room.may_give(o, PAGES_PER_BLOCK as u64)
+                };
                 room.largest_first()
-                    .filter(|o| !kept || room.may_give(*o, margin))
+                    .filter(|o| !kept(*o))
                     .find_map(|owner| slot_victim(blocks, evictions, owner as usize, protect))
             }
         }

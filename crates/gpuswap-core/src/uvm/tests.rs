@@ -821,3 +821,32 @@ fn a_reservation_takes_a_guarantee_when_nothing_else_can_give_and_caps_its_owner
     p.unreserve(0, 2 * MIB);
     p.check_invariants().unwrap();
 }
+
+#[test]
+fn guaranteed_pages_that_fill_vram_leave_a_newcomer_without_room_not_over_it() {
+    let mut p = Paging::new(
+        6 * MIB,
+        PagingConfig {
+            victim: Victim::LargestShare,
+            ..config("none", "fifo-2mb")
+        },
+    );
+    p.set_contract(
+        0,
+        &Contract {
+            vram_guarantee_bytes: 6 * MIB,
+            ..Contract::default()
+        },
+    );
+    let a = p.add_allocation(0, buf(), 6 * MIB);
+    for first in [a, a + 512, a + 1024] {
+        fill_block(&mut p, first);
+    }
+    // Owner 1 faults a block: nothing of owner 0 may go, and it has nothing of its own
+    // to give, so nothing comes in (the service checks the accounting).
+    let b = p.add_allocation(1, buf(), 2 * MIB);
+    fill_block(&mut p, b);
+    assert_eq!(p.resident_pages(), p.capacity_pages());
+    assert_eq!(p.owner_pages(1).0, 0);
+    assert_eq!(p.stats(0).pages_out, 0);
+}

@@ -99,29 +99,39 @@ impl Gpuswap {
         let books = &mut *ctx.books;
         while books.over_committed() {
             let views = books.views(Side::Give);
-            let Some(victim) = self
+            let chosen_victim = self
                 .victim
-                .choose(&views, req.tenant, books.vram_capacity_bytes)
-            else {
-                // Every tenant that could give is at its guarantee or its host limit
-                // (without contracts the new buffer's own chunks can always go): undo.
-                for (_, m) in moves {
-                    books.unplan_move(m.chunk);
+                .choose(&views, req.tenant, books.vram_capacity_bytes);
+            let (victim, chunk) = match chosen_victim {
+                Some(victim) => {
+                    books.flush(victim, Location::Vram);
+                    let resident = &books.tenant(victim).expect("a victim is known").resident;
+                    entries_walked += (views.len() + resident.len()) as u64;
+                    let chunk = self
+                        .chunk
+                        .evict(resident)
+                        .expect("the victim has resident chunks");
+                    (victim, chunk)
                 }
-                books
-                    .free(req.tenant, new_buffer)
-                    .expect("the new buffer is the requester's");
-                return Err(AllocError::NoVictim {
-                    requested_bytes: req.bytes,
-                });
+                // Nobody may give without going under a guarantee or over a host limit
+                // (without contracts the requester always may). The new buffer's own
+                // chunks may still start in host memory: that takes nothing the
+                // requester held.
+                None => match own_new_chunk(books, req, new_buffer) {
+                    Some(chunk) => (req.tenant, chunk),
+                    None => {
+                        for (_, m) in moves {
+                            books.unplan_move(m.chunk);
+                        }
+                        books
+                            .free(req.tenant, new_buffer)
+                            .expect("the new buffer is the requester's");
+                        return Err(AllocError::NoVictim {
+                            requested_bytes: req.bytes,
+                        });
+                    }
+                },
             };
-            books.flush(victim, Location::Vram);
-            let resident = &books.tenant(victim).expect("a victim is known").resident;
-            entries_walked += (views.len() + resident.len()) as u64;
-            let chunk = self
-                .chunk
-                .evict(resident)
-                .expect("the victim has resident chunks");
             chosen += 1;
             if chunk.buffer == new_buffer {
                 // Nothing to copy: the chunk starts its life in host memory.
@@ -136,7 +146,9 @@ impl Gpuswap {
                     },
                 ));
             }
-            books.note_victim(victim);
+            if chosen_victim.is_some() {
+                books.note_victim(victim);
+            }
         }
         ctx.out.push_back(Action::Execution(Execution::PolicyRan {
             tenant: req.tenant,
@@ -237,4 +249,17 @@ impl Gpuswap {
         }
         ctx.relocate(Purpose::Swap, Then::Nothing, moves);
     }
+}
+
+/// A chunk of the requester's new buffer still planned in VRAM, when its host limit has
+/// room for a whole chunk.
+fn own_new_chunk(
+    books: &crate::accounting::Books,
+    req: &AllocRequest,
+    new_buffer: BufferId,
+) -> Option<crate::lists::ChunkRef> {
+    if books.host_room_under_limit(req.tenant) < books.chunk_bytes {
+        return None;
+    }
+    books.chunk_refs(new_buffer, Location::Vram).last().copied()
 }
