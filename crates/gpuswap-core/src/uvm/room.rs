@@ -131,11 +131,16 @@ impl Room {
     /// Moves `owner` in the largest-share order from `before` pages to `after` (or
     /// from its old terms to new ones: the caller changes them between two calls).
     fn rekey(&mut self, owner: u32, before: u64, after: u64) {
-        let terms = self.terms[owner as usize];
         if let Some(by_share) = &mut self.by_share {
+            let (weight, class) = {
+                let terms = &self.terms[owner as usize];
+                (u128::from(terms.weight), terms.class)
+            };
+            // Every migration moves an owner: no 128-bit division at the usual weight.
             let key = |held: u64| {
-                let share = (u128::from(held) << 64) / u128::from(terms.weight);
-                (u8::MAX - terms.class, share, owner)
+                let scaled = u128::from(held) << 64;
+                let share = if weight == 1 { scaled } else { scaled / weight };
+                (u8::MAX - class, share, owner)
             };
             by_share.remove(&key(before));
             if after > 0 {
