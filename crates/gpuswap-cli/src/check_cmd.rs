@@ -50,7 +50,7 @@ pub fn run(args: &CheckArgs) -> Result<String, String> {
             .into_par_iter()
             .map(|seed| {
                 if args.verbose {
-                    eprintln!("seed {seed}: {}", check::describe(&check::case(seed)));
+                    say!("seed {seed}: {}", check::describe(&check::case(seed)));
                 }
                 catch_unwind(AssertUnwindSafe(|| check::check(seed))).unwrap_or_else(|panic| {
                     let what = panic

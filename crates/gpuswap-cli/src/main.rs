@@ -1,5 +1,8 @@
 //! `gpuswap`: share one GPU's memory among many tenants, on a simulated GPU.
 
+#[macro_use]
+mod stdout;
+
 mod bench;
 mod check_cmd;
 mod compare;
@@ -15,7 +18,6 @@ mod profile_cmd;
 mod render;
 mod report_cmd;
 mod scenario;
-mod stdout;
 mod sweep;
 mod text;
 mod vgpu_scenario;
@@ -198,7 +200,7 @@ fn emit(text: &str) -> ExitCode {
     match stdout::write(text) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -210,7 +212,7 @@ fn real_gpu_exit(result: Result<(), String>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
@@ -235,7 +237,7 @@ fn main() -> ExitCode {
             let mut loaded = match scenario::load(&scenario) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     return ExitCode::from(EXIT_BAD_INPUT);
                 }
             };
@@ -246,14 +248,14 @@ fn main() -> ExitCode {
             if let Some(file) = &timeline
                 && !file.extension().is_some_and(|e| e == "svg" || e == "png")
             {
-                eprintln!(
+                say!(
                     "error: --timeline {}: expected a file name ending in .svg or .png (the formats it writes)",
                     file.display()
                 );
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
             if loaded.has_sweep {
-                eprintln!(
+                say!(
                     "note: {} has a [sweep] table; `run` runs its base point (`gpuswap sweep` runs the grid)",
                     scenario.display()
                 );
@@ -276,7 +278,7 @@ fn main() -> ExitCode {
                     end_ns: report.system.makespan_ns,
                 };
                 if let Err(e) = plot::save(&file.with_extension(""), (900, 520), png, &figure) {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     return ExitCode::FAILURE;
                 }
             }
@@ -290,7 +292,7 @@ fn main() -> ExitCode {
                     let code = emit(&text);
                     let failed = report.system.tenants_failed;
                     if fail_on_error && failed > 0 {
-                        eprintln!(
+                        say!(
                             "error: {failed} of {} tenants failed (--fail-on-error)",
                             report.tenants.len()
                         );
@@ -299,7 +301,7 @@ fn main() -> ExitCode {
                     return code;
                 }
                 Err(e) => {
-                    eprintln!("error: {}", limits::explain(&e, &scenario, loaded.seed));
+                    say!("error: {}", limits::explain(&e, &scenario, loaded.seed));
                     return ExitCode::FAILURE;
                 }
             }
@@ -325,7 +327,7 @@ fn main() -> ExitCode {
             };
             let Some(model) = apps::find(&name) else {
                 let known: Vec<_> = apps::all().iter().map(|a| a.name()).collect();
-                eprintln!(
+                say!(
                     "error: unknown app {name:?}; expected one of: {}",
                     known.join(", ")
                 );
@@ -334,7 +336,7 @@ fn main() -> ExitCode {
             return match model.program(&size, 1, device.shape()) {
                 Ok(program) => emit(&render::app_details(model, &size, &program, width)),
                 Err(e) => {
-                    eprintln!("error: --size {size:?}: {}", e.message);
+                    say!("error: --size {size:?}: {}", e.message);
                     ExitCode::from(EXIT_BAD_INPUT)
                 }
             };
@@ -351,14 +353,14 @@ fn main() -> ExitCode {
                 return emit(&text);
             };
             if file.exists() && !force {
-                eprintln!(
+                say!(
                     "error: {} exists; pass --force to overwrite it",
                     file.display()
                 );
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
             if let Err(e) = std::fs::write(&file, text) {
-                eprintln!("error: {}: cannot write: {e}", file.display());
+                say!("error: {}: cannot write: {e}", file.display());
                 return ExitCode::FAILURE;
             }
             return emit(&format!(
@@ -372,7 +374,7 @@ fn main() -> ExitCode {
             return match report_cmd::run(&args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     ExitCode::from(EXIT_BAD_INPUT)
                 }
             };
@@ -381,7 +383,7 @@ fn main() -> ExitCode {
             return match place_cmd::run(&args) {
                 Ok(text) => emit(&text),
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     ExitCode::from(EXIT_BAD_INPUT)
                 }
             };
@@ -394,14 +396,14 @@ fn main() -> ExitCode {
         Command::Man => {
             let mut page = Vec::new();
             if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut page) {
-                eprintln!("error: cannot render the manual page: {e}");
+                say!("error: cannot render the manual page: {e}");
                 return ExitCode::FAILURE;
             }
             return emit(&String::from_utf8_lossy(&page));
         }
         Command::Profile(args) => {
             if let Err(e) = profile_cmd::run(&args) {
-                eprintln!("error: {e}");
+                say!("error: {e}");
                 return ExitCode::from(match e {
                     profile_cmd::ProfileError::BadInput(_) => EXIT_BAD_INPUT,
                     profile_cmd::ProfileError::Output(_) => 1,
@@ -417,7 +419,7 @@ fn main() -> ExitCode {
                 return match compare::run_vgpu(&args, &text) {
                     Ok(table) => emit(&table),
                     Err(e) => {
-                        eprintln!("error: {e}");
+                        say!("error: {e}");
                         ExitCode::from(match e {
                             compare::CompareError::BadInput(_) => EXIT_BAD_INPUT,
                             compare::CompareError::Run(_) => 1,
@@ -435,7 +437,7 @@ fn main() -> ExitCode {
                     emit(&out)
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     ExitCode::from(match e {
                         compare::CompareError::BadInput(_) => EXIT_BAD_INPUT,
                         compare::CompareError::Run(_) => 1,
@@ -450,7 +452,7 @@ fn main() -> ExitCode {
             return match check_cmd::run(&args) {
                 Ok(summary) => emit(&summary),
                 Err(failures) => {
-                    eprint!("{failures}");
+                    say!("{}", failures.trim_end());
                     ExitCode::FAILURE
                 }
             };
@@ -470,16 +472,16 @@ fn run_vgpu(
     let mut loaded = match vgpu_scenario::parse(path, text) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
     if timeline {
-        eprintln!("error: --timeline plots VRAM per tenant; a VM scenario has no VRAM timeline");
+        say!("error: --timeline plots VRAM per tenant; a VM scenario has no VRAM timeline");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     if loaded.has_sweep {
-        eprintln!(
+        say!(
             "note: {} has a [sweep] table; `run` runs its base point (`gpuswap sweep` runs the grid)",
             path.display()
         );
@@ -488,7 +490,7 @@ fn run_vgpu(
     let outcome = match gpuswap_vgpu::engine::simulate(loaded.config.clone()) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("error: {}: {e}", path.display());
+            say!("error: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     };
@@ -528,7 +530,7 @@ fn sweep_exit(result: Result<(), sweep::SweepError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             ExitCode::from(match e {
                 sweep::SweepError::BadInput(_) => EXIT_BAD_INPUT,
                 sweep::SweepError::Output(_) | sweep::SweepError::Failures(_) => 1,

@@ -581,6 +581,60 @@ fn a_reader_that_stops_early_is_not_an_error_but_a_full_disk_is() {
 }
 
 #[test]
+fn a_closed_or_full_standard_error_never_panics() {
+    use std::process::Stdio;
+    // An error for a full standard error still exits 2, not 101 (a panic).
+    if Path::new("/dev/full").exists() {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+            .args(["run", "/nonexistent/scenario.toml"])
+            .stderr(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+    }
+    // `check -v` writes a line per seed to standard error, whose reader has gone.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["check", "--seeds", "20", "-v"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// A daemon whose standard error is full keeps serving (its log lines are lost).
+#[test]
+fn a_daemon_with_a_full_standard_error_keeps_serving() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let socket = std::env::temp_dir().join(format!("gpuswap-full-{}.sock", std::process::id()));
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["daemon", "--vram", "64MiB", "--socket"])
+        .arg(&socket)
+        .stderr(std::fs::File::create("/dev/full").unwrap())
+        .spawn()
+        .unwrap();
+    let socket_text = socket.display().to_string();
+    let mut answered = false;
+    for _ in 0..200 {
+        let top = gpuswap(&["top", "--json", "--socket", &socket_text]);
+        if top.status.success() {
+            answered = true;
+            break;
+        }
+        assert_eq!(daemon.try_wait().unwrap(), None, "the daemon died");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(answered, "the daemon never answered");
+    assert_eq!(daemon.try_wait().unwrap(), None, "the daemon died");
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+}
+
+#[test]
 fn run_takes_a_sweep_scenario_and_runs_its_base_point() {
     let out = gpuswap(&["run", &repo_file("scenarios/repro/backprop-memory.toml")]);
     assert!(out.status.success(), "{}", stderr(&out));

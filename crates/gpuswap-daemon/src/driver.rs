@@ -634,7 +634,7 @@ impl Driver {
 
     fn log(&self, args: std::fmt::Arguments<'_>) {
         if self.config.verbose {
-            eprintln!("gpuswapd: {args}");
+            crate::log(args);
         }
     }
 }

@@ -32,6 +32,14 @@ use driver::{Driver, Input};
 /// the interposer's), so only a dead or frozen one reaches it.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Writes a line of the daemon's log to standard error. A daemon outlives the terminal
+/// that started it: a closed or full standard error loses the line, never the daemon
+/// (`eprintln!` would panic).
+pub(crate) fn log(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "gpuswapd: {args}");
+}
+
 /// What the daemon is started with.
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
@@ -116,11 +124,11 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
     drop(tx);
     let mut driver = Driver::new(config.clone());
     if config.verbose {
-        eprintln!(
-            "gpuswapd: listening on {} (mode {})",
+        log(format_args!(
+            "listening on {} (mode {})",
             path.display(),
             config.policy.name()
-        );
+        ));
     }
     // Wake at least this often to look at `stop`.
     let tick = Duration::from_millis(200);
