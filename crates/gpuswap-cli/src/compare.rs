@@ -48,10 +48,9 @@ pub struct Comparison {
     pub left_out: Option<String>,
 }
 
-/// Runs the scenario under each manager; the reports in the order asked.
-pub fn run(args: &CompareArgs) -> Result<Comparison, CompareError> {
-    let text = crate::text::read_text(&args.scenario)
-        .map_err(|e| CompareError::BadInput(format!("{}: {e}", args.scenario.display())))?;
+/// Runs the scenario (`text`, read from `args.scenario`) under each manager; the
+/// reports in the order asked.
+pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
     let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         CompareError::BadInput(format!(
             "{}: {}",
@@ -64,7 +63,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, CompareError> {
     let modes: Vec<String> = if args.managers.is_empty() {
         // Every mode the scenario's device supports and that honours every tenant's
         // contract with its default parameters.
-        let config = scenario::parse(&args.scenario, &text)
+        let config = scenario::parse(&args.scenario, text)
             .map_err(|e| CompareError::BadInput(e.to_string()))?
             .config;
         let features = config.preset.features;

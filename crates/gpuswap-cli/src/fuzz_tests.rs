@@ -228,7 +228,7 @@ fn invalid_utf8_is_refused_with_its_place() {
         let at = bytes.len() / 2;
         bytes.insert(at, 0xff);
         std::fs::write(&path, &bytes).unwrap();
-        let e = scenario::load(&path).unwrap_err().to_string();
+        let e = scenario::read(&path).unwrap_err().to_string();
         assert!(e.contains("not UTF-8 text: byte 0xff at line"), "{e}");
     }
     std::fs::remove_dir_all(&dir).unwrap();

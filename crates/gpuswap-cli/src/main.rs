@@ -229,12 +229,17 @@ fn main() -> ExitCode {
             fail_on_error,
             limits,
         } => {
-            if let Ok(text) = text::read_text(&scenario)
-                && vgpu_scenario::is_vgpu_text(&text)
-            {
+            let text = match scenario::read(&scenario) {
+                Ok(text) => text,
+                Err(e) => {
+                    say!("error: {e}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            };
+            if vgpu_scenario::is_vgpu_text(&text) {
                 return run_vgpu(&scenario, &text, json, timeline.is_some(), &limits);
             }
-            let mut loaded = match scenario::load(&scenario) {
+            let mut loaded = match scenario::parse(&scenario, &text) {
                 Ok(s) => s,
                 Err(e) => {
                     say!("error: {e}");
@@ -413,9 +418,14 @@ fn main() -> ExitCode {
         Command::Sweep(args) => return sweep_exit(sweep::run(&args)),
         Command::Merge(args) => return sweep_exit(sweep::merge(&args)),
         Command::Compare(args) => {
-            if let Ok(text) = text::read_text(&args.scenario)
-                && vgpu_scenario::is_vgpu_text(&text)
-            {
+            let text = match scenario::read(&args.scenario) {
+                Ok(text) => text,
+                Err(e) => {
+                    say!("error: {e}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            };
+            if vgpu_scenario::is_vgpu_text(&text) {
                 return match compare::run_vgpu(&args, &text) {
                     Ok(table) => emit(&table),
                     Err(e) => {
@@ -427,7 +437,7 @@ fn main() -> ExitCode {
                     }
                 };
             }
-            return match compare::run(&args) {
+            return match compare::run(&args, &text) {
                 Ok(comparison) => {
                     let mut out =
                         render::compare_table(&comparison.reports, render::terminal_width());

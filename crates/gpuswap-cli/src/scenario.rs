@@ -227,13 +227,13 @@ pub fn check_key(section: &str, key: &str) -> Result<(), String> {
     ))
 }
 
-/// Reads and checks a scenario file.
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = crate::text::read_text(path).map_err(|message| ScenarioError::Read {
+/// Reads a scenario file's text, once: a pipe (`/dev/stdin`, `<(...)`) cannot be read
+/// twice, so a command that looks at the text before parsing it reads it here.
+pub fn read(path: &Path) -> Result<String, ScenarioError> {
+    crate::text::read_text(path).map_err(|message| ScenarioError::Read {
         path: path.to_owned(),
         message,
-    })?;
-    parse(path, &text)
+    })
 }
 
 /// Checks scenario text; `path` names it in errors.

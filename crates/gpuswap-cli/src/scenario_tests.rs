@@ -207,7 +207,7 @@ fn priorities_come_from_file_and_scenario() {
 
 #[test]
 fn missing_file_is_named() {
-    let e = load(Path::new("/nonexistent/x.toml"))
+    let e = read(Path::new("/nonexistent/x.toml"))
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("/nonexistent/x.toml: cannot read"), "{e}");

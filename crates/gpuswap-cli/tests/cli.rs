@@ -581,6 +581,31 @@ fn a_reader_that_stops_early_is_not_an_error_but_a_full_disk_is() {
 }
 
 #[test]
+fn a_scenario_from_a_pipe_is_read_once() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let text = std::fs::read_to_string(repo_file("scenarios/quickstart.toml")).unwrap();
+    for command in ["run", "compare"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+            .args([command, "/dev/stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert!(stdout(&out).contains("scenario stdin"), "{}", stdout(&out));
+    }
+}
+
+#[test]
 fn a_closed_or_full_standard_error_never_panics() {
     use std::process::Stdio;
     // An error for a full standard error still exits 2, not 101 (a panic).
