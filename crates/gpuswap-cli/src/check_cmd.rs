@@ -32,18 +32,42 @@ pub struct CheckArgs {
     pub jobs: Option<usize>,
 }
 
-/// Checks the seeds; prints a summary, and each failure with its reproduction command.
-/// Returns whether every seed passed.
-pub fn run(args: &CheckArgs) -> Result<String, String> {
-    let seeds = match args.seed {
-        Some(seed) => seed..seed.saturating_add(1),
-        None => args.first..args.first.saturating_add(args.seeds),
+/// Why `gpuswap check` did not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The flags ask for something that cannot be checked.
+    #[error("{0}")]
+    BadInput(String),
+    /// A seed failed (the text lists each with its reproduction), or the workers could
+    /// not start.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Checks the seeds; the summary, or each failure with its reproduction command.
+pub fn run(args: &CheckArgs) -> Result<String, CheckError> {
+    let (first, last) = match args.seed {
+        Some(seed) => (seed, seed),
+        None => {
+            let last = args.first.checked_add(args.seeds - 1).ok_or_else(|| {
+                CheckError::BadInput(format!(
+                    "--first {} with --seeds {} passes the largest seed, {}: expected at most {} seeds from {}",
+                    args.first,
+                    args.seeds,
+                    u64::MAX,
+                    u64::MAX - args.first + 1,
+                    args.first
+                ))
+            })?;
+            (args.first, last)
+        }
     };
+    let seeds = first..=last;
     let started = Instant::now();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.jobs.unwrap_or(0))
         .build()
-        .map_err(|e| format!("cannot start worker threads: {e}"))?;
+        .map_err(|e| CheckError::Failed(format!("cannot start worker threads: {e}")))?;
     let results: Vec<Result<CheckStats, CheckFailure>> = pool.install(|| {
         seeds
             .clone()
@@ -70,9 +94,11 @@ pub fn run(args: &CheckArgs) -> Result<String, String> {
     let wall_s = started.elapsed().as_secs_f64();
     let mut total = CheckStats::default();
     let mut failures = Vec::new();
+    let mut passed = 0u64;
     for result in results {
         match result {
             Ok(stats) => {
+                passed += 1;
                 total.events += stats.events;
                 total.crashed += stats.crashed;
                 total.killed += stats.killed;
@@ -82,16 +108,11 @@ pub fn run(args: &CheckArgs) -> Result<String, String> {
             Err(failure) => failures.push(failure),
         }
     }
-    let n = seeds.end - seeds.start;
+    // Counted, so the summary says how many really ran.
+    let n = passed + failures.len() as u64;
     let summary = format!(
-        "checked {n} seeds ({}..{}) in {wall_s:.1} s: {} events, {} cases relocating data; tenants crashed {}, killed after failed copies {}, refused memory {}\n",
-        seeds.start,
-        seeds.end - 1,
-        total.events,
-        total.relocating,
-        total.crashed,
-        total.killed,
-        total.refused,
+        "checked {n} seeds ({first}..{last}) in {wall_s:.1} s: {} events, {} cases relocating data; tenants crashed {}, killed after failed copies {}, refused memory {}\n",
+        total.events, total.relocating, total.crashed, total.killed, total.refused,
     );
     if failures.is_empty() {
         return Ok(format!("{summary}all passed\n"));
@@ -103,5 +124,5 @@ pub fn run(args: &CheckArgs) -> Result<String, String> {
             f.seed
         ));
     }
-    Err(text)
+    Err(CheckError::Failed(text))
 }

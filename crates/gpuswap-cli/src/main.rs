@@ -461,7 +461,11 @@ fn main() -> ExitCode {
         Command::Check(args) => {
             return match check_cmd::run(&args) {
                 Ok(summary) => emit(&summary),
-                Err(failures) => {
+                Err(check_cmd::CheckError::BadInput(e)) => {
+                    say!("error: {e}");
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+                Err(check_cmd::CheckError::Failed(failures)) => {
                     say!("{}", failures.trim_end());
                     ExitCode::FAILURE
                 }

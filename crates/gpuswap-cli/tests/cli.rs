@@ -908,6 +908,26 @@ fn check_runs_seeds_and_names_how_to_reproduce_one() {
             .code(),
         Some(2)
     );
+    // The largest seed is checked, and a range past it is refused, not cut short.
+    let max = u64::MAX.to_string();
+    let out = gpuswap(&["check", "--seed", &max]);
+    assert!(
+        stdout(&out).starts_with(&format!("checked 1 seeds ({max}..{max})")),
+        "{}",
+        stdout(&out)
+    );
+    let out = gpuswap(&[
+        "check",
+        "--seeds",
+        "5",
+        "--first",
+        &(u64::MAX - 1).to_string(),
+    ]);
+    assert_fails(
+        &out,
+        2,
+        "expected at most 2 seeds from 18446744073709551614",
+    );
 }
 
 #[test]
