@@ -1809,6 +1809,26 @@ fn merge_names_missing_points_duplicated_shards_and_other_sweeps() {
     let unfinished = merge(&[&parts[0], &parts[1], copy.to_str().unwrap()]);
     assert_fails(&unfinished, 2, "shard.toml: missing");
     assert!(!out.exists(), "a failed merge wrote {}", out.display());
+    // A figure that is not finite (this once hung the merge's plots) is refused with
+    // its file, row and column.
+    let results = Path::new(&parts[1]).join("results.csv");
+    let text = std::fs::read_to_string(&results).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let column = header.iter().position(|c| *c == "makespan_ns").unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let mut cells: Vec<String> = lines[1].split(',').map(String::from).collect();
+    cells[column] = "inf".into();
+    lines[1] = cells.join(",");
+    std::fs::write(&results, lines.join("\n") + "\n").unwrap();
+    let infinite = merge(&[&parts[0], &parts[1], &parts[2]]);
+    assert_fails(
+        &infinite,
+        2,
+        &format!(
+            "{}: point 1, run 1, column makespan_ns: \"inf\" is not a finite number",
+            results.display()
+        ),
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

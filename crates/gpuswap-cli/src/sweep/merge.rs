@@ -12,7 +12,7 @@ use super::folder::{check_html, prepare_out, write_html, write_scenario};
 use super::manifest::{self, Manifest};
 use super::output::{Outputs, patterns_header, results_header};
 use super::plan::Plan;
-use super::records::PointRecords;
+use super::records::{PointRecords, error_column};
 use super::shard::Shard;
 use super::summary::report;
 
@@ -202,6 +202,9 @@ fn same_folder(a: &Path, b: &Path) -> bool {
 
 /// A shard's results.csv, and patterns.csv in a mode that pages, read a point at a time.
 struct ShardTables {
+    /// results.csv's column of a run's error: the figures follow it.
+    error_column: usize,
+    header: Vec<String>,
     results: Records,
     patterns: Option<Records>,
 }
@@ -210,7 +213,9 @@ impl ShardTables {
     fn open(dir: &Path, plan: &Plan) -> Result<Self, SweepError> {
         let header = results_header(plan);
         Ok(Self {
+            error_column: error_column(&plan.axes),
             results: Records::open(dir.join("results.csv"), &header)?,
+            header,
             patterns: match patterns_header(plan) {
                 Some(header) => Some(Records::open(dir.join("patterns.csv"), &header)?),
                 None => None,
@@ -227,6 +232,23 @@ impl ShardTables {
                 self.results.path.display(),
                 results.len()
             )));
+        }
+        // A run never measures an infinite or undefined figure; one would also make
+        // the plots' axes endless.
+        for (run, record) in results.iter().enumerate() {
+            let bad = record
+                .iter()
+                .enumerate()
+                .skip(self.error_column + 1)
+                .find(|(_, c)| c.parse::<f64>().is_ok_and(|v| !v.is_finite()));
+            if let Some((column, cell)) = bad {
+                return Err(SweepError::BadInput(format!(
+                    "{}: point {p}, run {}, column {}: {cell:?} is not a finite number",
+                    self.results.path.display(),
+                    run + 1,
+                    self.header[column]
+                )));
+            }
         }
         let patterns = match self.patterns.as_mut() {
             Some(patterns) => patterns.take(p)?,

@@ -51,9 +51,9 @@ impl<'a> Summary<'a> {
         let error = error_column(&self.plan.axes);
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); metrics.len()];
         let (mut failed, mut tenant_failed) = (0, 0);
-        for record in &point.results {
+        for (run, record) in point.results.iter().enumerate() {
             let Some(values) = run_metrics(kind, record, error)
-                .map_err(|e| format!("point {}: {e}", point.point))?
+                .map_err(|e| format!("point {}, run {}: {e}", point.point, run + 1))?
             else {
                 failed += 1;
                 continue;
@@ -167,7 +167,8 @@ fn run_metrics(
     if !record[error].is_empty() {
         return Ok(None);
     }
-    // Cells are written with `{}`, the shortest text that reads back as the same f64.
+    // Cells are written with `{}`, the shortest text that reads back as the same f64
+    // (a merge refuses a shard's cell that is not finite before it gets here).
     kind.metrics()
         .iter()
         .zip(&record[error + 1..])
