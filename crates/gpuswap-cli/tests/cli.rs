@@ -1293,6 +1293,52 @@ fn vm_scenarios_run_compare_and_sweep() {
     assert_fails(&out, 2, "expected an index below 3");
 }
 
+/// A solo baseline that fails (too little host memory for unified memory's managed
+/// buffers) is never reused: a later point with ample host memory gets the ANTT it has
+/// alone (once 997 instead of 10.3, from the failed baseline).
+#[test]
+fn a_failed_solo_baseline_is_never_reused_by_another_point() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-baselines-{}", std::process::id()));
+    let scenario = repo_file("scenarios/uvm/two-tenants.toml");
+    let antt = |vary: &str, out: &str| -> Vec<String> {
+        let out = dir.join(out);
+        let args = [
+            "sweep",
+            &scenario,
+            "--vary",
+            vary,
+            "--vary",
+            "manager.victim=any",
+            "--vary",
+            "manager.eviction=fifo-2mb",
+            "--runs",
+            "1",
+            "--jobs",
+            "1",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let run = gpuswap(&args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let mut results = csv::Reader::from_path(out.join("results.csv")).unwrap();
+        let column = results
+            .headers()
+            .unwrap()
+            .iter()
+            .position(|c| c == "antt")
+            .unwrap();
+        results
+            .records()
+            .map(|r| r.unwrap()[column].to_owned())
+            .collect()
+    };
+    let both = antt("device.host_memory=5MiB,64GiB", "both");
+    let ample = antt("device.host_memory=64GiB", "ample");
+    assert_eq!(both[1], ample[0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn unified_memory_runs_and_sweeps_across_oversubscription() {
     let scenario = repo_file("scenarios/uvm/hotspot-150.toml");

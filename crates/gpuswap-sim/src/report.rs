@@ -6,7 +6,6 @@ use serde::Serialize;
 use std::sync::Mutex;
 
 use crate::engine::{Engine, Outcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate};
-use crate::program::Program;
 use gpuswap_core::registry::ParamValue;
 use gpuswap_core::{Contract, ManagerConfig, PolicySettings};
 
@@ -307,42 +306,40 @@ fn measured_ns(t: &TenantOutcome) -> u64 {
     t.phase_ns.map_or(t.total_ns(), |(a, b)| b - a)
 }
 
-/// Solo baselines already measured: (preset, solo mode, program) to measured-phase
-/// time. Shared by the runs of a sweep, which repeat the same programs many times; safe
-/// to share between threads.
+/// Solo baselines already measured: each solo run's whole configuration and its
+/// measured-phase time. Shared by the runs of a sweep, which repeat the same programs
+/// many times; safe to share between threads. The key is the configuration the solo
+/// run is made of, so a baseline is reused only where every setting it depends on
+/// (device, memory, chunk size, limits, faults, the program) is the same.
 #[derive(Debug, Default)]
-pub struct Baselines(Mutex<Vec<(String, &'static str, Program, u64)>>);
+pub struct Baselines(Mutex<Vec<(SimConfig, u64)>>);
 
 impl Baselines {
     /// The solo time of `spec` on `config`'s device: alone, with more VRAM than it can
     /// use, started at time 0, in native mode, or, where the scenario's memory is
     /// unified (demand paged), in mode `uvm` with its defaults (the program still pays
-    /// its first touches, as PILOT's "running alone" does); measured once per (preset,
-    /// solo mode, program).
+    /// its first touches, as PILOT's "running alone" does); measured once per solo
+    /// configuration. 0 (no baseline, so no slowdown) when the tenant runs endlessly or
+    /// fails even alone (host memory too small, say); a failed solo run is not kept.
     pub fn solo_ns(&self, config: &SimConfig, spec: &TenantSpec) -> Result<u64, SimError> {
-        let preset = config.preset.name;
+        // An endless tenant alone would never end; it has no solo time.
+        if spec.endless {
+            return Ok(0);
+        }
         let mode = if config.manager.policy.needs().page_faults {
             "uvm"
         } else {
             "native"
         };
-        let known = |list: &Vec<(String, &'static str, Program, u64)>| {
-            list.iter()
-                .find(|(p, m, program, _)| p == preset && *m == mode && *program == spec.program)
-                .map(|(_, _, _, ns)| *ns)
-        };
-        // An endless tenant alone would never end; it has no solo time.
-        if spec.endless {
-            return Ok(0);
-        }
-        if let Some(ns) = known(&self.0.lock().expect("no panics while locked")) {
-            return Ok(ns);
-        }
+        // What the run's seed and the tenant's names would change is nothing: the
+        // solo modes make no random choice, and names are for reports. Left out, they
+        // let every seed and tenant of a program share one baseline.
         let solo = SimConfig {
             manager: ManagerConfig {
                 vram_bytes: u64::MAX / 4,
                 policy: PolicySettings::named(mode),
                 scheduling: Default::default(),
+                seed: 0,
                 ..config.manager.clone()
             },
             // Alone with more VRAM than it can use, a contract changes nothing (and a
@@ -350,14 +347,25 @@ impl Baselines {
             tenants: vec![TenantSpec {
                 start_ns: 0,
                 contract: Contract::default(),
+                name: String::new(),
+                app: String::new(),
                 ..spec.clone()
             }],
             ..config.clone()
         };
-        let ns = measured_ns(&simulate(solo)?.tenants[0]);
+        let known =
+            |list: &Vec<(SimConfig, u64)>| list.iter().find(|(c, _)| *c == solo).map(|(_, ns)| *ns);
+        if let Some(ns) = known(&self.0.lock().expect("no panics while locked")) {
+            return Ok(ns);
+        }
+        let outcome = simulate(solo.clone())?;
+        if outcome.tenants[0].error.is_some() {
+            return Ok(0);
+        }
+        let ns = measured_ns(&outcome.tenants[0]);
         let mut list = self.0.lock().expect("no panics while locked");
         if known(&list).is_none() {
-            list.push((preset.to_owned(), mode, spec.program.clone(), ns));
+            list.push((solo, ns));
         }
         Ok(ns)
     }

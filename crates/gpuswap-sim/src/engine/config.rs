@@ -106,7 +106,7 @@ impl Sharing {
 }
 
 /// Everything a simulation needs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
     /// The device.
     pub preset: Preset,
