@@ -942,3 +942,23 @@ fn paging_events_reach_a_paging_policy_and_are_refused_elsewhere() {
 
 #[path = "contract_tests.rs"]
 mod contracts;
+
+/// A request of exabytes fails at once in every mode, never walking its chunks (fcfs
+/// once summed 2 * 10^12 chunks before it could answer).
+#[test]
+fn a_request_of_exabytes_fails_at_once() {
+    for mode in ["native", "gpuswap", "fcfs", "static", "gdev"] {
+        let mut m = Manager::new(config(mode, 64));
+        let actions = alloc(&mut m, request(0, 0, 8_000_000_000_000_000_000));
+        assert!(
+            matches!(
+                actions[..],
+                [Action::Reply(Reply::Fail {
+                    error: AllocError::OutOfHostMemory { .. } | AllocError::OutOfMemory { .. },
+                    ..
+                })]
+            ),
+            "{mode}: {actions:?}"
+        );
+    }
+}

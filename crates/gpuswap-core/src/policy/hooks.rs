@@ -164,12 +164,16 @@ pub(crate) fn check_host_room(
 }
 
 /// Bytes of a request's chunks beyond its first `vram_share_bytes`: the part that
-/// starts in host memory when the first `vram_share_bytes` in whole chunks go to VRAM.
+/// starts in host memory when the chunks that end within `vram_share_bytes` go to VRAM.
+/// Computed, not summed chunk by chunk: a request of exabytes must be refused at once.
 pub(crate) fn host_part_bytes(books: &Books, req: &AllocRequest, vram_share_bytes: u64) -> u64 {
-    crate::buffer::chunk_layout(req.bytes, books.chunk_bytes)
-        .filter(|(offset, len)| offset + len > vram_share_bytes)
-        .map(|(_, len)| len)
-        .sum()
+    if req.bytes <= vram_share_bytes {
+        return 0;
+    }
+    // Every chunk that ends within the share is whole; the one across its end and the
+    // rest start in host memory.
+    let chunk = books.chunk_bytes;
+    req.bytes - vram_share_bytes / chunk * chunk
 }
 
 /// Checks that the requester's `host_limit` can take `host_bytes_needed` of a request.
@@ -207,4 +211,38 @@ pub(crate) fn place_split(
     let id = books.create_buffer(req, vram_share_bytes, false);
     books.note_peak(req.tenant);
     Ok(Placed::Now(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{BufferKind, chunk_layout};
+    use crate::ids::RequestId;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The computed host part equals the sum over the chunks that do not end within
+        /// the VRAM share.
+        #[test]
+        fn host_part_is_the_chunks_beyond_the_share(
+            bytes in 1u64..1 << 32,
+            chunk in 4096u64..1 << 24,
+            share in 0u64..1 << 33,
+        ) {
+            let books = Books::new(1 << 30, 1 << 40, chunk, 0);
+            let req = AllocRequest {
+                request: RequestId(0),
+                tenant: TenantId(0),
+                bytes,
+                kind: BufferKind::Device,
+                priority: None,
+                chunk_priorities: Vec::new(),
+            };
+            let summed: u64 = chunk_layout(bytes, chunk)
+                .filter(|(offset, len)| offset + len > share)
+                .map(|(_, len)| len)
+                .sum();
+            prop_assert_eq!(host_part_bytes(&books, &req, share), summed);
+        }
+    }
 }
