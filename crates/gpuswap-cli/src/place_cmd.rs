@@ -31,6 +31,10 @@ pub struct PlaceArgs {
     pub json: bool,
 }
 
+/// The most slots `place` takes: the devices modelled have tens, and the placement
+/// keeps a count per slot, so 2^32 of them would take 16 GiB.
+const MAX_SLOTS: u32 = 1 << 16;
+
 /// The placement as text or JSON; the error is bad input.
 pub fn run(args: &PlaceArgs) -> Result<String, String> {
     let entry = find_placement(&args.algorithm).ok_or_else(|| {
@@ -41,8 +45,11 @@ pub fn run(args: &PlaceArgs) -> Result<String, String> {
             names.join(", ")
         )
     })?;
-    if args.slots == 0 {
-        return Err("--slots: expected at least 1".into());
+    if !(1..=MAX_SLOTS).contains(&args.slots) {
+        return Err(format!(
+            "--slots {}: expected 1 to {MAX_SLOTS} (a device has tens: 54 on hd530)",
+            args.slots
+        ));
     }
     if !args.utilization.is_empty() && args.utilization.len() != args.sizes.len() {
         return Err(format!(

@@ -1181,6 +1181,10 @@ fn place_computes_the_spec_examples_and_refuses_bad_input() {
             "--slots",
         ),
         (
+            vec!["place", "gscale", "--slots", "4294967295", "--sizes", "1"],
+            "--slots 4294967295: expected 1 to 65536",
+        ),
+        (
             vec!["place", "gscale", "--slots", "4", "--sizes", "5"],
             "needs 5 slots",
         ),
