@@ -1882,6 +1882,28 @@ fn merge_names_missing_points_duplicated_shards_and_other_sweeps() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A grid too large to build is counted and refused before any point is made (three
+/// axes of a thousand values once ran out of memory in `--dry-run`).
+#[test]
+fn a_grid_of_a_billion_points_is_refused_before_it_is_built() {
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/quickstart.toml"),
+        "--vary",
+        "device.vram_limit=1MiB..1000MiB step 1MiB",
+        "--vary",
+        "tenant.repeat=1..1000 step 1",
+        "--vary",
+        "manager.chunk_size=4KiB..4000KiB step 4KiB",
+        "--dry-run",
+    ]);
+    assert_fails(
+        &out,
+        2,
+        "the grid has 1000000000 points (1000 x 1000 x 1000); expected at most 1000000",
+    );
+}
+
 #[test]
 fn bad_shard_values_are_refused_with_exit_2() {
     let scenario = repo_file("scenarios/quickstart.toml");

@@ -87,6 +87,19 @@ impl Plan {
             scenario::parse(path, &base_text).map(|s| Base::Tenants(Box::new(s)))
         }
         .map_err(|e| SweepError::BadInput(e.to_string()))?;
+        // Counted before any point is built: three axes of a thousand values would
+        // take more memory than the machine has.
+        let sizes: Vec<usize> = axes.iter().map(|a| a.values.len()).collect();
+        let count = sizes.iter().try_fold(1usize, |n, k| n.checked_mul(*k));
+        if count.is_none_or(|n| n > MAX_POINTS) {
+            let factors: Vec<String> = sizes.iter().map(usize::to_string).collect();
+            return Err(SweepError::BadInput(format!(
+                "{}: the grid has {} points ({}); expected at most {MAX_POINTS}: vary fewer values, or split the sweep into several",
+                path.display(),
+                count.map_or("more than 2^64".to_owned(), |n| n.to_string()),
+                factors.join(" x ")
+            )));
+        }
         let points = grid(&axes);
         let mut plan = Self {
             path: path.to_owned(),
@@ -353,6 +366,10 @@ pub fn expand_range(text: &str) -> Result<Vec<String>, String> {
     }
     Err(expected.into())
 }
+
+/// The most grid points a sweep takes (each is a run per seed; a million already takes
+/// hours).
+pub const MAX_POINTS: usize = 1_000_000;
 
 /// Every combination of the axes' values, first axis slowest.
 pub fn grid(axes: &[Axis]) -> Vec<Vec<Value>> {
