@@ -84,7 +84,7 @@ enum Command {
     #[command(after_help = "Examples:\n  \
         gpuswap apps\n  \
         gpuswap apps backprop                 # its sizes and buffer labels\n  \
-        gpuswap apps backprop --size paper")]
+        gpuswap apps backprop --size rodinia")]
     Apps {
         /// Show this app's sizes and buffers.
         app: Option<String>,

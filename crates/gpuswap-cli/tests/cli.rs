@@ -1882,6 +1882,26 @@ fn merge_names_missing_points_duplicated_shards_and_other_sweeps() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The examples in the help of the commands that need no files run as shown (one once
+/// asked for an input size that does not exist).
+#[test]
+fn help_examples_of_the_listing_commands_run() {
+    for command in ["apps", "place", "presets", "policies", "keys"] {
+        let help = stdout(&gpuswap(&[command, "--help"]));
+        let examples = help
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("gpuswap "))
+            // A shell pipe's first command is the example.
+            .map(|l| l.split(['#', '|']).next().unwrap().trim().to_owned());
+        for example in examples {
+            let args: Vec<&str> = example.split_whitespace().skip(1).collect();
+            let out = gpuswap(&args);
+            assert!(out.status.success(), "{example}: {}", stderr(&out));
+        }
+    }
+}
+
 /// A grid too large to build is counted and refused before any point is made (three
 /// axes of a thousand values once ran out of memory in `--dry-run`).
 #[test]
