@@ -81,6 +81,7 @@ impl Manager {
         let policy = config.policy.build(Budget {
             vram_bytes: config.vram_bytes,
             return_interval_ns: config.return_interval_ns,
+            seed: config.seed,
         });
         let scheduler = crate::registry::build_scheduler(config.policy.entry());
         let needs = config.policy.needs();

@@ -24,6 +24,8 @@ pub(crate) struct Budget {
     pub(crate) vram_bytes: u64,
     /// Period of the return check.
     pub(crate) return_interval_ns: u64,
+    /// The run's seed, for policies that choose at random.
+    pub(crate) seed: u64,
 }
 
 /// A registered memory policy (a manager mode).
@@ -345,7 +347,10 @@ pub static POLICIES: &[PolicyEntry] = &[
             value: "largest-share",
         }],
         build: |settings, budget| {
-            Box::new(uvm::Uvm::new(paging_config(settings), budget.vram_bytes))
+            Box::new(uvm::Uvm::new(
+                paging_config(settings, budget.seed),
+                budget.vram_bytes,
+            ))
         },
     },
     PolicyEntry {
@@ -368,7 +373,7 @@ pub static POLICIES: &[PolicyEntry] = &[
 ];
 
 /// The typed configuration of the paging machine, from validated settings.
-fn paging_config(settings: &PolicySettings) -> PagingConfig {
+fn paging_config(settings: &PolicySettings, seed: u64) -> PagingConfig {
     let flag = |key| settings.choice(key) == "true";
     let prefetch =
         crate::uvm::prefetch::find_prefetch(settings.choice("prefetch")).expect("validated");
@@ -401,6 +406,7 @@ fn paging_config(settings: &PolicySettings) -> PagingConfig {
             "adaptive-coarse" => Runtime::AdaptiveCoarse { migrate_threshold },
             other => unreachable!("policy {other:?} passed validation"),
         },
+        seed,
     }
 }
 

@@ -23,6 +23,9 @@ pub trait Eviction: std::fmt::Debug + Send {
     /// wanted); single-page ones may take its other pages. `resident` gives each block's
     /// resident pages.
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, protect: u32) -> Option<(u32, Pages)>;
+    /// Starts its random choices from the run's `seed` (a policy that makes none
+    /// ignores it).
+    fn reseed(&mut self, _seed: u64) {}
 }
 
 /// A registered eviction policy.
@@ -228,6 +231,11 @@ impl RandomPage {
 }
 
 impl Eviction for RandomPage {
+    fn reseed(&mut self, seed: u64) {
+        // Seed 0 keeps the sequence the policy always had.
+        self.state = crate::mix::finalize(seed);
+    }
+
     fn resident(&mut self, block: u32, _: Pages, _: bool, _: u64) {
         self.blocks.insert(block);
     }

@@ -80,6 +80,8 @@ pub struct PagingConfig {
     pub victim: Victim,
     /// Who chooses each allocation's plan: the configuration, or the adaptive runtime.
     pub runtime: Runtime,
+    /// The run's seed, where the random prefetcher and eviction policy start.
+    pub seed: u64,
 }
 
 /// Whose pages an eviction takes.
@@ -124,6 +126,7 @@ impl PagingConfig {
             invalidate_clean: false,
             victim: Victim::Any,
             runtime: Runtime::Fixed,
+            seed: 0,
         }
     }
 }
@@ -217,6 +220,8 @@ pub struct Paging {
     /// The tree prefetcher, for allocations whose plan asks for it.
     tree_prefetch: Box<dyn Prefetch>,
     build_eviction: fn() -> Box<dyn Eviction>,
+    /// The run's seed, for the eviction orders built later (one per owner).
+    seed: u64,
     /// The eviction policies, two per slot: the configured one, then the tree order for
     /// blocks whose plan asks for it (victims come from it first). One slot orders every
     /// block, or
@@ -252,14 +257,17 @@ impl Paging {
     /// A machine for `capacity_bytes` of VRAM (whole pages of it) behaving as `config`
     /// says. With no page of room, faults migrate nothing.
     pub fn new(capacity_bytes: u64, config: PagingConfig) -> Self {
-        let evictions: Vec<Box<dyn Eviction>> = eviction_slot(config.eviction).into();
+        let evictions: Vec<Box<dyn Eviction>> = eviction_slot(config.eviction, config.seed).into();
+        let mut prefetch = config.prefetch;
+        prefetch.reseed(config.seed);
         Self {
             room: Room::new(capacity_bytes, config.victim == Victim::LargestShare),
             homes: Vec::new(),
             blocks: Vec::new(),
-            prefetch: config.prefetch,
+            prefetch,
             tree_prefetch: (prefetch::find_prefetch("tree").expect("registered").build)(),
             build_eviction: config.eviction,
+            seed: config.seed,
             migration: config.migration,
             thrashing: config.thrashing,
             invalidate_clean: config.invalidate_clean,
@@ -356,7 +364,8 @@ impl Paging {
             self.room.add_owner(owner);
             if self.victim == Victim::LargestShare {
                 while self.evictions.len() < 2 * (owner as usize + 1) {
-                    self.evictions.extend(eviction_slot(self.build_eviction));
+                    self.evictions
+                        .extend(eviction_slot(self.build_eviction, self.seed));
                 }
             }
         }
@@ -916,9 +925,13 @@ fn slot_victim(
 }
 
 /// A slot's eviction orders: the configured policy's, then the tree order.
-fn eviction_slot(configured: fn() -> Box<dyn Eviction>) -> [Box<dyn Eviction>; 2] {
+fn eviction_slot(configured: fn() -> Box<dyn Eviction>, seed: u64) -> [Box<dyn Eviction>; 2] {
     let tree = evict::find_eviction("tree").expect("registered").build;
-    [configured(), tree()]
+    let mut slot = [configured(), tree()];
+    for order in &mut slot {
+        order.reseed(seed);
+    }
+    slot
 }
 
 /// Big pages of a VA block.

@@ -7,6 +7,10 @@ pub trait Prefetch: std::fmt::Debug + Send {
     /// The pages to make resident in a block with `resident` pages (of `valid` ones)
     /// when `faulted` pages faulted; always includes the faulted ones.
     fn region(&mut self, resident: Pages, valid: Pages, faulted: Pages) -> Pages;
+
+    /// Starts its random choices from the run's `seed` (a prefetcher that makes none
+    /// ignores it).
+    fn reseed(&mut self, _seed: u64) {}
 }
 
 /// A registered prefetcher.
@@ -45,7 +49,7 @@ pub static PREFETCHERS: &[PrefetchEntry] = &[
         description: "the faulted pages and, per fault, one other page of the block chosen at random",
         build: || {
             Box::new(Random4k {
-                state: 0x9E37_79B9_7F4A_7C15,
+                state: RANDOM_4K_START,
             })
         },
     },
@@ -142,12 +146,20 @@ impl Prefetch for Tree {
 
 /// Faults plus one pseudo-random page of the block per fault (a SplitMix64 sequence,
 /// so runs repeat exactly).
+/// Where `random-4k`'s sequence starts at seed 0.
+const RANDOM_4K_START: u64 = 0x9E37_79B9_7F4A_7C15;
+
 #[derive(Debug)]
 struct Random4k {
     state: u64,
 }
 
 impl Prefetch for Random4k {
+    fn reseed(&mut self, seed: u64) {
+        // Seed 0 keeps the sequence the prefetcher always had.
+        self.state = RANDOM_4K_START ^ crate::mix::finalize(seed);
+    }
+
     fn region(&mut self, _: Pages, valid: Pages, faulted: Pages) -> Pages {
         let mut region = faulted;
         for _ in 0..faulted.count() {

@@ -850,3 +850,35 @@ fn guaranteed_pages_that_fill_vram_leave_a_newcomer_without_room_not_over_it() {
     assert_eq!(p.owner_pages(1).0, 0);
     assert_eq!(p.stats(0).pages_out, 0);
 }
+
+/// The random prefetcher and eviction policy follow the run's seed: the same seed
+/// evicts the same pages, another seed others (they once ignored it).
+#[test]
+fn random_choices_follow_the_seed() {
+    let evicted = |seed: u64| {
+        let mut p = Paging::new(
+            MIB,
+            PagingConfig {
+                seed,
+                ..config("random-4k", "random-4k")
+            },
+        );
+        let a = p.add_allocation(0, buf(), 4 * MIB);
+        let mut out = Vec::new();
+        for page in (a..a + 1024).step_by(3) {
+            if faults_on(&mut p, page) {
+                p.fault_batch(&[read(page)], 0);
+                while let Some(action) = p.poll_action() {
+                    if let PageAction::Evict { block, pages, .. } = action {
+                        out.push((block, pages));
+                    }
+                }
+                p.migrations_done();
+            }
+        }
+        out
+    };
+    assert!(!evicted(1).is_empty());
+    assert_eq!(evicted(1), evicted(1));
+    assert_ne!(evicted(1), evicted(2));
+}
