@@ -55,7 +55,7 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
         CompareError::BadInput(format!(
             "{}: {}",
             args.scenario.display(),
-            e.to_string().trim_end()
+            crate::text::toml_error(&e)
         ))
     })?;
     table.remove("sweep");

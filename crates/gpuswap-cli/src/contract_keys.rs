@@ -276,7 +276,7 @@ pub fn load_contracts(
 ) -> Result<BTreeMap<String, Contract>, String> {
     let text = crate::text::read_text(path).map_err(|m| format!("{}: {m}", path.display()))?;
     let file: ContractsFile = toml::from_str(&text)
-        .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim_end()))?;
+        .map_err(|e| format!("{}: {}", path.display(), crate::text::toml_error(&e)))?;
     let error = |key: String, span: Option<Range<usize>>, message: String| {
         let line = span
             .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))

@@ -43,8 +43,15 @@ pub fn explain(error: &SimError, file: &Path, seed: u64) -> String {
             } else {
                 "--max-sim-time DURATION"
             };
+            // A tenant that starts beyond the limit stops the run at its start: say
+            // when that was, not only how far the others got.
+            let next = if limit.events_limit {
+                String::new()
+            } else {
+                format!("; the next event was due at {}", format_ns(limit.next_ns))
+            };
             format!(
-                "{}: the run stopped at its limit of {} ({} events, {} simulated); raise it with {raise}",
+                "{}: the run stopped at its limit of {} ({} events, {} simulated{next}); raise it with {raise}",
                 file.display(),
                 limit.what,
                 limit.events,

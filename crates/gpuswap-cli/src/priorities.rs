@@ -39,7 +39,7 @@ impl PrioritiesFile {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = crate::text::read_text(path).map_err(|e| format!("{}: {e}", path.display()))?;
         toml::from_str(&text)
-            .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim_end()))
+            .map_err(|e| format!("{}: {}", path.display(), crate::text::toml_error(&e)))
     }
 
     /// The file as TOML text.

@@ -240,7 +240,7 @@ pub fn read(path: &Path) -> Result<String, ScenarioError> {
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let file: File = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
         path: path.to_owned(),
-        message: e.to_string().trim_end().to_owned(),
+        message: crate::text::toml_error(&e),
     })?;
     let value_error =
         |key: String, span: Option<std::ops::Range<usize>>, message: String| ScenarioError::Value {

@@ -25,6 +25,30 @@ pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&partial, path)
 }
 
+/// Longest line of a file a TOML error quotes whole.
+const MAX_QUOTED_CHARS: usize = 160;
+
+/// A TOML parser's error for a reader: its lines, with a line of the file longer than
+/// [`MAX_QUOTED_CHARS`] cut (a 20,000-character line once made a 40 kB message; the
+/// error's first line still gives its line and column).
+pub fn toml_error(error: &toml::de::Error) -> String {
+    let text = error.to_string();
+    let lines: Vec<String> = text
+        .trim_end()
+        .lines()
+        .map(|line| {
+            let chars = line.chars().count();
+            if chars <= MAX_QUOTED_CHARS {
+                line.to_owned()
+            } else {
+                let cut: String = line.chars().take(MAX_QUOTED_CHARS).collect();
+                format!("{cut}... ({chars} characters)")
+            }
+        })
+        .collect();
+    lines.join("\n")
+}
+
 /// The message for bytes that are valid UTF-8 up to `valid_up_to`.
 fn not_utf8(bytes: &[u8], valid_up_to: usize) -> String {
     let good = &bytes[..valid_up_to];

@@ -96,7 +96,7 @@ pub fn is_vgpu_text(text: &str) -> bool {
 pub fn parse(path: &Path, text: &str) -> Result<VgpuScenario, ScenarioError> {
     let file: File = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
         path: path.to_owned(),
-        message: e.to_string().trim_end().to_owned(),
+        message: crate::text::toml_error(&e),
     })?;
     let error =
         |key: String, span: Option<std::ops::Range<usize>>, message: String| ScenarioError::Value {

@@ -1902,6 +1902,36 @@ fn help_examples_of_the_listing_commands_run() {
     }
 }
 
+/// A syntax error on a very long line quotes the line cut, not whole (a 20,000-character
+/// line once made a 40 kB message).
+#[test]
+fn a_syntax_error_on_a_long_line_gives_a_short_message() {
+    let scenario = temp_scenario(
+        "long-line.toml",
+        &format!("seed = {}\n", "x".repeat(20_000)),
+    );
+    let out = gpuswap(&["run", scenario.to_str().unwrap()]);
+    assert_fails(&out, 2, "line 1, column 8");
+    assert!(stderr(&out).len() < 1_000, "{} bytes", stderr(&out).len());
+    assert!(
+        stderr(&out).contains("... (20011 characters)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A tenant that starts after the time limit stops the run there: the message says
+/// when the next event was due, not only how far the others got.
+#[test]
+fn a_tenant_starting_after_the_time_limit_is_explained() {
+    let scenario = temp_scenario(
+        "late.toml",
+        "[[tenant]]\napp = \"backprop\"\n[[tenant]]\napp = \"backprop\"\nstart = \"100s\"\n",
+    );
+    let out = gpuswap(&["run", scenario.to_str().unwrap(), "--max-sim-time", "1s"]);
+    assert_fails(&out, 1, "the next event was due at 100.000 s");
+}
+
 /// A grid too large to build is counted and refused before any point is made (three
 /// axes of a thousand values once ran out of memory in `--dry-run`).
 #[test]

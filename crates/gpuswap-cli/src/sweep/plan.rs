@@ -43,7 +43,7 @@ impl Plan {
         let bad = |m: String| SweepError::BadInput(format!("{}: {m}", path.display()));
         let mut table: toml::Table = text
             .parse()
-            .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+            .map_err(|e: toml::de::Error| bad(crate::text::toml_error(&e)))?;
         let sweep = table.remove("sweep");
         let (mut axes, file_runs, normalize) = sweep_table(sweep.as_ref(), &table).map_err(&bad)?;
         // A flag replaces the `[sweep]` table's axis for its key; two flags for one key

@@ -230,6 +230,9 @@ pub struct LimitReached {
     pub events: u64,
     /// Simulated time reached.
     pub time_ns: u64,
+    /// When the next event was due (beyond the time limit, or the event the event
+    /// limit stopped before).
+    pub next_ns: u64,
     /// Whether it was the event limit (else simulated time).
     pub events_limit: bool,
 }

@@ -532,6 +532,7 @@ impl Engine {
                     },
                     events: self.events,
                     time_ns: self.now_ns,
+                    next_ns: time_ns,
                     events_limit,
                 }));
             }
