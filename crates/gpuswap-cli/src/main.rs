@@ -36,7 +36,7 @@ use gpuswap_sim::{apps, preset};
 #[derive(Parser)]
 #[command(
     name = "gpuswap",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("GPUSWAP_COMMIT"), ")"),
     about,
     after_help = "Examples:\n  \
         gpuswap compare scenarios/quickstart.toml   # what oversubscription costs, per manager\n  \

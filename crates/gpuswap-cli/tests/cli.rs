@@ -1932,6 +1932,22 @@ fn a_tenant_starting_after_the_time_limit_is_explained() {
     assert_fails(&out, 1, "the next event was due at 100.000 s");
 }
 
+/// `--version` names the commit the binary was built from (or says it is unknown).
+#[test]
+fn the_version_names_the_commit() {
+    let text = stdout(&gpuswap(&["--version"]));
+    let commit = text
+        .trim_end()
+        .strip_prefix(&format!("gpuswap {} (commit ", env!("CARGO_PKG_VERSION")))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{text}"
+    );
+}
+
 /// A grid too large to build is counted and refused before any point is made (three
 /// axes of a thousand values once ran out of memory in `--dry-run`).
 #[test]
