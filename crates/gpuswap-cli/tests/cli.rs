@@ -741,13 +741,30 @@ fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
             .unwrap_or_else(|| panic!("no row for {manager} {tenant} in\n{text}"))
             .to_owned()
     };
-    assert!(line("native", "b").contains("FAILED: allocation"), "{text}");
+    assert!(line("native", "b").ends_with("FAILED (note 1)"), "{text}");
+    assert!(
+        text.contains("note 1: native b: allocation of \"temp_0\""),
+        "{text}"
+    );
     assert!(line("native", "a").ends_with("ran"), "{text}");
     assert!(line("gpuswap", "a").ends_with("ran") && line("gpuswap", "b").ends_with("ran"));
     assert!(
         text.contains("native   1 of 2") && text.contains("gpuswap  0 of 2"),
         "{text}"
     );
+    // At 80 columns both stay tables (a long error once turned them into one record per
+    // row).
+    let narrow = stdout(&gpuswap_in(
+        80,
+        &["compare", &repo_file("scenarios/quickstart.toml")],
+    ));
+    assert!(
+        narrow
+            .lines()
+            .all(|l| l.chars().count() <= 80 || l.starts_with("note ")),
+        "{narrow}"
+    );
+    assert!(!narrow.contains("\nmanager native\n"), "{narrow}");
     // Every mode by default; an unknown one is bad input.
     let out = gpuswap(&["compare", &repo_file("scenarios/quickstart.toml")]);
     for mode in ["native", "gpuswap", "fcfs", "static", "gdev"] {
