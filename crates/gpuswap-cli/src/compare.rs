@@ -23,6 +23,10 @@ pub struct CompareArgs {
     /// `chunk_size` and `return_interval` are kept.
     #[arg(long, value_delimiter = ',')]
     pub managers: Vec<String>,
+    /// Print the reports as JSON (`reports`: one `run --json` report per manager;
+    /// `left_out`: the modes left out and why, or null), for scripts.
+    #[arg(long)]
+    pub json: bool,
     /// Bounds of every run.
     #[command(flatten)]
     pub limits: LimitArgs,

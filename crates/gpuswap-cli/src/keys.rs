@@ -5,7 +5,7 @@
 use gpuswap_core::registry::{POLICIES, ParamDefault, ParamKind};
 
 /// One scenario key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct KeySpec {
     /// Its path: `seed`, `device.preset`, `tenant.app`, `sweep.runs`.
     pub path: String,

@@ -78,7 +78,11 @@ enum Command {
     },
     /// List the device presets.
     #[command(after_help = "Example:\n  gpuswap presets   # then: [device] preset = \"NAME\"")]
-    Presets,
+    Presets {
+        /// Print every preset with every number as JSON (`gpus`, `vgpus`), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in apps with their memory use at the default size, or show one app's
     /// sizes and buffers.
     #[command(after_help = "Examples:\n  \
@@ -99,7 +103,11 @@ enum Command {
     Policies,
     /// List every scenario key with its type, default and meaning.
     #[command(after_help = "Example:\n  gpuswap keys | grep device.")]
-    Keys,
+    Keys {
+        /// Print the keys as JSON (`path`, `value`, `default`, `help` each), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a commented scenario template with every key (to FILE, or to standard output).
     #[command(after_help = "Examples:\n  \
         gpuswap init my.toml && gpuswap run my.toml\n  \
@@ -204,6 +212,11 @@ fn emit(text: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `value` as pretty JSON with a final newline.
+fn emit_json(value: &impl serde::Serialize) -> ExitCode {
+    emit(&(serde_json::to_string_pretty(value).expect("listings serialize") + "\n"))
 }
 
 /// Exit status of the daemon and top: their errors (unreachable daemon, bad flags,
@@ -311,7 +324,13 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Presets => {
+        Command::Presets { json: true } => {
+            return emit_json(&serde_json::json!({
+                "gpus": preset::all(),
+                "vgpus": gpuswap_vgpu::preset::all(),
+            }));
+        }
+        Command::Presets { json: false } => {
             let width = render::terminal_width();
             return emit(&format!(
                 "{}\nvirtualised integrated GPUs (scenarios with [[vm]] tables):\n{}",
@@ -346,7 +365,8 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Keys => {
+        Command::Keys { json: true } => return emit_json(&keys::all()),
+        Command::Keys { json: false } => {
             return emit(&render::keys_table(
                 &keys::table_rows(),
                 render::terminal_width(),
@@ -438,6 +458,10 @@ fn main() -> ExitCode {
                 };
             }
             return match compare::run(&args, &text) {
+                Ok(comparison) if args.json => emit_json(&serde_json::json!({
+                    "reports": comparison.reports,
+                    "left_out": comparison.left_out,
+                })),
                 Ok(comparison) => {
                     let mut out =
                         render::compare_table(&comparison.reports, render::terminal_width());
@@ -529,7 +553,7 @@ fn run_vgpu(
                 "makespan_ns": outcome.makespan_ns,
             },
         });
-        return emit(&(serde_json::to_string_pretty(&report).expect("json") + "\n"));
+        return emit_json(&report);
     }
     emit(&render::vgpu_table(
         &loaded.name,

@@ -1965,6 +1965,36 @@ fn the_version_names_the_commit() {
     );
 }
 
+/// Scripts read the catalogues and a comparison as JSON.
+#[test]
+fn keys_presets_and_compare_speak_json() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = gpuswap(args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let keys = json(&["keys", "--json"]);
+    let paths: Vec<&str> = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"device.preset") && paths.contains(&"tenant.vram_guarantee"));
+    let presets = json(&["presets", "--json"]);
+    assert_eq!(presets["gpus"][0]["name"], "gtx480");
+    assert_eq!(presets["vgpus"][0]["name"], "hd530");
+    let compared = json(&["compare", &repo_file("scenarios/quickstart.toml"), "--json"]);
+    let managers: Vec<&str> = compared["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, ["native", "gpuswap", "fcfs", "static", "gdev"]);
+    assert!(compared["left_out"].is_null());
+}
+
 /// A grid too large to build is counted and refused before any point is made (three
 /// axes of a thousand values once ran out of memory in `--dry-run`).
 #[test]

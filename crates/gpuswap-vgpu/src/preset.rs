@@ -2,9 +2,10 @@
 //! unless said otherwise) or marked unconfirmed.
 
 use gpuswap_core::MIB;
+use serde::Serialize;
 
 /// A virtualised integrated GPU and its host.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VgpuPreset {
     /// Name in scenarios.
     pub name: &'static str,
