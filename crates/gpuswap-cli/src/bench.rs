@@ -36,6 +36,30 @@ pub struct BenchArgs {
     /// adaptive-coarse), to measure what the adaptive runtime costs.
     #[arg(long, requires = "uvm", default_value = "fixed")]
     pub policy: String,
+    /// Run the sweep this many times and give the spread of the wall time (this
+    /// machine's timings vary from run to run).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), conflicts_with = "uvm")]
+    pub samples: u32,
+    /// Print the figures as JSON, for scripts.
+    #[arg(long, conflicts_with = "uvm")]
+    pub json: bool,
+}
+
+/// What the benchmark sweep measured.
+#[derive(Debug, serde::Serialize)]
+struct Measured {
+    runs: usize,
+    failed: usize,
+    /// Simulated events per sample (every sample simulates the same).
+    events: u64,
+    threads: usize,
+    /// Wall time of each sample, in order.
+    wall_s: Vec<f64>,
+    wall_s_min: f64,
+    wall_s_median: f64,
+    /// From the median sample.
+    events_per_s: f64,
+    ns_per_event: f64,
 }
 
 /// Runs the benchmark sweep and prints wall time, runs and simulated events per second.
@@ -65,31 +89,62 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
         .collect();
     let plan = Plan::new(Path::new("<bench sweep>"), SWEEP, &vary, Some(args.runs))?;
     let apps = plan.values("tenant.app").map_or(1, <[_]>::len);
-    let started = Instant::now();
+    let mut wall_s = Vec::new();
     let (mut runs, mut failed, mut events) = (0, 0, 0u64);
-    let points: Vec<usize> = (0..plan.points.len()).collect();
-    plan.execute(&points, args.jobs, false, |_, rows| {
-        runs += rows.len();
-        failed += rows.iter().filter(|r| r.result.is_err()).count();
-        events += rows
-            .iter()
-            .filter_map(|r| r.result.as_ref().ok())
-            .map(|figures| figures.events)
-            .sum::<u64>();
-        Ok(())
-    })?;
-    let wall_s = started.elapsed().as_secs_f64();
-    crate::stdout::write(&format!(
-        "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {} runs ({failed} failed)\n\
-         wall time {wall_s:.2} s on {} threads: {:.0} runs/s, {:.2e} simulated events/s ({events} events)\n",
-        args.runs,
+    for _ in 0..args.samples {
+        let started = Instant::now();
+        (runs, failed, events) = (0, 0, 0);
+        let points: Vec<usize> = (0..plan.points.len()).collect();
+        plan.execute(&points, args.jobs, false, |_, rows| {
+            runs += rows.len();
+            failed += rows.iter().filter(|r| r.result.is_err()).count();
+            events += rows
+                .iter()
+                .filter_map(|r| r.result.as_ref().ok())
+                .map(|figures| figures.events)
+                .sum::<u64>();
+            Ok(())
+        })?;
+        wall_s.push(started.elapsed().as_secs_f64());
+    }
+    let mut sorted = wall_s.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let measured = Measured {
         runs,
-        args.jobs.unwrap_or_else(rayon::current_num_threads),
-        runs as f64 / wall_s,
-        events as f64 / wall_s
-    ))
-    .map_err(SweepError::Output)?;
-    Ok(())
+        failed,
+        events,
+        threads: args.jobs.unwrap_or_else(rayon::current_num_threads),
+        wall_s_min: sorted[0],
+        wall_s_median: median,
+        events_per_s: events as f64 / median,
+        ns_per_event: median * 1e9 / events.max(1) as f64,
+        wall_s,
+    };
+    let text = if args.json {
+        serde_json::to_string_pretty(&measured).expect("figures serialize") + "\n"
+    } else {
+        let spread = if args.samples > 1 {
+            format!(
+                " (median of {} samples; min {:.2} s, max {:.2} s)",
+                args.samples,
+                measured.wall_s_min,
+                sorted[sorted.len() - 1]
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {runs} runs ({failed} failed)\n\
+             wall time {median:.2} s{spread} on {} threads: {:.0} runs/s, {:.2e} simulated events/s, {:.1} ns per event ({events} events)\n",
+            args.runs,
+            measured.threads,
+            runs as f64 / median,
+            measured.events_per_s,
+            measured.ns_per_event,
+        )
+    };
+    crate::stdout::write(&text).map_err(SweepError::Output)
 }
 
 /// The unified-memory benchmark: one tenant on an A100 (80 GB, so 16 GiB fits at 150 %)

@@ -551,9 +551,32 @@ fn bench_reports_runs_and_event_rate() {
         text.contains("2 apps x 25 sizes x 2 policies x 1 runs = 100 runs (0 failed)"),
         "{text}"
     );
-    assert!(text.contains("simulated events/s"), "{text}");
+    assert!(
+        text.contains("simulated events/s") && text.contains("ns per event"),
+        "{text}"
+    );
     let bad = gpuswap(&["bench", "--apps", "doom"]);
     assert_fails(&bad, 2, "doom");
+    // Samples give the spread; --json the figures for scripts.
+    let out = gpuswap(&[
+        "bench",
+        "--runs",
+        "1",
+        "--apps",
+        "nw",
+        "--samples",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(figures["runs"], 50);
+    assert_eq!(figures["wall_s"].as_array().unwrap().len(), 2);
+    let events = figures["events"].as_f64().unwrap();
+    let median = figures["wall_s_median"].as_f64().unwrap();
+    assert!(events > 0.0 && median >= figures["wall_s_min"].as_f64().unwrap());
+    let ns = figures["ns_per_event"].as_f64().unwrap();
+    assert!((ns - median * 1e9 / events).abs() < 1e-6 * ns, "{figures}");
 }
 
 #[test]
