@@ -221,7 +221,11 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
         width,
     );
     for (i, note) in notes.iter().enumerate() {
-        out += &format!("note {}: {note}\n", i + 1);
+        out += &wrap(
+            &format!("note {}: {note}", i + 1),
+            width.unwrap_or(usize::MAX),
+            4,
+        );
     }
     out += "\n";
     let rows: Vec<Vec<String>> = reports

@@ -781,12 +781,7 @@ fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
         80,
         &["compare", &repo_file("scenarios/quickstart.toml")],
     ));
-    assert!(
-        narrow
-            .lines()
-            .all(|l| l.chars().count() <= 80 || l.starts_with("note ")),
-        "{narrow}"
-    );
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
     assert!(!narrow.contains("\nmanager native\n"), "{narrow}");
     // Every mode by default; an unknown one is bad input.
     let out = gpuswap(&["compare", &repo_file("scenarios/quickstart.toml")]);
