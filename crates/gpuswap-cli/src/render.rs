@@ -1,5 +1,6 @@
 //! Text tables for the terminal.
 
+use gpuswap_core::uvm::pages::PAGE_BYTES;
 use gpuswap_sim::apps::AppModel;
 use gpuswap_sim::device::DeviceShape;
 use gpuswap_sim::preset::Preset;
@@ -288,8 +289,18 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
                 format_bytes(t.vram_peak_bytes),
                 format_bytes(t.local_bytes),
                 format_bytes(t.remote_bytes),
-                format_bytes(t.bytes_evicted),
-                format_bytes(t.bytes_returned),
+                // Unified memory moves pages, not the books' chunks: its evictions are
+                // pages out, its returns pages faulted in again after an eviction.
+                format_bytes(
+                    t.uvm
+                        .as_ref()
+                        .map_or(t.bytes_evicted, |u| u.pages_out * PAGE_BYTES),
+                ),
+                format_bytes(
+                    t.uvm
+                        .as_ref()
+                        .map_or(t.bytes_returned, |u| u.pages_thrashed * PAGE_BYTES),
+                ),
                 t.error.clone().unwrap_or_default(),
             ]
         })
@@ -340,6 +351,10 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             "error",
         ],
         &rows,
+        width,
+    );
+    out += &caption(
+        "local, remote: bytes its kernels read and wrote in VRAM and over the link, summed over the run; evicted, returned: bytes moved out of VRAM and back (unified memory: pages evicted, and pages faulted in again after their eviction)",
         width,
     );
     if report.tenants.iter().any(|t| t.contract.is_some()) {

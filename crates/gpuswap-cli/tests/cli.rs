@@ -2013,6 +2013,22 @@ fn keys_presets_and_compare_speak_json() {
     assert!(compared["left_out"].is_null());
 }
 
+/// Under unified memory the tenant table's evicted and returned columns show pages
+/// moved (they once said 0 B beside hundreds of thousands of pages out), and a caption
+/// says what the traffic columns sum.
+#[test]
+fn the_tenant_table_shows_unified_memorys_evictions() {
+    let out = gpuswap(&["run", &repo_file("scenarios/uvm/two-tenants.toml")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("srad_v20"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("96.0 MiB  6.5 MiB"), "{row}");
+    assert!(text.contains("summed over the run"), "{text}");
+}
+
 /// A grid too large to build is counted and refused before any point is made (three
 /// axes of a thousand values once ran out of memory in `--dry-run`).
 #[test]
