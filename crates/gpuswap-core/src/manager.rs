@@ -265,8 +265,7 @@ impl Manager {
         }
         self.waiting.retain(|r| r.tenant != tenant);
         self.at_limit.retain(|r| r.tenant != tenant);
-        self.books.set_contract(tenant, Contract::default());
-        self.policy.on_contract(tenant, &Contract::default());
+        self.set_contract(tenant, Contract::default());
         let dropped: Vec<LaunchId> = self
             .waiting_launches
             .iter()
@@ -334,8 +333,7 @@ impl Manager {
             });
         }
         self.books.restart_tenant(tenant);
-        self.books.set_contract(tenant, contract);
-        self.policy.on_contract(tenant, &contract);
+        self.set_contract(tenant, contract);
         Ok(())
     }
 
@@ -611,32 +609,34 @@ impl Manager {
         result
     }
 
+    /// Gives `tenant` its contract, in the books and in the policy's own terms.
+    fn set_contract(&mut self, tenant: TenantId, contract: Contract) {
+        self.books.set_contract(tenant, contract);
+        self.policy.on_contract(tenant, &contract);
+    }
+
     /// Serves a request under its tenant's `memory_limit`: beyond it the request fails
     /// or waits for the tenant's frees (one larger than the limit never fits: it fails).
     fn serve(&mut self, req: AllocRequest) {
         let contract = self.books.contract(req.tenant);
-        if let Some(limit_bytes) = contract.allocation_cap_bytes() {
-            let usage = self.books.usage(req.tenant);
-            let allocated_bytes = usage.vram_bytes + usage.host_bytes;
-            if allocated_bytes.saturating_add(req.bytes) > limit_bytes {
-                if contract.at_limit == AtLimit::Wait && req.bytes <= limit_bytes {
-                    self.at_limit.push_back(req);
-                    return;
-                }
-                let error = AllocError::OverMemoryLimit {
-                    requested_bytes: req.bytes,
-                    allocated_bytes,
-                    limit_bytes,
-                };
-                self.actions.push_back(Action::Reply(Reply::Fail {
-                    request: req.request,
-                    tenant: req.tenant,
-                    error,
-                }));
+        let usage = self.books.usage(req.tenant);
+        let allocated_bytes = usage.vram_bytes + usage.host_bytes;
+        let over = contract
+            .allocation_cap_bytes()
+            .filter(|limit| allocated_bytes.saturating_add(req.bytes) > *limit);
+        let placed = match over {
+            Some(limit) if contract.at_limit == AtLimit::Wait && req.bytes <= limit => {
+                self.at_limit.push_back(req);
                 return;
             }
-        }
-        match self.run_policy(|policy, ctx| policy.on_alloc(ctx, &req)) {
+            Some(limit_bytes) => Err(AllocError::OverMemoryLimit {
+                requested_bytes: req.bytes,
+                allocated_bytes,
+                limit_bytes,
+            }),
+            None => self.run_policy(|policy, ctx| policy.on_alloc(ctx, &req)),
+        };
+        match placed {
             Ok(Placed::Now(buffer)) => self.grant(req.request, req.tenant, buffer),
             // A relocation runs; the grant comes when it ends.
             Ok(Placed::AfterRelocation) => {}

@@ -413,24 +413,28 @@ impl Paging {
     pub fn reserve(&mut self, owner: u32, bytes: u64) {
         self.room.reserve(owner, bytes, true);
         // The runtime's buffers are real VRAM: guarantees give way when nothing else can.
-        while self.room.over_full() {
-            let Some((v, pages)) = self
-                .choose_victim(u32::MAX, Some(owner))
-                .or_else(|| self.choose_victim(u32::MAX, None))
-            else {
-                break;
-            };
-            let pages = pages & self.blocks[v as usize].resident;
-            if self.evict(v, pages, None) == 0 {
-                break;
-            }
-        }
+        self.evict_while(Room::over_full, |p| {
+            p.choose_victim(u32::MAX, Some(owner))
+                .or_else(|| p.choose_victim(u32::MAX, None))
+        });
         // The owner's cap shrank by as much: its own pages beyond it go.
-        while self.room.over_cap(owner) > 0 {
-            let Some((v, pages)) = self.victim_of(owner, u32::MAX) else {
+        self.evict_while(
+            |room| room.over_cap(owner) > 0,
+            |p| p.victim_of(owner, u32::MAX),
+        );
+    }
+
+    /// Evicts the victims `choose` names, for a reservation, while `short` says the
+    /// room lacks pages and victims still make some.
+    fn evict_while(
+        &mut self,
+        short: impl Fn(&Room) -> bool,
+        mut choose: impl FnMut(&mut Self) -> Option<(u32, Pages)>,
+    ) {
+        while short(&self.room) {
+            let Some((v, pages)) = choose(self) else {
                 break;
             };
-            let pages = pages & self.blocks[v as usize].resident;
             if self.evict(v, pages, None) == 0 {
                 break;
             }
@@ -700,10 +704,7 @@ impl Paging {
                     break;
                 }
                 match self.victim_of(home.owner, b) {
-                    Some((v, pages)) => {
-                        let pages = pages & self.blocks[v as usize].resident;
-                        evicted += self.evict(v, pages, Some(now_ns));
-                    }
+                    Some((v, pages)) => evicted += self.evict(v, pages, Some(now_ns)),
                     // The block's own other pages make room, then what fits comes.
                     None => {
                         let short = wanted.count() - cap_room as usize;
@@ -730,11 +731,10 @@ impl Paging {
             }
             match self.choose_victim(b, Some(home.owner)) {
                 Some((v, pages)) => {
-                    let pages = pages & self.blocks[v as usize].resident;
                     evicted += self.evict(v, pages, Some(now_ns));
                     let victim = self.homes[v as usize].owner;
                     if victim != home.owner
-                        && self.room.under_guarantee(victim)
+                        && !self.room.may_give(victim, 0)
                         && self.breach.is_none()
                     {
                         self.breach = Some(format!(
@@ -787,9 +787,11 @@ impl Paging {
         );
     }
 
-    /// Evicts `pages` of block `v` (for a fault batch at `now_ns`, or `None` for a
-    /// reservation); returns how many.
+    /// Evicts the resident ones of `pages` of block `v` (for a fault batch at `now_ns`,
+    /// or `None` for a reservation); returns how many. Victims name pages by the
+    /// eviction orders' view, which may include some already gone.
     fn evict(&mut self, v: u32, pages: Pages, now_ns: Option<u64>) -> u64 {
+        let pages = pages & self.blocks[v as usize].resident;
         if pages.is_empty() {
             return 0;
         }

@@ -173,11 +173,6 @@ impl Room {
         guarantee == 0 || held >= guarantee + margin
     }
 
-    /// Whether `owner` holds fewer pages than its guarantee.
-    pub(super) fn under_guarantee(&self, owner: u32) -> bool {
-        self.by_owner[owner as usize] < self.terms[owner as usize].guarantee_pages()
-    }
-
     /// Pages `owner` may still take under its cap.
     pub(super) fn room_under_cap(&self, owner: u32) -> u64 {
         self.terms[owner as usize]
