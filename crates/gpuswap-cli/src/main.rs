@@ -11,6 +11,7 @@ mod daemon_cmd;
 mod glossary;
 mod keys;
 mod limits;
+mod manual;
 mod place_cmd;
 mod plot;
 mod priorities;
@@ -28,7 +29,7 @@ mod fuzz_tests;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{ColorChoice, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use gpuswap_sim::report::{Baselines, run_and_report_progress};
 use gpuswap_sim::{apps, preset};
 
@@ -44,6 +45,10 @@ use gpuswap_sim::{apps, preset};
         gpuswap metrics                             # what the figures mean"
 )]
 struct Cli {
+    /// Colour in help and error messages: auto (a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -163,9 +168,15 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff).
-    #[command(after_help = "Example:\n  gpuswap man > gpuswap.1 && man ./gpuswap.1")]
-    Man,
+    /// Print the manual page (roff), or write every command's page into a folder.
+    #[command(after_help = "Examples:\n  \
+        gpuswap man > gpuswap.1 && man ./gpuswap.1\n  \
+        gpuswap man --dir ~/.local/share/man/man1   # gpuswap.1, gpuswap-run.1, ...")]
+    Man {
+        /// Write gpuswap.1 and one page per command (gpuswap-run.1, ...) into this folder.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
@@ -231,8 +242,33 @@ fn real_gpu_exit(result: Result<(), String>) -> ExitCode {
     }
 }
 
+/// The `--color` choice among the arguments, read before clap parses them so that
+/// clap's own help and errors follow it; the last one given wins, as clap's would.
+fn color_choice(args: &[std::ffi::OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut words = args.iter().filter_map(|a| a.to_str());
+    while let Some(word) = words.next() {
+        if word == "--" {
+            break;
+        }
+        let value = match word.strip_prefix("--color") {
+            Some("") => words.next(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(parsed) = value.and_then(|v| ColorChoice::from_str(v, false).ok()) {
+            choice = parsed;
+        }
+    }
+    choice
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = Cli::command()
+        .color(color_choice(&args))
+        .get_matches_from(&args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Run {
             scenario,
@@ -418,13 +454,28 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "gpuswap", &mut script);
             return emit(&String::from_utf8_lossy(&script));
         }
-        Command::Man => {
-            let mut page = Vec::new();
-            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut page) {
-                say!("error: cannot render the manual page: {e}");
-                return ExitCode::FAILURE;
+        Command::Man { dir } => {
+            let cmd = manual::prepared(Cli::command());
+            if let Some(dir) = dir {
+                return match manual::write_pages(&cmd, &dir) {
+                    Ok(files) => emit(&format!(
+                        "wrote {} pages into {}\n",
+                        files.len(),
+                        dir.display()
+                    )),
+                    Err(e) => {
+                        say!("error: {e}");
+                        ExitCode::FAILURE
+                    }
+                };
             }
-            return emit(&String::from_utf8_lossy(&page));
+            return match manual::page(&cmd) {
+                Ok(page) => emit(&String::from_utf8_lossy(&page)),
+                Err(e) => {
+                    say!("error: cannot render the manual page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         Command::Profile(args) => {
             if let Err(e) = profile_cmd::run(&args) {

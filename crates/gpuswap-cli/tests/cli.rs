@@ -1145,6 +1145,25 @@ fn every_command_has_examples_completions_and_a_man_page() {
 }
 
 #[test]
+fn help_wraps_to_the_terminal_and_colour_follows_the_flag() {
+    for command in ["run", "sweep", "daemon", "compare"] {
+        let help = stdout(&gpuswap_in(60, &[command, "--help"]));
+        let long: Vec<&str> = help.lines().filter(|l| l.chars().count() > 60).collect();
+        assert!(long.is_empty(), "{command} --help at 60 columns: {long:?}");
+    }
+    let coloured = gpuswap(&["--color", "always", "no-such-command"]);
+    assert_eq!(coloured.status.code(), Some(2));
+    assert!(stderr(&coloured).contains('\x1b'), "{}", stderr(&coloured));
+    for plain in [
+        gpuswap(&["--color=never", "no-such-command"]),
+        gpuswap(&["no-such-command"]),
+    ] {
+        assert_fails(&plain, 2, "no-such-command");
+        assert!(!stderr(&plain).contains('\x1b'), "{}", stderr(&plain));
+    }
+}
+
+#[test]
 fn sweep_dry_run_sizes_the_sweep_and_writes_nothing() {
     let out_dir = std::env::temp_dir().join(format!("gpuswap-dry-{}", std::process::id()));
     let out = gpuswap(&[
