@@ -100,12 +100,21 @@ enum Command {
         /// The input size whose buffers to show (with APP).
         #[arg(long, default_value = "default", requires = "app")]
         size: String,
+        /// Print the listing as JSON (`apps` and `workloads`; with APP: its `buffers`),
+        /// for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// List every manager mode and policy with its parameters and what it needs.
     #[command(
         after_help = "Example:\n  gpuswap policies   # then: [manager] mode = \"gpuswap\", victim = ..."
     )]
-    Policies,
+    Policies {
+        /// Print the settings as JSON (`setting`, `value`, `default`, `needs`,
+        /// `description` each), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// List every scenario key with its type, default and meaning.
     #[command(after_help = "Example:\n  gpuswap keys | grep device.")]
     Keys {
@@ -374,15 +383,29 @@ fn main() -> ExitCode {
                 render::vgpu_presets_table(&gpuswap_vgpu::preset::all(), width)
             ));
         }
-        Command::Policies => return emit(&render::policies_table(render::terminal_width())),
-        Command::Apps { app, size } => {
+        Command::Policies { json: true } => return emit_json(&render::policy_rows()),
+        Command::Policies { json: false } => {
+            return emit(&render::policies_table(
+                &render::policy_rows(),
+                render::terminal_width(),
+            ));
+        }
+        Command::Apps { app, size, json } => {
             let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
             let width = render::terminal_width();
             let Some(name) = app else {
+                let rows = render::app_rows(&apps::all(), device.shape());
+                let workloads = gpuswap_vgpu::workload::WORKLOADS;
+                if json {
+                    return emit_json(&serde_json::json!({
+                        "apps": rows,
+                        "workloads": workloads,
+                    }));
+                }
                 return emit(&format!(
                     "{}\nvGPU workloads (scenarios with [[vm]] tables):\n{}",
-                    render::apps_table(&apps::all(), device.shape(), width),
-                    render::workloads_table(gpuswap_vgpu::workload::WORKLOADS, width)
+                    render::apps_table(&rows, width),
+                    render::workloads_table(workloads, width)
                 ));
             };
             let Some(model) = apps::find(&name) else {
@@ -394,6 +417,18 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_BAD_INPUT);
             };
             return match model.program(&size, 1, device.shape()) {
+                Ok(program) if json => emit_json(&serde_json::json!({
+                    "name": model.name(),
+                    "description": model.description(),
+                    "sizes": model.sizes_help(),
+                    "size": size,
+                    "peak_allocated_bytes": program.peak_allocated_bytes(),
+                    "buffers": program.buffers.iter().map(|b| serde_json::json!({
+                        "label": b.label,
+                        "bytes": b.bytes,
+                        "kind": render::buffer_kind_name(b.kind),
+                    })).collect::<Vec<_>>(),
+                })),
                 Ok(program) => emit(&render::app_details(model, &size, &program, width)),
                 Err(e) => {
                     say!("error: --size {size:?}: {}", e.message);

@@ -2021,6 +2021,36 @@ fn keys_presets_and_compare_speak_json() {
     let presets = json(&["presets", "--json"]);
     assert_eq!(presets["gpus"][0]["name"], "gtx480");
     assert_eq!(presets["vgpus"][0]["name"], "hd530");
+    // The catalogues: every app and setting of the tables, with the figures as numbers.
+    let apps = json(&["apps", "--json"]);
+    let table = stdout(&gpuswap(&["apps"]));
+    for app in apps["apps"].as_array().unwrap() {
+        let name = app["name"].as_str().unwrap();
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name}"
+        );
+    }
+    assert!(
+        apps["workloads"][0]["kind"].is_object(),
+        "{}",
+        apps["workloads"]
+    );
+    let backprop = json(&["apps", "backprop", "--json"]);
+    let buffers = backprop["buffers"].as_array().unwrap();
+    let sum: u64 = buffers.iter().map(|b| b["bytes"].as_u64().unwrap()).sum();
+    assert!(sum >= backprop["peak_allocated_bytes"].as_u64().unwrap());
+    assert!(buffers.iter().any(|b| b["label"] == "input_hidden_weights"));
+    let policies = json(&["policies", "--json"]);
+    let rows = policies.as_array().unwrap();
+    let defaults = rows
+        .iter()
+        .filter(|r| r["setting"] == "manager.victim" && r["default"] == true)
+        .filter(|r| r["description"].as_str().unwrap().starts_with("gpuswap:"))
+        .count();
+    assert_eq!(defaults, 1, "one default victim for gpuswap: {rows:?}");
+    let table = stdout(&gpuswap(&["policies"]));
+    assert_eq!(table.lines().count(), rows.len() + 2, "{table}");
     let compared = json(&["compare", &repo_file("scenarios/quickstart.toml"), "--json"]);
     let managers: Vec<&str> = compared["reports"]
         .as_array()
