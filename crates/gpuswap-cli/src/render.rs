@@ -422,6 +422,33 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             width,
         );
     }
+    if report
+        .tenants
+        .iter()
+        .any(|t| t.preemptions > 0 || t.wait_ns > 0)
+    {
+        out += &caption(
+            "kernel scheduling: kernels the policy preempted, the work they lost, and time it held the tenant's kernels",
+            width,
+        );
+        let rows: Vec<Vec<String>> = report
+            .tenants
+            .iter()
+            .map(|t| {
+                vec![
+                    t.name.clone(),
+                    t.preemptions.to_string(),
+                    format_ns(t.wasted_ns),
+                    format_ns(t.wait_ns),
+                ]
+            })
+            .collect();
+        out += &table(
+            &["tenant", "preemptions", "work lost", "held"],
+            &rows,
+            width,
+        );
+    }
     if report.tenants.iter().any(|t| t.uvm.is_some()) {
         out += &caption(
             "unified memory: far faults, batches, pages migrated in and out (4 KiB), thrashed (evicted, then faulted again), prefetched and never used, served remotely, and time stalled on faults",

@@ -1094,6 +1094,77 @@ fn apps_app_shows_sizes_and_buffer_labels() {
     );
 }
 
+/// Every column of every table `run` prints, in every mode, is in `gpuswap metrics`
+/// (it once explained nothing of unified memory, PILOT, fault logs or VMs).
+#[test]
+fn metrics_explains_every_column_run_prints() {
+    let glossary = stdout(&gpuswap(&["metrics"]));
+    let pilot = temp_scenario(
+        "glossary-pilot.toml",
+        "seed = 1\n[device]\npreset = \"v100-pcie-32gb\"\nsharing = \"mps\"\nsubscription = 1.5\n\
+         [manager]\nmode = \"uvm\"\n[scheduler]\npolicy = \"mfit\"\n\
+         [[tenant]]\napp = \"backprop\"\n[[tenant]]\napp = \"pagedos\"\n",
+    );
+    let scenarios = [
+        repo_file("scenarios/quickstart.toml"),
+        repo_file("scenarios/contracts.toml"),
+        repo_file("scenarios/uvm/two-tenants.toml"),
+        repo_file("scenarios/traces/fault-log.toml"),
+        repo_file("scenarios/vgpu/placement.toml"),
+        pilot.to_string_lossy().into_owned(),
+    ];
+    let mut seen = Vec::new();
+    for scenario in &scenarios {
+        let out = gpuswap(&["run", scenario]);
+        assert!(out.status.success(), "{scenario}: {}", stderr(&out));
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.windows(2) {
+            if !pair[1].starts_with("---") {
+                continue;
+            }
+            for column in pair[0].split("  ").map(str::trim).filter(|c| !c.is_empty()) {
+                if ["tenant", "app", "vm", "workload"].contains(&column) {
+                    continue;
+                }
+                assert!(
+                    glossary.contains(column),
+                    "{scenario}: column {column:?} is not in gpuswap metrics"
+                );
+                seen.push(column.to_owned());
+            }
+        }
+    }
+    for column in [
+        "far faults",
+        "preemptions",
+        "faults/batch mean",
+        "fps",
+        "contract",
+    ] {
+        assert!(
+            seen.iter().any(|c| c == column),
+            "no table showed {column}: {seen:?}"
+        );
+    }
+}
+
+/// A program without a measured phase (a fault log) is measured whole: its phase is
+/// its run, the time its slowdown divides (it once showed phase 0 beside slowdown 1.2).
+#[test]
+fn a_fault_log_tenants_phase_is_its_whole_run() {
+    let out = gpuswap(&[
+        "run",
+        &repo_file("scenarios/traces/fault-log.toml"),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tenant = &report["tenants"][0];
+    assert!(tenant["phase_ns"].as_u64().unwrap() > 0, "{tenant}");
+    assert_eq!(tenant["phase_ns"], tenant["total_ns"], "{tenant}");
+}
+
 #[test]
 fn the_metrics_glossary_is_the_readmes() {
     let glossary = stdout(&gpuswap(&["metrics"]));
@@ -1123,6 +1194,8 @@ fn every_command_has_examples_completions_and_a_man_page() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // Wrapped descriptions continue on lines indented further.
+        .filter(|l| !l.starts_with("   "))
         .map(|l| l.split_whitespace().next().unwrap().to_owned())
         .filter(|c| c != "help")
         .collect();

@@ -50,7 +50,8 @@ pub struct TenantReport {
     pub app: String,
     /// Start to end.
     pub total_ns: u64,
-    /// Time in the measured phase (0 when the program never finished it).
+    /// Time in the measured phase: the whole run for a program without one (a trace, a
+    /// fault log); 0 when the program failed before finishing it.
     pub phase_ns: u64,
     /// Measured-phase time over the solo run's (total time when the app has no phase);
     /// null when the tenant failed.
@@ -420,7 +421,10 @@ fn build(
             name: t.name.clone(),
             app: t.app.clone(),
             total_ns: t.total_ns(),
-            phase_ns: t.phase_ns.map_or(0, |(a, b)| b - a),
+            phase_ns: match (&t.error, t.phase_ns) {
+                (Some(_), None) => 0,
+                _ => measured_ns(t),
+            },
             slowdown: match (&t.error, solo) {
                 (Some(_), _) | (None, 0) => None,
                 (None, solo) => Some(measured_ns(t) as f64 / *solo as f64),
