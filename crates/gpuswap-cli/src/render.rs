@@ -471,7 +471,11 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
                     count(u.remote_touches),
                     format!("{} / {}", u.throttles, u.pins),
                     format_ns(u.fault_stall_ns),
-                    u.optimum_pages_in.map_or("-".into(), count),
+                    match (u.optimum_pages_in, u.optimum_skipped_touches) {
+                        (Some(pages), _) => count(pages),
+                        (None, Some(limit)) => format!("skipped: over {limit} touches"),
+                        (None, None) => "-".into(),
+                    },
                 ]
             })
             .collect();

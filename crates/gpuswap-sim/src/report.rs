@@ -181,6 +181,10 @@ pub struct UvmReport {
     /// Belady's bound on the same page stream at the same VRAM (null unless `optimum =
     /// true`).
     pub optimum_pages_in: Option<u64>,
+    /// Where `optimum = true` asked for the bound but the tenant's page stream passed
+    /// this many touches (the limit that keeps its memory bounded): no bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimum_skipped_touches: Option<u64>,
     /// The migration pattern detected for each managed allocation, in allocation order
     /// (`streaming`, `regular`, `random`, `mixed`, or `undecided`).
     pub patterns: Vec<&'static str>,
@@ -472,6 +476,7 @@ fn build(
                 pins: p.stats.pins,
                 pages_dropped: p.device.pages_dropped,
                 optimum_pages_in: p.optimum_pages_in,
+                optimum_skipped_touches: p.optimum_skipped_touches,
                 patterns: t.allocations.iter().map(|a| a.pattern.name()).collect(),
                 plans: t.allocations.iter().map(|a| a.plan.name()).collect(),
                 plan_switches: p.stats.plan_switches,
