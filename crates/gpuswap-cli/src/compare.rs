@@ -147,7 +147,7 @@ pub fn run_vgpu(args: &CompareArgs, text: &str) -> Result<String, CompareError> 
         })?;
         let mut config = loaded.config.clone();
         config.placement = placement;
-        config.max_sim_ns = args.limits.limits().max_sim_ns;
+        crate::vgpu_scenario::apply_limits(&mut config, &args.limits.limits());
         let outcome = gpuswap_vgpu::engine::simulate(config)
             .map_err(|e| CompareError::Run(format!("{}: {name}: {e}", args.scenario.display())))?;
         outcomes.push((placement.name, outcome));

@@ -610,7 +610,7 @@ fn run_vgpu(
             path.display()
         );
     }
-    loaded.config.max_sim_ns = limits.limits().max_sim_ns;
+    vgpu_scenario::apply_limits(&mut loaded.config, &limits.limits());
     let outcome = match gpuswap_vgpu::engine::simulate(loaded.config.clone()) {
         Ok(o) => o,
         Err(e) => {

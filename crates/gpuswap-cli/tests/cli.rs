@@ -1165,6 +1165,49 @@ fn a_fault_log_tenants_phase_is_its_whole_run() {
     assert_eq!(tenant["phase_ns"], tenant["total_ns"], "{tenant}");
 }
 
+/// Times near the end of u64 once wrapped the simulated clock (a panic inside the
+/// link); durations are bounded at 2^62 ns, and a run at that bound stops at its limit.
+/// A VM's long life is bounded by the event limit as well as by time.
+#[test]
+fn the_simulated_clock_never_wraps() {
+    let at_bound = temp_scenario(
+        "clock-bound.toml",
+        "seed = 1\n[device]\npreset = \"gtx480\"\n[[tenant]]\napp = \"backprop\"\n\
+         start = \"4611686018427387904ns\"\n[[tenant]]\napp = \"bfs\"\n",
+    );
+    let limit = "--max-sim-time";
+    let out = gpuswap(&[
+        "run",
+        &at_bound.to_string_lossy(),
+        limit,
+        "4611686018427387904ns",
+    ]);
+    assert_fails(&out, 1, "stopped at its limit of 4611686018.427 s");
+    let out = gpuswap(&[
+        "run",
+        &at_bound.to_string_lossy(),
+        limit,
+        "18446744073709551615ns",
+    ]);
+    assert_fails(&out, 2, "at most 4611686018s");
+    let past = temp_scenario(
+        "clock-past.toml",
+        "[device]\npreset = \"gtx480\"\n[[tenant]]\napp = \"bfs\"\nstart = \"18446744073s\"\n",
+    );
+    assert_fails(
+        &gpuswap(&["run", &past.to_string_lossy()]),
+        2,
+        "tenant[0].start",
+    );
+    let long_vm = temp_scenario(
+        "clock-vm.toml",
+        "[device]\npreset = \"hd530\"\n[[vm]]\nworkload = \"urbanterror\"\n\
+         duration = \"4611686018s\"\n",
+    );
+    let out = gpuswap(&["run", &long_vm.to_string_lossy(), "--max-events", "10000"]);
+    assert_fails(&out, 1, "--max-events");
+}
+
 #[test]
 fn the_metrics_glossary_is_the_readmes() {
     let glossary = stdout(&gpuswap(&["metrics"]));

@@ -148,7 +148,7 @@ impl Plan {
     /// seed gives the same run).
     fn run_vms(&self, text: &str) -> Result<RunFigures, String> {
         let mut s = crate::vgpu_scenario::parse(&self.path, text).map_err(|e| e.to_string())?;
-        s.config.max_sim_ns = self.limits.max_sim_ns;
+        crate::vgpu_scenario::apply_limits(&mut s.config, &self.limits);
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             gpuswap_vgpu::engine::simulate(s.config)
         }));
