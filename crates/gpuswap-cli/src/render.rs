@@ -353,6 +353,15 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         &rows,
         width,
     );
+    if settings.baseline_mode != "native" {
+        out += &caption(
+            &format!(
+                "slowdown: against each program alone with ample VRAM in mode {} at its defaults; settings that beat those defaults give a slowdown below 1",
+                settings.baseline_mode
+            ),
+            width,
+        );
+    }
     out += &caption(
         "local, remote: bytes its kernels read and wrote in VRAM and over the link, summed over the run; evicted, returned: bytes moved out of VRAM and back (unified memory: pages evicted, and pages faulted in again after their eviction)",
         width,

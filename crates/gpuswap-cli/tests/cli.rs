@@ -1208,6 +1208,31 @@ fn the_simulated_clock_never_wraps() {
     assert_fails(&out, 1, "--max-events");
 }
 
+/// A lone unified-memory tenant under zero-copy once reported STP 5.4 with no word that
+/// its slowdown compares against uvm's defaults: the report names the baseline's mode.
+#[test]
+fn a_report_names_the_mode_its_slowdowns_compare_against() {
+    let zero_copy = temp_scenario(
+        "baseline-zero-copy.toml",
+        "seed = 1\n[device]\npreset = \"gtx1080ti\"\n[manager]\nmode = \"uvm\"\n\
+         migration = \"zero-copy\"\n[[tenant]]\napp = \"backprop\"\n",
+    );
+    let path = zero_copy.to_string_lossy();
+    let report: serde_json::Value =
+        serde_json::from_slice(&gpuswap(&["run", &path, "--json"]).stdout).unwrap();
+    assert_eq!(report["settings"]["baseline_mode"], "uvm");
+    let text = stdout(&gpuswap(&["run", &path]));
+    assert!(
+        text.contains("alone with ample VRAM in mode uvm at its defaults"),
+        "{text}"
+    );
+    let quick = repo_file("scenarios/quickstart.toml");
+    let report: serde_json::Value =
+        serde_json::from_slice(&gpuswap(&["run", &quick, "--json"]).stdout).unwrap();
+    assert_eq!(report["settings"]["baseline_mode"], "native");
+    assert!(!stdout(&gpuswap(&["run", &quick])).contains("at its defaults"));
+}
+
 #[test]
 fn the_metrics_glossary_is_the_readmes() {
     let glossary = stdout(&gpuswap(&["metrics"]));

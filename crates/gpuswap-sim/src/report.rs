@@ -291,6 +291,20 @@ pub struct Settings {
     pub return_interval_ns: u64,
     /// The mode's parameters with their values (defaults included), as `key=value`.
     pub policy: Vec<String>,
+    /// The mode the slowdowns' solo runs use, at its defaults (see
+    /// [`Baselines::solo_ns`]): `native`, or `uvm` where memory is demand paged, so a
+    /// setting that beats uvm's defaults gives a slowdown below 1.
+    pub baseline_mode: &'static str,
+}
+
+/// The mode a tenant's solo baseline runs in, at its defaults: native, or, where the
+/// scenario's memory is unified (demand paged), uvm.
+fn baseline_mode(config: &SimConfig) -> &'static str {
+    if config.manager.policy.needs().page_faults {
+        "uvm"
+    } else {
+        "native"
+    }
 }
 
 /// Jain's fairness index of `xs`: 1 when all equal, 1/n when one has everything; 1 for
@@ -331,11 +345,7 @@ impl Baselines {
         if spec.endless {
             return Ok(0);
         }
-        let mode = if config.manager.policy.needs().page_faults {
-            "uvm"
-        } else {
-            "native"
-        };
+        let mode = baseline_mode(config);
         // What the run's seed and the tenant's names would change is nothing: the
         // solo modes make no random choice, and names are for reports. Left out, they
         // let every seed and tenant of a program share one baseline.
@@ -555,6 +565,7 @@ fn build(
                     ParamValue::Count(n) => format!("{key}={n}"),
                 })
                 .collect(),
+            baseline_mode: baseline_mode(config),
         },
         tenants,
         system,
