@@ -61,6 +61,7 @@ fn sweep_output(path: &Path) -> bool {
         || name == "normalized.csv"
         || name == "patterns.csv"
         || name == manifest::FILE
+        || name == manifest::INCOMPLETE
         || name == SCENARIO_FILE
         || name.ends_with(".html")
         || name.ends_with(".svg")
