@@ -1185,9 +1185,23 @@ fn sweep_dry_run_sizes_the_sweep_and_writes_nothing() {
         text.starts_with("5 grid points x 3 seeds = 15 runs over device.vram_limit (5 values)"),
         "{text}"
     );
-    assert!(text.contains("point 0: one run took") && text.contains("point 4: one run took"));
+    assert!(text.contains("timed one run of 5 of 5 points"), "{text}");
     assert!(text.contains("estimate: about"), "{text}");
     assert!(!out_dir.exists(), "a dry run wrote {}", out_dir.display());
+    // A sampled run that fails makes the dry run fail too.
+    let out = gpuswap(&[
+        "sweep",
+        &repo_file("scenarios/quickstart.toml"),
+        "--vary",
+        "tenant.start=0s,2000000s",
+        "--dry-run",
+    ]);
+    assert_fails(&out, 1, "1 of the sampled runs failed");
+    assert!(
+        stdout(&out).contains("point 1: one run took"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -2246,6 +2260,12 @@ fn an_interrupted_sweep_is_refused_until_resumed_to_the_same_bytes() {
         dir.join("m").to_str().unwrap(),
     ]);
     assert_fails(&merge, 2, "--resume");
+    // Running it again into the folder says how to finish it instead.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(args(&cut))
+        .output()
+        .unwrap();
+    assert_fails(&out, 2, "or --resume (with the flags it ran with)");
     // Another plan is not resumed.
     let mut other = args(&cut);
     other[5] = "100".into();
@@ -2330,4 +2350,35 @@ fn managers_compare_through_a_sweep_and_typos_stop_it_before_any_run() {
         text.contains("left out: native, gpuswap, fcfs, static, gdev (the scenario is not valid under them; under native: tenant[0].fault_log"),
         "{text}"
     );
+}
+
+#[test]
+fn progress_bars_stay_off_a_log() {
+    // Standard error to a file or pipe (a job's log): errors only, no bar to garble it.
+    for args in [
+        vec!["check", "--seeds", "3"],
+        vec![
+            "compare",
+            "scenarios/quickstart.toml",
+            "--managers",
+            "native,gpuswap",
+        ],
+    ] {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if a.ends_with(".toml") {
+                    repo_file(a)
+                } else {
+                    (*a).to_owned()
+                }
+            })
+            .collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
 }

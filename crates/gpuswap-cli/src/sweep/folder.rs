@@ -80,8 +80,13 @@ pub(super) fn prepare_out(out: &Path, force: bool) -> Result<(), SweepError> {
         return Ok(());
     }
     if !force {
+        let resume = if out.join(manifest::INCOMPLETE).exists() {
+            ", or --resume (with the flags it ran with) to finish the interrupted sweep there"
+        } else {
+            ""
+        };
         return Err(SweepError::BadInput(format!(
-            "{} is not empty; give another --out, or --force to replace an earlier sweep's files there",
+            "{} is not empty; give another --out, or --force to replace an earlier sweep's files there{resume}",
             out.display()
         )));
     }

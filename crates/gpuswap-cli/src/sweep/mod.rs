@@ -26,6 +26,8 @@ mod folder;
 mod keys;
 mod manifest;
 mod merge;
+#[cfg(test)]
+mod merge_fuzz;
 mod normalize;
 mod output;
 mod plan;
@@ -90,8 +92,9 @@ pub struct SweepArgs {
     /// Also write the sweep as one self-contained web page (as `gpuswap report`).
     #[arg(long, value_name = "FILE", conflicts_with = "shard")]
     pub html: Option<PathBuf>,
-    /// Check the sweep and say how big it is and about how long it will take (one run
-    /// of a few points is timed); write nothing.
+    /// Check every point and say how big the sweep is and about how long it will take
+    /// (one run of each point is timed, spread over the grid, for about 10 s at most);
+    /// write nothing.
     #[arg(long, conflicts_with = "resume")]
     pub dry_run: bool,
     /// Finish a sweep that was interrupted (killed, or stopped by an error) in --out:
@@ -242,9 +245,9 @@ fn resume<'a>(
 }
 
 /// What `--dry-run` says, and how many of its timed runs failed: the grid (of the
-/// shard, with one), the runs, and a wall-time estimate from timing one run of each of
-/// a few points spread over the grid (their solo baselines included, as the sweep
-/// computes them too), given as a range: points can differ a hundredfold.
+/// shard, with one), the runs, and a wall-time estimate from timing one run of as many
+/// points as about 10 s allows, spread over the grid (their solo baselines included, as
+/// the sweep computes them too), given as a range: points can differ a hundredfold.
 fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -> (String, usize) {
     let axes: Vec<String> = plan
         .axes
@@ -283,66 +286,98 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
     );
     let baselines = gpuswap_sim::report::Baselines::default();
     let tenants = plan.tenants();
-    let mut seconds = Vec::new();
+    let mut timed: Vec<(usize, f64)> = Vec::new();
     let mut failed = 0;
-    for point in samples(&held_points, DRY_RUN_SAMPLES) {
-        let started = std::time::Instant::now();
+    let started = std::time::Instant::now();
+    for point in spread(&held_points) {
+        if timed.len() >= DRY_RUN_MIN_SAMPLES && started.elapsed() > DRY_RUN_BUDGET {
+            break;
+        }
+        let run_started = std::time::Instant::now();
         let row = plan.run_point(point, 0, &baselines, &tenants);
-        let s = started.elapsed().as_secs_f64();
-        let result = match &row.result {
-            Ok(_) => "ran".to_owned(),
-            Err(e) => {
-                failed += 1;
-                format!("failed: {e}")
-            }
-        };
-        text += &format!("point {point}: one run took {s:.2} s here ({result})\n");
-        seconds.push(s);
+        let s = run_started.elapsed().as_secs_f64();
+        if let Err(e) = &row.result {
+            failed += 1;
+            text += &format!("point {point}: one run took {s:.2} s here (failed: {e})\n");
+        }
+        timed.push((point, s));
     }
     let threads = jobs.unwrap_or_else(rayon::current_num_threads).max(1);
-    text += &estimate(&seconds, held, runs, threads);
+    text += &estimate(&timed, held, plan.runs as usize, threads);
     (text, failed)
 }
 
-/// How many points `--dry-run` times, at most.
-const DRY_RUN_SAMPLES: usize = 5;
+/// `--dry-run` times one run of points until this much time has gone (or every point
+/// is timed)...
+const DRY_RUN_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Up to `k` of `points`, spread evenly from the first to the last.
-fn samples(points: &[usize], k: usize) -> Vec<usize> {
+/// ... but at least this many points.
+const DRY_RUN_MIN_SAMPLES: usize = 5;
+
+/// `points` in an order that spreads over the grid: the first, the last, the middle,
+/// then the quarters, the eighths and so on, so that a sample of any length taken from
+/// its start covers the grid about evenly.
+fn spread(points: &[usize]) -> Vec<usize> {
     let n = points.len();
-    if n <= k {
-        return points.to_vec();
+    let mut taken = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    let mut take = |i: usize, order: &mut Vec<usize>| {
+        if !std::mem::replace(&mut taken[i], true) {
+            order.push(points[i]);
+        }
+    };
+    if n > 0 {
+        take(0, &mut order);
+        take(n - 1, &mut order);
     }
-    let mut picked: Vec<usize> = (0..k).map(|i| points[i * (n - 1) / (k - 1)]).collect();
-    picked.dedup();
-    picked
+    let mut parts = 2;
+    while order.len() < n {
+        for k in (1..parts).step_by(2) {
+            take(k * (n - 1) / parts, &mut order);
+        }
+        // Finer than the grid: what rounding skipped comes in order.
+        if parts >= n {
+            (0..n).for_each(|i| take(i, &mut order));
+        }
+        parts *= 2;
+    }
+    order
 }
 
-/// The estimate line: `runs` runs on `threads` threads, each taking about what the
-/// sampled runs took (`seconds`, one run each of `seconds.len()` of `held` points), from
-/// the fastest to the slowest of them.
-fn estimate(seconds: &[f64], held: usize, runs: usize, threads: usize) -> String {
-    if seconds.is_empty() {
+/// The estimate lines: `runs` runs per point of `held` points on `threads` threads,
+/// from one timed run of each point in `timed` (point, seconds); the points not timed
+/// are counted at the mean of those timed, the range at their fastest and slowest.
+fn estimate(timed: &[(usize, f64)], held: usize, runs: usize, threads: usize) -> String {
+    let Some(&(slowest, high)) = timed.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
         return "estimate: nothing to run\n".into();
-    }
-    let total = |s: f64| format_duration(s * runs as f64 / threads.min(runs.max(1)) as f64);
-    let mean = seconds.iter().sum::<f64>() / seconds.len() as f64;
-    let low = seconds.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = seconds.iter().copied().fold(0.0, f64::max);
-    let sampled = if seconds.len() == held {
-        format!("every point timed once, on {threads} threads")
-    } else {
-        format!(
-            "{} of {held} points timed once, on {threads} threads; the others may take more or less",
-            seconds.len()
-        )
     };
-    format!(
-        "estimate: about {} (from {} to {}: {sampled})\n",
-        total(mean),
-        total(low),
-        total(high)
-    )
+    let low = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+    let sum: f64 = timed.iter().map(|t| t.1).sum();
+    let mean = sum / timed.len() as f64;
+    let untimed = (held - timed.len()) as f64;
+    let wall = |each: f64| {
+        let parallel = threads.min(held * runs).max(1) as f64;
+        format_duration((sum + untimed * each) * runs as f64 / parallel)
+    };
+    let mut text = format!(
+        "timed one run of {} of {held} points in {}: {low:.2} s to {high:.2} s a run (slowest: point {slowest})\n",
+        timed.len(),
+        format_duration(sum)
+    );
+    if timed.len() == held {
+        text += &format!(
+            "estimate: about {} on {threads} threads (every point timed once; seeds and other work on the machine change it)\n",
+            wall(mean)
+        );
+    } else {
+        text += &format!(
+            "estimate: about {} on {threads} threads (from {} to {}, as the other points run like the fastest or the slowest timed)\n",
+            wall(mean),
+            wall(low),
+            wall(high)
+        );
+    }
+    text
 }
 
 /// A wall time in the unit a reader plans with: seconds, minutes or hours.
@@ -363,18 +398,22 @@ mod tests {
     #[test]
     fn a_dry_run_samples_the_middle_of_the_grid_and_gives_a_range() {
         // The first and the last point alone once timed a 12-minute sweep at 11 s.
-        assert_eq!(samples(&[0, 1, 2], 5), [0, 1, 2]);
-        assert_eq!(
-            samples(&(0..100).collect::<Vec<_>>(), 5),
-            [0, 24, 49, 74, 99]
+        assert_eq!(spread(&[0, 1, 2]), [0, 2, 1]);
+        let hundred = spread(&(0..100).collect::<Vec<_>>());
+        assert_eq!(hundred[..5], [0, 99, 49, 24, 74]);
+        let mut all = hundred.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..100).collect::<Vec<_>>(), "every point once");
+        assert_eq!(spread(&[3, 7, 11]), [3, 11, 7]);
+        assert!(spread(&[]).is_empty());
+        let lines = estimate(&[(0, 0.1), (2, 60.0), (1, 0.1)], 3, 10, 2);
+        assert!(lines.ends_with("estimate: about 5.0 min on 2 threads (every point timed once; seeds and other work on the machine change it)\n"), "{lines}");
+        assert!(lines.starts_with("timed one run of 3 of 3 points in 60.2 s: 0.10 s to 60.00 s a run (slowest: point 2)"), "{lines}");
+        let lines = estimate(&[(0, 1.0), (9, 3.0)], 10, 10, 4);
+        assert!(
+            lines.contains("estimate: about 50.0 s on 4 threads (from 30.0 s to 70.0 s"),
+            "{lines}"
         );
-        assert_eq!(samples(&[3, 7, 11, 15, 19, 23], 5), [3, 7, 11, 15, 23]);
-        let line = estimate(&[0.1, 60.0, 0.1], 3, 30, 2);
-        assert_eq!(
-            line,
-            "estimate: about 5.0 min (from 1.5 s to 15.0 min: every point timed once, on 2 threads)\n"
-        );
-        assert!(estimate(&[1.0], 10, 10, 4).contains("1 of 10 points timed once"));
         assert_eq!(format_duration(7200.0), "2.0 h");
     }
 
