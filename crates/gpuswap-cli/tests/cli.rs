@@ -740,7 +740,7 @@ fn a_run_that_would_not_end_stops_at_its_limit_and_says_how_to_raise_it() {
     assert!(e.contains("raise it with --max-events N"), "{e}");
     let path = temp_scenario(
         "late.toml",
-        "[[tenant]]\nname = \"a\"\napp = \"stream\"\nstart = \"18446744073s\"\n",
+        "[[tenant]]\nname = \"a\"\napp = \"stream\"\nstart = \"4611686018s\"\n",
     );
     let out = gpuswap(&["run", path.to_str().unwrap()]);
     assert_fails(&out, 1, "raise it with --max-sim-time DURATION");
