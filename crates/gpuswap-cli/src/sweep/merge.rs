@@ -61,7 +61,7 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
             )));
         }
     }
-    let owners = owners(&args.dirs, &manifests)?;
+    let owners = owners(&args.dirs, &manifests, &plan.axis_sizes())?;
     for dir in &args.dirs {
         if same_folder(dir, &args.out) {
             return Err(SweepError::BadInput(format!(
@@ -114,7 +114,11 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
 /// Which shard (its index in `dirs`) holds each point of the plan; the error names the
 /// missing points (by shard, when all the shards split the sweep in as many) and the
 /// points held more than once with their folders.
-fn owners(dirs: &[PathBuf], manifests: &[Manifest]) -> Result<Vec<usize>, SweepError> {
+fn owners(
+    dirs: &[PathBuf],
+    manifests: &[Manifest],
+    sizes: &[usize],
+) -> Result<Vec<usize>, SweepError> {
     let total = manifests[0].total_points;
     let mut holders: Vec<Vec<usize>> = vec![Vec::new(); total];
     for (i, m) in manifests.iter().enumerate() {
@@ -135,7 +139,10 @@ fn owners(dirs: &[PathBuf], manifests: &[Manifest]) -> Result<Vec<usize>, SweepE
     if !missing.is_empty() && counts.iter().all(|n| *n == counts[0]) {
         let mut by_shard: BTreeMap<Shard, Vec<usize>> = BTreeMap::new();
         for &p in &missing {
-            by_shard.entry(Shard::of(p, counts[0])).or_default().push(p);
+            by_shard
+                .entry(Shard::of(p, counts[0], sizes))
+                .or_default()
+                .push(p);
         }
         for (shard, points) in by_shard {
             problems.push(format!("shard {shard} is missing: {}", point_list(&points)));

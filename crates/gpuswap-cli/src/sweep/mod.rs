@@ -131,7 +131,7 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     }
     check_html(args.html.as_deref(), args.force)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
-    let points = shard.points(plan.points.len());
+    let points = shard.points(&plan.axis_sizes());
     let files = plan.files_read();
     let inputs = manifest::PlanInputs {
         text: &text,
@@ -254,7 +254,7 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
         .iter()
         .map(|a| format!("{} ({} values)", a.key, a.values.len()))
         .collect();
-    let held_points = shard.unwrap_or(Shard::WHOLE).points(plan.points.len());
+    let held_points = shard.unwrap_or(Shard::WHOLE).points(&plan.axis_sizes());
     let held = held_points.len();
     let runs = held * plan.runs as usize;
     let mut files = vec!["results.csv"];

@@ -32,6 +32,11 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// How many values each axis has, in the grid's order (see [`grid`]).
+    pub fn axis_sizes(&self) -> Vec<usize> {
+        self.axes.iter().map(|a| a.values.len()).collect()
+    }
+
     /// Reads a scenario text with its `[sweep]` table and `--vary` flags; `path` names it
     /// in errors and resolves relative files.
     pub fn new(
