@@ -68,6 +68,12 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "exclusive-quantum: how long a tenant holds the GPU while others wait",
     ),
     (
+        "device.link_scale",
+        "factor from 1/64 to 64",
+        "1",
+        "multiplies the host link's bandwidth in each direction (0.5 halves it, 2 doubles it; latency unchanged), as the adaptive-runtime paper's interconnect study does",
+    ),
+    (
         "device.host_memory",
         "size: B, KiB, MiB, GiB",
         "the preset's (gpuswap presets)",
@@ -351,6 +357,7 @@ pub fn template() -> String {
     out += &commented("device.subscription", "0.75");
     out += &commented("device.sharing", "\"mps\"");
     out += &commented("device.quantum", "\"30s\"");
+    out += &commented("device.link_scale", "0.5");
     out += "\n[manager]\n";
     out += &set("manager.mode", "\"gpuswap\"");
     out += &commented("manager.chunk_size", "\"4MiB\"");

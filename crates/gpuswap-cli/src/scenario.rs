@@ -112,6 +112,7 @@ struct DeviceTable {
     subscription: Option<Spanned<f64>>,
     sharing: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
+    link_scale: Option<Spanned<f64>>,
 }
 
 /// The `[scheduler]` table: PILOT's kernel scheduling.
@@ -251,7 +252,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         };
 
     let preset_name = file.device.preset.as_ref();
-    let preset = match preset_name {
+    let mut preset = match preset_name {
         None => preset::find(DEFAULT_PRESET).expect("default preset exists"),
         Some(name) => preset::find(name.get_ref()).ok_or_else(|| {
             let known: Vec<_> = preset::all().iter().map(|p| p.name).collect();
@@ -362,6 +363,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
 
+    if let Some(scale) = &file.device.link_scale {
+        let factor = *scale.get_ref();
+        if !(factor.is_finite() && (1.0 / 64.0..=64.0).contains(&factor)) {
+            return Err(value_error(
+                "device.link_scale".into(),
+                Some(scale.span()),
+                format!(
+                    "expected a factor from 1/64 to 64 on the host link's bandwidth (0.5 halves it, 2 doubles it), got {factor}"
+                ),
+            ));
+        }
+        preset.link = preset.link.scaled(factor);
+    }
     let host_bytes = match &file.device.host_memory {
         None => preset.host_memory_bytes,
         Some(size) => parse_bytes(size.get_ref()).map_err(|e| {

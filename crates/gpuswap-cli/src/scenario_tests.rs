@@ -928,3 +928,37 @@ fn a_guarantee_that_does_not_fit_beside_the_others_fails_the_later_tenant() {
         "{error}"
     );
 }
+
+/// `device.link_scale` scales the host link's bandwidth alone (the adaptive-runtime
+/// paper's interconnect study): a unified-memory tenant whose pages cross the link runs
+/// longer on half the link and shorter on twice it; bad factors are refused.
+#[test]
+fn link_scale_scales_the_links_bandwidth() {
+    let run = |scale: &str| {
+        let s = check(&format!(
+            "seed = 1\n[device]\npreset = \"gtx1080ti\"\nlink_scale = {scale}\n\
+             [manager]\nmode = \"uvm\"\n[[tenant]]\napp = \"backprop\"\n"
+        ))
+        .unwrap();
+        let link = s.config.preset.link;
+        let report = gpuswap_sim::report::run_and_report("s", 1, &s.config).unwrap();
+        (link, report.tenants[0].total_ns)
+    };
+    let (one, at_one) = run("1.0");
+    let (half, at_half) = run("0.5");
+    let (_, at_two) = run("2.0");
+    assert_eq!(half.h2d_bytes_per_s, one.h2d_bytes_per_s / 2.0);
+    assert_eq!(half.d2h_bytes_per_s, one.d2h_bytes_per_s / 2.0);
+    assert_eq!(half.latency_ns, one.latency_ns);
+    assert!(
+        at_half > at_one && at_one > at_two,
+        "{at_half} {at_one} {at_two}"
+    );
+    for bad in ["0", "-1", "100", "nan"] {
+        let e = error(&format!("[device]\nlink_scale = {bad}\n{TENANT}"));
+        assert!(
+            e.contains("device.link_scale") && e.contains("1/64 to 64"),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -49,6 +49,19 @@ pub struct LinkSpec {
     pub outstanding_reads: u32,
 }
 
+impl LinkSpec {
+    /// The same link with `factor` times its bandwidth in each direction, its latency
+    /// and outstanding reads unchanged: the adaptive-runtime paper's interconnect study
+    /// halves and doubles bandwidth alone (`device.link_scale`).
+    pub fn scaled(self, factor: f64) -> Self {
+        LinkSpec {
+            h2d_bytes_per_s: self.h2d_bytes_per_s * factor,
+            d2h_bytes_per_s: self.d2h_bytes_per_s * factor,
+            ..self
+        }
+    }
+}
+
 /// One GPU model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Preset {
