@@ -4,8 +4,8 @@
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use gpuswap_core::{
-    Action, AllocRequest, BufferKind, Manager, ManagerConfig, PolicySettings, Reply, RequestId,
-    TenantId,
+    Action, AllocRequest, BufferId, BufferKind, Dma, Execution, Manager, ManagerConfig,
+    PolicySettings, Reply, RequestId, TenantId,
 };
 
 const MIB: u64 = 1 << 20;
@@ -95,5 +95,79 @@ fn chunks(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, chunks);
+/// Plays the driver at once (suspends, copies) and returns the buffer a grant names.
+fn drive(m: &mut Manager) -> Option<BufferId> {
+    let mut granted = None;
+    while let Some(action) = m.poll_action() {
+        match action {
+            Action::Execution(Execution::Suspend { tenant, .. }) => {
+                m.handle_suspended(tenant).unwrap()
+            }
+            Action::Dma(Dma::Copy { copy, .. }) => m.handle_copy_done(copy).unwrap(),
+            Action::Reply(Reply::Grant { buffer, .. }) => granted = Some(buffer),
+            _ => {}
+        }
+    }
+    granted
+}
+
+/// The daemon's decision path at the scale of a big shared GPU: `tenants` tenants fill
+/// 10^6 chunks of 2 MiB (about 2 TB of books), then each measured step is one eviction
+/// and one return. The state is the same after every step, so the figure is the
+/// steady cost of a decision, whatever the number of steps.
+fn decisions(c: &mut Criterion) {
+    const CHUNKS: u64 = 1_000_000;
+    const CHUNK: u64 = 2 * MIB;
+    let mut group = c.benchmark_group("decisions at 10^6 chunks");
+    group.sample_size(20);
+    for tenants in [10u64, 1000] {
+        let mut m = Manager::new(config(CHUNKS * CHUNK, CHUNK));
+        let per_tenant = CHUNKS / tenants;
+        let mut id = 0;
+        for t in 0..tenants {
+            // Buffers of up to 64 MiB (32 chunks), as frameworks' caching allocators ask.
+            let mut left = per_tenant;
+            while left > 0 {
+                let n = left.min(32);
+                id += 1;
+                m.handle_alloc(request(id, t as u32, n * CHUNK));
+                drive(&mut m).expect("fits");
+                left -= n;
+            }
+        }
+        let mut now_ns = 0;
+        // Allocate one chunk into full VRAM: the victim policy picks the largest share
+        // and one of its chunks goes to host memory. Free it, and the return check
+        // brings a chunk back into the room: full again.
+        group.bench_function(
+            format!("{tenants} tenants: evict for 1 chunk, free, return 1"),
+            |b| {
+                b.iter(|| {
+                    id += 1;
+                    m.handle_alloc(request(id, 0, CHUNK));
+                    let buffer = drive(&mut m).expect("granted");
+                    m.handle_free(TenantId(0), buffer).unwrap();
+                    drive(&mut m);
+                    now_ns += 1_000_000_000;
+                    m.handle_timeout(now_ns);
+                    drive(&mut m);
+                })
+            },
+        );
+        // The periodic return check with VRAM full: nothing can come back.
+        group.bench_function(
+            format!("{tenants} tenants: return check, nothing to return"),
+            |b| {
+                b.iter(|| {
+                    now_ns += 1_000_000_000;
+                    m.handle_timeout(now_ns);
+                    drive(&mut m);
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, chunks, decisions);
 criterion_main!(benches);
