@@ -521,14 +521,7 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
     let ran = n - s.tenants_failed;
     // Figures over tenants that finished say so when some did not; none are given when
     // none finished (an empty mean is no figure).
-    let over_survivors = if ran == 0 {
-        "STP -  ANTT -  Jain(slowdown) -".to_owned()
-    } else {
-        format!(
-            "STP {:.3}  ANTT {:.3}  Jain(slowdown) {:.3}",
-            s.stp, s.antt, s.jain_slowdown
-        )
-    };
+    let figure = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
     let failed_note = if s.tenants_failed > 0 {
         format!(
             "\n{} of {n} tenants FAILED: STP, ANTT and Jain(slowdown) cover the {ran} that finished",
@@ -538,10 +531,13 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         String::new()
     };
     let text = format!(
-        "\nmakespan {}  {over_survivors}  Jain(VRAM) {:.3}{failed_note}\n\
+        "\nmakespan {}  STP {}  ANTT {}  Jain(slowdown) {}  Jain(VRAM) {}{failed_note}\n\
          link utilization: to device {:.1} %, to host {:.1} %\n",
         format_ns(s.makespan_ns),
-        s.jain_vram,
+        figure(s.stp),
+        figure(s.antt),
+        figure(s.jain_slowdown),
+        figure(s.jain_vram),
         100.0 * s.link_utilization_to_device,
         100.0 * s.link_utilization_to_host
     );

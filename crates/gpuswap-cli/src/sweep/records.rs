@@ -10,6 +10,10 @@ pub(super) fn error_column(axes: &[Axis]) -> usize {
     axes.len() + 3
 }
 
+/// The last column of results.csv and summary.csv: tenants (VMs) that failed in a run,
+/// or in a point's runs, which the figures over tenants that finished leave out.
+pub(super) const TENANTS_FAILED: &str = "tenants_failed";
+
 /// A grid point's records of results.csv and patterns.csv, as written: what the
 /// summary is taken from, whether the runs just ended or a merge read them back.
 pub(super) struct PointRecords {

@@ -12,7 +12,7 @@ use super::error::SweepError;
 use super::figures::Kind;
 use super::plan::Plan;
 use super::plots;
-use super::records::{PointRecords, error_column};
+use super::records::{PointRecords, TENANTS_FAILED, error_column};
 use super::stats::{PointStats, Stats};
 
 /// The statistics of the points so far, for summary.csv and the plots, and the sweep's
@@ -50,7 +50,7 @@ impl<'a> Summary<'a> {
         let metrics = kind.metrics();
         let error = error_column(&self.plan.axes);
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); metrics.len()];
-        let (mut failed, mut tenant_failed) = (0, 0);
+        let (mut failed, mut tenant_failed, mut tenants_failed) = (0, 0, 0);
         for (run, record) in point.results.iter().enumerate() {
             let Some(values) = run_metrics(kind, record, error)
                 .map_err(|e| format!("point {}, run {}: {e}", point.point, run + 1))?
@@ -59,7 +59,10 @@ impl<'a> Summary<'a> {
                 continue;
             };
             // Runs that completed with a tenant that failed (out of memory, gdev refusals).
-            tenant_failed += usize::from(kind.tenant_failed(&values));
+            let failed_here = tenants_failed_cell(record)
+                .map_err(|e| format!("point {}, run {}: {e}", point.point, run + 1))?;
+            tenant_failed += usize::from(failed_here > 0);
+            tenants_failed += failed_here;
             for (sample, value) in samples.iter_mut().zip(values) {
                 sample.extend(value);
             }
@@ -79,6 +82,7 @@ impl<'a> Summary<'a> {
                 None => cells.extend(std::iter::repeat_n(String::new(), 4)),
             }
         }
+        cells.push(tenants_failed.to_string());
         self.records.push(cells);
         self.stats.push(PointStats {
             runs,
@@ -105,6 +109,7 @@ impl<'a> Summary<'a> {
         for m in plan.kind().metrics() {
             header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
         }
+        header.push(TENANTS_FAILED.into());
         w.write_record(&header).map_err(|e| io(&e))?;
         for cells in &self.records {
             w.write_record(cells).map_err(|e| io(&e))?;
@@ -181,6 +186,13 @@ fn run_metrics(
         })
         .collect::<Result<_, _>>()
         .map(Some)
+}
+
+/// The tenants that failed in a completed run: its record's last cell.
+fn tenants_failed_cell(record: &[String]) -> Result<usize, String> {
+    let cell = record.last().map_or("", String::as_str);
+    cell.parse()
+        .map_err(|_| format!("{TENANTS_FAILED}: {cell:?} is not a whole number"))
 }
 
 #[cfg(test)]
