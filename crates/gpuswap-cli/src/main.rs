@@ -400,7 +400,7 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say!("error: {e}");
-                    ExitCode::from(EXIT_BAD_INPUT)
+                    ExitCode::from(e.exit_code())
                 }
             };
         }

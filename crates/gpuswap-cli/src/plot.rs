@@ -67,6 +67,8 @@ pub trait Figure {
 }
 
 /// Writes `figure` to `stem.svg`, and to `stem.png` when `png`; returns the files written.
+/// Each file is written whole or not at all (a full disk once left a 0-byte SVG); the
+/// error names the file.
 pub fn save(
     stem: &Path,
     pixels: (u32, u32),
@@ -75,16 +77,24 @@ pub fn save(
 ) -> Result<Vec<PathBuf>, String> {
     register_font();
     let svg = stem.with_extension("svg");
-    let at = |path: &Path, e: String| format!("{}: {e}", path.display());
+    let at = |path: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let mut markup = String::new();
     figure
-        .draw(SVGBackend::new(&svg, pixels).into_drawing_area())
-        .map_err(|e| at(&svg, e))?;
+        .draw(SVGBackend::with_string(&mut markup, pixels).into_drawing_area())
+        .map_err(|e| at(&svg, &e))?;
+    crate::text::write_atomically(&svg, markup).map_err(|e| at(&svg, &e))?;
     let mut written = vec![svg];
     if png {
         let png = stem.with_extension("png");
-        figure
-            .draw(BitMapBackend::new(&png, pixels).into_drawing_area())
-            .map_err(|e| at(&png, e))?;
+        // The encoder picks the format by the extension: the partial name ends in it.
+        let mut partial = png.file_stem().unwrap_or_default().to_os_string();
+        partial.push(".partial.png");
+        crate::text::write_through(&png, &png.with_file_name(partial), |partial| {
+            figure
+                .draw(BitMapBackend::new(partial, pixels).into_drawing_area())
+                .map_err(std::io::Error::other)
+        })
+        .map_err(|e| at(&png, &e))?;
         written.push(png);
     }
     Ok(written)

@@ -23,6 +23,7 @@ use toml::Value;
 use super::axis::{Axis, value_text};
 use super::error::SweepError;
 use super::figures::Kind;
+use super::records::write_csv;
 use super::stats::PointStats;
 use crate::plot;
 
@@ -219,14 +220,7 @@ impl Normalize {
                 header.len(),
             ));
         }
-        let path = out.join("normalized.csv");
-        let io = |e: &dyn std::fmt::Display| SweepError::Output(format!("{}: {e}", path.display()));
-        let mut w = csv::Writer::from_path(&path).map_err(|e| io(&e))?;
-        w.write_record(&header).map_err(|e| io(&e))?;
-        for cells in &table {
-            w.write_record(cells).map_err(|e| io(&e))?;
-        }
-        w.flush().map_err(|e| io(&e))?;
+        write_csv(&out.join("normalized.csv"), &header, &table)?;
         self.figure(out, &ratios, png)
     }
 

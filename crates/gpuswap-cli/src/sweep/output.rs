@@ -93,32 +93,39 @@ impl Table {
         } else {
             path.clone()
         };
-        let mut writer = csv::Writer::from_path(&writing).map_err(|e| io_error(&writing, &e))?;
-        writer
-            .write_record(header)
-            .map_err(|e| io_error(&writing, &e))?;
-        Ok(Self {
+        let writer = csv::Writer::from_path(&writing).map_err(|e| io_error(&writing, &e))?;
+        let mut table = Self {
             path,
             writing,
             writer,
-        })
+        };
+        table.write(std::slice::from_ref(&header.to_vec()))?;
+        Ok(table)
     }
 
     fn write(&mut self, records: &[Vec<String>]) -> Result<(), SweepError> {
-        let io = |e: &dyn std::fmt::Display| io_error(&self.writing, e);
-        for record in records {
-            self.writer.write_record(record).map_err(|e| io(&e))?;
+        let written = records
+            .iter()
+            .try_for_each(|record| self.writer.write_record(record))
+            // On disk at once: a sweep killed later keeps every finished point's rows.
+            .and_then(|()| Ok(self.writer.flush()?));
+        written.map_err(|e| self.failed(&e))
+    }
+
+    /// The error of a failed write (a full disk); a table written under its partial
+    /// name goes, so that no part of it is left behind. A table written in place keeps
+    /// the rows of the points before, which a sweep stopped midway keeps too.
+    fn failed(&self, e: &dyn std::fmt::Display) -> SweepError {
+        if self.writing != self.path {
+            let _ = std::fs::remove_file(&self.writing);
         }
-        // On disk at once: a sweep killed later keeps every finished point's rows.
-        self.writer.flush().map_err(|e| io(&e))
+        io_error(&self.writing, e)
     }
 
     fn finish(mut self) -> Result<(), SweepError> {
-        self.writer
-            .flush()
-            .map_err(|e| io_error(&self.writing, &e))?;
+        self.writer.flush().map_err(|e| self.failed(&e))?;
         if self.writing != self.path {
-            std::fs::rename(&self.writing, &self.path).map_err(|e| io_error(&self.path, &e))?;
+            std::fs::rename(&self.writing, &self.path).map_err(|e| self.failed(&e))?;
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use super::error::SweepError;
 use super::figures::Kind;
 use super::plan::Plan;
 use super::plots;
-use super::records::{PointRecords, TENANTS_FAILED, error_column};
+use super::records::{PointRecords, TENANTS_FAILED, error_column, write_csv};
 use super::stats::{PointStats, Stats};
 
 /// The statistics of the points so far, for summary.csv and the plots, and the sweep's
@@ -100,9 +100,6 @@ impl<'a> Summary<'a> {
     /// too with `png`) into `out`.
     pub(super) fn write(&self, out: &Path, png: bool) -> Result<(), SweepError> {
         let plan = self.plan;
-        let path = out.join("summary.csv");
-        let io = |e: &dyn std::fmt::Display| SweepError::Output(format!("{}: {e}", path.display()));
-        let mut w = csv::Writer::from_path(&path).map_err(|e| io(&e))?;
         let mut header: Vec<String> = vec!["point".into()];
         header.extend(plan.axes.iter().map(|a| a.key.clone()));
         header.extend(["runs", "failed", "tenant_failed"].map(String::from));
@@ -110,11 +107,7 @@ impl<'a> Summary<'a> {
             header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
         }
         header.push(TENANTS_FAILED.into());
-        w.write_record(&header).map_err(|e| io(&e))?;
-        for cells in &self.records {
-            w.write_record(cells).map_err(|e| io(&e))?;
-        }
-        w.flush().map_err(|e| io(&e))?;
+        write_csv(&out.join("summary.csv"), &header, &self.records)?;
         if let Some(n) = &plan.normalize {
             n.write(out, &plan.axes, &plan.points, &self.stats, png)?;
         }
