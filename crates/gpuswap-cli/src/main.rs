@@ -280,21 +280,8 @@ fn main() -> ExitCode {
             }
             let result = run_with_progress(&loaded);
             if let (Ok(report), Some(file)) = (&result, &timeline) {
-                let series: Vec<(String, Vec<(u64, u64)>)> = report
-                    .tenants
-                    .iter()
-                    .map(|t| (t.name.clone(), t.vram_timeline.clone()))
-                    .collect();
-                let title = format!(
-                    "VRAM held per tenant: {} ({})",
-                    report.scenario, report.manager
-                );
                 let png = file.extension().is_some_and(|e| e == "png");
-                let figure = plot::Timeline {
-                    title: &title,
-                    series: &series,
-                    end_ns: report.system.makespan_ns,
-                };
+                let figure = plot::Timeline::of(report);
                 if let Err(e) = plot::save(&file.with_extension(""), (900, 520), png, &figure) {
                     say!("error: {e}");
                     return ExitCode::FAILURE;

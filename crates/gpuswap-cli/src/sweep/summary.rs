@@ -118,6 +118,7 @@ impl<'a> Summary<'a> {
             &plan.points,
             &self.stats,
             &plan.apps(),
+            plan.normalize.as_ref().map(|n| n.value_names()),
             png,
         )
     }
