@@ -526,7 +526,8 @@ fn run_vgpu(
             "placement": loaded.config.placement.name,
             "vms": outcome.vms.iter().map(|v| {
                 let mut value = serde_json::to_value(v).expect("outcomes serialize");
-                value["fps"] = serde_json::json!(v.fps());
+                // A VM that rendered no frame (refused) has no frame rate, not 0.
+                value["fps"] = serde_json::json!((v.frames > 0).then(|| v.fps()));
                 value
             }).collect::<Vec<_>>(),
             "system": {
@@ -534,7 +535,7 @@ fn run_vgpu(
                 "slot_copies": outcome.slot_copies,
                 "entries_copied": outcome.entries_copied,
                 "switch_cycles": outcome.switch_cycles,
-                "cycles_per_switch": outcome.cycles_per_switch(),
+                "cycles_per_switch": (outcome.switches > 0).then(|| outcome.cycles_per_switch()),
                 "reallocations": outcome.reallocations,
                 "idle_releases": outcome.idle_releases,
                 "makespan_ns": outcome.makespan_ns,

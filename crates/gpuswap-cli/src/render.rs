@@ -646,6 +646,8 @@ pub fn vgpu_compare_table(
                 .filter(|v| v.frames > 0)
                 .map(|v| v.fps())
                 .collect();
+            // A mean over the VMs a placement let in flatters one that refused others.
+            let starred = if refused > 0 { "*" } else { "" };
             vec![
                 (*name).to_owned(),
                 format!("{refused} of {}", o.vms.len()),
@@ -653,7 +655,7 @@ pub fn vgpu_compare_table(
                     "-".into()
                 } else {
                     format!(
-                        "{:.1}",
+                        "{:.1}{starred}",
                         rendering.iter().sum::<f64>() / rendering.len() as f64
                     )
                 },
@@ -665,6 +667,14 @@ pub fn vgpu_compare_table(
             ]
         })
         .collect();
+    let refusing = outcomes
+        .iter()
+        .any(|(_, o)| o.vms.iter().any(|v| v.error.is_some()));
+    let note = if refusing {
+        "* the mean over the VMs that rendered: the VMs the placement refused are left out\n"
+    } else {
+        ""
+    };
     format!("scenario {scenario}\n\n")
         + &table(
             &[
@@ -680,6 +690,7 @@ pub fn vgpu_compare_table(
             &rows,
             width,
         )
+        + note
 }
 
 /// The presets, one per row.
@@ -1005,5 +1016,42 @@ mod tests {
         assert_eq!(lines[2], format!("{wide}  a"));
         assert_eq!(lines[3].len(), 70_000 + 3);
         assert!(lines[3].starts_with('b') && lines[3].ends_with("  c"));
+    }
+
+    /// gvirt refuses 12 of the 15 VMs and shows the best mean frame rate of the three
+    /// it let in: the cell is starred and the note says what the mean leaves out.
+    #[test]
+    fn a_placement_that_refuses_vms_has_its_frame_rate_starred() {
+        use gpuswap_core::placement::find_placement;
+        let path = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/vgpu/fifteen-vms.toml"
+        ));
+        let text = std::fs::read_to_string(path).unwrap();
+        let loaded = crate::vgpu_scenario::parse(path, &text).unwrap();
+        let outcomes: Vec<(&str, gpuswap_vgpu::engine::VgpuOutcome)> = ["gvirt", "gscale"]
+            .iter()
+            .map(|name| {
+                let mut config = loaded.config.clone();
+                config.placement = find_placement(name).unwrap();
+                (*name, gpuswap_vgpu::engine::simulate(config).unwrap())
+            })
+            .collect();
+        assert!(outcomes[0].1.vms.iter().any(|v| v.error.is_some()));
+        assert!(outcomes[1].1.vms.iter().all(|v| v.error.is_none()));
+        let text = vgpu_compare_table("fifteen-vms", &outcomes, None);
+        let row = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap()
+                .to_owned()
+        };
+        let fps = |row: String| row.split_whitespace().nth(4).unwrap().to_owned();
+        assert!(fps(row("gvirt")).ends_with('*'), "{text}");
+        assert!(!fps(row("gscale")).ends_with('*'), "{text}");
+        assert!(
+            text.ends_with("the VMs the placement refused are left out\n"),
+            "{text}"
+        );
     }
 }

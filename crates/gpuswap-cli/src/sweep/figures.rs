@@ -226,6 +226,8 @@ impl RunFigures {
                 "slot_copies" => outcome.slot_copies as f64,
                 "entries_copied" => outcome.entries_copied as f64,
                 "switches" => outcome.switches as f64,
+                // No switch, no cost per switch (not 0 cycles).
+                "cycles_per_switch" if outcome.switches == 0 => return None,
                 "cycles_per_switch" => outcome.cycles_per_switch(),
                 "switch_cycles" => outcome.switch_cycles as f64,
                 "mean_fps" if fps.is_empty() => return None,
@@ -457,5 +459,20 @@ mod tests {
         assert_eq!(slowest_phase_ns(&failing), None);
         let failed = |report: &Report| RunFigures::of(report, Kind::Tenants, &[]).tenants_failed;
         assert_eq!((failed(&failing), failed(&evicting)), (2, 0));
+    }
+
+    /// A VM run in which nothing switched or rendered has no cost per switch and no
+    /// frame rate: empty cells, not zeros that plot as the best placement.
+    #[test]
+    fn a_vm_run_without_switches_or_frames_has_no_per_switch_or_fps_figure() {
+        let figures = RunFigures::of_vms(&VgpuOutcome::default());
+        let value = |name: &str| {
+            let i = VM_METRICS.iter().position(|m| *m == name).unwrap();
+            figures.metrics[i]
+        };
+        assert_eq!(value("cycles_per_switch"), None);
+        assert_eq!(value("mean_fps"), None);
+        assert_eq!(value("switches"), Some(0.0));
+        assert_eq!(figures.tenants_failed, 0);
     }
 }
