@@ -1733,6 +1733,20 @@ fn report_writes_a_page_once_and_refuses_a_folder_that_is_no_sweep() {
         "--force",
     ]);
     assert_fails(&out, 2, "expected a sweep's output folder");
+    // A full disk (the page's partial file is /dev/full): exit 1 naming the page, and
+    // neither the page nor its partial file is left.
+    if Path::new("/dev/full").exists() {
+        std::fs::remove_file(&page).unwrap();
+        let partial = dir.join("index.html.partial");
+        let _ = std::fs::remove_file(&partial);
+        std::os::unix::fs::symlink("/dev/full", &partial).unwrap();
+        assert_fails(
+            &run(args(false)),
+            1,
+            &format!("{}: cannot write", page.display()),
+        );
+        assert!(!page.exists() && partial.symlink_metadata().is_err());
+    }
 }
 
 /// The files of a folder, by name, with their bytes.
@@ -1817,10 +1831,12 @@ fn three_shards_merge_into_the_bytes_of_one_sweep() {
     assert!(gpuswap(&args).status.success());
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Device: <b>gtx480</b>") && html.contains("--vary"));
+    // Each figure embedded as an image, none inlined as markup.
     assert_eq!(
-        html.matches("<svg").count(),
+        html.matches("src=\"data:image/svg+xml;base64,").count(),
         whole.keys().filter(|f| f.ends_with(".svg")).count()
     );
+    assert!(!html.contains("<svg"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
