@@ -371,7 +371,7 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            if let Err(e) = std::fs::write(&file, text) {
+            if let Err(e) = crate::text::write_atomically(&file, &text) {
                 say!("error: {}: cannot write: {e}", file.display());
                 return ExitCode::FAILURE;
             }
