@@ -135,6 +135,30 @@ fn run_json_has_every_documented_field() {
     }
 }
 
+/// Both tenants run out of 20 MiB: the system figures over finished tenants are null,
+/// never the 0 (STP, ANTT) and 1 (Jain) that read as measured, and the text says "-".
+#[test]
+fn run_json_gives_null_figures_where_no_tenant_finished() {
+    let path = temp_scenario(
+        "all-fail.toml",
+        &TWO_NN_SWEEP
+            .replace("\"gpuswap\"", "\"native\"")
+            .replace("[device]\n", "[device]\nvram_limit = \"20MiB\"\n"),
+    );
+    let out = gpuswap(&["run", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["system"]["tenants_failed"], 2);
+    for key in ["stp", "antt", "jain_vram", "jain_slowdown"] {
+        assert!(v["system"][key].is_null(), "{key}: {}", v["system"][key]);
+    }
+    let text = stdout(&gpuswap(&["run", path.to_str().unwrap()]));
+    assert!(
+        text.contains("STP -  ANTT -  Jain(slowdown) -  Jain(VRAM) -"),
+        "{text}"
+    );
+}
+
 #[test]
 fn run_twice_gives_identical_json() {
     let path = repo_file("scenarios/native-oom.toml");
