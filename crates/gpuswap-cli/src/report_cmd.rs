@@ -595,10 +595,8 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
             if other == 0.0 {
                 String::new()
             } else {
-                format!(
-                    "{:.0}% {way} ",
-                    100.0 * (best.1 - other).abs() / other.abs()
-                )
+                let percent = 100.0 * (best.1 - other).abs() / other.abs();
+                format!("{}% {way} ", significant(percent))
             }
         };
         let mut line = format!(
@@ -801,7 +799,7 @@ mod tests {
         // on bfs alone.
         let answer = &html[html.find("<h2>Answer").unwrap()..html.find("<h2>Scenario").unwrap()];
         assert!(
-            answer.contains("Lowest ANTT (mean slowdown) by manager: <b>broken</b>, 0.100 on average over 1 comparable points, 97% below the next best (fast, 3.00) and 98% below the worst (slow, 4.00)."),
+            answer.contains("Lowest ANTT (mean slowdown) by manager: <b>broken</b>, 0.100 on average over 1 comparable points, 96.7% below the next best (fast, 3.00) and 97.5% below the worst (slow, 4.00)."),
             "{answer}"
         );
         assert!(
