@@ -477,7 +477,7 @@ const ANSWERED: [(&str, &str, Better); 5] = [
         "runtime of the slowest tenant",
         Better::Lower,
     ),
-    ("mean_fps", "mean frame rate", Better::Higher),
+    ("mean_fps", "mean frame rate (frames/s)", Better::Higher),
     ("switch_cycles", "cycles spent switching", Better::Lower),
 ];
 
@@ -565,15 +565,21 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
             let at = values.iter().position(|x| *x == r[k + 1]).expect("listed");
             by_rest.entry(rest).or_default().push((at, v));
         }
+        // A value that never ran clean (a placement that refuses VMs everywhere) cannot
+        // be compared; the others still can, among themselves.
+        let compared: Vec<usize> = (0..values.len())
+            .filter(|i| by_rest.values().any(|vs| vs.iter().any(|(at, _)| at == i)))
+            .collect();
         let complete: Vec<&Vec<(usize, f64)>> = by_rest
             .values()
-            .filter(|vs| (0..values.len()).all(|i| vs.iter().any(|(at, _)| *at == i)))
+            .filter(|vs| compared.iter().all(|i| vs.iter().any(|(at, _)| at == i)))
             .collect();
-        if complete.is_empty() || values.len() < 2 {
+        if complete.is_empty() || compared.len() < 2 {
             continue;
         }
-        let mut ranked: Vec<(usize, f64)> = (0..values.len())
-            .map(|i| {
+        let mut ranked: Vec<(usize, f64)> = compared
+            .iter()
+            .map(|&i| {
                 let xs: Vec<f64> = complete
                     .iter()
                     .flat_map(|vs| vs.iter().filter(|(at, _)| *at == i).map(|(_, v)| *v))
@@ -643,6 +649,17 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
             escape(&axes[k]),
             list.join(", ")
         ));
+        let never: Vec<String> = values
+            .iter()
+            .filter(|v| rows.iter().filter(|r| r[k + 1] == **v).all(|r| !clean(r)))
+            .map(|v| escape(&label(v)))
+            .collect();
+        if !never.is_empty() {
+            lines.push(format!(
+                "Not compared: {}, with a failed run or tenant at every point.",
+                never.join(", ")
+            ));
+        }
     }
     lines
 }
@@ -774,7 +791,7 @@ mod tests {
         std::fs::write(
             dir.join("scenario.toml"),
             "# The scenario of this sweep: /home/someone/secret/pairs.toml --vary \"x=1\", 1 runs (seeds) per point.\n\
-             [sweep.normalize]\naxis = \"manager\"\nnames = [\"slow\", \"fast\", \"broken\"]\n",
+             [sweep.normalize]\naxis = \"manager\"\nnames = [\"slow\", \"fast\", \"broken\", \"refusing\"]\n",
         )
         .unwrap();
         std::fs::write(dir.join("results.csv"), "point\n").unwrap();
@@ -782,7 +799,8 @@ mod tests {
             dir.join("summary.csv"),
             "point,manager,app,runs,failed,tenant_failed,stp.mean,antt.mean\n\
              0,m1,nn,1,0,0,1.0,2.0\n1,m2,nn,1,0,0,1.5,1.0\n2,m3,nn,1,0,1,2.0,0.5\n\
-             3,m1,bfs,1,0,0,1.0,4.0\n4,m2,bfs,1,0,0,1.5,3.0\n5,m3,bfs,1,0,0,9.0,0.1\n",
+             3,m1,bfs,1,0,0,1.0,4.0\n4,m2,bfs,1,0,0,1.5,3.0\n5,m3,bfs,1,0,0,9.0,0.1\n\
+             6,m4,nn,1,0,1,9.0,0.1\n7,m4,bfs,1,1,0,,\n",
         )
         .unwrap();
         let html = page(&dir).unwrap();
@@ -807,10 +825,18 @@ mod tests {
             "{answer}"
         );
         assert!(
-            answer.contains("Left out: 1 of 6 points where a run or a tenant failed"),
+            answer.contains("Left out: 3 of 8 points where a run or a tenant failed"),
             "{answer}"
         );
-        assert!(answer.contains("by manager: broken 1."), "{answer}");
+        assert!(
+            answer.contains("by manager: broken 1, refusing 2."),
+            "{answer}"
+        );
+        // m4 never ran clean: the others are compared without it, and it is named.
+        assert!(
+            answer.contains("Not compared: refusing, with a failed run or tenant at every point."),
+            "{answer}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
