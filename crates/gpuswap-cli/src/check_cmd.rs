@@ -68,6 +68,9 @@ pub fn run(args: &CheckArgs) -> Result<String, CheckError> {
         .num_threads(args.jobs.unwrap_or(0))
         .build()
         .map_err(|e| CheckError::Failed(format!("cannot start worker threads: {e}")))?;
+    // Verbose prints each case on standard error, where a bar would garble it.
+    let count = (last - first).saturating_add(1);
+    let progress = crate::sweep::progress_bar(count, "seeds", args.verbose);
     let results: Vec<Result<CheckStats, CheckFailure>> = pool.install(|| {
         seeds
             .clone()
@@ -76,7 +79,9 @@ pub fn run(args: &CheckArgs) -> Result<String, CheckError> {
                 if args.verbose {
                     say!("seed {seed}: {}", check::describe(&check::case(seed)));
                 }
-                catch_unwind(AssertUnwindSafe(|| check::check(seed))).unwrap_or_else(|panic| {
+                let checked = catch_unwind(AssertUnwindSafe(|| check::check(seed)));
+                progress.inc(1);
+                checked.unwrap_or_else(|panic| {
                     let what = panic
                         .downcast_ref::<String>()
                         .cloned()
@@ -91,6 +96,7 @@ pub fn run(args: &CheckArgs) -> Result<String, CheckError> {
             })
             .collect()
     });
+    progress.finish_and_clear();
     let wall_s = started.elapsed().as_secs_f64();
     let mut total = CheckStats::default();
     let mut failures = Vec::new();

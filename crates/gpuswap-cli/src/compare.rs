@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use gpuswap_core::PolicySettings;
 use gpuswap_core::contract::Terms;
 use gpuswap_core::registry::POLICIES;
-use gpuswap_sim::report::{Baselines, Report, run_and_report_with};
+use gpuswap_sim::report::{Baselines, Report, run_and_report_progress};
 
 use crate::limits::{LimitArgs, explain};
 use crate::scenario;
@@ -18,8 +18,9 @@ use crate::scenario;
 pub struct CompareArgs {
     /// The scenario (TOML); its `[manager]` table is replaced by each manager in turn.
     pub scenario: PathBuf,
-    /// Managers (modes) to compare, comma-separated (default: every mode; see
-    /// `gpuswap policies`). Each runs with its default parameters; the scenario's
+    /// Managers (modes) to compare, comma-separated (default: every mode the scenario
+    /// is valid under and whose terms its tenants' contracts fit; see `gpuswap
+    /// policies`). Each runs with its default parameters; the scenario's
     /// `chunk_size` and `return_interval` are kept.
     #[arg(long, value_delimiter = ',')]
     pub managers: Vec<String>,
@@ -47,8 +48,9 @@ pub enum CompareError {
 pub struct Comparison {
     /// One per manager, in the order asked.
     pub reports: Vec<Report>,
-    /// Without `--managers`: the modes left out because they do not honour a tenant's
-    /// contract, and the terms, in words.
+    /// Without `--managers`: the modes left out, a line per reason: they do not honour
+    /// a tenant's contract (the terms, in words), or the scenario is not valid under
+    /// them (a fault log replays only under `uvm`).
     pub left_out: Option<String>,
 }
 
@@ -90,21 +92,66 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
     } else {
         args.managers.clone()
     };
+    let mut loaded = Vec::new();
+    // Without --managers, a mode the scenario is not valid under (a fault log replays
+    // only under uvm) is left out with the reason; a mode asked for is bad input.
+    let mut invalid: Vec<(&str, String)> = Vec::new();
+    for mode in &modes {
+        match build(&args.scenario, &table, mode) {
+            Ok(s) => loaded.push((mode, s)),
+            Err(e) if args.managers.is_empty() => {
+                invalid.push((mode, crate::sweep::without_lines(&e)));
+            }
+            Err(e) => return Err(CompareError::BadInput(format!("--managers {mode}: {e}"))),
+        }
+    }
+    let mut notes: Vec<String> = left_out.into_iter().collect();
+    if let Some((first, why)) = invalid.first() {
+        let modes: Vec<&str> = invalid.iter().map(|(m, _)| *m).collect();
+        notes.push(format!(
+            "left out: {} (the scenario is not valid under them; under {first}: {why})",
+            modes.join(", ")
+        ));
+    }
+    if loaded.is_empty() {
+        return Err(CompareError::BadInput(format!(
+            "{}: no manager can run this scenario; {}",
+            args.scenario.display(),
+            notes.join("; ")
+        )));
+    }
     let baselines = Baselines::default();
-    let reports = modes
-        .iter()
-        .map(|mode| run_one(&args.scenario, &table, mode, &args.limits, &baselines))
-        .collect::<Result<_, _>>()?;
-    Ok(Comparison { reports, left_out })
+    let progress = crate::sweep::progress_bar(loaded.len() as u64, "managers", false);
+    let reports = loaded
+        .into_iter()
+        .map(|(mode, mut s)| {
+            s.config.limits = args.limits.limits();
+            let mut tick = |sim_ns: u64, events: u64| {
+                progress.set_message(format!(
+                    "{mode}: simulated {}, {events} events",
+                    gpuswap_sim::units::format_ns(sim_ns)
+                ));
+            };
+            let report = run_and_report_progress(&s.name, s.seed, &s.config, &baselines, &mut tick)
+                .map_err(|e| CompareError::Run(explain(&e, &args.scenario, s.seed)));
+            progress.inc(1);
+            report
+        })
+        .collect::<Result<_, _>>();
+    progress.finish_and_clear();
+    Ok(Comparison {
+        reports: reports?,
+        left_out: (!notes.is_empty()).then(|| notes.join("\n")),
+    })
 }
 
-fn run_one(
+/// The scenario (`table`) with its manager replaced by `mode` at its default
+/// parameters, keeping the scenario's chunk size and return interval.
+fn build(
     path: &Path,
     table: &toml::Table,
     mode: &str,
-    limits: &LimitArgs,
-    baselines: &Baselines,
-) -> Result<Report, CompareError> {
+) -> Result<scenario::Scenario, scenario::ScenarioError> {
     let mut table = table.clone();
     let given = table
         .get("manager")
@@ -112,17 +159,13 @@ fn run_one(
         .cloned();
     let mut manager = toml::Table::new();
     manager.insert("mode".into(), toml::Value::String(mode.to_owned()));
-    for kept in ["chunk_size", "return_interval"] {
+    for kept in crate::sweep::EVERY_MODES_SETTINGS {
         if let Some(value) = given.as_ref().and_then(|m| m.get(kept)) {
             manager.insert(kept.into(), value.clone());
         }
     }
     table.insert("manager".into(), toml::Value::Table(manager));
-    let mut loaded = scenario::parse(path, &table.to_string())
-        .map_err(|e| CompareError::BadInput(format!("--managers {mode}: {e}")))?;
-    loaded.config.limits = limits.limits();
-    run_and_report_with(&loaded.name, loaded.seed, &loaded.config, baselines)
-        .map_err(|e| CompareError::Run(explain(&e, path, loaded.seed)))
+    scenario::parse(path, &table.to_string())
 }
 
 /// `gpuswap compare` on a VM scenario: the same VMs under each placement algorithm
@@ -147,7 +190,7 @@ pub fn run_vgpu(args: &CompareArgs, text: &str) -> Result<String, CompareError> 
         })?;
         let mut config = loaded.config.clone();
         config.placement = placement;
-        config.max_sim_ns = args.limits.limits().max_sim_ns;
+        crate::vgpu_scenario::apply_limits(&mut config, &args.limits.limits());
         let outcome = gpuswap_vgpu::engine::simulate(config)
             .map_err(|e| CompareError::Run(format!("{}: {name}: {e}", args.scenario.display())))?;
         outcomes.push((placement.name, outcome));

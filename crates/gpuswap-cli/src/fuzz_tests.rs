@@ -195,7 +195,7 @@ fn run(path: &Path, text: &str, mut parsed: scenario::Scenario) {
 /// `default` cases from a fixed seed, so that CI runs the same inputs in the same time
 /// every time; with `PROPTEST_CASES` set (a long run) that many from a random seed, or
 /// from `PROPTEST_RNG_SEED` when that is set too.
-fn config(default: u32) -> ProptestConfig {
+pub(crate) fn config(default: u32) -> ProptestConfig {
     let env = ProptestConfig::default();
     match std::env::var("PROPTEST_CASES")
         .ok()

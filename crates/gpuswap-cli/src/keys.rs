@@ -95,7 +95,7 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "manager.optimum",
         "true or false (mode uvm)",
         "false",
-        "also compute Belady's bound on each tenant's page stream (optimum_pages_in; the stream is kept: memory grows with it)",
+        "also compute Belady's bound on each tenant's page stream (optimum_pages_in; the stream is kept, 8 bytes a touch, up to 2^25 touches per tenant: past that the bound is skipped, optimum_skipped_touches)",
     ),
     (
         "scheduler.policy",

@@ -11,6 +11,7 @@ mod daemon_cmd;
 mod glossary;
 mod keys;
 mod limits;
+mod manual;
 mod place_cmd;
 mod plot;
 mod priorities;
@@ -28,7 +29,7 @@ mod fuzz_tests;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{ColorChoice, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use gpuswap_sim::report::{Baselines, run_and_report_progress};
 use gpuswap_sim::{apps, preset};
 
@@ -44,6 +45,10 @@ use gpuswap_sim::{apps, preset};
         gpuswap metrics                             # what the figures mean"
 )]
 struct Cli {
+    /// Colour in help and error messages: auto (a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,12 +100,21 @@ enum Command {
         /// The input size whose buffers to show (with APP).
         #[arg(long, default_value = "default", requires = "app")]
         size: String,
+        /// Print the listing as JSON (`apps` and `workloads`; with APP: its `buffers`),
+        /// for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// List every manager mode and policy with its parameters and what it needs.
     #[command(
         after_help = "Example:\n  gpuswap policies   # then: [manager] mode = \"gpuswap\", victim = ..."
     )]
-    Policies,
+    Policies {
+        /// Print the settings as JSON (`setting`, `value`, `default`, `needs`,
+        /// `description` each), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// List every scenario key with its type, default and meaning.
     #[command(after_help = "Example:\n  gpuswap keys | grep device.")]
     Keys {
@@ -163,9 +177,15 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff).
-    #[command(after_help = "Example:\n  gpuswap man > gpuswap.1 && man ./gpuswap.1")]
-    Man,
+    /// Print the manual page (roff), or write every command's page into a folder.
+    #[command(after_help = "Examples:\n  \
+        gpuswap man > gpuswap.1 && man ./gpuswap.1\n  \
+        gpuswap man --dir ~/.local/share/man/man1   # gpuswap.1, gpuswap-run.1, ...")]
+    Man {
+        /// Write gpuswap.1 and one page per command (gpuswap-run.1, ...) into this folder.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Exit code for bad input (scenario files, flags), as clap uses for bad flags.
@@ -231,8 +251,33 @@ fn real_gpu_exit(result: Result<(), String>) -> ExitCode {
     }
 }
 
+/// The `--color` choice among the arguments, read before clap parses them so that
+/// clap's own help and errors follow it; the last one given wins, as clap's would.
+fn color_choice(args: &[std::ffi::OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut words = args.iter().filter_map(|a| a.to_str());
+    while let Some(word) = words.next() {
+        if word == "--" {
+            break;
+        }
+        let value = match word.strip_prefix("--color") {
+            Some("") => words.next(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(parsed) = value.and_then(|v| ColorChoice::from_str(v, false).ok()) {
+            choice = parsed;
+        }
+    }
+    choice
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = Cli::command()
+        .color(color_choice(&args))
+        .get_matches_from(&args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Run {
             scenario,
@@ -325,15 +370,29 @@ fn main() -> ExitCode {
                 render::vgpu_presets_table(&gpuswap_vgpu::preset::all(), width)
             ));
         }
-        Command::Policies => return emit(&render::policies_table(render::terminal_width())),
-        Command::Apps { app, size } => {
+        Command::Policies { json: true } => return emit_json(&render::policy_rows()),
+        Command::Policies { json: false } => {
+            return emit(&render::policies_table(
+                &render::policy_rows(),
+                render::terminal_width(),
+            ));
+        }
+        Command::Apps { app, size, json } => {
             let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
             let width = render::terminal_width();
             let Some(name) = app else {
+                let rows = render::app_rows(&apps::all(), device.shape());
+                let workloads = gpuswap_vgpu::workload::WORKLOADS;
+                if json {
+                    return emit_json(&serde_json::json!({
+                        "apps": rows,
+                        "workloads": workloads,
+                    }));
+                }
                 return emit(&format!(
                     "{}\nvGPU workloads (scenarios with [[vm]] tables):\n{}",
-                    render::apps_table(&apps::all(), device.shape(), width),
-                    render::workloads_table(gpuswap_vgpu::workload::WORKLOADS, width)
+                    render::apps_table(&rows, width),
+                    render::workloads_table(workloads, width)
                 ));
             };
             let Some(model) = apps::find(&name) else {
@@ -345,6 +404,18 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_BAD_INPUT);
             };
             return match model.program(&size, 1, device.shape()) {
+                Ok(program) if json => emit_json(&serde_json::json!({
+                    "name": model.name(),
+                    "description": model.description(),
+                    "sizes": model.sizes_help(),
+                    "size": size,
+                    "peak_allocated_bytes": program.peak_allocated_bytes(),
+                    "buffers": program.buffers.iter().map(|b| serde_json::json!({
+                        "label": b.label,
+                        "bytes": b.bytes,
+                        "kind": render::buffer_kind_name(b.kind),
+                    })).collect::<Vec<_>>(),
+                })),
                 Ok(program) => emit(&render::app_details(model, &size, &program, width)),
                 Err(e) => {
                     say!("error: --size {size:?}: {}", e.message);
@@ -405,13 +476,28 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "gpuswap", &mut script);
             return emit(&String::from_utf8_lossy(&script));
         }
-        Command::Man => {
-            let mut page = Vec::new();
-            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut page) {
-                say!("error: cannot render the manual page: {e}");
-                return ExitCode::FAILURE;
+        Command::Man { dir } => {
+            let cmd = manual::prepared(Cli::command());
+            if let Some(dir) = dir {
+                return match manual::write_pages(&cmd, &dir) {
+                    Ok(files) => emit(&format!(
+                        "wrote {} pages into {}\n",
+                        files.len(),
+                        dir.display()
+                    )),
+                    Err(e) => {
+                        say!("error: {e}");
+                        ExitCode::FAILURE
+                    }
+                };
             }
-            return emit(&String::from_utf8_lossy(&page));
+            return match manual::page(&cmd) {
+                Ok(page) => emit(&String::from_utf8_lossy(&page)),
+                Err(e) => {
+                    say!("error: cannot render the manual page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         Command::Profile(args) => {
             if let Err(e) = profile_cmd::run(&args) {
@@ -511,7 +597,7 @@ fn run_vgpu(
             path.display()
         );
     }
-    loaded.config.max_sim_ns = limits.limits().max_sim_ns;
+    vgpu_scenario::apply_limits(&mut loaded.config, &limits.limits());
     let outcome = match gpuswap_vgpu::engine::simulate(loaded.config.clone()) {
         Ok(o) => o,
         Err(e) => {

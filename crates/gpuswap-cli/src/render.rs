@@ -353,6 +353,15 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         &rows,
         width,
     );
+    if settings.baseline_mode != "native" {
+        out += &caption(
+            &format!(
+                "slowdown: against each program alone with ample VRAM in mode {} at its defaults; settings that beat those defaults give a slowdown below 1",
+                settings.baseline_mode
+            ),
+            width,
+        );
+    }
     out += &caption(
         "local, remote: bytes its kernels read and wrote in VRAM and over the link, summed over the run; evicted, returned: bytes moved out of VRAM and back (unified memory: pages evicted, and pages faulted in again after their eviction)",
         width,
@@ -422,6 +431,33 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             width,
         );
     }
+    if report
+        .tenants
+        .iter()
+        .any(|t| t.preemptions > 0 || t.wait_ns > 0)
+    {
+        out += &caption(
+            "kernel scheduling: kernels the policy preempted, the work they lost, and time it held the tenant's kernels",
+            width,
+        );
+        let rows: Vec<Vec<String>> = report
+            .tenants
+            .iter()
+            .map(|t| {
+                vec![
+                    t.name.clone(),
+                    t.preemptions.to_string(),
+                    format_ns(t.wasted_ns),
+                    format_ns(t.wait_ns),
+                ]
+            })
+            .collect();
+        out += &table(
+            &["tenant", "preemptions", "work lost", "held"],
+            &rows,
+            width,
+        );
+    }
     if report.tenants.iter().any(|t| t.uvm.is_some()) {
         out += &caption(
             "unified memory: far faults, batches, pages migrated in and out (4 KiB), thrashed (evicted, then faulted again), prefetched and never used, served remotely, and time stalled on faults",
@@ -444,7 +480,11 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
                     count(u.remote_touches),
                     format!("{} / {}", u.throttles, u.pins),
                     format_ns(u.fault_stall_ns),
-                    u.optimum_pages_in.map_or("-".into(), count),
+                    match (u.optimum_pages_in, u.optimum_skipped_touches) {
+                        (Some(pages), _) => count(pages),
+                        (None, Some(limit)) => format!("skipped: over {limit} touches"),
+                        (None, None) => "-".into(),
+                    },
                 ]
             })
             .collect();
@@ -799,17 +839,49 @@ pub fn workloads_table(
     table(&["workload", "work", "description"], &rows, width)
 }
 
-/// The apps, one per row, with the memory their default size allocates at most on
-/// `device` (allocations do not depend on the device; the programs need one).
-pub fn apps_table(apps: &[&dyn AppModel], device: DeviceShape, width: Option<usize>) -> String {
+/// One built-in app as `gpuswap apps` lists it (a row, or a JSON object).
+#[derive(serde::Serialize)]
+pub struct AppRow {
+    /// Its name in scenarios.
+    pub name: &'static str,
+    /// One line.
+    pub description: &'static str,
+    /// The sizes it takes.
+    pub sizes: &'static str,
+    /// The most it allocates at its default size; absent where that size cannot run on
+    /// the device (see `default_size_error`).
+    pub default_size_peak_bytes: Option<u64>,
+    /// Why the default size cannot run on the device.
+    pub default_size_error: Option<String>,
+}
+
+/// The apps with the memory their default size allocates at most on `device`
+/// (allocations do not depend on the device; the programs need one).
+pub fn app_rows(apps: &[&dyn AppModel], device: DeviceShape) -> Vec<AppRow> {
+    apps.iter()
+        .map(|a| {
+            let program = a.program("default", 1, device);
+            AppRow {
+                name: a.name(),
+                description: a.description(),
+                sizes: a.sizes_help(),
+                default_size_peak_bytes: program.as_ref().ok().map(|p| p.peak_allocated_bytes()),
+                default_size_error: program.err().map(|e| e.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// The apps, one per row (see [`app_rows`]).
+pub fn apps_table(apps: &[AppRow], width: Option<usize>) -> String {
     let rows: Vec<Vec<String>> = apps
         .iter()
         .map(|a| {
-            let memory = a.program("default", 1, device).map_or_else(
-                |e| format!("({e})"),
-                |p| format_bytes(p.peak_allocated_bytes()),
-            );
-            vec![a.name().to_owned(), memory, a.description().to_owned()]
+            let memory = match (&a.default_size_peak_bytes, &a.default_size_error) {
+                (Some(bytes), _) => format_bytes(*bytes),
+                (None, e) => format!("({})", e.as_deref().unwrap_or_default()),
+            };
+            vec![a.name.to_owned(), memory, a.description.to_owned()]
         })
         .collect();
     table(
@@ -853,11 +925,16 @@ pub fn app_details(
             vec![
                 b.label.clone(),
                 format_bytes(b.bytes),
-                format!("{:?}", b.kind).to_lowercase(),
+                buffer_kind_name(b.kind),
             ]
         })
         .collect();
     out + &table(&["label", "size", "kind"], &rows, width)
+}
+
+/// A buffer kind as listings name it (`input`, `output`, ...).
+pub fn buffer_kind_name(kind: gpuswap_core::BufferKind) -> String {
+    format!("{kind:?}").to_lowercase()
 }
 
 /// Every scenario key with its type, default and meaning (`gpuswap keys`).
@@ -865,72 +942,111 @@ pub fn keys_table(rows: &[Vec<String>], width: Option<usize>) -> String {
     table(&["key", "value", "default", "meaning"], rows, width)
 }
 
+/// One value of one setting as `gpuswap policies` lists it (a row, or a JSON object).
+#[derive(serde::Serialize)]
+pub struct PolicyRow {
+    /// The scenario key (`manager.mode`, `manager.victim`, ...), or `launch gate`.
+    pub setting: String,
+    /// One value it takes (a count parameter: `a whole number (default: N)`).
+    pub value: String,
+    /// Whether this value is the default.
+    pub default: bool,
+    /// What it needs from the device.
+    pub needs: Vec<&'static str>,
+    /// What it does.
+    pub description: String,
+}
+
 /// Every manager mode, and every value of each mode's parameters, with what it needs from
 /// the device; then the launch schedulers. Built from the registry.
-pub fn policies_table(width: Option<usize>) -> String {
+pub fn policy_rows() -> Vec<PolicyRow> {
     use gpuswap_core::registry::{POLICIES, ParamDefault, ParamKind, schedulers};
-    let needs = |n: gpuswap_core::Needs| {
-        let names = n.names();
-        if names.is_empty() {
-            "-".to_owned()
-        } else {
-            names.join(", ")
-        }
+    let row = |setting: &str, value: String, default, needs, description| PolicyRow {
+        setting: setting.to_owned(),
+        value,
+        default,
+        needs,
+        description,
     };
     let mut rows = Vec::new();
     for entry in POLICIES {
         let mode = entry.choice;
-        rows.push(vec![
-            "manager.mode".to_owned(),
+        rows.push(row(
+            "manager.mode",
             mode.name.to_owned(),
-            needs(mode.needs),
+            false,
+            mode.needs.names(),
             format!("{} (scheduler: {})", mode.description, entry.scheduler),
-        ]);
+        ));
         for spec in entry.params {
             let key = format!("manager.{}", spec.key);
             match (spec.kind, spec.default) {
                 (ParamKind::Choice(options), default) => {
                     for c in options() {
-                        let is_default = matches!(default, ParamDefault::Choice(d) if d == c.name);
-                        rows.push(vec![
-                            key.clone(),
-                            format!("{}{}", c.name, if is_default { " (default)" } else { "" }),
-                            needs(c.needs),
+                        rows.push(row(
+                            &key,
+                            c.name.to_owned(),
+                            matches!(default, ParamDefault::Choice(d) if d == c.name),
+                            c.needs.names(),
                             format!("{}: {}", mode.name, c.description),
-                        ]);
+                        ));
                     }
                 }
-                (ParamKind::Count, default) => rows.push(vec![
-                    key.clone(),
+                (ParamKind::Count, default) => rows.push(row(
+                    &key,
                     format!(
                         "a whole number (default: {})",
                         crate::keys::default_text(default)
                     ),
-                    "-".to_owned(),
+                    false,
+                    Vec::new(),
                     format!("{}: {}", mode.name, spec.help),
-                ]),
+                )),
             }
         }
     }
     // The launch gate a mode brings (not a scenario key: the mode names it).
     for s in schedulers() {
-        rows.push(vec![
-            "launch gate".to_owned(),
+        rows.push(row(
+            "launch gate",
             s.name.to_owned(),
-            needs(s.needs),
+            false,
+            s.needs.names(),
             s.description.to_owned(),
-        ]);
+        ));
     }
     for (i, p) in gpuswap_core::scheduling::POLICIES.iter().enumerate() {
-        let default = if i == 0 { " (default)" } else { "" };
-        rows.push(vec![
-            "scheduler.policy".to_owned(),
-            format!("{}{default}", p.choice.name),
-            "unified memory".to_owned(),
+        rows.push(row(
+            "scheduler.policy",
+            p.choice.name.to_owned(),
+            i == 0,
+            vec!["unified memory"],
             p.choice.description.to_owned(),
-        ]);
+        ));
     }
-    table(&["setting", "value", "needs", "description"], &rows, width)
+    rows
+}
+
+/// The table of [`policy_rows`].
+pub fn policies_table(rows: &[PolicyRow], width: Option<usize>) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let default = if r.default { " (default)" } else { "" };
+            let needs = if r.needs.is_empty() {
+                "-".to_owned()
+            } else {
+                r.needs.join(", ")
+            };
+            vec![
+                r.setting.clone(),
+                format!("{}{default}", r.value),
+                needs,
+                r.description.clone(),
+            ]
+        })
+        .collect();
+    table(&["setting", "value", "needs", "description"], &cells, width)
 }
 
 #[cfg(test)]

@@ -165,6 +165,7 @@ const FILES: &[(&str, &str)] = &[
 
 /// The page for the sweep folder `dir`.
 pub fn page(dir: &Path) -> Result<String, ReportError> {
+    crate::sweep::check_finished(dir).map_err(|e| io(dir, e))?;
     let results = dir.join("results.csv");
     if !results.is_file() {
         return Err(ReportError::NotASweep(dir.display().to_string()));

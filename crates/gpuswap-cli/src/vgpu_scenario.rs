@@ -21,6 +21,7 @@ use std::path::Path;
 
 use gpuswap_core::MIB;
 use gpuswap_core::placement::{PLACEMENTS, find_placement};
+use gpuswap_sim::engine::RunLimits;
 use gpuswap_sim::units::{parse_bytes, parse_ns};
 use gpuswap_vgpu::engine::{VgpuConfig, VmSpec};
 use gpuswap_vgpu::{preset, workload};
@@ -33,8 +34,11 @@ use crate::scenario::ScenarioError;
 const DEFAULT_PRESET: &str = "hd530";
 /// Default high graphics memory per VM: the spec's smallest DomU size.
 const DEFAULT_HIGH_MEMORY: &str = "384MiB";
-/// Simulated time at most, by default: far beyond the evaluation's minutes.
-const MAX_SIM_NS: u64 = 1_000_000 * 1_000_000_000;
+/// Sets the run's bounds (`--max-sim-time`, `--max-events`) on a VM scenario's config.
+pub fn apply_limits(config: &mut VgpuConfig, limits: &RunLimits) {
+    config.max_sim_ns = limits.max_sim_ns;
+    config.max_events = limits.max_events;
+}
 
 /// A VM scenario ready to run.
 #[derive(Clone, Debug)]
@@ -245,7 +249,8 @@ pub fn parse(path: &Path, text: &str) -> Result<VgpuScenario, ScenarioError> {
             preset,
             placement,
             vms,
-            max_sim_ns: MAX_SIM_NS,
+            max_sim_ns: RunLimits::default().max_sim_ns,
+            max_events: RunLimits::default().max_events,
         },
         has_sweep: file.sweep.is_some(),
     })

@@ -157,7 +157,7 @@ fn a_vm_sweep_writes_what_the_schema_says() {
     let base = std::fs::read_to_string(repo("scenarios/vgpu/fifteen-vms.toml")).unwrap();
     check_sweep(
         "vgpu",
-        &format!("{base}\n[sweep.vary]\n\"vm[0].workload\" = [\"idle\", \"3dmark06\"]\n"),
+        &format!("{base}\n[sweep.vary]\n\"vm[0].workload\" = [\"lightsmark\", \"nexuiz\"]\n"),
         &["vm[0].workload"],
         &["results.csv", "summary.csv"],
     );

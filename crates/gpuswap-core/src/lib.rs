@@ -52,3 +52,12 @@ pub const DEFAULT_CHUNK_BYTES: u64 = 4 * MIB;
 /// paper evaluated (its published code checks every 1 s; `return_interval = "1s"` gives
 /// that).
 pub const DEFAULT_RETURN_INTERVAL_NS: u64 = 50_000_000;
+
+/// Cases of a property test: `default`, or `PROPTEST_CASES` for a long run.
+#[cfg(test)]
+pub(crate) fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

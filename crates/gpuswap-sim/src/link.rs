@@ -176,7 +176,11 @@ impl Link {
             .iter()
             .map(|(_, f)| f)
             .filter(|f| f.rate_bytes_per_ns > 0.0)
-            .map(|f| self.now_ns + ceil_ns(f.remaining_bytes / f.rate_bytes_per_ns))
+            // Saturating: a flow too slow to end within u64 nanoseconds ends never.
+            .map(|f| {
+                self.now_ns
+                    .saturating_add(ceil_ns(f.remaining_bytes / f.rate_bytes_per_ns))
+            })
             .min()
     }
 

@@ -50,7 +50,8 @@ pub struct TenantReport {
     pub app: String,
     /// Start to end.
     pub total_ns: u64,
-    /// Time in the measured phase (0 when the program never finished it).
+    /// Time in the measured phase: the whole run for a program without one (a trace, a
+    /// fault log); 0 when the program failed before finishing it.
     pub phase_ns: u64,
     /// Measured-phase time over the solo run's (total time when the app has no phase);
     /// null when the tenant failed.
@@ -180,6 +181,10 @@ pub struct UvmReport {
     /// Belady's bound on the same page stream at the same VRAM (null unless `optimum =
     /// true`).
     pub optimum_pages_in: Option<u64>,
+    /// Where `optimum = true` asked for the bound but the tenant's page stream passed
+    /// this many touches (the limit that keeps its memory bounded): no bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimum_skipped_touches: Option<u64>,
     /// The migration pattern detected for each managed allocation, in allocation order
     /// (`streaming`, `regular`, `random`, `mixed`, or `undecided`).
     pub patterns: Vec<&'static str>,
@@ -290,6 +295,20 @@ pub struct Settings {
     pub return_interval_ns: u64,
     /// The mode's parameters with their values (defaults included), as `key=value`.
     pub policy: Vec<String>,
+    /// The mode the slowdowns' solo runs use, at its defaults (see
+    /// [`Baselines::solo_ns`]): `native`, or `uvm` where memory is demand paged, so a
+    /// setting that beats uvm's defaults gives a slowdown below 1.
+    pub baseline_mode: &'static str,
+}
+
+/// The mode a tenant's solo baseline runs in, at its defaults: native, or, where the
+/// scenario's memory is unified (demand paged), uvm.
+fn baseline_mode(config: &SimConfig) -> &'static str {
+    if config.manager.policy.needs().page_faults {
+        "uvm"
+    } else {
+        "native"
+    }
 }
 
 /// Jain's fairness index of `xs`: 1 when all equal, 1/n when one has everything; 1 for
@@ -330,11 +349,7 @@ impl Baselines {
         if spec.endless {
             return Ok(0);
         }
-        let mode = if config.manager.policy.needs().page_faults {
-            "uvm"
-        } else {
-            "native"
-        };
+        let mode = baseline_mode(config);
         // What the run's seed and the tenant's names would change is nothing: the
         // solo modes make no random choice, and names are for reports. Left out, they
         // let every seed and tenant of a program share one baseline.
@@ -424,7 +439,10 @@ fn build(
             name: t.name.clone(),
             app: t.app.clone(),
             total_ns: t.total_ns(),
-            phase_ns: t.phase_ns.map_or(0, |(a, b)| b - a),
+            phase_ns: match (&t.error, t.phase_ns) {
+                (Some(_), None) => 0,
+                _ => measured_ns(t),
+            },
             slowdown: match (&t.error, solo) {
                 (Some(_), _) | (None, 0) => None,
                 (None, solo) => Some(measured_ns(t) as f64 / *solo as f64),
@@ -472,6 +490,7 @@ fn build(
                 pins: p.stats.pins,
                 pages_dropped: p.device.pages_dropped,
                 optimum_pages_in: p.optimum_pages_in,
+                optimum_skipped_touches: p.optimum_skipped_touches,
                 patterns: t.allocations.iter().map(|a| a.pattern.name()).collect(),
                 plans: t.allocations.iter().map(|a| a.plan.name()).collect(),
                 plan_switches: p.stats.plan_switches,
@@ -546,6 +565,7 @@ fn build(
                     ParamValue::Count(n) => format!("{key}={n}"),
                 })
                 .collect(),
+            baseline_mode: baseline_mode(config),
         },
         tenants,
         system,

@@ -47,13 +47,29 @@ pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
     })
 }
 
-/// Parses a duration into nanoseconds.
+/// The longest duration a scenario or flag may give: 2^62 ns, about 146 years. Starts
+/// and limits this far from `u64::MAX` leave the simulated clock room to add any
+/// event's duration without wrapping (`--max-sim-time 18446744073709551615ns` once
+/// wrapped a tenant's copy past the end of time).
+pub const MAX_DURATION_NS: u64 = 1 << 62;
+
+/// Parses a duration into nanoseconds, at most [`MAX_DURATION_NS`].
 pub fn parse_ns(text: &str) -> Result<u64, UnitError> {
-    parse_with_units(text, TIME_UNITS).ok_or_else(|| UnitError {
+    let error = |expected| UnitError {
         found: text.to_owned(),
-        what: "duration",
-        expected: TIME_FORMS,
-    })
+        what: "duration the simulated clock can hold",
+        expected,
+    };
+    match parse_with_units(text, TIME_UNITS) {
+        Some(ns) if ns <= MAX_DURATION_NS => Ok(ns),
+        Some(_) => Err(error(
+            "at most 4611686018s (2^62 ns, about 146 years of simulated time)",
+        )),
+        None => Err(UnitError {
+            what: "duration",
+            ..error(TIME_FORMS)
+        }),
+    }
 }
 
 fn parse_with_units(text: &str, units: &[(&str, u64)]) -> Option<u64> {
@@ -151,6 +167,10 @@ mod tests {
         assert_eq!(parse_ns("250us"), Ok(250_000));
         assert!(parse_ns("3 min").is_err());
         assert!(parse_ns("1.5ns").is_err());
+        assert_eq!(parse_ns("4611686018427387904ns"), Ok(MAX_DURATION_NS));
+        let past = parse_ns("4611686018427387905ns").unwrap_err();
+        assert!(past.to_string().contains("at most 4611686018s"), "{past}");
+        assert!(parse_ns("18446744073709551615ns").is_err());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! the device: utilization = GPU time / (GPU time + CPU time) per frame.
 
 /// What a workload does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Frames until the VM leaves: each frame needs GPU work, then CPU work before the
     /// next is submitted.
@@ -23,7 +24,7 @@ pub enum Kind {
 }
 
 /// A workload a VM can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Workload {
     /// Name in scenarios.
     pub name: &'static str,

@@ -3,8 +3,7 @@
 
 use thiserror::Error;
 
-/// What went wrong with a sweep as a whole (single failed runs are rows, not errors,
-/// unless `--fail-on-error` asks for them to count).
+/// What went wrong with a sweep as a whole, or that some of its runs failed.
 #[derive(Debug, Error)]
 pub enum SweepError {
     /// The scenario, a `--vary` flag or the `[sweep]` table is wrong.
@@ -13,8 +12,8 @@ pub enum SweepError {
     /// Results could not be written.
     #[error("{0}")]
     Output(String),
-    /// `--fail-on-error`: runs failed or ended with a failed tenant (the results are
-    /// written all the same).
-    #[error("{0} runs failed or ended with a failed tenant (--fail-on-error)")]
-    Failures(usize),
+    /// Runs failed (or, with `--fail-on-error`, ended with a failed tenant); the results
+    /// are written all the same. The text says how many and where their errors are.
+    #[error("{0}")]
+    Failures(String),
 }

@@ -12,6 +12,24 @@ use super::keys::apply;
 use super::plan::{Plan, text_without_sweep};
 use crate::scenario;
 
+/// A progress bar of `len` steps counted in `unit` ("runs", "seeds") on standard error,
+/// with the time taken and left and a message (what runs now); hidden when `quiet` or
+/// when standard error is not a terminal (a log file gets no bar).
+pub fn progress_bar(len: u64, unit: &str, quiet: bool) -> ProgressBar {
+    let progress = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(len)
+    };
+    progress.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} {unit}, {{elapsed}} elapsed, eta {{eta}} {{msg}}"
+        ))
+        .expect("valid template"),
+    );
+    progress
+}
+
 /// One run of the sweep and what came out.
 #[derive(Debug)]
 pub struct Row {
@@ -42,15 +60,7 @@ impl Plan {
         mut on_point: impl FnMut(usize, Vec<Row>) -> Result<(), SweepError>,
     ) -> Result<(), SweepError> {
         let runs = self.runs as usize;
-        let progress = if quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new((points.len() * runs) as u64)
-        };
-        progress.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
-                .expect("valid template"),
-        );
+        let progress = progress_bar((points.len() * runs) as u64, "runs", quiet);
         let baselines = Baselines::default();
         let tenants = self.tenants();
         let pool = match jobs {
@@ -102,10 +112,7 @@ impl Plan {
         baselines: &Baselines,
         tenants: &[String],
     ) -> Row {
-        let mut table = self.table.clone();
-        for (axis, value) in self.axes.iter().zip(&self.points[index]) {
-            apply(&mut table, &axis.key, value);
-        }
+        let table = self.point_table(index);
         let seed = derive_seed(
             table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
             run,
@@ -144,11 +151,53 @@ impl Plan {
 }
 
 impl Plan {
+    /// The scenario of point `index`: the base with the point's values set.
+    fn point_table(&self, index: usize) -> toml::Table {
+        let mut table = self.table.clone();
+        for (axis, value) in self.axes.iter().zip(&self.points[index]) {
+            apply(&mut table, &axis.key, value);
+        }
+        table
+    }
+
+    /// Builds and checks every point's scenario, in parallel, before any run: a value
+    /// that is wrong for its key, or wrong beside another point's value (a policy the
+    /// mode does not take), stops the sweep here rather than failing its runs. The
+    /// error names the first such point, its settings and what is wrong.
+    pub fn check_points(&self) -> Result<(), SweepError> {
+        let bad = (0..self.points.len())
+            .into_par_iter()
+            .find_map_first(|index| {
+                let text = text_without_sweep(&self.point_table(index));
+                let checked = if self.kind() == Kind::Vms {
+                    crate::vgpu_scenario::parse(&self.path, &text).map(drop)
+                } else {
+                    scenario::parse(&self.path, &text).map(drop)
+                };
+                checked.err().map(|e| (index, e))
+            });
+        let Some((index, e)) = bad else {
+            return Ok(());
+        };
+        let settings: Vec<String> = self
+            .axes
+            .iter()
+            .zip(&self.points[index])
+            .map(|(axis, value)| format!("{} = {value}", axis.key))
+            .collect();
+        Err(SweepError::BadInput(format!(
+            "{}: point {index} ({}): {}; expected values that make a valid scenario at every point (each is checked before the first run)",
+            self.path.display(),
+            settings.join(", "),
+            without_lines(&e)
+        )))
+    }
+
     /// One run of a VM scenario's point (the simulation has no random choices: every
     /// seed gives the same run).
     fn run_vms(&self, text: &str) -> Result<RunFigures, String> {
         let mut s = crate::vgpu_scenario::parse(&self.path, text).map_err(|e| e.to_string())?;
-        s.config.max_sim_ns = self.limits.max_sim_ns;
+        crate::vgpu_scenario::apply_limits(&mut s.config, &self.limits);
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             gpuswap_vgpu::engine::simulate(s.config)
         }));
@@ -156,6 +205,20 @@ impl Plan {
             Ok(Ok(outcome)) => Ok(RunFigures::of_vms(&outcome)),
             Ok(Err(e)) => Err(format!("{}: {e}", self.path.display())),
             Err(_) => Err("internal error: the simulation panicked (please report)".into()),
+        }
+    }
+}
+
+/// What is wrong with a scenario built from a file's (a sweep's point, a compared
+/// manager), without the line numbers: they count lines of the text as built, not of
+/// the file.
+pub fn without_lines(e: &scenario::ScenarioError) -> String {
+    match e {
+        scenario::ScenarioError::Value { key, message, .. } => format!("{key}: {message}"),
+        // The parser's last line says what is wrong; the lines above quote the built text.
+        scenario::ScenarioError::Syntax { message, .. }
+        | scenario::ScenarioError::Read { message, .. } => {
+            message.lines().last().unwrap_or_default().to_owned()
         }
     }
 }

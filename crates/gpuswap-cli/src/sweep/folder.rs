@@ -61,6 +61,7 @@ fn sweep_output(path: &Path) -> bool {
         || name == "normalized.csv"
         || name == "patterns.csv"
         || name == manifest::FILE
+        || name == manifest::INCOMPLETE
         || name == SCENARIO_FILE
         || name.ends_with(".html")
         || name.ends_with(".svg")
@@ -79,8 +80,13 @@ pub(super) fn prepare_out(out: &Path, force: bool) -> Result<(), SweepError> {
         return Ok(());
     }
     if !force {
+        let resume = if out.join(manifest::INCOMPLETE).exists() {
+            ", or --resume (with the flags it ran with) to finish the interrupted sweep there"
+        } else {
+            ""
+        };
         return Err(SweepError::BadInput(format!(
-            "{} is not empty; give another --out, or --force to replace an earlier sweep's files there",
+            "{} is not empty; give another --out, or --force to replace an earlier sweep's files there{resume}",
             out.display()
         )));
     }

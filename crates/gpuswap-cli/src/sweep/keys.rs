@@ -3,10 +3,28 @@
 
 use toml::Value;
 
-/// Turns a value written as text into the TOML type the scenario uses at `path` (or an
-/// integer for `seed`, `repeat` and `count`, a number for `oversubscription`,
-/// `subscription` and `trace_bandwidth`, a string otherwise).
-pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Value {
+/// Turns a value written as text into a TOML value: one written as TOML (a whole
+/// table `{ mode = "gdev" }`, a list `[...]`, a quoted string) is read as such; bare
+/// text takes the type the scenario uses at `path` (or an integer for `seed`, `repeat`
+/// and `count`, a number for `oversubscription`, `subscription` and `trace_bandwidth`,
+/// a string otherwise).
+pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Result<Value, String> {
+    if text.starts_with(['{', '[', '"', '\'']) {
+        // A value alone is no TOML document: it is read as the value of a key.
+        return format!("value = {text}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("value"))
+            .ok_or_else(|| {
+                format!(
+                    "{text}: expected a TOML value, such as {{ mode = \"gdev\", chunk_size = \"1MiB\" }}, [\"a\", \"b\"] or \"text\""
+                )
+            });
+    }
+    Ok(bare(text, path, scenario))
+}
+
+fn bare(text: String, path: &str, scenario: &toml::Table) -> Value {
     let existing = lookup(scenario, path);
     let wants_integer = match existing {
         Some(Value::Integer(_)) => true,
@@ -156,11 +174,24 @@ pub(super) fn apply(scenario: &mut toml::Table, path: &str, value: &Value) {
     }
 }
 
+/// The `[manager]` settings that mean the same in every mode; the others are a mode's
+/// own parameters.
+pub const EVERY_MODES_SETTINGS: [&str; 2] = ["chunk_size", "return_interval"];
+
 fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
     let t = target(path).expect("checked when read");
     match t.section {
         None => match (scenario.get_mut(t.key), value) {
             (Some(Value::Table(existing)), Value::Table(entries)) => {
+                // A manager of another mode keeps only the settings every mode takes:
+                // the scenario's own mode's parameters would not be the new mode's.
+                if t.key == "manager"
+                    && entries
+                        .get("mode")
+                        .is_some_and(|m| existing.get("mode") != Some(m))
+                {
+                    existing.retain(|k, _| EVERY_MODES_SETTINGS.contains(&k));
+                }
                 existing.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
             _ => {
@@ -197,11 +228,15 @@ mod tests {
     fn ratios_and_shares_vary_as_numbers_even_when_the_scenario_leaves_them_out() {
         let s: toml::Table = toml::from_str("[[tenant]]\ntrace = \"t.pickle\"\n").unwrap();
         for path in ["tenant[0].trace_bandwidth", "device.subscription"] {
-            assert_eq!(typed("0.25".into(), path, &s), Value::Float(0.25), "{path}");
+            assert_eq!(
+                typed("0.25".into(), path, &s),
+                Ok(Value::Float(0.25)),
+                "{path}"
+            );
         }
         assert_eq!(
             typed("x".into(), "tenant[0].name", &s),
-            Value::String("x".into())
+            Ok(Value::String("x".into()))
         );
     }
 
@@ -223,6 +258,34 @@ mod tests {
             .unwrap()
             .iter()
             .all(|t| t[key].as_str() == Some(value))
+    }
+
+    #[test]
+    fn a_manager_of_another_mode_drops_the_scenarios_mode_parameters() {
+        let base: toml::Table = "[manager]\nmode = \"gpuswap\"\nchunk_policy = \"priority-buffer\"\nchunk_size = \"4MiB\"\n"
+            .parse()
+            .unwrap();
+        let table = |text: &str| Value::Table(text.parse().unwrap());
+        let mut s = base.clone();
+        apply(&mut s, "manager", &table("mode = \"native\""));
+        assert_eq!(
+            s["manager"].as_table().unwrap(),
+            &"mode = \"native\"\nchunk_size = \"4MiB\"\n"
+                .parse::<toml::Table>()
+                .unwrap()
+        );
+        // The same mode keeps its parameters unless the value sets them.
+        let mut s = base.clone();
+        apply(
+            &mut s,
+            "manager",
+            &table("mode = \"gpuswap\"\nvictim = \"performance\""),
+        );
+        assert_eq!(
+            s["manager"]["chunk_policy"].as_str(),
+            Some("priority-buffer")
+        );
+        assert_eq!(s["manager"]["victim"].as_str(), Some("performance"));
     }
 
     #[test]

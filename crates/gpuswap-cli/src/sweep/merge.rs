@@ -61,7 +61,7 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
             )));
         }
     }
-    let owners = owners(&args.dirs, &manifests)?;
+    let owners = owners(&args.dirs, &manifests, &plan.axis_sizes())?;
     for dir in &args.dirs {
         if same_folder(dir, &args.out) {
             return Err(SweepError::BadInput(format!(
@@ -78,21 +78,29 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
         .collect::<Result<_, _>>()?;
     check_html(args.html.as_deref(), args.force)?;
     prepare_out(&args.out, args.force)?;
-    // Written under .partial names and renamed at the end, as a shard's: a merge that
-    // stops at a bad shard leaves no results.csv that looks whole.
-    let mut outputs = Outputs::create(&args.out, &plan, true)?;
-    for (p, &owner) in owners.iter().enumerate() {
-        let shard = &mut shards[owner];
-        let records = shard.point(p, plan.runs as usize)?;
-        outputs.point(&records).map_err(|e| match e {
-            SweepError::BadInput(m) => {
-                SweepError::BadInput(format!("{}: {m}", shard.results.path.display()))
-            }
-            other => other,
-        })?;
-    }
-    for shard in shards {
-        shard.finish()?;
+    let mut outputs = Outputs::create(&args.out, &plan)?;
+    let progress = super::execute::progress_bar(owners.len() as u64, "points", false);
+    let merged = (|| {
+        for (p, &owner) in owners.iter().enumerate() {
+            let shard = &mut shards[owner];
+            let records = shard.point(p, plan.runs as usize)?;
+            outputs.point(&records).map_err(|e| match e {
+                SweepError::BadInput(m) => {
+                    SweepError::BadInput(format!("{}: {m}", shard.results.path.display()))
+                }
+                other => other,
+            })?;
+            progress.inc(1);
+        }
+        shards.into_iter().try_for_each(ShardTables::finish)
+    })();
+    progress.finish_and_clear();
+    if let Err(e) = merged {
+        // Nothing half-merged stays behind.
+        for table in ["results.csv", "patterns.csv"] {
+            let _ = std::fs::remove_file(crate::text::partial_path(&args.out.join(table)));
+        }
+        return Err(e);
     }
     let summary = outputs.finish()?;
     summary.write(&args.out, args.png)?;
@@ -106,7 +114,11 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
 /// Which shard (its index in `dirs`) holds each point of the plan; the error names the
 /// missing points (by shard, when all the shards split the sweep in as many) and the
 /// points held more than once with their folders.
-fn owners(dirs: &[PathBuf], manifests: &[Manifest]) -> Result<Vec<usize>, SweepError> {
+fn owners(
+    dirs: &[PathBuf],
+    manifests: &[Manifest],
+    sizes: &[usize],
+) -> Result<Vec<usize>, SweepError> {
     let total = manifests[0].total_points;
     let mut holders: Vec<Vec<usize>> = vec![Vec::new(); total];
     for (i, m) in manifests.iter().enumerate() {
@@ -127,7 +139,10 @@ fn owners(dirs: &[PathBuf], manifests: &[Manifest]) -> Result<Vec<usize>, SweepE
     if !missing.is_empty() && counts.iter().all(|n| *n == counts[0]) {
         let mut by_shard: BTreeMap<Shard, Vec<usize>> = BTreeMap::new();
         for &p in &missing {
-            by_shard.entry(Shard::of(p, counts[0])).or_default().push(p);
+            by_shard
+                .entry(Shard::of(p, counts[0], sizes))
+                .or_default()
+                .push(p);
         }
         for (shard, points) in by_shard {
             problems.push(format!("shard {shard} is missing: {}", point_list(&points)));
@@ -200,8 +215,9 @@ fn same_folder(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// A shard's results.csv, and patterns.csv in a mode that pages, read a point at a time.
-struct ShardTables {
+/// A shard's results.csv, and patterns.csv in a mode that pages, read a point at a time
+/// (or an unfinished sweep's partial ones, for `--resume`).
+pub(super) struct ShardTables {
     /// results.csv's column of a run's error: the figures follow it.
     error_column: usize,
     header: Vec<String>,
@@ -211,20 +227,30 @@ struct ShardTables {
 
 impl ShardTables {
     fn open(dir: &Path, plan: &Plan) -> Result<Self, SweepError> {
+        Self::open_files(plan, |name| dir.join(name))
+    }
+
+    /// The partial tables of the unfinished sweep in `dir`.
+    pub(super) fn open_partial(dir: &Path, plan: &Plan) -> Result<Self, SweepError> {
+        Self::open_files(plan, |name| crate::text::partial_path(&dir.join(name)))
+    }
+
+    /// Opens the tables at `path(file name)`.
+    fn open_files(plan: &Plan, path: impl Fn(&str) -> PathBuf) -> Result<Self, SweepError> {
         let header = results_header(plan);
         Ok(Self {
             error_column: error_column(&plan.axes),
-            results: Records::open(dir.join("results.csv"), &header)?,
+            results: Records::open(path("results.csv"), &header)?,
             header,
             patterns: match patterns_header(plan) {
-                Some(header) => Some(Records::open(dir.join("patterns.csv"), &header)?),
+                Some(header) => Some(Records::open(path("patterns.csv"), &header)?),
                 None => None,
             },
         })
     }
 
     /// The records of point `p`, which must have a row per run.
-    fn point(&mut self, p: usize, runs: usize) -> Result<PointRecords, SweepError> {
+    pub(super) fn point(&mut self, p: usize, runs: usize) -> Result<PointRecords, SweepError> {
         let results = self.results.take(p)?;
         if results.len() != runs {
             return Err(SweepError::BadInput(format!(

@@ -26,6 +26,8 @@ mod folder;
 mod keys;
 mod manifest;
 mod merge;
+#[cfg(test)]
+mod merge_fuzz;
 mod normalize;
 mod output;
 mod plan;
@@ -38,7 +40,10 @@ mod summary;
 use std::path::{Path, PathBuf};
 
 pub use error::SweepError;
+pub use execute::{progress_bar, without_lines};
 use folder::{SCENARIO_FILE, check_html, prepare_out, write_html, write_scenario};
+pub use keys::EVERY_MODES_SETTINGS;
+pub use manifest::check_finished;
 pub use merge::{MergeArgs, merge};
 pub use plan::Plan;
 use shard::Shard;
@@ -75,7 +80,8 @@ pub struct SweepArgs {
     /// Write into an output folder that holds an earlier sweep's files, replacing them.
     #[arg(long)]
     pub force: bool,
-    /// Exit with status 1 when a run failed or ended with a failed tenant.
+    /// Exit with status 1 when a run ended with a failed tenant too (a run that failed
+    /// always makes the sweep exit with status 1; the results are written all the same).
     #[arg(long)]
     pub fail_on_error: bool,
     /// Run only shard I of N: the points whose index is I-1 modulo N. Writes results.csv
@@ -86,10 +92,17 @@ pub struct SweepArgs {
     /// Also write the sweep as one self-contained web page (as `gpuswap report`).
     #[arg(long, value_name = "FILE", conflicts_with = "shard")]
     pub html: Option<PathBuf>,
-    /// Check the sweep and say how big it is and about how long it will take (one run
-    /// of its first and last points is timed); write nothing.
-    #[arg(long)]
+    /// Check every point and say how big the sweep is and about how long it will take
+    /// (one run of each point is timed, spread over the grid, for about 10 s at most);
+    /// write nothing.
+    #[arg(long, conflicts_with = "resume")]
     pub dry_run: bool,
+    /// Finish a sweep that was interrupted (killed, or stopped by an error) in --out:
+    /// run only the points it had not finished, then write every file as the whole
+    /// sweep would have. Give the flags it ran with (`gpuswap report` on the folder
+    /// prints them).
+    #[arg(long, conflicts_with = "force")]
+    pub resume: bool,
     /// Bounds of every run.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
@@ -101,60 +114,148 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .map_err(|e| SweepError::BadInput(format!("{}: {e}", args.scenario.display())))?;
     let mut plan = Plan::new(&args.scenario, &text, &args.vary, args.runs)?;
     plan.limits = args.limits.limits();
+    plan.check_points()?;
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| Path::new("results").join(plan.name()));
     if args.dry_run {
-        return crate::stdout::write(&dry_run(&plan, args.shard, &out, args.jobs))
-            .map_err(SweepError::Output);
+        let (text, failed) = dry_run(&plan, args.shard, &out, args.jobs);
+        crate::stdout::write(&text).map_err(SweepError::Output)?;
+        return match failed {
+            0 => Ok(()),
+            n => Err(SweepError::Failures(format!(
+                "{n} of the sampled runs failed (see above); the sweep's runs would fail too"
+            ))),
+        };
     }
     check_html(args.html.as_deref(), args.force)?;
-    prepare_out(&out, args.force)?;
-    let points = args.shard.unwrap_or(Shard::WHOLE).points(plan.points.len());
-    let mut outputs = output::Outputs::create(&out, &plan, args.shard.is_some())?;
-    plan.execute(&points, args.jobs, args.quiet, |point, rows| {
-        outputs.point(&outputs.records(point, &rows))
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let points = shard.points(&plan.axis_sizes());
+    let files = plan.files_read();
+    let inputs = manifest::PlanInputs {
+        text: &text,
+        vary: &args.vary,
+        runs: plan.runs,
+        limits: plan.limits,
+        files: &files,
+    };
+    let running = manifest::Manifest::new(
+        shard,
+        &args.scenario,
+        &inputs,
+        plan.points.len(),
+        points.clone(),
+    );
+    // Rows go to partial files, renamed when the sweep ends; incomplete.toml notes each
+    // finished point, so that a sweep killed midway leaves nothing that looks whole
+    // and `--resume` can go on from its last finished point.
+    let (mut outputs, done) = if args.resume {
+        resume(&out, &plan, &running)?
+    } else {
+        prepare_out(&out, args.force)?;
+        std::fs::create_dir_all(&out)
+            .map_err(|e| SweepError::Output(format!("{}: {e}", out.display())))?;
+        running.write_incomplete(&out)?;
+        (output::Outputs::create(&out, &plan)?, 0)
+    };
+    plan.execute(&points[done..], args.jobs, args.quiet, |point, rows| {
+        outputs.point(&outputs.records(point, &rows))?;
+        manifest::note_done(&out, point, outputs.bytes()?)
     })?;
     let summary = outputs.finish()?;
-    let held = points.len();
+    // The sweep's own files written, it is finished: the page reads a finished folder.
+    let finished = || {
+        let incomplete = out.join(manifest::INCOMPLETE);
+        std::fs::remove_file(&incomplete)
+            .map_err(|e| SweepError::Output(format!("{}: {e}", incomplete.display())))
+    };
     let what = match args.shard {
         Some(shard) => {
-            let inputs = manifest::PlanInputs {
-                text: &text,
-                vary: &args.vary,
-                runs: plan.runs,
-                limits: plan.limits,
-            };
-            manifest::Manifest::new(shard, &args.scenario, &inputs, plan.points.len(), points)
-                .write(&out)?;
+            running.write(&out)?;
+            finished()?;
             format!("shard {shard}: ")
         }
         None => {
             summary.write(&out, args.png)?;
             let scenario = args.scenario.display().to_string();
             write_scenario(&out, &scenario, &args.vary, plan.runs, &text)?;
+            finished()?;
             write_html(&out, args.html.as_deref(), args.force)?;
             String::new()
         }
     };
-    report(&what, &plan, held, &summary, &out)?;
-    if args.fail_on_error && summary.failed + summary.tenant_failed > 0 {
-        return Err(SweepError::Failures(summary.failed + summary.tenant_failed));
+    report(&what, &plan, points.len(), &summary, &out)?;
+    let results = out.join("results.csv");
+    if summary.failed > 0 {
+        return Err(SweepError::Failures(format!(
+            "{} of {} runs failed; their errors are in the error column of {}",
+            summary.failed,
+            summary.runs,
+            results.display()
+        )));
+    }
+    if args.fail_on_error && summary.tenant_failed > 0 {
+        return Err(SweepError::Failures(format!(
+            "{} of {} runs ended with a failed tenant (--fail-on-error); the tenants' errors are in the TENANT.error columns of {}",
+            summary.tenant_failed,
+            summary.runs,
+            results.display()
+        )));
     }
     Ok(())
 }
 
-/// What `--dry-run` says: the grid (of the shard, with one), the runs, and a wall-time
-/// estimate from timing one run of the first and of the last point (their solo
-/// baselines included, as the sweep computes them too).
-fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -> String {
+/// `--resume`: the outputs of the unfinished sweep in `out`, reopened after its last
+/// finished point with those points in the summary, and how many of `running`'s
+/// points are done. The sweep must be the one given now (the same plan and shard).
+fn resume<'a>(
+    out: &Path,
+    plan: &'a Plan,
+    running: &manifest::Manifest,
+) -> Result<(output::Outputs<'a>, usize), SweepError> {
+    let Some(incomplete) = manifest::read_incomplete(out)? else {
+        return Err(SweepError::BadInput(format!(
+            "--resume: {} holds no unfinished sweep ({} is not there); expected the --out of a sweep that was interrupted",
+            out.display(),
+            manifest::INCOMPLETE
+        )));
+    };
+    let m = &incomplete.manifest;
+    if m.plan != running.plan || m.shard != running.shard {
+        return Err(SweepError::BadInput(format!(
+            "--resume: {} holds another sweep (plan {}, shard {}; this one is plan {}, shard {}: the scenario, a file it reads or a flag differs); expected the flags it ran with: {}",
+            out.display(),
+            m.plan,
+            m.shard,
+            running.plan,
+            running.shard,
+            m.resume_command(out)
+        )));
+    }
+    if incomplete.done == 0 {
+        return Ok((output::Outputs::create(out, plan)?, 0));
+    }
+    let mut outputs = output::Outputs::reopen(out, plan, incomplete.bytes)?;
+    let mut tables = merge::ShardTables::open_partial(out, plan)?;
+    for &p in &running.points[..incomplete.done] {
+        outputs.replay(&tables.point(p, plan.runs as usize)?)?;
+    }
+    Ok((outputs, incomplete.done))
+}
+
+/// What `--dry-run` says, and how many of its timed runs failed: the grid (of the
+/// shard, with one), the runs, and a wall-time estimate from timing one run of as many
+/// points as about 10 s allows, spread over the grid (their solo baselines included, as
+/// the sweep computes them too), given as a range: points can differ a hundredfold.
+fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -> (String, usize) {
     let axes: Vec<String> = plan
         .axes
         .iter()
         .map(|a| format!("{} ({} values)", a.key, a.values.len()))
         .collect();
-    let held = shard.map_or(plan.points.len(), |s| s.points(plan.points.len()).len());
+    let held_points = shard.unwrap_or(Shard::WHOLE).points(&plan.axis_sizes());
+    let held = held_points.len();
     let runs = held * plan.runs as usize;
     let mut files = vec!["results.csv"];
     if shard.is_none() {
@@ -185,27 +286,168 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
     );
     let baselines = gpuswap_sim::report::Baselines::default();
     let tenants = plan.tenants();
-    let mut samples = vec![0];
-    if plan.points.len() > 1 {
-        samples.push(plan.points.len() - 1);
-    }
-    let mut seconds = Vec::new();
-    for point in samples {
-        let started = std::time::Instant::now();
+    let mut timed: Vec<(usize, f64)> = Vec::new();
+    let mut failed = 0;
+    let started = std::time::Instant::now();
+    for point in spread(&held_points) {
+        if timed.len() >= DRY_RUN_MIN_SAMPLES && started.elapsed() > DRY_RUN_BUDGET {
+            break;
+        }
+        let run_started = std::time::Instant::now();
         let row = plan.run_point(point, 0, &baselines, &tenants);
-        let s = started.elapsed().as_secs_f64();
-        let result = match &row.result {
-            Ok(_) => "ran".to_owned(),
-            Err(e) => format!("failed: {e}"),
-        };
-        text += &format!("point {point}: one run took {s:.2} s here ({result})\n");
-        seconds.push(s);
+        let s = run_started.elapsed().as_secs_f64();
+        if let Err(e) = &row.result {
+            failed += 1;
+            text += &format!("point {point}: one run took {s:.2} s here (failed: {e})\n");
+        }
+        timed.push((point, s));
     }
     let threads = jobs.unwrap_or_else(rayon::current_num_threads).max(1);
-    let mean_s = seconds.iter().sum::<f64>() / seconds.len() as f64;
-    text += &format!(
-        "estimate: about {:.1} s on {threads} threads (points differ: a rough guide)\n",
-        mean_s * runs as f64 / threads as f64
+    text += &estimate(&timed, held, plan.runs as usize, threads);
+    (text, failed)
+}
+
+/// `--dry-run` times one run of points until this much time has gone (or every point
+/// is timed)...
+const DRY_RUN_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// ... but at least this many points.
+const DRY_RUN_MIN_SAMPLES: usize = 5;
+
+/// `points` in an order that spreads over the grid: the first, the last, the middle,
+/// then the quarters, the eighths and so on, so that a sample of any length taken from
+/// its start covers the grid about evenly.
+fn spread(points: &[usize]) -> Vec<usize> {
+    let n = points.len();
+    let mut taken = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    let mut take = |i: usize, order: &mut Vec<usize>| {
+        if !std::mem::replace(&mut taken[i], true) {
+            order.push(points[i]);
+        }
+    };
+    if n > 0 {
+        take(0, &mut order);
+        take(n - 1, &mut order);
+    }
+    let mut parts = 2;
+    while order.len() < n {
+        for k in (1..parts).step_by(2) {
+            take(k * (n - 1) / parts, &mut order);
+        }
+        // Finer than the grid: what rounding skipped comes in order.
+        if parts >= n {
+            (0..n).for_each(|i| take(i, &mut order));
+        }
+        parts *= 2;
+    }
+    order
+}
+
+/// The estimate lines: `runs` runs per point of `held` points on `threads` threads,
+/// from one timed run of each point in `timed` (point, seconds); the points not timed
+/// are counted at the mean of those timed, the range at their fastest and slowest.
+fn estimate(timed: &[(usize, f64)], held: usize, runs: usize, threads: usize) -> String {
+    let Some(&(slowest, high)) = timed.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+        return "estimate: nothing to run\n".into();
+    };
+    let low = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+    let sum: f64 = timed.iter().map(|t| t.1).sum();
+    let mean = sum / timed.len() as f64;
+    let untimed = (held - timed.len()) as f64;
+    let wall = |each: f64| {
+        let parallel = threads.min(held * runs).max(1) as f64;
+        format_duration((sum + untimed * each) * runs as f64 / parallel)
+    };
+    let mut text = format!(
+        "timed one run of {} of {held} points in {}: {low:.2} s to {high:.2} s a run (slowest: point {slowest})\n",
+        timed.len(),
+        format_duration(sum)
     );
+    if timed.len() == held {
+        text += &format!(
+            "estimate: about {} on {threads} threads (every point timed once; seeds and other work on the machine change it)\n",
+            wall(mean)
+        );
+    } else {
+        text += &format!(
+            "estimate: about {} on {threads} threads (from {} to {}, as the other points run like the fastest or the slowest timed)\n",
+            wall(mean),
+            wall(low),
+            wall(high)
+        );
+    }
     text
+}
+
+/// A wall time in the unit a reader plans with: seconds, minutes or hours.
+fn format_duration(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.1} s")
+    } else if s < 90.0 * 60.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dry_run_samples_the_middle_of_the_grid_and_gives_a_range() {
+        // The first and the last point alone once timed a 12-minute sweep at 11 s.
+        assert_eq!(spread(&[0, 1, 2]), [0, 2, 1]);
+        let hundred = spread(&(0..100).collect::<Vec<_>>());
+        assert_eq!(hundred[..5], [0, 99, 49, 24, 74]);
+        let mut all = hundred.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..100).collect::<Vec<_>>(), "every point once");
+        assert_eq!(spread(&[3, 7, 11]), [3, 11, 7]);
+        assert!(spread(&[]).is_empty());
+        let lines = estimate(&[(0, 0.1), (2, 60.0), (1, 0.1)], 3, 10, 2);
+        assert!(lines.ends_with("estimate: about 5.0 min on 2 threads (every point timed once; seeds and other work on the machine change it)\n"), "{lines}");
+        assert!(lines.starts_with("timed one run of 3 of 3 points in 60.2 s: 0.10 s to 60.00 s a run (slowest: point 2)"), "{lines}");
+        let lines = estimate(&[(0, 1.0), (9, 3.0)], 10, 10, 4);
+        assert!(
+            lines.contains("estimate: about 50.0 s on 4 threads (from 30.0 s to 70.0 s"),
+            "{lines}"
+        );
+        assert_eq!(format_duration(7200.0), "2.0 h");
+    }
+
+    #[test]
+    fn the_baselines_scenarios_own_sweep_checks_at_every_point() {
+        // Its comment once said to vary the mode alone: 12 of 15 runs failed.
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/baselines-backprop.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text.lines().find(|l| l.contains("gpuswap sweep")).unwrap();
+        let vary = line
+            .split("--vary '")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches('\'');
+        let plan = Plan::new(&path, &text, &[vary.to_owned()], Some(3)).unwrap();
+        assert_eq!(plan.points.len(), 6);
+        plan.check_points().unwrap();
+        // A mode alone keeps the table's chunk policy, which only gpuswap takes.
+        let plan = Plan::new(
+            &path,
+            &text,
+            &["manager.mode=native,gpuswap".to_owned()],
+            None,
+        )
+        .unwrap();
+        let SweepError::BadInput(e) = plan.check_points().unwrap_err() else {
+            panic!("bad input expected")
+        };
+        assert!(
+            e.contains("point 0 (manager.mode = \"native\")")
+                && e.contains("chunk_policy")
+                && !e.contains("(line "),
+            "{e}"
+        );
+    }
 }

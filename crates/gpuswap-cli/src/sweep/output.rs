@@ -80,54 +80,60 @@ fn io_error(what: &Path, e: &dyn std::fmt::Display) -> SweepError {
 struct Table {
     /// Its name once finished.
     path: PathBuf,
-    /// Where records go until it is: `path`, or its partial file for a table that
-    /// must appear only whole.
+    /// Where records go until it is: its partial file, so that a folder never holds a
+    /// table with part of its rows.
     writing: PathBuf,
     writer: csv::Writer<std::fs::File>,
 }
 
 impl Table {
-    fn create(path: PathBuf, header: &[String], atomic: bool) -> Result<Self, SweepError> {
-        let writing = if atomic {
-            crate::text::partial_path(&path)
-        } else {
-            path.clone()
-        };
-        let writer = csv::Writer::from_path(&writing).map_err(|e| io_error(&writing, &e))?;
-        let mut table = Self {
+    fn create(path: PathBuf, header: &[String]) -> Result<Self, SweepError> {
+        let writing = crate::text::partial_path(&path);
+        let mut writer = csv::Writer::from_path(&writing).map_err(|e| io_error(&writing, &e))?;
+        writer
+            .write_record(header)
+            .map_err(|e| io_error(&writing, &e))?;
+        Ok(Self {
             path,
             writing,
             writer,
-        };
-        table.write(std::slice::from_ref(&header.to_vec()))?;
-        Ok(table)
+        })
+    }
+
+    /// Reopens the partial file of an interrupted sweep's table, cut to `bytes` (what
+    /// its finished points wrote), to write on after them.
+    fn reopen(path: PathBuf, bytes: u64) -> Result<Self, SweepError> {
+        let writing = crate::text::partial_path(&path);
+        // Appending: every write goes after the cut, whatever the file offset.
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&writing)
+            .and_then(|f| {
+                f.set_len(bytes)?;
+                Ok(f)
+            })
+            .map_err(|e| io_error(&writing, &e))?;
+        Ok(Self {
+            path,
+            writing,
+            writer: csv::Writer::from_writer(file),
+        })
     }
 
     fn write(&mut self, records: &[Vec<String>]) -> Result<(), SweepError> {
-        let written = records
-            .iter()
-            .try_for_each(|record| self.writer.write_record(record))
-            // On disk at once: a sweep killed later keeps every finished point's rows.
-            .and_then(|()| Ok(self.writer.flush()?));
-        written.map_err(|e| self.failed(&e))
-    }
-
-    /// The error of a failed write (a full disk); a table written under its partial
-    /// name goes, so that no part of it is left behind. A table written in place keeps
-    /// the rows of the points before, which a sweep stopped midway keeps too.
-    fn failed(&self, e: &dyn std::fmt::Display) -> SweepError {
-        if self.writing != self.path {
-            let _ = std::fs::remove_file(&self.writing);
+        let io = |e: &dyn std::fmt::Display| io_error(&self.writing, e);
+        for record in records {
+            self.writer.write_record(record).map_err(|e| io(&e))?;
         }
-        io_error(&self.writing, e)
+        // On disk at once: a sweep killed later keeps every finished point's rows.
+        self.writer.flush().map_err(|e| io(&e))
     }
 
     fn finish(mut self) -> Result<(), SweepError> {
-        self.writer.flush().map_err(|e| self.failed(&e))?;
-        if self.writing != self.path {
-            std::fs::rename(&self.writing, &self.path).map_err(|e| self.failed(&e))?;
-        }
-        Ok(())
+        self.writer
+            .flush()
+            .map_err(|e| io_error(&self.writing, &e))?;
+        std::fs::rename(&self.writing, &self.path).map_err(|e| io_error(&self.path, &e))
     }
 }
 
@@ -143,17 +149,34 @@ pub(super) struct Outputs<'a> {
 }
 
 impl<'a> Outputs<'a> {
-    /// Creates `out` and the tables with their headers. `atomic`: the tables are written
-    /// under partial names and renamed when finished, so that a folder never holds a
-    /// results.csv with part of its rows (what a shard killed midway would leave).
-    pub(super) fn create(out: &Path, plan: &'a Plan, atomic: bool) -> Result<Self, SweepError> {
+    /// Creates `out` and the tables with their headers, under partial names until
+    /// [`Outputs::finish`] renames them: a folder never holds a results.csv with part of
+    /// its rows (what a sweep killed midway would leave).
+    pub(super) fn create(out: &Path, plan: &'a Plan) -> Result<Self, SweepError> {
         std::fs::create_dir_all(out).map_err(|e| io_error(out, &e))?;
+        Self::open(out, plan, |_, path, header| Table::create(path, header))
+    }
+
+    /// The outputs of an interrupted sweep in `out`, to go on with: its partial tables
+    /// cut to `bytes` (results.csv's, then patterns.csv's, as [`Outputs::bytes`] gave
+    /// them after its last finished point). The finished points' records must then be
+    /// given to [`Outputs::replay`], in order, for the summary.
+    pub(super) fn reopen(out: &Path, plan: &'a Plan, bytes: [u64; 2]) -> Result<Self, SweepError> {
+        Self::open(out, plan, |i, path, _| Table::reopen(path, bytes[i]))
+    }
+
+    /// The outputs with results.csv and patterns.csv (if the mode pages) opened by
+    /// `table(i, path, header)`, `i` being 0 for results.csv and 1 for patterns.csv.
+    fn open(
+        out: &Path,
+        plan: &'a Plan,
+        table: impl Fn(usize, PathBuf, &[String]) -> Result<Table, SweepError>,
+    ) -> Result<Self, SweepError> {
         let header = results_header(plan);
-        let results = Table::create(out.join("results.csv"), &header, atomic)?;
-        let patterns = match patterns_header(plan) {
-            Some(header) => Some(Table::create(out.join("patterns.csv"), &header, atomic)?),
-            None => None,
-        };
+        let results = table(0, out.join("results.csv"), &header)?;
+        let patterns = patterns_header(plan)
+            .map(|header| table(1, out.join("patterns.csv"), &header))
+            .transpose()?;
         Ok(Self {
             plan,
             results,
@@ -161,6 +184,27 @@ impl<'a> Outputs<'a> {
             columns: header.len(),
             summary: Summary::new(plan),
         })
+    }
+
+    /// How many bytes the tables hold so far (results.csv's, patterns.csv's): where an
+    /// interrupted sweep goes on from.
+    pub(super) fn bytes(&self) -> Result<[u64; 2], SweepError> {
+        let len = |t: &Table| {
+            t.writer
+                .get_ref()
+                .metadata()
+                .map(|m| m.len())
+                .map_err(|e| io_error(&t.writing, &e))
+        };
+        Ok([
+            len(&self.results)?,
+            self.patterns.as_ref().map_or(Ok(0), len)?,
+        ])
+    }
+
+    /// Adds a point already written (by the interrupted sweep) to the summary.
+    pub(super) fn replay(&mut self, records: &PointRecords) -> Result<(), SweepError> {
+        self.summary.add(records).map_err(SweepError::BadInput)
     }
 
     /// The records of the rows of point `p`.
@@ -323,7 +367,7 @@ mod tests {
         let vary = ["device.vram_limit=20MiB,1GiB".to_owned()];
         let plan = Plan::new(Path::new("two-nn.toml"), &native, &vary, Some(1)).unwrap();
         let out = std::env::temp_dir().join(format!("gpuswap-output-{}", std::process::id()));
-        let mut outputs = Outputs::create(&out, &plan, false).unwrap();
+        let mut outputs = Outputs::create(&out, &plan).unwrap();
         let mut records = Vec::new();
         plan.execute(&[0, 1], Some(1), true, |p, rows| {
             records.push(outputs.records(p, &rows));

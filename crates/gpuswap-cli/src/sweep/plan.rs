@@ -32,6 +32,11 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// How many values each axis has, in the grid's order (see [`grid`]).
+    pub fn axis_sizes(&self) -> Vec<usize> {
+        self.axes.iter().map(|a| a.values.len()).collect()
+    }
+
     /// Reads a scenario text with its `[sweep]` table and `--vary` flags; `path` names it
     /// in errors and resolves relative files.
     pub fn new(
@@ -199,6 +204,40 @@ impl Plan {
         }
     }
 
+    /// The files the sweep's scenarios read (traces, fault logs, priorities), as they
+    /// are opened: named relative to the scenario's folder, `{app}` in a priorities
+    /// file's name taken as every app the sweep names. Sorted, each once.
+    pub fn files_read(&self) -> Vec<PathBuf> {
+        let mut names = Vec::new();
+        let mut apps = Vec::new();
+        for (key, value) in &self.table {
+            collect_files(key, value, &mut names, &mut apps);
+        }
+        for axis in &self.axes {
+            for part in axis.key.split('+') {
+                let key = part.rsplit('.').next().unwrap_or(part);
+                for value in &axis.values {
+                    collect_files(key, value, &mut names, &mut apps);
+                }
+            }
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut files: Vec<PathBuf> = names
+            .iter()
+            .flat_map(|name| {
+                if name.contains("{app}") {
+                    apps.iter().map(|app| name.replace("{app}", app)).collect()
+                } else {
+                    vec![name.clone()]
+                }
+            })
+            .map(|name| dir.join(name))
+            .collect();
+        files.sort();
+        files.dedup();
+        files
+    }
+
     /// The scenario's name (its file name without extension).
     pub fn name(&self) -> &str {
         match &self.base {
@@ -215,6 +254,29 @@ pub enum Base {
     Tenants(Box<scenario::Scenario>),
     /// `[[vm]]` tables.
     Vms(crate::vgpu_scenario::VgpuScenario),
+}
+
+/// The keys whose value names a file a scenario reads.
+const FILE_KEYS: [&str; 3] = ["trace", "fault_log", "priorities_file"];
+
+/// Gathers, from `value` found under `key` (and the tables and lists inside it), the
+/// names of files read and the apps named.
+fn collect_files(key: &str, value: &Value, names: &mut Vec<String>, apps: &mut Vec<String>) {
+    match value {
+        Value::String(s) if FILE_KEYS.contains(&key) => names.push(s.clone()),
+        Value::String(s) if key == "app" => apps.push(s.clone()),
+        Value::Table(t) => {
+            for (k, v) in t {
+                collect_files(k, v, names, apps);
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                collect_files(key, v, names, apps);
+            }
+        }
+        _ => {}
+    }
 }
 
 pub(super) fn text_without_sweep(table: &toml::Table) -> String {
@@ -252,7 +314,8 @@ fn sweep_table(sweep: Option<&Value>, scenario: &toml::Table) -> Result<SweepTab
                             .map_err(|m| format!("sweep.vary.{path:?}: {m}"))?
                             .into_iter()
                             .map(|v| typed(v, path, scenario))
-                            .collect(),
+                            .collect::<Result<_, _>>()
+                            .map_err(|m| format!("sweep.vary.{path:?}: {m}"))?,
                         _ => {
                             return Err(format!(
                                 "sweep.vary.{path:?}: expected a list of values or a range \"FROM..TO step STEP\""
@@ -277,29 +340,81 @@ fn sweep_table(sweep: Option<&Value>, scenario: &toml::Table) -> Result<SweepTab
     Ok((axes, runs, normalize))
 }
 
-/// Reads `KEY=V1,V2` or `KEY=FROM..TO step STEP`.
+/// Reads `KEY=V1,V2` or `KEY=FROM..TO step STEP`; a value may be written as TOML
+/// (`manager={ mode = "gpuswap", chunk_policy = "random" },{ mode = "gdev" }`).
 pub fn parse_vary_flag(flag: &str, scenario: &toml::Table) -> Result<Axis, String> {
     let (key, values) = flag
         .split_once('=')
         .ok_or("expected KEY=V1,V2,... or KEY=FROM..TO step STEP")?;
     let key = key.trim();
     check_path(key, scenario)?;
-    let texts = if values.contains("..") {
+    let texts = if values.contains("..") && !values.trim_start().starts_with(['{', '[', '"', '\''])
+    {
         expand_range(values)?
     } else {
-        values
-            .split(',')
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-            .collect()
+        split_values(values)?
     };
     if texts.is_empty() {
         return Err("expected at least one value".into());
     }
     Ok(Axis {
         key: key.to_owned(),
-        values: texts.into_iter().map(|t| typed(t, key, scenario)).collect(),
+        values: texts
+            .into_iter()
+            .map(|t| typed(t, key, scenario))
+            .collect::<Result<_, _>>()?,
     })
+}
+
+/// Splits `V1,V2,...` at the commas outside braces, brackets and quotes, so that a
+/// whole table (`{ mode = "gpuswap", chunk_policy = "random" }`) stays one value.
+fn split_values(text: &str) -> Result<Vec<String>, String> {
+    let mut values = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in text.chars() {
+        match quote {
+            Some(q) => {
+                // Basic strings ("...") take backslash escapes; literal ones ('...') do not.
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q == '"' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '{' | '[' => depth += 1,
+                '}' | ']' => {
+                    depth = depth.checked_sub(1).ok_or_else(|| {
+                        format!("{text}: a closing {c:?} without its opening one")
+                    })?;
+                }
+                ',' if depth == 0 => {
+                    values.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        current.push(c);
+    }
+    if let Some(q) = quote {
+        return Err(format!("{text}: a {q} quote is not closed"));
+    }
+    if depth > 0 {
+        return Err(format!("{text}: a brace or bracket is not closed"));
+    }
+    values.push(current);
+    Ok(values
+        .into_iter()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 /// Expands `FROM..TO step STEP` (inclusive when TO is on the grid) for sizes, durations or
@@ -469,6 +584,36 @@ mod tests {
     }
 
     #[test]
+    fn whole_tables_and_quoted_values_keep_their_commas() {
+        let s = table("[manager]\nmode = \"gpuswap\"\n[[tenant]]\napp = \"nn\"\n");
+        let a = parse_vary_flag(
+            r#"manager={ mode = "gpuswap", chunk_policy = "random" }, {mode="native"},{ mode = "gdev" }"#,
+            &s,
+        )
+        .unwrap();
+        assert_eq!(a.values.len(), 3, "{:?}", a.values);
+        assert_eq!(a.values[0]["chunk_policy"].as_str(), Some("random"));
+        assert_eq!(a.values[1]["mode"].as_str(), Some("native"));
+        let a = parse_vary_flag(r#"tenant[0].name="a,b",'c\d',e"#, &s).unwrap();
+        assert_eq!(
+            a.values,
+            ["a,b", "c\\d", "e"].map(|v| Value::String(v.into()))
+        );
+        // Brackets keep a list whole; a range inside a string is no range.
+        let a = parse_vary_flag(r#"tenant[0].name=["x", "y"],"1..2 step 1""#, &s).unwrap();
+        assert_eq!(a.values.len(), 2);
+        for (bad, says) in [
+            ("manager={ mode = \"gdev\"", "not closed"),
+            ("manager={ mode = gdev }", "expected a TOML value"),
+            ("manager=mode}", "without its opening"),
+            ("tenant[0].name=\"a,b", "quote is not closed"),
+        ] {
+            let e = parse_vary_flag(bad, &s).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn apps_name_each_app_once_and_the_varied_ones_as_such() {
         let text = "seed = 1\n[device]\npreset = \"gtx480\"\n\
             [[tenant]]\nname = \"a\"\napp = \"nn\"\n\
@@ -488,6 +633,28 @@ mod tests {
             "2 × varied app + bfs"
         );
         assert_eq!(apps(&["tenant.app=lud"]), "3 × varied app");
+    }
+
+    #[test]
+    fn the_files_read_are_found_in_the_scenario_and_the_varied_values() {
+        let dir = std::env::temp_dir().join(format!("gpuswap-files-read-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("p")).unwrap();
+        for f in ["p/nn.toml", "p/bfs.toml", "p/lud.toml"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let text = "[device]\npreset = \"gtx480\"\n[manager]\nmode = \"gpuswap\"\nchunk_policy = \"priority-buffer\"\n\
+            [[tenant]]\napp = \"nn\"\npriorities_file = \"p/{app}.toml\"\n\
+            [[tenant]]\napp = \"bfs\"\npriorities_file = \"p/{app}.toml\"\n";
+        let path = dir.join("s.toml");
+        let vary = ["tenant[0].app=nn,lud".to_owned()];
+        let plan = Plan::new(&path, text, &vary, None).unwrap();
+        let names: Vec<String> = plan
+            .files_read()
+            .iter()
+            .map(|f| f.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, ["p/bfs.toml", "p/lud.toml", "p/nn.toml"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

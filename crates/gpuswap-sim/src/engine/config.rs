@@ -129,7 +129,16 @@ pub struct SimConfig {
     /// Also compute Belady's bound on each tenant's page stream (unified memory): a
     /// measurement of the simulator, which keeps the stream (memory grows with it).
     pub optimum: bool,
+    /// The most page touches a tenant's stream keeps for the bound (8 bytes each, and as
+    /// much again to compute it); past it the bound is skipped, so memory stays bounded
+    /// whatever the run's length.
+    pub optimum_max_touches: usize,
 }
+
+/// Default of [`SimConfig::optimum_max_touches`]: 2^25 touches, 256 MiB of stream and
+/// about 512 MiB while the bound is computed (a 128 GiB working set's pages, touched
+/// once each; runs longer than that are not what the bound is for).
+pub const OPTIMUM_MAX_TOUCHES: usize = 1 << 25;
 
 /// Faults and schedule perturbations for deterministic simulation testing (`gpuswap
 /// check`), every random choice drawn from `seed`: the same faults give the same run.
@@ -264,6 +273,7 @@ impl SimConfig {
             faults: Faults::default(),
             sharing: Sharing::default(),
             optimum: false,
+            optimum_max_touches: OPTIMUM_MAX_TOUCHES,
         }
     }
 }
@@ -361,6 +371,8 @@ pub struct PagingOutcome {
     /// Belady's bound on its page stream at the paging machine's VRAM, when asked for
     /// (`optimum = true`).
     pub optimum_pages_in: Option<u64>,
+    /// The limit of touches its stream passed, where the bound was asked for but skipped.
+    pub optimum_skipped_touches: Option<u64>,
 }
 
 impl TenantOutcome {

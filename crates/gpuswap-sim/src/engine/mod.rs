@@ -92,6 +92,45 @@ struct PendingAlloc {
     eviction: Option<EvictionLatency>,
 }
 
+/// A tenant's page touches in order, kept for Belady's bound (`optimum = true`) up to
+/// `limit` touches: the stream costs 8 bytes a touch (and as much again to compute the
+/// bound), so past the limit it is dropped and the bound is not computed.
+struct PageStream {
+    touches: Vec<u64>,
+    limit: usize,
+    over: bool,
+}
+
+impl PageStream {
+    fn new(limit: usize) -> Self {
+        PageStream {
+            touches: Vec::new(),
+            limit,
+            over: false,
+        }
+    }
+
+    /// Records the touches of pages `pages`, in order.
+    fn extend(&mut self, pages: std::ops::Range<u64>) {
+        if self.over {
+            return;
+        }
+        let n = usize::try_from(pages.end - pages.start).unwrap_or(usize::MAX);
+        if self.touches.len().saturating_add(n) > self.limit {
+            self.over = true;
+            self.touches = Vec::new();
+            return;
+        }
+        self.touches.extend(pages);
+    }
+
+    /// Belady's bound at `capacity_pages`, unless the stream passed its limit.
+    fn bound(&self, capacity_pages: u64) -> Option<u64> {
+        (!self.over)
+            .then(|| gpuswap_core::uvm::optimum::belady_pages_in(&self.touches, capacity_pages))
+    }
+}
+
 struct Tenant {
     id: TenantId,
     name: String,
@@ -145,7 +184,7 @@ struct Tenant {
     faults_per_batch: Vec<u64>,
     /// Unified memory with `optimum = true`: every page it touched, in order, and the
     /// most VRAM managed memory had during its kernels (the bound's capacity).
-    page_stream: Option<Vec<u64>>,
+    page_stream: Option<PageStream>,
     optimum_capacity_pages: u64,
     /// The share of the SMs its kernels ask (`TenantSpec::sm_share`).
     sm_share: f64,
@@ -372,6 +411,7 @@ impl Engine {
     /// Builds the simulation; nothing runs until [`Engine::run`].
     pub fn new(config: SimConfig) -> Self {
         let optimum = config.optimum;
+        let optimum_max_touches = config.optimum_max_touches;
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
         let access_counters = config.preset.features.access_counters;
@@ -421,7 +461,7 @@ impl Engine {
                     error: None,
                     fault_stall_ns: 0,
                     faults_per_batch: Vec::new(),
-                    page_stream: optimum.then(Vec::new),
+                    page_stream: optimum.then(|| PageStream::new(optimum_max_touches)),
                     optimum_capacity_pages: 1,
                     sm_share: spec.sm_share,
                     endless: spec.endless,
@@ -645,9 +685,15 @@ impl Engine {
                         stats: p.stats(t.id.0),
                         device: mmu.counts(t.id),
                         fault_stall_ns: t.fault_stall_ns,
-                        optimum_pages_in: t.page_stream.as_ref().map(|s| {
-                            gpuswap_core::uvm::optimum::belady_pages_in(s, t.optimum_capacity_pages)
-                        }),
+                        optimum_pages_in: t
+                            .page_stream
+                            .as_ref()
+                            .and_then(|s| s.bound(t.optimum_capacity_pages)),
+                        optimum_skipped_touches: t
+                            .page_stream
+                            .as_ref()
+                            .filter(|s| s.over)
+                            .map(|s| s.limit as u64),
                     }),
                 }
             })

@@ -952,18 +952,23 @@ fn halving_link_bandwidth_roughly_doubles_transfer_bound_stalls() {
     assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
 }
 
+/// Three passes over 64 MiB (at least 3 * 16384 page touches) through 48 MiB of VRAM
+/// under unified memory, with Belady's bound asked for or not and its limit of touches.
+fn cyclic_sweep(optimum: bool, max_touches: usize) -> PagingOutcome {
+    let preset = gtx1080ti();
+    let runtime = preset.runtime_bytes();
+    let p = kernels_over(64, 3, |a| Access::uniform(a, 64 * MIB, 0));
+    let policy = PolicySettings::named("uvm");
+    let mut cfg = SimConfig::new(preset, 48 * MIB + runtime, policy, vec![tenant("t", p)]);
+    cfg.check_invariants = true;
+    cfg.optimum = optimum;
+    cfg.optimum_max_touches = max_touches;
+    simulate(cfg).unwrap().tenants[0].paging.unwrap()
+}
+
 #[test]
 fn belady_bounds_the_migrations_when_asked() {
-    let run = |optimum: bool| {
-        let preset = gtx1080ti();
-        let runtime = preset.runtime_bytes();
-        let p = kernels_over(64, 3, |a| Access::uniform(a, 64 * MIB, 0));
-        let policy = PolicySettings::named("uvm");
-        let mut cfg = SimConfig::new(preset, 48 * MIB + runtime, policy, vec![tenant("t", p)]);
-        cfg.check_invariants = true;
-        cfg.optimum = optimum;
-        simulate(cfg).unwrap().tenants[0].paging.unwrap()
-    };
+    let run = |optimum: bool| cyclic_sweep(optimum, super::config::OPTIMUM_MAX_TOUCHES);
     assert_eq!(run(false).optimum_pages_in, None);
     let with = run(true);
     let bound = with.optimum_pages_in.unwrap();
@@ -974,6 +979,25 @@ fn belady_bounds_the_migrations_when_asked() {
         with.stats.pages_in
     );
     assert!(bound >= 64 * 256, "every page at least once: {bound}");
+    assert_eq!(with.optimum_skipped_touches, None);
+}
+
+/// `optimum = true` keeps a tenant's page stream only up to its limit of touches (it
+/// once kept every touch, 2.2 GB after 20,000 events): past it the bound is skipped
+/// and the run says so.
+#[test]
+fn belady_skips_a_stream_past_its_limit() {
+    let run = |limit: usize| cyclic_sweep(true, limit);
+    let short = run(1000);
+    assert_eq!(short.optimum_pages_in, None);
+    assert_eq!(short.optimum_skipped_touches, Some(1000));
+    let ample = run(1 << 20);
+    assert!(ample.optimum_pages_in.is_some());
+    assert_eq!(ample.optimum_skipped_touches, None);
+    assert_eq!(
+        short.stats.pages_in, ample.stats.pages_in,
+        "the run itself is the same"
+    );
 }
 
 #[test]

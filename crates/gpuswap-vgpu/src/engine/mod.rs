@@ -54,6 +54,9 @@ pub struct VgpuConfig {
     pub vms: Vec<VmSpec>,
     /// Simulated time at most.
     pub max_sim_ns: u64,
+    /// Events at most: a VM's frames are events, so a long life at a high frame rate is
+    /// bounded by this as well as by the time.
+    pub max_events: u64,
 }
 
 /// A run that could not end.
@@ -68,10 +71,22 @@ pub enum VgpuError {
         workload: &'static str,
     },
     /// The run reached its time limit.
-    #[error("the run stopped at its limit of {limit_ns} ns of simulated time")]
+    #[error(
+        "the run stopped at its limit of {limit_ns} ns of simulated time; raise it with --max-sim-time DURATION"
+    )]
     Limit {
         /// The limit.
         limit_ns: u64,
+    },
+    /// The run reached its limit of events.
+    #[error(
+        "the run stopped at its limit of {limit} events ({now_ns} ns simulated); raise it with --max-events N"
+    )]
+    EventLimit {
+        /// The limit.
+        limit: u64,
+        /// Simulated time when it stopped.
+        now_ns: u64,
     },
 }
 
@@ -265,10 +280,18 @@ pub fn simulate(config: VgpuConfig) -> Result<VgpuOutcome, VgpuError> {
     if let Some(period) = sim.placement.period_ns() {
         sim.queue.push(period, Event::Periodic);
     }
+    let mut events = 0u64;
     while let Some((time_ns, event)) = sim.queue.pop() {
         if time_ns > config.max_sim_ns {
             return Err(VgpuError::Limit {
                 limit_ns: config.max_sim_ns,
+            });
+        }
+        events += 1;
+        if events > config.max_events {
+            return Err(VgpuError::EventLimit {
+                limit: config.max_events,
+                now_ns: sim.now_ns,
             });
         }
         sim.now_ns = time_ns;

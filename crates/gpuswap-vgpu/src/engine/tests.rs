@@ -23,6 +23,7 @@ fn run(placement: &str, vms: Vec<VmSpec>) -> VgpuOutcome {
         placement: find_placement(placement).unwrap(),
         vms,
         max_sim_ns: 10_000 * S,
+        max_events: u64::MAX,
     })
     .unwrap()
 }
@@ -103,6 +104,25 @@ fn a_job_ends_when_its_work_is_done() {
     assert!(v.end_ns - v.start_ns >= 2 * S && v.end_ns - v.start_ns < 2 * S + S / 100);
 }
 
+/// A long life at a high frame rate stops at the limit of events, not only at the
+/// limit of time (a VM of 146 years once ran without end under the time limit alone).
+#[test]
+fn the_event_limit_stops_a_long_run() {
+    let err = simulate(VgpuConfig {
+        preset: preset::find("hd530").unwrap(),
+        placement: find_placement("gscale").unwrap(),
+        vms: vec![vm("a", "firefox-asteroids", 384, 0, 1_000_000_000)],
+        max_sim_ns: u64::MAX,
+        max_events: 1000,
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, VgpuError::EventLimit { limit: 1000, now_ns } if now_ns > 0),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--max-events"), "{err}");
+}
+
 #[test]
 fn a_frame_workload_without_a_duration_is_refused() {
     let mut v = vm("a", "openarena", 384, 0, 1);
@@ -112,6 +132,7 @@ fn a_frame_workload_without_a_duration_is_refused() {
         placement: find_placement("gscale").unwrap(),
         vms: vec![v],
         max_sim_ns: S,
+        max_events: u64::MAX,
     })
     .unwrap_err();
     assert!(err.to_string().contains("needs a duration"), "{err}");
