@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Opens a `gpuswap report` page in headless Chromium (Debian's package: apt-get install
 # chromium) with every network address unresolvable, and fails unless the page loads
-# with no console errors, shows every figure it inlines, and renders a screenshot.
+# with no console errors, shows every figure it embeds (as data: images, never inline
+# markup), and renders a screenshot.
 #   scripts/check-report.sh results/index.html [screenshot.png]
 # Without an argument it makes a small sweep and its page first (about 20 s).
 set -euo pipefail
@@ -39,10 +40,15 @@ if grep -E 'CONSOLE.*(Uncaught|[Ee]rror)|Failed to load resource' "$work/console
     echo "check-report: the page logged errors (above)" >&2
     status=1
 fi
-inlined=$(grep -c '<svg' "$page" || true)
-rendered=$(grep -o '<svg' "$work/dom.html" | wc -l)
-if [ "$inlined" -eq 0 ] || [ "$rendered" -ne "$inlined" ]; then
-    echo "check-report: $inlined figures in the page, $rendered in the rendered DOM" >&2
+embedded=$(grep -o '<img [^>]*src="data:image/svg+xml;base64,' "$page" | wc -l)
+rendered=$(grep -o '<img [^>]*src="data:image/svg+xml;base64,' "$work/dom.html" | wc -l)
+if [ "$embedded" -eq 0 ] || [ "$rendered" -ne "$embedded" ]; then
+    echo "check-report: $embedded figures in the page, $rendered in the rendered DOM" >&2
+    status=1
+fi
+# A figure inlined as markup could carry a script from the sweep's folder.
+if grep -q '<svg' "$page"; then
+    echo "check-report: the page inlines SVG markup; figures must be images" >&2
     status=1
 fi
 if [ ! -s "$shot" ]; then

@@ -325,21 +325,8 @@ fn main() -> ExitCode {
             }
             let result = run_with_progress(&loaded);
             if let (Ok(report), Some(file)) = (&result, &timeline) {
-                let series: Vec<(String, Vec<(u64, u64)>)> = report
-                    .tenants
-                    .iter()
-                    .map(|t| (t.name.clone(), t.vram_timeline.clone()))
-                    .collect();
-                let title = format!(
-                    "VRAM held per tenant: {} ({})",
-                    report.scenario, report.manager
-                );
                 let png = file.extension().is_some_and(|e| e == "png");
-                let figure = plot::Timeline {
-                    title: &title,
-                    series: &series,
-                    end_ns: report.system.makespan_ns,
-                };
+                let figure = plot::Timeline::of(report);
                 if let Err(e) = plot::save(&file.with_extension(""), (900, 520), png, &figure) {
                     say!("error: {e}");
                     return ExitCode::FAILURE;
@@ -455,7 +442,7 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            if let Err(e) = std::fs::write(&file, text) {
+            if let Err(e) = crate::text::write_atomically(&file, &text) {
                 say!("error: {}: cannot write: {e}", file.display());
                 return ExitCode::FAILURE;
             }
@@ -471,7 +458,7 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say!("error: {e}");
-                    ExitCode::from(EXIT_BAD_INPUT)
+                    ExitCode::from(e.exit_code())
                 }
             };
         }
@@ -625,7 +612,8 @@ fn run_vgpu(
             "placement": loaded.config.placement.name,
             "vms": outcome.vms.iter().map(|v| {
                 let mut value = serde_json::to_value(v).expect("outcomes serialize");
-                value["fps"] = serde_json::json!(v.fps());
+                // A VM that rendered no frame (refused) has no frame rate, not 0.
+                value["fps"] = serde_json::json!((v.frames > 0).then(|| v.fps()));
                 value
             }).collect::<Vec<_>>(),
             "system": {
@@ -633,7 +621,7 @@ fn run_vgpu(
                 "slot_copies": outcome.slot_copies,
                 "entries_copied": outcome.entries_copied,
                 "switch_cycles": outcome.switch_cycles,
-                "cycles_per_switch": outcome.cycles_per_switch(),
+                "cycles_per_switch": (outcome.switches > 0).then(|| outcome.cycles_per_switch()),
                 "reallocations": outcome.reallocations,
                 "idle_releases": outcome.idle_releases,
                 "makespan_ns": outcome.makespan_ns,

@@ -66,7 +66,7 @@ pub fn write_pages(cmd: &clap::Command, dir: &Path) -> Result<Vec<PathBuf>, Stri
         pending.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
         let file = dir.join(Man::new(cmd.clone()).get_filename());
         let text = page(&cmd).map_err(|e| format!("cannot render {}: {e}", file.display()))?;
-        crate::text::write_atomically(&file, &String::from_utf8_lossy(&text))
+        crate::text::write_atomically(&file, String::from_utf8_lossy(&text).as_bytes())
             .map_err(|e| format!("{}: cannot write: {e}", file.display()))?;
         written.push(file);
     }

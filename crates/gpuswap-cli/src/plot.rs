@@ -67,6 +67,8 @@ pub trait Figure {
 }
 
 /// Writes `figure` to `stem.svg`, and to `stem.png` when `png`; returns the files written.
+/// Each file is written whole or not at all (a full disk once left a 0-byte SVG); the
+/// error names the file.
 pub fn save(
     stem: &Path,
     pixels: (u32, u32),
@@ -75,16 +77,24 @@ pub fn save(
 ) -> Result<Vec<PathBuf>, String> {
     register_font();
     let svg = stem.with_extension("svg");
-    let at = |path: &Path, e: String| format!("{}: {e}", path.display());
+    let at = |path: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let mut markup = String::new();
     figure
-        .draw(SVGBackend::new(&svg, pixels).into_drawing_area())
-        .map_err(|e| at(&svg, e))?;
+        .draw(SVGBackend::with_string(&mut markup, pixels).into_drawing_area())
+        .map_err(|e| at(&svg, &e))?;
+    crate::text::write_atomically(&svg, markup).map_err(|e| at(&svg, &e))?;
     let mut written = vec![svg];
     if png {
         let png = stem.with_extension("png");
-        figure
-            .draw(BitMapBackend::new(&png, pixels).into_drawing_area())
-            .map_err(|e| at(&png, e))?;
+        // The encoder picks the format by the extension: the partial name ends in it.
+        let mut partial = png.file_stem().unwrap_or_default().to_os_string();
+        partial.push(".partial.png");
+        crate::text::write_through(&png, &png.with_file_name(partial), |partial| {
+            figure
+                .draw(BitMapBackend::new(partial, pixels).into_drawing_area())
+                .map_err(std::io::Error::other)
+        })
+        .map_err(|e| at(&png, &e))?;
         written.push(png);
     }
     Ok(written)
@@ -105,6 +115,8 @@ pub enum XAxis<'a> {
 
 /// A measure against a varied setting: per line the mean, with a band (points: a bar)
 /// from the smallest to the largest run, and red marks where runs or tenants failed.
+/// One panel, or small multiples: a grid of panels (one per app, say) that share the
+/// legend, so that no panel holds more lines than the eye can tell apart.
 pub struct LineChart<'a> {
     /// Title.
     pub title: &'a str,
@@ -116,8 +128,8 @@ pub struct LineChart<'a> {
     pub y_label: &'a str,
     /// Unit of the y values.
     pub y_unit: &'a str,
-    /// The lines.
-    pub lines: &'a [Line],
+    /// The panels: one untitled panel, or several, each titled.
+    pub panels: &'a [Panel],
     /// How x values are placed.
     pub x_axis: XAxis<'a>,
 }
@@ -126,6 +138,40 @@ impl Figure for LineChart<'_> {
     fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
         draw_lines(root, self)
     }
+}
+
+/// One panel of a [`LineChart`]: its title (what its lines share) and its lines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Panel {
+    /// Title; empty for the only panel of a chart.
+    pub title: String,
+    /// The lines.
+    pub lines: Vec<Line>,
+}
+
+/// Most series one panel shows: past it, lines share colours the eye cannot tell apart
+/// and the legend outgrows the figure, so a sweep draws small multiples.
+pub const MAX_SERIES: usize = 8;
+
+/// Pixels of one panel of small multiples, and the widest a figure gets.
+const PANEL: (u32, u32) = (380, 280);
+const MAX_WIDTH: u32 = 1800;
+
+/// The size of a chart of `panels` panels: a single one at `single`; small multiples
+/// in a grid of up to four columns with room for the legend, at most [`MAX_WIDTH`] wide.
+pub fn chart_pixels(panels: usize, single: (u32, u32)) -> (u32, u32) {
+    if panels <= 1 {
+        return (single.0.min(MAX_WIDTH), single.1);
+    }
+    let (columns, rows) = grid(panels);
+    let width = (columns as u32 * PANEL.0 + 300).min(MAX_WIDTH);
+    (width, 110 + rows as u32 * PANEL.1)
+}
+
+/// Columns and rows of a grid of `panels` panels: up to four columns.
+fn grid(panels: usize) -> (usize, usize) {
+    let columns = panels.clamp(1, 4);
+    (columns, panels.div_ceil(columns))
 }
 
 /// Ratio of the largest to the smallest positive mean beyond which a chart's y axis is
@@ -186,21 +232,22 @@ fn draw_lines<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(e)?;
     let body = header(&root, figure.title, figure.subtitle)?;
     let categorical = matches!(figure.x_axis, XAxis::Categories(_));
-    let mut legend: Vec<(Key, String)> = figure
-        .lines
-        .iter()
-        .filter(|l| !l.label.is_empty())
-        .map(|l| {
-            let color = line_color(l.color);
-            let key = if categorical {
-                Key::Point(color)
-            } else {
-                Key::Line(color)
-            };
-            (key, l.label.clone())
-        })
-        .collect();
-    let all = || figure.lines.iter().flat_map(|l| l.points.iter());
+    // The panels share their series: a series' row once, in its colour.
+    let mut legend: Vec<(Key, String)> = Vec::new();
+    let lines = || figure.panels.iter().flat_map(|p| p.lines.iter());
+    for l in lines().filter(|l| !l.label.is_empty()) {
+        if legend.iter().any(|(_, text)| *text == l.label) {
+            continue;
+        }
+        let color = line_color(l.color);
+        let key = if categorical {
+            Key::Point(color)
+        } else {
+            Key::Line(color)
+        };
+        legend.push((key, l.label.clone()));
+    }
+    let all = || lines().flat_map(|l| l.points.iter());
     if all().any(|p| p.tenant_failed) {
         legend.push((Key::TenantFailed, "a tenant failed".into()));
     }
@@ -208,24 +255,17 @@ fn draw_lines<DB: DrawingBackend>(
         legend.push((Key::RunFailed, "a run failed".into()));
     }
     let (area, legend_area) = beside_legend(&body, &legend)?;
-    let log = log_scale(figure.lines);
-    let y_desc = if log {
-        format!("{} ({}, log scale)", figure.y_label, figure.y_unit)
-    } else {
-        format!("{} ({})", figure.y_label, figure.y_unit)
-    };
-    let spreads = || all().filter_map(|p| p.value);
-    let top = spreads().map(|v| v.max).fold(0.0f64, f64::max);
-    if log {
-        let bottom = spreads()
-            .flat_map(|v| [v.min, v.mean])
-            .filter(|y| *y > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let y = bottom / 1.5..top * 1.5;
-        plot_lines(&area, figure, &y_desc, y.clone(), y.log_scale())?;
-    } else {
-        let y = 0.0..if top > 0.0 { top * 1.08 } else { 1.0 };
-        plot_lines(&area, figure, &y_desc, y.clone(), y)?;
+    match figure.panels {
+        [panel] if panel.title.is_empty() => {
+            draw_panel(&area, figure, &panel.lines, figure.y_label, AXIS_DESC_SIZE)?;
+        }
+        panels => {
+            let (columns, rows) = grid(panels.len());
+            for (cell, panel) in area.split_evenly((rows, columns)).iter().zip(panels) {
+                let titled = cell.titled(&panel.title, ("sans-serif", 15)).map_err(e)?;
+                draw_panel(&titled, figure, &panel.lines, "", 13)?;
+            }
+        }
     }
     if let Some(legend_area) = legend_area {
         draw_legend(&legend_area, &legend)?;
@@ -233,12 +273,83 @@ fn draw_lines<DB: DrawingBackend>(
     root.present().map_err(e)
 }
 
-/// Draws the axes, lines or points and failure marks of `figure` on `area`, with `y_spec`
-/// (linear or logarithmic) spanning `y`.
+/// Draws one panel of `figure`, its `lines`, on `area`: a logarithmic y axis when they
+/// need one; `y_label` before the unit (the panels of small multiples give only the
+/// unit, the subtitle says what), axis descriptions at `desc_size` points.
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    figure: &LineChart<'_>,
+    lines: &[Line],
+    y_label: &str,
+    desc_size: u32,
+) -> Result<(), String> {
+    let log = log_scale(lines);
+    let unit = if log {
+        format!("{}, log scale", figure.y_unit)
+    } else {
+        figure.y_unit.to_owned()
+    };
+    let y_desc = if y_label.is_empty() {
+        unit
+    } else {
+        format!("{y_label} ({unit})")
+    };
+    let spreads = || {
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter())
+            .filter_map(|p| p.value)
+    };
+    let top = spreads().map(|v| v.max).fold(0.0f64, f64::max);
+    let style = PanelStyle {
+        lines,
+        y_desc: &y_desc,
+        desc_size,
+    };
+    if log {
+        let bottom = spreads()
+            .flat_map(|v| [v.min, v.mean])
+            .filter(|y| *y > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let y = bottom / 1.5..top * 1.5;
+        plot_lines(area, figure, &style, y.clone(), y.log_scale())
+    } else {
+        let y = 0.0..if top > 0.0 { top * 1.08 } else { 1.0 };
+        plot_lines(area, figure, &style, y.clone(), y)
+    }
+}
+
+/// Points of an axis description on a figure of one panel (small multiples' are
+/// smaller).
+const AXIS_DESC_SIZE: u32 = 16;
+
+/// What one panel draws besides the chart's shared settings.
+struct PanelStyle<'a> {
+    lines: &'a [Line],
+    y_desc: &'a str,
+    desc_size: u32,
+}
+
+/// Longest x label drawn whole; longer ones end in an ellipsis.
+const MAX_LABEL_CHARS: usize = 24;
+
+/// `label` cut to [`MAX_LABEL_CHARS`].
+fn shortened(label: &str) -> String {
+    if label.chars().count() <= MAX_LABEL_CHARS {
+        label.to_owned()
+    } else {
+        let cut: String = label.chars().take(MAX_LABEL_CHARS - 1).collect();
+        format!("{cut}\u{2026}")
+    }
+}
+
+/// Draws the axes, lines or points and failure marks of a panel on `area`, with
+/// `y_spec` (linear or logarithmic) spanning `y`. Names on the x axis that would run
+/// into each other stand upright.
 fn plot_lines<DB, Y>(
     area: &DrawingArea<DB, Shift>,
     figure: &LineChart<'_>,
-    y_desc: &str,
+    style: &PanelStyle<'_>,
     y: Range<f64>,
     y_spec: Y,
 ) -> Result<(), String>
@@ -248,12 +359,8 @@ where
     Y::CoordDescType: ValueFormatter<f64>,
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let xs = || {
-        figure
-            .lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|p| p.x))
-    };
+    let lines = style.lines;
+    let xs = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.x));
     let x = match figure.x_axis {
         XAxis::Categories(names) => -0.5..names.len().max(1) as f64 - 0.5,
         XAxis::Numbers | XAxis::Evenly(_) => {
@@ -265,17 +372,37 @@ where
             x0 - pad..x1 + pad
         }
     };
+    let names: Option<Vec<String>> = match figure.x_axis {
+        XAxis::Numbers => None,
+        XAxis::Evenly(names) | XAxis::Categories(names) => {
+            Some(names.iter().map(|n| shortened(n)).collect())
+        }
+    };
+    let label_font = ("sans-serif", 13);
+    // Upright names when the widest would not fit its share of the axis.
+    let mut upright = None;
+    if let Some(names) = &names {
+        let mut widest = 0;
+        for name in names {
+            let (w, _) = area
+                .estimate_text_size(name, &label_font.into_text_style(area))
+                .map_err(|e| e.to_string())?;
+            widest = widest.max(w);
+        }
+        let share = (area.dim_in_pixel().0.saturating_sub(100)) / names.len().max(1) as u32;
+        if widest + 8 > share {
+            upright = Some(widest.min(area.dim_in_pixel().1 / 3));
+        }
+    }
     let mut chart = ChartBuilder::on(area)
         .margin(14)
-        .x_label_area_size(48)
+        .x_label_area_size(upright.map_or(48, |w| w + 44))
         .y_label_area_size(70)
         .build_cartesian_2d(x, y_spec)
         .map_err(e)?;
-    let names = match figure.x_axis {
-        XAxis::Numbers => None,
-        XAxis::Evenly(names) | XAxis::Categories(names) => Some(names),
-    };
-    let format_x = |x: &f64| match names {
+    let format_x = |x: &f64| match &names {
+        // Upright names are drawn below, hung from their ticks.
+        _ if upright.is_some() => String::new(),
         Some(names) if (x.round() - x).abs() < 1e-9 && *x >= 0.0 => {
             names.get(x.round() as usize).cloned().unwrap_or_default()
         }
@@ -284,14 +411,30 @@ where
     };
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(figure.x_label)
-        .y_desc(y_desc)
+        .y_desc(style.y_desc)
         .x_label_formatter(&format_x)
-        .axis_desc_style(("sans-serif", 16))
-        .label_style(("sans-serif", 13));
-    if let Some(names) = names {
+        .axis_desc_style(("sans-serif", style.desc_size))
+        .label_style(label_font);
+    if style.desc_size < AXIS_DESC_SIZE {
+        // A small panel: fewer grid lines, so that the data stands out.
+        mesh.y_labels(6).y_max_light_lines(1);
+    }
+    if let Some(names) = &names {
         mesh.x_labels(names.len()).x_max_light_lines(0);
     }
     mesh.draw().map_err(e)?;
+    if let (Some(names), Some(_)) = (&names, upright) {
+        // Turned clockwise, each starts just under its tick and reads downwards.
+        let turned = TextStyle::from(label_font.into_font().transform(FontTransform::Rotate90))
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        let (_, top) = area.get_base_pixel();
+        for (i, name) in names.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64, y.start));
+            let (left, _) = area.get_base_pixel();
+            area.draw_text(name, &turned, (x - left, y - top + 8))
+                .map_err(e)?;
+        }
+    }
     // Where a point without a value marks its failures: on the x axis. Values go no lower,
     // which only a zero on a logarithmic axis would.
     let floor = y.start;
@@ -299,13 +442,13 @@ where
     let categorical = matches!(figure.x_axis, XAxis::Categories(_));
     // Points of different lines at one category sit side by side, not on each other.
     let dodge = if categorical {
-        0.15f64.min(0.7 / figure.lines.len().max(1) as f64)
+        0.15f64.min(0.7 / lines.len().max(1) as f64)
     } else {
         0.0
     };
-    let half = (figure.lines.len().max(1) - 1) as f64 / 2.0;
+    let half = (lines.len().max(1) - 1) as f64 / 2.0;
     let mut marks = Vec::new();
-    for (i, line) in figure.lines.iter().enumerate() {
+    for (i, line) in lines.iter().enumerate() {
         let color = line_color(line.color);
         let shift = (i as f64 - half) * dodge;
         for segment in segments(line, categorical, shift) {
@@ -395,43 +538,124 @@ fn segments(line: &Line, categorical: bool, shift: f64) -> Vec<Vec<(f64, Spread)
     segments
 }
 
-/// Each tenant's VRAM over time as steps: x in seconds, y in MiB; `series` holds
-/// (tenant, [(time_ns, bytes)]) as the report's timelines do.
-pub struct Timeline<'a> {
+/// Each tenant's VRAM over time as steps (x in seconds, y in MiB), the VRAM the
+/// tenants may hold as a dashed line, and a red cross where a tenant failed.
+pub struct Timeline {
     /// Title.
-    pub title: &'a str,
+    pub title: String,
     /// One timeline per tenant.
-    pub series: &'a [(String, Vec<(u64, u64)>)],
+    pub series: Vec<TimelineSeries>,
     /// Where the x axis ends: the last value holds until then.
     pub end_ns: u64,
+    /// The VRAM the tenants may hold together.
+    pub limit_bytes: u64,
 }
 
-impl Figure for Timeline<'_> {
+/// One tenant's line of a [`Timeline`].
+pub struct TimelineSeries {
+    /// The tenant.
+    pub name: String,
+    /// [time_ns, bytes] at every change, as the report's timelines hold them.
+    pub points: Vec<(u64, u64)>,
+    /// When it failed (out of memory, refused), and the VRAM it held just before.
+    pub failed_at: Option<(u64, u64)>,
+}
+
+/// Most times the largest VRAM held the limit may be and still be drawn: a limit far
+/// above what anybody held would flatten the lines against the x axis.
+const LIMIT_SHOWN_RATIO: u64 = 4;
+
+impl Timeline {
+    /// The timeline figure of a run's report. A failed tenant frees its VRAM when it
+    /// fails: its last change is the failure, marked at the VRAM it held before.
+    pub fn of(report: &gpuswap_sim::report::Report) -> Self {
+        let series = report
+            .tenants
+            .iter()
+            .map(|t| TimelineSeries {
+                name: t.name.clone(),
+                points: t.vram_timeline.clone(),
+                failed_at: t.error.as_ref().map(|_| match t.vram_timeline.as_slice() {
+                    [.., (_, before), (at, _)] => (*at, *before),
+                    [(at, bytes)] => (*at, *bytes),
+                    [] => (0, 0),
+                }),
+            })
+            .collect();
+        Self {
+            title: format!(
+                "VRAM held per tenant: {} ({})",
+                report.scenario, report.manager
+            ),
+            series,
+            end_ns: report.system.makespan_ns,
+            limit_bytes: report.settings.vram_bytes,
+        }
+    }
+
+    /// Whether the limit is drawn: it is not far above what the tenants held.
+    fn limit_shown(&self) -> bool {
+        let peak = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .max()
+            .unwrap_or(0);
+        self.limit_bytes <= peak.saturating_mul(LIMIT_SHOWN_RATIO)
+    }
+
+    /// The subtitle: what the dashed line and the crosses are.
+    fn subtitle(&self) -> String {
+        let limit = gpuswap_sim::units::format_bytes(self.limit_bytes);
+        let mut text = if self.limit_shown() {
+            format!("Dashed: the VRAM the tenants may hold ({limit})")
+        } else {
+            format!("The VRAM the tenants may hold ({limit}) is off the scale")
+        };
+        let failed = self.series.iter().filter(|s| s.failed_at.is_some()).count();
+        if failed > 0 {
+            text += &format!(
+                "; red cross: a tenant failed ({failed} of {})",
+                self.series.len()
+            );
+        }
+        text
+    }
+}
+
+impl Figure for Timeline {
     fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
-        draw_timeline(root, self.title, self.series, self.end_ns)
+        draw_timeline(root, self)
     }
 }
 
 fn draw_timeline<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    title: &str,
-    series: &[(String, Vec<(u64, u64)>)],
-    end_ns: u64,
+    figure: &Timeline,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let body = header(&root, title, "")?;
-    let legend: Vec<(Key, String)> = series
+    let body = header(&root, &figure.title, &figure.subtitle())?;
+    let series = &figure.series;
+    let mut legend: Vec<(Key, String)> = series
         .iter()
         .enumerate()
-        .map(|(i, (name, _))| (Key::Line(line_color(i)), name.clone()))
+        .map(|(i, s)| (Key::Line(line_color(i)), s.name.clone()))
         .collect();
+    if series.iter().any(|s| s.failed_at.is_some()) {
+        legend.push((Key::TenantFailed, "a tenant failed".into()));
+    }
     let (area, legend_area) = beside_legend(&body, &legend)?;
     const MIB: f64 = 1048576.0;
+    let end_ns = figure.end_ns;
     let x1 = (end_ns as f64 / 1e9).max(1e-9);
+    let limit = figure
+        .limit_shown()
+        .then_some(figure.limit_bytes as f64 / MIB);
     let y1 = series
         .iter()
-        .flat_map(|(_, points)| points.iter().map(|p| p.1 as f64 / MIB))
+        .flat_map(|s| s.points.iter().map(|p| p.1 as f64 / MIB))
+        .chain(limit)
         .fold(1.0f64, f64::max);
     let mut chart = ChartBuilder::on(&area)
         .margin(14)
@@ -447,8 +671,20 @@ fn draw_timeline<DB: DrawingBackend>(
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(e)?;
-    for (i, (_, points)) in series.iter().enumerate() {
+    if let Some(limit) = limit {
+        // Dashes: ten steps across, each drawn for half its width.
+        let dashes = (0..40).map(|i| {
+            let x = x1 * f64::from(i) / 40.0;
+            PathElement::new(
+                vec![(x, limit), (x + x1 / 80.0, limit)],
+                BLACK.stroke_width(1),
+            )
+        });
+        chart.draw_series(dashes).map_err(e)?;
+    }
+    for (i, s) in series.iter().enumerate() {
         // Steps: each value holds until the next change; the last until the end.
+        let points = &s.points;
         let mut steps = Vec::with_capacity(points.len() * 2 + 1);
         for (j, (t, bytes)) in points.iter().enumerate() {
             let y = *bytes as f64 / MIB;
@@ -458,6 +694,15 @@ fn draw_timeline<DB: DrawingBackend>(
         }
         chart
             .draw_series(LineSeries::new(steps, line_color(i).stroke_width(2)))
+            .map_err(e)?;
+    }
+    for (at, bytes) in series.iter().filter_map(|s| s.failed_at) {
+        chart
+            .draw_series([Cross::new(
+                (at as f64 / 1e9, bytes as f64 / MIB),
+                7,
+                FAILURE.stroke_width(3),
+            )])
             .map_err(e)?;
     }
     if let Some(legend_area) = legend_area {
@@ -665,5 +910,96 @@ mod tests {
         let slots = color_slots(["nn", "bfs", "lud", "bfs"].map(String::from));
         assert_eq!(slots.len(), 3);
         assert_eq!((slots["bfs"], slots["lud"], slots["nn"]), (0, 1, 2));
+    }
+
+    fn svg_of(figure: &impl Figure, pixels: (u32, u32)) -> String {
+        register_font();
+        let mut svg = String::new();
+        figure
+            .draw(SVGBackend::with_string(&mut svg, pixels).into_drawing_area())
+            .unwrap();
+        svg
+    }
+
+    #[test]
+    fn small_multiples_title_each_panel_and_share_one_legend() {
+        let panels: Vec<Panel> = ["app=bfs", "app=nn", "app=lud"]
+            .iter()
+            .map(|title| Panel {
+                title: (*title).to_owned(),
+                lines: ["first", "second"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, label)| Line {
+                        label: (*label).to_owned(),
+                        color: i,
+                        ..line(&[1.0, 2.0])
+                    })
+                    .collect(),
+            })
+            .collect();
+        let names: Vec<String> = (0..6).map(|i| format!("delayed-adaptive-{i}")).collect();
+        let chart = LineChart {
+            title: "t",
+            subtitle: "s",
+            x_label: "x",
+            y_label: "y",
+            y_unit: "s",
+            panels: &panels,
+            x_axis: XAxis::Categories(&names),
+        };
+        let pixels = chart_pixels(panels.len(), (1000, 600));
+        let svg = svg_of(&chart, pixels);
+        for title in ["app=bfs", "app=nn", "app=lud"] {
+            assert_eq!(
+                svg.matches(&format!("\n{title}\n</text>")).count(),
+                1,
+                "{title}"
+            );
+        }
+        assert_eq!(
+            svg.matches("\nfirst\n</text>").count(),
+            1,
+            "one legend row per series"
+        );
+        // Names too wide for their share of a panel stand upright.
+        assert!(svg.contains("rotate(90"), "upright names");
+    }
+
+    /// A run in which the second tenant finds too little of 60 MiB left: the timeline
+    /// draws the limit and a cross where it failed, and says so.
+    #[test]
+    fn a_timeline_shows_the_vram_limit_and_where_tenants_failed() {
+        let text = "seed = 5\n[device]\npreset = \"gtx480\"\nvram_limit = \"60MiB\"\n\
+             [manager]\nmode = \"native\"\n\
+             [[tenant]]\nname = \"a\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n\
+             [[tenant]]\nname = \"b\"\napp = \"nn\"\nsize = \"rodinia\"\nrepeat = 2\n";
+        let s = crate::scenario::parse(Path::new("two-nn.toml"), text).unwrap();
+        let report = gpuswap_sim::report::run_and_report(&s.name, s.seed, &s.config).unwrap();
+        let figure = Timeline::of(&report);
+        assert_eq!(figure.limit_bytes, 60 << 20);
+        assert!(figure.limit_shown());
+        let failed: Vec<Option<(u64, u64)>> = figure.series.iter().map(|s| s.failed_at).collect();
+        assert_eq!(failed, [None, Some((0, 0))]);
+        assert!(report.tenants[1].error.is_some());
+        let subtitle = figure.subtitle();
+        assert_eq!(
+            subtitle,
+            "Dashed: the VRAM the tenants may hold (60.0 MiB); red cross: a tenant failed (1 of 2)"
+        );
+        let svg = svg_of(&figure, (900, 520));
+        assert!(svg.contains(&subtitle));
+        assert!(svg.contains("\na tenant failed\n</text>"));
+        // A limit far above what anybody held is left off the scale, and said to be.
+        let ample = Timeline {
+            limit_bytes: 1 << 40,
+            ..figure
+        };
+        assert!(!ample.limit_shown());
+        assert!(
+            ample
+                .subtitle()
+                .starts_with("The VRAM the tenants may hold (1024.0 GiB) is off the scale")
+        );
     }
 }

@@ -156,7 +156,7 @@ pub fn run(args: &ProfileArgs) -> Result<(), ProfileError> {
         priorities: profile.priorities.clone(),
         chunk_priorities: profile.chunk_priorities.clone(),
     };
-    std::fs::write(&priorities_path, file.to_toml()).map_err(|e| {
+    crate::text::write_atomically(&priorities_path, file.to_toml()).map_err(|e| {
         ProfileError::Output(format!("{}: cannot write: {e}", priorities_path.display()))
     })?;
     written.push(priorities_path);
@@ -208,10 +208,11 @@ fn compact_count(count: f64) -> String {
 }
 
 fn write_csv(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
-    let fail = |e: csv::Error| ProfileError::Output(format!("{}: {e}", path.display()));
-    let mut csv = csv::Writer::from_path(path).map_err(fail)?;
+    let fail = |e: &dyn std::fmt::Display| ProfileError::Output(format!("{}: {e}", path.display()));
+    // Whole or not at all: a full disk leaves no truncated units.csv.
+    let mut csv = csv::Writer::from_writer(Vec::new());
     csv.write_record(["buffer", "offset_bytes", "bytes", "reads", "writes"])
-        .map_err(fail)?;
+        .map_err(|e| fail(&e))?;
     for unit in &profile.units {
         csv.write_record([
             unit.label.clone(),
@@ -220,10 +221,10 @@ fn write_csv(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
             format_count(unit.reads),
             format_count(unit.writes),
         ])
-        .map_err(fail)?;
+        .map_err(|e| fail(&e))?;
     }
-    csv.flush()
-        .map_err(|e| ProfileError::Output(format!("{}: {e}", path.display())))
+    let bytes = csv.into_inner().map_err(|e| fail(&e))?;
+    crate::text::write_atomically(path, bytes).map_err(|e| fail(&e))
 }
 
 /// The summary printed after profiling: what was profiled, its simulated cost, the buffer

@@ -561,14 +561,7 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
     let ran = n - s.tenants_failed;
     // Figures over tenants that finished say so when some did not; none are given when
     // none finished (an empty mean is no figure).
-    let over_survivors = if ran == 0 {
-        "STP -  ANTT -  Jain(slowdown) -".to_owned()
-    } else {
-        format!(
-            "STP {:.3}  ANTT {:.3}  Jain(slowdown) {:.3}",
-            s.stp, s.antt, s.jain_slowdown
-        )
-    };
+    let figure = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
     let failed_note = if s.tenants_failed > 0 {
         format!(
             "\n{} of {n} tenants FAILED: STP, ANTT and Jain(slowdown) cover the {ran} that finished",
@@ -578,10 +571,13 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         String::new()
     };
     let text = format!(
-        "\nmakespan {}  {over_survivors}  Jain(VRAM) {:.3}{failed_note}\n\
+        "\nmakespan {}  STP {}  ANTT {}  Jain(slowdown) {}  Jain(VRAM) {}{failed_note}\n\
          link utilization: to device {:.1} %, to host {:.1} %\n",
         format_ns(s.makespan_ns),
-        s.jain_vram,
+        figure(s.stp),
+        figure(s.antt),
+        figure(s.jain_slowdown),
+        figure(s.jain_vram),
         100.0 * s.link_utilization_to_device,
         100.0 * s.link_utilization_to_host
     );
@@ -690,6 +686,8 @@ pub fn vgpu_compare_table(
                 .filter(|v| v.frames > 0)
                 .map(|v| v.fps())
                 .collect();
+            // A mean over the VMs a placement let in flatters one that refused others.
+            let starred = if refused > 0 { "*" } else { "" };
             vec![
                 (*name).to_owned(),
                 format!("{refused} of {}", o.vms.len()),
@@ -697,7 +695,7 @@ pub fn vgpu_compare_table(
                     "-".into()
                 } else {
                     format!(
-                        "{:.1}",
+                        "{:.1}{starred}",
                         rendering.iter().sum::<f64>() / rendering.len() as f64
                     )
                 },
@@ -709,6 +707,14 @@ pub fn vgpu_compare_table(
             ]
         })
         .collect();
+    let refusing = outcomes
+        .iter()
+        .any(|(_, o)| o.vms.iter().any(|v| v.error.is_some()));
+    let note = if refusing {
+        "* the mean over the VMs that rendered: the VMs the placement refused are left out\n"
+    } else {
+        ""
+    };
     format!("scenario {scenario}\n\n")
         + &table(
             &[
@@ -724,6 +730,7 @@ pub fn vgpu_compare_table(
             &rows,
             width,
         )
+        + note
 }
 
 /// The presets, one per row.
@@ -1125,5 +1132,42 @@ mod tests {
         assert_eq!(lines[2], format!("{wide}  a"));
         assert_eq!(lines[3].len(), 70_000 + 3);
         assert!(lines[3].starts_with('b') && lines[3].ends_with("  c"));
+    }
+
+    /// gvirt refuses 12 of the 15 VMs and shows the best mean frame rate of the three
+    /// it let in: the cell is starred and the note says what the mean leaves out.
+    #[test]
+    fn a_placement_that_refuses_vms_has_its_frame_rate_starred() {
+        use gpuswap_core::placement::find_placement;
+        let path = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/vgpu/fifteen-vms.toml"
+        ));
+        let text = std::fs::read_to_string(path).unwrap();
+        let loaded = crate::vgpu_scenario::parse(path, &text).unwrap();
+        let outcomes: Vec<(&str, gpuswap_vgpu::engine::VgpuOutcome)> = ["gvirt", "gscale"]
+            .iter()
+            .map(|name| {
+                let mut config = loaded.config.clone();
+                config.placement = find_placement(name).unwrap();
+                (*name, gpuswap_vgpu::engine::simulate(config).unwrap())
+            })
+            .collect();
+        assert!(outcomes[0].1.vms.iter().any(|v| v.error.is_some()));
+        assert!(outcomes[1].1.vms.iter().all(|v| v.error.is_none()));
+        let text = vgpu_compare_table("fifteen-vms", &outcomes, None);
+        let row = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap()
+                .to_owned()
+        };
+        let fps = |row: String| row.split_whitespace().nth(4).unwrap().to_owned();
+        assert!(fps(row("gvirt")).ends_with('*'), "{text}");
+        assert!(!fps(row("gscale")).ends_with('*'), "{text}");
+        assert!(
+            text.ends_with("the VMs the placement refused are left out\n"),
+            "{text}"
+        );
     }
 }

@@ -18,11 +18,31 @@ pub fn partial_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Writes `text` to `path` through [`partial_path`], renamed when written.
-pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let partial = partial_path(path);
-    std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, path)
+/// Writes `bytes` to `path` through [`partial_path`], renamed when written: a reader
+/// sees the whole file or none, and a failed write (a full disk) leaves neither a
+/// truncated file nor the partial one.
+pub fn write_atomically(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
+    write_through(path, &partial_path(path), |partial| {
+        std::fs::write(partial, bytes)
+    })
+}
+
+/// Has `write` fill the file `partial` and renames it to `path` when that succeeded;
+/// removes `partial` on any failure, so that what is left is `path` whole or nothing
+/// new. For writers that choose the file themselves (an image encoder that goes by the
+/// extension needs a partial name ending in it).
+pub fn write_through<E: From<std::io::Error>>(
+    path: &Path,
+    partial: &Path,
+    write: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
+    let written = write(partial).and_then(|()| Ok(std::fs::rename(partial, path)?));
+    if written.is_err() {
+        // The write's error is the one to report; a partial file that is already gone
+        // (it was never created) is no second failure.
+        let _ = std::fs::remove_file(partial);
+    }
+    written
 }
 
 /// Longest line of a file a TOML error quotes whole.
@@ -81,6 +101,35 @@ mod tests {
         assert_eq!(read_text(&file).unwrap(), "seed = 1\n");
         let missing = read_text(&dir.join("missing.toml")).unwrap_err();
         assert!(missing.starts_with("cannot read: "), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A full disk, as /dev/full is: the write fails, and neither the file nor its
+    /// partial file is left behind (a sweep once left a truncated summary.csv and a
+    /// report an `.html.partial`).
+    #[test]
+    fn a_failed_write_leaves_no_file_and_no_partial() {
+        let dir = std::env::temp_dir().join(format!("gpuswap-full-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("summary.csv");
+        let partial = partial_path(&file);
+        if Path::new("/dev/full").exists() {
+            std::os::unix::fs::symlink("/dev/full", &partial).unwrap();
+            let e = write_atomically(&file, "point\n0\n").unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(28), "ENOSPC: {e}");
+            assert!(!file.exists() && partial.symlink_metadata().is_err());
+        }
+        // An injected writer error: the same, whatever the platform.
+        let e = write_through(&file, &partial, |p| {
+            std::fs::write(p, "half")?;
+            Err(std::io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "disk full");
+        assert!(!file.exists() && !partial.exists());
+        write_atomically(&file, "point\n0\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "point\n0\n");
+        assert!(!partial.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -135,6 +135,30 @@ fn run_json_has_every_documented_field() {
     }
 }
 
+/// Both tenants run out of 20 MiB: the system figures over finished tenants are null,
+/// never the 0 (STP, ANTT) and 1 (Jain) that read as measured, and the text says "-".
+#[test]
+fn run_json_gives_null_figures_where_no_tenant_finished() {
+    let path = temp_scenario(
+        "all-fail.toml",
+        &TWO_NN_SWEEP
+            .replace("\"gpuswap\"", "\"native\"")
+            .replace("[device]\n", "[device]\nvram_limit = \"20MiB\"\n"),
+    );
+    let out = gpuswap(&["run", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["system"]["tenants_failed"], 2);
+    for key in ["stp", "antt", "jain_vram", "jain_slowdown"] {
+        assert!(v["system"][key].is_null(), "{key}: {}", v["system"][key]);
+    }
+    let text = stdout(&gpuswap(&["run", path.to_str().unwrap()]));
+    assert!(
+        text.contains("STP -  ANTT -  Jain(slowdown) -  Jain(VRAM) -"),
+        "{text}"
+    );
+}
+
 #[test]
 fn run_twice_gives_identical_json() {
     let path = repo_file("scenarios/native-oom.toml");
@@ -1931,6 +1955,20 @@ fn report_writes_a_page_once_and_refuses_a_folder_that_is_no_sweep() {
         "--force",
     ]);
     assert_fails(&out, 2, "expected a sweep's output folder");
+    // A full disk (the page's partial file is /dev/full): exit 1 naming the page, and
+    // neither the page nor its partial file is left.
+    if Path::new("/dev/full").exists() {
+        std::fs::remove_file(&page).unwrap();
+        let partial = dir.join("index.html.partial");
+        let _ = std::fs::remove_file(&partial);
+        std::os::unix::fs::symlink("/dev/full", &partial).unwrap();
+        assert_fails(
+            &run(args(false)),
+            1,
+            &format!("{}: cannot write", page.display()),
+        );
+        assert!(!page.exists() && partial.symlink_metadata().is_err());
+    }
 }
 
 /// The files of a folder, by name, with their bytes.
@@ -2019,10 +2057,12 @@ fn three_shards_merge_into_the_bytes_of_one_sweep() {
     assert!(gpuswap(&args).status.success());
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Device: <b>gtx480</b>") && html.contains("--vary"));
+    // Each figure embedded as an image, none inlined as markup.
     assert_eq!(
-        html.matches("<svg").count(),
+        html.matches("src=\"data:image/svg+xml;base64,").count(),
         whole.keys().filter(|f| f.ends_with(".svg")).count()
     );
+    assert!(!html.contains("<svg"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -241,14 +241,18 @@ pub struct SystemReport {
     /// Tenants that failed (out of memory, refused by Gdev): the figures below over
     /// tenants that finished leave them out.
     pub tenants_failed: usize,
-    /// System throughput: sum of 1 / slowdown over tenants that finished.
-    pub stp: f64,
-    /// Average normalized turnaround time: mean slowdown over tenants that finished.
-    pub antt: f64,
-    /// Jain's index of the tenants' mean VRAM held over their lives.
-    pub jain_vram: f64,
-    /// Jain's index of the slowdowns of tenants that finished.
-    pub jain_slowdown: f64,
+    /// System throughput: sum of 1 / slowdown over tenants that finished; null when no
+    /// tenant has a slowdown (all failed), never a 0 that reads as a measured figure.
+    pub stp: Option<f64>,
+    /// Average normalized turnaround time: mean slowdown over tenants that finished;
+    /// null when no tenant has a slowdown.
+    pub antt: Option<f64>,
+    /// Jain's index of the tenants' mean VRAM held over their lives; null when no tenant
+    /// finished (the VRAM that tenants held until they failed says nothing of sharing).
+    pub jain_vram: Option<f64>,
+    /// Jain's index of the slowdowns of tenants that finished; null when no tenant has
+    /// a slowdown.
+    pub jain_slowdown: Option<f64>,
     /// Utilization of the link toward the device over the run (0 idle, 1 saturated).
     pub link_utilization_to_device: f64,
     /// Utilization of the link toward the host over the run.
@@ -535,15 +539,11 @@ fn build(
         link_utilization_to_device: outcome.link_utilization.0,
         link_utilization_to_host: outcome.link_utilization.1,
         link_utilization: outcome.link_utilization.0.max(outcome.link_utilization.1),
-        // fold from +0.0: an empty float sum is -0.0.
-        stp: slowdowns.iter().fold(0.0, |sum, s| sum + 1.0 / s),
-        antt: if slowdowns.is_empty() {
-            0.0
-        } else {
-            slowdowns.iter().sum::<f64>() / slowdowns.len() as f64
-        },
-        jain_vram: jain(&vram),
-        jain_slowdown: jain(&slowdowns),
+        stp: (!slowdowns.is_empty()).then(|| slowdowns.iter().map(|s| 1.0 / s).sum()),
+        antt: (!slowdowns.is_empty())
+            .then(|| slowdowns.iter().sum::<f64>() / slowdowns.len() as f64),
+        jain_vram: (tenants.iter().any(|t| t.error.is_none())).then(|| jain(&vram)),
+        jain_slowdown: (!slowdowns.is_empty()).then(|| jain(&slowdowns)),
     };
     Report {
         scenario: scenario.to_owned(),
@@ -618,6 +618,45 @@ mod tests {
             (none.simulated_batches, none.simulated_faults_per_batch_mean),
             (0, 0.0)
         );
+    }
+
+    /// Two nn tenants in 100 MiB under Gdev: it refuses both (see the behaviours' tests).
+    #[test]
+    fn figures_over_no_finished_tenant_are_null_not_zero() {
+        let gtx480 = crate::preset::find("gtx480").unwrap();
+        let program = crate::apps::find("nn")
+            .unwrap()
+            .program("default", 2, gtx480.shape())
+            .unwrap();
+        let tenants = ["a", "b"]
+            .map(|n| TenantSpec::new(n, "nn", program.clone()))
+            .into();
+        let config = SimConfig::new(
+            gtx480.clone(),
+            100 * gpuswap_core::MIB,
+            PolicySettings::named("gdev"),
+            tenants,
+        );
+        let report = run_and_report("gdev", 1, &config).unwrap();
+        let s = &report.system;
+        assert_eq!(s.tenants_failed, 2);
+        // These once read stp 0, antt 0, jain_slowdown 1 and jain_vram 0.5: figures
+        // of a run in which nothing ran.
+        assert_eq!(
+            (s.stp, s.antt, s.jain_slowdown, s.jain_vram),
+            (None, None, None, None)
+        );
+        // With ample memory both finish and every figure is there.
+        let ample = SimConfig::new(
+            gtx480,
+            1 << 40,
+            PolicySettings::named("gdev"),
+            config.tenants.clone(),
+        );
+        let s = run_and_report("gdev", 1, &ample).unwrap().system;
+        assert_eq!(s.tenants_failed, 0);
+        assert!(s.stp.is_some_and(|stp| stp > 0.0) && s.antt.is_some_and(|a| a >= 1.0));
+        assert!(s.jain_slowdown.is_some() && s.jain_vram.is_some());
     }
 
     #[test]

@@ -26,21 +26,6 @@ impl Kind {
             Self::Vms => &VM_METRICS,
         }
     }
-
-    /// Whether a run that ended with these metrics (in [`Kind::metrics`]' order) had a
-    /// tenant or VM fail. Taken from the metrics rather than kept beside them, so that
-    /// `gpuswap merge` finds it in results.csv as the sweep did: a tenant run has a tenant
-    /// (a scenario needs one), so its slowest phase is missing exactly when one failed.
-    pub(super) fn tenant_failed(self, metrics: &[Option<f64>]) -> bool {
-        let value = |name: &str| {
-            let i = self.metrics().iter().position(|m| *m == name);
-            i.and_then(|i| metrics[i])
-        };
-        match self {
-            Self::Tenants | Self::PagedTenants => value("slowest_phase_ns").is_none(),
-            Self::Vms => value("vms_failed").is_some_and(|n| n > 0.0),
-        }
-    }
 }
 
 /// The results.csv name of the tenant at `index` when tenant lists vary.
@@ -78,6 +63,8 @@ pub struct RunFigures {
     /// Per tenant of the base scenario, by name; None when the run had no tenant of that
     /// name (a varied name).
     pub tenants: Vec<Option<TenantFigures>>,
+    /// Tenants (VMs) that failed: the figures over tenants that finished leave them out.
+    pub tenants_failed: usize,
     /// Discrete events the simulation processed.
     pub events: u64,
     /// Unified memory: every tenant's managed allocations' pattern timeline (bounded by
@@ -218,6 +205,7 @@ impl RunFigures {
                         .map(TenantFigures::of)
                 })
                 .collect(),
+            tenants_failed: report.system.tenants_failed,
             events: report.events,
             timeline: report.tenants.iter().flat_map(TimelineRow::of).collect(),
         }
@@ -238,6 +226,8 @@ impl RunFigures {
                 "slot_copies" => outcome.slot_copies as f64,
                 "entries_copied" => outcome.entries_copied as f64,
                 "switches" => outcome.switches as f64,
+                // No switch, no cost per switch (not 0 cycles).
+                "cycles_per_switch" if outcome.switches == 0 => return None,
                 "cycles_per_switch" => outcome.cycles_per_switch(),
                 "switch_cycles" => outcome.switch_cycles as f64,
                 "mean_fps" if fps.is_empty() => return None,
@@ -252,6 +242,7 @@ impl RunFigures {
             kind: Kind::Vms,
             metrics: VM_METRICS.iter().map(|m| value(m)).collect(),
             tenants: Vec::new(),
+            tenants_failed: failed,
             events: outcome.switches,
             timeline: Vec::new(),
         }
@@ -372,10 +363,10 @@ fn metric(report: &Report, name: &str) -> Option<f64> {
     match name {
         "slowest_phase_ns" => slowest_phase_ns(report).map(|ns| ns as f64),
         "makespan_ns" => Some(s.makespan_ns as f64),
-        "stp" => Some(s.stp),
-        "antt" => Some(s.antt),
-        "jain_vram" => Some(s.jain_vram),
-        "jain_slowdown" => Some(s.jain_slowdown),
+        "stp" => s.stp,
+        "antt" => s.antt,
+        "jain_vram" => s.jain_vram,
+        "jain_slowdown" => s.jain_slowdown,
         "eviction_mean_ns" => eviction_mean_ns(report),
         "slowest_total_ns" => slowest_total_ns(report).map(|ns| ns as f64),
         "far_faults" => paging_sum(report, |u| u.far_faults),
@@ -466,11 +457,22 @@ mod tests {
         assert!(failing.tenants.iter().any(|t| t.error.is_some()));
         assert_eq!(slowest_total_ns(&failing), None);
         assert_eq!(slowest_phase_ns(&failing), None);
-        // So the metrics alone say whether a tenant failed.
-        let failed = |report: &Report| {
-            let kind = Kind::Tenants;
-            kind.tenant_failed(&RunFigures::of(report, kind, &[]).metrics)
+        let failed = |report: &Report| RunFigures::of(report, Kind::Tenants, &[]).tenants_failed;
+        assert_eq!((failed(&failing), failed(&evicting)), (2, 0));
+    }
+
+    /// A VM run in which nothing switched or rendered has no cost per switch and no
+    /// frame rate: empty cells, not zeros that plot as the best placement.
+    #[test]
+    fn a_vm_run_without_switches_or_frames_has_no_per_switch_or_fps_figure() {
+        let figures = RunFigures::of_vms(&VgpuOutcome::default());
+        let value = |name: &str| {
+            let i = VM_METRICS.iter().position(|m| *m == name).unwrap();
+            figures.metrics[i]
         };
-        assert!(failed(&failing) && !failed(&evicting));
+        assert_eq!(value("cycles_per_switch"), None);
+        assert_eq!(value("mean_fps"), None);
+        assert_eq!(value("switches"), Some(0.0));
+        assert_eq!(figures.tenants_failed, 0);
     }
 }

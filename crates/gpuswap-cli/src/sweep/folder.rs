@@ -26,7 +26,7 @@ pub(super) fn write_scenario(
         "# The scenario of this sweep: {scenario}{flags}, {runs} runs (seeds) per point.\n"
     );
     let path = out.join(SCENARIO_FILE);
-    std::fs::write(&path, header + text)
+    crate::text::write_atomically(&path, header + text)
         .map_err(|e| SweepError::Output(format!("{}: {e}", path.display())))
 }
 

@@ -23,6 +23,7 @@ use toml::Value;
 use super::axis::{Axis, value_text};
 use super::error::SweepError;
 use super::figures::Kind;
+use super::records::write_csv;
 use super::stats::PointStats;
 use crate::plot;
 
@@ -129,6 +130,11 @@ impl Normalize {
         })
     }
 
+    /// The compared axis and a name per value: what the plots call its values.
+    pub(super) fn value_names(&self) -> (usize, &[String]) {
+        (self.axis, &self.names)
+    }
+
     /// Writes normalized.csv and normalized.svg (and .png) into `out`.
     pub(super) fn write(
         &self,
@@ -219,14 +225,7 @@ impl Normalize {
                 header.len(),
             ));
         }
-        let path = out.join("normalized.csv");
-        let io = |e: &dyn std::fmt::Display| SweepError::Output(format!("{}: {e}", path.display()));
-        let mut w = csv::Writer::from_path(&path).map_err(|e| io(&e))?;
-        w.write_record(&header).map_err(|e| io(&e))?;
-        for cells in &table {
-            w.write_record(cells).map_err(|e| io(&e))?;
-        }
-        w.flush().map_err(|e| io(&e))?;
+        write_csv(&out.join("normalized.csv"), &header, &table)?;
         self.figure(out, &ratios, png)
     }
 
@@ -234,7 +233,10 @@ impl Normalize {
     fn figure(&self, out: &Path, ratios: &[RatioRow], png: bool) -> Result<(), SweepError> {
         let categories: Vec<String> = ratios.iter().map(|r| r.key.join(" ")).collect();
         let mut labels = self.names.clone();
-        labels.push("optimum".into());
+        // Without `optimum` its series would be an empty legend row.
+        if !self.optimum.is_empty() {
+            labels.push("optimum".into());
+        }
         let slots = plot::color_slots(labels.iter().cloned());
         let lines: Vec<plot::Line> = labels
             .iter()
@@ -259,25 +261,34 @@ impl Normalize {
             })
             .collect();
         let baseline = &self.names[self.baseline];
+        let mut subtitle = "Means over the runs".to_owned();
+        if !self.optimum.is_empty() {
+            let chosen: Vec<&str> = self
+                .optimum
+                .iter()
+                .map(|i| self.names[*i].as_str())
+                .collect();
+            subtitle += &format!(
+                "; optimum: the best of {} per point, chosen after the fact",
+                chosen.join(", ")
+            );
+        }
         plot::save(
             &out.join("normalized"),
-            // Room for each category's label under the x axis.
-            ((90 * categories.len() as u32).max(1000), 700),
+            // Room for each category's label under the x axis, within a bounded width
+            // (labels stand upright where they would not fit).
+            plot::chart_pixels(1, ((90 * categories.len() as u32).max(1000), 700)),
             png,
             &plot::LineChart {
                 title: &format!("{} over {baseline}'s", self.metric),
-                subtitle: &format!(
-                    "means over the runs; optimum: the best of {} per point, chosen after the fact",
-                    self.optimum
-                        .iter()
-                        .map(|i| self.names[*i].as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                subtitle: &subtitle,
                 x_label: "point",
                 y_label: "normalised",
                 y_unit: "x",
-                lines: &lines,
+                panels: &[plot::Panel {
+                    title: String::new(),
+                    lines,
+                }],
                 x_axis: plot::XAxis::Categories(&categories),
             },
         )

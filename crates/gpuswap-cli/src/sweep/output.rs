@@ -11,11 +11,12 @@ use super::error::SweepError;
 use super::execute::Row;
 use super::figures::{Kind, TENANT_COLUMNS, TimelineRow};
 use super::plan::Plan;
-use super::records::PointRecords;
+use super::records::{PointRecords, TENANTS_FAILED};
 use super::summary::Summary;
 
-/// The columns of results.csv: the point, its settings, the run, the summary metrics and
-/// each tenant's columns.
+/// The columns of results.csv: the point, its settings, the run, the summary metrics,
+/// each tenant's columns and the count of tenants that failed (last, so that scripts
+/// written before it read the others where they were).
 pub(super) fn results_header(plan: &Plan) -> Vec<String> {
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(plan.axes.iter().map(|a| a.key.clone()));
@@ -25,6 +26,7 @@ pub(super) fn results_header(plan: &Plan) -> Vec<String> {
         header.extend(TENANT_COLUMNS.iter().map(|(c, _)| format!("{t}.{c}")));
         header.push(format!("{t}.error"));
     }
+    header.push(TENANTS_FAILED.into());
     header
 }
 
@@ -60,6 +62,7 @@ fn results_record(row: &Row, point: &[Value], columns: usize) -> Vec<String> {
                     None => cells.extend(vec![String::new(); TENANT_COLUMNS.len() + 1]),
                 }
             }
+            cells.push(figures.tenants_failed.to_string());
         }
         Err(e) => {
             cells.push(e.clone());
@@ -355,5 +358,66 @@ mod tests {
         assert_eq!(failed.len(), header.len());
         assert_eq!(header[error_column(&plan.axes)], "error");
         assert!(failed[error_column(&plan.axes)].contains("vram_limit"));
+    }
+
+    #[test]
+    fn figures_over_no_finished_tenant_are_empty_cells_and_failures_are_counted() {
+        // A stock driver runs out of 20 MiB: both tenants fail; with 9 GiB both finish.
+        let native = TWO_NN.replace("\"gpuswap\"", "\"native\"");
+        let vary = ["device.vram_limit=20MiB,1GiB".to_owned()];
+        let plan = Plan::new(Path::new("two-nn.toml"), &native, &vary, Some(1)).unwrap();
+        let out = std::env::temp_dir().join(format!("gpuswap-output-{}", std::process::id()));
+        let mut outputs = Outputs::create(&out, &plan).unwrap();
+        let mut records = Vec::new();
+        plan.execute(&[0, 1], Some(1), true, |p, rows| {
+            records.push(outputs.records(p, &rows));
+            Ok(())
+        })
+        .unwrap();
+        let header = results_header(&plan);
+        assert_eq!(header.last().unwrap(), "tenants_failed");
+        let cell = |record: &[String], column: &str| {
+            let i = header.iter().position(|h| h == column).unwrap();
+            record[i].clone()
+        };
+        let (starved, ample) = (&records[0].results[0], &records[1].results[0]);
+        for column in ["stp", "antt", "jain_slowdown", "jain_vram"] {
+            assert_eq!(
+                cell(starved, column),
+                "",
+                "{column} of a run where all failed"
+            );
+            assert_ne!(
+                cell(ample, column),
+                "",
+                "{column} of a run where all finished"
+            );
+        }
+        assert_eq!(cell(starved, "tenants_failed"), "2");
+        assert_eq!(cell(ample, "tenants_failed"), "0");
+        for point in &records {
+            outputs.point(point).unwrap();
+        }
+        let summary = outputs.finish().unwrap();
+        summary.write(&out, false).unwrap();
+        let mut csv = csv::Reader::from_path(out.join("summary.csv")).unwrap();
+        let head = csv.headers().unwrap().clone();
+        let rows: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
+        let at = |row: usize, column: &str| {
+            let i = head.iter().position(|h| h == column).unwrap();
+            rows[row][i].to_owned()
+        };
+        assert_eq!(head.iter().next_back(), Some("tenants_failed"));
+        assert_eq!(
+            (at(0, "stp.mean"), at(0, "antt.max")),
+            (String::new(), String::new())
+        );
+        assert_eq!(
+            (at(0, "tenant_failed"), at(0, "tenants_failed")),
+            ("1".into(), "2".into())
+        );
+        assert_eq!(at(1, "tenants_failed"), "0");
+        assert!(at(1, "stp.mean").parse::<f64>().unwrap() > 0.0);
+        std::fs::remove_dir_all(&out).unwrap();
     }
 }

@@ -12,7 +12,7 @@ use super::error::SweepError;
 use super::figures::Kind;
 use super::plan::Plan;
 use super::plots;
-use super::records::{PointRecords, error_column};
+use super::records::{PointRecords, TENANTS_FAILED, error_column, write_csv};
 use super::stats::{PointStats, Stats};
 
 /// The statistics of the points so far, for summary.csv and the plots, and the sweep's
@@ -50,7 +50,7 @@ impl<'a> Summary<'a> {
         let metrics = kind.metrics();
         let error = error_column(&self.plan.axes);
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); metrics.len()];
-        let (mut failed, mut tenant_failed) = (0, 0);
+        let (mut failed, mut tenant_failed, mut tenants_failed) = (0, 0, 0);
         for (run, record) in point.results.iter().enumerate() {
             let Some(values) = run_metrics(kind, record, error)
                 .map_err(|e| format!("point {}, run {}: {e}", point.point, run + 1))?
@@ -59,7 +59,10 @@ impl<'a> Summary<'a> {
                 continue;
             };
             // Runs that completed with a tenant that failed (out of memory, gdev refusals).
-            tenant_failed += usize::from(kind.tenant_failed(&values));
+            let failed_here = tenants_failed_cell(record)
+                .map_err(|e| format!("point {}, run {}: {e}", point.point, run + 1))?;
+            tenant_failed += usize::from(failed_here > 0);
+            tenants_failed += failed_here;
             for (sample, value) in samples.iter_mut().zip(values) {
                 sample.extend(value);
             }
@@ -79,6 +82,7 @@ impl<'a> Summary<'a> {
                 None => cells.extend(std::iter::repeat_n(String::new(), 4)),
             }
         }
+        cells.push(tenants_failed.to_string());
         self.records.push(cells);
         self.stats.push(PointStats {
             runs,
@@ -96,20 +100,14 @@ impl<'a> Summary<'a> {
     /// too with `png`) into `out`.
     pub(super) fn write(&self, out: &Path, png: bool) -> Result<(), SweepError> {
         let plan = self.plan;
-        let path = out.join("summary.csv");
-        let io = |e: &dyn std::fmt::Display| SweepError::Output(format!("{}: {e}", path.display()));
-        let mut w = csv::Writer::from_path(&path).map_err(|e| io(&e))?;
         let mut header: Vec<String> = vec!["point".into()];
         header.extend(plan.axes.iter().map(|a| a.key.clone()));
         header.extend(["runs", "failed", "tenant_failed"].map(String::from));
         for m in plan.kind().metrics() {
             header.extend(["mean", "std", "min", "max"].map(|s| format!("{m}.{s}")));
         }
-        w.write_record(&header).map_err(|e| io(&e))?;
-        for cells in &self.records {
-            w.write_record(cells).map_err(|e| io(&e))?;
-        }
-        w.flush().map_err(|e| io(&e))?;
+        header.push(TENANTS_FAILED.into());
+        write_csv(&out.join("summary.csv"), &header, &self.records)?;
         if let Some(n) = &plan.normalize {
             n.write(out, &plan.axes, &plan.points, &self.stats, png)?;
         }
@@ -120,6 +118,7 @@ impl<'a> Summary<'a> {
             &plan.points,
             &self.stats,
             &plan.apps(),
+            plan.normalize.as_ref().map(|n| n.value_names()),
             png,
         )
     }
@@ -181,6 +180,13 @@ fn run_metrics(
         })
         .collect::<Result<_, _>>()
         .map(Some)
+}
+
+/// The tenants that failed in a completed run: its record's last cell.
+fn tenants_failed_cell(record: &[String]) -> Result<usize, String> {
+    let cell = record.last().map_or("", String::as_str);
+    cell.parse()
+        .map_err(|_| format!("{TENANTS_FAILED}: {cell:?} is not a whole number"))
 }
 
 #[cfg(test)]
