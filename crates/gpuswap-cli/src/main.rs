@@ -454,6 +454,11 @@ fn main() -> ExitCode {
         }
         Command::Metrics => return emit(glossary::GLOSSARY),
         Command::Report(args) => {
+            // Asked here, not in report_cmd: the sweep writes its own page through it.
+            if let Err(e) = sweep::check_finished(&args.dir) {
+                say!("error: {}: {e}", args.dir.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
             return match report_cmd::run(&args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -163,9 +163,9 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The page for the sweep folder `dir`.
+/// The page for the sweep folder `dir` (a finished one: `gpuswap report` asks
+/// [`crate::sweep::check_finished`] first, `sweep --html` writes it at the end).
 pub fn page(dir: &Path) -> Result<String, ReportError> {
-    crate::sweep::check_finished(dir).map_err(|e| io(dir, e))?;
     let results = dir.join("results.csv");
     if !results.is_file() {
         return Err(ReportError::NotASweep(dir.display().to_string()));
