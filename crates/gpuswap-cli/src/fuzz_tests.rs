@@ -3,9 +3,13 @@
 //! that break parsers (huge and negative numbers, empty strings, stray brackets, bytes
 //! that are not UTF-8), must be refused with an error or accepted; an accepted one must
 //! run to an outcome, a limit or a clean error, within small limits, and never panic or
-//! break an invariant.
+//! break an invariant. The trace files shipped in `scenarios/traces` (PyTorch snapshots
+//! and a uvm-eval fault log) are mutated byte-wise the same way, with pickle opcodes and
+//! log records for tokens: a tenant replaying one is refused with an error naming the
+//! file, or replays within small limits, and `gpuswap trace info` does the same.
 //!
-//! CI runs 300 mutated and 60 extreme cases (about 10 s in a debug build);
+//! CI runs 300 mutated scenarios, 60 extreme ones and 60 mutated trace files (about 20 s
+//! in a debug build);
 //! `PROPTEST_CASES=20000 cargo test --release -p gpuswap-cli fuzz` looks harder (the
 //! extreme cases take about 0.2 s each there). Inputs that once failed are kept in
 //! [`CORPUS`] and replayed by every run.
@@ -143,11 +147,13 @@ fn apply(text: &str, edits: &[Edit]) -> String {
     text
 }
 
-/// Small limits: a fuzzed run may be long, but not in a test.
+/// Small limits: a fuzzed run may be long, but not in a test (a replayed trace's kernel
+/// may walk petabytes of pages inside one event: the page-touch limit bounds that).
 fn small_limits() -> RunLimits {
     RunLimits {
         max_events: 50_000,
         max_sim_ns: 100_000_000_000,
+        max_page_touches: 50_000_000,
     }
 }
 
@@ -326,5 +332,157 @@ proptest! {
         let mutated = apply(text, &edits);
         let result = std::panic::catch_unwind(|| parse_and_run(path, &mutated));
         prop_assert!(result.is_ok(), "{} with {edits:?}:\n{mutated}", path.display());
+    }
+}
+
+/// Pieces that break pickles (memo gets and puts, marks, stops, containers, long
+/// integers, opcodes of code) and fault logs (record types, huge and negative numbers).
+const TRACE_TOKENS: &[&[u8]] = &[
+    b"h\x00",
+    b"h\xff",
+    b"j\xff\xff\xff\xff",
+    b"q\x01",
+    b"\x94",
+    b"(",
+    b".",
+    b"0",
+    b"2",
+    b"}",
+    b"]",
+    b"e",
+    b"s",
+    b"u",
+    b"\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x7f",
+    b"\x8b\xff\xff\xff\x7f",
+    b"J\xff\xff\xff\xff",
+    b"X\xff\xff\xff\xff",
+    b"cos\nsystem\n",
+    b"\x00",
+    b"\xff",
+    b"\n",
+    b",",
+    b"s,\n",
+    b"b,\n",
+    b"b,1,0\n",
+    b"f,0xffffffffffffffff,18446744073709551615,0,4,0,1,0,0,0,0,0,0,0,0\n",
+    b"-1",
+    b"18446744073709551616",
+    b"0x",
+];
+
+/// The trace files shipped in `scenarios/traces`, with their bytes, read once.
+fn shipped_traces() -> &'static [(PathBuf, Vec<u8>)] {
+    static READ: std::sync::OnceLock<Vec<(PathBuf, Vec<u8>)>> = std::sync::OnceLock::new();
+    READ.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/traces");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pickle" || e == "log"))
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect()
+    })
+}
+
+/// One edit of a trace file's bytes.
+#[derive(Clone, Debug)]
+enum ByteEdit {
+    /// The byte at a position (modulo the length) becomes another: numbers and lengths
+    /// change while the pickle's structure mostly holds.
+    Overwrite { at: usize, byte: u8 },
+    /// At a position, up to `len` bytes deleted and a token of [`TRACE_TOKENS`] inserted.
+    Splice { at: usize, len: usize, token: usize },
+}
+
+fn byte_edits() -> impl Strategy<Value = Vec<ByteEdit>> {
+    let edit = prop_oneof![
+        (
+            any::<usize>(),
+            prop::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xfe, 0xff])
+        )
+            .prop_map(|(at, byte)| ByteEdit::Overwrite { at, byte }),
+        (any::<usize>(), 0usize..16, 0..TRACE_TOKENS.len())
+            .prop_map(|(at, len, token)| ByteEdit::Splice { at, len, token }),
+    ];
+    prop::collection::vec(edit, 0..4)
+}
+
+/// `bytes` with each edit made, then cut at `cut` thousandths of its length (1000 or
+/// more keeps it whole).
+fn mutate(bytes: &[u8], edits: &[ByteEdit], cut: u16) -> Vec<u8> {
+    let mut bytes = bytes.to_vec();
+    for edit in edits {
+        match *edit {
+            ByteEdit::Overwrite { at, byte } => {
+                let at = at % bytes.len().max(1);
+                if let Some(b) = bytes.get_mut(at) {
+                    *b = byte;
+                }
+            }
+            ByteEdit::Splice { at, len, token } => {
+                let at = at % (bytes.len() + 1);
+                let end = (at + len).min(bytes.len());
+                bytes.splice(at..end, TRACE_TOKENS[token].iter().copied());
+            }
+        }
+    }
+    let keep = bytes.len() * usize::from(cut.min(1000)) / 1000;
+    bytes.truncate(keep);
+    bytes
+}
+
+/// Writes `bytes` as the trace file `name` beside a scenario replaying it (under mode
+/// uvm for a fault log, `mode` for a snapshot), parses the scenario and, if accepted,
+/// runs it; summarizes the file as `gpuswap trace info` does. A refusal must name the
+/// file; panics (what the caller's test catches) otherwise, or on a broken invariant.
+fn replay_mutated(dir: &Path, name: &str, bytes: &[u8], mode: &str) {
+    let file = dir.join(name);
+    std::fs::write(&file, bytes).unwrap();
+    let (key, mode) = if name.ends_with(".log") {
+        ("fault_log", "uvm")
+    } else {
+        ("trace", mode)
+    };
+    let text = format!(
+        "[device]\npreset = \"v100-pcie-32gb\"\n[manager]\nmode = \"{mode}\"\n[[tenant]]\nname = \"t\"\n{key} = \"{name}\"\n"
+    );
+    let path = dir.join("replay.toml");
+    match scenario::parse(&path, &text) {
+        Ok(parsed) => run(&path, &text, parsed),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains(&file.display().to_string()), "{e}");
+        }
+    }
+    if let Err(e) = crate::trace_cmd::summarize(&file) {
+        assert!(e.starts_with(&file.display().to_string()), "{e}");
+    }
+}
+
+proptest! {
+    #![proptest_config(config(60))]
+    #[test]
+    fn mutated_traces_are_refused_naming_the_file_or_replay_without_panics(
+        file in 0usize..16,
+        edits in byte_edits(),
+        cut in 0u16..2000,
+        uvm in any::<bool>(),
+    ) {
+        let traces = shipped_traces();
+        let (path, bytes) = &traces[file % traces.len()];
+        let mutated = mutate(bytes, &edits, cut);
+        let dir = std::env::temp_dir().join(format!("gpuswap-fuzz-traces-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let mode = if uvm { "uvm" } else { "gpuswap" };
+        let result = std::panic::catch_unwind(|| replay_mutated(&dir, name, &mutated, mode));
+        prop_assert!(result.is_ok(), "{} with {edits:?}, cut {cut}, mode {mode}", path.display());
     }
 }

@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
-use gpuswap_sim::engine::{RunLimits, SimError};
+use gpuswap_sim::engine::{Limit, RunLimits, SimError};
 use gpuswap_sim::units::{format_ns, parse_ns};
 
-/// `--max-events` and `--max-sim-time`, shared by `run` and `sweep`.
+/// `--max-events`, `--max-sim-time` and `--max-page-touches`, shared by `run` and
+/// `sweep`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct LimitArgs {
     /// Stop a run after this many simulated events (a few minutes of wall time by default).
@@ -15,6 +16,11 @@ pub struct LimitArgs {
     /// Stop a run at this much simulated time (ns, us, ms or s).
     #[arg(long, value_name = "DURATION", default_value = "1000000s", value_parser = duration)]
     pub max_sim_time: u64,
+    /// Stop a run after its kernels touched this many pages under unified memory (mode
+    /// uvm): the work inside one kernel, which one event may hold (a few minutes of wall
+    /// time by default).
+    #[arg(long, value_name = "N", default_value_t = RunLimits::default().max_page_touches)]
+    pub max_page_touches: u64,
 }
 
 /// A clap parser for durations (ns, us, ms or s), shared by every flag that takes one.
@@ -28,6 +34,7 @@ impl LimitArgs {
         RunLimits {
             max_events: self.max_events,
             max_sim_ns: self.max_sim_time,
+            max_page_touches: self.max_page_touches,
         }
     }
 }
@@ -38,17 +45,22 @@ impl LimitArgs {
 pub fn explain(error: &SimError, file: &Path, seed: u64) -> String {
     match error {
         SimError::Limit(limit) => {
-            let raise = if limit.events_limit {
-                "--max-events N"
-            } else {
-                "--max-sim-time DURATION"
+            let raise = match limit.limit {
+                Limit::Events => "--max-events N",
+                Limit::SimTime => "--max-sim-time DURATION",
+                Limit::PageTouches => "--max-page-touches N",
             };
             // A tenant that starts beyond the limit stops the run at its start: say
             // when that was, not only how far the others got.
-            let next = if limit.events_limit {
-                String::new()
-            } else {
-                format!("; the next event was due at {}", format_ns(limit.next_ns))
+            let next = match limit.limit {
+                Limit::Events => String::new(),
+                Limit::SimTime => {
+                    format!("; the next event was due at {}", format_ns(limit.next_ns))
+                }
+                Limit::PageTouches => format!(
+                    "; a unified-memory kernel was walking its pages at {}",
+                    format_ns(limit.next_ns)
+                ),
             };
             format!(
                 "{}: the run stopped at its limit of {} ({} events, {} simulated{next}); raise it with {raise}",

@@ -21,6 +21,7 @@ mod report_cmd;
 mod scenario;
 mod sweep;
 mod text;
+mod trace_cmd;
 mod vgpu_scenario;
 
 #[cfg(test)]
@@ -153,6 +154,12 @@ enum Command {
     /// Place vGPUs in graphics memory slots with one algorithm and count the copies it
     /// costs (gvirt, gscale, dymgpu-size, dymgpu-util).
     Place(place_cmd::PlaceArgs),
+    /// Summarize a PyTorch memory snapshot or a unified-memory fault log before a run
+    /// replays it (`trace info FILE`).
+    #[command(after_help = "Examples:\n  \
+        gpuswap trace info scenarios/traces/train.pickle\n  \
+        gpuswap trace info scenarios/traces/abc-faults.log --json")]
+    Trace(trace_cmd::TraceArgs),
     /// Write a sweep's folder as one self-contained web page: the scenario, every table
     /// and figure, and how to read them.
     Report(report_cmd::ReportArgs),
@@ -234,6 +241,17 @@ fn emit(text: &str) -> ExitCode {
     }
 }
 
+/// Writes a command's text, or says its error: bad input, exit status 2.
+fn emit_or_bad_input(result: Result<String, impl std::fmt::Display>) -> ExitCode {
+    match result {
+        Ok(text) => emit(&text),
+        Err(e) => {
+            say!("error: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 /// Writes `value` as pretty JSON with a final newline.
 fn emit_json(value: &impl serde::Serialize) -> ExitCode {
     emit(&(serde_json::to_string_pretty(value).expect("listings serialize") + "\n"))
@@ -308,6 +326,9 @@ fn main() -> ExitCode {
                 loaded.set_seed(seed);
             }
             loaded.config.limits = limits.limits();
+            for warning in trace_cmd::invented_timing_warnings(&scenario, &loaded.config.tenants) {
+                say!("{warning}");
+            }
             if let Some(file) = &timeline
                 && !file.extension().is_some_and(|e| e == "svg" || e == "png")
             {
@@ -467,15 +488,8 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Place(args) => {
-            return match place_cmd::run(&args) {
-                Ok(text) => emit(&text),
-                Err(e) => {
-                    say!("error: {e}");
-                    ExitCode::from(EXIT_BAD_INPUT)
-                }
-            };
-        }
+        Command::Trace(args) => return emit_or_bad_input(trace_cmd::run(&args)),
+        Command::Place(args) => return emit_or_bad_input(place_cmd::run(&args)),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "gpuswap", &mut script);

@@ -556,6 +556,17 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
             width,
         );
     }
+    let timed: Vec<String> = report
+        .tenants
+        .iter()
+        .filter_map(|t| Some(format!("  {}: {}", t.name, t.timing.as_ref()?)))
+        .collect();
+    if !timed.is_empty() {
+        out += &caption("how the replays are timed:", width);
+        for line in timed {
+            out += &wrap(&line, width.unwrap_or(usize::MAX), 4);
+        }
+    }
     let s = &report.system;
     let n = report.tenants.len();
     let ran = n - s.tenants_failed;

@@ -36,7 +36,7 @@ use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, SimConfig, TenantSpec};
 
 use gpuswap_sim::preset::Features;
 use gpuswap_sim::program::Program;
-use gpuswap_sim::trace::torch::Snapshot;
+use gpuswap_sim::trace::torch::{Snapshot, SnapshotError};
 use gpuswap_sim::trace::uvm_log::FaultLog;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use gpuswap_sim::{apps, preset};
@@ -483,7 +483,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         let size = t.size.as_ref().map_or("default", |s| s.get_ref());
         // A trace or a fault log runs no app model: it never runs endless, and its SM
         // demand is unknown, so it takes the whole device as an app without a figure does.
-        let (app_name, program, model, logged) = match (&t.app, &t.trace, &t.fault_log) {
+        let (app_name, program, model, logged, timing) = match (&t.app, &t.trace, &t.fault_log) {
             (_, None, _) if t.trace_bandwidth.is_some() => {
                 return Err(value_error(
                     key("trace_bandwidth"),
@@ -497,15 +497,23 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 let program = app.program(size, repeat, preset.shape()).map_err(|e| {
                     value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message)
                 })?;
-                (app.name().to_owned(), program, Some(app), None)
+                (app.name().to_owned(), program, Some(app), None, None)
             }
             (None, Some(trace), None) => {
-                let (name, program) = trace_program(t, trace, parent, &preset, &key, &value_error)?;
-                (name, program, None, None)
+                let (name, (program, timing)) =
+                    trace_program(t, trace, parent, &preset, &key, &value_error)?;
+                (name, program, None, None, Some(timing))
             }
             (None, None, Some(log)) => {
                 let (name, log) = fault_log(t, log, parent, &policy, &key, &value_error)?;
-                (name, log.program(), None, Some(log.faults_per_batch()))
+                let timing = FaultLog::TIMING.to_owned();
+                (
+                    name,
+                    log.program(),
+                    None,
+                    Some(log.faults_per_batch()),
+                    Some(timing),
+                )
             }
             (Some(_), Some(trace), None) => {
                 return Err(value_error(
@@ -701,6 +709,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             endless: model.is_some_and(|a| a.endless()),
             sm_share: model.map_or(1.0, |a| a.sm_utilization()),
             logged_faults_per_batch: logged,
+            timing,
             contract: contracts[i].0,
             ..TenantSpec::new(name, app_name, program)
         });
@@ -898,7 +907,7 @@ fn repeat(t: &TenantTable, key: &str, value_error: ValueError) -> Result<u32, Sc
 }
 
 /// A tenant replaying the PyTorch memory snapshot `trace` (relative to `dir`): its
-/// workload name (the file's stem) and program.
+/// workload name (the file's stem), program and timing (`Snapshot::timing`).
 fn trace_program(
     t: &TenantTable,
     trace: &Spanned<String>,
@@ -906,7 +915,7 @@ fn trace_program(
     preset: &preset::Preset,
     key: &dyn Fn(&str) -> String,
     value_error: ValueError,
-) -> Result<(String, Program), ScenarioError> {
+) -> Result<(String, (Program, String)), ScenarioError> {
     refuse_app_keys(t, "a trace", key, value_error)?;
     let share = match &t.trace_bandwidth {
         None => DEFAULT_TRACE_BANDWIDTH_SHARE,
@@ -924,7 +933,8 @@ fn trace_program(
     };
     let bytes_per_us = share * preset.vram_bytes_per_s / 1e6;
     read_replayed(trace, &key("trace"), dir, value_error, |bytes| {
-        Snapshot::parse(bytes).and_then(|s| s.program(bytes_per_us))
+        let snapshot = Snapshot::parse(bytes)?;
+        Ok::<_, SnapshotError>((snapshot.program(bytes_per_us)?, snapshot.timing()))
     })
 }
 

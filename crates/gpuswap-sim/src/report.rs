@@ -95,6 +95,10 @@ pub struct TenantReport {
     /// The fault log it replays beside the simulation (a `fault_log` tenant only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault_log: Option<FaultLogReport>,
+    /// How a replayed tenant's program is timed (a `trace` or `fault_log` tenant only):
+    /// `"recorded"`, or `"invented: "` and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<String>,
 }
 
 /// A replayed fault log's batches beside the simulated ones: how many, and their faults
@@ -525,6 +529,7 @@ fn build(
                 .logged_faults_per_batch
                 .as_ref()
                 .map(|logged| FaultLogReport::new(logged, &t.faults_per_batch)),
+            timing: spec.timing.clone(),
         })
         .collect();
     let slowdowns: Vec<f64> = tenants.iter().filter_map(|t| t.slowdown).collect();

@@ -55,6 +55,7 @@ fn shards() -> &'static Path {
                 limits: crate::limits::LimitArgs {
                     max_events: 1_000_000,
                     max_sim_time: 1_000_000_000_000,
+                    max_page_touches: gpuswap_sim::engine::RunLimits::default().max_page_touches,
                 },
             };
             super::run(&args).unwrap();

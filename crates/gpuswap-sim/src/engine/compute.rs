@@ -398,6 +398,16 @@ impl Engine {
             let r = &self.running[at];
             (r.tenant, u64::from(r.segment), u64::from(r.segments))
         };
+        // The segment's even share of the kernel's all-in-VRAM time.
+        let whole_ns = self.running[at].ideal_ns;
+        let ideal_ns = whole_ns * (segment + 1) / segments - whole_ns * segment / segments;
+        // A segment that cannot end within the time limit stops the run before its walk,
+        // which may be terabytes of touches for nothing.
+        let earliest_end_ns = self.now_ns.saturating_add(ideal_ns);
+        if earliest_end_ns > self.limits.max_sim_ns {
+            self.stopped = Some((Limit::SimTime, earliest_end_ns));
+            return;
+        }
         let mut walk = self.running[at].walk.take().expect("a paging kernel walks");
         let to_step = (walk.steps * (segment + 1)).div_ceil(segments);
         let paging = self.fault_in(t, &mut walk, to_step);
@@ -405,13 +415,11 @@ impl Engine {
         self.record_usage_changes();
         let running = &mut self.running[at];
         running.walk = Some(walk);
-        // The segment's even share of the kernel's bytes and all-in-VRAM time.
+        // The segment's even share of the kernel's bytes.
         let part = |whole: f64| {
             whole * (segment + 1) as f64 / segments as f64
                 - whole * segment as f64 / segments as f64
         };
-        let ideal_ns =
-            running.ideal_ns * (segment + 1) / segments - running.ideal_ns * segment / segments;
         let remote = paging.remote.remote_bytes();
         let tenant = &mut self.tenants[t];
         tenant.local_bytes += (part(running.all_bytes) - remote).max(0.0);

@@ -35,6 +35,9 @@ pub struct TenantSpec {
     /// For a tenant replaying a unified-memory fault log (`trace::uvm_log`): each logged
     /// batch's faults, which the report compares with the simulated batches.
     pub logged_faults_per_batch: Option<Vec<u64>>,
+    /// For a tenant replaying a trace or a fault log: how its program is timed
+    /// (`"recorded"`, or `"invented: "` and why), for the report.
+    pub timing: Option<String>,
     /// Its memory contract, given to the manager when it starts (which may refuse it).
     pub contract: Contract,
 }
@@ -52,6 +55,7 @@ impl TenantSpec {
             sm_share: 1.0,
             endless: false,
             logged_faults_per_batch: None,
+            timing: None,
             contract: Contract::default(),
         }
     }
@@ -202,18 +206,38 @@ pub struct RunLimits {
     pub max_events: u64,
     /// Simulated time at most.
     pub max_sim_ns: u64,
+    /// Pages touched at most by unified-memory kernels' page walks, all tenants together:
+    /// the work inside one event (a kernel walking terabytes is one event).
+    pub max_page_touches: u64,
 }
 
 impl Default for RunLimits {
-    /// 4 billion events (a few minutes of wall time) and 10^6 s (11.6 days) of simulated
-    /// time: far beyond every shipped scenario (the longest, Gdev thrashing lud, simulates
-    /// 12 239 s), well below where time arithmetic could overflow.
+    /// 4 billion events (a few minutes of wall time), 10^6 s (11.6 days) of simulated
+    /// time and 10^10 page touches (at most about three minutes of wall time, for random
+    /// touches; seconds for linear ones): far beyond every shipped scenario (the longest,
+    /// Gdev thrashing lud, simulates 12 239 s; no unified-memory one touches 10^9 pages),
+    /// well below where time arithmetic could overflow.
     fn default() -> Self {
         Self {
             max_events: 4_000_000_000,
             max_sim_ns: 1_000_000 * 1_000_000_000,
+            max_page_touches: DEFAULT_MAX_PAGE_TOUCHES,
         }
     }
+}
+
+/// The default of [`RunLimits::max_page_touches`].
+pub const DEFAULT_MAX_PAGE_TOUCHES: u64 = 10_000_000_000;
+
+/// Which of the [`RunLimits`] a run reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// `max_events`.
+    Events,
+    /// `max_sim_ns`.
+    SimTime,
+    /// `max_page_touches`.
+    PageTouches,
 }
 
 /// Why a run ended without an outcome.
@@ -233,17 +257,18 @@ pub enum SimError {
     "the run stopped at its limit of {what} after {events} events and {time_ns} ns of simulated time"
 )]
 pub struct LimitReached {
-    /// Which limit: "N events" or "N ns of simulated time".
+    /// Which limit: "N events", "N ns of simulated time" or "N page touches".
     pub what: String,
     /// Events handled by then.
     pub events: u64,
     /// Simulated time reached.
     pub time_ns: u64,
     /// When the next event was due (beyond the time limit, or the event the event
-    /// limit stopped before).
+    /// limit stopped before; for a kernel stopped inside its page walk, when it would
+    /// have ended at the earliest).
     pub next_ns: u64,
-    /// Whether it was the event limit (else simulated time).
-    pub events_limit: bool,
+    /// Which limit.
+    pub limit: Limit,
 }
 
 impl SimConfig {

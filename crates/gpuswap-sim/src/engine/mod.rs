@@ -34,9 +34,9 @@ mod paging;
 mod ready;
 
 pub use config::{
-    Crash, CrashPoint, DEFAULT_QUANTUM_NS, EvictionLatency, Faults, InvariantError, LimitReached,
-    Outcome, PagingOutcome, QUANTUM_IDLE_RELEASE_NS, RunLimits, Sharing, SimConfig, SimError,
-    TenantOutcome, TenantSpec, VictimPause,
+    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, DEFAULT_QUANTUM_NS, EvictionLatency, Faults,
+    InvariantError, Limit, LimitReached, Outcome, PagingOutcome, QUANTUM_IDLE_RELEASE_NS,
+    RunLimits, Sharing, SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
 };
 
 use chaos::{Chaos, Trigger};
@@ -376,6 +376,11 @@ pub struct Engine {
     writes: Vec<WriteState>,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
+    /// Pages unified-memory kernels' walks touched so far (bounded by the limits).
+    page_touches: u64,
+    /// A limit reached inside an event (a kernel's page walk), with when the kernel
+    /// would have ended at the earliest; the run stops after that event.
+    stopped: Option<(Limit, u64)>,
     /// The device's MMU (chunk mappings and managed pages), changed only by the
     /// manager's actions and the device's own touches.
     mmu: Mmu,
@@ -506,6 +511,8 @@ impl Engine {
             evicting_for: None,
             writes: Vec::new(),
             failure: None,
+            page_touches: 0,
+            stopped: None,
             // Access notes only where the device has access counters to take them.
             mmu: Mmu::new(needs.access_counts && access_counters),
             needs,
@@ -524,6 +531,25 @@ impl Engine {
             starting: false,
             start_again: false,
         }
+    }
+
+    /// The error of a run that reached `limit`, its next event due at `next_ns`.
+    fn limit_reached(&self, limit: Limit, next_ns: u64) -> SimError {
+        let what = match limit {
+            Limit::Events => format!("{} events", self.limits.max_events),
+            Limit::SimTime => format!(
+                "{} of simulated time",
+                crate::units::format_ns(self.limits.max_sim_ns)
+            ),
+            Limit::PageTouches => format!("{} page touches", self.limits.max_page_touches),
+        };
+        SimError::Limit(LimitReached {
+            what,
+            events: self.events,
+            time_ns: self.now_ns,
+            next_ns,
+            limit,
+        })
     }
 
     /// Runs every tenant to its end and reports what happened.
@@ -559,22 +585,11 @@ impl Engine {
                     .broken(format!("event at {time_ns} ns after {} ns", self.now_ns))
                     .into());
             }
-            if time_ns > self.limits.max_sim_ns || self.events >= self.limits.max_events {
-                let events_limit = self.events >= self.limits.max_events;
-                return Err(SimError::Limit(LimitReached {
-                    what: if events_limit {
-                        format!("{} events", self.limits.max_events)
-                    } else {
-                        format!(
-                            "{} of simulated time",
-                            crate::units::format_ns(self.limits.max_sim_ns)
-                        )
-                    },
-                    events: self.events,
-                    time_ns: self.now_ns,
-                    next_ns: time_ns,
-                    events_limit,
-                }));
+            if time_ns > self.limits.max_sim_ns {
+                return Err(self.limit_reached(Limit::SimTime, time_ns));
+            }
+            if self.events >= self.limits.max_events {
+                return Err(self.limit_reached(Limit::Events, time_ns));
             }
             self.now_ns = time_ns;
             self.events += 1;
@@ -615,6 +630,9 @@ impl Engine {
             }
             if let Some(failure) = self.failure.take() {
                 return Err(failure.into());
+            }
+            if let Some((limit, next_ns)) = self.stopped {
+                return Err(self.limit_reached(limit, next_ns));
             }
             if self.check_invariants {
                 self.manager

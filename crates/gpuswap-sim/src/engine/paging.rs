@@ -109,6 +109,10 @@ impl Engine {
         let steps = walk.steps;
         let to_step = to_step.min(steps);
         for step in walk.done + 1..=to_step {
+            if self.stopped.is_some() {
+                break;
+            }
+            let mut step_touches = 0u64;
             for c in &mut walk.cursors {
                 // The touches this access has made by the end of the wavefront.
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
@@ -123,6 +127,7 @@ impl Engine {
                     }
                     left -= n;
                     c.taken += n;
+                    step_touches += n;
                     let (mut at, end) = (c.first + start, c.first + start + n);
                     if let Some(stream) = &mut self.tenants[t].page_stream {
                         stream.extend(at..end);
@@ -156,6 +161,15 @@ impl Engine {
                 stall_ns =
                     stall_ns.saturating_add(self.service_batch(t, &pending, now_ns, &mut cost));
                 pending.clear();
+            }
+            // The work inside this one event is bounded too: a walk of terabytes (a
+            // recorded interval of days) stops at the run's limits, not at its end.
+            self.page_touches = self.page_touches.saturating_add(step_touches);
+            let now_ns = self.now_ns.saturating_add(stall_ns);
+            if self.page_touches > self.limits.max_page_touches {
+                self.stopped = Some((Limit::PageTouches, now_ns));
+            } else if now_ns > self.limits.max_sim_ns {
+                self.stopped = Some((Limit::SimTime, now_ns));
             }
         }
         self.send_notes();

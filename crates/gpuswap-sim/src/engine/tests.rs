@@ -801,7 +801,7 @@ fn runs_stop_at_their_limits_and_times_near_the_end_of_time_do_not_overflow() {
     cfg.limits.max_events = 1_000;
     match simulate(cfg) {
         Err(SimError::Limit(l)) => {
-            assert!(l.events_limit);
+            assert_eq!(l.limit, Limit::Events);
             assert_eq!(l.events, 1_000);
         }
         other => panic!("expected the event limit, got {other:?}"),
@@ -815,7 +815,7 @@ fn runs_stop_at_their_limits_and_times_near_the_end_of_time_do_not_overflow() {
     };
     for tenants in [vec![late], vec![tenant("busy", busy)]] {
         match simulate(config(tenants, 1 << 30)) {
-            Err(SimError::Limit(l)) => assert!(!l.events_limit, "{l}"),
+            Err(SimError::Limit(l)) => assert_eq!(l.limit, Limit::SimTime, "{l}"),
             other => panic!("expected the time limit, got {other:?}"),
         }
     }

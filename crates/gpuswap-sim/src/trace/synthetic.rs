@@ -18,6 +18,8 @@ pub struct SnapshotBuilder {
     next_addr: u64,
     now_us: u64,
     peak_bytes: u64,
+    /// Events carry no `time_us`, as PyTorch before 2.1 writes them.
+    untimed: bool,
 }
 
 fn dict(entries: Vec<(&str, Value)>) -> Value {
@@ -43,14 +45,22 @@ impl SnapshotBuilder {
     }
 
     fn event(&mut self, action: &str, addr: u64, size: u64) {
-        self.events.push(dict(vec![
+        let mut fields = vec![
             ("action", Value::String(action.into())),
             ("addr", int(addr)),
             ("size", int(size)),
             ("stream", int(0)),
-            ("time_us", int(self.now_us)),
             ("frames", Value::List(Vec::new())),
-        ]));
+        ];
+        if !self.untimed {
+            fields.push(("time_us", int(self.now_us)));
+        }
+        self.events.push(dict(fields));
+    }
+
+    /// Events from now on carry no `time_us`, as PyTorch before 2.1 writes them.
+    pub fn untimed(&mut self) {
+        self.untimed = true;
     }
 
     /// Time passes.

@@ -6,8 +6,8 @@
 //! the allocator's recorded events: `alloc`, `free_requested`, `free_completed`,
 //! `segment_alloc`, `segment_free`, `segment_map`, `segment_unmap`, `oom`, `snapshot`,
 //! each with `addr`, `size`, `stream` and, since PyTorch 2.1, `time_us`). It is read as
-//! data: a pickle that names any Python global (a class, a function: code to run), or
-//! nests deeper than a snapshot does, is refused ([`super::pickle_scan`]).
+//! data: a pickle that names any Python global (a class, a function: code to run) is
+//! refused ([`super::pickle_scan`]).
 //!
 //! How a trace becomes a program (the assumptions, each a choice of ours):
 //! - The driver sees segments, not blocks: a `segment_alloc` (or `segment_map`) is a
@@ -33,14 +33,18 @@
 
 use std::collections::BTreeMap;
 
-use serde_pickle::{DeOptions, HashableValue, Value};
 use thiserror::Error;
 
-use super::pickle_scan::{self, Refusal};
+use super::pickle_scan::{self, ContainerId, Pickle, Refusal, Value};
 use crate::program::{Access, Distribution, Kernel, Op, Program, Slot, WeightedRange};
 
 /// A pickle that names Python code is refused with this.
 const CODE: &str = "the pickle names Python code (a class, a function or a call); a memory snapshot holds plain data only";
+
+/// The most bytes one replayed kernel reads: an interval of about 13 days at 1 TB/s.
+/// A longer recorded interval (a clock jump, a process left idle) still waits its time,
+/// but the sums of bytes the simulator takes over a kernel's accesses must not overflow.
+const MAX_KERNEL_BYTES: u64 = 1 << 60;
 
 /// What is wrong with a snapshot.
 #[derive(Debug, Error, PartialEq)]
@@ -123,12 +127,6 @@ pub struct Snapshot {
     pub trace: Vec<TraceEvent>,
 }
 
-/// The `key` entry of a pickled dict.
-fn get<'a>(dict: &'a BTreeMap<HashableValue, Value>, key: &str) -> Option<&'a Value> {
-    dict.get(&HashableValue::String(key.into()))
-        .or_else(|| dict.get(&HashableValue::Bytes(key.as_bytes().to_vec())))
-}
-
 fn field(path: &str, expected: &str) -> SnapshotError {
     SnapshotError::Field {
         path: path.into(),
@@ -136,66 +134,86 @@ fn field(path: &str, expected: &str) -> SnapshotError {
     }
 }
 
-fn as_dict<'a>(
-    v: &'a Value,
-    path: &str,
-) -> Result<&'a BTreeMap<HashableValue, Value>, SnapshotError> {
-    match v {
-        Value::Dict(d) => Ok(d),
-        _ => Err(field(path, "a dict")),
-    }
+/// A dict of the pickle, for reading its entries with their paths.
+#[derive(Clone, Copy)]
+struct Dict<'a> {
+    pickle: &'a Pickle,
+    id: ContainerId,
 }
 
-fn as_list<'a>(v: &'a Value, path: &str) -> Result<&'a [Value], SnapshotError> {
-    match v {
-        Value::List(l) | Value::Tuple(l) => Ok(l),
-        _ => Err(field(path, "a list")),
+/// Reads values of a pickle, naming each by its path when it is not what it should be.
+#[derive(Clone, Copy)]
+struct Reader<'a> {
+    pickle: &'a Pickle,
+}
+
+impl<'a> Reader<'a> {
+    fn dict(self, v: &Value, path: &str) -> Result<Dict<'a>, SnapshotError> {
+        match v {
+            Value::Dict(id) => Ok(Dict {
+                pickle: self.pickle,
+                id: *id,
+            }),
+            _ => Err(field(path, "a dict")),
+        }
+    }
+
+    fn list(self, v: &Value, path: &str) -> Result<&'a [Value], SnapshotError> {
+        match v {
+            Value::List(id) => Ok(self.pickle.list(*id)),
+            _ => Err(field(path, "a list")),
+        }
     }
 }
 
 fn as_u64(v: &Value, path: &str) -> Result<u64, SnapshotError> {
     match v {
-        Value::I64(n) => u64::try_from(*n).map_err(|_| field(path, "a non-negative integer")),
-        Value::Int(n) => u64::try_from(n).map_err(|_| field(path, "an integer below 2^64")),
+        Value::Int(n) => u64::try_from(*n).map_err(|_| {
+            field(
+                path,
+                if *n < 0 {
+                    "a non-negative integer"
+                } else {
+                    "an integer below 2^64"
+                },
+            )
+        }),
+        Value::BigInt => Err(field(path, "an integer below 2^64")),
         _ => Err(field(path, "an integer")),
     }
 }
 
-fn as_str<'a>(v: &'a Value, path: &str) -> Result<&'a str, SnapshotError> {
+fn as_str<'v>(v: &'v Value, path: &str) -> Result<&'v str, SnapshotError> {
     match v {
-        Value::String(s) => Ok(s),
+        Value::Str(s) => Ok(s),
         Value::Bytes(b) => std::str::from_utf8(b).map_err(|_| field(path, "a UTF-8 string")),
         _ => Err(field(path, "a string")),
     }
 }
 
-/// The `key` entry of `dict` at `path`, required.
-fn required<'a>(
-    dict: &'a BTreeMap<HashableValue, Value>,
-    path: &str,
-    key: &str,
-) -> Result<&'a Value, SnapshotError> {
-    get(dict, key).ok_or_else(|| field(&format!("{path}.{key}"), "a value (the key is missing)"))
-}
+impl<'a> Dict<'a> {
+    /// The `key` entry, if there.
+    fn get(self, key: &str) -> Option<&'a Value> {
+        self.pickle.get(self.id, key)
+    }
 
-/// The whole number `key` of `dict` at `path`, required.
-fn required_u64(
-    dict: &BTreeMap<HashableValue, Value>,
-    path: &str,
-    key: &str,
-) -> Result<u64, SnapshotError> {
-    as_u64(required(dict, path, key)?, &format!("{path}.{key}"))
-}
+    /// The `key` entry of this dict at `path`, required.
+    fn required(self, path: &str, key: &str) -> Result<&'a Value, SnapshotError> {
+        self.get(key)
+            .ok_or_else(|| field(&format!("{path}.{key}"), "a value (the key is missing)"))
+    }
 
-/// The whole number `key` of `dict` at `path`, if there.
-fn optional_u64(
-    dict: &BTreeMap<HashableValue, Value>,
-    path: &str,
-    key: &str,
-) -> Result<Option<u64>, SnapshotError> {
-    get(dict, key)
-        .map(|v| as_u64(v, &format!("{path}.{key}")))
-        .transpose()
+    /// The whole number `key` of this dict at `path`, required.
+    fn required_u64(self, path: &str, key: &str) -> Result<u64, SnapshotError> {
+        as_u64(self.required(path, key)?, &format!("{path}.{key}"))
+    }
+
+    /// The whole number `key` of this dict at `path`, if there.
+    fn optional_u64(self, path: &str, key: &str) -> Result<Option<u64>, SnapshotError> {
+        self.get(key)
+            .map(|v| as_u64(v, &format!("{path}.{key}")))
+            .transpose()
+    }
 }
 
 /// A dumped segment's blocks in use (`active_allocated`, `active_pending_free`), as
@@ -203,28 +221,30 @@ fn optional_u64(
 /// `address`, where given, says so too). Without `blocks`, `allocated_size` from the
 /// start.
 fn active_blocks(
-    segment: &BTreeMap<HashableValue, Value>,
+    reader: Reader,
+    segment: Dict,
     path: &str,
     address: u64,
     total_size: u64,
 ) -> Result<Vec<(u64, u64)>, SnapshotError> {
-    let Some(blocks) = get(segment, "blocks") else {
-        let allocated = optional_u64(segment, path, "allocated_size")?.unwrap_or(0);
+    let Some(blocks) = segment.get("blocks") else {
+        let allocated = segment.optional_u64(path, "allocated_size")?.unwrap_or(0);
         return Ok(vec![(0, allocated.min(total_size))]);
     };
     let mut active = Vec::new();
     let mut offset = 0u64;
-    for (j, b) in as_list(blocks, &format!("{path}.blocks"))?
+    for (j, b) in reader
+        .list(blocks, &format!("{path}.blocks"))?
         .iter()
         .enumerate()
     {
         let bpath = format!("{path}.blocks[{j}]");
-        let b = as_dict(b, &bpath)?;
-        let size = required_u64(b, &bpath, "size")?;
-        if let Some(a) = optional_u64(b, &bpath, "address")? {
+        let b = reader.dict(b, &bpath)?;
+        let size = b.required_u64(&bpath, "size")?;
+        if let Some(a) = b.optional_u64(&bpath, "address")? {
             offset = a.saturating_sub(address);
         }
-        let state = match get(b, "state") {
+        let state = match b.get("state") {
             Some(v) => as_str(v, &format!("{bpath}.state"))?,
             None => "active_allocated",
         };
@@ -251,67 +271,56 @@ impl Action {
 }
 
 impl Snapshot {
-    /// Reads a pickled snapshot. Globals (code references) and nesting deeper than a
-    /// snapshot's are refused before reading ([`pickle_scan`]); objects shared (PyTorch
-    /// shares stack frames between events) are read as copies.
+    /// Reads a pickled snapshot. A pickle that names Python code is refused before
+    /// anything is read ([`pickle_scan`]); objects the pickle shares (PyTorch shares
+    /// stack frames between events) are read once, not copied.
     pub fn parse(bytes: &[u8]) -> Result<Self, SnapshotError> {
-        pickle_scan::scan(bytes).map_err(|refusal| {
+        let pickle = pickle_scan::read(bytes).map_err(|refusal| {
             SnapshotError::Pickle(match refusal {
                 Refusal::Code => CODE.into(),
-                Refusal::TooDeep => format!(
-                    "it nests deeper than {} levels (or refers to itself); a memory snapshot nests about six",
-                    pickle_scan::MAX_DEPTH
-                ),
+                Refusal::Malformed { at, message } => format!("byte {at}: {message}"),
             })
         })?;
-        // Frames are ignored: a structure that refers to itself may stand as None.
-        let options = DeOptions::new().replace_recursive_structures();
-        let value = serde_pickle::value_from_slice(bytes, options).map_err(|e| {
-            let text = e.to_string();
-            SnapshotError::Pickle(if text.contains("unresolved global") {
-                CODE.into()
-            } else {
-                text
-            })
-        })?;
-        let top = as_dict(&value, "snapshot")?;
+        let reader = Reader { pickle: &pickle };
+        let top = reader.dict(&pickle.root, "snapshot")?;
         let mut segments = Vec::new();
-        if let Some(list) = get(top, "segments") {
-            for (i, s) in as_list(list, "segments")?.iter().enumerate() {
+        if let Some(list) = top.get("segments") {
+            for (i, s) in reader.list(list, "segments")?.iter().enumerate() {
                 let path = format!("segments[{i}]");
-                let d = as_dict(s, &path)?;
-                let device = optional_u64(d, &path, "device")?.unwrap_or(0);
-                let address = required_u64(d, &path, "address")?;
-                let total_size = required_u64(d, &path, "total_size")?;
+                let d = reader.dict(s, &path)?;
+                let device = d.optional_u64(&path, "device")?.unwrap_or(0);
+                let address = d.required_u64(&path, "address")?;
+                let total_size = d.required_u64(&path, "total_size")?;
                 segments.push(Segment {
                     device,
                     address,
                     total_size,
-                    active: active_blocks(d, &path, address, total_size)?,
+                    active: active_blocks(reader, d, &path, address, total_size)?,
                 });
             }
         }
         let mut device = 0;
         let mut trace = Vec::new();
-        if let Some(traces) = get(top, "device_traces") {
-            let traces = as_list(traces, "device_traces")?;
+        if let Some(traces) = top.get("device_traces") {
+            let traces = reader.list(traces, "device_traces")?;
             let chosen = traces
                 .iter()
-                .position(|t| matches!(t, Value::List(l) if !l.is_empty()));
+                .position(|t| matches!(t, Value::List(l) if !pickle.list(*l).is_empty()));
             if let Some(d) = chosen {
                 device = d;
-                for (i, e) in as_list(&traces[d], &format!("device_traces[{d}]"))?
+                for (i, e) in reader
+                    .list(&traces[d], &format!("device_traces[{d}]"))?
                     .iter()
                     .enumerate()
                 {
                     let path = format!("device_traces[{d}][{i}]");
-                    let e = as_dict(e, &path)?;
-                    let action = as_str(required(e, &path, "action")?, &format!("{path}.action"))?;
+                    let e = reader.dict(e, &path)?;
+                    let action = as_str(e.required(&path, "action")?, &format!("{path}.action"))?;
                     trace.push(TraceEvent {
                         action: Action::parse(action),
-                        addr: required_u64(e, &path, "addr")?,
-                        size: required_u64(e, &path, "size")?,
-                        time_us: optional_u64(e, &path, "time_us")?,
+                        addr: e.required_u64(&path, "addr")?,
+                        size: e.required_u64(&path, "size")?,
+                        time_us: e.optional_u64(&path, "time_us")?,
                     });
                 }
             }
@@ -332,6 +341,28 @@ impl Snapshot {
             device,
             trace,
         })
+    }
+
+    /// How the replay is timed: `"recorded"` when every event has its `time_us`, else
+    /// `"invented: "` and why (a report says it, and a run warns).
+    pub fn timing(&self) -> String {
+        let untimed = self.trace.iter().filter(|e| e.time_us.is_none()).count();
+        if self.trace.is_empty() {
+            "invented: the snapshot has no trace events (a static footprint), so one kernel reads its active blocks once".into()
+        } else if untimed == 0 {
+            "recorded".into()
+        } else {
+            format!(
+                "invented: {untimed} of {} events have no time_us (PyTorch before 2.1 records none), and each is followed by a kernel reading every live block once, with no wait",
+                self.trace.len()
+            )
+        }
+    }
+
+    /// The first and last `time_us` of the trace, if any event has one.
+    pub fn time_span_us(&self) -> Option<(u64, u64)> {
+        let times = self.trace.iter().filter_map(|e| e.time_us);
+        Some((times.clone().min()?, times.max()?))
     }
 
     /// The most memory the allocator held from the driver at once: over the trace when
@@ -453,7 +484,9 @@ impl<'a> Replay<'a> {
         let live: u64 = self.segments.values().map(|s| s.used_bytes).sum();
         // Each live byte is read `passes` times: once without a recorded interval.
         let passes = match interval_us {
-            Some(us) if live > 0 => self.bytes_per_us * us as f64 / live as f64,
+            Some(us) if live > 0 => {
+                (self.bytes_per_us * us as f64).min(MAX_KERNEL_BYTES as f64) / live as f64
+            }
             _ => 1.0,
         };
         let accesses: Vec<Access> = self
@@ -461,15 +494,22 @@ impl<'a> Replay<'a> {
             .values()
             .filter(|s| s.used_bytes > 0)
             .map(|s| {
-                let ranges = s
-                    .used
-                    .iter()
-                    .map(|(&offset_bytes, &bytes)| WeightedRange {
-                        offset_bytes,
-                        bytes,
-                        weight: bytes as f64,
-                    })
-                    .collect();
+                // Adjacent blocks read as one range (each byte weighs the same): a
+                // trace's kernels hold one range per run of live blocks, not per block.
+                let mut ranges: Vec<WeightedRange> = Vec::new();
+                for (&offset_bytes, &bytes) in &s.used {
+                    match ranges.last_mut() {
+                        Some(r) if r.offset_bytes + r.bytes == offset_bytes => {
+                            r.bytes += bytes;
+                            r.weight = r.bytes as f64;
+                        }
+                        _ => ranges.push(WeightedRange {
+                            offset_bytes,
+                            bytes,
+                            weight: bytes as f64,
+                        }),
+                    }
+                }
                 Access {
                     distribution: Distribution::Ranges(ranges),
                     ..Access::uniform(s.slot, (s.used_bytes as f64 * passes).round() as u64, 0)

@@ -48,6 +48,19 @@ impl FaultLog {
             .collect()
     }
 
+    /// How the replay is timed, for a report: the log's kernels are not in it.
+    pub const TIMING: &'static str = "simulated: the log holds no computation between its batches, so the replay's time is its faults' service (the logged timestamps are not replayed)";
+
+    /// The first and last fault timestamps (ns, the GPU's timer).
+    pub fn time_span_ns(&self) -> (u64, u64) {
+        let times = self
+            .batches
+            .iter()
+            .flat_map(|b| &b.faults)
+            .map(|f| f.timestamp_ns);
+        (times.clone().min().unwrap_or(0), times.max().unwrap_or(0))
+    }
+
     /// The program that replays the log (see the module documentation).
     pub fn program(&self) -> Program {
         let blocks: BTreeSet<u64> = self
