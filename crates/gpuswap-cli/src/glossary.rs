@@ -98,5 +98,6 @@ System (gpuswap run, compare):
 Sweeps (summary.csv): per grid point, each figure's mean, standard deviation,
 minimum and maximum over its seeds (METRIC.mean, .std, .min, .max); runs that
 failed are counted in failed, never averaged in; tenant_failed counts runs in
-which a tenant failed.
+which a tenant failed, and tenants_failed (results.csv too) the tenants that
+failed. A figure over no finished tenant (STP, ANTT, Jain) is empty, never 0.
 ";

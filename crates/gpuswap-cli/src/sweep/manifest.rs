@@ -36,6 +36,9 @@ pub struct Manifest {
     pub max_events: u64,
     /// `--max-sim-time`, in ns.
     pub max_sim_ns: u64,
+    /// `--max-page-touches` (absent from shards written before the flag: its default).
+    #[serde(default = "default_page_touches")]
+    pub max_page_touches: u64,
     /// The scenario file's text, `[sweep]` table included.
     pub text: String,
 }
@@ -64,6 +67,10 @@ fn fnv1a(bytes: &[u8], start: u64) -> u64 {
     })
 }
 
+fn default_page_touches() -> u64 {
+    RunLimits::default().max_page_touches
+}
+
 /// A short fingerprint of a sweep's plan: a hash of its inputs, the contents of the
 /// files its scenario reads included (a file that cannot be read counts as such). It
 /// tells shards of different sweeps apart.
@@ -77,6 +84,14 @@ pub fn fingerprint(inputs: &PlanInputs) -> String {
         inputs.limits.max_sim_ns
     );
     let mut hash = fnv1a(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
+    // Counted only where it is not the default, so that plans from before the flag keep
+    // their fingerprints.
+    if inputs.limits.max_page_touches != default_page_touches() {
+        hash = fnv1a(
+            format!("\0{}", inputs.limits.max_page_touches).as_bytes(),
+            hash,
+        );
+    }
     for file in inputs.files {
         hash = fnv1a(format!("\0{}\0", file.display()).as_bytes(), hash);
         hash = match std::fs::read(file) {
@@ -106,6 +121,7 @@ impl Manifest {
             vary: inputs.vary.to_vec(),
             max_events: inputs.limits.max_events,
             max_sim_ns: inputs.limits.max_sim_ns,
+            max_page_touches: inputs.limits.max_page_touches,
             text: inputs.text.to_owned(),
         }
     }
@@ -180,6 +196,9 @@ impl Manifest {
         }
         if self.max_sim_ns != defaults.max_sim_ns {
             command += &format!(" --max-sim-time {}ns", self.max_sim_ns);
+        }
+        if self.max_page_touches != defaults.max_page_touches {
+            command += &format!(" --max-page-touches {}", self.max_page_touches);
         }
         format!("{command} --out {} --resume", quote(&dir.to_string_lossy()))
     }
@@ -332,6 +351,9 @@ mod tests {
         assert_ne!(base, fingerprint(&other));
         other = inputs("seed = 1\n");
         other.limits.max_events = 1;
+        assert_ne!(base, fingerprint(&other));
+        other = inputs("seed = 1\n");
+        other.limits.max_page_touches = 1;
         assert_ne!(base, fingerprint(&other));
     }
 
