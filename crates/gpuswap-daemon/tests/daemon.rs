@@ -301,9 +301,22 @@ fn contracts_follow_the_process_name() {
 fn tenant_numbers_and_buffer_ids_are_recycled() {
     let d = daemon("recycle", 64);
     let first = Tenant::connect(&d.socket, "first").tenant;
-    // The connection is closed when the value drops; the next tenant takes the number.
+    // The connection is closed when the value drops; once the daemon has seen it go,
+    // the next tenant takes the number (connecting before that raced the daemon's read
+    // of the closed socket on a loaded machine).
+    let gone = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !observe(&d.socket).unwrap().tenants.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the tenant never left"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    };
     let mut ids = Vec::new();
     for _ in 0..20 {
+        gone();
         let mut t = Tenant::connect(&d.socket, "again");
         let id = t.alloc(2 * MIB).unwrap();
         ids.push(id);
