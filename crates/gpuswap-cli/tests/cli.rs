@@ -556,6 +556,36 @@ fn sweep_writes_every_row_even_when_a_point_fails() {
         std::fs::read(dir.join("results.csv")).unwrap(),
         std::fs::read(again.join("results.csv")).unwrap()
     );
+    // Sharded, the same failures: each shard and the merge exit 1 (the merge once exited
+    // 0), and the merge still writes the whole sweep's bytes.
+    let mut shards = Vec::new();
+    for shard in ["1/2", "2/2"] {
+        let folder = dir.join(format!("shard{}", &shard[..1]));
+        let mut args = vec!["sweep", scenario.to_str().unwrap()];
+        args.extend(vary);
+        args.extend([
+            "--shard",
+            shard,
+            "--out",
+            folder.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(gpuswap(&args).status.code(), Some(1), "shard {shard}");
+        shards.push(folder.to_string_lossy().into_owned());
+    }
+    let merged = dir.join("merged");
+    let out = gpuswap(&[
+        "merge",
+        &shards[0],
+        &shards[1],
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert_fails(&out, 1, "12 of 24 runs failed");
+    assert_eq!(
+        std::fs::read(dir.join("results.csv")).unwrap(),
+        std::fs::read(merged.join("results.csv")).unwrap()
+    );
 }
 
 #[test]

@@ -108,7 +108,9 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
     write_scenario(&args.out, &m.scenario, &m.vary, plan.runs, &m.text)?;
     write_html(&args.out, args.html.as_deref(), args.force)?;
     let what = format!("merged {} shards: ", args.dirs.len());
-    report(&what, &plan, plan.points.len(), &summary, &args.out)
+    report(&what, &plan, plan.points.len(), &summary, &args.out)?;
+    // As the shards themselves did: failed runs make the merge's exit status 1.
+    super::check_failures(&summary, &args.out, false)
 }
 
 /// Which shard (its index in `dirs`) holds each point of the plan; the error names the

@@ -47,7 +47,7 @@ pub use manifest::check_finished;
 pub use merge::{MergeArgs, merge};
 pub use plan::Plan;
 use shard::Shard;
-use summary::{grid, report};
+use summary::{Summary, grid, report};
 
 /// Settings of a sweep from the command line.
 #[derive(Debug, clap::Args)]
@@ -186,6 +186,13 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         }
     };
     report(&what, &plan, points.len(), &summary, &out)?;
+    check_failures(&summary, &out, args.fail_on_error)
+}
+
+/// A sweep (or a merge) whose runs failed ends with an error saying how many and where
+/// their errors are, after its files are written; with `fail_on_error`, runs that ended
+/// with a failed tenant count too.
+fn check_failures(summary: &Summary, out: &Path, fail_on_error: bool) -> Result<(), SweepError> {
     let results = out.join("results.csv");
     if summary.failed > 0 {
         return Err(SweepError::Failures(format!(
@@ -195,7 +202,7 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
             results.display()
         )));
     }
-    if args.fail_on_error && summary.tenant_failed > 0 {
+    if fail_on_error && summary.tenant_failed > 0 {
         return Err(SweepError::Failures(format!(
             "{} of {} runs ended with a failed tenant (--fail-on-error); the tenants' errors are in the TENANT.error columns of {}",
             summary.tenant_failed,
@@ -252,7 +259,10 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
     let axes: Vec<String> = plan
         .axes
         .iter()
-        .map(|a| format!("{} ({} values)", a.key, a.values.len()))
+        .map(|a| match a.values.len() {
+            1 => format!("{} (1 value)", a.key),
+            n => format!("{} ({n} values)", a.key),
+        })
         .collect();
     let held_points = shard.unwrap_or(Shard::WHOLE).points(&plan.axis_sizes());
     let held = held_points.len();
