@@ -120,6 +120,12 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
             notes.join("; ")
         )));
     }
+    // The tenants are the same under every mode: one warning each.
+    for warning in
+        crate::trace_cmd::invented_timing_warnings(&args.scenario, &loaded[0].1.config.tenants)
+    {
+        say!("{warning}");
+    }
     let baselines = Baselines::default();
     let progress = crate::sweep::progress_bar(loaded.len() as u64, "managers", false);
     let reports = loaded

@@ -154,6 +154,17 @@ fn a_replay_on_invented_timing_is_warned_of_and_reported() {
             "{}",
             stderr(&out)
         );
+        // compare warns as run does, once, whatever the number of modes.
+        let compared = gpuswap(&["compare", &scenario, "--managers", "native,gpuswap"]);
+        assert!(compared.status.success(), "{}", stderr(&compared));
+        assert_eq!(
+            stderr(&compared)
+                .matches("replays on invented timing")
+                .count(),
+            usize::from(invented),
+            "{}",
+            stderr(&compared)
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let timing = v["tenants"][0]["timing"].as_str().unwrap();
         assert_eq!(timing.starts_with("invented: "), invented, "{timing}");
