@@ -24,6 +24,7 @@
  * (see README.md).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -155,12 +156,36 @@ static void *new_token(void)
 
 /* ------------------------------------------------- shared VRAM accounting */
 
-/* Whether a process still holds its VRAM. A killed process that its parent has not
- * reaped yet (a zombie) holds none: the real driver releases a process's memory when
- * its device files close, as it exits, before anyone waits for it. */
+/* Whether a process still has any file open: an exiting process closes all of its
+ * files at once (the kernel's exit_files), before it becomes a zombie, and its
+ * /proc/PID/fd lists none from then on. A live stand-in process has at least the
+ * shared table open. */
+static int has_open_files(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return errno != ENOENT; /* unreadable (another user): assume it holds */
+    int open_files = 0;
+    struct dirent *e;
+    while (!open_files && (e = readdir(dir)) != NULL)
+        open_files = e->d_name[0] != '.';
+    closedir(dir);
+    return open_files;
+}
+
+/* Whether a process still holds its VRAM. The real driver releases a process's memory
+ * when its device files close, as it exits: before it is a zombie, before anyone waits
+ * for it, and before (or as) its other files close, such as its socket to gpuswapd. So
+ * an exiting process whose files are closed holds none, nor does a zombie (the daemon
+ * once granted a killed victim's memory to a requester whose cuMemCreate then failed,
+ * the victim having closed its socket but not yet become a zombie). */
 static int holds_vram(pid_t pid)
 {
     if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 0;
+    if (!has_open_files(pid))
         return 0;
     char path[64], line[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
