@@ -2,10 +2,13 @@
 //! slot (free 0, occupied a very large weight), take the contiguous run with the lowest
 //! total, ties to the left. Nothing moves afterwards.
 //!
-//! The spec gives an occupied slot one weight whatever the number of vGPUs on it; read
-//! literally, once every slot is occupied all runs tie and newcomers stack at the left.
-//! That reading is kept (an occupancy-weighted score would spread them; unconfirmed
-//! which gScale's code does).
+//! An occupied slot's score counts the vGPUs on it. The spec's worked example settles
+//! it: four vGPUs of six slots in twelve cost gVirt/gScale 24 + 24(n-1) copies over n
+//! rounds, the layout in which the third and fourth vGPUs each share with one of the
+//! first two. One weight per occupied slot whatever its occupants (the reading kept
+//! until 2026-11) makes every run tie once all slots are held and stacks newcomers at
+//! the left: the 24 + 18(n-1) layout the paper offers as the better one, which left
+//! DymGPU nothing to gain over gScale.
 
 use super::slots::{Demand, PlaceError, Placement, occupancy, place_in_turn, with_newcomer};
 
@@ -25,10 +28,12 @@ impl Placement for Gscale {
         positions: &[u32],
         new: Demand,
     ) -> Result<Vec<u32>, PlaceError> {
-        let users = occupancy(total, residents, positions, new)?;
-        let occupied: Vec<u32> = users.iter().map(|u| u32::from(*u > 0)).collect();
-        // Sliding sums of occupied slots over every run of the newcomer's length; the
-        // first minimum is the leftmost.
+        let occupied: Vec<u32> = occupancy(total, residents, positions, new)?
+            .iter()
+            .map(|u| u32::from(*u))
+            .collect();
+        // Sliding sums of the slots' occupants over every run of the newcomer's length;
+        // the first minimum is the leftmost.
         let len = new.slots as usize;
         let mut score: u32 = occupied[..len].iter().sum();
         let (mut best, mut best_score) = (0, score);

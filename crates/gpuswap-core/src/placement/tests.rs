@@ -31,6 +31,17 @@ fn the_twelve_slot_round_robin_example_costs_what_the_spec_says() {
     }
 }
 
+/// gScale's score counts a slot's occupants: the spec's worked example (four vGPUs of
+/// six slots in twelve) comes out as the layout it prices at 24 + 24(n-1) copies, each
+/// newcomer sharing with one vGPU, not the 24 + 18(n-1) layout a 0/1 score gave.
+#[test]
+fn gscale_places_the_worked_example_as_the_paper_prices_it() {
+    let d = demands(&[6, 6, 6, 6]);
+    let p = place("gscale", 12, &d);
+    assert_eq!(p, [0, 6, 0, 6]);
+    assert_eq!(round_robin_copies(12, &d, &p, 3), 24 + 24 * 2);
+}
+
 #[test]
 fn gscale_takes_the_lowest_score_run_ties_to_the_left() {
     // 5 slots, slots 1-4 (1-indexed) held by one VM: a VM needing 2 gets slots 4-5.
