@@ -28,10 +28,7 @@ impl Placement for Gscale {
         positions: &[u32],
         new: Demand,
     ) -> Result<Vec<u32>, PlaceError> {
-        let occupied: Vec<u32> = occupancy(total, residents, positions, new)?
-            .iter()
-            .map(|u| u32::from(*u))
-            .collect();
+        let occupied = occupancy(total, residents, positions, new)?;
         // Sliding sums of the slots' occupants over every run of the newcomer's length;
         // the first minimum is the leftmost.
         let len = new.slots as usize;
