@@ -11,15 +11,17 @@ use crate::buffer::{
 use crate::contract::Contract;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::{ChunkLists, ChunkRef, rank};
+use crate::order::{GiveKey, TakeKey, TenantOrder};
 use crate::protocol::{AllocRequest, FreeError, TenantUsage};
 
-/// What victim and return policies know about one tenant.
+/// What the victim policies that scan every tenant (performance, access-rate) know about
+/// one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct TenantView {
     pub id: TenantId,
     /// VRAM held, counting chunks already chosen as gone and the request as held.
     pub vram_bytes: u64,
-    /// Whether the tenant has a chunk left to give (or to get back).
+    /// Whether the tenant may give a chunk ([`TenantBooks::can_give`]).
     pub can_give: bool,
     /// Estimated slowdown (1 when unknown).
     pub slowdown: f64,
@@ -29,18 +31,6 @@ pub(crate) struct TenantView {
     pub weight: u32,
     /// Its contract's priority class (higher: evicted last, returned to first).
     pub priority_class: u8,
-}
-
-/// Which way chunks would go: what [`Books::views`] marks as able.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
-    /// Give a resident chunk up: the tenant has one, holds a whole chunk more than its
-    /// guarantee (if it has one) and has host memory left under its host limit for a
-    /// whole chunk.
-    Give,
-    /// Get an evicted chunk back: the tenant has one and VRAM left under its cap for a
-    /// whole chunk.
-    Take,
 }
 
 /// What the books know about one tenant.
@@ -74,6 +64,43 @@ impl TenantBooks {
             .vram_guarantee_bytes
             .saturating_sub(self.usage.vram_bytes)
     }
+
+    /// Whether it may give a resident chunk up: it has one, holds a whole chunk more than
+    /// its guarantee (if it has one), so any chunk it gives leaves it at or over the
+    /// guarantee, and has host memory left under its host limit for a whole chunk.
+    pub(crate) fn can_give(&self, chunk_bytes: u64) -> bool {
+        let (usage, contract) = (self.usage, self.contract);
+        let g = contract.vram_guarantee_bytes;
+        !self.resident.is_empty()
+            && (g == 0 || usage.vram_bytes >= g.saturating_add(chunk_bytes))
+            && usage.host_bytes.saturating_add(chunk_bytes) <= contract.host_cap_bytes()
+    }
+
+    /// Whether it may get an evicted chunk back: it has one and VRAM left under its cap
+    /// for a whole chunk.
+    pub(crate) fn can_take(&self, chunk_bytes: u64) -> bool {
+        !self.evicted.is_empty()
+            && self.usage.vram_bytes.saturating_add(chunk_bytes) <= self.contract.vram_cap_bytes()
+    }
+
+    /// Its places in the [`TenantOrder`] as tenant `id`.
+    fn order_keys(&self, id: TenantId, chunk_bytes: u64) -> (Option<GiveKey>, Option<TakeKey>) {
+        let (vram_bytes, weight, class) = (
+            self.usage.vram_bytes,
+            self.contract.weight,
+            self.contract.priority_class,
+        );
+        let give = self
+            .can_give(chunk_bytes)
+            .then(|| GiveKey::new(id, vram_bytes, weight, class));
+        let take = self.can_take(chunk_bytes).then_some(TakeKey {
+            class,
+            vram_bytes,
+            weight,
+            id,
+        });
+        (give, take)
+    }
 }
 
 /// Buffers, chunks and byte counts of every tenant.
@@ -101,6 +128,9 @@ pub(crate) struct Books {
     /// The first time a policy chose a victim its contract protects (for
     /// [`Books::check_invariants`]).
     breach: Option<String>,
+    /// The tenants that may give or take a chunk, in the orders victim and return
+    /// choices compare them by; re-placed by [`Books::sort_tenants`].
+    order: TenantOrder,
 }
 
 impl Books {
@@ -120,6 +150,7 @@ impl Books {
             guaranteed_bytes: 0,
             unfilled_guarantee_bytes: 0,
             breach: None,
+            order: TenantOrder::default(),
         }
     }
 
@@ -174,6 +205,7 @@ impl Books {
         self.guaranteed_bytes =
             self.guaranteed_bytes - old_guarantee + contract.vram_guarantee_bytes;
         self.unfilled_guarantee_bytes = self.unfilled_guarantee_bytes - old_unfilled + unfilled;
+        self.order.mark(tenant);
     }
 
     /// A policy took a chunk of `tenant` from VRAM: recorded as a breach when it now
@@ -234,6 +266,25 @@ impl Books {
 
     pub(crate) fn buffer_slots(&self) -> usize {
         self.buffers.slots()
+    }
+
+    /// Tenant numbers in use so far (every tenant seen, and the gaps below them).
+    pub(crate) fn tenant_slots(&self) -> usize {
+        self.tenants.len()
+    }
+
+    /// Re-places every tenant whose figures changed since the last call: policies call it
+    /// before they read [`Books::tenant_order`]. Costs a tree update per changed tenant.
+    pub(crate) fn sort_tenants(&mut self) {
+        while let Some(tenant) = self.order.pop_stale() {
+            let (give, take) = self.tenants[tenant.0 as usize].order_keys(tenant, self.chunk_bytes);
+            self.order.place(tenant, give, take);
+        }
+    }
+
+    /// The tenants that may give or take a chunk, in order (after [`Books::sort_tenants`]).
+    pub(crate) fn tenant_order(&self) -> &TenantOrder {
+        &self.order
     }
 
     pub(crate) fn tenants_mut(&mut self) -> impl Iterator<Item = &mut TenantBooks> {
@@ -451,9 +502,10 @@ impl Books {
         }
     }
 
-    /// Keeps the count of tenants with evicted chunks and the list of changed VRAM
-    /// figures up to date after a chunk was listed or unlisted at `location`.
+    /// Keeps the count of tenants with evicted chunks, the list of changed VRAM figures
+    /// and the tenant order up to date after a chunk was listed or unlisted at `location`.
     fn after_change(&mut self, tenant: TenantId, location: Location, evicted_was_empty: bool) {
+        self.order.mark(tenant);
         let state = &mut self.tenants[tenant.0 as usize];
         match location {
             Location::Host => match (evicted_was_empty, state.evicted.is_empty()) {
@@ -555,34 +607,18 @@ impl Books {
         }
     }
 
-    /// What policies see of every tenant; `side` says which way chunks would go and so
-    /// which tenants may give or take one (their lists and their contracts).
-    pub(crate) fn views(&self, side: Side) -> Vec<TenantView> {
+    /// What the scanning victim policies see of every tenant.
+    pub(crate) fn views(&self) -> Vec<TenantView> {
         let chunk_bytes = self.chunk_bytes;
         self.tenants
             .iter()
             .enumerate()
             .map(|(id, s)| {
-                let (usage, contract) = (s.usage, s.contract);
-                let can = match side {
-                    // Any chunk it gives leaves it at or over its guarantee.
-                    Side::Give => {
-                        let g = contract.vram_guarantee_bytes;
-                        !s.resident.is_empty()
-                            && (g == 0 || usage.vram_bytes >= g.saturating_add(chunk_bytes))
-                            && usage.host_bytes.saturating_add(chunk_bytes)
-                                <= contract.host_cap_bytes()
-                    }
-                    Side::Take => {
-                        !s.evicted.is_empty()
-                            && usage.vram_bytes.saturating_add(chunk_bytes)
-                                <= contract.vram_cap_bytes()
-                    }
-                };
+                let contract = s.contract;
                 TenantView {
                     id: TenantId(id as u32),
-                    vram_bytes: usage.vram_bytes,
-                    can_give: can,
+                    vram_bytes: s.usage.vram_bytes,
+                    can_give: s.can_give(chunk_bytes),
                     slowdown: if s.ideal_ns == 0 {
                         1.0
                     } else {
@@ -608,6 +644,18 @@ impl Books {
                 index: index as u32,
             })
             .collect()
+    }
+
+    /// Checks that every tenant not awaiting [`Books::sort_tenants`] stands in the tenant
+    /// order where its figures place it.
+    pub(crate) fn check_order(&self) -> Result<(), String> {
+        let chunk_bytes = self.chunk_bytes;
+        self.order.check(
+            self.tenants
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.order_keys(TenantId(i as u32), chunk_bytes)),
+        )
     }
 
     /// Re-derives every figure: chunks tile their buffers, every chunk is in exactly the
@@ -694,6 +742,7 @@ impl Books {
         if let Some(breach) = &self.breach {
             return Err(breach.clone());
         }
+        self.check_order()?;
         if with_evicted != self.tenants_with_evicted {
             return Err(format!(
                 "{with_evicted} tenants have evicted chunks, the count says {}",

@@ -17,6 +17,7 @@ mod ids;
 mod lists;
 mod manager;
 pub mod mix;
+mod order;
 mod params;
 pub mod placement;
 mod policy;

@@ -7,7 +7,6 @@ pub(crate) mod chunk;
 pub(crate) mod victim;
 
 use super::hooks::{Ctx, MemoryPolicy, Placed, check_host_limit, check_host_room, host_part_bytes};
-use crate::accounting::Side;
 use crate::buffer::Location;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::ChunkRef;
@@ -68,9 +67,13 @@ impl MemoryPolicy for Gpuswap {
     fn on_timeout(&mut self, ctx: &mut Ctx, now_ns: u64) {
         let period_s = now_ns.saturating_sub(self.last_check_ns).max(1) as f64 / 1e9;
         self.last_check_ns = now_ns;
-        for state in ctx.books.tenants_mut() {
-            state.access_rate = state.accesses_in_period as f64 / period_s;
-            state.accesses_in_period = 0;
+        // Only the access-rate victim reads the rates: the others' timeouts skip the
+        // scan of every tenant.
+        if self.wants_access_rates {
+            for state in ctx.books.tenants_mut() {
+                state.access_rate = state.accesses_in_period as f64 / period_s;
+                state.accesses_in_period = 0;
+            }
         }
         if !ctx.relocation.running() {
             self.plan_return(ctx);
@@ -98,15 +101,14 @@ impl Gpuswap {
         let mut entries_walked = 0u64;
         let books = &mut *ctx.books;
         while books.over_committed() {
-            let views = books.views(Side::Give);
-            let chosen_victim = self
-                .victim
-                .choose(&views, req.tenant, books.vram_capacity_bytes);
+            books.sort_tenants();
+            let chosen_victim = self.victim.choose(books, req.tenant);
             let (victim, chunk) = match chosen_victim {
                 Some(victim) => {
                     books.flush(victim, Location::Vram);
                     let resident = &books.tenant(victim).expect("a victim is known").resident;
-                    entries_walked += (views.len() + resident.len()) as u64;
+                    // The prototype's walk visits every tenant, whatever our order saves.
+                    entries_walked += (books.tenant_slots() + resident.len()) as u64;
                     let chunk = self
                         .chunk
                         .evict(resident)
@@ -169,8 +171,8 @@ impl Gpuswap {
         let mut moves = Vec::new();
         let books = &mut *ctx.books;
         loop {
-            let views = books.views(Side::Take);
-            let Some(winner) = victim::select_winner(&views) else {
+            books.sort_tenants();
+            let Some(winner) = victim::select_winner(books) else {
                 break;
             };
             books.flush(winner, Location::Host);
