@@ -81,9 +81,10 @@ struct Head {
     valid_pages: u16,
     /// Whether its pins ([`Mmu::pins`]) hold any page.
     has_pins: bool,
-    /// Whether pages of it wait in the batch (it is listed in [`Mmu::waiting`]): a
-    /// fault need not read every word of the waiting bitmap to know.
-    waiting: bool,
+    /// The words of its waiting bitmap with a page, one bit each (the block is listed
+    /// in [`Mmu::waiting`] while any is set): a fault need not read every word to know
+    /// whether to list it, and the replay clears only these words' cache lines.
+    waiting_words: u8,
 }
 
 impl Head {
@@ -282,7 +283,11 @@ impl Mmu {
                     (pages & bits.get(Bitmap::Resident)).is_empty(),
                     "migrated twice"
                 );
+                // Only the words that migrate: the block's other cache lines stay unread.
                 for (group, word) in bits.0.iter_mut().zip(pages.words()) {
+                    if word == 0 {
+                        continue;
+                    }
                     group[Bitmap::Resident as usize] |= word;
                     // What did not fault came with the prefetcher's region.
                     group[Bitmap::Prefetched as usize] |= word & !group[Bitmap::InFlight as usize];
@@ -300,6 +305,9 @@ impl Mmu {
                 let n = pages.count() as u64;
                 let (mut written, mut unused) = (0, 0);
                 for (group, word) in bits.0.iter_mut().zip(pages.words()) {
+                    if word == 0 {
+                        continue;
+                    }
                     written += (group[Bitmap::Dirty as usize] & word).count_ones();
                     unused += (group[Bitmap::Prefetched as usize] & word).count_ones();
                     for bitmap in [Bitmap::Resident, Bitmap::Dirty, Bitmap::Prefetched] {
@@ -340,9 +348,12 @@ impl Mmu {
             PageAction::Replay => {
                 // The batch's pages arrived or stay away; written ones that did not
                 // arrive were written where they are.
+                // Only words with waiting pages can hold written pages away from VRAM.
                 for b in self.waiting.drain(..) {
-                    self.heads[b as usize].waiting = false;
-                    for group in &mut self.bits[b as usize].0 {
+                    let mut words = std::mem::take(&mut self.heads[b as usize].waiting_words);
+                    while words != 0 {
+                        let group = &mut self.bits[b as usize].0[words.trailing_zeros() as usize];
+                        words &= words - 1;
                         group[Bitmap::InFlight as usize] = 0;
                         group[Bitmap::Dirty as usize] &= group[Bitmap::Resident as usize];
                     }
@@ -437,9 +448,10 @@ impl Mmu {
             ServeRule::Fault => {
                 counts.touches += 1;
                 if !waiting {
-                    if !std::mem::replace(&mut head.waiting, true) {
+                    if head.waiting_words == 0 {
                         self.waiting.push(b);
                     }
+                    head.waiting_words |= 1 << (i / 64);
                     group[Bitmap::InFlight as usize] |= bit;
                     faults.push(Fault { page, kind });
                 }
@@ -485,9 +497,15 @@ impl Mmu {
             Bitmap::Prefetched,
             bits.get(Bitmap::Prefetched).without(resident),
         );
-        if !faulted.is_empty() && !std::mem::replace(&mut head.waiting, true) {
+        let faulted_words = faulted
+            .words()
+            .iter()
+            .enumerate()
+            .fold(0u8, |words, (w, word)| words | u8::from(*word != 0) << w);
+        if faulted_words != 0 && head.waiting_words == 0 {
             self.waiting.push(b);
         }
+        head.waiting_words |= faulted_words;
         let in_flight = bits.get(Bitmap::InFlight) | faulted;
         bits.set(Bitmap::InFlight, in_flight);
         // A written page is dirty in VRAM (one waiting in the batch, once it arrives).
