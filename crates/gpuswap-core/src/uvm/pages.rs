@@ -9,7 +9,8 @@ pub const PAGE_BYTES: u64 = 4096;
 pub const PAGES_PER_BIG_PAGE: usize = 16;
 /// Pages of a 2 MiB VA block.
 pub const PAGES_PER_BLOCK: usize = 512;
-const WORDS: usize = PAGES_PER_BLOCK / 64;
+/// 64-bit words of a block's bitmap (64 pages each).
+pub const WORDS_PER_BLOCK: usize = PAGES_PER_BLOCK / 64;
 
 /// (VA block, page in the block) of a page number (page `b * 512 + i` is page `i` of
 /// block `b`, the numbering the manager and the device share).
@@ -24,13 +25,13 @@ pub fn split(page: u64) -> (u32, usize) {
 /// A set of pages of one VA block, as a bitmap: set operations and counts cost a few
 /// word operations, not one per page.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Pages([u64; WORDS]);
+pub struct Pages([u64; WORDS_PER_BLOCK]);
 
 impl Pages {
     /// No page.
-    pub const EMPTY: Self = Self([0; WORDS]);
+    pub const EMPTY: Self = Self([0; WORDS_PER_BLOCK]);
     /// Every page of a block.
-    pub const FULL: Self = Self([u64::MAX; WORDS]);
+    pub const FULL: Self = Self([u64::MAX; WORDS_PER_BLOCK]);
 
     /// Pages `start..end` of the block.
     #[inline]
@@ -129,8 +130,15 @@ impl Pages {
 
     /// The bitmap's words, 64 pages each in address order.
     #[inline]
-    pub fn words(&self) -> [u64; WORDS] {
+    pub fn words(&self) -> [u64; WORDS_PER_BLOCK] {
         self.0
+    }
+
+    /// The set whose words, 64 pages each in address order, are `words` (the inverse of
+    /// [`Pages::words`], for state kept word by word).
+    #[inline]
+    pub fn from_words(words: [u64; WORDS_PER_BLOCK]) -> Self {
+        Self(words)
     }
 
     /// The position of the set's `k`-th page (0-based), a word at a time.
@@ -165,17 +173,21 @@ impl Pages {
         self & !other
     }
 
-    /// Every 64 KiB big page with a page in the set, whole.
+    /// Every 64 KiB big page with a page in the set, whole: per word, each 16-bit lane
+    /// folds onto its lowest bit, which then fills the lane (no loop over big pages).
     #[inline]
     pub fn widened_to_big_pages(&self) -> Self {
-        let mut out = Self::EMPTY;
-        for (i, w) in self.0.iter().enumerate() {
-            for big in 0..64 / PAGES_PER_BIG_PAGE {
-                let mask = 0xFFFFu64 << (big * PAGES_PER_BIG_PAGE);
-                if w & mask != 0 {
-                    out.0[i] |= mask;
-                }
-            }
+        const _: () = assert!(PAGES_PER_BIG_PAGE == 16, "lanes of 16 bits");
+        const LANE_LOW_BITS: u64 = 0x0001_0001_0001_0001;
+        let mut out = *self;
+        for w in &mut out.0 {
+            // Shifts of 15 bits in all: a lane's lowest bit gathers only its own lane.
+            let mut x = *w;
+            x |= x >> 8;
+            x |= x >> 4;
+            x |= x >> 2;
+            x |= x >> 1;
+            *w = (x & LANE_LOW_BITS) * 0xFFFF;
         }
         out
     }

@@ -1,6 +1,6 @@
 //! What a fault batch migrates besides the faulted pages (`prefetch = ...`).
 
-use super::pages::{PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
+use super::pages::{PAGES_PER_BLOCK, Pages, WORDS_PER_BLOCK};
 
 /// Chooses, per VA block, the pages a batch migrates.
 pub trait Prefetch: std::fmt::Debug + Send {
@@ -98,50 +98,72 @@ impl Prefetch for Tree {
         let widened = faulted.widened_to_big_pages() & valid;
         let populated = resident | widened;
         // Nodes of a big page or less are covered by the widened faults already; the
-        // larger ones are made of whole half-words (32 pages) and words: count those once.
-        let (populated, valid_words) = (populated.words(), valid.words());
-        let count = |words: &[u64; 8], start: usize, size: usize| -> usize {
-            if size < 64 {
-                let mask = ((1u64 << size) - 1) << (start % 64);
-                (words[start / 64] & mask).count_ones() as usize
-            } else {
-                words[start / 64..(start + size) / 64]
-                    .iter()
-                    .map(|w| w.count_ones() as usize)
-                    .sum()
-            }
+        // larger ones are half-words (32 pages) or runs of whole words, whose counts are
+        // differences of running sums over the words, counted once per block rather
+        // than once per node per fault. A whole block's valid pages need no counting.
+        let full = valid == Pages::FULL;
+        let populated_sums = word_sums(populated);
+        let valid_sums = if full {
+            [0; WORDS_PER_BLOCK + 1]
+        } else {
+            word_sums(valid)
         };
+        let (populated_words, valid_words) = (populated.words(), valid.words());
         let mut region = widened;
-        // The faulted big pages as one bit each (a random fault sets one of 32).
-        let mut faulted_big: u32 = 0;
-        for (i, w) in widened.words().iter().enumerate() {
-            for j in 0..64 / PAGES_PER_BIG_PAGE {
-                if (w >> (j * PAGES_PER_BIG_PAGE)) & 0xFFFF != 0 {
-                    faulted_big |= 1 << (i * 4 + j);
-                }
-            }
+        // The half-words with a faulted page, one bit each (a random fault sets one of
+        // 16): faults in the same half-word walk the same nodes.
+        let mut faulted_halves: u32 = 0;
+        for (k, w) in widened.words().into_iter().enumerate() {
+            faulted_halves |= (u32::from(w as u32 != 0) | u32::from(w >> 32 != 0) << 1) << (2 * k);
         }
-        while faulted_big != 0 {
-            let big = faulted_big.trailing_zeros() as usize;
-            faulted_big &= faulted_big - 1;
-            let page = big * PAGES_PER_BIG_PAGE;
-            let mut size = 2 * PAGES_PER_BIG_PAGE;
-            let mut best = None;
-            while size <= PAGES_PER_BLOCK {
-                let start = page / size * size;
-                // A node past the end of a partial block counts only the pages that exist.
-                let pages = count(&valid_words, start, size);
-                if count(&populated, start, size) * 100 > pages * self.threshold_percent {
-                    best = Some((start, size));
+        while faulted_halves != 0 {
+            let half = faulted_halves.trailing_zeros() as usize;
+            faulted_halves &= faulted_halves - 1;
+            let (word, shift) = (half / 2, 32 * (half % 2));
+            // A node past the end of a partial block counts only the pages that exist.
+            let half_count = |w: u64| ((w >> shift) as u32).count_ones() as usize;
+            let pages = if full {
+                HALF_WORD_PAGES
+            } else {
+                half_count(valid_words[word])
+            };
+            let mut best = (half_count(populated_words[word]) * 100
+                > pages * self.threshold_percent)
+                .then_some((half * HALF_WORD_PAGES, (half + 1) * HALF_WORD_PAGES));
+            let mut words = 1;
+            while words <= WORDS_PER_BLOCK {
+                let start = word / words * words;
+                let end = start + words;
+                let pages = if full {
+                    words * 64
+                } else {
+                    usize::from(valid_sums[end] - valid_sums[start])
+                };
+                let filled = usize::from(populated_sums[end] - populated_sums[start]);
+                if filled * 100 > pages * self.threshold_percent {
+                    best = Some((start * 64, end * 64));
                 }
-                size *= 2;
+                words *= 2;
             }
-            if let Some((start, size)) = best {
-                region |= Pages::range(start, start + size);
+            if let Some((start, end)) = best {
+                region |= Pages::range(start, end);
             }
         }
         region & valid
     }
+}
+
+/// Pages of a half-word, the tree's smallest node above a big page.
+const HALF_WORD_PAGES: usize = 32;
+
+/// Running sums of `pages` over the block's words: entry `k` counts the pages of words
+/// `0..k`.
+fn word_sums(pages: Pages) -> [u16; WORDS_PER_BLOCK + 1] {
+    let mut sums = [0; WORDS_PER_BLOCK + 1];
+    for (k, w) in pages.words().into_iter().enumerate() {
+        sums[k + 1] = sums[k] + w.count_ones() as u16;
+    }
+    sums
 }
 
 /// Faults plus one pseudo-random page of the block per fault (a SplitMix64 sequence,
@@ -220,6 +242,73 @@ mod tests {
             t.region(Pages::range(0, 16), valid, Pages::single(35)),
             Pages::range(0, 40)
         );
+    }
+
+    /// The tree's definition page by page: every faulted page's big page, then from
+    /// each faulted page the highest node over the threshold, counted page by page.
+    fn tree_model(resident: Pages, valid: Pages, faulted: Pages) -> Pages {
+        let has = |p: Pages, i: usize| p.contains(i);
+        let mut widened = Pages::EMPTY;
+        for i in (0..PAGES_PER_BLOCK).filter(|i| has(faulted, *i)) {
+            let big = i / 16 * 16;
+            widened.insert_range(big, big + 16);
+        }
+        let widened = widened & valid;
+        let mut region = widened;
+        // Every page of a big page walks the same nodes: its first one stands for all.
+        for i in (0..PAGES_PER_BLOCK)
+            .step_by(16)
+            .filter(|i| !(widened & Pages::range(*i, i + 16)).is_empty())
+        {
+            let mut best = None;
+            for size in [32, 64, 128, 256, 512] {
+                let start = i / size * size;
+                let pages = (start..start + size).filter(|p| has(valid, *p)).count();
+                let filled = (start..start + size)
+                    .filter(|p| has(resident | widened, *p))
+                    .count();
+                if filled * 100 > pages * TREE_THRESHOLD_PERCENT {
+                    best = Some(start..start + size);
+                }
+            }
+            if let Some(node) = best {
+                region.insert_range(node.start, node.end);
+            }
+        }
+        region & valid
+    }
+
+    fn pages_of(words: [u64; WORDS_PER_BLOCK]) -> Pages {
+        Pages::from_words(words)
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time tree equals its page-by-page definition, on whole and
+        /// partial blocks; widening equals its definition too.
+        #[test]
+        fn the_tree_matches_its_definition(
+            resident in proptest::array::uniform8(proptest::num::u64::ANY),
+            sparse in proptest::array::uniform8(proptest::num::u64::ANY),
+            faulted in proptest::array::uniform8(proptest::num::u64::ANY),
+            valid_pages in 1usize..=512,
+        ) {
+            // Sparse faults, as a batch has, besides dense ones.
+            let resident = pages_of(resident) & pages_of(sparse);
+            let faulted = pages_of(faulted) & pages_of(sparse.map(|w| w.rotate_left(7)));
+            let valid = Pages::prefix(valid_pages);
+            let resident = resident & valid;
+            let faulted = faulted.without(resident) & valid;
+            let mut t = Tree { threshold_percent: TREE_THRESHOLD_PERCENT };
+            proptest::prop_assert_eq!(
+                t.region(resident, valid, faulted),
+                tree_model(resident, valid, faulted)
+            );
+            let mut widened = Pages::EMPTY;
+            for i in faulted.iter() {
+                widened.insert_range(i / 16 * 16, i / 16 * 16 + 16);
+            }
+            proptest::prop_assert_eq!(faulted.widened_to_big_pages(), widened);
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod page_table;
 
 use gpuswap_core::protocol::{AccessKind, Fault, PageAction, ServeRule};
 use gpuswap_core::uvm::Paging;
-use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages, split};
+use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages, WORDS_PER_BLOCK, split};
 use gpuswap_core::{BufferId, TenantId};
 
 use page_table::PageTable;
@@ -66,14 +66,12 @@ pub struct PageWork {
     pub migrated: bool,
 }
 
-/// One 2 MiB VA block's page state. Laid out for the touch of a resident page, the
-/// commonest event: what every touch reads (owner, rule, whether anything is pinned)
-/// first, the resident bitmap right after it, so a touch of pages 0-319 finds both on
-/// the block's first cache line (the rest on the next); pins, rare, live apart, so a block's state is five cache lines and
-/// a touch of a block with nothing pinned never reads them.
-#[derive(Debug, Default)]
-#[repr(C, align(64))]
-struct Block {
+/// A VA block's header: what every touch reads before any page bit (owner, rule,
+/// whether anything is pinned or waits in the batch). Dense apart from the bitmaps, 20
+/// bytes a block, so the headers of a working set of many GiB stay in cache and a touch
+/// of a random page misses at most the one line of bits it needs ([`Bits`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Head {
     owner: u32,
     /// Remote reads and faults since the block last lost pages (delayed migration's
     /// access counter).
@@ -81,17 +79,55 @@ struct Block {
     rule: ServeRule,
     /// Pages that exist: `0..valid_pages` (only a buffer's last block is partial).
     valid_pages: u16,
-    /// Whether `pins` holds any page.
+    /// Whether its pins ([`Mmu::pins`]) hold any page.
     has_pins: bool,
-    resident: Pages,
-    /// Faulted pages waiting in the batch.
-    in_flight: Pages,
-    /// Pages written since they arrived in VRAM (or while waiting to).
-    dirty: Pages,
-    /// Prefetched pages nobody touched since they arrived.
-    prefetched: Pages,
-    /// Pages pinned in host memory, mapped remotely, once the block has had a pin.
-    pins: Option<Box<Pins>>,
+    /// The words of its waiting bitmap with a page, one bit each (the block is listed
+    /// in [`Mmu::waiting`] while any is set): a fault need not read every word to know
+    /// whether to list it, and the replay clears only these words' cache lines.
+    waiting_words: u8,
+}
+
+impl Head {
+    /// Its pages that exist.
+    fn valid(&self) -> Pages {
+        Pages::prefix(usize::from(self.valid_pages))
+    }
+}
+
+/// A block's page bitmaps, interleaved word by word: the words of every [`Bitmap`] for
+/// pages `64 w..64 w + 64` lie side by side in 32 bytes, so a touch of one page (a
+/// random stream's every touch) reads and writes one cache line, where four separate
+/// bitmaps would take four.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct Bits([[u64; BITMAPS]; WORDS_PER_BLOCK]);
+
+/// The page bitmaps of a block, by their index in each word group of [`Bits`].
+#[derive(Clone, Copy, Debug)]
+enum Bitmap {
+    /// In VRAM.
+    Resident,
+    /// Faulted, waiting in the batch.
+    InFlight,
+    /// Written since they arrived in VRAM (or while waiting to).
+    Dirty,
+    /// Prefetched, and nobody touched them since they arrived.
+    Prefetched,
+}
+const BITMAPS: usize = 4;
+
+impl Bits {
+    /// One bitmap, gathered from its words.
+    fn get(&self, bitmap: Bitmap) -> Pages {
+        Pages::from_words(std::array::from_fn(|w| self.0[w][bitmap as usize]))
+    }
+
+    /// Replaces one bitmap.
+    fn set(&mut self, bitmap: Bitmap, pages: Pages) {
+        for (group, word) in self.0.iter_mut().zip(pages.words()) {
+            group[bitmap as usize] = word;
+        }
+    }
 }
 
 /// A block's pins: pages pinned in host memory and mapped remotely, and until when.
@@ -102,64 +138,29 @@ struct Pins {
     earliest_unpin_ns: u64,
 }
 
-impl Block {
-    /// Its pages that exist.
-    fn valid(&self) -> Pages {
-        Pages::prefix(usize::from(self.valid_pages))
-    }
-
-    /// Its pinned pages.
-    fn pinned(&self) -> Pages {
-        // The flag first: a block with nothing pinned never reads its pins' line.
-        match &self.pins {
-            Some(pins) if self.has_pins => pins.pinned,
-            _ => Pages::EMPTY,
+/// The pages of `range` served remotely and those that fault now (away from VRAM and
+/// not waiting in the batch), by a block's rule (`head`), its pins and its bitmaps.
+fn classify(
+    head: &Head,
+    bits: &Bits,
+    pinned: Pages,
+    range: Pages,
+    kind: AccessKind,
+) -> (Pages, Pages) {
+    let pinned = range & pinned;
+    let away = range.without(bits.get(Bitmap::Resident) | bits.get(Bitmap::InFlight) | pinned);
+    let (remote, faults) = match head.rule {
+        ServeRule::Fault => (Pages::EMPTY, away),
+        ServeRule::Remote => (away, Pages::EMPTY),
+        // Reads below the counter's threshold are served remotely: the first
+        // `threshold - counter - 1` of them; the next one reaches it and faults.
+        ServeRule::Counter(t) if kind == AccessKind::Read && head.counter < t => {
+            let remote = away.first((t - head.counter - 1) as usize);
+            (remote, away.without(remote))
         }
-    }
-
-    /// Ends the pins due by `now_ns`.
-    fn unpin_expired(&mut self, now_ns: u64) {
-        if !self.has_pins {
-            return;
-        }
-        let pins = self
-            .pins
-            .as_mut()
-            .expect("a block with pins has their state");
-        if now_ns < pins.earliest_unpin_ns {
-            return;
-        }
-        let mut earliest = u64::MAX;
-        let pinned = pins.pinned;
-        for i in pinned.iter() {
-            if pins.until_ns[i] <= now_ns {
-                pins.pinned.remove(i);
-            } else {
-                earliest = earliest.min(pins.until_ns[i]);
-            }
-        }
-        pins.earliest_unpin_ns = earliest;
-        self.has_pins = !pins.pinned.is_empty();
-    }
-
-    /// The pages of `range` served remotely and those that fault now (away from VRAM
-    /// and not waiting in the batch), by the block's rule and pins.
-    fn classify(&self, range: Pages, kind: AccessKind) -> (Pages, Pages) {
-        let pinned = range & self.pinned();
-        let away = range.without(self.resident | self.in_flight | pinned);
-        let (remote, faults) = match self.rule {
-            ServeRule::Fault => (Pages::EMPTY, away),
-            ServeRule::Remote => (away, Pages::EMPTY),
-            // Reads below the counter's threshold are served remotely: the first
-            // `threshold - counter - 1` of them; the next one reaches it and faults.
-            ServeRule::Counter(t) if kind == AccessKind::Read && self.counter < t => {
-                let remote = away.first((t - self.counter - 1) as usize);
-                (remote, away.without(remote))
-            }
-            ServeRule::Counter(_) => (Pages::EMPTY, away),
-        };
-        (remote | pinned, faults)
-    }
+        ServeRule::Counter(_) => (Pages::EMPTY, away),
+    };
+    (remote | pinned, faults)
 }
 
 /// The device's MMU.
@@ -167,7 +168,11 @@ impl Block {
 pub struct Mmu {
     /// The chunk mappings.
     pub table: PageTable,
-    blocks: Vec<Block>,
+    /// Per VA block, dense by block number: its header, its page bitmaps, and its
+    /// pins once it has had one (rare: a touch of a block with none never reads them).
+    heads: Vec<Head>,
+    bits: Vec<Bits>,
+    pins: Vec<Option<Box<Pins>>>,
     /// Managed buffers by buffer slot: (buffer, first page, pages).
     managed: Vec<Option<(BufferId, u64, u64)>>,
     /// Blocks with pages waiting in the batch.
@@ -239,15 +244,20 @@ impl Mmu {
                 let mut left = pages as usize;
                 let mut b = first_block as usize;
                 while left > 0 {
-                    if self.blocks.len() <= b {
-                        self.blocks.resize_with(b + 1, Block::default);
+                    if self.heads.len() <= b {
+                        self.heads.resize(b + 1, Head::default());
+                        self.bits.resize(b + 1, Bits::default());
+                        self.pins.resize_with(b + 1, || None);
                     }
                     let n = left.min(PAGES_PER_BLOCK);
-                    self.blocks[b] = Block {
-                        owner,
-                        valid_pages: n as u16,
-                        ..Block::default()
-                    };
+                    self.reset_block(
+                        b,
+                        Head {
+                            owner,
+                            valid_pages: n as u16,
+                            ..Head::default()
+                        },
+                    );
                     left -= n;
                     b += 1;
                 }
@@ -255,21 +265,33 @@ impl Mmu {
             PageAction::Release { first_page, pages } => {
                 let (first_block, _) = split(first_page);
                 let blocks = pages.div_ceil(PAGES_PER_BLOCK as u64) as u32;
-                for b in first_block..first_block + blocks {
-                    let block = &mut self.blocks[b as usize];
-                    *block = Block {
-                        owner: block.owner,
-                        ..Block::default()
-                    };
+                for b in first_block as usize..(first_block + blocks) as usize {
+                    let owner = self.heads[b].owner;
+                    self.reset_block(
+                        b,
+                        Head {
+                            owner,
+                            ..Head::default()
+                        },
+                    );
                 }
             }
-            PageAction::Serve { block, rule } => self.blocks[block as usize].rule = rule,
+            PageAction::Serve { block, rule } => self.heads[block as usize].rule = rule,
             PageAction::MigrateIn { block, pages } => {
-                let b = &mut self.blocks[block as usize];
-                debug_assert!((pages & b.resident).is_empty(), "migrated twice");
-                b.resident |= pages;
-                // What did not fault came with the prefetcher's region.
-                b.prefetched |= pages.without(b.in_flight);
+                let bits = &mut self.bits[block as usize];
+                debug_assert!(
+                    (pages & bits.get(Bitmap::Resident)).is_empty(),
+                    "migrated twice"
+                );
+                // Only the words that migrate: the block's other cache lines stay unread.
+                for (group, word) in bits.0.iter_mut().zip(pages.words()) {
+                    if word == 0 {
+                        continue;
+                    }
+                    group[Bitmap::Resident as usize] |= word;
+                    // What did not fault came with the prefetcher's region.
+                    group[Bitmap::Prefetched as usize] |= word & !group[Bitmap::InFlight as usize];
+                }
                 work.pages_in += pages.count() as u64;
                 work.blocks_in += 1;
                 work.migrated = true;
@@ -279,19 +301,24 @@ impl Mmu {
                 pages,
                 drop_clean,
             } => {
-                let b = &mut self.blocks[block as usize];
+                let bits = &mut self.bits[block as usize];
                 let n = pages.count() as u64;
-                let written = if drop_clean {
-                    (b.dirty & pages).count() as u64
-                } else {
-                    n
-                };
-                let unused = (b.prefetched & pages).count() as u64;
-                b.resident = b.resident.without(pages);
-                b.dirty = b.dirty.without(pages);
-                b.prefetched = b.prefetched.without(pages);
-                b.counter = 0;
-                let counts = &mut self.counts[b.owner as usize];
+                let (mut written, mut unused) = (0, 0);
+                for (group, word) in bits.0.iter_mut().zip(pages.words()) {
+                    if word == 0 {
+                        continue;
+                    }
+                    written += (group[Bitmap::Dirty as usize] & word).count_ones();
+                    unused += (group[Bitmap::Prefetched as usize] & word).count_ones();
+                    for bitmap in [Bitmap::Resident, Bitmap::Dirty, Bitmap::Prefetched] {
+                        group[bitmap as usize] &= !word;
+                    }
+                }
+                let written = if drop_clean { u64::from(written) } else { n };
+                let head = &mut self.heads[block as usize];
+                head.counter = 0;
+                let counts = &mut self.counts[head.owner as usize];
+                let unused = u64::from(unused);
                 counts.prefetched_unused += unused;
                 counts.pages_dropped += n - written;
                 work.pages_out += n;
@@ -303,8 +330,7 @@ impl Mmu {
                 pages,
                 until_ns,
             } => {
-                let b = &mut self.blocks[block as usize];
-                let pins = b.pins.get_or_insert_with(|| {
+                let pins = self.pins[block as usize].get_or_insert_with(|| {
                     Box::new(Pins {
                         pinned: Pages::EMPTY,
                         until_ns: [0; PAGES_PER_BLOCK],
@@ -316,16 +342,21 @@ impl Mmu {
                 }
                 pins.pinned |= pages;
                 pins.earliest_unpin_ns = pins.earliest_unpin_ns.min(until_ns);
-                b.has_pins = !pins.pinned.is_empty();
+                self.heads[block as usize].has_pins = !pins.pinned.is_empty();
             }
             PageAction::Throttle { nap_ns } => work.nap_ns = nap_ns,
             PageAction::Replay => {
                 // The batch's pages arrived or stay away; written ones that did not
                 // arrive were written where they are.
+                // Only words with waiting pages can hold written pages away from VRAM.
                 for b in self.waiting.drain(..) {
-                    let block = &mut self.blocks[b as usize];
-                    block.in_flight = Pages::EMPTY;
-                    block.dirty = block.dirty & block.resident;
+                    let mut words = std::mem::take(&mut self.heads[b as usize].waiting_words);
+                    while words != 0 {
+                        let group = &mut self.bits[b as usize].0[words.trailing_zeros() as usize];
+                        words &= words - 1;
+                        group[Bitmap::InFlight as usize] = 0;
+                        group[Bitmap::Dirty as usize] &= group[Bitmap::Resident as usize];
+                    }
                 }
                 work.replayed = true;
             }
@@ -378,15 +409,18 @@ impl Mmu {
         faults: &mut Vec<Fault>,
     ) -> Option<Touched> {
         let (b, i) = split(page);
-        let block = &mut self.blocks[b as usize];
-        if block.has_pins {
+        let head = &mut self.heads[b as usize];
+        if head.has_pins {
             return None;
         }
-        let counts = &mut self.counts[block.owner as usize];
-        if block.resident.contains(i) {
-            block.prefetched.remove(i);
+        // The page's word of every bitmap: one cache line.
+        let group = &mut self.bits[b as usize].0[i / 64];
+        let bit = 1u64 << (i % 64);
+        let counts = &mut self.counts[head.owner as usize];
+        if group[Bitmap::Resident as usize] & bit != 0 {
+            group[Bitmap::Prefetched as usize] &= !bit;
             if kind == AccessKind::Write {
-                block.dirty.insert(i);
+                group[Bitmap::Dirty as usize] |= bit;
             }
             counts.touches += 1;
             if self.wants_notes {
@@ -398,11 +432,11 @@ impl Mmu {
             });
         }
         assert!(
-            i < usize::from(block.valid_pages),
+            i < usize::from(head.valid_pages),
             "page {page} belongs to no managed buffer"
         );
-        let waiting = block.in_flight.contains(i);
-        match block.rule {
+        let waiting = group[Bitmap::InFlight as usize] & bit != 0;
+        match head.rule {
             ServeRule::Remote if !waiting => {
                 counts.touches += 1;
                 counts.remote_touches += 1;
@@ -414,14 +448,15 @@ impl Mmu {
             ServeRule::Fault => {
                 counts.touches += 1;
                 if !waiting {
-                    if block.in_flight.is_empty() {
+                    if head.waiting_words == 0 {
                         self.waiting.push(b);
                     }
-                    block.in_flight.insert(i);
+                    head.waiting_words |= 1 << (i / 64);
+                    group[Bitmap::InFlight as usize] |= bit;
                     faults.push(Fault { page, kind });
                 }
                 if kind == AccessKind::Write {
-                    block.dirty.insert(i);
+                    group[Bitmap::Dirty as usize] |= bit;
                 }
                 Some(Touched {
                     pages: 1,
@@ -443,36 +478,49 @@ impl Mmu {
         room: usize,
         faults: &mut Vec<Fault>,
     ) -> Touched {
-        let block = &mut self.blocks[b as usize];
+        let bu = b as usize;
         assert!(
-            range.without(block.valid()).is_empty(),
+            range.without(self.heads[bu].valid()).is_empty(),
             "pages of block {b} touched beyond its managed buffer"
         );
-        block.unpin_expired(now_ns);
-        let (mut remote, mut faulted) = block.classify(range, kind);
+        self.unpin_expired(bu, now_ns);
+        let pinned = self.pinned(bu);
+        let (head, bits) = (&mut self.heads[bu], &mut self.bits[bu]);
+        let (mut remote, mut faulted) = classify(head, bits, pinned, range, kind);
         if faulted.count() > room {
             let end = faulted.nth(room - 1).expect("more faults than room") + 1;
             range = range & Pages::range(0, end);
-            (remote, faulted) = block.classify(range, kind);
+            (remote, faulted) = classify(head, bits, pinned, range, kind);
         }
-        let resident = range & block.resident;
-        block.prefetched = block.prefetched.without(resident);
-        if !faulted.is_empty() && block.in_flight.is_empty() {
+        let resident = range & bits.get(Bitmap::Resident);
+        bits.set(
+            Bitmap::Prefetched,
+            bits.get(Bitmap::Prefetched).without(resident),
+        );
+        let faulted_words = faulted
+            .words()
+            .iter()
+            .enumerate()
+            .fold(0u8, |words, (w, word)| words | u8::from(*word != 0) << w);
+        if faulted_words != 0 && head.waiting_words == 0 {
             self.waiting.push(b);
         }
-        block.in_flight |= faulted;
+        head.waiting_words |= faulted_words;
+        let in_flight = bits.get(Bitmap::InFlight) | faulted;
+        bits.set(Bitmap::InFlight, in_flight);
         // A written page is dirty in VRAM (one waiting in the batch, once it arrives).
         if kind == AccessKind::Write {
-            block.dirty |= range & (block.resident | block.in_flight);
+            let dirty = bits.get(Bitmap::Dirty) | range & (bits.get(Bitmap::Resident) | in_flight);
+            bits.set(Bitmap::Dirty, dirty);
         }
-        if let ServeRule::Counter(threshold) = block.rule {
-            let away = remote.without(block.pinned()) | faulted;
-            block.counter = block
+        if let ServeRule::Counter(threshold) = head.rule {
+            let away = remote.without(pinned) | faulted;
+            head.counter = head
                 .counter
                 .saturating_add(away.count() as u32)
                 .min(threshold);
         }
-        let counts = &mut self.counts[block.owner as usize];
+        let counts = &mut self.counts[head.owner as usize];
         counts.touches += range.count() as u64;
         counts.remote_touches += remote.count() as u64;
         if self.wants_notes && !resident.is_empty() {
@@ -489,6 +537,48 @@ impl Mmu {
         }
     }
 
+    /// Block `b`'s pinned pages.
+    fn pinned(&self, b: usize) -> Pages {
+        // The flag first: a block with nothing pinned never reads its pins.
+        match &self.pins[b] {
+            Some(pins) if self.heads[b].has_pins => pins.pinned,
+            _ => Pages::EMPTY,
+        }
+    }
+
+    /// Ends block `b`'s pins due by `now_ns`.
+    fn unpin_expired(&mut self, b: usize, now_ns: u64) {
+        let head = &mut self.heads[b];
+        if !head.has_pins {
+            return;
+        }
+        let pins = self.pins[b]
+            .as_mut()
+            .expect("a block with pins has their state");
+        if now_ns < pins.earliest_unpin_ns {
+            return;
+        }
+        let mut earliest = u64::MAX;
+        let pinned = pins.pinned;
+        for i in pinned.iter() {
+            if pins.until_ns[i] <= now_ns {
+                pins.pinned.remove(i);
+            } else {
+                earliest = earliest.min(pins.until_ns[i]);
+            }
+        }
+        pins.earliest_unpin_ns = earliest;
+        head.has_pins = !pins.pinned.is_empty();
+    }
+
+    /// Block `b` starts over as `head` says: nothing resident, waiting, written,
+    /// prefetched or pinned.
+    fn reset_block(&mut self, b: usize, head: Head) {
+        self.heads[b] = head;
+        self.bits[b] = Bits::default();
+        self.pins[b] = None;
+    }
+
     /// Whether enough notes wait that they should go to the manager now.
     pub fn notes_full(&self) -> bool {
         self.notes.len() >= NOTES_PER_CALL
@@ -503,20 +593,21 @@ impl Mmu {
     /// waiting in the batch or pinned in host memory, and, when no migration is in
     /// flight at all, the manager's planned residency equals the MMU's in every block.
     pub fn audit(&self, paging: Option<&Paging>) -> Result<(), String> {
-        for (b, block) in self.blocks.iter().enumerate() {
-            if !block.resident.without(block.valid()).is_empty() {
+        for (b, (head, bits)) in self.heads.iter().zip(&self.bits).enumerate() {
+            let resident = bits.get(Bitmap::Resident);
+            if !resident.without(head.valid()).is_empty() {
                 return Err(format!(
                     "MMU: block {b} has resident pages it does not have"
                 ));
             }
-            if !(block.resident & (block.in_flight | block.pinned())).is_empty() {
+            if !(resident & (bits.get(Bitmap::InFlight) | self.pinned(b))).is_empty() {
                 return Err(format!(
                     "MMU: block {b} has resident pages waiting in the batch or pinned in host memory"
                 ));
             }
         }
         let Some(paging) = paging else {
-            return if self.blocks.is_empty() {
+            return if self.heads.is_empty() {
                 Ok(())
             } else {
                 Err("MMU: managed pages under a mode that does not page".to_owned())
@@ -525,21 +616,22 @@ impl Mmu {
         if paging.migrating() {
             return Ok(());
         }
-        if paging.blocks() as usize != self.blocks.len() {
+        if paging.blocks() as usize != self.heads.len() {
             return Err(format!(
                 "MMU has {} VA blocks, the manager numbered {}",
-                self.blocks.len(),
+                self.heads.len(),
                 paging.blocks()
             ));
         }
-        for (b, block) in self.blocks.iter().enumerate() {
+        for (b, bits) in self.bits.iter().enumerate() {
             let planned = paging.planned_resident(b as u32);
-            if planned != block.resident {
+            let resident = bits.get(Bitmap::Resident);
+            if planned != resident {
                 return Err(format!(
                     "block {b}: the manager planned {} pages resident, the MMU has {} ({} differ)",
                     planned.count(),
-                    block.resident.count(),
-                    (planned.without(block.resident) | block.resident.without(planned)).count()
+                    resident.count(),
+                    (planned.without(resident) | resident.without(planned)).count()
                 ));
             }
         }
