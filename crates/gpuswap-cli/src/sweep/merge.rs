@@ -14,7 +14,7 @@ use super::output::{Outputs, patterns_header, results_header};
 use super::plan::Plan;
 use super::records::{PointRecords, error_column};
 use super::shard::Shard;
-use super::summary::report;
+use super::summary::{check_failures, report};
 
 /// Settings of a merge from the command line.
 #[derive(Debug, clap::Args)]
@@ -110,7 +110,7 @@ pub fn merge(args: &MergeArgs) -> Result<(), SweepError> {
     let what = format!("merged {} shards: ", args.dirs.len());
     report(&what, &plan, plan.points.len(), &summary, &args.out)?;
     // As the shards themselves did: failed runs make the merge's exit status 1.
-    super::check_failures(&summary, &args.out, false)
+    check_failures(&summary, &args.out, false)
 }
 
 /// Which shard (its index in `dirs`) holds each point of the plan; the error names the

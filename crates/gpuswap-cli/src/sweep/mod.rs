@@ -47,7 +47,7 @@ pub use manifest::check_finished;
 pub use merge::{MergeArgs, merge};
 pub use plan::Plan;
 use shard::Shard;
-use summary::{Summary, grid, report};
+use summary::{check_failures, grid, report};
 
 /// Settings of a sweep from the command line.
 #[derive(Debug, clap::Args)]
@@ -187,30 +187,6 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
     };
     report(&what, &plan, points.len(), &summary, &out)?;
     check_failures(&summary, &out, args.fail_on_error)
-}
-
-/// A sweep (or a merge) whose runs failed ends with an error saying how many and where
-/// their errors are, after its files are written; with `fail_on_error`, runs that ended
-/// with a failed tenant count too.
-fn check_failures(summary: &Summary, out: &Path, fail_on_error: bool) -> Result<(), SweepError> {
-    let results = out.join("results.csv");
-    if summary.failed > 0 {
-        return Err(SweepError::Failures(format!(
-            "{} of {} runs failed; their errors are in the error column of {}",
-            summary.failed,
-            summary.runs,
-            results.display()
-        )));
-    }
-    if fail_on_error && summary.tenant_failed > 0 {
-        return Err(SweepError::Failures(format!(
-            "{} of {} runs ended with a failed tenant (--fail-on-error); the tenants' errors are in the TENANT.error columns of {}",
-            summary.tenant_failed,
-            summary.runs,
-            results.display()
-        )));
-    }
-    Ok(())
 }
 
 /// `--resume`: the outputs of the unfinished sweep in `out`, reopened after its last

@@ -156,6 +156,34 @@ pub(super) fn report(
     .map_err(SweepError::Output)
 }
 
+/// A sweep (or a merge) whose runs failed ends with an error saying how many and where
+/// their errors are, after its files are written; with `fail_on_error`, runs that ended
+/// with a failed tenant count too.
+pub(super) fn check_failures(
+    summary: &Summary,
+    out: &Path,
+    fail_on_error: bool,
+) -> Result<(), SweepError> {
+    let results = out.join("results.csv");
+    if summary.failed > 0 {
+        return Err(SweepError::Failures(format!(
+            "{} of {} runs failed; their errors are in the error column of {}",
+            summary.failed,
+            summary.runs,
+            results.display()
+        )));
+    }
+    if fail_on_error && summary.tenant_failed > 0 {
+        return Err(SweepError::Failures(format!(
+            "{} of {} runs ended with a failed tenant (--fail-on-error); the tenants' errors are in the TENANT.error columns of {}",
+            summary.tenant_failed,
+            summary.runs,
+            results.display()
+        )));
+    }
+    Ok(())
+}
+
 /// A run's summary metrics as results.csv `record` holds them (in [`Kind::metrics`]'
 /// order, after the `error` column); None for a run that failed.
 fn run_metrics(
