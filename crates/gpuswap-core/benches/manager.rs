@@ -3,35 +3,14 @@
 //! `cargo bench -p gpuswap-core --bench manager`
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use gpuswap_core::{
-    Action, AllocRequest, BufferId, BufferKind, Dma, Execution, Manager, ManagerConfig,
-    PolicySettings, Reply, RequestId, TenantId,
-};
+use gpuswap_core::{Action, Manager, Reply, TenantId};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use support::{config, drive, evict_free_return, full_gpu, request};
 
 const MIB: u64 = 1 << 20;
-
-fn config(vram_bytes: u64, chunk_bytes: u64) -> ManagerConfig {
-    ManagerConfig {
-        vram_bytes,
-        host_bytes: 1 << 40,
-        chunk_bytes,
-        policy: PolicySettings::named("gpuswap"),
-        return_interval_ns: 1_000_000_000,
-        seed: 1,
-        scheduling: Default::default(),
-    }
-}
-
-fn request(id: u64, tenant: u32, bytes: u64) -> AllocRequest {
-    AllocRequest {
-        request: RequestId(id),
-        tenant: TenantId(tenant),
-        bytes,
-        kind: BufferKind::Device,
-        priority: None,
-        chunk_priorities: Vec::new(),
-    }
-}
 
 fn bench(c: &mut Criterion) {
     // An allocation without pressure: 64 MiB in 4 MiB chunks into a half-empty GPU, then
@@ -95,22 +74,6 @@ fn chunks(c: &mut Criterion) {
     group.finish();
 }
 
-/// Plays the driver at once (suspends, copies) and returns the buffer a grant names.
-fn drive(m: &mut Manager) -> Option<BufferId> {
-    let mut granted = None;
-    while let Some(action) = m.poll_action() {
-        match action {
-            Action::Execution(Execution::Suspend { tenant, .. }) => {
-                m.handle_suspended(tenant).unwrap()
-            }
-            Action::Dma(Dma::Copy { copy, .. }) => m.handle_copy_done(copy).unwrap(),
-            Action::Reply(Reply::Grant { buffer, .. }) => granted = Some(buffer),
-            _ => {}
-        }
-    }
-    granted
-}
-
 /// The daemon's decision path at the scale of a big shared GPU: `tenants` tenants fill
 /// 10^6 chunks of 2 MiB (about 2 TB of books), then each measured step is one eviction
 /// and one return. The state is the same after every step, so the figure is the
@@ -121,20 +84,7 @@ fn decisions(c: &mut Criterion) {
     let mut group = c.benchmark_group("decisions at 10^6 chunks");
     group.sample_size(20);
     for tenants in [10u64, 1000] {
-        let mut m = Manager::new(config(CHUNKS * CHUNK, CHUNK));
-        let per_tenant = CHUNKS / tenants;
-        let mut id = 0;
-        for t in 0..tenants {
-            // Buffers of up to 64 MiB (32 chunks), as frameworks' caching allocators ask.
-            let mut left = per_tenant;
-            while left > 0 {
-                let n = left.min(32);
-                id += 1;
-                m.handle_alloc(request(id, t as u32, n * CHUNK));
-                drive(&mut m).expect("fits");
-                left -= n;
-            }
-        }
+        let (mut m, mut id) = full_gpu(tenants, CHUNKS, CHUNK);
         let mut now_ns = 0;
         // Allocate one chunk into full VRAM: the victim policy picks the largest share
         // and one of its chunks goes to host memory. Free it, and the return check
@@ -144,13 +94,8 @@ fn decisions(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     id += 1;
-                    m.handle_alloc(request(id, 0, CHUNK));
-                    let buffer = drive(&mut m).expect("granted");
-                    m.handle_free(TenantId(0), buffer).unwrap();
-                    drive(&mut m);
                     now_ns += 1_000_000_000;
-                    m.handle_timeout(now_ns);
-                    drive(&mut m);
+                    evict_free_return(&mut m, id, CHUNK, now_ns);
                 })
             },
         );

@@ -490,7 +490,7 @@ impl Books {
             Location::Vram => &mut state.resident,
             Location::Host => &mut state.evicted,
         };
-        for buffer in lists.take_pending() {
+        while let Some(buffer) = lists.pop_pending() {
             let chunks = &self.buffers[&buffer].chunks;
             for (index, chunk) in chunks.iter().enumerate() {
                 let r = ChunkRef {

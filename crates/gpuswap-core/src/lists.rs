@@ -61,9 +61,10 @@ impl ChunkLists {
         self.pending.contains(&buffer)
     }
 
-    /// The pending buffers, handed over for insertion into the trees.
-    pub(crate) fn take_pending(&mut self) -> BTreeSet<BufferId> {
-        std::mem::take(&mut self.pending)
+    /// Unlists the first pending buffer, for insertion into the trees. Popping (not
+    /// taking the whole set) keeps the set's node for the next pending buffer.
+    pub(crate) fn pop_pending(&mut self) -> Option<BufferId> {
+        self.pending.pop_first()
     }
 
     pub(crate) fn insert(&mut self, priority: i32, rank: u64, chunk: ChunkRef) {

@@ -75,14 +75,23 @@ pub(crate) enum Then {
 struct Job {
     purpose: Purpose,
     then: Then,
-    batches: VecDeque<Batch>,
     current: Option<(Batch, Step)>,
 }
 
 /// At most one relocation job at a time.
+///
+/// The daemon's steady path allocates nothing (issue 28, item 5): the plan a policy
+/// fills, the batches and their move queues are kept when a job ends and reused by the
+/// next one.
 #[derive(Debug, Default)]
 pub(crate) struct Relocation {
     job: Option<Job>,
+    /// The running job's batches after the current one, in order.
+    batches: VecDeque<Batch>,
+    /// Finished batches, emptied, whose queues the next job reuses.
+    spare: Vec<Batch>,
+    /// An empty plan with room, for [`Relocation::take_plan`].
+    plan: Vec<(TenantId, Move)>,
     next_copy: u64,
 }
 
@@ -91,31 +100,41 @@ impl Relocation {
         self.job.is_some()
     }
 
+    /// An empty plan for [`Relocation::start`], with the room earlier plans grew.
+    pub(crate) fn take_plan(&mut self) -> Vec<(TenantId, Move)> {
+        std::mem::take(&mut self.plan)
+    }
+
     /// Starts a relocation of `moves`, one tenant at a time in order of first appearance.
     /// Returns what to answer when it is already over (nothing to move).
     pub(crate) fn start(
         &mut self,
         purpose: Purpose,
         then: Then,
-        moves: Vec<(TenantId, Move)>,
+        mut moves: Vec<(TenantId, Move)>,
         books: &Books,
         out: &mut VecDeque<Action>,
     ) -> Option<Then> {
         debug_assert!(self.job.is_none(), "one relocation at a time");
-        let mut batches: Vec<Batch> = Vec::new();
-        for (tenant, mv) in moves {
-            match batches.iter_mut().find(|b| b.tenant == tenant) {
+        debug_assert!(self.batches.is_empty(), "no batches outlive their job");
+        for (tenant, mv) in moves.drain(..) {
+            match self.batches.iter_mut().find(|b| b.tenant == tenant) {
                 Some(batch) => batch.moves.push_back(mv),
-                None => batches.push(Batch {
-                    tenant,
-                    moves: VecDeque::from([mv]),
-                }),
+                None => {
+                    let mut batch = self.spare.pop().unwrap_or_else(|| Batch {
+                        tenant,
+                        moves: VecDeque::new(),
+                    });
+                    batch.tenant = tenant;
+                    batch.moves.push_back(mv);
+                    self.batches.push_back(batch);
+                }
             }
         }
+        self.plan = moves;
         self.job = Some(Job {
             purpose,
             then,
-            batches: batches.into(),
             current: None,
         });
         self.next_batch(books, out)
@@ -202,7 +221,7 @@ impl Relocation {
         out: &mut VecDeque<Action>,
     ) -> Option<Then> {
         let job = self.job.as_mut()?;
-        job.batches.retain(|b| b.tenant != tenant);
+        self.batches.retain(|b| b.tenant != tenant);
         match job.then {
             Then::Grant(_, t, _) | Then::LaunchReady(t, _) if t == tenant => {
                 job.then = Then::Nothing;
@@ -271,7 +290,7 @@ impl Relocation {
 
     fn next_batch(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
         let job = self.job.as_mut().expect("job running");
-        match job.batches.pop_front() {
+        match self.batches.pop_front() {
             // Gdev's scheduler runs one kernel at a time and is holding the launch:
             // nobody runs, nobody needs suspending.
             Some(batch) if job.purpose == Purpose::Launch => {
@@ -298,7 +317,8 @@ impl Relocation {
             let (batch, _) = job.current.as_mut().expect("batch running");
             let Some(mv) = batch.moves.pop_front() else {
                 let tenant = batch.tenant;
-                job.current = None;
+                let (batch, _) = job.current.take().expect("batch running");
+                self.spare.push(batch);
                 if job.purpose != Purpose::Launch {
                     out.push_back(Action::Execution(Execution::Resume { tenant }));
                 }

@@ -79,7 +79,7 @@ impl MemoryPolicy for Gdev {
                 free_bytes: host_free_bytes,
             });
         }
-        let mut moves = Vec::new();
+        let mut moves = ctx.relocation.take_plan();
         for id in chosen {
             plan_whole(books, id, Location::Host, &mut moves);
         }

@@ -45,6 +45,12 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// An empty plan to fill and hand to [`Ctx::relocate`] (reused storage: planning
+    /// allocates nothing once plans have reached their working size).
+    pub(crate) fn plan(&mut self) -> Vec<(TenantId, Move)> {
+        self.relocation.take_plan()
+    }
+
     /// Starts a relocation; a relocation with nothing to move ends at once.
     pub(crate) fn relocate(&mut self, purpose: Purpose, then: Then, moves: Vec<(TenantId, Move)>) {
         self.finished = self

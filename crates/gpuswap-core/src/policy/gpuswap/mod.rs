@@ -96,7 +96,7 @@ impl Gpuswap {
         req: &AllocRequest,
         new_buffer: BufferId,
     ) -> Result<(), AllocError> {
-        let mut moves: Vec<(TenantId, Move)> = Vec::new();
+        let mut moves = ctx.plan();
         let mut chosen = 0;
         let mut entries_walked = 0u64;
         let books = &mut *ctx.books;
@@ -168,7 +168,7 @@ impl Gpuswap {
     /// The return path: winners (least VRAM first) get their highest-priority evicted
     /// chunks back while they fit in free VRAM.
     fn plan_return(&mut self, ctx: &mut Ctx) {
-        let mut moves = Vec::new();
+        let mut moves = ctx.plan();
         let books = &mut *ctx.books;
         loop {
             books.sort_tenants();
@@ -198,7 +198,7 @@ impl Gpuswap {
     /// Reverse swapping: each referenced evicted chunk comes back in exchange for a
     /// random resident chunk at least as large.
     fn plan_swap(&mut self, ctx: &mut Ctx, tenant: TenantId, referenced: &[ChunkRef]) {
-        let mut moves = Vec::new();
+        let mut moves = ctx.plan();
         let books = &mut *ctx.books;
         for &hot in referenced {
             let Some(chunk) = books.chunk(hot) else {
