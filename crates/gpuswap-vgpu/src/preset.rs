@@ -13,6 +13,8 @@ pub struct VgpuPreset {
     pub description: &'static str,
     /// The host CPU's clock, for switch costs in cycles.
     pub cpu_hz: f64,
+    /// The host CPU's hardware threads, shared by the VMs' CPU work between frames.
+    pub host_threads: u32,
     /// A slot of high graphics memory.
     pub slot_bytes: u64,
     /// High graphics memory the DomUs share.
@@ -57,6 +59,10 @@ pub fn all() -> Vec<VgpuPreset> {
         description: "Intel HD Graphics 530 (Skylake GT2) under GVT-g on an i7-6700, DymGPU's testbed",
         // Intel ARK: i7-6700 base clock 3.4 GHz (the spec's host).
         cpu_hz: 3.4e9,
+        // Intel ARK: the i7-6700 has 4 cores and 8 threads (Hyper-Threading). Counting a
+        // hyper-thread as a whole thread is generous to the VMs; Dom0's mediator work
+        // on the same host is left out.
+        host_threads: 8,
         slot_bytes: 64 * MIB,
         // 3456 MB of high graphics memory shared by the DomUs: 54 slots.
         high_memory_bytes: 3456 * MIB,

@@ -9,7 +9,10 @@
 //! DymGPU's monitor samples each vGPU's utilization every second, averages it over 20 s,
 //! and marks a vGPU idle after 20 s without GPU work; under DymGPU's placements an idle
 //! vGPU holding slots alone is treated as terminated for placement until it has work
-//! again.
+//! again. Between frames the VMs compute on the host's CPU, shared by processor sharing
+//! of its hardware threads ([`cpu`]).
+
+mod cpu;
 
 use std::collections::VecDeque;
 
@@ -20,6 +23,7 @@ use thiserror::Error;
 
 use crate::preset::VgpuPreset;
 use crate::workload::{Kind, Workload};
+use cpu::HostCpu;
 
 /// The monitor's sampling period: DymGPU samples utilization every second.
 const SAMPLE_NS: u64 = 1_000_000_000;
@@ -160,8 +164,10 @@ impl VgpuOutcome {
 enum Event {
     Arrive(usize),
     Leave(usize),
-    /// The VM's CPU work for a frame is done: its next frame's GPU work is submitted.
-    FrameReady(usize),
+    /// The VM's CPU work for a frame is done: its next frame's GPU work is submitted
+    /// (tagged with the VM's CPU generation: an end re-timed by the host's sharing voids
+    /// the earlier one).
+    FrameReady(usize, u64),
     /// The running slice ends (tagged with the GPU's generation, so that a slice cut
     /// short by its VM leaving is ignored).
     SliceEnd(u64),
@@ -191,6 +197,8 @@ struct Vm {
     samples: VecDeque<f64>,
     last_busy_ns: u64,
     idle: bool,
+    /// The generation of this VM's valid `FrameReady`.
+    cpu_generation: u64,
 }
 
 struct Slice {
@@ -217,6 +225,9 @@ struct Sim {
     generation: u64,
     round_robin_next: usize,
     live: usize,
+    host: HostCpu,
+    /// CPU-phase ends to schedule, filled by `host` (kept for its room).
+    cpu_ends: Vec<(usize, u64)>,
     out: VgpuOutcome,
 }
 
@@ -260,8 +271,11 @@ pub fn simulate(config: VgpuConfig) -> Result<VgpuOutcome, VgpuError> {
                 samples: VecDeque::new(),
                 last_busy_ns: 0,
                 idle: false,
+                cpu_generation: 0,
             })
             .collect(),
+        host: HostCpu::new(config.preset.host_threads),
+        cpu_ends: Vec::new(),
         preset: config.preset,
         residents: Vec::new(),
         queue: EventQueue::default(),
@@ -298,7 +312,8 @@ pub fn simulate(config: VgpuConfig) -> Result<VgpuOutcome, VgpuError> {
         match event {
             Event::Arrive(v) => sim.arrive(v),
             Event::Leave(v) => sim.leave(v),
-            Event::FrameReady(v) => sim.frame_ready(v),
+            Event::FrameReady(v, g) if g == sim.vms[v].cpu_generation => sim.frame_ready(v),
+            Event::FrameReady(..) => {}
             Event::SliceEnd(g) if g == sim.generation => sim.slice_end(),
             Event::SliceEnd(_) => {}
             Event::Sample => sim.sample(),
@@ -460,6 +475,8 @@ impl Sim {
             self.generation += 1;
         }
         self.unplace(v);
+        self.host.stop(self.now_ns, v, &mut self.cpu_ends);
+        self.schedule_cpu_ends();
         let vm = &mut self.vms[v];
         vm.state = State::Done;
         vm.pending_ns = 0;
@@ -468,6 +485,8 @@ impl Sim {
     }
 
     fn frame_ready(&mut self, v: usize) {
+        self.host.stop(self.now_ns, v, &mut self.cpu_ends);
+        self.schedule_cpu_ends();
         let vm = &mut self.vms[v];
         if vm.state != State::Running {
             return;
@@ -483,6 +502,17 @@ impl Sim {
                 self.vms[v].outcome.error = Some(e);
                 self.finish(v);
             }
+        }
+    }
+
+    /// Schedules the CPU-phase ends the host asked for, voiding earlier ones of the
+    /// same VMs.
+    fn schedule_cpu_ends(&mut self) {
+        for (v, end_ns) in self.cpu_ends.drain(..) {
+            let vm = &mut self.vms[v];
+            vm.cpu_generation += 1;
+            self.queue
+                .push(end_ns, Event::FrameReady(v, vm.cpu_generation));
         }
     }
 
@@ -505,8 +535,8 @@ impl Sim {
         match self.vms[v].spec.workload.kind {
             Kind::Frames { cpu_ns, .. } => {
                 self.vms[v].outcome.frames += 1;
-                self.queue
-                    .push(self.now_ns.saturating_add(cpu_ns), Event::FrameReady(v));
+                self.host.start(self.now_ns, v, cpu_ns, &mut self.cpu_ends);
+                self.schedule_cpu_ends();
             }
             Kind::Job { .. } => self.finish(v),
         }

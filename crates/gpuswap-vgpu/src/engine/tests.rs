@@ -2,7 +2,7 @@ use gpuswap_core::MIB;
 use gpuswap_core::placement::find_placement;
 
 use super::*;
-use crate::preset;
+use crate::preset::{self, VgpuPreset};
 use crate::workload::{self, Kind, Workload};
 
 const S: u64 = 1_000_000_000;
@@ -210,3 +210,40 @@ static LONG_JOB: Workload = Workload {
     description: "30 s of GPU work",
     kind: Kind::Job { gpu_ns: 30 * S },
 };
+
+/// Mean frames per second of `n` CPU-bound desktop VMs (1 ms of GPU, 30 ms of CPU per
+/// frame) of one slot each, on a host with `threads` hardware threads.
+fn cpu_bound_fps(n: usize, threads: u32) -> f64 {
+    let vms: Vec<VmSpec> = (0..n)
+        .map(|i| vm(&format!("v{i}"), "gnome-system-monitor", 64, 0, 20))
+        .collect();
+    let out = simulate(VgpuConfig {
+        preset: VgpuPreset {
+            host_threads: threads,
+            ..preset::find("hd530").unwrap()
+        },
+        placement: find_placement("gscale").unwrap(),
+        vms,
+        max_sim_ns: 10_000 * S,
+        max_events: u64::MAX,
+    })
+    .unwrap();
+    out.vms.iter().map(|v| v.fps()).sum::<f64>() / n as f64
+}
+
+#[test]
+fn vms_computing_beyond_the_host_threads_share_them() {
+    // Eight VMs on eight threads compute at full speed: as with a thread each.
+    let eight = cpu_bound_fps(8, 8);
+    assert!((eight - cpu_bound_fps(8, 64)).abs() < 1e-9, "{eight}");
+    // Sixteen CPU-bound VMs on eight threads: the GPU round (16 x 1.5 ms with switches)
+    // is shorter than a frame's CPU work, so the CPU is the bottleneck and each VM's
+    // 30 ms take about 60.
+    let shared = cpu_bound_fps(16, 8);
+    let unshared = cpu_bound_fps(16, 64);
+    let ratio = shared / unshared;
+    assert!(
+        (0.45..0.65).contains(&ratio),
+        "{shared} / {unshared} = {ratio}"
+    );
+}
