@@ -227,6 +227,31 @@ pub fn remote_ns(preset: &Preset, traffic: &Traffic) -> f64 {
         .max(to_host)
 }
 
+/// The fixed part of one walked segment of a unified-memory kernel, which the engine
+/// runs after the segment's migrations have crossed the link.
+///
+/// A far fault stalls only the warps that made it (`shared/spec/uvm-adaptive.md`: "the
+/// faulting warps stall, other warps go on until they fault too"): of the segment's
+/// all-in-VRAM work `ideal_ns`, the share `stalled_share` (the walked bytes whose
+/// touches waited for a batch) waits for the batches' service (`service_ns`) and their
+/// transfers (`transfer_ns`, alone on the link), and the rest runs meanwhile. So the
+/// segment takes the longer of its work and the stall followed by the stalled work:
+/// `max(ideal, service + transfers + stalled x ideal)`, of which the migrations' flows
+/// take the transfers first; then its remote accesses (`remote_ns`, no overlap: first
+/// order). With every touch stalled this is the serial sum; with none, the work alone.
+pub fn paged_fixed_ns(
+    ideal_ns: u64,
+    service_ns: u64,
+    transfer_ns: f64,
+    stalled_share: f64,
+    remote_ns: f64,
+) -> u64 {
+    let ideal = ideal_ns as f64;
+    let stalled = stalled_share.clamp(0.0, 1.0);
+    let after_transfers = (ideal - transfer_ns).max(service_ns as f64 + stalled * ideal);
+    (after_transfers + remote_ns).ceil() as u64
+}
+
 /// The fixed part of a kernel of barrier-separated phases, given each phase's
 /// instructions and traffic: launch cost plus, phase after phase, the largest of its
 /// compute, VRAM, remote-latency and remote-bandwidth terms (its remote bytes at the
@@ -524,6 +549,26 @@ mod tests {
             [(compute_ops, Traffic::default()), (0, both)].into_iter(),
         );
         assert_eq!(phased, p.kernel_launch_ns + 3000);
+    }
+
+    #[test]
+    fn a_fault_batch_stalls_only_the_warps_that_faulted() {
+        // Every touch stalled: the serial sum of stall and work, as before the overlap.
+        assert_eq!(paged_fixed_ns(1000, 300, 200.0, 1.0, 50.0), 1000 + 300 + 50);
+        // A tenth of the work waits for a 300 ns service with its 200 ns of transfers:
+        // the other nine tenths run meanwhile, so the work alone sets the time (the
+        // engine runs the 200 ns of migrations first, then the rest).
+        assert_eq!(paged_fixed_ns(1000, 300, 200.0, 0.1, 50.0), 800 + 50);
+        // A stall longer than the other warps' work shows: service plus stalled work.
+        assert_eq!(paged_fixed_ns(1000, 950, 0.0, 0.1, 0.0), 950 + 100);
+        // The more of the work stalls, the longer the segment, never shorter than the
+        // work and never longer than the serial sum.
+        let mut last = 0;
+        for tenths in 0..=10 {
+            let ns = paged_fixed_ns(1000, 600, 0.0, f64::from(tenths) / 10.0, 0.0);
+            assert!(ns >= last && (1000..=1600).contains(&ns), "{tenths}: {ns}");
+            last = ns;
+        }
     }
 
     #[test]
