@@ -62,6 +62,29 @@ impl LinkSpec {
     }
 }
 
+/// Device memory (DRAM) behind the L2: what makes an access cost more than its bytes
+/// at peak bandwidth.
+///
+/// A DRAM channel streams its peak only while its accesses hit the open row; an access
+/// to another row must wait for an activation, and a channel can activate rows only so
+/// often (tRRD between two activations, over the banks). `row_switch_bytes` is what
+/// the channel would have streamed in that interval: its atom (bus width x burst
+/// length) times tRRD over tCCD, the interval between two column commands. An access
+/// in random order opens a row of its own, so it costs at least that much channel time.
+/// And a load waits the DRAM's latency while its miss-status register is held, so the
+/// loads the SMs keep pending bound the rate of reads (Little's law).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DramSpec {
+    /// Latency of a load that misses the L2, unloaded.
+    pub latency_ns: u64,
+    /// Bytes a channel streams between two row activations (atom x tRRD / tCCD): the
+    /// least channel time an access that opens a row takes.
+    pub row_switch_bytes: u64,
+    /// Bytes one isolated read moves from DRAM: the L1's line where the L1 caches global
+    /// loads in whole lines (Fermi), one 32-byte sector where the caches are sectored.
+    pub read_sector_bytes: u64,
+}
+
 /// One GPU model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Preset {
@@ -73,6 +96,8 @@ pub struct Preset {
     pub vram_bytes: u64,
     /// VRAM bandwidth.
     pub vram_bytes_per_s: f64,
+    /// VRAM's row and latency behaviour.
+    pub dram: DramSpec,
     /// VRAM the driver keeps for itself (channels, push buffers, page tables); never
     /// available to tenants.
     pub driver_reserved_bytes: u64,
@@ -208,6 +233,21 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 1536 * MIB,
             // calibration.md: 1848 MHz x 2 x 384 bit = 177.4 GB/s.
             vram_bytes_per_s: 177.4e9,
+            dram: DramSpec {
+                // CUDA C Programming Guide (4.x-5.x, 5.2.3 "Multiprocessor Level"): an
+                // operand in off-chip memory costs "400 to 800 clock cycles" on compute
+                // capability 1.x and 2.x; the midpoint, 600 cycles at the 1.401 GHz
+                // shader clock, 428 ns.
+                latency_ns: 428,
+                // GPGPU-Sim's GTX 480 configuration (configs/tested-cfgs/SM2_GTX480):
+                // 64-bit partitions of two 32-bit chips, burst 8 (a 64-byte atom),
+                // "GDDR5 timing from hynix H5GQ1H24AFR": tCCD 2, tRRD 6 command cycles;
+                // 64 x 6 / 2 = 192 bytes.
+                row_switch_bytes: 192,
+                // Fermi's L1 caches global loads in 128-byte lines (CUDA C Programming
+                // Guide G.4.2; the same configuration's L1 is not sectored).
+                read_sector_bytes: 128,
+            },
             // gpuswap.md: the prototype kept about 20 MiB of driver structures in VRAM.
             driver_reserved_bytes: 20 * MIB,
             // gpuswap.md: testbed with 16 GiB RAM.
@@ -273,6 +313,19 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 11264 * MIB,
             // calibration.md: 5505 MHz x 2 x 352 bit = 484 GB/s.
             vram_bytes_per_s: 484e9,
+            dram: DramSpec {
+                // unconfirmed: 500 ns, the order of pointer-chase measurements of recent
+                // NVIDIA GPUs; with 28 SMs x 256 pending lines it never bounds a
+                // kernel below 1.8 TB/s, so it does not matter here.
+                latency_ns: 500,
+                // GPGPU-Sim SM6_GTX1080Ti configuration: one 32-bit GDDR5X chip per
+                // channel, burst 8 ("the atom size of GDDR5X ... is 32 bytes"), the
+                // Hynix H5GQ1H24AFR timing (tCCD 2, tRRD 6): 32 x 6 / 2 = 96 bytes.
+                row_switch_bytes: 96,
+                // Pascal's L1 does not cache global loads by default (the same
+                // configuration, gmem_skip_L1D 1): a miss moves one 32-byte L2 sector.
+                read_sector_bytes: 32,
+            },
             // unconfirmed: 64 MiB for channels, push buffers and page tables.
             driver_reserved_bytes: 64 * MIB,
             // unconfirmed: 32 GiB host.
@@ -336,6 +389,17 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 32 * GIB,
             // calibration.md: 898 GB/s.
             vram_bytes_per_s: 898e9,
+            dram: DramSpec {
+                // unconfirmed: 500 ns (see the GTX 1080 Ti); 80 SMs x 256 pending lines
+                // never bound a kernel here.
+                latency_ns: 500,
+                // GPGPU-Sim SM7_QV100 configuration: 128-bit HBM2 channels, burst 2 (a
+                // 32-byte atom), JESD235 timing at 850 MHz (tCCD 1, tRRD 3):
+                // 32 x 3 / 1 = 96 bytes.
+                row_switch_bytes: 96,
+                // Volta's L1 is sectored (the same configuration): 32-byte sectors.
+                read_sector_bytes: 32,
+            },
             // unconfirmed: 64 MiB.
             driver_reserved_bytes: 64 * MIB,
             // unconfirmed: 128 GiB host.
@@ -393,6 +457,15 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 80 * GIB,
             // calibration.md: 1935 GB/s (PCIe version).
             vram_bytes_per_s: 1935e9,
+            dram: DramSpec {
+                // unconfirmed: 500 ns (see the GTX 1080 Ti).
+                latency_ns: 500,
+                // Accel-Sim's SM80_A100 configuration: 16-byte HBM2e channels, burst 2
+                // (32-byte atom), tCCD 1, tRRD 7: 32 x 7 / 1 = 224 bytes.
+                row_switch_bytes: 224,
+                // Sectored L1 and L2 (the same configuration): 32-byte sectors.
+                read_sector_bytes: 32,
+            },
             // unconfirmed: 64 MiB.
             driver_reserved_bytes: 64 * MIB,
             // unconfirmed: 512 GiB host.
@@ -449,6 +522,16 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 80 * GIB,
             // calibration.md: 2039 GB/s.
             vram_bytes_per_s: 2039e9,
+            dram: DramSpec {
+                // unconfirmed: 500 ns (see the GTX 1080 Ti).
+                latency_ns: 500,
+                // Accel-Sim's SM90_H100 configuration: 8-byte HBM channels, burst 4
+                // (32-byte atom), its HBM3 timing tCCD 1, tRRD 6: 32 x 6 / 1 = 192
+                // bytes.
+                row_switch_bytes: 192,
+                // Sectored L1 and L2 (the same configuration): 32-byte sectors.
+                read_sector_bytes: 32,
+            },
             // unconfirmed: 64 MiB.
             driver_reserved_bytes: 64 * MIB,
             // unconfirmed: 512 GiB host.
@@ -507,6 +590,15 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 96 * GIB,
             // calibration.md: 3.4 TB/s measured (STREAM), of about 4 TB/s peak.
             vram_bytes_per_s: 3.4e12,
+            dram: DramSpec {
+                // unconfirmed: 500 ns (see the GTX 1080 Ti).
+                latency_ns: 500,
+                // unconfirmed: the H100's HBM3 figure (Accel-Sim SM90_H100), the same
+                // memory generation.
+                row_switch_bytes: 192,
+                // Sectored L1 and L2, as on the H100.
+                read_sector_bytes: 32,
+            },
             // unconfirmed: 64 MiB.
             driver_reserved_bytes: 64 * MIB,
             // calibration.md: 480 GB LPDDR5X.

@@ -4,11 +4,14 @@
 //! tenant's data), a kernel takes
 //!
 //! ```text
-//! T = launch + max(C, L / B_vram, R / B_link_share, n_remote * latency_link / MLP)
+//! T = launch + max(C, D_vram, R / B_link_share, n_remote * latency_link / MLP)
 //! ```
 //!
 //! - `C`: pure compute, the kernel's instruction count over the device's throughput;
-//! - `L / B_vram`: bytes served from VRAM over VRAM bandwidth;
+//! - `D_vram`: the time VRAM takes to serve the local accesses ([`vram_ns`]): their
+//!   bytes over VRAM bandwidth, an access in random order costing at least the channel
+//!   time of a row activation ([`crate::preset::DramSpec`]), and no less than the reads'
+//!   lines over the loads the SMs keep pending per DRAM latency;
 //! - `R / B_link_share`: bytes served from host memory over the link share the kernel
 //!   gets; the engine runs `R` as flows on the shared [`crate::link::Link`], so this term
 //!   is the time those flows take, not a formula here;
@@ -58,6 +61,14 @@ pub fn write_transaction_bytes(order: AccessOrder) -> u64 {
 pub struct Traffic {
     /// Bytes read or written in VRAM.
     pub local_bytes: f64,
+    /// Of those, bytes read.
+    pub local_read_bytes: f64,
+    /// Of those, bytes read or written in random order (each access opens a row).
+    pub local_random_bytes: f64,
+    /// The reads those random bytes take, a line each as the apps count them.
+    pub local_random_reads: f64,
+    /// The writes those random bytes take, a sector each.
+    pub local_random_writes: f64,
     /// Bytes read from host memory.
     pub remote_read_bytes: f64,
     /// Bytes written to host memory.
@@ -83,7 +94,14 @@ impl Traffic {
         local_fraction: f64,
     ) {
         let remote = 1.0 - local_fraction;
-        self.local_bytes += (read_bytes + write_bytes) * local_fraction;
+        let local = (read_bytes + write_bytes) * local_fraction;
+        self.local_bytes += local;
+        self.local_read_bytes += read_bytes * local_fraction;
+        if order == AccessOrder::Random {
+            self.local_random_bytes += local;
+            self.local_random_reads += read_bytes * local_fraction / READ_TRANSACTION_BYTES as f64;
+            self.local_random_writes += write_bytes * local_fraction / ISOLATED_WRITE_BYTES as f64;
+        }
         self.remote_read_bytes += read_bytes * remote;
         self.remote_write_bytes += write_bytes * remote;
         self.remote_write_transactions +=
@@ -93,6 +111,10 @@ impl Traffic {
     /// Adds `times` times `other`.
     pub fn add_scaled(&mut self, other: &Traffic, times: f64) {
         self.local_bytes += other.local_bytes * times;
+        self.local_read_bytes += other.local_read_bytes * times;
+        self.local_random_bytes += other.local_random_bytes * times;
+        self.local_random_reads += other.local_random_reads * times;
+        self.local_random_writes += other.local_random_writes * times;
         self.remote_read_bytes += other.remote_read_bytes * times;
         self.remote_write_bytes += other.remote_write_bytes * times;
         self.remote_write_transactions += other.remote_write_transactions * times;
@@ -148,9 +170,35 @@ pub fn compute_ns(preset: &Preset, ops: u64) -> f64 {
     ops as f64 / preset.ops_per_s * 1e9
 }
 
-/// `L / B_vram`: time to serve the local bytes from VRAM.
+/// `D_vram`: time to serve the local accesses from VRAM, the larger of two bounds.
+///
+/// - Channel time: bytes in address order stream at VRAM bandwidth; an access in random
+///   order opens a row of its own and holds its channel for the larger of what it moves
+///   (a read one sector, [`DramSpec::read_sector_bytes`], whatever line the app
+///   counted; a write its sector) and a row switch ([`DramSpec::row_switch_bytes`]).
+/// - Latency (Little's law): a read holds one of the SMs' pending-line registers for the
+///   DRAM latency, so the kernel's read lines take at least `lines x latency / (SMs x
+///   pending lines per SM)`.
+///
+/// [`DramSpec::read_sector_bytes`]: crate::preset::DramSpec::read_sector_bytes
+/// [`DramSpec::row_switch_bytes`]: crate::preset::DramSpec::row_switch_bytes
 pub fn vram_ns(preset: &Preset, traffic: &Traffic) -> f64 {
-    traffic.local_bytes / preset.vram_bytes_per_s * 1e9
+    let dram = &preset.dram;
+    let streamed = (traffic.local_bytes - traffic.local_random_bytes).max(0.0);
+    let row = dram.row_switch_bytes as f64;
+    let channel_bytes = streamed
+        + traffic.local_random_reads * row.max(dram.read_sector_bytes as f64)
+        + traffic.local_random_writes * row.max(ISOLATED_WRITE_BYTES as f64);
+    let channel_ns = channel_bytes / preset.vram_bytes_per_s * 1e9;
+    channel_ns.max(dram_latency_ns(preset, traffic))
+}
+
+/// The latency bound of [`vram_ns`]: the local reads' lines, each holding a pending-line
+/// register for the DRAM latency, over the registers of every SM.
+pub fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
+    let lines = traffic.local_read_bytes / READ_TRANSACTION_BYTES as f64;
+    let pending = f64::from(preset.sms) * f64::from(preset.pending_reads_per_sm);
+    lines * preset.dram.latency_ns as f64 / pending
 }
 
 /// `n_remote * latency / MLP`: time the remote round trips need at the most parallelism
@@ -177,6 +225,31 @@ pub fn remote_ns(preset: &Preset, traffic: &Traffic) -> f64 {
     remote_latency_ns(preset, traffic)
         .max(to_device)
         .max(to_host)
+}
+
+/// The fixed part of one walked segment of a unified-memory kernel, which the engine
+/// runs after the segment's migrations have crossed the link.
+///
+/// A far fault stalls only the warps that made it (`shared/spec/uvm-adaptive.md`: "the
+/// faulting warps stall, other warps go on until they fault too"): of the segment's
+/// all-in-VRAM work `ideal_ns`, the share `stalled_share` (the walked bytes whose
+/// touches waited for a batch) waits for the batches' service (`service_ns`) and their
+/// transfers (`transfer_ns`, alone on the link), and the rest runs meanwhile. So the
+/// segment takes the longer of its work and the stall followed by the stalled work:
+/// `max(ideal, service + transfers + stalled x ideal)`, of which the migrations' flows
+/// take the transfers first; then its remote accesses (`remote_ns`, no overlap: first
+/// order). With every touch stalled this is the serial sum; with none, the work alone.
+pub fn paged_fixed_ns(
+    ideal_ns: u64,
+    service_ns: u64,
+    transfer_ns: f64,
+    stalled_share: f64,
+    remote_ns: f64,
+) -> u64 {
+    let ideal = ideal_ns as f64;
+    let stalled = stalled_share.clamp(0.0, 1.0);
+    let after_transfers = (ideal - transfer_ns).max(service_ns as f64 + stalled * ideal);
+    (after_transfers + remote_ns).ceil() as u64
 }
 
 /// The fixed part of a kernel of barrier-separated phases, given each phase's
@@ -333,8 +406,77 @@ mod tests {
     fn vram_term_is_bytes_over_bandwidth() {
         let p = gtx480();
         let mut t = Traffic::default();
-        t.add_part(AccessOrder::Linear, 177_400_000.0, 0.0, 1.0); // 1 ms at 177.4 GB/s
+        t.add_part(AccessOrder::Linear, 0.0, 177_400_000.0, 1.0); // 1 ms at 177.4 GB/s
         assert!((vram_ns(&p, &t) - 1e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn random_accesses_pay_a_row_switch_each() {
+        // The GTX 480's channel moves a 64-byte atom per 2 command cycles and activates a
+        // row at most every 6 (GPGPU-Sim's Hynix GDDR5 timing): a random 128-byte line
+        // holds it for 3 atoms' time, 1.5 times its bytes; a random 32-byte write 6.
+        let p = gtx480();
+        let ns = |order, read: f64, write: f64| {
+            let mut t = Traffic::default();
+            t.add_part(order, read, write, 1.0);
+            vram_ns(&p, &t)
+        };
+        let bytes = 128e6;
+        let row = p.dram.row_switch_bytes as f64;
+        assert!(ns(AccessOrder::Random, 0.0, bytes) > ns(AccessOrder::Linear, 0.0, bytes));
+        let read_ratio = ns(AccessOrder::Random, bytes, 0.0) / ns(AccessOrder::Linear, bytes, 0.0);
+        let write_ratio = ns(AccessOrder::Random, 0.0, bytes) / ns(AccessOrder::Linear, 0.0, bytes);
+        // Linear reads are latency bound on this GPU; writes are posted, so compare those
+        // with bytes at peak.
+        let peak_ns = bytes / p.vram_bytes_per_s * 1e9;
+        assert!((ns(AccessOrder::Random, bytes, 0.0) / peak_ns - row / 128.0).abs() < 1e-9);
+        assert!((write_ratio - row / 32.0).abs() < 1e-9, "{write_ratio}");
+        assert!(read_ratio > 1.0, "{read_ratio}");
+        // Strided accesses keep their rows open: no row switch is charged.
+        assert_eq!(
+            ns(AccessOrder::Strided { stride_bytes: 4096 }, 0.0, bytes),
+            ns(AccessOrder::Linear, 0.0, bytes)
+        );
+    }
+
+    #[test]
+    fn a_sectored_gpu_moves_a_sector_per_random_read() {
+        // A V100 reads one 32-byte sector where the app counted a 128-byte line, but
+        // the row switch (96 bytes of channel time) is the larger: 3/4 of the line's time.
+        let p = preset::find("v100-pcie-32gb").unwrap();
+        assert_eq!(
+            (p.dram.read_sector_bytes, p.dram.row_switch_bytes),
+            (32, 96)
+        );
+        let mut random = Traffic::default();
+        random.add_part(AccessOrder::Random, 128e6, 0.0, 1.0);
+        let peak_ns = 128e6 / p.vram_bytes_per_s * 1e9;
+        assert!((vram_ns(&p, &random) / peak_ns - 0.75).abs() < 1e-9);
+        // Remote shares of the same access pay nothing in VRAM.
+        let mut half = Traffic::default();
+        half.add_part(AccessOrder::Random, 128e6, 0.0, 0.5);
+        assert!((vram_ns(&p, &half) / vram_ns(&p, &random) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn reads_are_bounded_by_the_loads_the_sms_keep_pending() {
+        // Little's law: 15 SMs x 32 pending lines of 128 bytes per 428 ns is 143.5 GB/s,
+        // below the GTX 480's 177.4 GB/s peak, so a read stream is latency bound and a
+        // write stream (posted) is not.
+        let p = gtx480();
+        let bytes = 128e6;
+        let mut reads = Traffic::default();
+        reads.add_part(AccessOrder::Linear, bytes, 0.0, 1.0);
+        let mut writes = Traffic::default();
+        writes.add_part(AccessOrder::Linear, 0.0, bytes, 1.0);
+        let lines = bytes / 128.0;
+        let bound = lines * p.dram.latency_ns as f64 / f64::from(p.sms * p.pending_reads_per_sm);
+        assert!((vram_ns(&p, &reads) - bound).abs() < 1e-6);
+        assert!(vram_ns(&p, &reads) > vram_ns(&p, &writes));
+        // On an A100, 108 SMs x 512 pending lines hide the latency: bandwidth bounds.
+        let a100 = preset::find("a100-80gb").unwrap();
+        let peak_ns = bytes / a100.vram_bytes_per_s * 1e9;
+        assert!((vram_ns(&a100, &reads) - peak_ns).abs() < 1e-6);
     }
 
     #[test]
@@ -353,7 +495,7 @@ mod tests {
     fn fixed_part_takes_the_largest_term_plus_launch() {
         let p = gtx480();
         let mut t = Traffic::default();
-        t.add_part(AccessOrder::Linear, 177_400.0, 0.0, 1.0); // 1 us from VRAM
+        t.add_part(AccessOrder::Linear, 0.0, 177_400.0, 1.0); // 1 us written to VRAM
         assert_eq!(fixed_ns(&p, 0, &t), p.kernel_launch_ns + 1000);
         // 2 us of compute dominates
         assert_eq!(fixed_ns(&p, 2 * 672_480, &t), p.kernel_launch_ns + 2000);
@@ -393,7 +535,7 @@ mod tests {
         // A compute phase (2 us) and a memory phase (1 us from VRAM, 1 us remote at the
         // link's peak of 5.7 GB/s, written in lines).
         let mut memory = Traffic::default();
-        memory.add_part(AccessOrder::Linear, 177_400.0, 0.0, 1.0);
+        memory.add_part(AccessOrder::Linear, 0.0, 177_400.0, 1.0);
         let mut remote = Traffic::default();
         remote.add_part(AccessOrder::Linear, 0.0, 5_700.0 * 128.0 / 152.0, 0.0);
         let mut both = memory;
@@ -407,6 +549,26 @@ mod tests {
             [(compute_ops, Traffic::default()), (0, both)].into_iter(),
         );
         assert_eq!(phased, p.kernel_launch_ns + 3000);
+    }
+
+    #[test]
+    fn a_fault_batch_stalls_only_the_warps_that_faulted() {
+        // Every touch stalled: the serial sum of stall and work, as before the overlap.
+        assert_eq!(paged_fixed_ns(1000, 300, 200.0, 1.0, 50.0), 1000 + 300 + 50);
+        // A tenth of the work waits for a 300 ns service with its 200 ns of transfers:
+        // the other nine tenths run meanwhile, so the work alone sets the time (the
+        // engine runs the 200 ns of migrations first, then the rest).
+        assert_eq!(paged_fixed_ns(1000, 300, 200.0, 0.1, 50.0), 800 + 50);
+        // A stall longer than the other warps' work shows: service plus stalled work.
+        assert_eq!(paged_fixed_ns(1000, 950, 0.0, 0.1, 0.0), 950 + 100);
+        // The more of the work stalls, the longer the segment, never shorter than the
+        // work and never longer than the serial sum.
+        let mut last = 0;
+        for tenths in 0..=10 {
+            let ns = paged_fixed_ns(1000, 600, 0.0, f64::from(tenths) / 10.0, 0.0);
+            assert!(ns >= last && (1000..=1600).contains(&ns), "{tenths}: {ns}");
+            last = ns;
+        }
     }
 
     #[test]

@@ -430,10 +430,14 @@ impl Engine {
         } else {
             0
         };
-        let fixed_ns = ideal_ns
-            .saturating_add(paging.service_ns)
-            .saturating_add(remote_ns.ceil() as u64)
-            .saturating_add(check_ns);
+        let fixed_ns = timing::paged_fixed_ns(
+            ideal_ns,
+            paging.service_ns,
+            paging.transfer_ns.0 + paging.transfer_ns.1,
+            paging.stalled_share,
+            remote_ns,
+        )
+        .saturating_add(check_ns);
         // Migrations as copy-engine flows: their time alone at the link's peak is what
         // they take at their transfer size's rate, so sharing stretches them in proportion.
         let link = &self.preset.link;

@@ -40,6 +40,9 @@ pub(super) struct FaultIn {
     /// The accesses served remotely from host memory (delayed or zero-copy migration,
     /// pinned pages), in the timing model's terms.
     pub remote: Traffic,
+    /// The share of the walked bytes whose touches waited for a fault batch: the work
+    /// of the warps that stalled ([`crate::timing::paged_fixed_ns`]).
+    pub stalled_share: f64,
 }
 
 impl Engine {
@@ -68,6 +71,8 @@ impl Engine {
                     taken: 0,
                     remote: 0,
                     remote_charged: 0,
+                    stalled: 0,
+                    taken_charged: 0,
                 })
             })
             .collect();
@@ -105,6 +110,7 @@ impl Engine {
             service_ns: 0,
             transfer_ns: (0.0, 0.0),
             remote: Traffic::default(),
+            stalled_share: 0.0,
         };
         let steps = walk.steps;
         let to_step = to_step.min(steps);
@@ -144,6 +150,7 @@ impl Engine {
                         );
                         at += run.pages;
                         c.remote += run.remote;
+                        c.stalled += run.stalled;
                         if self.mmu.notes_full() {
                             self.send_notes();
                         }
@@ -174,12 +181,19 @@ impl Engine {
         }
         self.send_notes();
         walk.done = walk.done.max(to_step);
+        let (mut walked_bytes, mut stalled_bytes) = (0.0, 0.0);
         for c in &mut walk.cursors {
+            // The access's bytes spread evenly over its touches.
+            let access = &walk.kernel.accesses[c.access];
+            let bytes_per_touch =
+                (access.read_bytes + access.write_bytes) as f64 / c.count.max(1) as f64;
+            walked_bytes += (c.taken - c.taken_charged) as f64 * bytes_per_touch;
+            stalled_bytes += c.stalled as f64 * bytes_per_touch;
+            c.taken_charged = c.taken;
+            c.stalled = 0;
             let remote = c.remote - c.remote_charged;
             if remote > 0 {
-                // The access's bytes spread evenly over its touches.
                 let share = remote as f64 / c.count.max(1) as f64;
-                let access = &walk.kernel.accesses[c.access];
                 cost.remote.add_part(
                     access.order,
                     access.read_bytes as f64 * share,
@@ -188,6 +202,9 @@ impl Engine {
                 );
                 c.remote_charged = c.remote;
             }
+        }
+        if walked_bytes > 0.0 {
+            cost.stalled_share = (stalled_bytes / walked_bytes).min(1.0);
         }
         cost
     }
@@ -305,6 +322,10 @@ struct Cursor {
     taken: u64,
     remote: u64,
     remote_charged: u64,
+    /// Touches taken by the end of the last walk, and of those since then the ones that
+    /// waited for a fault batch.
+    taken_charged: u64,
+    stalled: u64,
     runs: Runs,
     /// The rest of a run a wavefront ended in.
     carry: Option<(u64, u64)>,

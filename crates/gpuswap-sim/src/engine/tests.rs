@@ -51,9 +51,15 @@ fn kernels_program(bytes: u64, kernels: u32) -> Program {
 /// of the app buffer and the runtime's small accesses.
 fn read_kernel_ns(p: &Preset, bytes: u64) -> u64 {
     let sms = u64::from(p.sms);
-    let system_bytes = sms * (128 * 2 + 4096 + 512);
+    // The stack's line read and written, the code and the constants read.
+    let (system_reads, system_writes) = (sms * (128 + 4096 + 512), sms * 128);
     let mut traffic = Traffic::default();
-    traffic.add_part(AccessOrder::Linear, (bytes + system_bytes) as f64, 0.0, 1.0);
+    traffic.add_part(
+        AccessOrder::Linear,
+        (bytes + system_reads) as f64,
+        system_writes as f64,
+        1.0,
+    );
     timing::fixed_ns(p, 0, &traffic)
 }
 

@@ -31,6 +31,9 @@ pub struct Touched {
     pub pages: u64,
     /// Of those, pages accessed remotely (mapped in host memory) instead of faulting.
     pub remote: u64,
+    /// Of those, pages whose touches wait for a fault batch: faulted now, or already
+    /// waiting in the batch. Their warps stall; the others' go on.
+    pub stalled: u64,
 }
 
 /// What the MMU counted for one tenant's managed pages.
@@ -396,6 +399,7 @@ impl Mmu {
             let run = self.touch_in_block(b, Pages::range(i, end), kind, now_ns, room, faults);
             done.pages += run.pages;
             done.remote += run.remote;
+            done.stalled += run.stalled;
         }
         done
     }
@@ -429,6 +433,7 @@ impl Mmu {
             return Some(Touched {
                 pages: 1,
                 remote: 0,
+                stalled: 0,
             });
         }
         assert!(
@@ -443,6 +448,7 @@ impl Mmu {
                 Some(Touched {
                     pages: 1,
                     remote: 1,
+                    stalled: 0,
                 })
             }
             ServeRule::Fault => {
@@ -461,6 +467,7 @@ impl Mmu {
                 Some(Touched {
                     pages: 1,
                     remote: 0,
+                    stalled: 1,
                 })
             }
             _ => None,
@@ -534,6 +541,7 @@ impl Mmu {
         Touched {
             pages: range.count() as u64,
             remote: remote.count() as u64,
+            stalled: (range & in_flight).count() as u64,
         }
     }
 

@@ -200,6 +200,32 @@ fn pages_waiting_in_a_batch_fault_once() {
 }
 
 #[test]
+fn touches_that_wait_for_a_batch_stall_and_resident_or_remote_ones_do_not() {
+    let mut p = paging(8 * MIB, "none", "fifo-2mb");
+    let base = p.add_allocation(0, MIB);
+    let mut faults = Vec::new();
+    // Fault the first 8 pages and have them serviced: resident now.
+    p.touch_run(base, 8, AccessKind::Read, 0, &mut faults, 256);
+    p.service(&faults, 0);
+    faults.clear();
+    // A run over 16 pages: 8 resident go on, 8 fault and stall.
+    let run = p.touch_run(base, 16, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!((run.pages, run.stalled, faults.len()), (16, 8, 8));
+    // Touched again before the batch is serviced: the waiting pages stall again, once
+    // each, without new faults; one page on its own (the single-page path) as well.
+    let again = p.touch_run(base + 4, 8, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!((again.stalled, faults.len()), (4, 8));
+    let single = p.touch_run(base + 12, 1, AccessKind::Read, 0, &mut faults, 256);
+    let resident = p.touch_run(base, 1, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!((single.stalled, resident.stalled), (1, 0));
+    // Served remotely: no stall.
+    let mut z = paging_with(8 * MIB, Migration::ZeroCopy, true);
+    let zb = z.add_allocation(0, MIB);
+    let remote = z.touch_run(zb, 16, AccessKind::Read, 0, &mut faults, 256);
+    assert_eq!((remote.remote, remote.stalled), (16, 0));
+}
+
+#[test]
 fn zero_copy_serves_every_touch_remotely_and_never_migrates() {
     let mut p = paging_with(8 * MIB, Migration::ZeroCopy, true);
     let base = p.add_allocation(0, 4 * MIB);
