@@ -490,14 +490,20 @@ impl Engine {
             .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
     }
 
-    /// A running kernel's fixed part is over.
-    pub(super) fn fixed_done(&mut self, launch: LaunchId) {
+    /// A running kernel's fixed part is over: `Partial::Yes` while its flows still run.
+    pub(super) fn fixed_done(&mut self, launch: LaunchId) -> Partial {
         let running = self.running_kernel(launch).expect("the kernel runs");
         running.fixed_done = true;
+        let partial = if running.flows_left > 0 {
+            Partial::Yes
+        } else {
+            Partial::No
+        };
         if running.share.take().is_some() {
             self.reshare();
         }
         self.maybe_finish_kernel(launch);
+        partial
     }
 
     /// Kernels in their fixed parts share the SMs by their demand and VRAM bandwidth
@@ -551,28 +557,35 @@ impl Engine {
     }
 
     /// A flow of a running kernel ended: the next of its migrations starts, or, after
-    /// the last, its fixed time.
-    pub(super) fn kernel_flow_done(&mut self, launch: LaunchId) {
+    /// the last, its fixed time. `Partial::Yes` unless it was the last part the kernel
+    /// (or its segment) waited for.
+    pub(super) fn kernel_flow_done(&mut self, launch: LaunchId) -> Partial {
         let running = self
             .running_kernel(launch)
             .expect("a flow's kernel is running");
         running.flows_left -= 1;
-        if running.flows_left == 0 {
-            if let Some((direction, bytes)) = running.migrations.pop() {
-                self.start_migration(launch, direction, bytes);
-                return;
-            }
-            if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
-                let (t, started_ns, service_ns) = (
-                    running.tenant,
-                    running.started_segment_ns,
-                    running.fault_service_ns,
-                );
-                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
-                return self.enter_fixed(launch, fixed_ns);
-            }
+        if running.flows_left > 0 {
+            return Partial::Yes;
+        }
+        if let Some((direction, bytes)) = running.migrations.pop() {
+            self.start_migration(launch, direction, bytes);
+            return Partial::Yes;
+        }
+        if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
+            let (t, started_ns, service_ns) = (
+                running.tenant,
+                running.started_segment_ns,
+                running.fault_service_ns,
+            );
+            self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+            self.enter_fixed(launch, fixed_ns);
+            return Partial::Yes;
+        }
+        if !running.fixed_done {
+            return Partial::Yes;
         }
         self.maybe_finish_kernel(launch);
+        Partial::No
     }
 
     /// What `launch` by tenant `t` costs with the data where the page table says it is.
