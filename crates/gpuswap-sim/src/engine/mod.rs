@@ -222,15 +222,23 @@ impl Tenant {
     fn drained(&self, running_here: bool) -> bool {
         self.channel.is_empty() && !running_here && self.copies_in_flight == 0
     }
+
+    /// The kernel launched at instruction `site`.
+    fn kernel_at(&self, site: usize) -> &Rc<Kernel> {
+        match &self.instrs[site] {
+            Instr::Launch(kernel) => kernel,
+            _ => unreachable!("a launch site holds a launch"),
+        }
+    }
 }
 
-/// One kernel launch on its way to the GPU.
-#[derive(Clone)]
+/// One kernel launch on its way to the GPU. It runs the kernel of its launch site
+/// (`Tenant::kernel_at`), so a launch moves no reference count.
+#[derive(Clone, Copy)]
 struct Launch {
     id: LaunchId,
     /// Where in the tenant's program it was launched (the cost cache's key).
     site: usize,
-    kernel: Rc<Kernel>,
 }
 
 struct RunningKernel {
@@ -263,9 +271,8 @@ struct RunningKernel {
     bandwidth_share: f64,
     /// A scheduler asked it to stop at its next segment's end.
     preempt: bool,
-    /// What it runs, to run it again from its start after a preemption.
+    /// Where it was launched, to run it again from its start after a preemption.
     site: usize,
-    kernel: Rc<Kernel>,
 }
 
 enum CopyKind {
