@@ -235,8 +235,10 @@ impl Engine {
     /// Asks the scheduling policy whether tenant `t`'s next kernel may start; if not, the
     /// tenant is held (out of the ready set) until an `Execution::Start` names it.
     fn admitted(&mut self, t: usize) -> bool {
-        let launch = self.tenants[t].channel.front().expect("ready");
-        let mut slots: Vec<usize> = launch.kernel.accesses.iter().map(|a| a.slot).collect();
+        let tenant = &self.tenants[t];
+        let launch = tenant.channel.front().expect("ready");
+        let kernel = tenant.kernel_at(launch.site);
+        let mut slots: Vec<usize> = kernel.accesses.iter().map(|a| a.slot).collect();
         slots.sort_unstable();
         slots.dedup();
         let buffers: Vec<BufferId> = slots
@@ -286,7 +288,6 @@ impl Engine {
         tenant.channel.push_front(Launch {
             id: running.launch,
             site: running.site,
-            kernel: running.kernel,
         });
         self.ready.insert(t);
         let id = tenant.id;
@@ -299,10 +300,9 @@ impl Engine {
     pub(super) fn run_kernel(&mut self, t: usize, launch: Launch) {
         let want_references = self.preset.features.reference_bits && self.needs.reference_bits;
         let cost = self.kernel_cost(t, &launch);
-        let kernel = &launch.kernel;
         let mut referenced = Vec::new();
         if want_references {
-            for access in &kernel.accesses {
+            for access in &self.tenants[t].kernel_at(launch.site).accesses {
                 if let Some(b) =
                     self.tenants[t].slots[access.slot].and_then(|id| self.mmu.table.get(id))
                 {
@@ -321,30 +321,6 @@ impl Engine {
         } else {
             0.0
         };
-        let mut running = RunningKernel {
-            launch: launch.id,
-            tenant: t,
-            ideal_ns: cost.ideal_ns,
-            started_ns: self.now_ns,
-            started_segment_ns: self.now_ns,
-            accesses: cost.accesses,
-            fixed_done: false,
-            flows_left: 0,
-            written: cost.written,
-            referenced,
-            migrations: Vec::new(),
-            fixed_after_migrations_ns: None,
-            fault_service_ns: 0,
-            walk: None,
-            segments: 1,
-            segment: 0,
-            all_bytes: 0.0,
-            share: None,
-            bandwidth_share,
-            preempt: false,
-            site: launch.site,
-            kernel: Rc::clone(&launch.kernel),
-        };
         // Unified memory (the device serves page faults, as the policy needs): every
         // access to a managed buffer is served from VRAM once its faults are, or from
         // host memory where the MMU maps it remotely. The kernel first moves
@@ -353,34 +329,61 @@ impl Engine {
         // plus the batches' service time and the remote accesses' time (first order:
         // none of it overlaps its computation). Where kernels of several tenants run at
         // once, or a scheduler may stop one, it does so segment by segment.
+        let (mut walk, mut segments, mut all_bytes, mut flows_left) = (None, 1, 0.0, 0);
         if self.needs.page_faults {
-            let walk = self.start_walk(t, &launch.kernel, launch.id.0);
+            let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
+            let started = self.start_walk(t, &kernel, launch.id.0);
             if self.segmented {
-                running.segments = walk.steps.min(SEGMENTS) as u32;
+                segments = started.steps.min(SEGMENTS) as u32;
             }
-            running.all_bytes = traffic.local_bytes + traffic.remote_bytes();
-            running.walk = Some(Box::new(walk));
-            self.running.push(running);
+            all_bytes = traffic.local_bytes + traffic.remote_bytes();
+            walk = Some(Box::new(started));
+        } else {
+            let tenant = &mut self.tenants[t];
+            tenant.local_bytes += traffic.local_bytes;
+            tenant.remote_bytes += traffic.remote_bytes();
+            let weight = timing::kernel_pending_bytes(&self.preset);
+            for (direction, bytes) in [
+                (Direction::ToDevice, traffic.link_bytes_to_device()),
+                (Direction::ToHost, traffic.link_bytes_to_host()),
+            ] {
+                if bytes > 0.0 {
+                    let id = self.link.start(self.now_ns, direction, bytes, None, weight);
+                    self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
+                    flows_left += 1;
+                }
+            }
+        }
+        // Built in its place in `running`: the struct is large, and building it aside
+        // and moving it in was a measurable share of every launch.
+        self.running.push(RunningKernel {
+            launch: launch.id,
+            tenant: t,
+            ideal_ns: cost.ideal_ns,
+            started_ns: self.now_ns,
+            started_segment_ns: self.now_ns,
+            accesses: cost.accesses,
+            fixed_done: false,
+            flows_left,
+            written: cost.written,
+            referenced,
+            migrations: Vec::new(),
+            fixed_after_migrations_ns: None,
+            fault_service_ns: 0,
+            walk,
+            segments,
+            segment: 0,
+            all_bytes,
+            share: None,
+            bandwidth_share,
+            preempt: false,
+            site: launch.site,
+        });
+        if self.needs.page_faults {
             return self.start_segment(launch.id);
         }
-        let tenant = &mut self.tenants[t];
-        tenant.local_bytes += traffic.local_bytes;
-        tenant.remote_bytes += traffic.remote_bytes();
-        let weight = timing::kernel_pending_bytes(&self.preset);
-        for (direction, bytes) in [
-            (Direction::ToDevice, traffic.link_bytes_to_device()),
-            (Direction::ToHost, traffic.link_bytes_to_host()),
-        ] {
-            if bytes > 0.0 {
-                let id = self.link.start(self.now_ns, direction, bytes, None, weight);
-                self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
-                running.flows_left += 1;
-            }
-        }
-        let flows = running.flows_left > 0;
-        self.running.push(running);
         self.enter_fixed(launch.id, cost.fixed_ns);
-        if flows {
+        if flows_left > 0 {
             self.rearm_link();
         }
     }
@@ -494,14 +497,20 @@ impl Engine {
             .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
     }
 
-    /// A running kernel's fixed part is over.
-    pub(super) fn fixed_done(&mut self, launch: LaunchId) {
+    /// A running kernel's fixed part is over: `Partial::Yes` while its flows still run.
+    pub(super) fn fixed_done(&mut self, launch: LaunchId) -> Partial {
         let running = self.running_kernel(launch).expect("the kernel runs");
         running.fixed_done = true;
+        let partial = if running.flows_left > 0 {
+            Partial::Yes
+        } else {
+            Partial::No
+        };
         if running.share.take().is_some() {
             self.reshare();
         }
         self.maybe_finish_kernel(launch);
+        partial
     }
 
     /// Kernels in their fixed parts share the SMs by their demand and VRAM bandwidth
@@ -555,28 +564,35 @@ impl Engine {
     }
 
     /// A flow of a running kernel ended: the next of its migrations starts, or, after
-    /// the last, its fixed time.
-    pub(super) fn kernel_flow_done(&mut self, launch: LaunchId) {
+    /// the last, its fixed time. `Partial::Yes` unless it was the last part the kernel
+    /// (or its segment) waited for.
+    pub(super) fn kernel_flow_done(&mut self, launch: LaunchId) -> Partial {
         let running = self
             .running_kernel(launch)
             .expect("a flow's kernel is running");
         running.flows_left -= 1;
-        if running.flows_left == 0 {
-            if let Some((direction, bytes)) = running.migrations.pop() {
-                self.start_migration(launch, direction, bytes);
-                return;
-            }
-            if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
-                let (t, started_ns, service_ns) = (
-                    running.tenant,
-                    running.started_segment_ns,
-                    running.fault_service_ns,
-                );
-                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
-                return self.enter_fixed(launch, fixed_ns);
-            }
+        if running.flows_left > 0 {
+            return Partial::Yes;
+        }
+        if let Some((direction, bytes)) = running.migrations.pop() {
+            self.start_migration(launch, direction, bytes);
+            return Partial::Yes;
+        }
+        if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
+            let (t, started_ns, service_ns) = (
+                running.tenant,
+                running.started_segment_ns,
+                running.fault_service_ns,
+            );
+            self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+            self.enter_fixed(launch, fixed_ns);
+            return Partial::Yes;
+        }
+        if !running.fixed_done {
+            return Partial::Yes;
         }
         self.maybe_finish_kernel(launch);
+        Partial::No
     }
 
     /// What `launch` by tenant `t` costs with the data where the page table says it is.
@@ -592,7 +608,9 @@ impl Engine {
             return site.cost.clone();
         }
         let cached = cache.get_mut(launch.site).and_then(Option::take);
-        let kernel = &launch.kernel;
+        // A reference count only on a miss: the cache answers most launches.
+        let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
+        let kernel = &*kernel;
         let mut fractions = cached.map_or_else(Vec::new, |site| site.fractions);
         fractions.resize(kernel.accesses.len(), None);
         let mut traffic = Traffic::default();
@@ -724,19 +742,25 @@ impl Engine {
             }
             return self.start_segment(launch);
         }
-        let running = self.running.swap_remove(at);
-        for id in running.written.iter() {
-            self.end_write(*id);
-        }
-        let t = running.tenant;
+        // What the end needs is taken out and the kernel dropped where it lies: moving
+        // the large struct out of `running` was a measurable share of every kernel.
         let stats = KernelStats {
             launch: Some(running.launch),
             accesses: running.accesses,
             ns: self.now_ns - running.started_ns,
             finished_ns: self.now_ns,
             ideal_ns: running.ideal_ns,
-            referenced: running.referenced,
+            referenced: std::mem::take(&mut running.referenced),
         };
+        let (t, written) = (running.tenant, Rc::clone(&running.written));
+        let last = self.running.len() - 1;
+        if at != last {
+            self.running.swap(at, last);
+        }
+        self.running.truncate(last);
+        for id in written.iter() {
+            self.end_write(*id);
+        }
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
         let tenant = &mut self.tenants[t];

@@ -428,7 +428,9 @@ pub struct Outcome {
     pub tenants: Vec<TenantOutcome>,
     /// When the last tenant ended.
     pub makespan_ns: u64,
-    /// Events processed.
+    /// Events processed. A wake-up that only passes one part of a kernel's or copy's
+    /// end (its fixed part while its link flows run, or the reverse) is none: a kernel
+    /// costs one completion event.
     pub events: u64,
     /// How busy each link direction was over the run (time 0 to the last event): bytes
     /// moved over what its bandwidth could move, as (to device, to host).

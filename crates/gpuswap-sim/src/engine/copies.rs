@@ -113,21 +113,20 @@ impl Engine {
     }
 
     /// Keeps one wake-up at the link's next completion: an unchanged time keeps it, a
-    /// new time replaces it. A replaced wake-up still counts as an event, as it did when
-    /// it sat stale in the queue, so event counts stay comparable across versions.
+    /// new time replaces it.
     pub(super) fn rearm_link(&mut self) {
         let next = self.link.next_completion_ns();
         if next == self.link_wake.map(|w| w.0) {
             return;
         }
-        if self.link_wake.is_some() {
-            self.events += 1;
-        }
         self.link_wake = next.map(|t| (t, self.next_seq()));
     }
 
-    pub(super) fn advance_link(&mut self) {
+    /// The link's wake-up: hands the finished flows to their owners. `Partial::Yes`
+    /// when none of them was the last part its kernel or copy waited for.
+    pub(super) fn advance_link(&mut self) -> Partial {
         self.link.advance(self.now_ns);
+        let mut partial = Partial::Yes;
         while let Some(id) = self.link.pop_finished() {
             let at = self
                 .flow_owners
@@ -135,19 +134,25 @@ impl Engine {
                 .position(|(f, _)| *f == id)
                 .expect("every flow has an owner");
             match self.flow_owners.remove(at).1 {
-                FlowOwner::Kernel(launch) => self.kernel_flow_done(launch),
+                FlowOwner::Kernel(launch) => {
+                    if self.kernel_flow_done(launch) == Partial::No {
+                        partial = Partial::No;
+                    }
+                }
                 FlowOwner::CopyEngine(engine) => {
                     let job = self.copy_engines[engine]
                         .as_mut()
                         .expect("a flow's copy runs");
                     job.flows_left -= 1;
                     if job.flows_left == 0 {
+                        partial = Partial::No;
                         self.finish_copy(engine);
                     }
                 }
             }
         }
         self.rearm_link();
+        partial
     }
 }
 

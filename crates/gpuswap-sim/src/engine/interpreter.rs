@@ -16,7 +16,9 @@ impl Engine {
         }
         loop {
             let tenant = &mut self.tenants[t];
-            let Some(instr) = tenant.instrs.get(tenant.pc).cloned() else {
+            // Matched in place: cloning the instruction cost a kernel's reference count
+            // on every launch.
+            let Some(instr) = tenant.instrs.get(tenant.pc) else {
                 // Process exit waits for the GPU work the tenant queued.
                 if tenant.in_flight > 0 {
                     tenant.state = State::WaitingChannel;
@@ -24,7 +26,7 @@ impl Engine {
                 }
                 return self.finish_tenant(t, None);
             };
-            match instr {
+            match *instr {
                 Instr::Alloc(slot) => {
                     tenant.pc += 1;
                     tenant.state = State::WaitingAlloc;
@@ -131,7 +133,7 @@ impl Engine {
                     });
                     return self.start_copies();
                 }
-                Instr::Launch(kernel) => {
+                Instr::Launch(_) => {
                     if tenant.in_flight >= self.preset.launch_queue_depth {
                         tenant.state = State::WaitingQueueSpace;
                         return;
@@ -140,7 +142,6 @@ impl Engine {
                     let launch = Launch {
                         id: LaunchId(self.next_launch),
                         site: tenant.pc - 1,
-                        kernel,
                     };
                     self.next_launch += 1;
                     if tenant.suspended {

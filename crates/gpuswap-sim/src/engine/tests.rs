@@ -248,6 +248,23 @@ fn a_kernel_reading_host_memory_crowds_out_a_copy() {
 }
 
 #[test]
+fn a_kernel_with_link_traffic_costs_one_completion_event() {
+    // The same program with its buffer in VRAM and (FCFS, no room) in host memory: the
+    // remote kernels end at the later of their fixed part and their link flow, in one
+    // event, so both runs take as many events.
+    let run = |vram_bytes: u64| {
+        let mut cfg = config(vec![tenant("a", kernels_program(16 * MIB, 20))], vram_bytes);
+        cfg.manager.policy = PolicySettings::named("fcfs");
+        simulate(cfg).unwrap()
+    };
+    let local = run(runtime_bytes() + 16 * MIB);
+    let remote = run(runtime_bytes());
+    assert_eq!(local.tenants[0].remote_bytes, 0.0);
+    assert!(remote.tenants[0].remote_bytes > 0.0);
+    assert_eq!(remote.events, local.events);
+}
+
+#[test]
 fn native_out_of_memory_fails_only_the_newcomer() {
     let p = gtx480();
     let runtime = p.runtime_bytes();
