@@ -14,21 +14,14 @@
 //!   tenant waits, or early when it has had no kernel for `QUANTUM_IDLE_RELEASE_NS`.
 
 use super::*;
+use crate::preemption;
 
 /// Segments of a unified-memory kernel that runs in segments: the granularity at which
 /// concurrent kernels' page touches interleave and at which a scheduler's preemption
-/// takes effect (PILOT's instrumented check before the outermost loop's back-edge; our
-/// apps do not model their loops, so a kernel checks 16 times, evenly spread).
+/// takes effect (PILOT's instrumented check before the outermost loop's back-edge stops
+/// a kernel at once; the model stops it at the next of 16 evenly spread points). What
+/// the checks cost follows the kernel's own loop: [`crate::preemption`].
 pub(super) const SEGMENTS: u64 = 16;
-
-/// What one instrumented check costs a kernel under PILOT's runtime: its threads read
-/// the daemon's preemption flag before the outermost loop's back-edge. The flag is read
-/// by every thread and written almost never, so the read hits in the L2: about 193
-/// cycles on Volta (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
-/// Microbenchmarking", 2018), 0.15 us at 1.38 GHz, taken as the delay the check adds
-/// (unconfirmed: PILOT gives no figure, only that the overhead matters for small
-/// inputs). Being a fixed cost per check, its share shrinks as the input grows.
-pub(super) const PREEMPTION_CHECK_NS: u64 = 150;
 
 /// The tenant holding the device under `Sharing::ExclusiveQuantum`.
 #[derive(Clone, Copy, Debug)]
@@ -425,8 +418,11 @@ impl Engine {
         tenant.local_bytes += (part(running.all_bytes) - remote).max(0.0);
         tenant.remote_bytes += remote;
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
+        // The segment's share of the time the instrumentation's flag reads add.
         let check_ns = if self.manager.schedules_kernels() {
-            PREEMPTION_CHECK_NS
+            let kernel = &running.kernel;
+            let whole = preemption::exposed_ns(&self.preset, kernel.ops, kernel.outer_loop);
+            part(whole).ceil() as u64
         } else {
             0
         };
@@ -616,6 +612,17 @@ impl Engine {
                 written.push(id);
             }
         }
+        // PILOT's instrumentation adds its checks' instructions, spread over the phases.
+        let check_ops = if self.manager.schedules_kernels() {
+            preemption::check_ops(kernel.outer_loop)
+        } else {
+            0
+        };
+        let ops = kernel.ops + check_ops;
+        let phase_ops = |phase_ops: u64| match kernel.ops {
+            0 => phase_ops,
+            all => phase_ops + check_ops * phase_ops / all,
+        };
         // A kernel with barriers: each phase's own traffic, at the same local fractions.
         let fractions_now = &fractions;
         let phase_traffic = |local: bool| {
@@ -635,13 +642,13 @@ impl Engine {
                     t.add(access, fraction);
                 }
                 start = end;
-                (phase.ops, t)
+                (phase_ops(phase.ops), t)
             })
         };
         let (fixed_ns, ideal_ns) = if kernel.phases.is_empty() {
             (
-                timing::fixed_ns(&self.preset, kernel.ops, &traffic),
-                timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+                timing::fixed_ns(&self.preset, ops, &traffic),
+                timing::fixed_ns(&self.preset, ops, &ideal),
             )
         } else {
             (

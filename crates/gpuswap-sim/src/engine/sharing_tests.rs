@@ -31,6 +31,7 @@ fn program(mib: u64, kernels: u32, ops: u64) -> Program {
                         ..Access::uniform(a, bytes, 0)
                     }],
                     phases: Vec::new(),
+                    outer_loop: Default::default(),
                 }),
                 Op::Sync,
             ],
