@@ -314,6 +314,12 @@ impl Engine {
         } else {
             0.0
         };
+        // Its share of the all-in-VRAM time spent on arithmetic: what fewer SMs slow.
+        let compute_share = if cost.ideal_ns > 0 {
+            (timing::compute_ns(&self.preset, kernel.ops) / cost.ideal_ns as f64).min(1.0)
+        } else {
+            0.0
+        };
         let mut running = RunningKernel {
             launch: launch.id,
             tenant: t,
@@ -334,6 +340,7 @@ impl Engine {
             all_bytes: 0.0,
             share: None,
             bandwidth_share,
+            compute_share,
             preempt: false,
             site: launch.site,
             kernel: Rc::clone(&launch.kernel),
@@ -497,12 +504,18 @@ impl Engine {
     }
 
     /// Kernels in their fixed parts share the SMs by their demand and VRAM bandwidth
-    /// max-min fairly; each runs at the lower of its two shares over its demand. Called
-    /// whenever a fixed part begins or ends (MPS only): the rates hold until then.
+    /// max-min fairly. Each is slowed as the roofline its timing follows says
+    /// (`max(C, L/B)`, Williams, Waterman and Patterson, CACM 2009, applied to the
+    /// shares it gets): its arithmetic by its SM share over its demand, its VRAM time by
+    /// its bandwidth share over its demand, and it takes the longer of the two, so a
+    /// memory-bound kernel loses nothing to fewer SMs until its arithmetic catches up
+    /// with its memory time. Called whenever a fixed part begins or ends (MPS only): the
+    /// rates hold until then.
     fn reshare(&mut self) {
         let now = self.now_ns;
         let mut sm = Vec::new();
         let mut bandwidth = Vec::new();
+        let mut compute = Vec::new();
         for r in &mut self.running {
             if let Some(share) = &mut r.share {
                 share.left_ns -= (now - share.since_ns) as f64 * share.rate;
@@ -510,6 +523,7 @@ impl Engine {
                 share.since_ns = now;
                 sm.push(self.tenants[r.tenant].sm_share);
                 bandwidth.push(r.bandwidth_share);
+                compute.push(r.compute_share);
             }
         }
         let sm_given = water_fill(&sm);
@@ -519,9 +533,12 @@ impl Engine {
         let mut i = 0;
         for r in &mut self.running {
             if let Some(share) = &mut r.share {
-                share.rate = rate(sm_given[i], sm[i])
-                    .min(rate(bandwidth_given[i], bandwidth[i]))
-                    .clamp(1e-9, 1.0);
+                // Alone its arithmetic takes `compute[i]` of its time and its VRAM
+                // traffic `bandwidth[i]`; the rest (launch, latency) is not shared.
+                let (c, m) = (compute[i], bandwidth[i]);
+                let shared = (c / rate(sm_given[i], sm[i]).max(1e-9))
+                    .max(m / rate(bandwidth_given[i], m).max(1e-9));
+                share.rate = (1.0 / (1.0 - c.max(m) + shared)).clamp(1e-9, 1.0);
                 wakes.push((
                     now.saturating_add((share.left_ns / share.rate).ceil() as u64),
                     r.launch,
