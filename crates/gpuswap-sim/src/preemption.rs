@@ -43,7 +43,7 @@ const WARP: f64 = 32.0;
 
 /// The instructions the checks add to a kernel.
 pub fn check_ops(outer: OuterLoop) -> u64 {
-    outer.trips * CHECK_INSTRUCTIONS
+    outer.trips.saturating_mul(CHECK_INSTRUCTIONS)
 }
 
 /// The time the checks' flag reads add to a kernel of `ops` instructions (its own)

@@ -116,7 +116,7 @@ impl OuterLoop {
     pub fn uniform(threads: u64, trips_each: u64) -> Self {
         Self {
             threads,
-            trips: threads * trips_each,
+            trips: threads.saturating_mul(trips_each),
         }
     }
 }

@@ -635,10 +635,13 @@ impl Engine {
         } else {
             0
         };
-        let ops = kernel.ops + check_ops;
+        let ops = kernel.ops.saturating_add(check_ops);
         let phase_ops = |phase_ops: u64| match kernel.ops {
             0 => phase_ops,
-            all => phase_ops + check_ops * phase_ops / all,
+            all => {
+                let share = u128::from(check_ops) * u128::from(phase_ops) / u128::from(all);
+                phase_ops.saturating_add(u64::try_from(share).unwrap_or(u64::MAX))
+            }
         };
         // A kernel with barriers: each phase's own traffic, at the same local fractions.
         let fractions_now = &fractions;
