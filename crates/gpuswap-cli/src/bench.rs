@@ -185,6 +185,7 @@ fn uvm_bench(policy: &PolicySettings) -> String {
                     ops: 1_000_000,
                     accesses,
                     phases: Vec::new(),
+                    outer_loop: Default::default(),
                 })],
             });
             p.ops.push(Op::Sync);

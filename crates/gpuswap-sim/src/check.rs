@@ -346,6 +346,7 @@ fn program(rng: &mut ChaCha8Rng) -> Program {
                     .map(|&s| Access::uniform(s, mib * MIB, mib * MIB / 2))
                     .collect(),
                 phases: Vec::new(),
+                outer_loop: Default::default(),
             })),
         }
     }

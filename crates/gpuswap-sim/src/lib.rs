@@ -7,6 +7,7 @@ pub mod engine;
 pub mod gdev;
 pub mod link;
 pub mod mmu;
+pub mod preemption;
 pub mod preset;
 pub mod profile;
 pub mod program;

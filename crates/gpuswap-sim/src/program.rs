@@ -94,6 +94,31 @@ pub struct Kernel {
     /// another's arithmetic, so the timing model takes each phase's slowest resource in
     /// turn.
     pub phases: Vec<Phase>,
+    /// Its outermost loop, where PILOT's preemption check goes (zero where the kernel
+    /// has no loop, or where its app does not model its loops).
+    pub outer_loop: OuterLoop,
+}
+
+/// The outermost loop of a [`Kernel`]'s threads: PILOT's binary instrumentation reads its
+/// preemption flag before that loop's back-edge, once per trip of every thread
+/// (`../shared/spec/pilot.md`). See [`crate::preemption`] for what that costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OuterLoop {
+    /// Threads of the launch (those that only test a bound and return included).
+    pub threads: u64,
+    /// Trips of the outermost loop, summed over the threads: 0 for a kernel without a
+    /// loop, which PILOT cannot stop before it ends.
+    pub trips: u64,
+}
+
+impl OuterLoop {
+    /// `threads` threads that each make `trips_each` trips.
+    pub fn uniform(threads: u64, trips_each: u64) -> Self {
+        Self {
+            threads,
+            trips: threads.saturating_mul(trips_each),
+        }
+    }
 }
 
 /// One barrier-separated phase of a [`Kernel`].
@@ -453,6 +478,7 @@ mod tests {
             ops: 1,
             accesses,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         })
     }
 
@@ -575,6 +601,7 @@ mod tests {
                     ops: 10,
                     accesses: vec![Access::uniform(0, 8, 8), Access::uniform(0, 8, 0)],
                     phases,
+                    outer_loop: Default::default(),
                 });
             }
         };

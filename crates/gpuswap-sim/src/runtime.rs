@@ -190,6 +190,7 @@ mod tests {
                     ops: 1,
                     accesses: vec![Access::uniform(a, 10, 0)],
                     phases: Vec::new(),
+                    outer_loop: Default::default(),
                 })],
             },
             Op::Free(a),

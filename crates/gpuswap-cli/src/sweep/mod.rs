@@ -404,6 +404,23 @@ mod tests {
     }
 
     #[test]
+    fn every_reproduction_sweep_checks_at_every_point() {
+        // The papers' setups (scenarios/pilot, scenarios/fidelity) are sweeps too long to
+        // run in a test: every point of each must still be a valid scenario.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        for dir in ["pilot", "fidelity"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let plan = Plan::new(&path, &text, &[], None).unwrap();
+                    plan.check_points().unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_baselines_scenarios_own_sweep_checks_at_every_point() {
         // Its comment once said to vary the mode alone: 12 of 15 runs failed.
         let path =

@@ -141,6 +141,7 @@ fn program(input: &Input, repeat: u32) -> Program {
             })
             .collect(),
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let periods = u32::try_from(input.hold_ns / input.period_ns).expect("checked by parse");
     // The launch and its wait take part of the period; the engine's clock adds them, so

@@ -145,6 +145,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             data_access(tmp, vector, vector, stored, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let kernel2 = Kernel {
         name: "atax_kernel2".into(),
@@ -155,6 +156,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             data_access(y, vector, vector, stored, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
 
     let all = [a, x, y, tmp];

@@ -76,11 +76,14 @@
 use super::common::{d2h, h2d, parse_size, phased, uniform};
 use super::model::{AppModel, PatternClass, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The backprop app.
 pub struct Backprop;
 
+/// Steps of `bpnn_layerforward_CUDA`'s reduction loop over the 16 rows of a tile
+/// (log2 16), its only loop: the trips of PILOT's check.
+const REDUCTION_STEPS: u64 = 4;
 const HELP: &str = "default (1048560 input units, 144 MiB), rodinia (65536 units, 9.4 MB), \
                     uvmsmart (131056 units, 18 MiB, the research simulator's input), large \
                     (16777216 units, 2.25 GiB), small (65536 units, 9 MiB, PILOT's 8.8 MB), \
@@ -174,6 +177,7 @@ fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(partial, 0, units * FLOAT_BYTES, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(threads, REDUCTION_STEPS),
     };
     let adjust = Kernel {
         name: "bpnn_adjust_weights_cuda".into(),
@@ -190,6 +194,7 @@ fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(prev_weights, rows_read, rows_written, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
 
     let all = [input, output_hidden, weights, partial, delta, prev_weights];

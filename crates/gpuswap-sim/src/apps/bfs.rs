@@ -82,7 +82,7 @@ use super::common::{
 };
 use super::model::{AppModel, PatternClass, SizeError};
 use crate::device::{DeviceShape, scattered_bytes};
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The bfs app.
 pub struct Bfs;
@@ -207,6 +207,9 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
         let (f, reached, u) = (level.frontier, level.reached, level.neighbour_writes);
         let warps = n as f64 / WARP;
         let busy_warps = warps * (1.0 - (1.0 - f / n as f64).powf(WARP));
+        // The threads of busy warps walk their edges in lockstep: a warp makes about
+        // DEGREE trips of the edge loop, PILOT's checked loop.
+        let looping = (busy_warps * WARP).round() as u64;
         let expand = Kernel {
             name: "Kernel".into(),
             ops: n * SCAN_OPS_PER_THREAD
@@ -235,6 +238,7 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
                 uniform(updating, 0, random_write(updating, u), AccessOrder::Random),
             ],
             phases: Vec::new(),
+            outer_loop: OuterLoop::uniform(looping, DEGREE),
         };
         let mut settle = Kernel {
             name: "Kernel2".into(),
@@ -245,6 +249,7 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
                 uniform(visited, 0, write(visited, reached), AccessOrder::Linear),
             ],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         };
         if reached > 0.0 {
             let reaching_warps = warps * (1.0 - (1.0 - reached / n as f64).powf(WARP));

@@ -151,6 +151,7 @@ fn program(side: u64, repeat: u32) -> Program {
             data_access(b, image, 0, interior * FLOAT_BYTES, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
 
     // The printed elements lie more than a page apart: one page each.

@@ -103,7 +103,7 @@ use super::common::{
 };
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The corr app.
 pub struct Corr;
@@ -215,6 +215,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(data, column_walk, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(columns, n),
     };
     let std_kernel = Kernel {
         name: "std_kernel".into(),
@@ -230,6 +231,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(data, column_walk, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(columns, n),
     };
     let elements3 = columns3 * rows3;
     // Each block reads one line of 32 floats of each vector.
@@ -251,6 +253,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             ),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     // Threads with a column after theirs, and the pairs they compute.
     let working = columns.min(n - 1);
@@ -279,6 +282,10 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(data, corr_data_reads(n, columns), 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop {
+            threads: working,
+            trips: pairs,
+        },
     };
 
     let all = [data, symmat, stddev, mean];

@@ -165,6 +165,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             data_access(hz, hz_data, loaded_rows(n, 1) * row, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let step2 = Kernel {
         name: "fdtd_step2_kernel".into(),
@@ -186,6 +187,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             ),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let step3 = Kernel {
         name: "fdtd_step3_kernel".into(),
@@ -202,6 +204,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             data_access(ey, ey_data, loaded_rows(n, 0) * row, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let mut body = Vec::new();
     for _ in 0..TIME_STEPS {

@@ -188,6 +188,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 rows_from(a, t, row, ((r + 1) * READ_LINE_BYTES, 0)),
             ],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         };
         let elements = r * c;
         let (a_read, a_written, m_read) = if lines_stay {
@@ -221,6 +222,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 ),
             ],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         };
         body.extend([Op::Launch(fan1), Op::Sync, Op::Launch(fan2), Op::Sync]);
     }

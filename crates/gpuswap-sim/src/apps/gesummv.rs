@@ -63,7 +63,7 @@
 use super::common::{READ_LINE_BYTES, d2h, h2d, parse_size, phased, pilot_sizes, uniform, within};
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The gesummv app.
 pub struct Gesummv;
@@ -146,6 +146,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(tmp, each(n + 1), each(n), AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(n, n),
     };
 
     let all = [a, b, x, y, tmp];

@@ -404,6 +404,7 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
             ops,
             accesses,
             phases,
+            outer_loop: Default::default(),
         }
     };
 

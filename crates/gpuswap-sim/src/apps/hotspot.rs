@@ -143,6 +143,7 @@ fn program(side: u64, launches: u64, repeat: u32) -> Program {
             uniform(temp[1], read / 2, bytes / 2, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     });
     let body = vec![launch; launches as usize];
     let result = temp[(launches * u64::from(repeat) % 2) as usize];

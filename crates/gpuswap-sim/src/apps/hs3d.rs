@@ -60,7 +60,7 @@
 use super::common::{d2h, h2d, parse_size, phased, pilot_rodinia_sizes, uniform, within};
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The hs3d app.
 pub struct Hs3d;
@@ -162,6 +162,7 @@ fn program(side: u64, repeat: u32) -> Program {
                 uniform(temp[1 - from], 0, bytes, order),
             ],
             phases: Vec::new(),
+            outer_loop: OuterLoop::uniform(side * side, LAYERS),
         })
     };
     let body = (0..ITERATIONS).map(|i| launch((i % 2) as usize)).collect();

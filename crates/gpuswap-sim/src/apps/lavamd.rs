@@ -81,7 +81,7 @@ use super::common::{
 };
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The lavamd app.
 pub struct Lavamd;
@@ -206,6 +206,10 @@ fn program(side: u64, repeat: u32, device: DeviceShape) -> Program {
             uniform(fv, fv_bytes, fv_bytes, linear),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop {
+            threads: THREADS * boxes,
+            trips: THREADS * box_pairs(side),
+        },
     };
     let body = vec![Op::Launch(kernel), Op::Sync];
 

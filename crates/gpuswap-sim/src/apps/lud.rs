@@ -147,6 +147,7 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
             ops: TILE * DIAGONAL_OPS_PER_THREAD,
             accesses: vec![banded(m, TILE_BYTES, TILE_LOWER_BYTES, &[band])],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         })
     };
     let mut body = Vec::new();
@@ -173,6 +174,7 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
                 ],
             )],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }));
         let blocks = n * n;
         // Row-band tiles: each read by n blocks, n - 1 own tiles apart; column-band
@@ -194,6 +196,7 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
                 ],
             )],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }));
     }
     body.push(diagonal(dim - TILE));

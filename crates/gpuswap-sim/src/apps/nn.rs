@@ -98,6 +98,7 @@ fn program(records: u64, repeat: u32) -> Program {
             uniform(distances, 0, output_bytes, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let setup = vec![Op::Alloc(locations), Op::Alloc(distances)];
     let body = vec![

@@ -205,6 +205,7 @@ fn program(length: u64, repeat: u32) -> Program {
                 ),
             ],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         })
     };
     let mut body: Vec<Op> = (1..=width)

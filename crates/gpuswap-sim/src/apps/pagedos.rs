@@ -17,7 +17,7 @@
 use super::common::{parse_size, phased, uniform, within};
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The pagedos app.
 pub struct PageDos;
@@ -69,6 +69,7 @@ fn program(bytes: u64) -> Program {
         ops: bytes / PAGE_BYTES * OPS_PER_PAGE,
         accesses: vec![uniform(pages, bytes, 0, AccessOrder::Linear)],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(bytes / PAGE_BYTES, 1),
     };
     // Endless: the engine ends it when the others have ended.
     p.ops = phased(

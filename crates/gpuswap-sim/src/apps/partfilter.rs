@@ -94,7 +94,7 @@ use super::common::{
 };
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
-use crate::program::{AccessOrder, Kernel, Op, Program};
+use crate::program::{AccessOrder, Kernel, Op, OuterLoop, Program};
 
 /// The partfilter app.
 pub struct Partfilter;
@@ -123,6 +123,8 @@ const DOUBLE_BYTES: u64 = 8;
 const INT_BYTES: u64 = 4;
 /// Threads per block of every kernel, and per warp.
 const BLOCK: u64 = 512;
+/// Steps of `likelihood_kernel`'s block reduction of the weights (log2 512).
+const REDUCTION_STEPS: u64 = 9;
 const WARP: u64 = 32;
 /// Instructions (module doc).
 const LIKELIHOOD_OPS: u64 = 200 + DISK_POINTS * (22 + 55) + 100;
@@ -239,12 +241,17 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             once(partial_sums, 0, sums),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop {
+            threads: blocks * BLOCK,
+            trips: n * 2 * DISK_POINTS + blocks * BLOCK * REDUCTION_STEPS,
+        },
     };
     let sum_kernel = Kernel {
         name: "sum_kernel".into(),
         ops: blocks * BLOCK * SUM_OPS + blocks * SUM_OPS,
         accesses: vec![once(partial_sums, sums, DOUBLE_BYTES)],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(1, blocks),
     };
     let normalize = Kernel {
         name: "normalize_weights_kernel".into(),
@@ -257,6 +264,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             once(seed, READ_LINE_BYTES, WRITE_SECTOR_BYTES),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop::uniform(1, n),
     };
     let (scanned, steps) = scans(n);
     let find_index = Kernel {
@@ -275,6 +283,10 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             once(yj, 0, vector),
         ],
         phases: Vec::new(),
+        outer_loop: OuterLoop {
+            threads: n,
+            trips: steps,
+        },
     };
     let frame = [likelihood_kernel, sum_kernel, normalize, find_index].map(Op::Launch);
     let body = (1..FRAMES).flat_map(|_| frame.clone()).collect();

@@ -183,6 +183,7 @@ fn program(cols: u64, repeat: u32) -> Program {
                 ),
             ],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }));
     }
     let result = results[body.len() % 2];

@@ -137,6 +137,7 @@ fn program(floats: u64, repeat: u32, device: DeviceShape) -> Program {
             ),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let mut setup: Vec<Op> = [input, output, table].map(Op::Alloc).into();
     setup.extend([h2d(input, bytes), h2d(table, bytes)]);

@@ -83,6 +83,7 @@ fn program(words: u64, repeat: u32, device: DeviceShape) -> Program {
             ),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let setup = vec![
         Op::Alloc(table),

@@ -163,6 +163,7 @@ fn program(input: Input, repeat: u32, device: DeviceShape) -> Program {
             ops: threads * ops_per_thread,
             accesses,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         })
     };
 
@@ -189,6 +190,7 @@ fn program(input: Input, repeat: u32, device: DeviceShape) -> Program {
             ops: blocks * BLOCK * REDUCE_OPS,
             accesses,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }));
     }
     iteration.extend([d2h(sums, WORD_BYTES), d2h(sums2, WORD_BYTES)]);

@@ -179,12 +179,14 @@ fn program(side: u64, iterations: u64, repeat: u32) -> Program {
             ops: pixels * SRAD1_OPS,
             accesses: srad1,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }),
         Op::Launch(Kernel {
             name: "srad_cuda_2".into(),
             ops: pixels * SRAD2_OPS,
             accesses: srad2,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }),
         d2h(j, b),
     ];

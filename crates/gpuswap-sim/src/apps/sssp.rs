@@ -224,6 +224,7 @@ fn program(vertices: u64, repeat: u32, device: DeviceShape) -> Program {
                 linear(updating, 0, size(updating)),
             ],
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }),
         mask_copy.clone(),
     ];
@@ -247,6 +248,7 @@ fn program(vertices: u64, repeat: u32, device: DeviceShape) -> Program {
                     ),
                 ]),
                 phases: Vec::new(),
+                outer_loop: Default::default(),
             }));
             body.push(Op::Launch(Kernel {
                 name: "Kernel2".into(),
@@ -257,6 +259,7 @@ fn program(vertices: u64, repeat: u32, device: DeviceShape) -> Program {
                     random(mask, 0, write(mask, r)),
                 ]),
                 phases: Vec::new(),
+                outer_loop: Default::default(),
             }));
         }
         body.push(mask_copy.clone());

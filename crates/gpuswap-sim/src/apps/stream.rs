@@ -83,6 +83,7 @@ fn program(elements: u64, repeat: u32) -> Program {
             uniform(c, bytes, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
+        outer_loop: Default::default(),
     };
     let mut setup: Vec<Op> = [a, b, c].map(Op::Alloc).into();
     setup.extend([a, b, c].map(|slot| h2d(slot, bytes)));

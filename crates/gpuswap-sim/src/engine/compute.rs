@@ -14,21 +14,14 @@
 //!   tenant waits, or early when it has had no kernel for `QUANTUM_IDLE_RELEASE_NS`.
 
 use super::*;
+use crate::preemption;
 
 /// Segments of a unified-memory kernel that runs in segments: the granularity at which
 /// concurrent kernels' page touches interleave and at which a scheduler's preemption
-/// takes effect (PILOT's instrumented check before the outermost loop's back-edge; our
-/// apps do not model their loops, so a kernel checks 16 times, evenly spread).
+/// takes effect (PILOT's instrumented check before the outermost loop's back-edge stops
+/// a kernel at once; the model stops it at the next of 16 evenly spread points). What
+/// the checks cost follows the kernel's own loop: [`crate::preemption`].
 pub(super) const SEGMENTS: u64 = 16;
-
-/// What one instrumented check costs a kernel under PILOT's runtime: its threads read
-/// the daemon's preemption flag before the outermost loop's back-edge. The flag is read
-/// by every thread and written almost never, so the read hits in the L2: about 193
-/// cycles on Volta (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
-/// Microbenchmarking", 2018), 0.15 us at 1.38 GHz, taken as the delay the check adds
-/// (unconfirmed: PILOT gives no figure, only that the overhead matters for small
-/// inputs). Being a fixed cost per check, its share shrinks as the input grows.
-pub(super) const PREEMPTION_CHECK_NS: u64 = 150;
 
 /// The tenant holding the device under `Sharing::ExclusiveQuantum`.
 #[derive(Clone, Copy, Debug)]
@@ -321,6 +314,13 @@ impl Engine {
         } else {
             0.0
         };
+        // Its share of the all-in-VRAM time spent on arithmetic: what fewer SMs slow.
+        let compute_share = if cost.ideal_ns > 0 {
+            let ops = self.tenants[t].kernel_at(launch.site).ops;
+            (timing::compute_ns(&self.preset, ops) / cost.ideal_ns as f64).min(1.0)
+        } else {
+            0.0
+        };
         // Unified memory (the device serves page faults, as the policy needs): every
         // access to a managed buffer is served from VRAM once its faults are, or from
         // host memory where the MMU maps it remotely. The kernel first moves
@@ -376,6 +376,7 @@ impl Engine {
             all_bytes,
             share: None,
             bandwidth_share,
+            compute_share,
             preempt: false,
             site: launch.site,
         });
@@ -416,23 +417,26 @@ impl Engine {
         let paging = self.fault_in(t, &mut walk, to_step);
         // Its faults moved pages in and out of VRAM, its own and others'.
         self.record_usage_changes();
-        let running = &mut self.running[at];
-        running.walk = Some(walk);
         // The segment's even share of the kernel's bytes.
         let part = |whole: f64| {
             whole * (segment + 1) as f64 / segments as f64
                 - whole * segment as f64 / segments as f64
         };
+        // The segment's share of the time the instrumentation's flag reads add.
+        let check_ns = if self.manager.schedules_kernels() {
+            let kernel = self.tenants[t].kernel_at(self.running[at].site);
+            let whole = preemption::exposed_ns(&self.preset, kernel.ops, kernel.outer_loop);
+            part(whole).ceil() as u64
+        } else {
+            0
+        };
+        let running = &mut self.running[at];
+        running.walk = Some(walk);
         let remote = paging.remote.remote_bytes();
         let tenant = &mut self.tenants[t];
         tenant.local_bytes += (part(running.all_bytes) - remote).max(0.0);
         tenant.remote_bytes += remote;
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
-        let check_ns = if self.manager.schedules_kernels() {
-            PREEMPTION_CHECK_NS
-        } else {
-            0
-        };
         let fixed_ns = timing::paged_fixed_ns(
             ideal_ns,
             paging.service_ns,
@@ -514,12 +518,18 @@ impl Engine {
     }
 
     /// Kernels in their fixed parts share the SMs by their demand and VRAM bandwidth
-    /// max-min fairly; each runs at the lower of its two shares over its demand. Called
-    /// whenever a fixed part begins or ends (MPS only): the rates hold until then.
+    /// max-min fairly. Each is slowed as the roofline its timing follows says
+    /// (`max(C, L/B)`, Williams, Waterman and Patterson, CACM 2009, applied to the
+    /// shares it gets): its arithmetic by its SM share over its demand, its VRAM time by
+    /// its bandwidth share over its demand, and it takes the longer of the two, so a
+    /// memory-bound kernel loses nothing to fewer SMs until its arithmetic catches up
+    /// with its memory time. Called whenever a fixed part begins or ends (MPS only): the
+    /// rates hold until then.
     fn reshare(&mut self) {
         let now = self.now_ns;
         let mut sm = Vec::new();
         let mut bandwidth = Vec::new();
+        let mut compute = Vec::new();
         for r in &mut self.running {
             if let Some(share) = &mut r.share {
                 share.left_ns -= (now - share.since_ns) as f64 * share.rate;
@@ -527,6 +537,7 @@ impl Engine {
                 share.since_ns = now;
                 sm.push(self.tenants[r.tenant].sm_share);
                 bandwidth.push(r.bandwidth_share);
+                compute.push(r.compute_share);
             }
         }
         let sm_given = water_fill(&sm);
@@ -536,9 +547,12 @@ impl Engine {
         let mut i = 0;
         for r in &mut self.running {
             if let Some(share) = &mut r.share {
-                share.rate = rate(sm_given[i], sm[i])
-                    .min(rate(bandwidth_given[i], bandwidth[i]))
-                    .clamp(1e-9, 1.0);
+                // Alone its arithmetic takes `compute[i]` of its time and its VRAM
+                // traffic `bandwidth[i]`; the rest (launch, latency) is not shared.
+                let (c, m) = (compute[i], bandwidth[i]);
+                let shared = (c / rate(sm_given[i], sm[i]).max(1e-9))
+                    .max(m / rate(bandwidth_given[i], m).max(1e-9));
+                share.rate = (1.0 / (1.0 - c.max(m) + shared)).clamp(1e-9, 1.0);
                 wakes.push((
                     now.saturating_add((share.left_ns / share.rate).ceil() as u64),
                     r.launch,
@@ -638,6 +652,20 @@ impl Engine {
                 written.push(id);
             }
         }
+        // PILOT's instrumentation adds its checks' instructions, spread over the phases.
+        let check_ops = if self.manager.schedules_kernels() {
+            preemption::check_ops(kernel.outer_loop)
+        } else {
+            0
+        };
+        let ops = kernel.ops.saturating_add(check_ops);
+        let phase_ops = |phase_ops: u64| match kernel.ops {
+            0 => phase_ops,
+            all => {
+                let share = u128::from(check_ops) * u128::from(phase_ops) / u128::from(all);
+                phase_ops.saturating_add(u64::try_from(share).unwrap_or(u64::MAX))
+            }
+        };
         // A kernel with barriers: each phase's own traffic, at the same local fractions.
         let fractions_now = &fractions;
         let phase_traffic = |local: bool| {
@@ -657,13 +685,13 @@ impl Engine {
                     t.add(access, fraction);
                 }
                 start = end;
-                (phase.ops, t)
+                (phase_ops(phase.ops), t)
             })
         };
         let (fixed_ns, ideal_ns) = if kernel.phases.is_empty() {
             (
-                timing::fixed_ns(&self.preset, kernel.ops, &traffic),
-                timing::fixed_ns(&self.preset, kernel.ops, &ideal),
+                timing::fixed_ns(&self.preset, ops, &traffic),
+                timing::fixed_ns(&self.preset, ops, &ideal),
             )
         } else {
             (

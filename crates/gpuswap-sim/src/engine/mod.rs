@@ -269,6 +269,8 @@ struct RunningKernel {
     share: Option<compute::FixedShare>,
     /// The share of VRAM bandwidth it asks alone.
     bandwidth_share: f64,
+    /// The share of its all-in-VRAM time its arithmetic takes alone.
+    compute_share: f64,
     /// A scheduler asked it to stop at its next segment's end.
     preempt: bool,
     /// Where it was launched, to run it again from its start after a preemption.

@@ -31,6 +31,7 @@ fn program(mib: u64, kernels: u32, ops: u64) -> Program {
                         ..Access::uniform(a, bytes, 0)
                     }],
                     phases: Vec::new(),
+                    outer_loop: Default::default(),
                 }),
                 Op::Sync,
             ],
@@ -133,6 +134,32 @@ fn mps_overlaps_kernels_that_leave_sms_idle_and_shares_those_that_do_not() {
         ratio(&half)
     );
     assert!(ratio(&full) > 1.9, "MPS, all the SMs each {}", ratio(&full));
+}
+
+#[test]
+fn under_mps_a_memory_bound_kernel_loses_nothing_to_a_compute_bound_ones_sms() {
+    // Both ask all the SMs. The streaming kernel (256 MiB, few instructions) is bound by
+    // VRAM, which the compute-bound one (1 MiB, 10^10 instructions) barely uses: with
+    // half the SMs its arithmetic is still shorter than its memory time (the roofline).
+    let streaming = || (program(256, 4, 1_000_000), 1.0);
+    let computing = || (program(1, 4, 10_000_000_000), 1.0);
+    let none = SchedulingConfig::default;
+    let alone = |p: (Program, f64)| {
+        phase_ns(&run(vec![p], 1024, "native", Sharing::Mps, none()).tenants[0]) as f64
+    };
+    let (streaming_alone, computing_alone) = (alone(streaming()), alone(computing()));
+    let both = run(
+        vec![streaming(), computing()],
+        1024,
+        "native",
+        Sharing::Mps,
+        none(),
+    );
+    let streaming_ratio = phase_ns(&both.tenants[0]) as f64 / streaming_alone;
+    let computing_ratio = phase_ns(&both.tenants[1]) as f64 / computing_alone;
+    assert!(streaming_ratio < 1.05, "streaming {streaming_ratio}");
+    // The compute-bound one has half the SMs while they overlap (its first quarter).
+    assert!(computing_ratio > 1.05, "computing {computing_ratio}");
 }
 
 #[test]

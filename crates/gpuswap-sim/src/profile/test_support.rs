@@ -61,6 +61,7 @@ pub(super) fn one_kernel(bytes: u64, accesses: Vec<Access>) -> Program {
             ops: 1,
             accesses,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }),
         Op::Free(a),
     ];

@@ -527,6 +527,7 @@ impl<'a> Replay<'a> {
             ops: bytes / 4,
             accesses,
             phases: Vec::new(),
+            outer_loop: Default::default(),
         }));
     }
 

@@ -84,6 +84,7 @@ impl FaultLog {
                     ops: 0,
                     accesses,
                     phases: Vec::new(),
+                    outer_loop: Default::default(),
                 }));
             }
         }
