@@ -49,14 +49,15 @@ pub struct CopyCost {
     pub cap_bytes_per_s: f64,
 }
 
-/// The cost of a memcpy of `bytes` between host memory and a buffer of `buffer_bytes`.
+/// The cost of a memcpy of `bytes` between host memory and a buffer of `buffer_bytes`,
+/// the runtime's call costing `call_ns` (with Gdev's scheduler, its per-call cost).
 pub fn copy_cost(
     preset: &Preset,
     direction: CopyDirection,
     bytes: u64,
     buffer_bytes: u64,
+    call_ns: u64,
 ) -> CopyCost {
-    let call_ns = preset.gdev_launch_ns;
     let mappable = buffer_bytes <= MAPPABLE_LIMIT_BYTES;
     match direction {
         CopyDirection::HostToDevice if mappable && bytes <= IOWRITE_LIMIT_BYTES => CopyCost {
@@ -96,7 +97,13 @@ mod tests {
     #[test]
     fn large_copies_are_staged_at_the_slower_stage_per_piece() {
         let p = gtx480();
-        let c = copy_cost(&p, CopyDirection::HostToDevice, 64 << 20, 64 << 20);
+        let c = copy_cost(
+            &p,
+            CopyDirection::HostToDevice,
+            64 << 20,
+            64 << 20,
+            p.gdev_launch_ns,
+        );
         // A 256 KiB piece: 43.7 us of CPU copy, 2.5 + 46.0 us of DMA; the DMA is slower.
         let dma_s = (p.copy_setup_ns as f64 + 262_144.0 / 5.7e9 * 1e9) / 1e9;
         assert!((c.cap_bytes_per_s - 262_144.0 / dma_s).abs() < 1.0);
@@ -107,16 +114,34 @@ mod tests {
     #[test]
     fn small_copies_into_small_buffers_go_through_the_bar() {
         let p = gtx480();
-        let up = copy_cost(&p, CopyDirection::HostToDevice, 1 << 20, 1 << 20);
+        let up = copy_cost(
+            &p,
+            CopyDirection::HostToDevice,
+            1 << 20,
+            1 << 20,
+            p.gdev_launch_ns,
+        );
         assert_eq!(up.cap_bytes_per_s, BAR_WRITE_BYTES_PER_S);
         // Into a buffer too large to map: staged.
-        let staged = copy_cost(&p, CopyDirection::HostToDevice, 1 << 20, 8 << 20);
+        let staged = copy_cost(
+            &p,
+            CopyDirection::HostToDevice,
+            1 << 20,
+            8 << 20,
+            p.gdev_launch_ns,
+        );
         assert!(staged.cap_bytes_per_s > BAR_WRITE_BYTES_PER_S);
         // A 4-byte flag read back: one round trip of 700 ns.
-        let flag = copy_cost(&p, CopyDirection::DeviceToHost, 4, 4);
+        let flag = copy_cost(&p, CopyDirection::DeviceToHost, 4, 4, p.gdev_launch_ns);
         assert!((4.0 / flag.cap_bytes_per_s * 1e9 - 700.0).abs() < 1e-6);
         // 8 KiB back is above the read limit: staged.
-        let back = copy_cost(&p, CopyDirection::DeviceToHost, 8 << 10, 8 << 10);
+        let back = copy_cost(
+            &p,
+            CopyDirection::DeviceToHost,
+            8 << 10,
+            8 << 10,
+            p.gdev_launch_ns,
+        );
         assert!(back.cap_bytes_per_s > 1e9);
     }
 }

@@ -85,6 +85,18 @@ pub struct DramSpec {
     pub read_sector_bytes: u64,
 }
 
+/// The CUDA runtime a testbed's programs link: it decides how a memcpy reaches the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CudaRuntime {
+    /// NVIDIA's runtime: one DMA per memcpy, after its setup.
+    Nvidia,
+    /// Gdev's runtime (`crate::gdev`): BAR writes and reads for small copies, staged
+    /// pieces through bounce buffers for the rest, in every mode; its scheduler (the
+    /// device lock, the per-call cost) only in mode `gdev`.
+    Gdev,
+}
+
 /// One GPU model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Preset {
@@ -98,6 +110,8 @@ pub struct Preset {
     pub vram_bytes_per_s: f64,
     /// VRAM's row and latency behaviour.
     pub dram: DramSpec,
+    /// The CUDA runtime the testbed's programs link, whose memcpy path they take.
+    pub runtime: CudaRuntime,
     /// VRAM the driver keeps for itself (channels, push buffers, page tables); never
     /// available to tenants.
     pub driver_reserved_bytes: u64,
@@ -233,6 +247,9 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 1536 * MIB,
             // calibration.md: 1848 MHz x 2 x 384 bit = 177.4 GB/s.
             vram_bytes_per_s: 177.4e9,
+            // spec gpuswap.md, the testbed: "pscnv driver, Gdev CUDA runtime". Native,
+            // GPUswap and Gdev runs all went through its copy path.
+            runtime: CudaRuntime::Gdev,
             dram: DramSpec {
                 // CUDA C Programming Guide (4.x-5.x, 5.2.3 "Multiprocessor Level"): an
                 // operand in off-chip memory costs "400 to 800 clock cycles" on compute
@@ -313,6 +330,7 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 11264 * MIB,
             // calibration.md: 5505 MHz x 2 x 352 bit = 484 GB/s.
             vram_bytes_per_s: 484e9,
+            runtime: CudaRuntime::Nvidia,
             dram: DramSpec {
                 // unconfirmed: 500 ns, the order of pointer-chase measurements of recent
                 // NVIDIA GPUs; with 28 SMs x 256 pending lines it never bounds a
@@ -389,6 +407,7 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 32 * GIB,
             // calibration.md: 898 GB/s.
             vram_bytes_per_s: 898e9,
+            runtime: CudaRuntime::Nvidia,
             dram: DramSpec {
                 // unconfirmed: 500 ns (see the GTX 1080 Ti); 80 SMs x 256 pending lines
                 // never bound a kernel here.
@@ -457,6 +476,7 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 80 * GIB,
             // calibration.md: 1935 GB/s (PCIe version).
             vram_bytes_per_s: 1935e9,
+            runtime: CudaRuntime::Nvidia,
             dram: DramSpec {
                 // unconfirmed: 500 ns (see the GTX 1080 Ti).
                 latency_ns: 500,
@@ -522,6 +542,7 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 80 * GIB,
             // calibration.md: 2039 GB/s.
             vram_bytes_per_s: 2039e9,
+            runtime: CudaRuntime::Nvidia,
             dram: DramSpec {
                 // unconfirmed: 500 ns (see the GTX 1080 Ti).
                 latency_ns: 500,
@@ -590,6 +611,7 @@ fn measured() -> Vec<Preset> {
             vram_bytes: 96 * GIB,
             // calibration.md: 3.4 TB/s measured (STREAM), of about 4 TB/s peak.
             vram_bytes_per_s: 3.4e12,
+            runtime: CudaRuntime::Nvidia,
             dram: DramSpec {
                 // unconfirmed: 500 ns (see the GTX 1080 Ti).
                 latency_ns: 500,

@@ -3,6 +3,7 @@
 use super::copies::memcpy_link_bytes;
 use super::*;
 use crate::gdev;
+use crate::preset::CudaRuntime;
 
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -104,12 +105,21 @@ impl Engine {
                         .expect("granted buffers are mapped");
                     let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;
                     let link_bytes = memcpy_link_bytes(direction, bytes, host_fraction);
-                    let (setup_ns, cap_bytes_per_s) = if self.needs.launch_gating {
-                        let cost = gdev::copy_cost(&self.preset, direction, bytes, b.bytes);
-                        (cost.setup_ns, Some(cost.cap_bytes_per_s))
-                    } else {
-                        (self.preset.copy_setup_ns, None)
-                    };
+                    // Gdev's copy path is its runtime's, taken in every mode on a
+                    // testbed that links it; its scheduler's per-call cost only under it.
+                    let (setup_ns, cap_bytes_per_s) =
+                        if self.needs.launch_gating || self.preset.runtime == CudaRuntime::Gdev {
+                            let call_ns = if self.needs.launch_gating {
+                                self.preset.gdev_launch_ns
+                            } else {
+                                self.preset.copy_setup_ns
+                            };
+                            let cost =
+                                gdev::copy_cost(&self.preset, direction, bytes, b.bytes, call_ns);
+                            (cost.setup_ns, Some(cost.cap_bytes_per_s))
+                        } else {
+                            (self.preset.copy_setup_ns, None)
+                        };
                     let tenant = &mut self.tenants[t];
                     tenant.pc += 1;
                     tenant.state = State::WaitingCopy;
