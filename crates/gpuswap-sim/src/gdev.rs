@@ -28,7 +28,9 @@ pub const IOWRITE_LIMIT_BYTES: u64 = 4 << 20;
 /// Largest download the CPU reads through the BAR: `GDEV_MEMCPY_IOREAD_LIMIT` = 4 KiB.
 pub const IOREAD_LIMIT_BYTES: u64 = 4 << 10;
 /// Largest buffer the BAR maps: `GDEV_MEM_MAPPABLE_LIMIT` = 4 MiB
-/// (`common/gdev_nvidia.h`); a small copy into a larger buffer goes by DMA.
+/// (`common/gdev_nvidia.h`); a small copy into a larger buffer goes by DMA. Another
+/// revision of the same file sets 0x1000 (4 KiB, "small page size"); which one the
+/// GPUswap testbed ran is unconfirmed.
 pub const MAPPABLE_LIMIT_BYTES: u64 = 4 << 20;
 /// unconfirmed: the testbed CPU's (Core i7-4770) single-thread copy into pinned memory,
 /// about 6 GB/s.
