@@ -183,6 +183,12 @@ mod common {
     /// Pending launches before cudaLaunchKernel blocks: unconfirmed, 1024, the depth
     /// commonly reported for NVIDIA drivers' launch queues.
     pub const LAUNCH_QUEUE_DEPTH: usize = 1024;
+    /// Pending launches on the GPUswap testbed (Gdev's runtime over pscnv): a channel's
+    /// indirect-buffer ring has 2^9 = 512 entries (`ib_order = 9`, "hardcoded", in
+    /// Gdev's `gdev_raw_ctx_new` for pscnv), and a launch takes one, its commands and
+    /// fence fired together (`gdev_launch`); the ring holds one less than its size. Its
+    /// 1 MiB push buffer (`pb_order = 20`) holds more launches than that.
+    pub const GDEV_PSCNV_LAUNCH_QUEUE_DEPTH: usize = 511;
     /// One cudaMalloc/cudaFree on a stock driver: unconfirmed; 10 us, the order of the
     /// VMM API's map+set-access costs per 2 MB (kvcached) without physical allocation.
     pub const DRIVER_CALL_NS: u64 = 10_000;
@@ -305,7 +311,7 @@ fn measured() -> Vec<Preset> {
             ops_per_s: 480.0 * 1.401e9,
             kernel_launch_ns: KERNEL_LAUNCH_NS,
             launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
+            launch_queue_depth: GDEV_PSCNV_LAUNCH_QUEUE_DEPTH,
             driver_call_ns: DRIVER_CALL_NS,
             fault_batch_pages: FAULT_BATCH_PAGES,
             fault_service_ns: FAULT_SERVICE_NS,

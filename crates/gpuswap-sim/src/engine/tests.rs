@@ -1249,3 +1249,39 @@ fn on_a_gdev_testbed_every_mode_copies_through_gdevs_path_and_only_gdev_pays_its
         "{gdev} vs {native_gdev}"
     );
 }
+
+/// 600 launches of a ~1 ms kernel, then `cpu_ns` of host work, then a sync, on `preset`.
+fn launches_then_host_work_ns(preset: Preset, cpu_ns: u64) -> (u64, u64) {
+    let bytes = 64 * MIB;
+    let mut p = kernels_program(bytes, 600);
+    // After the launches and before the sync: the host works while the queue drains.
+    let sync = p.ops.iter().position(|op| matches!(op, Op::Sync)).unwrap();
+    p.ops.insert(sync, Op::Cpu { ns: cpu_ns });
+    let kernel_ns = read_kernel_ns(&preset, bytes);
+    let mut cfg = config(vec![tenant("a", p)], 512 * MIB);
+    cfg.preset = preset;
+    (simulate(cfg).unwrap().tenants[0].total_ns(), kernel_ns)
+}
+
+#[test]
+fn the_gpuswap_testbeds_launch_queue_is_gdevs_indirect_buffer_ring() {
+    // Gdev over pscnv: 512 ring entries, one per launch, one kept free: the host blocks
+    // at its 512th pending launch until the first kernel ends, so 600 launches of
+    // kernels of time k keep it busy for about (600 - 511) k before its host work.
+    let testbed = preset::find("gtx480").unwrap();
+    let cpu_ns = 2_000_000_000;
+    let (total_ns, kernel_ns) = launches_then_host_work_ns(testbed.clone(), cpu_ns);
+    let blocked_ns = total_ns - cpu_ns;
+    let expected_ns = (600 - 511) * kernel_ns;
+    assert!(
+        blocked_ns.abs_diff(expected_ns) < expected_ns / 10,
+        "{blocked_ns} vs {expected_ns}"
+    );
+    // With NVIDIA's commonly reported 1024 the host never blocks.
+    let deep = Preset {
+        launch_queue_depth: 1024,
+        ..testbed
+    };
+    let (deep_ns, _) = launches_then_host_work_ns(deep, cpu_ns);
+    assert!(deep_ns - cpu_ns < 600 * 10_000, "{deep_ns}");
+}
