@@ -278,9 +278,7 @@ impl Engine {
     /// goes back to the head of its tenant's channel to run again from its start.
     fn preempt_kernel(&mut self, at: usize) {
         let running = self.running.swap_remove(at);
-        for id in running.written.iter() {
-            self.end_write(*id);
-        }
+        self.kernel_writes_moved(&running.written, Write::Ends);
         let t = running.tenant;
         let tenant = &mut self.tenants[t];
         tenant.preemptions += 1;
@@ -310,9 +308,7 @@ impl Engine {
                 }
             }
         }
-        for id in cost.written.iter() {
-            self.begin_write(*id);
-        }
+        self.kernel_writes_moved(&cost.written, Write::Starts);
         let traffic = cost.traffic;
         // A kernel asks of VRAM bandwidth what it moves alone over its all-in-VRAM time.
         let bandwidth_share = if cost.ideal_ns > 0 {
@@ -699,28 +695,59 @@ impl Engine {
             .filter(|w| w.buffer == Some(buffer))
     }
 
+    /// A memcpy to the device starts writing `buffer`.
     pub(super) fn begin_write(&mut self, buffer: BufferId) {
+        self.move_write_epoch(buffer, Write::Starts).writers += 1;
+    }
+
+    /// A memcpy to the device stops writing `buffer` (it ended or was dropped).
+    pub(super) fn end_write(&mut self, buffer: BufferId) {
+        let state = self.move_write_epoch(buffer, Write::Ends);
+        if state.buffer == Some(buffer) {
+            state.writers -= 1;
+        }
+    }
+
+    /// A kernel writing `written` starts or ends. Only a relocation copy compares write
+    /// epochs, over its life from its job's creation to its end, and a copy of a buffer
+    /// that a running kernel writes is never created (`being_written`): so with no copy
+    /// in progress the epochs need not move, and the loop over the kernel's buffers
+    /// (hundreds for heartwall, a tenth of every kernel's cost) is skipped.
+    fn kernel_writes_moved(&mut self, written: &[BufferId], write: Write) {
+        if self.copy_queue.is_empty() && self.copy_engines.iter().all(Option::is_none) {
+            return;
+        }
+        for &id in written {
+            self.move_write_epoch(id, write);
+        }
+    }
+
+    /// Bumps `buffer`'s write epoch: a write that starts takes over the slot's state from
+    /// a freed buffer; one that ends leaves another buffer's state alone.
+    fn move_write_epoch(&mut self, buffer: BufferId, write: Write) -> &mut WriteState {
         let i = buffer.slot();
         if i >= self.writes.len() {
             self.writes.resize(i + 1, WriteState::default());
         }
         let state = &mut self.writes[i];
-        if state.buffer != Some(buffer) {
-            *state = WriteState {
-                buffer: Some(buffer),
-                ..WriteState::default()
-            };
+        match write {
+            Write::Starts if state.buffer != Some(buffer) => {
+                *state = WriteState {
+                    buffer: Some(buffer),
+                    ..WriteState::default()
+                };
+            }
+            Write::Ends if state.buffer != Some(buffer) => return state,
+            _ => {}
         }
         state.epoch += 1;
-        state.writers += 1;
+        state
     }
 
-    pub(super) fn end_write(&mut self, buffer: BufferId) {
-        let state = &mut self.writes[buffer.slot()];
-        if state.buffer == Some(buffer) {
-            state.epoch += 1;
-            state.writers -= 1;
-        }
+    /// Whether a memcpy or a running kernel writes `buffer` now.
+    pub(super) fn being_written(&self, buffer: BufferId) -> bool {
+        self.write_state(buffer).is_some_and(|w| w.writers > 0)
+            || self.running.iter().any(|r| r.written.contains(&buffer))
     }
 
     /// Ends `launch` once its fixed part and its link flows are done.
@@ -758,9 +785,7 @@ impl Engine {
             self.running.swap(at, last);
         }
         self.running.truncate(last);
-        for id in written.iter() {
-            self.end_write(*id);
-        }
+        self.kernel_writes_moved(&written, Write::Ends);
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
         let tenant = &mut self.tenants[t];

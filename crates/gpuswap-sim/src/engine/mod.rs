@@ -326,14 +326,22 @@ struct KernelCost {
     written: Rc<[BufferId]>,
 }
 
-/// Writes to one buffer: bumped when a write starts or ends, and how many run now. Kept
-/// per buffer slot, so it names the buffer it belongs to: a freed buffer's slot is
-/// reused.
+/// Writes to one buffer: bumped when a write starts or ends (a kernel's only while a
+/// copy is in progress, see `Engine::kernel_writes_moved`), and how many memcpys write
+/// it now (running kernels are read from `Engine::running`). Kept per buffer slot, so it
+/// names the buffer it belongs to: a freed buffer's slot is reused.
 #[derive(Clone, Copy, Debug, Default)]
 struct WriteState {
     buffer: Option<BufferId>,
     epoch: u64,
     writers: u32,
+}
+
+/// Whether a write to a buffer starts or ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Write {
+    Starts,
+    Ends,
 }
 
 #[derive(Clone, Copy)]
@@ -388,7 +396,8 @@ pub struct Engine {
     timer: Option<(u64, u64)>,
     /// The tenant whose allocation the current relocation serves.
     evicting_for: Option<usize>,
-    /// Write epochs of buffers: bumped when a write to the buffer starts or ends.
+    /// Write epochs of buffers: bumped when a write to the buffer starts or ends (see
+    /// `WriteState`).
     /// Indexed by buffer id (the manager numbers buffers densely from 0).
     writes: Vec<WriteState>,
     /// The first invariant broken; the run stops after the event that broke it.
