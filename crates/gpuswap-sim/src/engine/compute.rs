@@ -310,13 +310,6 @@ impl Engine {
         }
         self.kernel_writes_moved(&cost.written, Write::Starts);
         let traffic = cost.traffic;
-        // A kernel asks of VRAM bandwidth what it moves alone over its all-in-VRAM time.
-        let bandwidth_share = if cost.ideal_ns > 0 {
-            let bytes = cost.accesses as f64 * READ_TRANSACTION_BYTES as f64;
-            (bytes / (cost.ideal_ns as f64 * 1e-9) / self.preset.vram_bytes_per_s).min(1.0)
-        } else {
-            0.0
-        };
         // Unified memory (the device serves page faults, as the policy needs): every
         // access to a managed buffer is served from VRAM once its faults are, or from
         // host memory where the MMU maps it remotely. The kernel first moves
@@ -325,15 +318,25 @@ impl Engine {
         // plus the batches' service time and the remote accesses' time (first order:
         // none of it overlaps its computation). Where kernels of several tenants run at
         // once, or a scheduler may stop one, it does so segment by segment.
-        let (mut walk, mut segments, mut all_bytes, mut flows_left) = (None, 1, 0.0, 0);
+        let (mut paged, mut flows_left) = (None, 0);
         if self.needs.page_faults {
             let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
             let started = self.start_walk(t, &kernel, launch.id.0);
-            if self.segmented {
-                segments = started.steps.min(SEGMENTS) as u32;
-            }
-            all_bytes = traffic.local_bytes + traffic.remote_bytes();
-            walk = Some(Box::new(started));
+            let segments = if self.segmented {
+                started.steps.min(SEGMENTS) as u32
+            } else {
+                1
+            };
+            paged = Some(Box::new(PagedRun {
+                migrations: Vec::new(),
+                fixed_after_migrations_ns: None,
+                fault_service_ns: 0,
+                walk: Some(Box::new(started)),
+                segments,
+                segment: 0,
+                started_segment_ns: self.now_ns,
+                all_bytes: traffic.local_bytes + traffic.remote_bytes(),
+            }));
         } else {
             let tenant = &mut self.tenants[t];
             tenant.local_bytes += traffic.local_bytes;
@@ -357,21 +360,13 @@ impl Engine {
             tenant: t,
             ideal_ns: cost.ideal_ns,
             started_ns: self.now_ns,
-            started_segment_ns: self.now_ns,
             accesses: cost.accesses,
             fixed_done: false,
             flows_left,
             written: cost.written,
-            referenced,
-            migrations: Vec::new(),
-            fixed_after_migrations_ns: None,
-            fault_service_ns: 0,
-            walk,
-            segments,
-            segment: 0,
-            all_bytes,
+            referenced: referenced.into_boxed_slice(),
+            paged,
             share: None,
-            bandwidth_share,
             preempt: false,
             site: launch.site,
         });
@@ -395,7 +390,8 @@ impl Engine {
             .expect("the kernel runs");
         let (t, segment, segments) = {
             let r = &self.running[at];
-            (r.tenant, u64::from(r.segment), u64::from(r.segments))
+            let p = r.paged.as_ref().expect("a paging kernel");
+            (r.tenant, u64::from(p.segment), u64::from(p.segments))
         };
         // The segment's even share of the kernel's all-in-VRAM time.
         let whole_ns = self.running[at].ideal_ns;
@@ -407,13 +403,17 @@ impl Engine {
             self.stopped = Some((Limit::SimTime, earliest_end_ns));
             return;
         }
-        let mut walk = self.running[at].walk.take().expect("a paging kernel walks");
+        let mut walk = self.running[at]
+            .paged
+            .as_mut()
+            .and_then(|p| p.walk.take())
+            .expect("a paging kernel walks");
         let to_step = (walk.steps * (segment + 1)).div_ceil(segments);
         let paging = self.fault_in(t, &mut walk, to_step);
         // Its faults moved pages in and out of VRAM, its own and others'.
         self.record_usage_changes();
-        let running = &mut self.running[at];
-        running.walk = Some(walk);
+        let paged = self.running[at].paged.as_mut().expect("a paging kernel");
+        paged.walk = Some(walk);
         // The segment's even share of the kernel's bytes.
         let part = |whole: f64| {
             whole * (segment + 1) as f64 / segments as f64
@@ -421,7 +421,7 @@ impl Engine {
         };
         let remote = paging.remote.remote_bytes();
         let tenant = &mut self.tenants[t];
-        tenant.local_bytes += (part(running.all_bytes) - remote).max(0.0);
+        tenant.local_bytes += (part(paged.all_bytes) - remote).max(0.0);
         tenant.remote_bytes += remote;
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
         let check_ns = if self.manager.schedules_kernels() {
@@ -440,7 +440,7 @@ impl Engine {
         // Migrations as copy-engine flows: their time alone at the link's peak is what
         // they take at their transfer size's rate, so sharing stretches them in proportion.
         let link = &self.preset.link;
-        running.migrations = [
+        paged.migrations = [
             (
                 Direction::ToDevice,
                 paging.transfer_ns.1 * link.h2d_bytes_per_s / 1e9,
@@ -453,11 +453,11 @@ impl Engine {
         .into_iter()
         .filter(|(_, bytes)| *bytes > 0.0)
         .collect();
-        running.fault_service_ns = paging.service_ns;
-        running.started_segment_ns = self.now_ns;
-        match running.migrations.pop() {
+        paged.fault_service_ns = paging.service_ns;
+        paged.started_segment_ns = self.now_ns;
+        match paged.migrations.pop() {
             Some((direction, bytes)) => {
-                running.fixed_after_migrations_ns = Some(fixed_ns);
+                paged.fixed_after_migrations_ns = Some(fixed_ns);
                 self.start_migration(launch, direction, bytes);
                 self.rearm_link();
             }
@@ -522,7 +522,7 @@ impl Engine {
                 share.left_ns = share.left_ns.max(0.0);
                 share.since_ns = now;
                 sm.push(self.tenants[r.tenant].sm_share);
-                bandwidth.push(r.bandwidth_share);
+                bandwidth.push(r.bandwidth_share(self.preset.vram_bytes_per_s));
             }
         }
         let sm_given = water_fill(&sm);
@@ -570,19 +570,21 @@ impl Engine {
         if running.flows_left > 0 {
             return Partial::Yes;
         }
-        if let Some((direction, bytes)) = running.migrations.pop() {
-            self.start_migration(launch, direction, bytes);
-            return Partial::Yes;
-        }
-        if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
-            let (t, started_ns, service_ns) = (
-                running.tenant,
-                running.started_segment_ns,
-                running.fault_service_ns,
-            );
-            self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
-            self.enter_fixed(launch, fixed_ns);
-            return Partial::Yes;
+        if let Some(paged) = running.paged.as_mut() {
+            if let Some((direction, bytes)) = paged.migrations.pop() {
+                self.start_migration(launch, direction, bytes);
+                return Partial::Yes;
+            }
+            if let Some(fixed_ns) = paged.fixed_after_migrations_ns.take() {
+                let (t, started_ns, service_ns) = (
+                    running.tenant,
+                    paged.started_segment_ns,
+                    paged.fault_service_ns,
+                );
+                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+                self.enter_fixed(launch, fixed_ns);
+                return Partial::Yes;
+            }
         }
         if !running.fixed_done {
             return Partial::Yes;
@@ -761,8 +763,12 @@ impl Engine {
         }
         // A kernel whose tenant ended stops at its segment's end: its buffers are gone.
         let gone = self.tenants[running.tenant].state == State::Done;
-        if running.segment + 1 < running.segments && !gone {
-            running.segment += 1;
+        if let Some(paged) = running
+            .paged
+            .as_mut()
+            .filter(|p| p.segment + 1 < p.segments && !gone)
+        {
+            paged.segment += 1;
             running.fixed_done = false;
             if running.preempt {
                 return self.preempt_kernel(at);
@@ -777,7 +783,7 @@ impl Engine {
             ns: self.now_ns - running.started_ns,
             finished_ns: self.now_ns,
             ideal_ns: running.ideal_ns,
-            referenced: std::mem::take(&mut running.referenced),
+            referenced: std::mem::take(&mut running.referenced).into_vec(),
         };
         let (t, written) = (running.tenant, Rc::clone(&running.written));
         let last = self.running.len() - 1;
