@@ -75,11 +75,11 @@ fn many_tenants(n: usize) -> SimConfig {
 }
 
 /// Cost per event must not grow with the number of tenants: criterion reports events per
-/// second at 2, 16 and 64 tenants.
+/// second at 2, 16, 64 and 128 tenants.
 fn per_event(c: &mut Criterion) {
     let mut group = c.benchmark_group("per-event cost");
     group.sample_size(10);
-    for n in [2, 16, 64] {
+    for n in [2, 16, 64, 128] {
         let config = many_tenants(n);
         let events = simulate(config.clone()).expect("runs").events;
         group.throughput(Throughput::Elements(events));

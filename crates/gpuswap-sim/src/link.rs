@@ -70,10 +70,11 @@ pub struct Link {
     to_host_bytes_per_ns: f64,
     /// In id order; a handful at a time, so a vector beats a map.
     flows: Vec<(FlowId, Flow)>,
-    /// Scratch for [`Link::reshare`]: the indices in `flows` of one direction's flows,
-    /// by cap. Kept between calls so that resharing never allocates (it runs on every
-    /// start and completion, a large part of a simulation's time).
-    by_cap: Vec<usize>,
+    /// Scratch for [`Link::reshare`]: one direction's flows as (cap per unit of weight,
+    /// index in `flows`), by cap; the key is computed once a flow, not once a comparison.
+    /// Kept between calls so that resharing never allocates (it runs on every start and
+    /// completion, a large part of a simulation's time).
+    by_cap: Vec<(f64, usize)>,
     /// Finished flows not yet handed out, in the order they finished. The first
     /// `reportable` are what the last [`Link::advance`] found; the rest a [`Link::start`]
     /// found after it. Dropping those lost their completions when a flow ended in the
@@ -172,16 +173,16 @@ impl Link {
 
     /// When the next flow in progress ends at the current rates.
     fn next_flow_end_ns(&self) -> Option<u64> {
+        // `ceil_ns` and the addition never decrease, so the earliest end is that of the
+        // least time left: one conversion a call instead of one a flow.
         self.flows
             .iter()
             .map(|(_, f)| f)
             .filter(|f| f.rate_bytes_per_ns > 0.0)
+            .map(|f| f.remaining_bytes / f.rate_bytes_per_ns)
+            .min_by(f64::total_cmp)
             // Saturating: a flow too slow to end within u64 nanoseconds ends never.
-            .map(|f| {
-                self.now_ns
-                    .saturating_add(ceil_ns(f.remaining_bytes / f.rate_bytes_per_ns))
-            })
-            .min()
+            .map(|left_ns| self.now_ns.saturating_add(ceil_ns(left_ns)))
     }
 
     /// The byte counters at `at_ns`, which must lie between the last start or advance
@@ -291,18 +292,19 @@ impl Link {
             return;
         }
         self.by_cap.clear();
-        self.by_cap
-            .extend((0..flows.len()).filter(|&i| flows[i].1.direction == direction));
+        self.by_cap.extend(
+            (0..flows.len())
+                .filter(|&i| flows[i].1.direction == direction)
+                .map(|i| (flows[i].1.cap_bytes_per_ns / flows[i].1.weight, i)),
+        );
         // Smallest caps per unit of weight first: they take less than their weighted
         // share and leave the rest. Equal keys keep id order (the index breaks ties), so
         // the shares, and the float rounding of what is left, never depend on the sort.
-        self.by_cap.sort_unstable_by(|&a, &b| {
-            let key = |i: usize| flows[i].1.cap_bytes_per_ns / flows[i].1.weight;
-            key(a).total_cmp(&key(b)).then(a.cmp(&b))
-        });
+        self.by_cap
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut left = capacity;
-        let mut weight_left: f64 = self.by_cap.iter().map(|&i| flows[i].1.weight).sum();
-        for &at in &self.by_cap {
+        let mut weight_left: f64 = self.by_cap.iter().map(|&(_, i)| flows[i].1.weight).sum();
+        for &(_, at) in &self.by_cap {
             let flow = &mut flows[at].1;
             let share = left * flow.weight / weight_left;
             flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);

@@ -101,11 +101,10 @@ impl Engine {
                     to,
                 }) => {
                     let t = tenant.0 as usize;
-                    let writes = self.write_state(chunk.buffer).unwrap_or_default();
-                    if writes.writers > 0 {
+                    if self.being_written(chunk.buffer) {
                         return self.lost_write(t, chunk);
                     }
-                    let epoch = writes.epoch;
+                    let epoch = self.write_state(chunk.buffer).unwrap_or_default().epoch;
                     if self.crash_due(t, Trigger::Copy) {
                         self.schedule(self.now_ns, Event::Crash(t));
                     }

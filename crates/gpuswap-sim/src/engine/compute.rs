@@ -271,9 +271,7 @@ impl Engine {
     /// goes back to the head of its tenant's channel to run again from its start.
     fn preempt_kernel(&mut self, at: usize) {
         let running = self.running.swap_remove(at);
-        for id in running.written.iter() {
-            self.end_write(*id);
-        }
+        self.kernel_writes_moved(&running.written, Write::Ends);
         let t = running.tenant;
         let tenant = &mut self.tenants[t];
         tenant.preemptions += 1;
@@ -303,24 +301,8 @@ impl Engine {
                 }
             }
         }
-        for id in cost.written.iter() {
-            self.begin_write(*id);
-        }
+        self.kernel_writes_moved(&cost.written, Write::Starts);
         let traffic = cost.traffic;
-        // A kernel asks of VRAM bandwidth what it moves alone over its all-in-VRAM time.
-        let bandwidth_share = if cost.ideal_ns > 0 {
-            let bytes = cost.accesses as f64 * READ_TRANSACTION_BYTES as f64;
-            (bytes / (cost.ideal_ns as f64 * 1e-9) / self.preset.vram_bytes_per_s).min(1.0)
-        } else {
-            0.0
-        };
-        // Its share of the all-in-VRAM time spent on arithmetic: what fewer SMs slow.
-        let compute_share = if cost.ideal_ns > 0 {
-            let ops = self.tenants[t].kernel_at(launch.site).ops;
-            (timing::compute_ns(&self.preset, ops) / cost.ideal_ns as f64).min(1.0)
-        } else {
-            0.0
-        };
         // Unified memory (the device serves page faults, as the policy needs): every
         // access to a managed buffer is served from VRAM once its faults are, or from
         // host memory where the MMU maps it remotely. The kernel first moves
@@ -329,15 +311,25 @@ impl Engine {
         // plus the batches' service time and the remote accesses' time (first order:
         // none of it overlaps its computation). Where kernels of several tenants run at
         // once, or a scheduler may stop one, it does so segment by segment.
-        let (mut walk, mut segments, mut all_bytes, mut flows_left) = (None, 1, 0.0, 0);
+        let (mut paged, mut flows_left) = (None, 0);
         if self.needs.page_faults {
             let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
             let started = self.start_walk(t, &kernel, launch.id.0);
-            if self.segmented {
-                segments = started.steps.min(SEGMENTS) as u32;
-            }
-            all_bytes = traffic.local_bytes + traffic.remote_bytes();
-            walk = Some(Box::new(started));
+            let segments = if self.segmented {
+                started.steps.min(SEGMENTS) as u32
+            } else {
+                1
+            };
+            paged = Some(Box::new(PagedRun {
+                migrations: Vec::new(),
+                fixed_after_migrations_ns: None,
+                fault_service_ns: 0,
+                walk: Some(Box::new(started)),
+                segments,
+                segment: 0,
+                started_segment_ns: self.now_ns,
+                all_bytes: traffic.local_bytes + traffic.remote_bytes(),
+            }));
         } else {
             let tenant = &mut self.tenants[t];
             tenant.local_bytes += traffic.local_bytes;
@@ -361,22 +353,13 @@ impl Engine {
             tenant: t,
             ideal_ns: cost.ideal_ns,
             started_ns: self.now_ns,
-            started_segment_ns: self.now_ns,
             accesses: cost.accesses,
             fixed_done: false,
             flows_left,
             written: cost.written,
-            referenced,
-            migrations: Vec::new(),
-            fixed_after_migrations_ns: None,
-            fault_service_ns: 0,
-            walk,
-            segments,
-            segment: 0,
-            all_bytes,
+            referenced: referenced.into_boxed_slice(),
+            paged,
             share: None,
-            bandwidth_share,
-            compute_share,
             preempt: false,
             site: launch.site,
         });
@@ -400,7 +383,8 @@ impl Engine {
             .expect("the kernel runs");
         let (t, segment, segments) = {
             let r = &self.running[at];
-            (r.tenant, u64::from(r.segment), u64::from(r.segments))
+            let p = r.paged.as_ref().expect("a paging kernel");
+            (r.tenant, u64::from(p.segment), u64::from(p.segments))
         };
         // The segment's even share of the kernel's all-in-VRAM time.
         let whole_ns = self.running[at].ideal_ns;
@@ -412,7 +396,11 @@ impl Engine {
             self.stopped = Some((Limit::SimTime, earliest_end_ns));
             return;
         }
-        let mut walk = self.running[at].walk.take().expect("a paging kernel walks");
+        let mut walk = self.running[at]
+            .paged
+            .as_mut()
+            .and_then(|p| p.walk.take())
+            .expect("a paging kernel walks");
         let to_step = (walk.steps * (segment + 1)).div_ceil(segments);
         let paging = self.fault_in(t, &mut walk, to_step);
         // Its faults moved pages in and out of VRAM, its own and others'.
@@ -430,11 +418,11 @@ impl Engine {
         } else {
             0
         };
-        let running = &mut self.running[at];
-        running.walk = Some(walk);
+        let paged = self.running[at].paged.as_mut().expect("a paging kernel");
+        paged.walk = Some(walk);
         let remote = paging.remote.remote_bytes();
         let tenant = &mut self.tenants[t];
-        tenant.local_bytes += (part(running.all_bytes) - remote).max(0.0);
+        tenant.local_bytes += (part(paged.all_bytes) - remote).max(0.0);
         tenant.remote_bytes += remote;
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
         let fixed_ns = timing::paged_fixed_ns(
@@ -448,7 +436,7 @@ impl Engine {
         // Migrations as copy-engine flows: their time alone at the link's peak is what
         // they take at their transfer size's rate, so sharing stretches them in proportion.
         let link = &self.preset.link;
-        running.migrations = [
+        paged.migrations = [
             (
                 Direction::ToDevice,
                 paging.transfer_ns.1 * link.h2d_bytes_per_s / 1e9,
@@ -461,11 +449,11 @@ impl Engine {
         .into_iter()
         .filter(|(_, bytes)| *bytes > 0.0)
         .collect();
-        running.fault_service_ns = paging.service_ns;
-        running.started_segment_ns = self.now_ns;
-        match running.migrations.pop() {
+        paged.fault_service_ns = paging.service_ns;
+        paged.started_segment_ns = self.now_ns;
+        match paged.migrations.pop() {
             Some((direction, bytes)) => {
-                running.fixed_after_migrations_ns = Some(fixed_ns);
+                paged.fixed_after_migrations_ns = Some(fixed_ns);
                 self.start_migration(launch, direction, bytes);
                 self.rearm_link();
             }
@@ -536,8 +524,9 @@ impl Engine {
                 share.left_ns = share.left_ns.max(0.0);
                 share.since_ns = now;
                 sm.push(self.tenants[r.tenant].sm_share);
-                bandwidth.push(r.bandwidth_share);
-                compute.push(r.compute_share);
+                bandwidth.push(r.bandwidth_share(self.preset.vram_bytes_per_s));
+                let ops = self.tenants[r.tenant].kernel_at(r.site).ops;
+                compute.push(r.compute_share(timing::compute_ns(&self.preset, ops)));
             }
         }
         let sm_given = water_fill(&sm);
@@ -588,19 +577,21 @@ impl Engine {
         if running.flows_left > 0 {
             return Partial::Yes;
         }
-        if let Some((direction, bytes)) = running.migrations.pop() {
-            self.start_migration(launch, direction, bytes);
-            return Partial::Yes;
-        }
-        if let Some(fixed_ns) = running.fixed_after_migrations_ns.take() {
-            let (t, started_ns, service_ns) = (
-                running.tenant,
-                running.started_segment_ns,
-                running.fault_service_ns,
-            );
-            self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
-            self.enter_fixed(launch, fixed_ns);
-            return Partial::Yes;
+        if let Some(paged) = running.paged.as_mut() {
+            if let Some((direction, bytes)) = paged.migrations.pop() {
+                self.start_migration(launch, direction, bytes);
+                return Partial::Yes;
+            }
+            if let Some(fixed_ns) = paged.fixed_after_migrations_ns.take() {
+                let (t, started_ns, service_ns) = (
+                    running.tenant,
+                    paged.started_segment_ns,
+                    paged.fault_service_ns,
+                );
+                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+                self.enter_fixed(launch, fixed_ns);
+                return Partial::Yes;
+            }
         }
         if !running.fixed_done {
             return Partial::Yes;
@@ -727,28 +718,59 @@ impl Engine {
             .filter(|w| w.buffer == Some(buffer))
     }
 
+    /// A memcpy to the device starts writing `buffer`.
     pub(super) fn begin_write(&mut self, buffer: BufferId) {
+        self.move_write_epoch(buffer, Write::Starts).writers += 1;
+    }
+
+    /// A memcpy to the device stops writing `buffer` (it ended or was dropped).
+    pub(super) fn end_write(&mut self, buffer: BufferId) {
+        let state = self.move_write_epoch(buffer, Write::Ends);
+        if state.buffer == Some(buffer) {
+            state.writers -= 1;
+        }
+    }
+
+    /// A kernel writing `written` starts or ends. Only a relocation copy compares write
+    /// epochs, over its life from its job's creation to its end, and a copy of a buffer
+    /// that a running kernel writes is never created (`being_written`): so with no copy
+    /// in progress the epochs need not move, and the loop over the kernel's buffers
+    /// (hundreds for heartwall, a tenth of every kernel's cost) is skipped.
+    fn kernel_writes_moved(&mut self, written: &[BufferId], write: Write) {
+        if self.copy_queue.is_empty() && self.copy_engines.iter().all(Option::is_none) {
+            return;
+        }
+        for &id in written {
+            self.move_write_epoch(id, write);
+        }
+    }
+
+    /// Bumps `buffer`'s write epoch: a write that starts takes over the slot's state from
+    /// a freed buffer; one that ends leaves another buffer's state alone.
+    fn move_write_epoch(&mut self, buffer: BufferId, write: Write) -> &mut WriteState {
         let i = buffer.slot();
         if i >= self.writes.len() {
             self.writes.resize(i + 1, WriteState::default());
         }
         let state = &mut self.writes[i];
-        if state.buffer != Some(buffer) {
-            *state = WriteState {
-                buffer: Some(buffer),
-                ..WriteState::default()
-            };
+        match write {
+            Write::Starts if state.buffer != Some(buffer) => {
+                *state = WriteState {
+                    buffer: Some(buffer),
+                    ..WriteState::default()
+                };
+            }
+            Write::Ends if state.buffer != Some(buffer) => return state,
+            _ => {}
         }
         state.epoch += 1;
-        state.writers += 1;
+        state
     }
 
-    pub(super) fn end_write(&mut self, buffer: BufferId) {
-        let state = &mut self.writes[buffer.slot()];
-        if state.buffer == Some(buffer) {
-            state.epoch += 1;
-            state.writers -= 1;
-        }
+    /// Whether a memcpy or a running kernel writes `buffer` now.
+    pub(super) fn being_written(&self, buffer: BufferId) -> bool {
+        self.write_state(buffer).is_some_and(|w| w.writers > 0)
+            || self.running.iter().any(|r| r.written.contains(&buffer))
     }
 
     /// Ends `launch` once its fixed part and its link flows are done.
@@ -762,8 +784,12 @@ impl Engine {
         }
         // A kernel whose tenant ended stops at its segment's end: its buffers are gone.
         let gone = self.tenants[running.tenant].state == State::Done;
-        if running.segment + 1 < running.segments && !gone {
-            running.segment += 1;
+        if let Some(paged) = running
+            .paged
+            .as_mut()
+            .filter(|p| p.segment + 1 < p.segments && !gone)
+        {
+            paged.segment += 1;
             running.fixed_done = false;
             if running.preempt {
                 return self.preempt_kernel(at);
@@ -778,7 +804,7 @@ impl Engine {
             ns: self.now_ns - running.started_ns,
             finished_ns: self.now_ns,
             ideal_ns: running.ideal_ns,
-            referenced: std::mem::take(&mut running.referenced),
+            referenced: std::mem::take(&mut running.referenced).into_vec(),
         };
         let (t, written) = (running.tenant, Rc::clone(&running.written));
         let last = self.running.len() - 1;
@@ -786,9 +812,7 @@ impl Engine {
             self.running.swap(at, last);
         }
         self.running.truncate(last);
-        for id in written.iter() {
-            self.end_write(*id);
-        }
+        self.kernel_writes_moved(&written, Write::Ends);
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
         let tenant = &mut self.tenants[t];

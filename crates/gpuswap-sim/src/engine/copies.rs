@@ -89,7 +89,7 @@ impl Engine {
             CopyKind::Relocation { copy, chunk, epoch } => {
                 // No state: the buffer has not been written (or was freed meanwhile).
                 if let Some(now) = self.write_state(chunk.buffer)
-                    && (now.epoch != epoch || now.writers > 0)
+                    && (now.epoch != epoch || self.being_written(chunk.buffer))
                 {
                     return self.lost_write(job.tenant, chunk);
                 }

@@ -241,6 +241,9 @@ struct Launch {
     site: usize,
 }
 
+/// A kernel on the device. Every launch copies one into `Engine::running`, and past 128
+/// bytes the copy is a call to `memmove` (a twentieth of every kernel's cost): state only
+/// some kernels have is boxed (`PagedRun`) or derived (`RunningKernel::bandwidth_share`).
 struct RunningKernel {
     launch: LaunchId,
     tenant: usize,
@@ -250,31 +253,57 @@ struct RunningKernel {
     fixed_done: bool,
     flows_left: u32,
     written: Rc<[BufferId]>,
-    referenced: Vec<ChunkRef>,
-    /// Unified memory: the kernel's fault migrations still to put on the link, one flow
-    /// after another (last first), and the fixed time to run once they are done.
-    migrations: Vec<(Direction, f64)>,
-    fixed_after_migrations_ns: Option<u64>,
-    /// Unified memory: the batches' service time (latency and naps, not transfers).
-    fault_service_ns: u64,
-    /// Unified memory: the kernel's page walk, its segments (one unless kernels run in
-    /// segments) and the one running, and when that one started.
-    walk: Option<Box<paging::Walk>>,
-    segments: u32,
-    segment: u32,
-    started_segment_ns: u64,
-    /// Unified memory: the bytes its accesses move in all.
-    all_bytes: f64,
+    referenced: Box<[ChunkRef]>,
+    /// Unified memory: its paging state (`None` for other kernels).
+    paged: Option<Box<PagedRun>>,
     /// Under MPS: its fixed part's progress while it runs.
     share: Option<compute::FixedShare>,
-    /// The share of VRAM bandwidth it asks alone.
-    bandwidth_share: f64,
-    /// The share of its all-in-VRAM time its arithmetic takes alone.
-    compute_share: f64,
     /// A scheduler asked it to stop at its next segment's end.
     preempt: bool,
     /// Where it was launched, to run it again from its start after a preemption.
     site: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<RunningKernel>() <= 128);
+
+impl RunningKernel {
+    /// The share of VRAM bandwidth it asks alone: what it moves over its all-in-VRAM
+    /// time (derived where kernels share the device, not stored: see the struct).
+    fn bandwidth_share(&self, vram_bytes_per_s: f64) -> f64 {
+        if self.ideal_ns == 0 {
+            return 0.0;
+        }
+        let bytes = self.accesses as f64 * READ_TRANSACTION_BYTES as f64;
+        (bytes / (self.ideal_ns as f64 * 1e-9) / vram_bytes_per_s).min(1.0)
+    }
+
+    /// The share of its all-in-VRAM time its arithmetic (`compute_ns` of its `ops`)
+    /// takes alone: what fewer SMs slow (derived like the bandwidth share).
+    fn compute_share(&self, compute_ns: f64) -> f64 {
+        if self.ideal_ns == 0 {
+            return 0.0;
+        }
+        (compute_ns / self.ideal_ns as f64).min(1.0)
+    }
+}
+
+/// A unified-memory kernel's paging state, boxed apart from `RunningKernel` (only such
+/// kernels have it).
+struct PagedRun {
+    /// The kernel's fault migrations still to put on the link, one flow after another
+    /// (last first), and the fixed time to run once they are done.
+    migrations: Vec<(Direction, f64)>,
+    fixed_after_migrations_ns: Option<u64>,
+    /// The batches' service time (latency and naps, not transfers).
+    fault_service_ns: u64,
+    /// The kernel's page walk, its segments (one unless kernels run in segments) and the
+    /// one running, and when that one started.
+    walk: Option<Box<paging::Walk>>,
+    segments: u32,
+    segment: u32,
+    started_segment_ns: u64,
+    /// The bytes its accesses move in all.
+    all_bytes: f64,
 }
 
 enum CopyKind {
@@ -328,14 +357,22 @@ struct KernelCost {
     written: Rc<[BufferId]>,
 }
 
-/// Writes to one buffer: bumped when a write starts or ends, and how many run now. Kept
-/// per buffer slot, so it names the buffer it belongs to: a freed buffer's slot is
-/// reused.
+/// Writes to one buffer: bumped when a write starts or ends (a kernel's only while a
+/// copy is in progress, see `Engine::kernel_writes_moved`), and how many memcpys write
+/// it now (running kernels are read from `Engine::running`). Kept per buffer slot, so it
+/// names the buffer it belongs to: a freed buffer's slot is reused.
 #[derive(Clone, Copy, Debug, Default)]
 struct WriteState {
     buffer: Option<BufferId>,
     epoch: u64,
     writers: u32,
+}
+
+/// Whether a write to a buffer starts or ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Write {
+    Starts,
+    Ends,
 }
 
 #[derive(Clone, Copy)]
@@ -390,7 +427,8 @@ pub struct Engine {
     timer: Option<(u64, u64)>,
     /// The tenant whose allocation the current relocation serves.
     evicting_for: Option<usize>,
-    /// Write epochs of buffers: bumped when a write to the buffer starts or ends.
+    /// Write epochs of buffers: bumped when a write to the buffer starts or ends (see
+    /// `WriteState`).
     /// Indexed by buffer id (the manager numbers buffers densely from 0).
     writes: Vec<WriteState>,
     /// The first invariant broken; the run stops after the event that broke it.
