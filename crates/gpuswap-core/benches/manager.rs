@@ -8,7 +8,7 @@ use gpuswap_core::{Action, Manager, Reply, TenantId};
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::{config, drive, evict_free_return, full_gpu, request};
+use support::{config, drive, evict_free_return, fill, request};
 
 const MIB: u64 = 1 << 20;
 
@@ -84,7 +84,7 @@ fn decisions(c: &mut Criterion) {
     let mut group = c.benchmark_group("decisions at 10^6 chunks");
     group.sample_size(20);
     for tenants in [10u64, 1000] {
-        let (mut m, mut id) = full_gpu(tenants, CHUNKS, CHUNK);
+        let (mut m, mut id) = fill(config(CHUNKS * CHUNK, CHUNK), tenants, CHUNKS);
         let mut now_ns = 0;
         // Allocate one chunk into full VRAM: the victim policy picks the largest share
         // and one of its chunks goes to host memory. Free it, and the return check

@@ -607,29 +607,26 @@ impl Books {
         }
     }
 
-    /// What the scanning victim policies see of every tenant.
-    pub(crate) fn views(&self) -> Vec<TenantView> {
+    /// What the scanning victim policies see of every tenant, computed as they walk
+    /// (a choice allocates nothing).
+    pub(crate) fn views(&self) -> impl Iterator<Item = TenantView> + Clone + '_ {
         let chunk_bytes = self.chunk_bytes;
-        self.tenants
-            .iter()
-            .enumerate()
-            .map(|(id, s)| {
-                let contract = s.contract;
-                TenantView {
-                    id: TenantId(id as u32),
-                    vram_bytes: s.usage.vram_bytes,
-                    can_give: s.can_give(chunk_bytes),
-                    slowdown: if s.ideal_ns == 0 {
-                        1.0
-                    } else {
-                        s.kernel_ns as f64 / s.ideal_ns as f64
-                    },
-                    access_rate: s.access_rate,
-                    weight: contract.weight,
-                    priority_class: contract.priority_class,
-                }
-            })
-            .collect()
+        self.tenants.iter().enumerate().map(move |(id, s)| {
+            let contract = s.contract;
+            TenantView {
+                id: TenantId(id as u32),
+                vram_bytes: s.usage.vram_bytes,
+                can_give: s.can_give(chunk_bytes),
+                slowdown: if s.ideal_ns == 0 {
+                    1.0
+                } else {
+                    s.kernel_ns as f64 / s.ideal_ns as f64
+                },
+                access_rate: s.access_rate,
+                weight: contract.weight,
+                priority_class: contract.priority_class,
+            }
+        })
     }
 
     /// The chunks of a buffer accounted at `location`.

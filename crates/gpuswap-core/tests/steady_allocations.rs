@@ -71,14 +71,29 @@ fn allocations(f: impl FnOnce()) -> u64 {
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{drive, evict_free_return, full_gpu};
+use gpuswap_core::{ManagerConfig, PolicySettings};
+use support::{config, drive, evict_free_return, fill};
 
 const CHUNK_BYTES: u64 = 2 << 20;
 
 #[test]
 fn the_steady_decision_path_allocates_nothing() {
-    for tenants in [10, 1000] {
-        let (mut m, _) = full_gpu(tenants, 20_000, CHUNK_BYTES);
+    // Every victim policy: the scanning ones walk the tenants without collecting them.
+    for (tenants, victim) in [
+        (10, "largest-share"),
+        (1000, "largest-share"),
+        (1000, "performance"),
+        (1000, "access-rate"),
+    ] {
+        const CHUNKS: u64 = 20_000;
+        let (mut m, _) = fill(
+            ManagerConfig {
+                policy: PolicySettings::named("gpuswap").with("victim", victim),
+                ..config(CHUNKS * CHUNK_BYTES, CHUNK_BYTES)
+            },
+            tenants,
+            CHUNKS,
+        );
         // The first steps may grow queues and tables to their working size.
         let mut now_ns = 0;
         for id in 0..20 {
@@ -95,8 +110,8 @@ fn the_steady_decision_path_allocates_nothing() {
         // five measured); the relocation plans and batches allocated 7 more per step.
         assert!(
             steps <= 200 * 2 + 200 / 2,
-            "{tenants} tenants: {steps} heap allocations in 200 evict + free + return \
-             steps, where the new buffers' records are 400"
+            "{tenants} tenants, {victim}: {steps} heap allocations in 200 evict + free + \
+             return steps, where the new buffers' records are 400"
         );
         let checks = allocations(|| {
             for _ in 0..200 {
@@ -107,7 +122,7 @@ fn the_steady_decision_path_allocates_nothing() {
         });
         assert_eq!(
             checks, 0,
-            "{tenants} tenants: heap allocations in 200 idle return checks"
+            "{tenants} tenants, {victim}: heap allocations in 200 idle return checks"
         );
     }
 }

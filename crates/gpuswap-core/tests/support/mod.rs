@@ -47,11 +47,12 @@ pub fn drive(m: &mut Manager) -> Option<BufferId> {
     granted
 }
 
-/// `tenants` tenants fill VRAM of `chunks` chunks of `chunk_bytes` with buffers of up to
-/// 32 chunks (64 MiB of 2 MiB chunks, as frameworks' caching allocators ask). Returns the
-/// manager and the last request number used.
-pub fn full_gpu(tenants: u64, chunks: u64, chunk_bytes: u64) -> (Manager, u64) {
-    let mut m = Manager::new(config(chunks * chunk_bytes, chunk_bytes));
+/// A manager under `config`, whose VRAM is `chunks` chunks, with `tenants` tenants
+/// filling it with buffers of up to 32 chunks (64 MiB of 2 MiB chunks, as frameworks'
+/// caching allocators ask). Returns the manager and the last request number used.
+pub fn fill(config: ManagerConfig, tenants: u64, chunks: u64) -> (Manager, u64) {
+    let chunk_bytes = config.chunk_bytes;
+    let mut m = Manager::new(config);
     let mut id = 0;
     for t in 0..tenants {
         let mut left = chunks / tenants;

@@ -54,9 +54,9 @@ pub(crate) static VICTIMS: &[VictimEntry] = &[
 ];
 
 /// Larger key wins; ties go to the requester, then to the lowest id.
-fn pick<'a>(
+fn pick(
     key: impl Fn(&TenantView) -> f64,
-    pool: impl Iterator<Item = &'a TenantView>,
+    pool: impl Iterator<Item = TenantView>,
     requester: TenantId,
 ) -> Option<TenantId> {
     pool.max_by(|a, b| {
@@ -70,15 +70,15 @@ fn pick<'a>(
 
 /// The tenants that may give, of the lowest priority class among them: a higher class
 /// is evicted only when no lower one can give, whichever victim policy chooses.
-fn candidates(tenants: &[TenantView]) -> impl Iterator<Item = &TenantView> + Clone {
+fn candidates(
+    tenants: impl Iterator<Item = TenantView> + Clone,
+) -> impl Iterator<Item = TenantView> + Clone {
     let lowest = tenants
-        .iter()
+        .clone()
         .filter(|t| t.can_give)
         .map(|t| t.priority_class)
         .min();
-    tenants
-        .iter()
-        .filter(move |t| t.can_give && Some(t.priority_class) == lowest)
+    tenants.filter(move |t| t.can_give && Some(t.priority_class) == lowest)
 }
 
 /// The tenant holding the most VRAM for its weight. A tenant under its weighted fair
@@ -106,11 +106,10 @@ struct Performance;
 
 impl VictimChoice for Performance {
     fn choose(&self, books: &Books, requester: TenantId) -> Option<TenantId> {
-        let tenants = books.views();
-        let active = tenants.iter().filter(|t| t.vram_bytes > 0).count().max(1) as u64;
+        let active = books.views().filter(|t| t.vram_bytes > 0).count().max(1) as u64;
         let min_share = books.vram_capacity_bytes / active;
         let key = |t: &TenantView| -(t.slowdown / t.vram_bytes.max(1) as f64);
-        let pool = candidates(&tenants);
+        let pool = candidates(books.views());
         pick(
             key,
             pool.clone().filter(|t| t.vram_bytes >= min_share),
@@ -126,7 +125,7 @@ struct AccessRate;
 
 impl VictimChoice for AccessRate {
     fn choose(&self, books: &Books, requester: TenantId) -> Option<TenantId> {
-        pick(|t| t.access_rate, candidates(&books.views()), requester)
+        pick(|t| t.access_rate, candidates(books.views()), requester)
     }
 
     fn wants_access_rates(&self) -> bool {
@@ -273,10 +272,9 @@ mod tests {
     /// The largest-share victim as a scan of every tenant's view: what the tenant order
     /// must answer.
     fn largest_share_by_scan(books: &Books, requester: TenantId) -> Option<TenantId> {
-        let views = books.views();
         pick(
             |t| t.vram_bytes as f64 / f64::from(t.weight),
-            candidates(&views),
+            candidates(books.views()),
             requester,
         )
     }
