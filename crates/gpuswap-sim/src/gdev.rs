@@ -1,6 +1,8 @@
-//! How Gdev's CUDA runtime moves a memcpy to or from the GPU (the runtime the GPUswap
-//! evaluation ran its Gdev baseline on; facts from its code, `shinpei0208/gdev`, the
-//! kernel-module build).
+//! How Gdev's CUDA runtime moves a memcpy to or from the GPU (the runtime every
+//! configuration of the GPUswap evaluation ran on, its Gdev baseline with Gdev's
+//! scheduler, native and GPUswap without; facts from its code, `shinpei0208/gdev`, the
+//! kernel-module build). A preset whose `runtime` is Gdev's takes this path in every
+//! mode.
 //!
 //! - A memcpy takes the device like a kernel: Gdev's scheduler runs copies and launches
 //!   through one queue (`GDEV_SCHED_SDQ`, `common/gdev_sched.h`; the memory hooks call the

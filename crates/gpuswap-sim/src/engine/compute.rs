@@ -307,10 +307,11 @@ impl Engine {
         // access to a managed buffer is served from VRAM once its faults are, or from
         // host memory where the MMU maps it remotely. The kernel first moves
         // its batches' evictions and migrations over the link (flows shared with every
-        // other user of the link, one after the other), then takes its all-in-VRAM time
-        // plus the batches' service time and the remote accesses' time (first order:
-        // none of it overlaps its computation). Where kernels of several tenants run at
-        // once, or a scheduler may stop one, it does so segment by segment.
+        // other user of the link, one after the other), then takes what
+        // `timing::paged_fixed_ns` gives: its all-in-VRAM work, overlapped with the
+        // batches' service except for the share of it that waited for a fault, then the
+        // remote accesses' time. Where kernels of several tenants run at once, or a
+        // scheduler may stop one, it does so segment by segment.
         let (mut paged, mut flows_left) = (None, 0);
         if self.needs.page_faults {
             let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
