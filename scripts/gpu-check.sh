@@ -12,6 +12,9 @@
 #      matrix products: both finish, their data intact, slowdown against running alone.
 #   5. a victim killed with SIGKILL in the middle of a relocation: the requester
 #      finishes with its data intact and the daemon holds nothing afterwards.
+#   6. (chunks, not in the default) step 3's pair, 2 rounds, at chunk sizes of 2, 8
+#      and 32 MiB: where a chunk move's time goes (the interposer's per-phase times,
+#      the daemon's command-to-answer and drain times) and how it scales with size.
 # GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps.
 # Results: OUT/summary.jsonl (one line per step) and each step's log, all of it also
 # in OUT/results.tar.gz.
@@ -72,6 +75,30 @@ wait $a; ra=$?
 wait $b; rb=$?
 note "{\"step\":\"e2e-daemon\",\"rc_a\":$ra,\"rc_b\":$rb,\"a\":$(cat a.json 2> /dev/null || echo null),\"b\":$(cat b.json 2> /dev/null || echo null)}"
 stop_daemon
+fi
+
+# 6. Chunk moves by chunk size.
+if want chunks; then
+    for chunk in ${GPUSWAP_CHECK_CHUNKS:-2MiB 8MiB 32MiB}; do
+        "$bundle/gpuswap" daemon --socket "$GPUSWAP_SOCKET" --vram 8GiB --chunk-size "$chunk" \
+            > "daemon-chunks-$chunk.log" 2>&1 &
+        daemon=$!
+        for _ in $(seq 50); do [ -S "$GPUSWAP_SOCKET" ] && break; sleep 0.1; done
+        for who in a b; do
+            seed=$([ $who = a ] && echo 41 || echo 42)
+            GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=$who LD_PRELOAD=$pre timeout 120 "${client[@]}" \
+                --buffers 6 --size 1GiB --rounds 2 --hold-ms 500 --seed $seed \
+                > "chunks-$chunk-$who.json" 2> "chunks-$chunk-$who.err" &
+            eval "pid_$who=\$!"
+            sleep 1
+        done
+        wait "$pid_a"; ra=$?
+        wait "$pid_b"; rb=$?
+        stop_daemon
+        moves=$(grep -h "moves to" "chunks-$chunk-a.err" "chunks-$chunk-b.err" | sed 's/"//g' | paste -sd'|')
+        gone=$(grep -h " gone: " "daemon-chunks-$chunk.log" | sed 's/"//g' | paste -sd'|')
+        note "{\"step\":\"chunks\",\"chunk\":\"$chunk\",\"rc_a\":$ra,\"rc_b\":$rb,\"moves\":\"$moves\",\"daemon\":\"$gone\"}"
+    done
 fi
 
 # 4. PyTorch: each process alone, then both together.

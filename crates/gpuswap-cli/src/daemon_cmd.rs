@@ -176,7 +176,7 @@ pub fn table(snap: &Snapshot) -> String {
                 format_bytes(t.host_bytes),
                 format_bytes(t.evicted_bytes),
                 format_bytes(t.returned_bytes),
-                t.relocations.to_string(),
+                format!("{} ({:.1} ms)", t.relocations, t.relocation_ns as f64 / 1e6),
                 format!("{} ({:.1} ms)", t.waits, t.wait_ns as f64 / 1e6),
                 if t.suspended { "yes" } else { "" }.to_owned(),
             ];

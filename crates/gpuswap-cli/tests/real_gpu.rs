@@ -235,10 +235,11 @@ fn three_processes_oversubscribe_and_keep_every_byte() {
 }
 
 /// Two processes of 2 x 24 MiB (and a scratch) in 64 MiB: the second's allocation
-/// evicts from the first, whose copies are slowed so that a kill lands mid-relocation.
-fn pair_with_slow_victim(w: &World) -> (Child, Child) {
+/// evicts from the first, whose copies take `copy_delay_ms` each (so that a kill lands
+/// mid-relocation) and which traces its calls and moves.
+fn pair_with_slow_victim(w: &World, copy_delay_ms: &str) -> (Child, Child) {
     let member = |name: &str, hold_ms: &str, seed: &str, copy_delay_ms: &str| {
-        w.client(
+        let mut client = w.client(
             64,
             &[
                 "--buffers",
@@ -252,15 +253,19 @@ fn pair_with_slow_victim(w: &World) -> (Child, Child) {
                 "--seed",
                 seed,
             ],
-        )
-        .env("GPUSWAP_TENANT_NAME", name)
-        .env("GPUSWAP_STANDIN_COPY_DELAY_MS", copy_delay_ms)
-        .spawn()
-        .unwrap()
+        );
+        client
+            .env("GPUSWAP_TENANT_NAME", name)
+            .env("GPUSWAP_STANDIN_COPY_DELAY_MS", copy_delay_ms);
+        client
     };
-    let victim = member("victim", "1500", "5", "400");
+    let victim = {
+        let mut victim = member("victim", "1500", "5", copy_delay_ms);
+        victim.env("GPUSWAP_TRACE", "1");
+        victim.spawn().unwrap()
+    };
     w.wait_buffers(3);
-    let requester = member("requester", "100", "6", "0");
+    let requester = member("requester", "100", "6", "0").spawn().unwrap();
     w.wait_suspended("victim");
     // Inside the first relocation copy (it sleeps 400 ms).
     std::thread::sleep(Duration::from_millis(150));
@@ -270,7 +275,7 @@ fn pair_with_slow_victim(w: &World) -> (Child, Child) {
 #[test]
 fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
     let w = World::new("kill-victim", 64);
-    let (mut victim, requester) = pair_with_slow_victim(&w);
+    let (mut victim, requester) = pair_with_slow_victim(&w, "400");
     victim.kill().unwrap();
     // Reaped only after the requester is done: a killed process holds no VRAM even
     // while its parent has not waited for it (the driver frees it as the process exits).
@@ -280,9 +285,39 @@ fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
 }
 
 #[test]
+fn the_trace_says_where_a_move_spends_its_time() {
+    let w = World::new("move-times", 64);
+    let (victim, requester) = pair_with_slow_victim(&w, "30");
+    verified(&requester.wait_with_output().unwrap(), "requester");
+    let out = victim.wait_with_output().unwrap();
+    verified(&out, "victim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find_map(|l| l.split("moves to Host: ").nth(1))
+        .unwrap_or_else(|| panic!("no moves in the trace: {stderr}"));
+    let words: Vec<&str> = line
+        .split([' ', ',', ';'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let after = |name: &str| -> f64 {
+        let at = words.iter().position(|w| *w == name);
+        let number = at.and_then(|i| words.get(i + 1)?.parse().ok());
+        number.unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let chunks: f64 = words[0].parse().unwrap();
+    // The requester's first 24 MiB find 14 MiB free: at least five 2 MiB chunks left.
+    assert!(chunks >= 5.0, "{line}");
+    assert_eq!(after("chunks"), 2.0 * MIB as f64 * chunks, "{line}");
+    // The stand-in's copies sleep 30 ms: the copy phase carries it, the others not.
+    assert!(after("copy") >= 30_000.0, "{line}");
+    assert!(after("remap") < 30_000.0, "{line}");
+}
+
+#[test]
 fn a_requester_killed_while_it_waits_leaves_the_victim_intact() {
     let w = World::new("kill-requester", 64);
-    let (victim, mut requester) = pair_with_slow_victim(&w);
+    let (victim, mut requester) = pair_with_slow_victim(&w, "400");
     requester.kill().unwrap();
     requester.wait().unwrap();
     verified(&victim.wait_with_output().unwrap(), "victim");

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixStream;
 use std::sync::{Condvar, Mutex, OnceLock, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
 
@@ -408,10 +408,12 @@ impl Client {
             .map(|c| c.handle)
             .ok_or_else(|| format!("buffer {id} has no chunk {index}"))?;
         let (at, len) = buffer.span(index);
+        let mut clock = PhaseClock::start();
         driver::set_context(buffer.ctx as Handle)?;
         let new = driver::create(len, memory_kind(to)).map_err(|rc| {
             format!("cuMemCreate of {len} bytes in {to:?} failed with CUDA error {rc}")
         })?;
+        clock.lap(Phase::Create);
         let copied = self.with_scratch(len, |scratch| {
             driver::map(scratch, len, new)?;
             let copied = driver::copy(scratch, at, len);
@@ -421,6 +423,7 @@ impl Client {
             let _ = driver::release(new);
             return Err(e);
         }
+        clock.lap(Phase::Copy);
         if let Err(e) = driver::unmap(at, len) {
             let _ = driver::release(new);
             return Err(e);
@@ -431,11 +434,14 @@ impl Client {
             let _ = driver::release(new);
             return Err(e);
         }
+        clock.lap(Phase::Remap);
         // The chunk lives in the new memory now, whatever the release of the old says.
         buffer.chunks[index] = Chunk { handle: new };
         if let Err(e) = driver::release(old) {
             crate::warn(&format!("releasing a moved chunk's old memory: {e}"));
         }
+        clock.lap(Phase::Release);
+        lock(&MOVES).record(to, len, &clock.ns);
         Ok(())
     }
 
@@ -459,6 +465,93 @@ impl Client {
         };
         f(va)
     }
+}
+
+/// The steps of one chunk's move, in order.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// `cuMemCreate` of the new memory.
+    Create,
+    /// Mapping it at the scratch range, the copy and its wait, the scratch unmapped.
+    Copy,
+    /// The chunk's address unmapped and mapped to the new memory.
+    Remap,
+    /// `cuMemRelease` of the old memory.
+    Release,
+}
+
+const PHASES: [&str; 4] = ["create", "copy", "remap", "release"];
+
+/// Times the phases of one move.
+struct PhaseClock {
+    last: Instant,
+    ns: [u64; 4],
+}
+
+impl PhaseClock {
+    fn start() -> Self {
+        Self {
+            last: Instant::now(),
+            ns: [0; 4],
+        }
+    }
+
+    /// Ends `phase` now.
+    fn lap(&mut self, phase: Phase) {
+        let now = Instant::now();
+        self.ns[phase as usize] = now.duration_since(self.last).as_nanos() as u64;
+        self.last = now;
+    }
+}
+
+/// Where the process's chunk moves spent their time, per direction (to VRAM, to host
+/// memory): the real-GPU check reads it to find a move's cost (`GPUSWAP_TRACE=1`).
+#[derive(Default)]
+struct MoveTimes {
+    chunks: [u64; 2],
+    bytes: [u64; 2],
+    phase_ns: [[u64; 4]; 2],
+}
+
+static MOVES: Mutex<MoveTimes> = Mutex::new(MoveTimes {
+    chunks: [0; 2],
+    bytes: [0; 2],
+    phase_ns: [[0; 4]; 2],
+});
+
+impl MoveTimes {
+    fn record(&mut self, to: Location, bytes: u64, phase_ns: &[u64; 4]) {
+        let d = to as usize;
+        self.chunks[d] += 1;
+        self.bytes[d] += bytes;
+        for (sum, ns) in self.phase_ns[d].iter_mut().zip(phase_ns) {
+            *sum += ns;
+        }
+    }
+}
+
+/// The moves' times per chunk and phase, for the trace; `None` before any move.
+pub(crate) fn move_report() -> Option<String> {
+    let moves = lock(&MOVES);
+    let lines: Vec<String> = [Location::Vram, Location::Host]
+        .into_iter()
+        .filter(|&to| moves.chunks[to as usize] > 0)
+        .map(|to| {
+            let d = to as usize;
+            let n = moves.chunks[d];
+            let phases: Vec<String> = PHASES
+                .iter()
+                .zip(moves.phase_ns[d])
+                .map(|(name, ns)| format!("{name} {:.1}", ns as f64 / 1e3 / n as f64))
+                .collect();
+            format!(
+                "moves to {to:?}: {n} chunks, {} bytes; us per chunk: {}",
+                moves.bytes[d],
+                phases.join(", ")
+            )
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
 }
 
 fn memory_kind(location: Location) -> std::ffi::c_int {

@@ -17,7 +17,8 @@
 //! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
 //! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
 //! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
-//! with the interposer's notes at exit, to see which paths a program takes).
+//! with the interposer's notes at exit, to see which paths a program takes, and the
+//! time its chunk moves took per phase).
 
 mod client;
 mod ffi;
@@ -73,6 +74,9 @@ fn print_trace() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let list: Vec<String> = calls.iter().map(|(n, c)| format!("{n}={c}")).collect();
     warn(&format!("trace: {}", list.join(" ")));
+    if let Some(moves) = client::move_report() {
+        warn(&format!("trace: {moves}"));
+    }
 }
 
 /// Ends the process with a message: the interposer cannot go on safely. `_exit`, not

@@ -53,6 +53,11 @@ struct Conn {
     relocations: u64,
     waits: u64,
     wait_ns: u64,
+    /// When the outstanding suspension was asked for.
+    suspend_sent: Option<Instant>,
+    relocation_ns: u64,
+    suspensions: u64,
+    drain_ns: u64,
 }
 
 /// The driver: the manager and the connections.
@@ -69,8 +74,9 @@ pub struct Driver {
     mapped: BTreeMap<BufferId, (u64, u64, Vec<wire::Location>)>,
     next_request: u64,
     served: u64,
-    /// The outstanding relocation copy and its tenant: only that tenant may answer it.
-    copy: Option<(CopyId, TenantId)>,
+    /// The outstanding relocation copy, its tenant (only that tenant may answer it) and
+    /// when it was asked for.
+    copy: Option<(CopyId, TenantId, Instant)>,
     /// The tenant the manager waits on (to drain or to copy) and since when: one that
     /// does not answer within [`ANSWER_TIMEOUT`] is closed, so that one frozen process
     /// cannot stall every allocation.
@@ -154,6 +160,10 @@ impl Driver {
                     relocations: 0,
                     waits: 0,
                     wait_ns: 0,
+                    suspend_sent: None,
+                    relocation_ns: 0,
+                    suspensions: 0,
+                    drain_ns: 0,
                 };
                 if uid != crate::socket::euid() {
                     let reason = format!(
@@ -286,17 +296,22 @@ impl Driver {
             }
             (ClientMsg::Suspended, Some(tenant)) => {
                 self.awaiting = None;
+                if let Some(sent) = c.suspend_sent.take() {
+                    c.drain_ns += elapsed_ns(sent);
+                }
                 let m = self.manager.as_mut().expect("a tenant exists");
                 if let Err(e) = m.handle_suspended(tenant) {
                     self.protocol_violation(conn, e.to_string());
                 }
             }
             (ClientMsg::Relocated { copy }, Some(tenant)) => {
-                if self.copy != Some((CopyId(copy), tenant)) {
+                let Some(sent) = self.own_copy(copy, tenant) else {
                     self.protocol_violation(conn, format!("relocation {copy} is not its own"));
                     return;
-                }
+                };
+                let c = self.conns.get_mut(&conn).expect("present");
                 c.relocations += 1;
+                c.relocation_ns += elapsed_ns(sent);
                 self.copy = None;
                 self.awaiting = None;
                 let m = self.manager.as_mut().expect("a tenant exists");
@@ -305,7 +320,7 @@ impl Driver {
                 }
             }
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
-                if self.copy != Some((CopyId(copy), tenant)) {
+                if self.own_copy(copy, tenant).is_none() {
                     self.protocol_violation(conn, format!("relocation {copy} is not its own"));
                     return;
                 }
@@ -405,17 +420,22 @@ impl Driver {
                 .map(|m| m.usage(tenant))
                 .unwrap_or_default();
             self.log(format_args!(
-                "{tenant} (pid {}) gone: {why}; {} bytes evicted, {} returned, {} chunk moves, \
-                 {} allocations waited {:.1} ms",
+                "{tenant} (pid {}) gone: {why}; {} bytes evicted, {} returned, {} chunk moves \
+                 taking {:.1} ms ({:.0} us each from command to answer), {} suspensions \
+                 drained in {:.1} ms, {} allocations waited {:.1} ms",
                 c.pid,
                 usage.bytes_evicted,
                 usage.bytes_returned,
                 c.relocations,
+                c.relocation_ns as f64 / 1e6,
+                c.relocation_ns as f64 / 1e3 / c.relocations.max(1) as f64,
+                c.suspensions,
+                c.drain_ns as f64 / 1e6,
                 c.waits,
                 c.wait_ns as f64 / 1e6
             ));
             self.tenants[tenant.0 as usize] = None;
-            if self.copy.is_some_and(|(_, t)| t == tenant) {
+            if self.copy.is_some_and(|(_, t, _)| t == tenant) {
                 self.copy = None;
             }
             if let Some(m) = self.manager.as_mut() {
@@ -491,6 +511,8 @@ impl Driver {
                 }
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
                     c.suspended = true;
+                    c.suspensions += 1;
+                    c.suspend_sent = Some(Instant::now());
                 }
                 self.send_tenant(tenant, &DaemonMsg::Suspend);
             }
@@ -518,7 +540,7 @@ impl Driver {
                 to,
                 ..
             }) => {
-                self.copy = Some((copy, tenant));
+                self.copy = Some((copy, tenant, Instant::now()));
                 if let Some(conn) = self.conn_of(tenant) {
                     self.awaiting = Some((conn, Instant::now()));
                 }
@@ -543,13 +565,20 @@ impl Driver {
         }
     }
 
+    /// When the outstanding copy was asked for, if it is `copy` and `tenant`'s.
+    fn own_copy(&self, copy: u64, tenant: TenantId) -> Option<Instant> {
+        self.copy
+            .filter(|&(id, t, _)| id == CopyId(copy) && t == tenant)
+            .map(|(_, _, sent)| sent)
+    }
+
     /// The client's number of an answered request, and the wait recorded.
     fn answered(&mut self, tenant: TenantId, request: RequestId) -> Option<u64> {
         let conn = self.conn_of(tenant)?;
         let c = self.conns.get_mut(&conn)?;
         let at = c.pending.iter().position(|p| p.0 == request)?;
         let (_, client, asked) = c.pending.swap_remove(at);
-        let waited = asked.elapsed().as_nanos() as u64;
+        let waited = elapsed_ns(asked);
         // An answer within a millisecond did not wait for a relocation.
         if waited > 1_000_000 {
             c.waits += 1;
@@ -607,6 +636,8 @@ impl Driver {
                     relocations: c.relocations,
                     waits: c.waits,
                     wait_ns: c.wait_ns,
+                    relocation_ns: c.relocation_ns,
+                    drain_ns: c.drain_ns,
                     suspended: c.suspended,
                     contract: contract_row(&m.contract(tenant)),
                 }
@@ -637,6 +668,10 @@ impl Driver {
             crate::log(args);
         }
     }
+}
+
+fn elapsed_ns(since: Instant) -> u64 {
+    since.elapsed().as_nanos() as u64
 }
 
 fn send(out: &mut UnixStream, msg: &DaemonMsg) -> Result<(), wire::FrameError> {

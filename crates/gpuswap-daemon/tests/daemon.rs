@@ -65,8 +65,9 @@ fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>)
     }
 }
 
-/// A tenant that does what the interposer does, instantly, and counts its bytes by
-/// location as the daemon's messages place and move them.
+/// A tenant that does what the interposer does, after `delay` for each drain and
+/// each move (none unless a test sets it), and counts its bytes by location as the
+/// daemon's messages place and move them.
 struct Tenant {
     stream: UnixStream,
     tenant: u32,
@@ -74,6 +75,7 @@ struct Tenant {
     /// (buffer, chunk locations)
     buffers: Vec<(u64, Vec<Location>)>,
     suspended: bool,
+    delay: Duration,
 }
 
 impl Tenant {
@@ -105,6 +107,7 @@ impl Tenant {
             next: 0,
             buffers: Vec::new(),
             suspended: false,
+            delay: Duration::ZERO,
         }
     }
 
@@ -146,6 +149,7 @@ impl Tenant {
         match &msg {
             DaemonMsg::Suspend => {
                 self.suspended = true;
+                std::thread::sleep(self.delay);
                 self.send(&ClientMsg::Suspended);
             }
             DaemonMsg::Resume => self.suspended = false,
@@ -163,6 +167,7 @@ impl Tenant {
                     .expect("own buffer");
                 assert_ne!(b.1[*chunk as usize], *to, "a move goes somewhere else");
                 b.1[*chunk as usize] = *to;
+                std::thread::sleep(self.delay);
                 self.send(&ClientMsg::Relocated { copy: *copy });
             }
             _ => return Some(msg),
@@ -248,6 +253,34 @@ fn oversubscription_evicts_and_returns_and_a_crash_frees_everything() {
     assert_eq!(snap.tenants[0].vram_bytes, 12 * MIB, "{snap:?}");
     assert_eq!(a.bytes_at(Location::Vram), 12 * MIB);
     assert_eq!(snap.host_used_bytes, 0);
+}
+
+#[test]
+fn the_snapshot_counts_the_time_moves_and_drains_take() {
+    let d = daemon("times", 8);
+    let mut a = Tenant::connect(&d.socket, "a");
+    a.delay = Duration::from_millis(3);
+    let mut b = Tenant::connect(&d.socket, "b");
+    a.alloc(8 * MIB).unwrap();
+    let a_thread = std::thread::spawn(move || {
+        a.serve_for(Duration::from_millis(300));
+        a
+    });
+    b.alloc(4 * MIB).unwrap();
+    let a = a_thread.join().unwrap();
+    let snap = observe(&d.socket).unwrap();
+    let row = |t: u32| snap.tenants.iter().find(|r| r.tenant == t).unwrap();
+    let (row_a, row_b) = (row(a.tenant), row(b.tenant));
+    // Two chunks made room for B, each answered after A's delay, after one drain.
+    assert_eq!(row_a.relocations, 2, "{snap:?}");
+    assert!(row_a.relocation_ns >= 2 * 3_000_000, "{snap:?}");
+    assert!(row_a.drain_ns >= 3_000_000, "{snap:?}");
+    // B's answers were instant, and B waited for A's at least.
+    assert_eq!((row_b.relocations, row_b.drain_ns), (0, 0));
+    assert!(
+        row_b.wait_ns >= row_a.relocation_ns + row_a.drain_ns,
+        "{snap:?}"
+    );
 }
 
 #[test]

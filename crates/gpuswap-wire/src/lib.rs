@@ -229,6 +229,14 @@ pub struct TenantRow {
     pub waits: u64,
     /// Time they waited, in all.
     pub wait_ns: u64,
+    /// Time its chunk moves took, each from the daemon's command to the process's
+    /// answer, in all.
+    #[serde(default)]
+    pub relocation_ns: u64,
+    /// Time its suspensions took to drain, each from the daemon's command to the
+    /// process's answer, in all.
+    #[serde(default)]
+    pub drain_ns: u64,
     /// Whether it is suspended now.
     pub suspended: bool,
     /// Its memory contract (all defaults: none).
