@@ -634,7 +634,8 @@ impl Paging {
         let by_block: Vec<(u32, usize)> = by_page.into_iter().map(split).collect();
         // Every faulting block's bitmaps, loaded before the first is needed: in random
         // order each block misses the cache, and loads issued together overlap where
-        // the service of one block after another would wait for each in turn.
+        // the service of one block after another would wait for each in turn
+        // (`black_box` keeps the compiler from dropping loads whose values go unread).
         for (b, _) in &by_block {
             let bitmaps = &self.bitmaps[*b as usize];
             std::hint::black_box(
