@@ -181,25 +181,25 @@ impl Home {
     }
 }
 
+/// A block's state besides its bitmaps, in a dense array of 32-byte entries apart from
+/// them: a fault reads it for the faulting block and the victim, and in random order
+/// over a working set of many GiB these entries stay in cache where the bitmaps cannot.
 #[derive(Debug, Default)]
 struct Block {
-    /// Pages in VRAM as planned (the device's, once the migrations asked are done).
-    resident: Pages,
-    /// Pages evicted at least once (for the thrashing count).
-    evicted: Pages,
     /// The rule the device was last told for the block's pages away from VRAM.
     published: ServeRule,
     /// Times pages of the block were evicted (delayed migration's round trips).
     round_trips: u32,
-    /// When pages last migrated into it, and which (their arrival is the thrashing
-    /// detector's first event; earlier arrivals are older than that).
+    /// When pages last migrated into it ([`Bitmaps::last_arrivals`] says which).
     last_in_ns: u64,
-    last_arrivals: Pages,
     /// Per-page thrashing state, once the block shows any.
     thrash: Option<Box<BlockThrash>>,
     /// Whether the tree order holds it (its allocation's plan), not the configured one.
     tree_order: bool,
 }
+
+// The dense array's point: a block's state on half a cache line, its bitmaps on three.
+const _: () = assert!(size_of::<Block>() == 32 && size_of::<Bitmaps>() == 192);
 
 impl Block {
     /// Pages mapped remotely: pinned by the thrashing mitigation.
@@ -208,14 +208,30 @@ impl Block {
     }
 }
 
+/// A block's page bitmaps, each on a cache line of its own (aligned): a migration reads
+/// and writes all three, an eviction the first two, so a fault costs three lines, where
+/// bitmaps straddling lines cost more.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+struct Bitmaps {
+    /// Pages in VRAM as planned (the device's, once the migrations asked are done).
+    resident: Pages,
+    /// Pages evicted at least once (for the thrashing count).
+    evicted: Pages,
+    /// The pages that migrated in last, at [`Block::last_in_ns`] (their arrival is the
+    /// thrashing detector's first event; earlier arrivals are older than that).
+    last_arrivals: Pages,
+}
+
 /// The residency of managed memory and the policies that change it.
 #[derive(Debug)]
 pub struct Paging {
     /// The room and who holds it.
     room: Room,
-    /// Per VA block, dense by block number: where it belongs, and its pages.
+    /// Per VA block, dense by block number: where it belongs, its state and its pages.
     homes: Vec<Home>,
     blocks: Vec<Block>,
+    bitmaps: Vec<Bitmaps>,
     prefetch: Box<dyn Prefetch>,
     /// The tree prefetcher, for allocations whose plan asks for it.
     tree_prefetch: Box<dyn Prefetch>,
@@ -264,6 +280,7 @@ impl Paging {
             room: Room::new(capacity_bytes, config.victim == Victim::LargestShare),
             homes: Vec::new(),
             blocks: Vec::new(),
+            bitmaps: Vec::new(),
             prefetch,
             tree_prefetch: (prefetch::find_prefetch("tree").expect("registered").build)(),
             build_eviction: config.eviction,
@@ -331,7 +348,7 @@ impl Paging {
 
     /// Block `b`'s pages in VRAM as planned.
     pub fn planned_resident(&self, b: u32) -> Pages {
-        self.blocks
+        self.bitmaps
             .get(b as usize)
             .map_or(Pages::EMPTY, |b| b.resident)
     }
@@ -354,6 +371,7 @@ impl Paging {
                 valid_pages: n as u16,
             });
             self.blocks.push(Block::default());
+            self.bitmaps.push(Bitmaps::default());
             pages -= n;
             alloc_index += 1;
         }
@@ -394,8 +412,10 @@ impl Paging {
             let home = &mut self.homes[b as usize];
             home.valid_pages = 0;
             let owner = home.owner;
+            let bitmaps = &mut self.bitmaps[b as usize];
+            let pages = bitmaps.resident;
+            *bitmaps = Bitmaps::default();
             let block = &mut self.blocks[b as usize];
-            let pages = block.resident;
             // Its order stays: the pages leave the order that holds them.
             *block = Block {
                 tree_order: block.tree_order,
@@ -485,7 +505,7 @@ impl Paging {
         self.stats[owner as usize].plan_switches += 1;
         if old.tree_eviction() != plan.tree_eviction() {
             for b in first..first + blocks {
-                let resident = self.blocks[b as usize].resident;
+                let resident = self.bitmaps[b as usize].resident;
                 if !resident.is_empty() {
                     self.eviction_of(b).left(b, resident, true);
                 }
@@ -515,10 +535,12 @@ impl Paging {
     /// batch that follows them, so the orders see touches and arrivals as they happened.
     pub fn access_notes(&mut self, notes: &[(u32, Pages)]) {
         for &(b, pages) in notes {
-            let Some(block) = self.blocks.get(b as usize) else {
+            let (Some(block), Some(bitmaps)) =
+                (self.blocks.get(b as usize), self.bitmaps.get(b as usize))
+            else {
                 continue;
             };
-            let pages = pages & block.resident;
+            let pages = pages & bitmaps.resident;
             if !pages.is_empty() && (block.tree_order || self.configured_observes) {
                 self.seq += 1;
                 let seq = self.seq;
@@ -610,6 +632,16 @@ impl Paging {
         by_page.sort_unstable();
         by_page.dedup();
         let by_block: Vec<(u32, usize)> = by_page.into_iter().map(split).collect();
+        // Every faulting block's bitmaps, loaded before the first is needed: in random
+        // order each block misses the cache, and loads issued together overlap where
+        // the service of one block after another would wait for each in turn
+        // (`black_box` keeps the compiler from dropping loads whose values go unread).
+        for (b, _) in &by_block {
+            let bitmaps = &self.bitmaps[*b as usize];
+            std::hint::black_box(
+                [bitmaps.resident, bitmaps.evicted, bitmaps.last_arrivals].map(|p| p.words()[0]),
+            );
+        }
         // A batch counts for every owner with a fault in it.
         let mut owners: Vec<u32> = by_block
             .iter()
@@ -656,14 +688,13 @@ impl Paging {
             return (faulted, false);
         };
         let home = self.homes[b as usize];
-        let block = &mut self.blocks[b as usize];
-        let Some(thrash) = block.thrash.as_mut() else {
+        let Some(thrash) = self.blocks[b as usize].thrash.as_mut() else {
             return (faulted, false);
         };
         // Pins that ended by now ended on the device too (it serves them remotely until
         // then, and faults them after).
         thrash.unpin_expired(now_ns);
-        let faulted = faulted & home.valid() & !block.resident;
+        let faulted = faulted & home.valid() & !self.bitmaps[b as usize].resident;
         thrash.record(faulted, now_ns, &params);
         let (pinned, throttled) = thrash.hints(faulted, now_ns, &params);
         self.stats[home.owner as usize].pins += pinned.count() as u64;
@@ -680,8 +711,8 @@ impl Paging {
     /// Migrates what faulting `faulted` pages of block `b` brings, evicting for it.
     fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) {
         let home = self.homes[b as usize];
-        let block = &self.blocks[b as usize];
-        let faulted = faulted & home.valid() & !block.resident;
+        let resident = self.bitmaps[b as usize].resident;
+        let faulted = faulted & home.valid() & !resident;
         if faulted.is_empty() {
             return;
         }
@@ -693,9 +724,9 @@ impl Paging {
             &mut self.prefetch
         };
         let region = prefetch
-            .region(block.resident, home.valid(), faulted)
-            .without(block.pinned());
-        let mut wanted = (region | faulted).without(block.resident);
+            .region(resident, home.valid(), faulted)
+            .without(self.blocks[b as usize].pinned());
+        let mut wanted = (region | faulted).without(resident);
         // The owner's cap first: beyond it the prefetched pages are dropped, then the
         // owner's own pages in other blocks make room, then fewer pages come.
         if wanted.count() as u64 > self.room.room_under_cap(home.owner) {
@@ -710,7 +741,7 @@ impl Paging {
                     // The block's own other pages make room, then what fits comes.
                     None => {
                         let short = wanted.count() - cap_room as usize;
-                        let own = self.blocks[b as usize].resident.first(short);
+                        let own = self.bitmaps[b as usize].resident.first(short);
                         evicted += self.evict(b, own, Some(now_ns));
                         wanted = wanted.first(self.room.room_under_cap(home.owner) as usize);
                         break;
@@ -747,7 +778,7 @@ impl Paging {
                 }
                 None => {
                     wanted = (wanted & faulted).first(self.room.capacity_pages() as usize);
-                    let own = self.blocks[b as usize].resident;
+                    let own = self.bitmaps[b as usize].resident;
                     let short = (wanted.count() as u64).saturating_sub(room) as usize;
                     evicted += self.evict(b, own.first(short), Some(now_ns));
                     // Victims kept by their guarantees may leave less room than the
@@ -762,13 +793,13 @@ impl Paging {
             return;
         }
         self.seq += 1;
-        let block = &mut self.blocks[b as usize];
-        let first = block.resident.is_empty();
-        block.resident |= wanted;
-        block.last_in_ns = now_ns;
-        block.last_arrivals = wanted;
-        let thrashed = (wanted & faulted & block.evicted).count() as u64;
-        block.evicted = block.evicted.without(wanted & faulted);
+        self.blocks[b as usize].last_in_ns = now_ns;
+        let bitmaps = &mut self.bitmaps[b as usize];
+        let first = bitmaps.resident.is_empty();
+        bitmaps.resident |= wanted;
+        bitmaps.last_arrivals = wanted;
+        let thrashed = (wanted & faulted & bitmaps.evicted).count() as u64;
+        bitmaps.evicted = bitmaps.evicted.without(wanted & faulted);
         let prefetched = wanted.without(faulted);
         let owner = self.homes[b as usize].owner;
         self.migrating = true;
@@ -793,21 +824,23 @@ impl Paging {
     /// or `None` for a reservation); returns how many. Victims name pages by the
     /// eviction orders' view, which may include some already gone.
     fn evict(&mut self, v: u32, pages: Pages, now_ns: Option<u64>) -> u64 {
-        let pages = pages & self.blocks[v as usize].resident;
+        let bitmaps = &mut self.bitmaps[v as usize];
+        let pages = pages & bitmaps.resident;
         if pages.is_empty() {
             return 0;
         }
+        let n = pages.count() as u64;
+        bitmaps.resident = bitmaps.resident.without(pages);
+        bitmaps.evicted |= pages;
+        let (emptied, last_arrivals) = (bitmaps.resident.is_empty(), bitmaps.last_arrivals);
         let thrashing = self.thrashing;
         let block = &mut self.blocks[v as usize];
-        let n = pages.count() as u64;
-        block.resident = block.resident.without(pages);
-        block.evicted |= pages;
         block.round_trips = block.round_trips.saturating_add(1);
         // Pages leaving within a lapse of their arrival are the detector's business:
         // the block gets per-page state, and their arrival and the eviction are events.
         // In a watched block, faulted arrivals were recorded when they were serviced.
         if let (Some(params), Some(now)) = (thrashing, now_ns) {
-            let recent = pages & block.last_arrivals;
+            let recent = pages & last_arrivals;
             match block.thrash.as_mut() {
                 Some(thrash) => thrash.record(pages, now, &params),
                 None if !recent.is_empty()
@@ -821,7 +854,6 @@ impl Paging {
                 None => {}
             }
         }
-        let emptied = block.resident.is_empty();
         let owner = self.homes[v as usize].owner;
         self.migrating = true;
         self.actions.push_back(PageAction::Evict {
@@ -852,16 +884,16 @@ impl Paging {
     /// never from another owner less than a block over its guarantee. `None` when
     /// nothing resident is left to take.
     fn choose_victim(&mut self, protect: u32, faulting: Option<u32>) -> Option<(u32, Pages)> {
-        let (room, blocks, evictions) = (&self.room, &self.blocks, &mut self.evictions);
+        let (room, bitmaps, evictions) = (&self.room, &self.bitmaps, &mut self.evictions);
         match self.victim {
-            Victim::Any => slot_victim(blocks, evictions, 0, protect),
+            Victim::Any => slot_victim(bitmaps, evictions, 0, protect),
             Victim::LargestShare => {
                 let kept = |o: u32| {
                     faulting.is_some_and(|f| f != o) && !room.may_give(o, PAGES_PER_BLOCK as u64)
                 };
                 room.largest_first()
                     .filter(|o| !kept(*o))
-                    .find_map(|owner| slot_victim(blocks, evictions, owner as usize, protect))
+                    .find_map(|owner| slot_victim(bitmaps, evictions, owner as usize, protect))
             }
         }
     }
@@ -872,7 +904,7 @@ impl Paging {
         match self.victim {
             Victim::Any => None,
             Victim::LargestShare => {
-                slot_victim(&self.blocks, &mut self.evictions, owner as usize, protect)
+                slot_victim(&self.bitmaps, &mut self.evictions, owner as usize, protect)
             }
         }
     }
@@ -894,13 +926,13 @@ impl Paging {
         if let Some(breach) = &self.breach {
             return Err(breach.clone());
         }
-        let counted: u64 = self.blocks.iter().map(|b| b.resident.count() as u64).sum();
+        let counted: u64 = self.bitmaps.iter().map(|b| b.resident.count() as u64).sum();
         self.room.check(counted)?;
-        for (i, b) in self.blocks.iter().enumerate() {
-            if !b.resident.without(self.homes[i].valid()).is_empty() {
+        for (i, (b, bitmaps)) in self.blocks.iter().zip(&self.bitmaps).enumerate() {
+            if !bitmaps.resident.without(self.homes[i].valid()).is_empty() {
                 return Err(format!("block {i} has resident pages it does not have"));
             }
-            if !(b.resident & b.pinned()).is_empty() {
+            if !(bitmaps.resident & b.pinned()).is_empty() {
                 return Err(format!(
                     "block {i} has resident pages pinned in host memory"
                 ));
@@ -913,13 +945,13 @@ impl Paging {
 /// The next victim in `slot`'s orders: the tree order first, then the configured one;
 /// one with nothing resident left would never make room, so it is none.
 fn slot_victim(
-    blocks: &[Block],
+    bitmaps: &[Bitmaps],
     evictions: &mut [Box<dyn Eviction>],
     slot: usize,
     protect: u32,
 ) -> Option<(u32, Pages)> {
-    let resident = |v: u32| blocks[v as usize].resident;
-    let useful = |(v, pages): &(u32, Pages)| !(*pages & blocks[*v as usize].resident).is_empty();
+    let resident = |v: u32| bitmaps[v as usize].resident;
+    let useful = |(v, pages): &(u32, Pages)| !(*pages & bitmaps[*v as usize].resident).is_empty();
     let [configured, tree] = &mut evictions[2 * slot..2 * slot + 2] else {
         unreachable!("two orders per slot")
     };

@@ -447,7 +447,7 @@ fn the_tree_order_gives_up_blocks_before_the_configured_order() {
         fill_block(&mut p, a);
         fill_block(&mut p, b);
         fill_block(&mut p, c);
-        (p.blocks[0].resident.count(), p.blocks[1].resident.count())
+        (p.bitmaps[0].resident.count(), p.bitmaps[1].resident.count())
     };
     assert_eq!(resident_after(false), (0, 512));
     assert_eq!(resident_after(true), (512, 0));
@@ -581,9 +581,9 @@ fn a_freed_allocation_leaves_the_tree_order_it_was_in() {
     p.free_allocation(a, 2 * MIB);
     fill_block(&mut p, c);
     fill_block(&mut p, c + 512);
-    assert_eq!(p.blocks[1].resident.count(), 0, "B made room");
+    assert_eq!(p.bitmaps[1].resident.count(), 0, "B made room");
     assert_eq!(
-        p.blocks[2].resident.count() + p.blocks[3].resident.count(),
+        p.bitmaps[2].resident.count() + p.bitmaps[3].resident.count(),
         1024
     );
 }

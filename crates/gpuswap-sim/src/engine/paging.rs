@@ -124,7 +124,10 @@ impl Engine {
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
                 let mut left = target as u64 - c.taken;
                 while left > 0 {
-                    let Some((start, len)) = c.carry.take().or_else(|| c.runs.next()) else {
+                    let mmu = &self.mmu;
+                    let warm = |page| mmu.warm(c.first + page);
+                    let Some((start, len)) = c.carry.take().or_else(|| c.runs.next_warmed(warm))
+                    else {
                         break;
                     };
                     let n = len.min(left);
@@ -421,23 +424,58 @@ impl TouchStream {
             ranges,
             indices,
             left: (0, 0, 0),
+            ahead: [(0, 0); LOOKAHEAD_RUNS],
+            ahead_at: 0,
+            ahead_len: 0,
         }
     }
 }
 
+/// Runs drawn at once, so that the MMU loads the state of their touches together before
+/// the first comes ([`crate::mmu::Mmu::warm`]): random touches miss the cache, and
+/// misses issued side by side overlap where loads spread over many instructions wait
+/// for each in turn.
+const LOOKAHEAD_RUNS: usize = 8;
+
 /// Index runs into the reached pages, turned into page runs split where the reached
-/// ranges have gaps.
+/// ranges have gaps, drawn [`LOOKAHEAD_RUNS`] at a time.
 struct Runs {
     ranges: Vec<(u64, u64, u64)>,
     indices: Box<dyn Iterator<Item = (u64, u64)>>,
     /// The index run being split: (next index, indices left, its range).
     left: (u64, u64, usize),
+    /// The page runs drawn at once, and of them the next to hand out and how many
+    /// were drawn (fewer at the end).
+    ahead: [(u64, u64); LOOKAHEAD_RUNS],
+    ahead_at: usize,
+    ahead_len: usize,
 }
 
-impl Iterator for Runs {
-    type Item = (u64, u64);
+impl Runs {
+    /// The next page run; when those drawn ahead are used up, draws the next
+    /// [`LOOKAHEAD_RUNS`] first and hands each one's first page to `warm`.
+    fn next_warmed(&mut self, warm: impl Fn(u64)) -> Option<(u64, u64)> {
+        if self.ahead_at == self.ahead_len {
+            self.ahead_at = 0;
+            self.ahead_len = 0;
+            while self.ahead_len < LOOKAHEAD_RUNS {
+                let Some(run) = self.draw() else { break };
+                self.ahead[self.ahead_len] = run;
+                self.ahead_len += 1;
+            }
+            for (first, _) in &self.ahead[..self.ahead_len] {
+                warm(*first);
+            }
+        }
+        if self.ahead_at == self.ahead_len {
+            return None;
+        }
+        self.ahead_at += 1;
+        Some(self.ahead[self.ahead_at - 1])
+    }
 
-    fn next(&mut self) -> Option<(u64, u64)> {
+    /// The next page run in order, before any lookahead.
+    fn draw(&mut self) -> Option<(u64, u64)> {
         if self.left.1 == 0 {
             let (k, len) = self.indices.next()?;
             let i = self.ranges.partition_point(|(_, _, index)| *index <= k);
@@ -449,6 +487,14 @@ impl Iterator for Runs {
         let n = left.min(end - first);
         self.left = (k + n, left - n, i + 1);
         Some((first, n))
+    }
+}
+
+impl Iterator for Runs {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        self.next_warmed(|_| {})
     }
 }
 

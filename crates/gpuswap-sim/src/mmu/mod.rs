@@ -404,6 +404,21 @@ impl Mmu {
         done
     }
 
+    /// Loads what a touch of `page` reads first (its block's header and the page's word
+    /// of every bitmap, one cache line each) and changes nothing: a walk warms a group
+    /// of touches before the first of them, so the cache misses of random touches
+    /// overlap instead of following one another. A page of no managed buffer is
+    /// ignored.
+    #[inline]
+    pub fn warm(&self, page: u64) {
+        let (b, i) = split(page);
+        if let (Some(head), Some(bits)) = (self.heads.get(b as usize), self.bits.get(b as usize)) {
+            // Nothing reads the values: `black_box` keeps the compiler from dropping
+            // the loads.
+            std::hint::black_box((head.has_pins, bits.0[i / 64][Bitmap::Resident as usize]));
+        }
+    }
+
     /// One page of a block with no pin (most touches of a random stream), where no
     /// bitmap need be built: `None` for the other cases.
     fn touch_page(
