@@ -90,7 +90,17 @@ impl Engine {
         }
         match self.sharing {
             Sharing::TimeSlice => {
-                if !self.running.is_empty() {
+                if let Some(running) = self.running.first() {
+                    // Gdev's current context launches on while its kernel runs, as
+                    // long as its scheduler admits it (its launch limit); the others
+                    // wait (`gdev_schedule_compute`, `common/gdev_sched.c`).
+                    let t = running.tenant;
+                    if self.needs.launch_gating
+                        && self.ready.contains(t)
+                        && self.manager.would_admit_launch(self.tenants[t].id)
+                    {
+                        self.launch_next(t);
+                    }
                     return;
                 }
                 // The first tenant with queued kernels at or after the round-robin
@@ -223,6 +233,20 @@ impl Engine {
             return self.apply_actions();
         }
         self.run_kernel(t, launch);
+    }
+
+    /// A gated launch is through the scheduler: it runs now, or behind its context's
+    /// running kernel, back to back, while the context's next launch goes through the
+    /// scheduler (with a launch limit above one).
+    pub(super) fn gated_launch(&mut self, t: usize, launch: Launch) {
+        if self.running.is_empty() {
+            self.run_kernel(t, launch);
+        } else {
+            self.gated.push_back((t, launch));
+        }
+        if self.manager.would_admit_launch(self.tenants[t].id) {
+            self.start_kernel();
+        }
     }
 
     /// Asks the scheduling policy whether tenant `t`'s next kernel may start; if not, the
@@ -831,6 +855,9 @@ impl Engine {
             self.ready.insert(t);
         }
         self.check_drained(t);
+        if let Some((next, launch)) = self.gated.pop_front() {
+            self.run_kernel(next, launch);
+        }
         self.hand_on_device();
         self.start_kernel();
         self.apply_actions();
