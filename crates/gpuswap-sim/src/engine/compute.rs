@@ -93,16 +93,26 @@ impl Engine {
                 if let Some(running) = self.running.first() {
                     // Gdev's current context launches on while its kernel runs, as
                     // long as its scheduler admits it (its launch limit); the others
-                    // wait (`gdev_schedule_compute`, `common/gdev_sched.c`).
+                    // wait (`gdev_schedule_compute`, `common/gdev_sched.c`). A launch
+                    // refused at the limit sleeps in the queue, and Gdev wakes the
+                    // queue's head only when the context's count is back at zero
+                    // (`gdev_select_next_compute`), so the context launches nothing
+                    // more until then, and a context that waited longer goes first.
                     let t = running.tenant;
                     if self.needs.launch_gating
                         && self.ready.contains(t)
-                        && self.manager.would_admit_launch(self.tenants[t].id)
+                        && self.gdev_at_limit != Some(t)
                     {
-                        self.launch_next(t);
+                        if self.manager.would_admit_launch(self.tenants[t].id) {
+                            self.launch_next(t);
+                        } else {
+                            self.gdev_at_limit = Some(t);
+                        }
                     }
                     return;
                 }
+                // Nothing in flight: Gdev's count is zero.
+                self.gdev_at_limit = None;
                 // The first tenant with queued kernels at or after the round-robin
                 // position, wrapping around.
                 if let Some(t) = self.ready.next_from(self.round_robin_next) {
@@ -236,15 +246,15 @@ impl Engine {
     }
 
     /// A gated launch is through the scheduler: it runs now, or behind its context's
-    /// running kernel, back to back, while the context's next launch goes through the
-    /// scheduler (with a launch limit above one).
+    /// running kernel, back to back; the context's next launch goes to the scheduler
+    /// (`start_now`: admitted below the launch limit, else the context waits).
     pub(super) fn gated_launch(&mut self, t: usize, launch: Launch) {
         if self.running.is_empty() {
             self.run_kernel(t, launch);
         } else {
             self.gated.push_back((t, launch));
         }
-        if self.manager.would_admit_launch(self.tenants[t].id) {
+        if matches!(self.sharing, Sharing::TimeSlice) {
             self.start_kernel();
         }
     }

@@ -450,6 +450,9 @@ pub struct Engine {
     /// context's running kernel: Gdev's current context may have several launches in
     /// flight (`launch_limit`; see `Engine::start_now`).
     gated: VecDeque<(usize, Launch)>,
+    /// The running context whose next launch found it at its launch limit: it launches
+    /// nothing more until it has nothing in flight.
+    gdev_at_limit: Option<usize>,
     /// Under Gdev's runtime a memcpy holds the device as a kernel does (its scheduler
     /// runs copies and launches through one queue): the tenant whose copy holds it now,
     /// and the tenants whose copies wait for it, in order.
@@ -580,6 +583,7 @@ impl Engine {
             next_launch: 0,
             held_launch: None,
             gated: VecDeque::new(),
+            gdev_at_limit: None,
             device_lock: None,
             device_waiters: VecDeque::new(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),

@@ -615,6 +615,7 @@ fn gdev_costs_time_even_with_ample_memory() {
 /// Gdev's scheduler (`gdev_schedule_compute` and `gdev_select_next_compute`,
 /// `common/gdev_sched.c`): a context keeps the device while it has launches in flight,
 /// up to `GDEV_INSTANCES_LIMIT`; the other's launches wait for its count to reach zero.
+/// (`manager.launch_limit`.)
 #[test]
 fn gdevs_current_context_keeps_the_device_while_it_has_launches_in_flight() {
     let p = gtx480();
@@ -652,6 +653,14 @@ fn gdevs_current_context_keeps_the_device_while_it_has_launches_in_flight() {
         "{a_end} vs {b_end}"
     );
     assert!(b_end <= 2 * back_to_back + gate, "{b_end}");
+    // Limit 4: the context at its limit waits for its count to reach zero, and the
+    // other, queued before it, goes first: batches of four alternate.
+    let ((_, a_end), (_, b_end)) = run(Some("4"));
+    let batch = 4 * kernel;
+    assert!(
+        b_end - a_end >= batch - kernel && b_end - a_end <= batch + 2 * gate,
+        "{a_end} vs {b_end}"
+    );
     // The default is the limit of 1.
     assert_eq!(run(None), run(Some("1")));
 }
