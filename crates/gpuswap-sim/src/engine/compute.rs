@@ -2,7 +2,9 @@
 //! identified by its launch id.
 //!
 //! - Time slicing: one kernel at a time, round-robin over tenants' channels at kernel
-//!   granularity.
+//!   granularity. Under Gdev (gated launches) the running context's next launches go
+//!   through the gate while its kernel runs, up to Gdev's launch limit, and run back to
+//!   back; the others wait until it has nothing in flight.
 //! - MPS: one kernel per tenant at a time (its channel is one stream), kernels of
 //!   different tenants at once. Their fixed parts share the SMs by demand and VRAM
 //!   bandwidth max-min fairly ([`water_fill`]); their migrations share the link as every
