@@ -250,15 +250,18 @@ impl Engine {
     /// A gated launch is through the scheduler: it runs now, or behind its context's
     /// running kernel, back to back; the context's next launch goes to the scheduler
     /// (`start_now`: admitted below the launch limit, else the context waits).
+    /// Only time slicing gates launches ahead of a running kernel: under the other
+    /// sharing models a gated launch runs as it comes, as it always has.
     pub(super) fn gated_launch(&mut self, t: usize, launch: Launch) {
+        if !matches!(self.sharing, Sharing::TimeSlice) {
+            return self.run_kernel(t, launch);
+        }
         if self.running.is_empty() {
             self.run_kernel(t, launch);
         } else {
             self.gated.push_back((t, launch));
         }
-        if matches!(self.sharing, Sharing::TimeSlice) {
-            self.start_kernel();
-        }
+        self.start_kernel();
     }
 
     /// Asks the scheduling policy whether tenant `t`'s next kernel may start; if not, the
