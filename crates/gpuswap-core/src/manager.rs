@@ -83,7 +83,7 @@ impl Manager {
             return_interval_ns: config.return_interval_ns,
             seed: config.seed,
         });
-        let scheduler = crate::registry::build_scheduler(config.policy.entry());
+        let scheduler = crate::registry::build_scheduler(&config.policy);
         let needs = config.policy.needs();
         let scheduling = config
             .scheduling
@@ -341,6 +341,12 @@ impl Manager {
     /// never the number of allocations served (ids are recycled, see [`BufferId`]).
     pub fn buffer_slots(&self) -> usize {
         self.books.buffer_slots()
+    }
+
+    /// Whether a launch of `tenant` would be admitted now rather than queued behind
+    /// another's (the scheduler's rule; always true where launches are not gated).
+    pub fn would_admit_launch(&self, tenant: TenantId) -> bool {
+        self.scheduler.would_admit(tenant)
     }
 
     /// A tenant wants to launch and the policy gates launches

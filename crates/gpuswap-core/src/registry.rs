@@ -12,7 +12,7 @@ use crate::policy::gpuswap::Gpuswap;
 use crate::policy::gpuswap::chunk::CHUNKS;
 use crate::policy::gpuswap::victim::VICTIMS;
 use crate::policy::{MemoryPolicy, fcfs, gdev, native, static_share, uvm};
-use crate::scheduler::{SCHEDULERS, Scheduler};
+use crate::scheduler::{SCHEDULERS, Scheduler, SchedulerSettings};
 use crate::uvm::policy::Runtime;
 use crate::uvm::thrash::ThrashingParams;
 use crate::uvm::{Migration, PagingConfig, Victim};
@@ -213,6 +213,20 @@ const TENANTS_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::TenantCount,
 };
 
+/// The key of Gdev's launch limit.
+const LAUNCH_LIMIT_KEY: &str = "launch_limit";
+
+/// Gdev's `GDEV_INSTANCES_LIMIT` (`gdev_schedule_compute`, `common/gdev_sched.c`,
+/// `shinpei0208/gdev`): 32 in mainline (`common/gdev_sched.h`), 1 in some forks. The
+/// default, 1, is the setting every run before this parameter had; which one the
+/// GPUswap testbed ran is not given by the papers.
+const LAUNCH_LIMIT_PARAM: ParamSpec = ParamSpec {
+    key: LAUNCH_LIMIT_KEY,
+    help: "launches the current context may have in flight; other contexts wait until it has none (Gdev's GDEV_INSTANCES_LIMIT: 32 in mainline, 1 in some forks)",
+    kind: ParamKind::Count,
+    default: ParamDefault::Count(1),
+};
+
 /// Contract terms a mode honours only when one of its parameters has one value.
 pub struct Condition {
     /// The terms.
@@ -362,8 +376,8 @@ pub static POLICIES: &[PolicyEntry] = &[
             launch_gating: true,
             ..Needs::NONE
         }),
-        params: &[],
-        scheduler: "one-at-a-time",
+        params: &[LAUNCH_LIMIT_PARAM],
+        scheduler: "gdev",
         // No driver runs it for processes that could wait (the daemon refuses launch gating).
         honours: Terms::of(&[Term::MemoryLimit, Term::PriorityClass]),
         reclaims: false,
@@ -416,12 +430,23 @@ pub fn find_policy(name: &str) -> Option<&'static PolicyEntry> {
 }
 
 /// The scheduler a policy runs with.
-pub(crate) fn build_scheduler(entry: &PolicyEntry) -> Box<dyn Scheduler> {
+pub(crate) fn build_scheduler(settings: &PolicySettings) -> Box<dyn Scheduler> {
     let scheduler = SCHEDULERS
         .iter()
-        .find(|s| s.choice.name == entry.scheduler)
+        .find(|s| s.choice.name == settings.entry().scheduler)
         .expect("every policy names a registered scheduler");
-    (scheduler.build)()
+    let has_limit = settings
+        .entry()
+        .params
+        .iter()
+        .any(|p| p.key == LAUNCH_LIMIT_KEY);
+    (scheduler.build)(SchedulerSettings {
+        launch_limit: if has_limit {
+            settings.count(LAUNCH_LIMIT_KEY)
+        } else {
+            1
+        },
+    })
 }
 
 /// Every registered scheduler.
@@ -661,7 +686,7 @@ mod tests {
             let needs = settings.needs();
             assert_eq!(
                 needs.launch_gating,
-                build_scheduler(entry).gates(),
+                build_scheduler(&settings).gates(),
                 "{}: gating needs and scheduler agree",
                 entry.choice.name
             );

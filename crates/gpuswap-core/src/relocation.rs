@@ -291,8 +291,10 @@ impl Relocation {
     fn next_batch(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
         let job = self.job.as_mut().expect("job running");
         match self.batches.pop_front() {
-            // Gdev's scheduler runs one kernel at a time and is holding the launch:
-            // nobody runs, nobody needs suspending.
+            // Gdev's scheduler holds the launch: no other context runs, and the
+            // launcher's own kernels in flight (its launch limit above one) use none of
+            // what moves (the others' buffers out, its own not yet resident in):
+            // nobody needs suspending.
             Some(batch) if job.purpose == Purpose::Launch => {
                 job.current = Some((batch, Step::Suspending));
                 self.next_copy(books, out)

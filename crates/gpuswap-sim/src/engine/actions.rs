@@ -323,6 +323,9 @@ impl Engine {
             self.held_launch = None;
             self.tenants[t].in_flight -= 1;
         }
+        let gated = self.gated.len();
+        self.gated.retain(|(g, _)| *g != t);
+        self.tenants[t].in_flight -= gated - self.gated.len();
         let had_device = self.device_lock == Some(t);
         self.drop_queued_memcpys(t);
         self.device_waiters.retain(|w| *w != t);
@@ -430,7 +433,10 @@ impl Engine {
                 self.copy_engines.iter().any(Option::is_some) || !self.copy_queue.is_empty(),
                 "copies still in progress",
             ),
-            (!self.running.is_empty(), "kernels still running"),
+            (
+                !self.running.is_empty() || !self.gated.is_empty(),
+                "kernels still running",
+            ),
             (
                 self.device_lock.is_some() || self.held_launch.is_some(),
                 "the device still held",

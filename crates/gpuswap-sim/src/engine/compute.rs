@@ -2,7 +2,9 @@
 //! identified by its launch id.
 //!
 //! - Time slicing: one kernel at a time, round-robin over tenants' channels at kernel
-//!   granularity.
+//!   granularity. Under Gdev (gated launches) the running context's next launches go
+//!   through the gate while its kernel runs, up to Gdev's launch limit, and run back to
+//!   back; the others wait until it has nothing in flight.
 //! - MPS: one kernel per tenant at a time (its channel is one stream), kernels of
 //!   different tenants at once. Their fixed parts share the SMs by demand and VRAM
 //!   bandwidth max-min fairly ([`water_fill`]); their migrations share the link as every
@@ -90,9 +92,29 @@ impl Engine {
         }
         match self.sharing {
             Sharing::TimeSlice => {
-                if !self.running.is_empty() {
+                if let Some(running) = self.running.first() {
+                    // Gdev's current context launches on while its kernel runs, as
+                    // long as its scheduler admits it (its launch limit); the others
+                    // wait (`gdev_schedule_compute`, `common/gdev_sched.c`). A launch
+                    // refused at the limit sleeps in the queue, and Gdev wakes the
+                    // queue's head only when the context's count is back at zero
+                    // (`gdev_select_next_compute`), so the context launches nothing
+                    // more until then, and a context that waited longer goes first.
+                    let t = running.tenant;
+                    if self.needs.launch_gating
+                        && self.ready.contains(t)
+                        && self.gdev_at_limit != Some(t)
+                    {
+                        if self.manager.would_admit_launch(self.tenants[t].id) {
+                            self.launch_next(t);
+                        } else {
+                            self.gdev_at_limit = Some(t);
+                        }
+                    }
                     return;
                 }
+                // Nothing in flight: Gdev's count is zero.
+                self.gdev_at_limit = None;
                 // The first tenant with queued kernels at or after the round-robin
                 // position, wrapping around.
                 if let Some(t) = self.ready.next_from(self.round_robin_next) {
@@ -223,6 +245,23 @@ impl Engine {
             return self.apply_actions();
         }
         self.run_kernel(t, launch);
+    }
+
+    /// A gated launch is through the scheduler: it runs now, or behind its context's
+    /// running kernel, back to back; the context's next launch goes to the scheduler
+    /// (`start_now`: admitted below the launch limit, else the context waits).
+    /// Only time slicing gates launches ahead of a running kernel: under the other
+    /// sharing models a gated launch runs as it comes, as it always has.
+    pub(super) fn gated_launch(&mut self, t: usize, launch: Launch) {
+        if !matches!(self.sharing, Sharing::TimeSlice) {
+            return self.run_kernel(t, launch);
+        }
+        if self.running.is_empty() {
+            self.run_kernel(t, launch);
+        } else {
+            self.gated.push_back((t, launch));
+        }
+        self.start_kernel();
     }
 
     /// Asks the scheduling policy whether tenant `t`'s next kernel may start; if not, the
@@ -831,6 +870,9 @@ impl Engine {
             self.ready.insert(t);
         }
         self.check_drained(t);
+        if let Some((next, launch)) = self.gated.pop_front() {
+            self.run_kernel(next, launch);
+        }
         self.hand_on_device();
         self.start_kernel();
         self.apply_actions();

@@ -446,6 +446,13 @@ pub struct Engine {
     next_launch: u64,
     /// A gated launch the software scheduler holds until the manager admits it.
     held_launch: Option<(usize, Launch)>,
+    /// Gated launches past the scheduler that wait for the compute engine, behind their
+    /// context's running kernel: Gdev's current context may have several launches in
+    /// flight (`launch_limit`; see `Engine::start_now`).
+    gated: VecDeque<(usize, Launch)>,
+    /// The running context whose next launch found it at its launch limit: it launches
+    /// nothing more until it has nothing in flight.
+    gdev_at_limit: Option<usize>,
     /// Under Gdev's runtime a memcpy holds the device as a kernel does (its scheduler
     /// runs copies and launches through one queue): the tenant whose copy holds it now,
     /// and the tenants whose copies wait for it, in order.
@@ -575,6 +582,8 @@ impl Engine {
             needs,
             next_launch: 0,
             held_launch: None,
+            gated: VecDeque::new(),
+            gdev_at_limit: None,
             device_lock: None,
             device_waiters: VecDeque::new(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
@@ -675,7 +684,7 @@ impl Engine {
                 // The launch may have gone with its crashed tenant.
                 Event::GatedLaunch(id) if self.held_launch.as_ref().map(|h| h.1.id) == Some(id) => {
                     let (t, launch) = self.held_launch.take().expect("a launch is held");
-                    self.run_kernel(t, launch);
+                    self.gated_launch(t, launch);
                 }
                 Event::GatedLaunch(_) => {}
                 Event::Crash(t) => self.crash(t),

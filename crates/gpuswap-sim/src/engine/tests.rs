@@ -612,6 +612,59 @@ fn gdev_costs_time_even_with_ample_memory() {
     }
 }
 
+/// Gdev's scheduler (`gdev_schedule_compute` and `gdev_select_next_compute`,
+/// `common/gdev_sched.c`): a context keeps the device while it has launches in flight,
+/// up to `GDEV_INSTANCES_LIMIT`; the other's launches wait for its count to reach zero.
+/// (`manager.launch_limit`.)
+#[test]
+fn gdevs_current_context_keeps_the_device_while_it_has_launches_in_flight() {
+    let p = gtx480();
+    let (kernels, bytes) = (20, 64 * MIB);
+    let run = |limit: Option<&str>| {
+        let program = kernels_program(bytes, kernels);
+        let mut cfg = config(
+            vec![tenant("a", program.clone()), tenant("b", program)],
+            1 << 30,
+        );
+        cfg.manager.policy = PolicySettings::new("gdev", 2).unwrap();
+        if let Some(limit) = limit {
+            cfg.manager.policy = cfg.manager.policy.with("launch_limit", limit);
+        }
+        let out = simulate(cfg).unwrap();
+        let phase = |t: usize| out.tenants[t].phase_ns.unwrap();
+        (phase(0), phase(1))
+    };
+    let (kernel, gate) = (read_kernel_ns(&p, bytes), p.gdev_launch_ns);
+    // Limit 1: every launch waits for the one before it, whoever's, and passes the
+    // scheduler with the device idle: the two alternate and end one kernel apart.
+    let ((_, a_end), (_, b_end)) = run(Some("1"));
+    assert!(
+        b_end.abs_diff(a_end) <= kernel + 2 * gate,
+        "{a_end} vs {b_end}"
+    );
+    assert!(b_end >= 2 * u64::from(kernels) * (kernel + gate), "{b_end}");
+    // Limit 32 (mainline): the first context's queued kernels run back to back, each
+    // passing the scheduler while the one before it runs; the other waits for all 20.
+    let ((a_start, a_end), (_, b_end)) = run(Some("32"));
+    let back_to_back = u64::from(kernels) * kernel + 2 * gate;
+    assert!(a_end - a_start <= back_to_back, "{}", a_end - a_start);
+    assert!(
+        b_end >= a_end + u64::from(kernels - 1) * kernel,
+        "{a_end} vs {b_end}"
+    );
+    assert!(b_end <= 2 * back_to_back + gate, "{b_end}");
+    // Limit 4: the context at its limit waits for its count to reach zero, and the
+    // other, queued before it, goes first: batches of four alternate.
+    let ((_, a_end), (_, b_end)) = run(Some("4"));
+    let batch = 4 * kernel;
+    assert!(
+        b_end - a_end >= batch - kernel && b_end - a_end <= batch + 2 * gate,
+        "{a_end} vs {b_end}"
+    );
+    // The default is the limit of 1.
+    assert_eq!(run(None), run(Some("1")));
+}
+
 #[test]
 fn a_gdev_copy_holds_the_device_against_the_other_tenants_kernels() {
     let p = gtx480();
