@@ -13,8 +13,9 @@
 #   5. a victim killed with SIGKILL in the middle of a relocation: the requester
 #      finishes with its data intact and the daemon holds nothing afterwards.
 #   6. (chunks, not in the default) step 3's pair, 2 rounds, at chunk sizes of 2, 8
-#      and 32 MiB: where a chunk move's time goes (the interposer's per-phase times,
-#      the daemon's command-to-answer and drain times) and how it scales with size.
+#      and 32 MiB (GPUSWAP_CHECK_CHUNKS, e.g. "2MiB 64MiB", picks others): where a chunk
+#      move's time goes (the interposer's per-phase times, the daemon's command-to-answer
+#      and drain times) and how it scales with size.
 # GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps.
 # Results: OUT/summary.jsonl (one line per step) and each step's log, all of it also
 # in OUT/results.tar.gz.

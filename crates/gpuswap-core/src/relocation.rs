@@ -6,7 +6,8 @@
 //! start ──> [batch: Suspending] ──handle_suspended──> [Copying c1] ──copy_done──> Remap,
 //!           [Copying c2] ... ──> Resume ──> next batch ... ──> Finished(then)
 //! ```
-//! Gdev's launch jobs skip the suspension: its scheduler already holds every tenant.
+//! Gdev's launch jobs skip the suspension: its scheduler holds the launch, no other
+//! context runs, and the launcher's own kernels in flight use none of what moves.
 //!
 //! A failed copy is asked again, up to [`MAX_COPY_ATTEMPTS`] times; then the batch is
 //! abandoned and the manager ends the chunk's tenant. A tenant that exits loses its

@@ -100,6 +100,9 @@ pub(crate) struct GdevCompute {
     limit: u64,
     /// The current context and its admitted launches, not yet ended.
     current: Option<(TenantId, Vec<LaunchId>)>,
+    /// A launch of the current context was refused at its limit: it admits none until
+    /// its count is back at zero.
+    draining: bool,
     queue: VecDeque<(TenantId, LaunchId)>,
 }
 
@@ -107,14 +110,17 @@ impl GdevCompute {
     /// Gdev's scheduler with at most `limit` launches of the current context in flight.
     pub(crate) fn new(limit: u64) -> Self {
         Self {
-            limit: limit.max(1),
+            limit,
             current: None,
+            draining: false,
             queue: VecDeque::new(),
         }
     }
 
     /// The head of the queue becomes current with its one launch admitted.
     fn next_current(&mut self) -> Option<(TenantId, LaunchId)> {
+        self.current = None;
+        self.draining = false;
         let next = self.queue.pop_front()?;
         self.current = Some((next.0, vec![next.1]));
         Some(next)
@@ -129,12 +135,15 @@ impl Scheduler for GdevCompute {
     fn would_admit(&self, tenant: TenantId) -> bool {
         match &self.current {
             None => true,
-            Some((t, launches)) => *t == tenant && (launches.len() as u64) < self.limit,
+            Some((t, launches)) => {
+                *t == tenant && !self.draining && (launches.len() as u64) < self.limit
+            }
         }
     }
 
     fn admit(&mut self, tenant: TenantId, launch: LaunchId) -> bool {
         if !self.would_admit(tenant) {
+            self.draining |= self.current.as_ref().is_some_and(|(t, _)| *t == tenant);
             self.queue.push_back((tenant, launch));
             return false;
         }
@@ -150,17 +159,13 @@ impl Scheduler for GdevCompute {
         if !launches.is_empty() {
             return None;
         }
-        self.current = None;
         self.next_current()
     }
 
     fn forget(&mut self, tenant: TenantId) -> Option<(TenantId, LaunchId)> {
         self.queue.retain(|(t, _)| *t != tenant);
         match &self.current {
-            Some((t, _)) if *t == tenant => {
-                self.current = None;
-                self.next_current()
-            }
+            Some((t, _)) if *t == tenant => self.next_current(),
             _ => None,
         }
     }
@@ -183,6 +188,23 @@ mod tests {
         assert_eq!(s.release(b), Some((TenantId(0), c)));
         assert_eq!(s.release(c), None);
         assert!(s.admit(TenantId(1), LaunchId(3)));
+    }
+
+    #[test]
+    fn a_context_refused_at_its_limit_admits_nothing_until_its_count_is_zero() {
+        let mut s = GdevCompute::new(2);
+        let (l0, l1, l2, l3) = (LaunchId(0), LaunchId(1), LaunchId(2), LaunchId(3));
+        assert!(s.admit(TenantId(0), l0));
+        assert!(s.admit(TenantId(0), l1));
+        assert!(!s.admit(TenantId(1), l2));
+        assert!(!s.admit(TenantId(0), l3));
+        // One of its launches ends: below its limit again, but it waits for zero.
+        assert_eq!(s.release(l0), None);
+        assert!(!s.would_admit(TenantId(0)));
+        // At zero the context that queued first goes first, then the refused launch.
+        assert_eq!(s.release(l1), Some((TenantId(1), l2)));
+        assert_eq!(s.release(l2), Some((TenantId(0), l3)));
+        assert!(s.would_admit(TenantId(0)));
     }
 
     #[test]

@@ -470,9 +470,10 @@ impl Client {
 /// The steps of one chunk's move, in order.
 #[derive(Clone, Copy)]
 enum Phase {
-    /// `cuMemCreate` of the new memory.
+    /// Making the buffer's context current, then `cuMemCreate` of the new memory.
     Create,
-    /// Mapping it at the scratch range, the copy and its wait, the scratch unmapped.
+    /// Taking the scratch range (reserving it on the first move or a longer chunk),
+    /// mapping the new memory there, the copy and its wait, the scratch unmapped.
     Copy,
     /// The chunk's address unmapped and mapped to the new memory.
     Remap,
@@ -480,19 +481,33 @@ enum Phase {
     Release,
 }
 
-const PHASES: [&str; 4] = ["create", "copy", "remap", "release"];
+impl Phase {
+    const ALL: [Phase; 4] = [Phase::Create, Phase::Copy, Phase::Remap, Phase::Release];
+
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Create => "create",
+            Phase::Copy => "copy",
+            Phase::Remap => "remap",
+            Phase::Release => "release",
+        }
+    }
+}
+
+/// Nanoseconds per phase, indexed by `Phase as usize`.
+type PhaseNs = [u64; Phase::ALL.len()];
 
 /// Times the phases of one move.
 struct PhaseClock {
     last: Instant,
-    ns: [u64; 4],
+    ns: PhaseNs,
 }
 
 impl PhaseClock {
     fn start() -> Self {
         Self {
             last: Instant::now(),
-            ns: [0; 4],
+            ns: [0; Phase::ALL.len()],
         }
     }
 
@@ -504,23 +519,23 @@ impl PhaseClock {
     }
 }
 
-/// Where the process's chunk moves spent their time, per direction (to VRAM, to host
-/// memory): the real-GPU check reads it to find a move's cost (`GPUSWAP_TRACE=1`).
-#[derive(Default)]
+/// Where the process's chunk moves that succeeded spent their time, per direction (to
+/// VRAM, to host memory): the real-GPU check reads it to find a move's cost
+/// (`GPUSWAP_TRACE=1`).
 struct MoveTimes {
     chunks: [u64; 2],
     bytes: [u64; 2],
-    phase_ns: [[u64; 4]; 2],
+    phase_ns: [PhaseNs; 2],
 }
 
 static MOVES: Mutex<MoveTimes> = Mutex::new(MoveTimes {
     chunks: [0; 2],
     bytes: [0; 2],
-    phase_ns: [[0; 4]; 2],
+    phase_ns: [[0; Phase::ALL.len()]; 2],
 });
 
 impl MoveTimes {
-    fn record(&mut self, to: Location, bytes: u64, phase_ns: &[u64; 4]) {
+    fn record(&mut self, to: Location, bytes: u64, phase_ns: &PhaseNs) {
         let d = to as usize;
         self.chunks[d] += 1;
         self.bytes[d] += bytes;
@@ -539,10 +554,10 @@ pub(crate) fn move_report() -> Option<String> {
         .map(|to| {
             let d = to as usize;
             let n = moves.chunks[d];
-            let phases: Vec<String> = PHASES
+            let phases: Vec<String> = Phase::ALL
                 .iter()
                 .zip(moves.phase_ns[d])
-                .map(|(name, ns)| format!("{name} {:.1}", ns as f64 / 1e3 / n as f64))
+                .map(|(phase, ns)| format!("{} {:.1}", phase.name(), ns as f64 / 1e3 / n as f64))
                 .collect();
             format!(
                 "moves to {to:?}: {n} chunks, {} bytes; us per chunk: {}",

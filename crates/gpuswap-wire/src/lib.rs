@@ -229,8 +229,8 @@ pub struct TenantRow {
     pub waits: u64,
     /// Time they waited, in all.
     pub wait_ns: u64,
-    /// Time its chunk moves took, each from the daemon's command to the process's
-    /// answer, in all.
+    /// Time its chunk moves that succeeded took, each from the daemon's command to the
+    /// process's answer, in all.
     #[serde(default)]
     pub relocation_ns: u64,
     /// Time its suspensions took to drain, each from the daemon's command to the

@@ -12,8 +12,8 @@ use crate::ids::{LaunchId, TenantId};
 use crate::protocol::{AllocError, AllocRequest, Purpose};
 use crate::relocation::{Move, Then};
 
-/// Gdev's memory side (its one-kernel-at-a-time scheduler is
-/// [`crate::scheduler::OneAtATime`]).
+/// Gdev's memory side (its compute scheduler, one context at a time, is
+/// [`crate::scheduler::GdevCompute`]).
 #[derive(Debug, Default)]
 pub(crate) struct Gdev {
     /// When each tenant last launched (a launch counter), for LRU eviction.

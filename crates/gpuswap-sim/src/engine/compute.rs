@@ -99,7 +99,11 @@ impl Engine {
                     // refused at the limit sleeps in the queue, and Gdev wakes the
                     // queue's head only when the context's count is back at zero
                     // (`gdev_select_next_compute`), so the context launches nothing
-                    // more until then, and a context that waited longer goes first.
+                    // more until then; the other contexts go first, in the time
+                    // slicing's round robin. The refused launch stays in the engine's
+                    // queue, not the scheduler's (which would make it current again
+                    // at once: the others have not asked yet), so the engine notes the
+                    // refusal itself (`gdev_at_limit`).
                     let t = running.tenant;
                     if self.needs.launch_gating
                         && self.ready.contains(t)

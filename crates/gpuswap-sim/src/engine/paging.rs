@@ -490,6 +490,8 @@ impl Runs {
     }
 }
 
+/// The runs one by one, unwarmed: what the tests compare the walk against.
+#[cfg(test)]
 impl Iterator for Runs {
     type Item = (u64, u64);
 
