@@ -237,7 +237,11 @@ fn three_processes_oversubscribe_and_keep_every_byte() {
 /// Two processes of 2 x 24 MiB (and a scratch) in 64 MiB: the second's allocation
 /// evicts from the first, whose copies take `copy_delay_ms` each (so that a kill lands
 /// mid-relocation) and which traces its calls and moves.
-fn pair_with_slow_victim(w: &World, copy_delay_ms: &str) -> (Child, Child) {
+fn pair_with_slow_victim(
+    w: &World,
+    copy_delay_ms: &str,
+    victim_env: &[(&str, &str)],
+) -> (Child, Child) {
     let member = |name: &str, hold_ms: &str, seed: &str, copy_delay_ms: &str| {
         let mut client = w.client(
             64,
@@ -261,7 +265,9 @@ fn pair_with_slow_victim(w: &World, copy_delay_ms: &str) -> (Child, Child) {
     };
     let victim = {
         let mut victim = member("victim", "1500", "5", copy_delay_ms);
-        victim.env("GPUSWAP_TRACE", "1");
+        victim
+            .env("GPUSWAP_TRACE", "1")
+            .envs(victim_env.iter().copied());
         victim.spawn().unwrap()
     };
     w.wait_buffers(3);
@@ -275,7 +281,7 @@ fn pair_with_slow_victim(w: &World, copy_delay_ms: &str) -> (Child, Child) {
 #[test]
 fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
     let w = World::new("kill-victim", 64);
-    let (mut victim, requester) = pair_with_slow_victim(&w, "400");
+    let (mut victim, requester) = pair_with_slow_victim(&w, "400", &[]);
     victim.kill().unwrap();
     // Reaped only after the requester is done: a killed process holds no VRAM even
     // while its parent has not waited for it (the driver frees it as the process exits).
@@ -284,14 +290,28 @@ fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
     w.assert_empty();
 }
 
-#[test]
-fn the_trace_says_where_a_move_spends_its_time() {
-    let w = World::new("move-times", 64);
-    let (victim, requester) = pair_with_slow_victim(&w, "30");
+/// The victim's trace after a pair whose victim copies slowly, with `victim_env`.
+fn slow_victims_trace(name: &str, victim_env: &[(&str, &str)]) -> String {
+    let w = World::new(name, 64);
+    let (victim, requester) = pair_with_slow_victim(&w, "30", victim_env);
     verified(&requester.wait_with_output().unwrap(), "requester");
     let out = victim.wait_with_output().unwrap();
     verified(&out, "victim");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The pool's line of a trace: (evictions served from the pool, evictions).
+fn pool_line(stderr: &str) -> Option<(u64, u64)> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.split("host memory for ").nth(1))?;
+    let words: Vec<&str> = line.split(' ').collect();
+    Some((words[0].parse().ok()?, words[2].parse().ok()?))
+}
+
+#[test]
+fn the_trace_says_where_a_move_spends_its_time() {
+    let stderr = slow_victims_trace("move-times", &[("GPUSWAP_HOST_POOL", "8MiB")]);
     let line = stderr
         .lines()
         .find_map(|l| l.split("moves to Host: ").nth(1))
@@ -311,13 +331,25 @@ fn the_trace_says_where_a_move_spends_its_time() {
     assert_eq!(after("chunks"), 2.0 * MIB as f64 * chunks, "{line}");
     // The stand-in's copies sleep 30 ms: the copy phase carries it, the others not.
     assert!(after("copy") >= 30_000.0, "{line}");
-    assert!(after("remap") < 30_000.0, "{line}");
+    assert!(after("remap") < 30_000.0, "{line}"); // The pool pins ahead while the copies sleep: after the first eviction, which
+    // starts it, later ones find host memory ready.
+    let (from_pool, evictions) = pool_line(&stderr).unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(evictions as f64, chunks, "{stderr}");
+    assert!(from_pool >= 1, "{stderr}");
+}
+
+#[test]
+fn without_a_pool_every_eviction_creates_its_host_memory() {
+    // Unset: no pool, the default.
+    let stderr = slow_victims_trace("no-pool", &[]);
+    assert!(stderr.contains("moves to Host: "), "{stderr}");
+    assert_eq!(pool_line(&stderr), None, "{stderr}");
 }
 
 #[test]
 fn a_requester_killed_while_it_waits_leaves_the_victim_intact() {
     let w = World::new("kill-requester", 64);
-    let (victim, mut requester) = pair_with_slow_victim(&w, "400");
+    let (victim, mut requester) = pair_with_slow_victim(&w, "400", &[]);
     requester.kill().unwrap();
     requester.wait().unwrap();
     verified(&victim.wait_with_output().unwrap(), "victim");

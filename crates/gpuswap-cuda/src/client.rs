@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
 
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
+use crate::host_pool;
 
 /// One chunk as mapped now.
 struct Chunk {
@@ -410,9 +411,16 @@ impl Client {
         let (at, len) = buffer.span(index);
         let mut clock = PhaseClock::start();
         driver::set_context(buffer.ctx as Handle)?;
-        let new = driver::create(len, memory_kind(to)).map_err(|rc| {
-            format!("cuMemCreate of {len} bytes in {to:?} failed with CUDA error {rc}")
-        })?;
+        let ready = match to {
+            Location::Host => host_pool::take(len, buffer.ctx),
+            Location::Vram => None,
+        };
+        let new = match ready {
+            Some(handle) => handle,
+            None => driver::create(len, memory_kind(to)).map_err(|rc| {
+                format!("cuMemCreate of {len} bytes in {to:?} failed with CUDA error {rc}")
+            })?,
+        };
         clock.lap(Phase::Create);
         let copied = self.with_scratch(len, |scratch| {
             driver::map(scratch, len, new)?;
@@ -436,8 +444,10 @@ impl Client {
         }
         clock.lap(Phase::Remap);
         // The chunk lives in the new memory now, whatever the release of the old says.
+        // Host memory left behind is kept for the next eviction while the pool has room.
         buffer.chunks[index] = Chunk { handle: new };
-        if let Err(e) = driver::release(old) {
+        let kept = to == Location::Vram && host_pool::give(len, old);
+        if let Err(e) = if kept { Ok(()) } else { driver::release(old) } {
             crate::warn(&format!("releasing a moved chunk's old memory: {e}"));
         }
         clock.lap(Phase::Release);

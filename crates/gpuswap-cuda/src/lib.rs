@@ -11,11 +11,14 @@
 //! - `client`: the daemon connection, the buffers, and the thread that carries out the
 //!   daemon's commands;
 //! - `hooks`: the exported driver entry points, `cuGetProcAddress` and `dlsym` (the CUDA
-//!   runtime finds the driver through them, so `cudaMalloc` reaches `cuMemAlloc_v2`).
+//!   runtime finds the driver through them, so `cudaMalloc` reaches `cuMemAlloc_v2`);
+//! - `host_pool`: pinned host memory kept ready for evictions.
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_PASSTHROUGH=1` (forward
 //! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
 //! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
+//! `GPUSWAP_HOST_POOL` (pinned host memory kept ready for evictions, e.g. `64MiB`;
+//! unset, none),
 //! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
 //! with the interposer's notes at exit, to see which paths a program takes, and the
 //! time its chunk moves took per phase).
@@ -23,6 +26,7 @@
 mod client;
 mod ffi;
 mod hooks;
+mod host_pool;
 
 /// Prints a warning of the interposer to standard error (a closed stderr is no reason
 /// to fail a CUDA call).
@@ -74,8 +78,11 @@ fn print_trace() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let list: Vec<String> = calls.iter().map(|(n, c)| format!("{n}={c}")).collect();
     warn(&format!("trace: {}", list.join(" ")));
-    if let Some(moves) = client::move_report() {
-        warn(&format!("trace: {moves}"));
+    for line in [client::move_report(), host_pool::report()]
+        .into_iter()
+        .flatten()
+    {
+        warn(&format!("trace: {line}"));
     }
 }
 
