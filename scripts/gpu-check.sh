@@ -54,8 +54,11 @@ fi
 
 # 3. Two clients under the daemon, 12 GiB asked of 8 GiB managed.
 export GPUSWAP_SOCKET=$out/gpuswap.sock
-start_daemon() {
-    "$bundle/gpuswap" daemon --socket "$GPUSWAP_SOCKET" --vram "$1" > "daemon-$2.log" 2>&1 &
+start_daemon() {  # VRAM NAME [more daemon options]
+    local vram=$1 name=$2
+    shift 2
+    "$bundle/gpuswap" daemon --socket "$GPUSWAP_SOCKET" --vram "$vram" "$@" \
+        > "daemon-$name.log" 2>&1 &
     daemon=$!
     for _ in $(seq 50); do [ -S "$GPUSWAP_SOCKET" ] && break; sleep 0.1; done
 }
@@ -81,20 +84,18 @@ fi
 # 6. Chunk moves by chunk size.
 if want chunks; then
     for chunk in ${GPUSWAP_CHECK_CHUNKS:-2MiB 8MiB 32MiB}; do
-        "$bundle/gpuswap" daemon --socket "$GPUSWAP_SOCKET" --vram 8GiB --chunk-size "$chunk" \
-            > "daemon-chunks-$chunk.log" 2>&1 &
-        daemon=$!
-        for _ in $(seq 50); do [ -S "$GPUSWAP_SOCKET" ] && break; sleep 0.1; done
-        for who in a b; do
-            seed=$([ $who = a ] && echo 41 || echo 42)
+        start_daemon 8GiB "chunks-$chunk" --chunk-size "$chunk"
+        pids=()
+        for run in a:41 b:42; do
+            who=${run%:*}
             GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=$who LD_PRELOAD=$pre timeout 120 "${client[@]}" \
-                --buffers 6 --size 1GiB --rounds 2 --hold-ms 500 --seed $seed \
+                --buffers 6 --size 1GiB --rounds 2 --hold-ms 500 --seed "${run#*:}" \
                 > "chunks-$chunk-$who.json" 2> "chunks-$chunk-$who.err" &
-            eval "pid_$who=\$!"
+            pids+=($!)
             sleep 1
         done
-        wait "$pid_a"; ra=$?
-        wait "$pid_b"; rb=$?
+        wait "${pids[0]}"; ra=$?
+        wait "${pids[1]}"; rb=$?
         stop_daemon
         moves=$(grep -h "moves to" "chunks-$chunk-a.err" "chunks-$chunk-b.err" | sed 's/"//g' | paste -sd'|')
         gone=$(grep -h " gone: " "daemon-chunks-$chunk.log" | sed 's/"//g' | paste -sd'|')

@@ -447,7 +447,7 @@ impl Client {
         // Host memory left behind is kept for the next eviction while the pool has room.
         buffer.chunks[index] = Chunk { handle: new };
         let kept = to == Location::Vram && host_pool::give(len, old);
-        if let Err(e) = if kept { Ok(()) } else { driver::release(old) } {
+        if !kept && let Err(e) = driver::release(old) {
             crate::warn(&format!("releasing a moved chunk's old memory: {e}"));
         }
         clock.lap(Phase::Release);
@@ -480,14 +480,15 @@ impl Client {
 /// The steps of one chunk's move, in order.
 #[derive(Clone, Copy)]
 enum Phase {
-    /// Making the buffer's context current, then `cuMemCreate` of the new memory.
+    /// Making the buffer's context current, then `cuMemCreate` of the new memory (or, for
+    /// host memory, a handle the pool kept ready).
     Create,
     /// Taking the scratch range (reserving it on the first move or a longer chunk),
     /// mapping the new memory there, the copy and its wait, the scratch unmapped.
     Copy,
     /// The chunk's address unmapped and mapped to the new memory.
     Remap,
-    /// `cuMemRelease` of the old memory.
+    /// `cuMemRelease` of the old memory (or, for host memory, handing it to the pool).
     Release,
 }
 

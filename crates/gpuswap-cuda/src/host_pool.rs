@@ -1,7 +1,7 @@
 //! Pinned host memory kept ready for evictions, when `GPUSWAP_HOST_POOL` asks for it.
 //! Creating a chunk's host memory (`cuMemCreate` of a host location pins its pages) was
-//! 52-80 % of an eviction on an H100 (docs/real-gpu.md: 187 us per MiB, where the copy
-//! and the remap together take 43.6 us per MiB), so a thread pins chunks ahead while the
+//! 52-80 % of an eviction on an H100 (docs/real-gpu.md: 187 us per MiB, where the rest
+//! of the move takes 43.6 us per MiB), so a thread pins chunks ahead while the
 //! process copies, and moves back to VRAM keep their host memory for the next eviction
 //! instead of releasing it.
 //!
