@@ -195,9 +195,10 @@ pub fn vram_ns(preset: &Preset, traffic: &Traffic) -> f64 {
 
 /// The latency bound of [`vram_ns`]: the local reads' lines, each holding a pending-line
 /// register for the DRAM latency, over the registers of every SM.
-pub fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
+fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
     let lines = traffic.local_read_bytes / READ_TRANSACTION_BYTES as f64;
-    let pending = f64::from(preset.sms) * f64::from(preset.pending_reads_per_sm);
+    // Exact: the product of small integers over a power of two.
+    let pending = kernel_pending_bytes(preset) / READ_TRANSACTION_BYTES as f64;
     lines * preset.dram.latency_ns as f64 / pending
 }
 

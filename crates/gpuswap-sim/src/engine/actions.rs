@@ -429,10 +429,7 @@ impl Engine {
                 !self.mmu.table.is_empty(),
                 "the page table still maps buffers",
             ),
-            (
-                self.copy_engines.iter().any(Option::is_some) || !self.copy_queue.is_empty(),
-                "copies still in progress",
-            ),
+            (self.copies_in_progress(), "copies still in progress"),
             (
                 !self.running.is_empty() || !self.gated.is_empty(),
                 "kernels still running",

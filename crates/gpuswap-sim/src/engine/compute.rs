@@ -781,7 +781,7 @@ impl Engine {
     /// in progress the epochs need not move, and the loop over the kernel's buffers
     /// (hundreds for heartwall, a tenth of every kernel's cost) is skipped.
     fn kernel_writes_moved(&mut self, written: &[BufferId], write: Write) {
-        if self.copy_queue.is_empty() && self.copy_engines.iter().all(Option::is_none) {
+        if !self.copies_in_progress() {
             return;
         }
         for &id in written {

@@ -183,6 +183,11 @@ pub(super) fn memcpy_link_bytes(
 }
 
 impl Engine {
+    /// Whether a copy runs on an engine or waits for one.
+    pub(super) fn copies_in_progress(&self) -> bool {
+        !self.copy_queue.is_empty() || self.copy_engines.iter().any(Option::is_some)
+    }
+
     /// Takes the device for tenant `t`'s Gdev memcpy if it holds it already or nobody
     /// uses it; otherwise queues `t` for it and says no.
     pub(super) fn take_device(&mut self, t: usize) -> bool {
