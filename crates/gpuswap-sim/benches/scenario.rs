@@ -44,11 +44,13 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `n` tenants of mixed apps in gpuswap mode on an A100 with VRAM for 60 % of their
-/// footprint, so evictions, returns and timers run: the per-event cost at `n` tenants.
+/// `n` tenants, backprop and nn in turn, in gpuswap mode on an A100 with VRAM for 60 % of
+/// their footprint, so evictions, returns and timers run: the per-event cost at `n`
+/// tenants. Two apps, so that 2 tenants run the same mix as 128 and the counts compare
+/// like with like (a mix of four put other apps' events into the larger counts only).
 fn many_tenants(n: usize) -> SimConfig {
     let preset = preset::find("a100-80gb").expect("preset");
-    let mix = ["backprop", "nn", "hotspot", "srad_v2"];
+    let mix = ["backprop", "nn"];
     let tenants: Vec<TenantSpec> = (0..n)
         .map(|i| {
             let app = mix[i % mix.len()];
@@ -75,7 +77,7 @@ fn many_tenants(n: usize) -> SimConfig {
 }
 
 /// Cost per event must not grow with the number of tenants: criterion reports events per
-/// second at 2, 16, 64 and 128 tenants.
+/// second at 2, 16, 64 and 128 tenants (issue 28's target: within 1.5x from 2 to 128).
 fn per_event(c: &mut Criterion) {
     let mut group = c.benchmark_group("per-event cost");
     group.sample_size(10);

@@ -30,9 +30,8 @@ pub enum Direction {
     ToHost,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Flow {
-    direction: Direction,
     remaining_bytes: f64,
     cap_bytes_per_ns: f64,
     /// Its share of the bandwidth relative to the other flows (bytes it keeps pending).
@@ -45,6 +44,31 @@ impl Flow {
     fn bytes_in(&self, elapsed_ns: f64) -> f64 {
         (self.rate_bytes_per_ns * elapsed_ns).min(self.remaining_bytes)
     }
+
+    /// Time until it ends at its current rate; `None` while it does not move.
+    fn left_ns(&self) -> Option<f64> {
+        (self.rate_bytes_per_ns > 0.0).then(|| self.remaining_bytes / self.rate_bytes_per_ns)
+    }
+}
+
+/// The earlier of two times left, either of them possibly absent.
+fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// One direction's flows and when the first of them ends. A direction's rates depend on
+/// its own flows only, so resharing one never walks the other's.
+#[derive(Clone, Debug, Default)]
+struct Lane {
+    /// In id order; tens at a time with many tenants, so a vector beats a map.
+    flows: Vec<(FlowId, Flow)>,
+    /// The least [`Flow::left_ns`] at the link's current time, kept by every move and
+    /// reshare (which walk the flows anyway) so that the engine's query after each
+    /// change costs no walk of its own.
+    next_left_ns: Option<f64>,
 }
 
 /// The link's byte counters at one moment; two of them give the utilization between
@@ -66,12 +90,13 @@ impl LinkSample {
 /// The shared link.
 #[derive(Clone, Debug)]
 pub struct Link {
-    to_device_bytes_per_ns: f64,
-    to_host_bytes_per_ns: f64,
-    /// In id order; a handful at a time, so a vector beats a map.
-    flows: Vec<(FlowId, Flow)>,
-    /// Scratch for [`Link::reshare`]: one direction's flows as (cap per unit of weight,
-    /// index in `flows`), by cap; the key is computed once a flow, not once a comparison.
+    /// Bandwidth per direction, indexed by `Direction as usize`.
+    capacity_bytes_per_ns: [f64; 2],
+    /// Indexed by `Direction as usize`.
+    lanes: [Lane; 2],
+    /// Scratch for [`Link::reshare`]: one direction's capped flows as (cap per unit of
+    /// weight, index in its lane), by cap; the key is computed once a flow, not once a
+    /// comparison.
     /// Kept between calls so that resharing never allocates (it runs on every start and
     /// completion, a large part of a simulation's time).
     by_cap: Vec<(f64, usize)>,
@@ -97,9 +122,8 @@ impl Link {
     /// A link with the given bandwidth per direction (bytes per second).
     pub fn new(to_device_bytes_per_s: f64, to_host_bytes_per_s: f64) -> Self {
         Self {
-            to_device_bytes_per_ns: to_device_bytes_per_s / 1e9,
-            to_host_bytes_per_ns: to_host_bytes_per_s / 1e9,
-            flows: Vec::new(),
+            capacity_bytes_per_ns: [to_device_bytes_per_s / 1e9, to_host_bytes_per_s / 1e9],
+            lanes: Default::default(),
             by_cap: Vec::new(),
             finished: VecDeque::new(),
             reportable: 0,
@@ -123,23 +147,32 @@ impl Link {
         cap_bytes_per_s: Option<f64>,
         weight: f64,
     ) -> FlowId {
-        debug_assert!(weight > 0.0, "a flow's weight is positive");
+        debug_assert!(
+            weight > 0.0 && weight.is_finite(),
+            "a flow's weight is positive"
+        );
+        let cap_bytes_per_ns = cap_bytes_per_s.map_or(f64::INFINITY, |c| c / 1e9);
+        // `reshare` puts the uncapped flows last by their infinite key: a capped one must
+        // not have one too.
+        debug_assert!(
+            cap_bytes_per_ns == f64::INFINITY || (cap_bytes_per_ns / weight).is_finite(),
+            "a capped flow's cap per unit of weight is finite"
+        );
         debug_assert!(now_ns >= self.now_ns, "time went backwards on the link");
         self.move_to(now_ns);
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.empty_started |= bytes <= DONE_EPSILON_BYTES;
-        self.flows.push((
+        self.lanes[direction as usize].flows.push((
             id,
             Flow {
-                direction,
                 remaining_bytes: bytes.max(0.0),
-                cap_bytes_per_ns: cap_bytes_per_s.map_or(f64::INFINITY, |c| c / 1e9),
+                cap_bytes_per_ns,
                 weight,
                 rate_bytes_per_ns: 0.0,
             },
         ));
-        self.reshare(direction);
+        self.reshare(direction as usize);
         id
     }
 
@@ -175,12 +208,7 @@ impl Link {
     fn next_flow_end_ns(&self) -> Option<u64> {
         // `ceil_ns` and the addition never decrease, so the earliest end is that of the
         // least time left: one conversion a call instead of one a flow.
-        self.flows
-            .iter()
-            .map(|(_, f)| f)
-            .filter(|f| f.rate_bytes_per_ns > 0.0)
-            .map(|f| f.remaining_bytes / f.rate_bytes_per_ns)
-            .min_by(f64::total_cmp)
+        earlier(self.lanes[0].next_left_ns, self.lanes[1].next_left_ns)
             // Saturating: a flow too slow to end within u64 nanoseconds ends never.
             .map(|left_ns| self.now_ns.saturating_add(ceil_ns(left_ns)))
     }
@@ -198,8 +226,10 @@ impl Link {
         );
         let elapsed_ns = at_ns.saturating_sub(self.now_ns) as f64;
         let mut bytes_moved = self.bytes_moved;
-        for (_, flow) in &self.flows {
-            bytes_moved[flow.direction as usize] += flow.bytes_in(elapsed_ns);
+        for (moved, lane) in bytes_moved.iter_mut().zip(&self.lanes) {
+            for (_, flow) in &lane.flows {
+                *moved += flow.bytes_in(elapsed_ns);
+            }
         }
         LinkSample { at_ns, bytes_moved }
     }
@@ -216,20 +246,12 @@ impl Link {
         let elapsed_ns = to.at_ns.checked_sub(from.at_ns).filter(|&ns| ns > 0)? as f64;
         let d = direction as usize;
         let moved = to.bytes_moved[d] - from.bytes_moved[d];
-        Some(moved / (self.capacity_bytes_per_ns(direction) * elapsed_ns))
-    }
-
-    /// The bandwidth of `direction`.
-    fn capacity_bytes_per_ns(&self, direction: Direction) -> f64 {
-        match direction {
-            Direction::ToDevice => self.to_device_bytes_per_ns,
-            Direction::ToHost => self.to_host_bytes_per_ns,
-        }
+        Some(moved / (self.capacity_bytes_per_ns[d] * elapsed_ns))
     }
 
     /// Flows in progress.
     pub fn active_flows(&self) -> usize {
-        self.flows.len()
+        self.lanes.iter().map(|lane| lane.flows.len()).sum()
     }
 
     /// Bytes moved so far per direction: (to device, to host).
@@ -239,8 +261,9 @@ impl Link {
 
     /// The current rate of a flow, in bytes per second.
     pub fn rate_bytes_per_s(&self, id: FlowId) -> Option<f64> {
-        self.flows
+        self.lanes
             .iter()
+            .flat_map(|lane| &lane.flows)
             .find(|(i, _)| *i == id)
             .map(|(_, f)| f.rate_bytes_per_ns * 1e9)
     }
@@ -255,62 +278,91 @@ impl Link {
         self.empty_started = false;
         let elapsed_ns = now_ns.saturating_sub(self.now_ns) as f64;
         self.now_ns = self.now_ns.max(now_ns);
-        let mut ended = [false; 2];
-        // A plain loop: with a handful of flows, `retain_mut`'s general machinery cost
-        // more than the work (measured with callgrind).
-        let mut i = 0;
-        while i < self.flows.len() {
-            let (id, flow) = &mut self.flows[i];
-            let moved = flow.bytes_in(elapsed_ns);
-            flow.remaining_bytes -= moved;
-            self.bytes_moved[flow.direction as usize] += moved;
-            if flow.remaining_bytes <= DONE_EPSILON_BYTES {
-                self.finished.push_back(*id);
-                ended[flow.direction as usize] = true;
-                self.flows.remove(i);
+        let first_finished = self.finished.len();
+        for d in 0..2 {
+            let lane = &mut self.lanes[d];
+            // In place, keeping id order: removing each finished flow shifted the rest.
+            let mut kept = 0;
+            let mut next_left_ns = None;
+            for i in 0..lane.flows.len() {
+                let (id, mut flow) = lane.flows[i];
+                let moved = flow.bytes_in(elapsed_ns);
+                flow.remaining_bytes -= moved;
+                self.bytes_moved[d] += moved;
+                if flow.remaining_bytes <= DONE_EPSILON_BYTES {
+                    self.finished.push_back(id);
+                } else {
+                    lane.flows[kept] = (id, flow);
+                    kept += 1;
+                    next_left_ns = earlier(next_left_ns, flow.left_ns());
+                }
+            }
+            if kept < lane.flows.len() {
+                lane.flows.truncate(kept);
+                self.reshare(d);
             } else {
-                i += 1;
+                lane.next_left_ns = next_left_ns;
             }
         }
-        // A direction's rates depend on its own flows only.
-        for direction in [Direction::ToDevice, Direction::ToHost] {
-            if ended[direction as usize] {
-                self.reshare(direction);
-            }
+        // Handed out in id order across both directions.
+        if self.finished.len() > first_finished + 1 {
+            self.finished.make_contiguous()[first_finished..].sort_unstable();
         }
     }
 
-    /// Max-min fair shares with per-flow caps (water filling) in one direction.
-    fn reshare(&mut self, direction: Direction) {
-        let capacity = self.capacity_bytes_per_ns(direction);
-        let flows = &mut self.flows;
+    /// Max-min fair shares with per-flow caps (water filling) in the direction indexed
+    /// `d`.
+    fn reshare(&mut self, d: usize) {
+        let capacity = self.capacity_bytes_per_ns[d];
+        let lane = &mut self.lanes[d];
+        let flows = &mut lane.flows;
         // One flow in the direction, the usual case: it gets the whole capacity up to its
         // cap, which is what the water filling below gives for one flow.
-        let mut in_direction = flows.iter_mut().filter(|(_, f)| f.direction == direction);
-        if let (Some((_, only)), None) = (in_direction.next(), in_direction.next()) {
+        if let [(_, only)] = flows.as_mut_slice() {
             only.rate_bytes_per_ns = only.cap_bytes_per_ns.min(capacity);
+            lane.next_left_ns = only.left_ns();
             return;
         }
-        self.by_cap.clear();
-        self.by_cap.extend(
-            (0..flows.len())
-                .filter(|&i| flows[i].1.direction == direction)
-                .map(|i| (flows[i].1.cap_bytes_per_ns / flows[i].1.weight, i)),
-        );
         // Smallest caps per unit of weight first: they take less than their weighted
         // share and leave the rest. Equal keys keep id order (the index breaks ties), so
         // the shares, and the float rounding of what is left, never depend on the sort.
+        // Uncapped flows have the largest key, infinity, so they come last in id order
+        // without a key or a place in the sort (most flows, a kernel's, are uncapped).
+        self.by_cap.clear();
+        self.by_cap.extend(
+            flows
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, f))| f.cap_bytes_per_ns < f64::INFINITY)
+                .map(|(i, (_, f))| (f.cap_bytes_per_ns / f.weight, i)),
+        );
         self.by_cap
             .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let uncapped = |f: &Flow| f.cap_bytes_per_ns == f64::INFINITY;
         let mut left = capacity;
-        let mut weight_left: f64 = self.by_cap.iter().map(|&(_, i)| flows[i].1.weight).sum();
-        for &(_, at) in &self.by_cap {
-            let flow = &mut flows[at].1;
+        let mut weight_left: f64 = (self.by_cap.iter().map(|&(_, i)| flows[i].1.weight))
+            .chain(
+                flows
+                    .iter()
+                    .filter(|(_, f)| uncapped(f))
+                    .map(|(_, f)| f.weight),
+            )
+            .sum();
+        let mut next_left_ns = None;
+        let mut fill = |flow: &mut Flow| {
             let share = left * flow.weight / weight_left;
             flow.rate_bytes_per_ns = flow.cap_bytes_per_ns.min(share);
             left -= flow.rate_bytes_per_ns;
             weight_left -= flow.weight;
+            next_left_ns = earlier(next_left_ns, flow.left_ns());
+        };
+        for &(_, at) in &self.by_cap {
+            fill(&mut flows[at].1);
         }
+        for (_, flow) in flows.iter_mut().filter(|(_, f)| uncapped(f)) {
+            fill(flow);
+        }
+        lane.next_left_ns = next_left_ns;
     }
 }
 
