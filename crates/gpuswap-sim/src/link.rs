@@ -149,7 +149,7 @@ impl Link {
     ) -> FlowId {
         debug_assert!(
             weight > 0.0 && weight.is_finite(),
-            "a flow's weight is positive"
+            "a flow's weight is positive and finite"
         );
         let cap_bytes_per_ns = cap_bytes_per_s.map_or(f64::INFINITY, |c| c / 1e9);
         // `reshare` puts the uncapped flows last by their infinite key: a capped one must
