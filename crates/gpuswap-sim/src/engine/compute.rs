@@ -214,7 +214,7 @@ impl Engine {
             return;
         };
         q.expired = true;
-        self.round_robin_next = (q.tenant + 1) % self.tenants.len();
+        self.round_robin_next = q.tenant + 1;
         self.start_kernel();
     }
 
@@ -225,7 +225,7 @@ impl Engine {
         };
         if q.idle_since == Some(since) {
             self.quantum = None;
-            self.round_robin_next = (q.tenant + 1) % self.tenants.len();
+            self.round_robin_next = q.tenant + 1;
             self.start_kernel();
         }
     }
@@ -233,7 +233,7 @@ impl Engine {
     /// Takes tenant `t`'s next queued launch to the device (through the software
     /// scheduler's gate where launches are gated).
     fn launch_next(&mut self, t: usize) {
-        self.round_robin_next = (t + 1) % self.tenants.len();
+        self.round_robin_next = t + 1;
         if self.manager.schedules_kernels() && !self.admitted(t) {
             return;
         }

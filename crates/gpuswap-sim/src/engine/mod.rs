@@ -413,6 +413,9 @@ pub struct Engine {
     /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
     /// `compute::EXCLUSIVE_SLOTS` kernel at a time); concurrent models lift that limit.
     running: Vec<RunningKernel>,
+    /// Where the round robin looks for the next tenant with a kernel: after the last one
+    /// that launched. It may be the tenant count, which stands for 0 because
+    /// `ReadySet::next_from` wraps around: no division on every launch.
     round_robin_next: usize,
     /// Tenants whose channel holds kernels, so that choosing the next one costs a lookup,
     /// not a scan of every tenant.
