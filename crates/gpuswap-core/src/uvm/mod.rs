@@ -267,6 +267,9 @@ pub struct Paging {
     /// The first time a fault batch took a victim's pages below its guarantee (for
     /// [`Paging::check_invariants`]).
     breach: Option<String>,
+    /// A fault batch's pages in address order, kept between batches so that servicing
+    /// one allocates nothing (empty outside [`Paging::fault_batch`]).
+    batch_pages: Vec<u64>,
 }
 
 impl Paging {
@@ -298,6 +301,7 @@ impl Paging {
             seq: 0,
             stats: Vec::new(),
             advised: Vec::new(),
+            batch_pages: Vec::new(),
             breach: None,
         }
     }
@@ -616,7 +620,10 @@ impl Paging {
     /// # Panics
     /// If a page belongs to no allocation (the device numbers pages from `Manage`).
     pub fn fault_batch(&mut self, faults: &[Fault], now_ns: u64) {
-        for f in faults {
+        for (k, f) in faults.iter().enumerate() {
+            if let Some(ahead) = faults.get(k + LOAD_AHEAD) {
+                load_soon(&self.homes[split(ahead.page).0 as usize]);
+            }
             let (b, i) = split(f.page);
             let home = &self.homes[b as usize];
             assert!(
@@ -628,39 +635,38 @@ impl Paging {
             self.adaptive.faulted(home.alloc, home.big_page(i));
         }
         // Sorted as page numbers, which order as (block, page) do and sort quicker.
-        let mut by_page: Vec<u64> = faults.iter().map(|f| f.page).collect();
+        let mut by_page = std::mem::take(&mut self.batch_pages);
+        by_page.extend(faults.iter().map(|f| f.page));
         by_page.sort_unstable();
         by_page.dedup();
-        let by_block: Vec<(u32, usize)> = by_page.into_iter().map(split).collect();
-        // Every faulting block's bitmaps, loaded before the first is needed: in random
-        // order each block misses the cache, and loads issued together overlap where
-        // the service of one block after another would wait for each in turn
-        // (`black_box` keeps the compiler from dropping loads whose values go unread).
-        for (b, _) in &by_block {
-            let bitmaps = &self.bitmaps[*b as usize];
-            std::hint::black_box(
-                [bitmaps.resident, bitmaps.evicted, bitmaps.last_arrivals].map(|p| p.words()[0]),
-            );
-        }
         // A batch counts for every owner with a fault in it.
-        let mut owners: Vec<u32> = by_block
+        let mut owners: Vec<u32> = by_page
             .iter()
-            .map(|(b, _)| self.homes[*b as usize].owner)
+            .map(|p| self.homes[split(*p).0 as usize].owner)
             .collect();
         owners.sort_unstable();
         owners.dedup();
         for o in owners {
             self.stats[o as usize].fault_batches += 1;
         }
-        let mut at = 0;
+        let (mut at, mut asked) = (0, 0);
         let mut nap_ns = 0;
         // Owners with a throttled page in the batch: it waits one nap for all of them.
         let mut throttled_owners: Vec<u32> = Vec::new();
-        while at < by_block.len() {
-            let b = by_block[at].0;
+        while at < by_page.len() {
+            let ask_to = (at + LOAD_AHEAD).min(by_page.len());
+            for page in &by_page[asked.max(at)..ask_to] {
+                self.load_block_soon(split(*page).0);
+            }
+            asked = ask_to;
+            let b = split(by_page[at]).0;
             let mut faulted = Pages::EMPTY;
-            while at < by_block.len() && by_block[at].0 == b {
-                faulted.insert(by_block[at].1);
+            while let Some((_, i)) = by_page
+                .get(at)
+                .map(|p| split(*p))
+                .filter(|(pb, _)| *pb == b)
+            {
+                faulted.insert(i);
                 at += 1;
             }
             let (faulted, throttled) = self.thrashing_hints(b, faulted, now_ns);
@@ -670,6 +676,8 @@ impl Paging {
             }
             self.migrate_block(b, faulted, now_ns);
         }
+        by_page.clear();
+        self.batch_pages = by_page;
         throttled_owners.sort_unstable();
         throttled_owners.dedup();
         for owner in throttled_owners {
@@ -679,6 +687,18 @@ impl Paging {
             self.actions.push_back(PageAction::Throttle { nap_ns });
         }
         self.actions.push_back(PageAction::Replay);
+    }
+
+    /// Asks for the state of block `b` that servicing its faults reads first
+    /// ([`load_soon`]): its home, its `Block` and its bitmaps.
+    fn load_block_soon(&self, b: u32) {
+        let b = b as usize;
+        load_soon(&self.homes[b]);
+        load_soon(&self.blocks[b]);
+        let bitmaps = &self.bitmaps[b];
+        for pages in [&bitmaps.resident, &bitmaps.evicted, &bitmaps.last_arrivals] {
+            load_soon(pages);
+        }
     }
 
     /// Records the faulted pages' migration with the thrashing detector; returns the
@@ -969,6 +989,34 @@ fn eviction_slot(configured: fn() -> Box<dyn Eviction>, seed: u64) -> [Box<dyn E
     }
     slot
 }
+
+/// Asks the CPU to bring `value`'s cache line in, without waiting for it: random page
+/// touches and fault batches miss the cache on every block's state, and hints issued
+/// well before the state is needed let those misses overlap with each other and with
+/// the work in between (where a plain load, even one whose value goes unread, holds up
+/// every instruction after it until it arrives). A hint only: it changes no state, and
+/// without one for the target it does nothing.
+#[inline(always)]
+pub fn load_soon<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and never faults, even on an
+    // address that is not mapped; `value` is a live reference besides. SSE is part of
+    // every x86_64 target.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
+/// How far ahead a fault batch asks for the state of the blocks it services, in faults
+/// ([`load_soon`]): in random order each block misses the cache, and misses asked for
+/// this far ahead overlap with the service of the blocks in between, where one block
+/// after another would wait for each in turn. Far enough for a miss to arrive, near
+/// enough that the misses in flight stay within what the core tracks (asked for all at
+/// once, a batch's 256 blocks' lines gained little).
+const LOAD_AHEAD: usize = 8;
 
 /// Big pages of a VA block.
 const BIG_PAGES_PER_BLOCK: u32 = (PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE) as u32;

@@ -416,9 +416,17 @@ impl TouchStream {
                         .take(count as usize),
                 )
             }
-            AccessOrder::Random => Box::new(
-                (0..count).map(move |_| (gpuswap_core::mix::next(&mut state) % n.max(1), 1)),
-            ),
+            AccessOrder::Random => {
+                let n = n.max(1);
+                // Reached pages in a power of two (a buffer of whole VA blocks, reached
+                // whole) take the draw's low bits with a mask: the same page as the
+                // division, which costs tens of cycles a touch.
+                let mask = n.is_power_of_two().then_some(n - 1);
+                Box::new((0..count).map(move |_| {
+                    let draw = gpuswap_core::mix::next(&mut state);
+                    (mask.map_or_else(|| draw % n, |mask| draw & mask), 1)
+                }))
+            }
         };
         Runs {
             ranges,
@@ -431,47 +439,43 @@ impl TouchStream {
     }
 }
 
-/// Runs drawn at once, so that the MMU loads the state of their touches together before
-/// the first comes ([`crate::mmu::Mmu::warm`]): random touches miss the cache, and
-/// misses issued side by side overlap where loads spread over many instructions wait
-/// for each in turn.
-const LOOKAHEAD_RUNS: usize = 8;
+/// Runs drawn ahead of the one handed out, each warmed as it is drawn so that the MMU
+/// has its touch's state on the way by the time it comes ([`crate::mmu::Mmu::warm`]):
+/// random touches miss the cache, and misses asked for this far ahead overlap with the
+/// touches in between where a miss asked for at its touch would wait alone.
+const LOOKAHEAD_RUNS: usize = 16;
 
 /// Index runs into the reached pages, turned into page runs split where the reached
-/// ranges have gaps, drawn [`LOOKAHEAD_RUNS`] at a time.
+/// ranges have gaps, drawn [`LOOKAHEAD_RUNS`] ahead.
 struct Runs {
     ranges: Vec<(u64, u64, u64)>,
     indices: Box<dyn Iterator<Item = (u64, u64)>>,
     /// The index run being split: (next index, indices left, its range).
     left: (u64, u64, usize),
-    /// The page runs drawn at once, and of them the next to hand out and how many
-    /// were drawn (fewer at the end).
+    /// The page runs drawn ahead, a ring: the next to hand out is at `ahead_at`, and
+    /// `ahead_len` follow it (fewer at the end).
     ahead: [(u64, u64); LOOKAHEAD_RUNS],
     ahead_at: usize,
     ahead_len: usize,
 }
 
 impl Runs {
-    /// The next page run; when those drawn ahead are used up, draws the next
-    /// [`LOOKAHEAD_RUNS`] first and hands each one's first page to `warm`.
+    /// The next page run; draws the runs ahead of it that are missing first (one, but
+    /// for the first call), handing each one's first page to `warm` as it is drawn.
     fn next_warmed(&mut self, warm: impl Fn(u64)) -> Option<(u64, u64)> {
-        if self.ahead_at == self.ahead_len {
-            self.ahead_at = 0;
-            self.ahead_len = 0;
-            while self.ahead_len < LOOKAHEAD_RUNS {
-                let Some(run) = self.draw() else { break };
-                self.ahead[self.ahead_len] = run;
-                self.ahead_len += 1;
-            }
-            for (first, _) in &self.ahead[..self.ahead_len] {
-                warm(*first);
-            }
+        while self.ahead_len < LOOKAHEAD_RUNS {
+            let Some(run) = self.draw() else { break };
+            self.ahead[(self.ahead_at + self.ahead_len) % LOOKAHEAD_RUNS] = run;
+            self.ahead_len += 1;
+            warm(run.0);
         }
-        if self.ahead_at == self.ahead_len {
+        if self.ahead_len == 0 {
             return None;
         }
-        self.ahead_at += 1;
-        Some(self.ahead[self.ahead_at - 1])
+        let run = self.ahead[self.ahead_at];
+        self.ahead_at = (self.ahead_at + 1) % LOOKAHEAD_RUNS;
+        self.ahead_len -= 1;
+        Some(run)
     }
 
     /// The next page run in order, before any lookahead.

@@ -14,8 +14,8 @@
 pub mod page_table;
 
 use gpuswap_core::protocol::{AccessKind, Fault, PageAction, ServeRule};
-use gpuswap_core::uvm::Paging;
 use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages, WORDS_PER_BLOCK, split};
+use gpuswap_core::uvm::{Paging, load_soon};
 use gpuswap_core::{BufferId, TenantId};
 
 use page_table::PageTable;
@@ -404,18 +404,17 @@ impl Mmu {
         done
     }
 
-    /// Loads what a touch of `page` reads first (its block's header and the page's word
-    /// of every bitmap, one cache line each) and changes nothing: a walk warms a group
-    /// of touches before the first of them, so the cache misses of random touches
-    /// overlap instead of following one another. A page of no managed buffer is
-    /// ignored.
+    /// Asks for what a touch of `page` reads first (its block's header and the page's
+    /// word of every bitmap, one cache line each) and changes nothing: a walk warms each
+    /// touch some touches before it comes, so the cache misses of random touches
+    /// overlap instead of following one another ([`gpuswap_core::uvm::load_soon`]). A
+    /// page of no managed buffer is ignored.
     #[inline]
     pub fn warm(&self, page: u64) {
         let (b, i) = split(page);
         if let (Some(head), Some(bits)) = (self.heads.get(b as usize), self.bits.get(b as usize)) {
-            // Nothing reads the values: `black_box` keeps the compiler from dropping
-            // the loads.
-            std::hint::black_box((head.has_pins, bits.0[i / 64][Bitmap::Resident as usize]));
+            load_soon(head);
+            load_soon(&bits.0[i / 64]);
         }
     }
 
