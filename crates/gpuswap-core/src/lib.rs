@@ -12,6 +12,7 @@
 
 mod accounting;
 mod buffer;
+pub mod cache_hint;
 pub mod contract;
 mod ids;
 mod lists;

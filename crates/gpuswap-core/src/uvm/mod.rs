@@ -26,6 +26,7 @@ pub mod trial;
 
 use std::collections::VecDeque;
 
+use crate::cache_hint::load_soon;
 use crate::contract::Contract;
 use crate::ids::{BufferId, TenantId};
 use crate::protocol::{Fault, PageAction, ServeRule};
@@ -988,26 +989,6 @@ fn eviction_slot(configured: fn() -> Box<dyn Eviction>, seed: u64) -> [Box<dyn E
         order.reseed(seed);
     }
     slot
-}
-
-/// Asks the CPU to bring `value`'s cache line in, without waiting for it: random page
-/// touches and fault batches miss the cache on every block's state, and hints issued
-/// well before the state is needed let those misses overlap with each other and with
-/// the work in between (where a plain load, even one whose value goes unread, holds up
-/// every instruction after it until it arrives). A hint only: it changes no state, and
-/// without one for the target it does nothing.
-#[inline(always)]
-pub fn load_soon<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and never faults, even on an
-    // address that is not mapped; `value` is a live reference besides. SSE is part of
-    // every x86_64 target.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 /// How far ahead a fault batch asks for the state of the blocks it services, in faults

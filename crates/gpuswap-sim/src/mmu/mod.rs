@@ -13,9 +13,10 @@
 
 pub mod page_table;
 
+use gpuswap_core::cache_hint::load_soon;
 use gpuswap_core::protocol::{AccessKind, Fault, PageAction, ServeRule};
+use gpuswap_core::uvm::Paging;
 use gpuswap_core::uvm::pages::{PAGES_PER_BLOCK, Pages, WORDS_PER_BLOCK, split};
-use gpuswap_core::uvm::{Paging, load_soon};
 use gpuswap_core::{BufferId, TenantId};
 
 use page_table::PageTable;
@@ -407,7 +408,7 @@ impl Mmu {
     /// Asks for what a touch of `page` reads first (its block's header and the page's
     /// word of every bitmap, one cache line each) and changes nothing: a walk warms each
     /// touch some touches before it comes, so the cache misses of random touches
-    /// overlap instead of following one another ([`gpuswap_core::uvm::load_soon`]). A
+    /// overlap instead of following one another ([`gpuswap_core::cache_hint::load_soon`]). A
     /// page of no managed buffer is ignored.
     #[inline]
     pub fn warm(&self, page: u64) {
