@@ -562,6 +562,7 @@ impl Engine {
         let mut sm = Vec::new();
         let mut bandwidth = Vec::new();
         let mut compute = Vec::new();
+        let instrumented = self.manager.schedules_kernels();
         for r in &mut self.running {
             if let Some(share) = &mut r.share {
                 share.left_ns -= (now - share.since_ns) as f64 * share.rate;
@@ -569,7 +570,8 @@ impl Engine {
                 share.since_ns = now;
                 sm.push(self.tenants[r.tenant].sm_share);
                 bandwidth.push(r.bandwidth_share(self.preset.vram_bytes_per_s));
-                let ops = self.tenants[r.tenant].kernel_at(r.site).ops;
+                let kernel = self.tenants[r.tenant].kernel_at(r.site);
+                let ops = kernel.ops.saturating_add(check_ops(kernel, instrumented));
                 compute.push(r.compute_share(timing::compute_ns(&self.preset, ops)));
             }
         }
@@ -687,12 +689,7 @@ impl Engine {
                 written.push(id);
             }
         }
-        // PILOT's instrumentation adds its checks' instructions, spread over the phases.
-        let check_ops = if self.manager.schedules_kernels() {
-            preemption::check_ops(kernel.outer_loop)
-        } else {
-            0
-        };
+        let check_ops = check_ops(kernel, self.manager.schedules_kernels());
         let ops = kernel.ops.saturating_add(check_ops);
         let phase_ops = |phase_ops: u64| match kernel.ops {
             0 => phase_ops,
@@ -885,5 +882,16 @@ impl Engine {
     /// The running kernel of `launch`.
     pub(super) fn running_kernel(&mut self, launch: LaunchId) -> Option<&mut RunningKernel> {
         self.running.iter_mut().find(|r| r.launch == launch)
+    }
+}
+
+/// The instructions PILOT's instrumentation adds to `kernel` (its preemption checks)
+/// where a scheduler preempts kernels (`instrumented`), none elsewhere: its arithmetic is
+/// the kernel's own plus these, both for its time alone and for its share of the SMs.
+fn check_ops(kernel: &Kernel, instrumented: bool) -> u64 {
+    if instrumented {
+        preemption::check_ops(kernel.outer_loop)
+    } else {
+        0
     }
 }

@@ -137,6 +137,45 @@ fn mps_overlaps_kernels_that_leave_sms_idle_and_shares_those_that_do_not() {
 }
 
 #[test]
+fn under_mps_pilots_checks_count_in_a_kernels_demand_for_the_sms() {
+    // Compute-bound kernels whose loops make the checks as many instructions as their
+    // own work: instrumented, half their arithmetic is the checks'.
+    let instrumented = || {
+        let mut p = program(1, 4, 3 << 30);
+        let Op::Repeat { body, .. } = &mut p.ops[2] else {
+            panic!("the program's kernels repeat");
+        };
+        let Op::Launch(kernel) = &mut body[0] else {
+            panic!("the repeat launches the kernel");
+        };
+        kernel.outer_loop = crate::program::OuterLoop::uniform(1 << 20, 1 << 10);
+        assert_eq!(
+            crate::preemption::check_ops(kernel.outer_loop),
+            kernel.ops,
+            "as many check instructions as its own"
+        );
+        (p, 1.0)
+    };
+    let pilot = || scheduled("none", 0);
+    let alone =
+        phase_ns(&run(vec![instrumented()], 1024, "native", Sharing::Mps, pilot()).tenants[0]);
+    let pair = run(
+        vec![instrumented(); 2],
+        1024,
+        "native",
+        Sharing::Mps,
+        pilot(),
+    );
+    // Each asks all the SMs for all of its arithmetic, checks included, so the two take
+    // turns in effect; counting only their own half, the pair took 1.5 times one alone.
+    let ratio = pair.makespan_ns as f64 / alone as f64;
+    assert!(
+        ratio > 1.9,
+        "two instrumented kernels side by side: {ratio}"
+    );
+}
+
+#[test]
 fn under_mps_a_memory_bound_kernel_loses_nothing_to_a_compute_bound_ones_sms() {
     // Both ask all the SMs. The streaming kernel (256 MiB, few instructions) is bound by
     // VRAM, which the compute-bound one (1 MiB, 10^10 instructions) barely uses: with
