@@ -75,13 +75,18 @@ impl Plan {
         let points_per_batch = (BATCH_RUNS / runs.max(1)).max(1);
         for batch_points in points.chunks(points_per_batch) {
             let batch = || {
-                batch_points
+                // Each point's scenario is built once and shared by its seeds' runs.
+                let prepared: Vec<Prepared> = batch_points
+                    .par_iter()
+                    .map(|&point| self.prepare(point))
+                    .collect();
+                prepared
                     .iter()
-                    .flat_map(|&p| (0..self.runs).map(move |r| (p, r)))
+                    .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
                     .collect::<Vec<_>>()
                     .into_par_iter()
-                    .map(|(point, run)| {
-                        let row = self.run_point(point, run, &baselines, &tenants);
+                    .map(|(prepared, run)| {
+                        let row = self.run_prepared(prepared, run, &baselines, &tenants);
                         progress.inc(1);
                         row
                     })
@@ -112,25 +117,46 @@ impl Plan {
         baselines: &Baselines,
         tenants: &[String],
     ) -> Row {
+        self.run_prepared(&self.prepare(index), run, baselines, tenants)
+    }
+
+    /// Point `index`'s scenario with the sweep's limits, built for its runs to share.
+    fn prepare(&self, index: usize) -> Prepared {
         let table = self.point_table(index);
-        let seed = derive_seed(
-            table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
-            run,
-        );
+        let base_seed = table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64;
         let text = text_without_sweep(&table);
-        if self.kind() == Kind::Vms {
-            return Row {
-                point: index,
-                run,
-                seed,
-                result: self.run_vms(&text),
-            };
+        let scenario = if self.kind() == Kind::Vms {
+            Built::Vms(text)
+        } else {
+            Built::Sim(
+                scenario::parse(&self.path, &text)
+                    .map(|mut s| {
+                        s.config.limits = self.limits;
+                        Box::new(s)
+                    })
+                    .map_err(|e| e.to_string()),
+            )
+        };
+        Prepared {
+            index,
+            base_seed,
+            scenario,
         }
-        let result = scenario::parse(&self.path, &text)
-            .map_err(|e| e.to_string())
-            .and_then(|mut s| {
+    }
+
+    /// Run `run` of a prepared point, reduced to what the outputs need of its report.
+    fn run_prepared(
+        &self,
+        prepared: &Prepared,
+        run: u32,
+        baselines: &Baselines,
+        tenants: &[String],
+    ) -> Row {
+        let seed = derive_seed(prepared.base_seed, run);
+        let result = match &prepared.scenario {
+            Built::Vms(text) => self.run_vms(text),
+            Built::Sim(parsed) => parsed.clone().and_then(|mut s| {
                 s.set_seed(seed);
-                s.config.limits = self.limits;
                 // A bug in one run must not take the others down: it becomes that row's error.
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     run_and_report_with(&s.name, seed, &s.config, baselines)
@@ -140,14 +166,33 @@ impl Plan {
                     Ok(Err(e)) => Err(crate::limits::explain(&e, &self.path, seed)),
                     Err(_) => Err("internal error: the simulation panicked (please report)".into()),
                 }
-            });
+            }),
+        };
         Row {
-            point: index,
+            point: prepared.index,
             run,
             seed,
             result,
         }
     }
+}
+
+/// A point of the sweep, built once for all its runs.
+struct Prepared {
+    /// Index of the grid point.
+    index: usize,
+    /// The point's scenario seed, from which each run's is derived.
+    base_seed: u64,
+    scenario: Built,
+}
+
+/// What a point's runs start from.
+enum Built {
+    /// A VM scenario's text (its runs parse it: the VM simulation takes its
+    /// configuration by value).
+    Vms(String),
+    /// A simulator scenario, or why it does not build (every run's error).
+    Sim(Result<Box<scenario::Scenario>, String>),
 }
 
 impl Plan {
