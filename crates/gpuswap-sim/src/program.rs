@@ -713,4 +713,27 @@ mod tests {
             "PhaseEnd inside a repeated loop",
         );
     }
+
+    #[test]
+    fn a_shared_program_equals_its_clones_and_equal_programs() {
+        let build = |weight: f64| {
+            let mut p = Program::default();
+            let a = p.buffer("a", 1 << 20);
+            p.ops = vec![kernel(vec![Access {
+                distribution: Distribution::Profile {
+                    page_bytes: 1 << 20,
+                    weights: vec![weight],
+                },
+                ..Access::uniform(a, 10, 0)
+            }])];
+            SharedProgram::from(p)
+        };
+        assert_eq!(build(1.0), build(1.0));
+        assert_ne!(build(1.0), build(2.0));
+        // Identity decides before contents: a NaN weight (never equal by value) still
+        // lets a program equal its clones, which share it.
+        let odd = build(f64::NAN);
+        assert_ne!(odd, build(f64::NAN));
+        assert_eq!(odd, odd.clone());
+    }
 }

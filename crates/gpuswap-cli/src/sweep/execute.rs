@@ -1,6 +1,9 @@
 //! Running a sweep: every point with every seed, in parallel, each run reduced to its
 //! figures in the worker.
 
+use std::sync::Mutex;
+
+use gpuswap_sim::program::SharedProgram;
 use gpuswap_sim::report::{Baselines, run_and_report_with};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -62,6 +65,7 @@ impl Plan {
         let runs = self.runs as usize;
         let progress = progress_bar((points.len() * runs) as u64, "runs", quiet);
         let baselines = Baselines::default();
+        let programs = Programs::default();
         let tenants = self.tenants();
         let pool = match jobs {
             Some(n) => Some(
@@ -78,7 +82,7 @@ impl Plan {
                 // Each point's scenario is built once and shared by its seeds' runs.
                 let prepared: Vec<Prepared> = batch_points
                     .par_iter()
-                    .map(|&point| self.prepare(point))
+                    .map(|&point| self.prepare(point, &programs))
                     .collect();
                 prepared
                     .iter()
@@ -117,11 +121,13 @@ impl Plan {
         baselines: &Baselines,
         tenants: &[String],
     ) -> Row {
-        self.run_prepared(&self.prepare(index), run, baselines, tenants)
+        let prepared = self.prepare(index, &Programs::default());
+        self.run_prepared(&prepared, run, baselines, tenants)
     }
 
-    /// Point `index`'s scenario with the sweep's limits, built for its runs to share.
-    fn prepare(&self, index: usize) -> Prepared {
+    /// Point `index`'s scenario with the sweep's limits, built for its runs to share,
+    /// its tenants' programs taken from `programs` where an equal one is there.
+    fn prepare(&self, index: usize, programs: &Programs) -> Prepared {
         let table = self.point_table(index);
         let base_seed = table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64;
         let text = text_without_sweep(&table);
@@ -132,6 +138,9 @@ impl Plan {
                 scenario::parse(&self.path, &text)
                     .map(|mut s| {
                         s.config.limits = self.limits;
+                        for tenant in &mut s.config.tenants {
+                            tenant.program = programs.intern(&tenant.program);
+                        }
                         Box::new(s)
                     })
                     .map_err(|e| e.to_string()),
@@ -184,6 +193,25 @@ struct Prepared {
     /// The point's scenario seed, from which each run's is derived.
     base_seed: u64,
     scenario: Built,
+}
+
+/// The distinct programs of a sweep's points so far. Points that differ in settings
+/// other than their tenants' build equal programs; taking the first of them for all
+/// makes a solo baseline's lookup (which compares programs) a pointer comparison, once
+/// per point here instead of once per run there.
+#[derive(Default)]
+struct Programs(Mutex<Vec<SharedProgram>>);
+
+impl Programs {
+    /// The program equal to `program` seen first.
+    fn intern(&self, program: &SharedProgram) -> SharedProgram {
+        let mut seen = self.0.lock().expect("no panics while locked");
+        if let Some(known) = seen.iter().find(|p| *p == program) {
+            return known.clone();
+        }
+        seen.push(program.clone());
+        program.clone()
+    }
 }
 
 /// What a point's runs start from.
