@@ -119,7 +119,7 @@ pub fn run(args: &ProfileArgs) -> Result<(), ProfileError> {
     let program = app
         .program(&args.size, 1, preset.shape())
         .map_err(|e| bad(format!("--size: {e}")))?;
-    let program = runtime::with_runtime(program, &preset);
+    let program = runtime::with_runtime(&program, &preset);
     let granularity = Granularity::from(args.granularity);
     let profile = profile(&program, &preset, granularity, chunk_bytes);
 

@@ -36,7 +36,7 @@ fn nn_buffers() -> Vec<(String, u64)> {
         .unwrap()
         .program("rodinia", 1, gtx480.shape())
         .unwrap();
-    runtime::with_runtime(program, &gtx480)
+    runtime::with_runtime(&program, &gtx480)
         .buffers
         .into_iter()
         .map(|b| (b.label, b.bytes))

@@ -4,6 +4,9 @@
 //! index ([`Slot`]). Operations are the CUDA calls an application makes (alloc, free,
 //! memcpy, launch, synchronize) plus CPU work, loops and the measured-phase markers.
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use gpuswap_core::BufferKind;
 
 /// Index of a buffer in [`Program::buffers`].
@@ -176,6 +179,33 @@ pub enum Op {
     PhaseStart,
     /// End of the measured phase.
     PhaseEnd,
+}
+
+/// A finished program shared by every configuration that runs it: a sweep's seeds of a
+/// point and the solo baselines all hold the same one, so cloning a configuration copies
+/// no operation, and comparing two (a baseline lookup) compares the operations only when
+/// they are not the very same program.
+#[derive(Clone, Debug)]
+pub struct SharedProgram(Arc<Program>);
+
+impl PartialEq for SharedProgram {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl Deref for SharedProgram {
+    type Target = Program;
+
+    fn deref(&self) -> &Program {
+        &self.0
+    }
+}
+
+impl From<Program> for SharedProgram {
+    fn from(program: Program) -> Self {
+        Self(Arc::new(program))
+    }
 }
 
 /// What one tenant runs.
@@ -682,5 +712,28 @@ mod tests {
             },
             "PhaseEnd inside a repeated loop",
         );
+    }
+
+    #[test]
+    fn a_shared_program_equals_its_clones_and_equal_programs() {
+        let build = |weight: f64| {
+            let mut p = Program::default();
+            let a = p.buffer("a", 1 << 20);
+            p.ops = vec![kernel(vec![Access {
+                distribution: Distribution::Profile {
+                    page_bytes: 1 << 20,
+                    weights: vec![weight],
+                },
+                ..Access::uniform(a, 10, 0)
+            }])];
+            SharedProgram::from(p)
+        };
+        assert_eq!(build(1.0), build(1.0));
+        assert_ne!(build(1.0), build(2.0));
+        // Identity decides before contents: a NaN weight (never equal by value) still
+        // lets a program equal its clones, which share it.
+        let odd = build(f64::NAN);
+        assert_ne!(odd, build(f64::NAN));
+        assert_eq!(odd, odd.clone());
     }
 }

@@ -18,8 +18,9 @@ const CONSTANT_BYTES_PER_SM: u64 = 512;
 /// Kernels keep locals in registers, so the stack is nearly never touched (dissertation).
 const STACK_BYTES_PER_SM: u64 = 128;
 
-/// Wraps an app's program with the runtime's system buffers for `preset`.
-pub fn with_runtime(app: Program, preset: &Preset) -> Program {
+/// Wraps an app's program with the runtime's system buffers for `preset` (by reference:
+/// the app's program is shared by every run of it).
+pub fn with_runtime(app: &Program, preset: &Preset) -> Program {
     let mut program = Program {
         buffers: Vec::new(),
         ops: Vec::new(),
@@ -40,7 +41,7 @@ pub fn with_runtime(app: Program, preset: &Preset) -> Program {
         BufferKind::System(SystemBuffer::Constant),
     );
     let base = program.buffers.len();
-    program.buffers.extend(app.buffers);
+    program.buffers.extend_from_slice(&app.buffers);
     let sms = u64::from(preset.sms);
     let system_accesses = [
         Access::uniform(stack, STACK_BYTES_PER_SM * sms, STACK_BYTES_PER_SM * sms),
@@ -48,18 +49,16 @@ pub fn with_runtime(app: Program, preset: &Preset) -> Program {
         Access::uniform(constant, CONSTANT_BYTES_PER_SM * sms, 0),
     ];
     program.ops = [stack, code, constant].map(Op::Alloc).into();
-    program.ops.extend(
-        app.ops
-            .into_iter()
-            .map(|op| shift(op, base, &system_accesses)),
-    );
+    program
+        .ops
+        .extend(app.ops.iter().map(|op| shift(op, base, &system_accesses)));
     program.ops.extend([stack, code, constant].map(Op::Free));
     program
 }
 
 /// Moves an app op's slots past the system buffers and adds the system accesses to
 /// kernels.
-fn shift(op: Op, base: usize, system: &[Access]) -> Op {
+fn shift(op: &Op, base: usize, system: &[Access]) -> Op {
     match op {
         Op::Alloc(s) => Op::Alloc(s + base),
         Op::Free(s) => Op::Free(s + base),
@@ -69,26 +68,29 @@ fn shift(op: Op, base: usize, system: &[Access]) -> Op {
             bytes,
         } => Op::Copy {
             slot: slot + base,
-            direction,
-            bytes,
+            direction: *direction,
+            bytes: *bytes,
         },
         Op::Launch(kernel) => {
-            let mut accesses: Vec<Access> = kernel
-                .accesses
-                .into_iter()
-                .map(|a| Access {
-                    slot: a.slot + base,
-                    ..a
-                })
-                .collect();
+            let mut accesses = Vec::with_capacity(kernel.accesses.len() + system.len());
+            accesses.extend(kernel.accesses.iter().map(|a| Access {
+                slot: a.slot + base,
+                ..a.clone()
+            }));
             accesses.extend_from_slice(system);
-            Op::Launch(Kernel { accesses, ..kernel })
+            Op::Launch(Kernel {
+                name: kernel.name.clone(),
+                ops: kernel.ops,
+                accesses,
+                phases: kernel.phases.clone(),
+                outer_loop: kernel.outer_loop,
+            })
         }
         Op::Repeat { times, body } => Op::Repeat {
-            times,
-            body: body.into_iter().map(|o| shift(o, base, system)).collect(),
+            times: *times,
+            body: body.iter().map(|o| shift(o, base, system)).collect(),
         },
-        other @ (Op::Sync | Op::Cpu { .. } | Op::PhaseStart | Op::PhaseEnd) => other,
+        other @ (Op::Sync | Op::Cpu { .. } | Op::PhaseStart | Op::PhaseEnd) => other.clone(),
     }
 }
 
@@ -132,42 +134,40 @@ pub enum Instr {
     PhaseEnd,
 }
 
-/// Flattens nested ops into instructions.
-pub fn flatten(ops: &[Op]) -> Vec<Instr> {
+/// Flattens nested ops into instructions, taking the ops so that their kernels move
+/// into the instructions rather than being copied.
+pub fn flatten(ops: Vec<Op>) -> Vec<Instr> {
     let mut out = Vec::new();
     flatten_into(ops, &mut out);
     out
 }
 
-fn flatten_into(ops: &[Op], out: &mut Vec<Instr>) {
+fn flatten_into(ops: Vec<Op>, out: &mut Vec<Instr>) {
     for op in ops {
         match op {
-            Op::Alloc(s) => out.push(Instr::Alloc(*s)),
-            Op::Free(s) => out.push(Instr::Free(*s)),
+            Op::Alloc(s) => out.push(Instr::Alloc(s)),
+            Op::Free(s) => out.push(Instr::Free(s)),
             Op::Copy {
                 slot,
                 direction,
                 bytes,
             } => out.push(Instr::Copy {
-                slot: *slot,
-                direction: *direction,
-                bytes: *bytes,
+                slot,
+                direction,
+                bytes,
             }),
-            Op::Launch(k) => out.push(Instr::Launch(Rc::new(k.clone()))),
+            Op::Launch(k) => out.push(Instr::Launch(Rc::new(k))),
             Op::Sync => out.push(Instr::Sync),
-            Op::Cpu { ns } => out.push(Instr::Cpu(*ns)),
+            Op::Cpu { ns } => out.push(Instr::Cpu(ns)),
             Op::PhaseStart => out.push(Instr::PhaseStart),
             Op::PhaseEnd => out.push(Instr::PhaseEnd),
             Op::Repeat { times, body } => {
                 let start = out.len();
-                out.push(Instr::LoopStart {
-                    times: *times,
-                    end: 0,
-                });
+                out.push(Instr::LoopStart { times, end: 0 });
                 flatten_into(body, out);
                 let end = out.len();
                 out.push(Instr::LoopEnd { start });
-                out[start] = Instr::LoopStart { times: *times, end };
+                out[start] = Instr::LoopStart { times, end };
             }
         }
     }
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn runtime_buffers_wrap_the_app() {
         let p = preset::find("gtx480").unwrap();
-        let wrapped = with_runtime(app(), &p);
+        let wrapped = with_runtime(&app(), &p);
         assert_eq!(wrapped.buffers.len(), 4);
         assert_eq!(wrapped.buffers[0].bytes, p.runtime_stack_bytes);
         assert_eq!(wrapped.ops.first(), Some(&Op::Alloc(0)));
@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn loops_become_matched_jumps() {
-        let instrs = flatten(&app().ops);
+        let instrs = flatten(app().ops);
         assert_eq!(instrs.len(), 5);
         assert!(matches!(instrs[1], Instr::LoopStart { times: 3, end: 3 }));
         assert!(matches!(instrs[3], Instr::LoopEnd { start: 1 }));

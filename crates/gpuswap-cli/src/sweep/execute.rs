@@ -1,6 +1,9 @@
 //! Running a sweep: every point with every seed, in parallel, each run reduced to its
 //! figures in the worker.
 
+use std::sync::Mutex;
+
+use gpuswap_sim::program::SharedProgram;
 use gpuswap_sim::report::{Baselines, run_and_report_with};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -62,6 +65,7 @@ impl Plan {
         let runs = self.runs as usize;
         let progress = progress_bar((points.len() * runs) as u64, "runs", quiet);
         let baselines = Baselines::default();
+        let programs = Programs::default();
         let tenants = self.tenants();
         let pool = match jobs {
             Some(n) => Some(
@@ -75,13 +79,18 @@ impl Plan {
         let points_per_batch = (BATCH_RUNS / runs.max(1)).max(1);
         for batch_points in points.chunks(points_per_batch) {
             let batch = || {
-                batch_points
+                // Each point's scenario is built once and shared by its seeds' runs.
+                let prepared: Vec<Prepared> = batch_points
+                    .par_iter()
+                    .map(|&point| self.prepare(point, &programs))
+                    .collect();
+                prepared
                     .iter()
-                    .flat_map(|&p| (0..self.runs).map(move |r| (p, r)))
+                    .flat_map(|p| (0..self.runs).map(move |r| (p, r)))
                     .collect::<Vec<_>>()
                     .into_par_iter()
-                    .map(|(point, run)| {
-                        let row = self.run_point(point, run, &baselines, &tenants);
+                    .map(|(prepared, run)| {
+                        let row = self.run_prepared(prepared, run, &baselines, &tenants);
                         progress.inc(1);
                         row
                     })
@@ -112,25 +121,51 @@ impl Plan {
         baselines: &Baselines,
         tenants: &[String],
     ) -> Row {
+        let prepared = self.prepare(index, &Programs::default());
+        self.run_prepared(&prepared, run, baselines, tenants)
+    }
+
+    /// Point `index`'s scenario with the sweep's limits, built for its runs to share,
+    /// its tenants' programs taken from `programs` where an equal one is there.
+    fn prepare(&self, index: usize, programs: &Programs) -> Prepared {
         let table = self.point_table(index);
-        let seed = derive_seed(
-            table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64,
-            run,
-        );
+        let base_seed = table.get("seed").and_then(Value::as_integer).unwrap_or(0) as u64;
         let text = text_without_sweep(&table);
-        if self.kind() == Kind::Vms {
-            return Row {
-                point: index,
-                run,
-                seed,
-                result: self.run_vms(&text),
-            };
+        let scenario = if self.kind() == Kind::Vms {
+            Built::Vms(text)
+        } else {
+            Built::Sim(
+                scenario::parse(&self.path, &text)
+                    .map(|mut s| {
+                        s.config.limits = self.limits;
+                        for tenant in &mut s.config.tenants {
+                            tenant.program = programs.intern(&tenant.program);
+                        }
+                        Box::new(s)
+                    })
+                    .map_err(|e| e.to_string()),
+            )
+        };
+        Prepared {
+            index,
+            base_seed,
+            scenario,
         }
-        let result = scenario::parse(&self.path, &text)
-            .map_err(|e| e.to_string())
-            .and_then(|mut s| {
+    }
+
+    /// Run `run` of a prepared point, reduced to what the outputs need of its report.
+    fn run_prepared(
+        &self,
+        prepared: &Prepared,
+        run: u32,
+        baselines: &Baselines,
+        tenants: &[String],
+    ) -> Row {
+        let seed = derive_seed(prepared.base_seed, run);
+        let result = match &prepared.scenario {
+            Built::Vms(text) => self.run_vms(text),
+            Built::Sim(parsed) => parsed.clone().and_then(|mut s| {
                 s.set_seed(seed);
-                s.config.limits = self.limits;
                 // A bug in one run must not take the others down: it becomes that row's error.
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     run_and_report_with(&s.name, seed, &s.config, baselines)
@@ -140,14 +175,52 @@ impl Plan {
                     Ok(Err(e)) => Err(crate::limits::explain(&e, &self.path, seed)),
                     Err(_) => Err("internal error: the simulation panicked (please report)".into()),
                 }
-            });
+            }),
+        };
         Row {
-            point: index,
+            point: prepared.index,
             run,
             seed,
             result,
         }
     }
+}
+
+/// A point of the sweep, built once for all its runs.
+struct Prepared {
+    /// Index of the grid point.
+    index: usize,
+    /// The point's scenario seed, from which each run's is derived.
+    base_seed: u64,
+    scenario: Built,
+}
+
+/// The distinct programs of a sweep's points so far. Points that differ in settings
+/// other than their tenants' build equal programs; taking the first of them for all
+/// makes a solo baseline's lookup (which compares programs) a pointer comparison, once
+/// per point here instead of once per run there.
+#[derive(Default)]
+struct Programs(Mutex<Vec<SharedProgram>>);
+
+impl Programs {
+    /// The program equal to `program` seen first.
+    fn intern(&self, program: &SharedProgram) -> SharedProgram {
+        let mut seen = self.0.lock().expect("no panics while locked");
+        if let Some(known) = seen.iter().find(|p| *p == program) {
+            return known.clone();
+        }
+        seen.push(program.clone());
+        program.clone()
+    }
+}
+
+/// What a point's runs start from.
+enum Built {
+    /// A VM scenario's text (its runs parse it: the VM simulation takes its
+    /// configuration by value).
+    Vms(String),
+    /// A simulator scenario, or why it does not build (every run's error).
+    Sim(Result<Box<scenario::Scenario>, String>),
 }
 
 impl Plan {

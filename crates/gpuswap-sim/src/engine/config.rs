@@ -9,7 +9,7 @@ use gpuswap_core::{
 use thiserror::Error;
 
 use crate::preset::Preset;
-use crate::program::Program;
+use crate::program::{Program, SharedProgram};
 
 /// One tenant of a simulation.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,8 +18,9 @@ pub struct TenantSpec {
     pub name: String,
     /// The app it runs (for reports).
     pub app: String,
-    /// What it does (the app's program, without the runtime's system buffers).
-    pub program: Program,
+    /// What it does (the app's program, without the runtime's system buffers), shared
+    /// with the other configurations that run it.
+    pub program: SharedProgram,
     /// When it starts.
     pub start_ns: u64,
     /// Buffer priorities by label; unlisted buffers get the manager's default rule.
@@ -48,7 +49,7 @@ impl TenantSpec {
         Self {
             name: name.into(),
             app: app.into(),
-            program,
+            program: program.into(),
             start_ns: 0,
             priorities: BTreeMap::new(),
             chunk_priorities: BTreeMap::new(),

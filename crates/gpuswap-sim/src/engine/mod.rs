@@ -495,7 +495,7 @@ impl Engine {
             .into_iter()
             .enumerate()
             .map(|(i, spec)| {
-                let program = with_runtime(spec.program, &preset);
+                let program = with_runtime(&spec.program, &preset);
                 Tenant {
                     id: TenantId(i as u32),
                     name: spec.name,
@@ -503,7 +503,7 @@ impl Engine {
                     priorities: spec.priorities,
                     chunk_priorities: spec.chunk_priorities,
                     slots: vec![None; program.buffers.len()],
-                    instrs: flatten(&program.ops),
+                    instrs: flatten(program.ops),
                     buffers: program.buffers,
                     pc: 0,
                     loops: Vec::new(),

@@ -159,7 +159,7 @@ pub fn profile(
 ) -> Profile {
     assert!(chunk_bytes > 0, "chunk size must be positive");
     let buffers = &program.buffers;
-    let instrs = flatten(&program.ops);
+    let instrs = flatten(program.ops.clone());
     let unit_bytes_of = |slot: Slot| match granularity {
         Granularity::Page => PAGE_BYTES,
         Granularity::Chunk => chunk_bytes,

@@ -17,7 +17,7 @@ pub(super) fn app_program(app: &str, size: &str) -> Program {
         .unwrap()
         .program(size, 1, gtx480.shape())
         .unwrap();
-    runtime::with_runtime(program, &gtx480)
+    runtime::with_runtime(&program, &gtx480)
 }
 
 pub(super) fn buffer<'a>(profile: &'a Profile, label: &str) -> &'a BufferProfile {
