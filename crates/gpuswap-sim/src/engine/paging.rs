@@ -389,7 +389,7 @@ impl TouchStream {
             reached: n,
             count,
             order,
-            mut state,
+            state,
         } = self;
         let passes = count.div_ceil(n.max(1));
         // In a sparse pass, touch k of the n pages, evenly spaced.
@@ -397,16 +397,18 @@ impl TouchStream {
         let spread = move |k: u64| if sparse { k * n / count } else { k };
         let per_pass = if sparse { count } else { n };
         // Runs of indices into the reached pages, `count` touches in all.
-        let indices: Box<dyn Iterator<Item = (u64, u64)>> = match order {
-            AccessOrder::Linear if !sparse => Box::new((0..passes).map(move |p| {
+        let indices = match order {
+            AccessOrder::Linear if !sparse => Indices::Other(Box::new((0..passes).map(move |p| {
                 let done = p * n;
                 (0, n.min(count - done))
-            })),
-            AccessOrder::Linear => Box::new((0..count).map(move |k| (spread(k), 1))),
+            }))),
+            AccessOrder::Linear => {
+                Indices::Other(Box::new((0..count).map(move |k| (spread(k), 1))))
+            }
             AccessOrder::Strided { stride_bytes } => {
                 // A strided pass visits every stride-th touch, then the next offset.
                 let stride = (stride_bytes / PAGE_BYTES).max(1);
-                Box::new(
+                Indices::Other(Box::new(
                     (0..passes)
                         .flat_map(move |_| {
                             (0..stride.min(per_pass.max(1)))
@@ -414,18 +416,19 @@ impl TouchStream {
                                 .map(move |k| (spread(k), 1))
                         })
                         .take(count as usize),
-                )
+                ))
             }
             AccessOrder::Random => {
                 let n = n.max(1);
-                // Reached pages in a power of two (a buffer of whole VA blocks, reached
-                // whole) take the draw's low bits with a mask: the same page as the
-                // division, which costs tens of cycles a touch.
-                let mask = n.is_power_of_two().then_some(n - 1);
-                Box::new((0..count).map(move |_| {
-                    let draw = gpuswap_core::mix::next(&mut state);
-                    (mask.map_or_else(|| draw % n, |mask| draw & mask), 1)
-                }))
+                Indices::Random {
+                    left: count,
+                    state,
+                    n,
+                    // Reached pages in a power of two (a buffer of whole VA blocks,
+                    // reached whole) take the draw's low bits with a mask: the same page
+                    // as the division, which costs tens of cycles a touch.
+                    mask: n.is_power_of_two().then_some(n - 1),
+                }
             }
         };
         Runs {
@@ -445,11 +448,49 @@ impl TouchStream {
 /// touches in between where a miss asked for at its touch would wait alone.
 const LOOKAHEAD_RUNS: usize = 16;
 
+/// Runs of indices into the reached pages. A random order draws one index a touch, so
+/// its draw is inline rather than behind a boxed iterator's call; the other orders
+/// hand out whole runs or stride through, and stay boxed.
+enum Indices {
+    /// `left` draws of one page each, from the SplitMix64 `state`, among `n` pages
+    /// (masked with `mask` where `n` is a power of two).
+    Random {
+        left: u64,
+        state: u64,
+        n: u64,
+        mask: Option<u64>,
+    },
+    Other(Box<dyn Iterator<Item = (u64, u64)>>),
+}
+
+impl Indices {
+    /// The next index run, if any is left.
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match self {
+            Self::Random {
+                left,
+                state,
+                n,
+                mask,
+            } => {
+                if *left == 0 {
+                    return None;
+                }
+                *left -= 1;
+                let draw = gpuswap_core::mix::next(state);
+                Some((mask.map_or_else(|| draw % *n, |mask| draw & mask), 1))
+            }
+            Self::Other(runs) => runs.next(),
+        }
+    }
+}
+
 /// Index runs into the reached pages, turned into page runs split where the reached
 /// ranges have gaps, drawn [`LOOKAHEAD_RUNS`] ahead.
 struct Runs {
     ranges: Vec<(u64, u64, u64)>,
-    indices: Box<dyn Iterator<Item = (u64, u64)>>,
+    indices: Indices,
     /// The index run being split: (next index, indices left, its range).
     left: (u64, u64, usize),
     /// The page runs drawn ahead, a ring: the next to hand out is at `ahead_at`, and
