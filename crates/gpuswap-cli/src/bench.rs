@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use gpuswap_core::PolicySettings;
+use gpuswap_sim::program::AccessOrder;
 
 use crate::sweep::{Plan, SweepError};
 
@@ -17,7 +18,8 @@ const SWEEP: &str = include_str!("../../../scenarios/repro/bench.toml");
 #[command(after_help = "Examples:\n  \
     gpuswap bench                         # the target: 10 seeds per point\n  \
     gpuswap bench --runs 1 --apps lud,nn  # a quick look\n  \
-    gpuswap bench --uvm                   # unified memory: page touches per second")]
+    gpuswap bench --uvm                   # unified memory: page touches per second\n  \
+    gpuswap bench --uvm --workloads random --working-sets 16GiB  # one case")]
 pub struct BenchArgs {
     /// Seeds per grid point (the target is defined for 10).
     #[arg(long, default_value_t = 10)]
@@ -36,6 +38,14 @@ pub struct BenchArgs {
     /// adaptive-coarse), to measure what the adaptive runtime costs.
     #[arg(long, requires = "uvm", default_value = "fixed")]
     pub policy: String,
+    /// With --uvm: only these workloads (comma-separated: linear, random, mixed), to
+    /// measure one access order without the minute the others take.
+    #[arg(long, requires = "uvm", value_name = "LIST")]
+    pub workloads: Option<String>,
+    /// With --uvm: these working-set sizes instead of 1 GiB and 16 GiB (comma-separated,
+    /// bytes or with a unit: 16GiB, 512MiB).
+    #[arg(long, requires = "uvm", value_name = "SIZES")]
+    pub working_sets: Option<String>,
     /// Run the sweep this many times and give the spread of the wall time (this
     /// machine's timings vary from run to run).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), conflicts_with = "uvm")]
@@ -68,7 +78,10 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
         let policy = PolicySettings::named("uvm")
             .set("policy", &args.policy)
             .map_err(|e| SweepError::BadInput(format!("--policy: {e}")))?;
-        return crate::stdout::write(&uvm_bench(&policy)).map_err(SweepError::Output);
+        let workloads = uvm_workloads(args.workloads.as_deref())?;
+        let working_sets = uvm_working_sets(args.working_sets.as_deref())?;
+        return crate::stdout::write(&uvm_bench(&policy, &workloads, &working_sets))
+            .map_err(SweepError::Output);
     }
     if let Some(list) = &args.apps
         && let Some(unknown) = list
@@ -151,19 +164,14 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
 /// sweeping its managed data three times, linearly, at random, or both (half of it read
 /// linearly, half touched at random); page touches per second of wall time, under
 /// `policy` (mode `uvm`).
-fn uvm_bench(policy: &PolicySettings) -> String {
+fn uvm_bench(policy: &PolicySettings, workloads: &[UvmWorkload], working_sets: &[u64]) -> String {
     use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
-    use gpuswap_sim::program::{Access, AccessOrder, Kernel, Op, Program};
+    use gpuswap_sim::program::{Access, Kernel, Op, Program};
 
-    const GIB: u64 = 1 << 30;
     let mut out =
         String::from("workload  working set  touches        far faults     wall s   touches/s\n");
-    for ws in [GIB, 16 * GIB] {
-        for (name, orders) in [
-            ("linear", vec![AccessOrder::Linear]),
-            ("random", vec![AccessOrder::Random]),
-            ("mixed", vec![AccessOrder::Linear, AccessOrder::Random]),
-        ] {
+    for &ws in working_sets {
+        for &(name, orders) in workloads {
             let mut p = Program::default();
             let part = ws / orders.len() as u64;
             let slots: Vec<usize> = (0..orders.len())
@@ -171,7 +179,7 @@ fn uvm_bench(policy: &PolicySettings) -> String {
                 .collect();
             let accesses = slots
                 .iter()
-                .zip(&orders)
+                .zip(orders)
                 .map(|(s, order)| Access {
                     order: *order,
                     ..Access::uniform(*s, part, 0)
@@ -205,11 +213,60 @@ fn uvm_bench(policy: &PolicySettings) -> String {
                 .and_then(|o| o.tenants[0].paging)
                 .map_or((0, 0), |p| (p.device.touches, p.stats.far_faults));
             out += &format!(
-                "{name:<9} {:>5} GiB    {touches:<14} {faults:<14} {wall_s:<8.2} {:.3e}\n",
-                ws / GIB,
+                "{name:<9} {:>9}    {touches:<14} {faults:<14} {wall_s:<8.2} {:.3e}\n",
+                gpuswap_sim::units::format_bytes(ws),
                 touches as f64 / wall_s
             );
         }
     }
     out
+}
+
+/// A unified-memory workload: its name and the access orders its buffers are read in
+/// (one buffer per order, the working set split evenly).
+type UvmWorkload = (&'static str, &'static [AccessOrder]);
+
+/// The unified-memory benchmark's workloads.
+const UVM_WORKLOADS: [UvmWorkload; 3] = [
+    ("linear", &[AccessOrder::Linear]),
+    ("random", &[AccessOrder::Random]),
+    ("mixed", &[AccessOrder::Linear, AccessOrder::Random]),
+];
+
+/// `--workloads`: the named ones, in the benchmark's order; all without the flag.
+fn uvm_workloads(list: Option<&str>) -> Result<Vec<UvmWorkload>, SweepError> {
+    let Some(list) = list else {
+        return Ok(UVM_WORKLOADS.to_vec());
+    };
+    let names: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(unknown) = names
+        .iter()
+        .find(|n| !UVM_WORKLOADS.iter().any(|w| w.0 == **n))
+    {
+        return Err(SweepError::BadInput(format!(
+            "--workloads: unknown workload {unknown:?}; expected a comma-separated list of: linear, random, mixed"
+        )));
+    }
+    Ok(UVM_WORKLOADS
+        .into_iter()
+        .filter(|w| names.contains(&w.0))
+        .collect())
+}
+
+/// `--working-sets`: the sizes given, at least one 2 MiB block each; 1 GiB and 16 GiB
+/// without the flag.
+fn uvm_working_sets(list: Option<&str>) -> Result<Vec<u64>, SweepError> {
+    const GIB: u64 = 1 << 30;
+    const BLOCK_BYTES: u64 = 2 << 20;
+    let Some(list) = list else {
+        return Ok(vec![GIB, 16 * GIB]);
+    };
+    list.split(',')
+        .map(|size| match gpuswap_sim::units::parse_bytes(size.trim()) {
+            Ok(bytes) if bytes >= BLOCK_BYTES => Ok(bytes),
+            Ok(_) => Err(format!("{size:?} is below one 2 MiB block")),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| SweepError::BadInput(format!("--working-sets: {e}")))
 }

@@ -655,6 +655,46 @@ fn bench_reports_runs_and_event_rate() {
 }
 
 #[test]
+fn the_unified_memory_bench_measures_the_workloads_and_sizes_asked() {
+    let out = gpuswap(&[
+        "bench",
+        "--uvm",
+        "--workloads",
+        "mixed,linear",
+        "--working-sets",
+        "8MiB",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    // The benchmark's order, whatever the list's; one row per workload and size.
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!(rows[0][0], "linear", "{text}");
+    assert_eq!(rows[1][0], "mixed", "{text}");
+    for row in &rows {
+        assert_eq!(&row[1..3], ["8.0", "MiB"], "{text}");
+        let touches: u64 = row[3].parse().unwrap();
+        assert!(touches > 0, "{text}");
+    }
+    assert_fails(
+        &gpuswap(&["bench", "--uvm", "--workloads", "strided"]),
+        2,
+        "--workloads: unknown workload \"strided\"",
+    );
+    assert_fails(
+        &gpuswap(&["bench", "--uvm", "--working-sets", "1MiB"]),
+        2,
+        "--working-sets: \"1MiB\" is below one 2 MiB block",
+    );
+    // The filters belong to --uvm.
+    assert_fails(&gpuswap(&["bench", "--workloads", "linear"]), 2, "--uvm");
+}
+
+#[test]
 fn a_reader_that_stops_early_is_not_an_error_but_a_full_disk_is() {
     use std::process::Stdio;
     // The reading end is closed before the run has written anything.
