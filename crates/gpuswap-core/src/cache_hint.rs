@@ -5,14 +5,14 @@
 /// touches and fault batches miss the cache on every block's state, and hints issued
 /// well before the state is needed let those misses overlap with each other and with
 /// the work in between (where a plain load, even one whose value goes unread, holds up
-/// every instruction after it until it arrives). A hint only: it changes no state, and
-/// without one for the target it does nothing.
+/// retirement until it arrives, so the core soon stalls behind it). A hint only: it
+/// changes no state, and without one for the target it does nothing.
 #[inline(always)]
 pub fn load_soon<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and never faults, even on an
-    // address that is not mapped; `value` is a live reference besides. SSE is part of
-    // every x86_64 target.
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 target has. Beyond that, a
+    // prefetch reads nothing the program sees and never faults, even on an address
+    // that is not mapped (and `value` is a live reference).
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());

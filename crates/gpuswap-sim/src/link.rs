@@ -328,17 +328,18 @@ impl Link {
         // the shares, and the float rounding of what is left, never depend on the sort.
         // Uncapped flows have the largest key, infinity, so they come last in id order
         // without a key or a place in the sort (most flows, a kernel's, are uncapped).
+        // One predicate and its negation, so that every flow is filled exactly once.
+        let uncapped = |f: &Flow| f.cap_bytes_per_ns == f64::INFINITY;
         self.by_cap.clear();
         self.by_cap.extend(
             flows
                 .iter()
                 .enumerate()
-                .filter(|(_, (_, f))| f.cap_bytes_per_ns < f64::INFINITY)
+                .filter(|(_, (_, f))| !uncapped(f))
                 .map(|(i, (_, f))| (f.cap_bytes_per_ns / f.weight, i)),
         );
         self.by_cap
             .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let uncapped = |f: &Flow| f.cap_bytes_per_ns == f64::INFINITY;
         let mut left = capacity;
         let mut weight_left: f64 = (self.by_cap.iter().map(|&(_, i)| flows[i].1.weight))
             .chain(

@@ -268,8 +268,8 @@ pub struct Paging {
     /// The first time a fault batch took a victim's pages below its guarantee (for
     /// [`Paging::check_invariants`]).
     breach: Option<String>,
-    /// A fault batch's pages in address order, kept between batches so that servicing
-    /// one allocates nothing (empty outside [`Paging::fault_batch`]).
+    /// A fault batch's pages in address order, kept between batches so that sorting one
+    /// allocates nothing (empty outside [`Paging::fault_batch`]).
     batch_pages: Vec<u64>,
 }
 
@@ -622,8 +622,12 @@ impl Paging {
     /// If a page belongs to no allocation (the device numbers pages from `Manage`).
     pub fn fault_batch(&mut self, faults: &[Fault], now_ns: u64) {
         for (k, f) in faults.iter().enumerate() {
-            if let Some(ahead) = faults.get(k + LOAD_AHEAD) {
-                load_soon(&self.homes[split(ahead.page).0 as usize]);
+            // A hint never fails: a page of no allocation is the assertion's, below.
+            if let Some(home) = faults
+                .get(k + LOAD_AHEAD)
+                .and_then(|ahead| self.homes.get(split(ahead.page).0 as usize))
+            {
+                load_soon(home);
             }
             let (b, i) = split(f.page);
             let home = &self.homes[b as usize];

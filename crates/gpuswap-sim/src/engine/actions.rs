@@ -340,7 +340,7 @@ impl Engine {
         // A quantum's holder that ends hands over at once, not after the idle release.
         if self.quantum.is_some_and(|q| q.tenant == t) {
             self.quantum = None;
-            self.round_robin_next = (t + 1) % self.tenants.len();
+            self.round_robin_next = t + 1;
             self.start_kernel();
         }
         // Endless tenants end with the last of the others.

@@ -689,12 +689,12 @@ impl Engine {
                 written.push(id);
             }
         }
-        let check_ops = check_ops(kernel, self.manager.schedules_kernels());
-        let ops = kernel.ops.saturating_add(check_ops);
+        let checks = check_ops(kernel, self.manager.schedules_kernels());
+        let ops = kernel.ops.saturating_add(checks);
         let phase_ops = |phase_ops: u64| match kernel.ops {
             0 => phase_ops,
             all => {
-                let share = u128::from(check_ops) * u128::from(phase_ops) / u128::from(all);
+                let share = u128::from(checks) * u128::from(phase_ops) / u128::from(all);
                 phase_ops.saturating_add(u64::try_from(share).unwrap_or(u64::MAX))
             }
         };
