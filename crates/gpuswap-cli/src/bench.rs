@@ -39,7 +39,7 @@ pub struct BenchArgs {
     #[arg(long, requires = "uvm", default_value = "fixed")]
     pub policy: String,
     /// With --uvm: only these workloads (comma-separated: linear, random, mixed), to
-    /// measure one access order without the minute the others take.
+    /// measure one access order without waiting for the others.
     #[arg(long, requires = "uvm", value_name = "LIST")]
     pub workloads: Option<String>,
     /// With --uvm: these working-set sizes instead of 1 GiB and 16 GiB (comma-separated,
@@ -253,11 +253,12 @@ fn uvm_workloads(list: Option<&str>) -> Result<Vec<UvmWorkload>, SweepError> {
         .collect())
 }
 
-/// `--working-sets`: the sizes given, at least one 2 MiB block each; 1 GiB and 16 GiB
+/// `--working-sets`: the sizes given, at least one 2 MiB VA block each; 1 GiB and 16 GiB
 /// without the flag.
 fn uvm_working_sets(list: Option<&str>) -> Result<Vec<u64>, SweepError> {
+    use gpuswap_core::uvm::pages::{PAGE_BYTES, PAGES_PER_BLOCK};
     const GIB: u64 = 1 << 30;
-    const BLOCK_BYTES: u64 = 2 << 20;
+    const BLOCK_BYTES: u64 = PAGES_PER_BLOCK as u64 * PAGE_BYTES;
     let Some(list) = list else {
         return Ok(vec![GIB, 16 * GIB]);
     };
