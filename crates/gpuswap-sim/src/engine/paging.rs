@@ -95,7 +95,7 @@ impl Engine {
     /// `to_step`, servicing far faults batch by batch; returns what it costs besides
     /// the kernel's all-in-VRAM time.
     pub(super) fn fault_in(&mut self, t: usize, walk: &mut Walk, to_step: u64) -> FaultIn {
-        let batch_pages = self.preset.fault_batch_pages.max(1) as usize;
+        let batch_pages = self.batch_pages();
         if self.tenants[t].page_stream.is_some() {
             let capacity = self.manager.paging().map_or(1, Paging::capacity_pages);
             let tenant = &mut self.tenants[t];
@@ -123,6 +123,11 @@ impl Engine {
                 // The touches this access has made by the end of the wavefront.
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
                 let mut left = target as u64 - c.taken;
+                if c.runs.one_page_runs() && self.tenants[t].page_stream.is_none() {
+                    step_touches +=
+                        self.touch_pages(t, c, left, &mut pending, &mut stall_ns, &mut cost);
+                    continue;
+                }
                 while left > 0 {
                     let mmu = &self.mmu;
                     let warm = |page| mmu.warm(c.first + page);
@@ -210,6 +215,58 @@ impl Engine {
             cost.stalled_share = (stalled_bytes / walked_bytes).min(1.0);
         }
         cost
+    }
+
+    /// Far faults the driver gathers in a batch before it services them.
+    fn batch_pages(&self) -> usize {
+        self.preset.fault_batch_pages.max(1) as usize
+    }
+
+    /// [`Engine::fault_in`]'s walk of up to `left` touches of cursor `c` when its runs
+    /// are single pages (a random order's): the general walk's per-run bookkeeping
+    /// (carry, run splitting, the page stream) costs more than such a touch itself, so
+    /// each page goes to the MMU's one-page touch inline, in the same order against the
+    /// same state, servicing the batch whenever it fills. Returns the touches taken.
+    #[inline(never)]
+    fn touch_pages(
+        &mut self,
+        t: usize,
+        c: &mut Cursor,
+        left: u64,
+        pending: &mut Vec<Fault>,
+        stall_ns: &mut u64,
+        cost: &mut FaultIn,
+    ) -> u64 {
+        let batch_pages = self.batch_pages();
+        let (first, kind) = (c.first, c.kind);
+        let mut taken = 0;
+        while taken < left {
+            let mmu = &self.mmu;
+            let Some((page, _)) = c.runs.next_warmed(|page| mmu.warm(first + page)) else {
+                break;
+            };
+            let page = first + page;
+            let now_ns = self.now_ns.saturating_add(*stall_ns);
+            // The batch has room (it is serviced as it fills), so the page is touched.
+            let run = match self.mmu.touch_page(page, kind, pending) {
+                Some(run) => run,
+                None => self
+                    .mmu
+                    .touch_run(page, 1, kind, now_ns, pending, batch_pages),
+            };
+            taken += 1;
+            c.remote += run.remote;
+            c.stalled += run.stalled;
+            if self.mmu.notes_full() {
+                self.send_notes();
+            }
+            if pending.len() == batch_pages {
+                *stall_ns = stall_ns.saturating_add(self.service_batch(t, pending, now_ns, cost));
+                pending.clear();
+            }
+        }
+        c.taken += taken;
+        taken
     }
 
     /// Hands the access notes gathered so far to the manager (its eviction orders see
@@ -501,8 +558,14 @@ struct Runs {
 }
 
 impl Runs {
+    /// Whether every run is a single page (a random order's draws).
+    fn one_page_runs(&self) -> bool {
+        matches!(self.indices, Indices::Random { .. })
+    }
+
     /// The next page run; draws the runs ahead of it that are missing first (one, but
     /// for the first call), handing each one's first page to `warm` as it is drawn.
+    #[inline]
     fn next_warmed(&mut self, warm: impl Fn(u64)) -> Option<(u64, u64)> {
         while self.ahead_len < LOOKAHEAD_RUNS {
             let Some(run) = self.draw() else { break };
@@ -520,7 +583,19 @@ impl Runs {
     }
 
     /// The next page run in order, before any lookahead.
+    #[inline]
     fn draw(&mut self) -> Option<(u64, u64)> {
+        if self.one_page_runs() {
+            // A one-page index run is one page of its range: nothing left to split.
+            let (k, _) = self.indices.next()?;
+            // No range (nothing reached): no page, as in the general split below.
+            let i = self
+                .ranges
+                .partition_point(|(_, _, index)| *index <= k)
+                .checked_sub(1)?;
+            let (start, _, index) = self.ranges[i];
+            return Some((start + (k - index), 1));
+        }
         if self.left.1 == 0 {
             let (k, len) = self.indices.next()?;
             let i = self.ranges.partition_point(|(_, _, index)| *index <= k);

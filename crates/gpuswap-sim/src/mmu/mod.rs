@@ -419,9 +419,11 @@ impl Mmu {
         }
     }
 
-    /// One page of a block with no pin (most touches of a random stream), where no
-    /// bitmap need be built: `None` for the other cases.
-    fn touch_page(
+    /// [`Mmu::touch_run`] of the one page `page` of a block with no pin (most touches of
+    /// a random stream), where no bitmap need be built: `None` for the other cases,
+    /// which `touch_run` serves. `faults` must have room for one more.
+    #[inline]
+    pub fn touch_page(
         &mut self,
         page: u64,
         kind: AccessKind,
