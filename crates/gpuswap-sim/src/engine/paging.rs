@@ -582,8 +582,10 @@ impl Runs {
         Some(run)
     }
 
-    /// The next page run in order, before any lookahead.
-    #[inline]
+    /// The next page run in order, before any lookahead. Inline for a random order's
+    /// one-page runs, whose every touch draws one (called out of line, a run comes back
+    /// through memory and costs more than the draw).
+    #[inline(always)]
     fn draw(&mut self) -> Option<(u64, u64)> {
         if self.one_page_runs() {
             // A one-page index run is one page of its range: nothing left to split.
@@ -596,6 +598,13 @@ impl Runs {
             let (start, _, index) = self.ranges[i];
             return Some((start + (k - index), 1));
         }
+        self.split()
+    }
+
+    /// [`Runs::draw`] for index runs of any length: the next piece of the index run
+    /// being split, up to the end of its reached range.
+    #[inline(never)]
+    fn split(&mut self) -> Option<(u64, u64)> {
         if self.left.1 == 0 {
             let (k, len) = self.indices.next()?;
             let i = self.ranges.partition_point(|(_, _, index)| *index <= k);
