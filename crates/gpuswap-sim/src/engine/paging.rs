@@ -285,9 +285,9 @@ impl Engine {
     /// evictions a runtime buffer's reservation causes outside a batch cost nothing.
     pub(super) fn apply_page_actions(&mut self) -> PageWork {
         let mut work = PageWork::default();
-        while let Some(action) = self.manager.poll_page_action() {
-            self.mmu.apply(action, &mut work);
-        }
+        let manager = &mut self.manager;
+        self.mmu
+            .apply_all(std::iter::from_fn(|| manager.poll_page_action()), &mut work);
         if work.migrated {
             self.manager
                 .handle_migrations_done()
