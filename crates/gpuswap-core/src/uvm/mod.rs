@@ -671,7 +671,7 @@ impl Paging {
                 .map(|p| split(*p))
                 .filter(|(pb, _)| *pb == b)
             {
-                faulted.insert(i);
+                faulted |= Pages::single(i);
                 at += 1;
             }
             if self.migrate_block(b, faulted, now_ns) {

@@ -100,7 +100,7 @@ impl Prefetch for Tree {
         // larger ones are half-words (32 pages) or runs of whole words, whose counts are
         // differences of running sums over the words, counted once per block rather
         // than once per node per fault. A whole block's valid pages need no counting.
-        let full = valid == Pages::FULL;
+        let full = (!valid).is_empty();
         let populated_words = (resident | widened).words();
         let populated_sums = word_sums(populated_words);
         let valid_words = valid.words();
