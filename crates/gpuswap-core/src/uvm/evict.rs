@@ -43,17 +43,27 @@ pub static EVICTIONS: &[EvictionEntry] = &[
     EvictionEntry {
         name: "fifo-2mb",
         description: "the driver's: whole 2 MiB blocks in the order they became resident; accesses do not refresh them",
-        build: || Box::new(BlockOrder::new(BlockKey::FirstResident)),
+        build: || {
+            Box::new(BlockOrder {
+                refresh: false,
+                queue: SeqQueue::default(),
+            })
+        },
     },
     EvictionEntry {
         name: "lru-2mb",
         description: "whole 2 MiB blocks, least recently touched first",
-        build: || Box::new(BlockOrder::new(BlockKey::LastTouch)),
+        build: || {
+            Box::new(BlockOrder {
+                refresh: true,
+                queue: SeqQueue::default(),
+            })
+        },
     },
     EvictionEntry {
         name: "lfu-2mb",
         description: "whole 2 MiB blocks, least often touched first",
-        build: || Box::new(BlockOrder::new(BlockKey::Touches)),
+        build: || Box::<BlockTouches>::default(),
     },
     EvictionEntry {
         name: "lru-4k",
@@ -88,76 +98,152 @@ pub fn find_eviction(name: &str) -> Option<&'static EvictionEntry> {
     EVICTIONS.iter().find(|e| e.name == name)
 }
 
-#[derive(Clone, Copy, Debug)]
-enum BlockKey {
-    FirstResident,
-    LastTouch,
-    Touches,
+/// Keys (blocks, or big pages) in the order they were last placed in, the oldest first.
+///
+/// Every placement comes with a `seq` no smaller than the last (the big pages of one
+/// arrival share theirs), so appending keeps the queue in seq order; a replaced or removed key leaves its old entry behind, dropped
+/// when it reaches the front or when stale entries outnumber live ones. That makes a
+/// placement an append, not a search-tree update: the block orders place a block on
+/// every first residency (and `lru-2mb` on every touch), the tree order a big page on
+/// every touch of a resident run.
+#[derive(Debug, Default)]
+struct SeqQueue {
+    /// (seq, key), oldest first; an entry is live while `since` holds its seq for its key.
+    order: VecDeque<(u64, usize)>,
+    /// Each key's place, dense by key.
+    since: Vec<Option<u64>>,
+    /// Keys with a place.
+    live: usize,
 }
 
-/// Whole blocks in the order of a key; the smallest key goes first.
+impl SeqQueue {
+    /// Whether `key` has a place.
+    fn contains(&self, key: usize) -> bool {
+        self.since.get(key).is_some_and(Option::is_some)
+    }
+
+    /// Places `key` last, at `seq` (no smaller than any before), leaving its old place.
+    fn place(&mut self, key: usize, seq: u64) {
+        if self.since.len() <= key {
+            self.since.resize(key + 1, None);
+        }
+        if self.since[key].replace(seq).is_none() {
+            self.live += 1;
+        }
+        self.order.push_back((seq, key));
+        if self.order.len() > 2 * self.live + 64 {
+            let since = &self.since;
+            self.order.retain(|&(seq, key)| since[key] == Some(seq));
+        }
+    }
+
+    /// Takes `key`'s place away, if it has one.
+    fn remove(&mut self, key: usize) {
+        if let Some(since) = self.since.get_mut(key)
+            && since.take().is_some()
+        {
+            self.live -= 1;
+        }
+    }
+
+    /// The keys with a place, oldest first (stale entries at the front are dropped).
+    fn live(&mut self) -> impl Iterator<Item = usize> + '_ {
+        while let Some(&(seq, key)) = self.order.front()
+            && self.since[key] != Some(seq)
+        {
+            self.order.pop_front();
+        }
+        let since = &self.since;
+        self.order
+            .iter()
+            .filter(|&&(seq, key)| since[key] == Some(seq))
+            .map(|&(_, key)| key)
+    }
+}
+
+/// Whole blocks in the order they became resident (`fifo-2mb`) or, with `refresh`, were
+/// last touched (`lru-2mb`).
 #[derive(Debug)]
 struct BlockOrder {
-    key: BlockKey,
-    order: BTreeSet<(u64, u32)>,
-    /// Each block's key in `order`, dense by block (`None`: not ordered).
-    keys: Vec<Option<u64>>,
-}
-
-impl BlockOrder {
-    fn new(key: BlockKey) -> Self {
-        Self {
-            key,
-            order: BTreeSet::new(),
-            keys: Vec::new(),
-        }
-    }
-
-    fn set(&mut self, block: u32, key: u64) {
-        let b = block as usize;
-        if self.keys.len() <= b {
-            self.keys.resize(b + 1, None);
-        }
-        if let Some(old) = self.keys[b].replace(key) {
-            self.order.remove(&(old, block));
-        }
-        self.order.insert((key, block));
-    }
+    /// Touches and later arrivals refresh a block's place (least recently used first).
+    refresh: bool,
+    /// The blocks with resident pages.
+    queue: SeqQueue,
 }
 
 impl Eviction for BlockOrder {
     fn resident(&mut self, block: u32, _: Pages, first: bool, seq: u64) {
-        match self.key {
-            BlockKey::FirstResident | BlockKey::LastTouch if first => self.set(block, seq),
-            BlockKey::LastTouch => self.set(block, seq),
-            BlockKey::Touches if first => self.set(block, 0),
-            _ => {}
+        if first || self.refresh {
+            self.queue.place(block as usize, seq);
         }
     }
 
     fn observes_touches(&self) -> bool {
-        !matches!(self.key, BlockKey::FirstResident)
+        self.refresh
     }
 
-    fn touched(&mut self, block: u32, pages: Pages, seq: u64) {
-        match self.key {
-            BlockKey::FirstResident => {}
-            BlockKey::LastTouch => self.set(block, seq),
-            BlockKey::Touches => {
-                let n = self
-                    .keys
-                    .get(block as usize)
-                    .copied()
-                    .flatten()
-                    .unwrap_or(0);
-                self.set(block, n + pages.count() as u64);
-            }
+    fn touched(&mut self, block: u32, _: Pages, seq: u64) {
+        if self.refresh {
+            self.queue.place(block as usize, seq);
         }
     }
 
     fn left(&mut self, block: u32, _: Pages, emptied: bool) {
-        if emptied && let Some(key) = self.keys.get_mut(block as usize).and_then(Option::take) {
-            self.order.remove(&(key, block));
+        if emptied {
+            self.queue.remove(block as usize);
+        }
+    }
+
+    fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, protect: u32) -> Option<(u32, Pages)> {
+        let protect = protect as usize;
+        let block = self.queue.live().find(|b| *b != protect)? as u32;
+        Some((block, resident(block)))
+    }
+}
+
+/// Whole blocks, least often touched first (`lfu-2mb`): counts go up and down the
+/// order, so it is a search tree.
+#[derive(Debug, Default)]
+struct BlockTouches {
+    /// (touched pages, block), the fewest first.
+    order: BTreeSet<(u64, u32)>,
+    /// Each block's count in `order`, dense by block (`None`: not ordered).
+    counts: Vec<Option<u64>>,
+}
+
+impl BlockTouches {
+    fn set(&mut self, block: u32, count: u64) {
+        let b = block as usize;
+        if self.counts.len() <= b {
+            self.counts.resize(b + 1, None);
+        }
+        if let Some(old) = self.counts[b].replace(count) {
+            self.order.remove(&(old, block));
+        }
+        self.order.insert((count, block));
+    }
+}
+
+impl Eviction for BlockTouches {
+    fn resident(&mut self, block: u32, _: Pages, first: bool, _: u64) {
+        if first {
+            self.set(block, 0);
+        }
+    }
+
+    fn touched(&mut self, block: u32, pages: Pages, _: u64) {
+        let n = self
+            .counts
+            .get(block as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(0);
+        self.set(block, n + pages.count() as u64);
+    }
+
+    fn left(&mut self, block: u32, _: Pages, emptied: bool) {
+        if emptied && let Some(count) = self.counts.get_mut(block as usize).and_then(Option::take) {
+            self.order.remove(&(count, block));
         }
     }
 
@@ -267,13 +353,6 @@ impl Eviction for RandomPage {
 
 /// 64 KiB big pages in the order they became resident (`sequential-64k`) or were last
 /// touched (`tree`), with the research simulator's tree-based pre-eviction for `tree`.
-///
-/// Every notification comes with a larger `seq` than the last, so appending keeps the
-/// queue in (seq, block, big page) order; a refreshed or departed big page leaves its old
-/// entry behind, dropped when it reaches the front or when stale entries outnumber live
-/// ones. That makes a touch an append, not a search-tree update: the tree order refreshes
-/// on every touch of a resident run, the hottest path of regular workloads under the
-/// adaptive runtime.
 #[derive(Debug, Default)]
 struct BigPageOrder {
     /// Touches refresh a big page's place (least recently used first).
@@ -281,13 +360,8 @@ struct BigPageOrder {
     /// After a victim big page, every node of the block's tree above it left less than
     /// half resident is drained too (the inverse of the tree prefetcher).
     drain_tree: bool,
-    /// (seq, block, big page), oldest first; an entry is live while `since` holds its
-    /// seq for its big page.
-    order: VecDeque<(u64, u32, u8)>,
-    /// Each big page's place, dense by `block * 32 + big page`.
-    since: Vec<Option<u64>>,
-    /// Big pages with a place.
-    live: usize,
+    /// The resident big pages, keyed `block * 32 + big page`.
+    queue: SeqQueue,
 }
 
 /// Big pages of a VA block.
@@ -296,24 +370,11 @@ const BIG_PAGES: usize = PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE;
 impl BigPageOrder {
     fn set(&mut self, block: u32, pages: Pages, seq: u64, refresh: bool) {
         let base = block as usize * BIG_PAGES;
-        if self.since.len() < base + BIG_PAGES {
-            self.since.resize(base + BIG_PAGES, None);
-        }
         for big in big_pages(pages) {
-            let since = &mut self.since[base + usize::from(big)];
-            match since {
-                None => self.live += 1,
-                Some(_) if refresh => {}
-                Some(_) => continue,
+            let key = base + usize::from(big);
+            if refresh || !self.queue.contains(key) {
+                self.queue.place(key, seq);
             }
-            *since = Some(seq);
-            self.order.push_back((seq, block, big));
-        }
-        if self.order.len() > 2 * self.live + 64 {
-            let since = &self.since;
-            self.order.retain(|&(seq, block, big)| {
-                since[block as usize * BIG_PAGES + usize::from(big)] == Some(seq)
-            });
         }
     }
 }
@@ -337,24 +398,15 @@ impl Eviction for BigPageOrder {
         // A big page leaves the order when a page of it leaves: its pages go together.
         let base = block as usize * BIG_PAGES;
         for big in big_pages(pages) {
-            if let Some(since) = self.since.get_mut(base + usize::from(big))
-                && since.take().is_some()
-            {
-                self.live -= 1;
-            }
+            self.queue.remove(base + usize::from(big));
         }
     }
 
     fn victim(&mut self, resident: &dyn Fn(u32) -> Pages, _: u32) -> Option<(u32, Pages)> {
-        let (block, big) = loop {
-            let &(seq, block, big) = self.order.front()?;
-            if self.since[block as usize * BIG_PAGES + usize::from(big)] == Some(seq) {
-                break (block, big);
-            }
-            self.order.pop_front();
-        };
+        let key = self.queue.live().next()?;
+        let (block, big) = ((key / BIG_PAGES) as u32, key % BIG_PAGES);
         let resident = resident(block);
-        let start = usize::from(big) * PAGES_PER_BIG_PAGE;
+        let start = big * PAGES_PER_BIG_PAGE;
         let mut victim = Pages::range(start, start + PAGES_PER_BIG_PAGE) & resident;
         if self.drain_tree {
             // Walk up from the big page: a node whose pages left in VRAM fall below half

@@ -671,15 +671,13 @@ impl Paging {
                 .map(|p| split(*p))
                 .filter(|(pb, _)| *pb == b)
             {
-                faulted.insert(i);
+                faulted |= Pages::single(i);
                 at += 1;
             }
-            let (faulted, throttled) = self.thrashing_hints(b, faulted, now_ns);
-            if throttled {
+            if self.migrate_block(b, faulted, now_ns) {
                 nap_ns = self.thrashing.map_or(0, |t| t.nap_ns);
                 throttled_owners.push(self.homes[b as usize].owner);
             }
-            self.migrate_block(b, faulted, now_ns);
         }
         by_page.clear();
         self.batch_pages = by_page;
@@ -706,40 +704,36 @@ impl Paging {
         }
     }
 
-    /// Records the faulted pages' migration with the thrashing detector; returns the
-    /// pages still to migrate (less those it pins) and whether any is throttled.
-    fn thrashing_hints(&mut self, b: u32, faulted: Pages, now_ns: u64) -> (Pages, bool) {
-        let Some(params) = self.thrashing else {
-            return (faulted, false);
-        };
-        let home = self.homes[b as usize];
-        let Some(thrash) = self.blocks[b as usize].thrash.as_mut() else {
-            return (faulted, false);
-        };
-        // Pins that ended by now ended on the device too (it serves them remotely until
-        // then, and faults them after).
-        thrash.unpin_expired(now_ns);
-        let faulted = faulted & home.valid() & !self.bitmaps[b as usize].resident;
-        thrash.record(faulted, now_ns, &params);
-        let (pinned, throttled) = thrash.hints(faulted, now_ns, &params);
-        self.stats[home.owner as usize].pins += pinned.count() as u64;
-        if !pinned.is_empty() {
-            self.actions.push_back(PageAction::Pin {
-                block: b,
-                pages: pinned,
-                until_ns: now_ns + params.pin_ns,
-            });
-        }
-        (faulted.without(pinned), throttled)
-    }
-
-    /// Migrates what faulting `faulted` pages of block `b` brings, evicting for it.
-    fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) {
+    /// Migrates what faulting `faulted` pages of block `b` brings, evicting for it;
+    /// returns whether the thrashing detector throttles any of them. The detector records
+    /// the faulted pages' migration first and pins those it says to (they stay away).
+    fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) -> bool {
         let home = self.homes[b as usize];
         let resident = self.bitmaps[b as usize].resident;
-        let faulted = faulted & home.valid() & !resident;
+        let mut faulted = faulted & home.valid() & !resident;
+        let (mut pinned, mut throttled) = (Pages::EMPTY, false);
+        if let Some(params) = self.thrashing
+            && let Some(thrash) = self.blocks[b as usize].thrash.as_mut()
+        {
+            // Pins that ended by now ended on the device too (it serves them remotely
+            // until then, and faults them after).
+            thrash.unpin_expired(now_ns);
+            thrash.record(faulted, now_ns, &params);
+            let new_pins;
+            (new_pins, throttled) = thrash.hints(faulted, now_ns, &params);
+            pinned = thrash.pinned;
+            if !new_pins.is_empty() {
+                self.stats[home.owner as usize].pins += new_pins.count() as u64;
+                self.actions.push_back(PageAction::Pin {
+                    block: b,
+                    pages: new_pins,
+                    until_ns: now_ns + params.pin_ns,
+                });
+                faulted = faulted.without(new_pins);
+            }
+        }
         if faulted.is_empty() {
-            return;
+            return throttled;
         }
         let resident_before = self.room.resident_pages();
         let mut evicted = 0;
@@ -750,7 +744,7 @@ impl Paging {
         };
         let region = prefetch
             .region(resident, home.valid(), faulted)
-            .without(self.blocks[b as usize].pinned());
+            .without(pinned);
         let mut wanted = (region | faulted).without(resident);
         // The owner's cap first: beyond it the prefetched pages are dropped, then the
         // owner's own pages in other blocks make room, then fewer pages come.
@@ -815,7 +809,7 @@ impl Paging {
             }
         }
         if wanted.is_empty() {
-            return;
+            return throttled;
         }
         self.seq += 1;
         self.blocks[b as usize].last_in_ns = now_ns;
@@ -843,6 +837,7 @@ impl Paging {
             self.room.resident_pages() + evicted,
             resident_before + wanted.count() as u64
         );
+        throttled
     }
 
     /// Evicts the resident ones of `pages` of block `v` (for a fault batch at `now_ns`,

@@ -96,71 +96,81 @@ pub(super) struct Tree {
 impl Prefetch for Tree {
     fn region(&mut self, resident: Pages, valid: Pages, faulted: Pages) -> Pages {
         let widened = faulted.widened_to_big_pages() & valid;
-        let populated = resident | widened;
         // Nodes of a big page or less are covered by the widened faults already; the
         // larger ones are half-words (32 pages) or runs of whole words, whose counts are
         // differences of running sums over the words, counted once per block rather
         // than once per node per fault. A whole block's valid pages need no counting.
-        let full = valid == Pages::FULL;
-        let populated_sums = word_sums(populated);
+        let full = (!valid).is_empty();
+        let populated_words = (resident | widened).words();
+        let populated_sums = word_sums(populated_words);
+        let valid_words = valid.words();
         let valid_sums = if full {
             [0; WORDS_PER_BLOCK + 1]
         } else {
-            word_sums(valid)
+            word_sums(valid_words)
         };
-        let (populated_words, valid_words) = (populated.words(), valid.words());
-        let mut region = widened;
+        let over = |filled: u32, pages: u32| {
+            filled as usize * 100 > pages as usize * self.threshold_percent
+        };
+        let mut region = widened.words();
         // The half-words with a faulted page, one bit each (a random fault sets one of
         // 16): faults in the same half-word walk the same nodes.
         let mut faulted_halves: u32 = 0;
-        for (k, w) in widened.words().into_iter().enumerate() {
+        for (k, w) in region.into_iter().enumerate() {
             faulted_halves |= (u32::from(w as u32 != 0) | u32::from(w >> 32 != 0) << 1) << (2 * k);
         }
         while faulted_halves != 0 {
             let half = faulted_halves.trailing_zeros() as usize;
-            faulted_halves &= faulted_halves - 1;
-            let (word, shift) = (half / 2, 32 * (half % 2));
-            // A node past the end of a partial block counts only the pages that exist.
-            let half_count = |w: u64| ((w >> shift) as u32).count_ones() as usize;
-            let pages = if full {
-                HALF_WORD_PAGES
-            } else {
-                half_count(valid_words[word])
-            };
-            let mut best = (half_count(populated_words[word]) * 100
-                > pages * self.threshold_percent)
-                .then_some((half * HALF_WORD_PAGES, (half + 1) * HALF_WORD_PAGES));
-            let mut words = 1;
-            while words <= WORDS_PER_BLOCK {
-                let start = word / words * words;
+            let word = half / 2;
+            // From the root down: the highest node over the threshold is the one kept,
+            // so the walk stops at the first.
+            let mut words = WORDS_PER_BLOCK;
+            let node_halves = loop {
+                if words == 0 {
+                    // A half-word node (a partial block's counts only the pages it has).
+                    let shift = 32 * (half % 2);
+                    let half_count = |w: u64| ((w >> shift) as u32).count_ones();
+                    let pages = if full {
+                        HALF_WORD_PAGES
+                    } else {
+                        half_count(valid_words[word])
+                    };
+                    if over(half_count(populated_words[word]), pages) {
+                        region[word] |= u64::from(u32::MAX) << shift;
+                    }
+                    break 1 << half;
+                }
+                let start = word & !(words - 1);
                 let end = start + words;
                 let pages = if full {
-                    words * 64
+                    words as u32 * 64
                 } else {
-                    usize::from(valid_sums[end] - valid_sums[start])
+                    u32::from(valid_sums[end] - valid_sums[start])
                 };
-                let filled = usize::from(populated_sums[end] - populated_sums[start]);
-                if filled * 100 > pages * self.threshold_percent {
-                    best = Some((start * 64, end * 64));
+                if over(
+                    u32::from(populated_sums[end] - populated_sums[start]),
+                    pages,
+                ) {
+                    region[start..end].fill(u64::MAX);
+                    break (u32::MAX >> (32 - 2 * words)) << (2 * start);
                 }
-                words *= 2;
-            }
-            if let Some((start, end)) = best {
-                region |= Pages::range(start, end);
-            }
+                words /= 2;
+            };
+            // The faulted half-words inside the node walk down the same nodes to it.
+            faulted_halves &= !node_halves;
         }
-        region & valid
+        Pages::from_words(region) & valid
     }
 }
 
 /// Pages of a half-word, the tree's smallest node above a big page.
-const HALF_WORD_PAGES: usize = 32;
+const HALF_WORD_PAGES: u32 = 32;
 
-/// Running sums of `pages` over the block's words: entry `k` counts the pages of words
-/// `0..k`.
-fn word_sums(pages: Pages) -> [u16; WORDS_PER_BLOCK + 1] {
+/// Running sums of a block's pages given as its `words`: entry `k` counts the pages of
+/// words `0..k`.
+fn word_sums(words: [u64; WORDS_PER_BLOCK]) -> [u16; WORDS_PER_BLOCK + 1] {
     let mut sums = [0; WORDS_PER_BLOCK + 1];
-    for (k, w) in pages.words().into_iter().enumerate() {
+    for (k, w) in words.into_iter().enumerate() {
         sums[k + 1] = sums[k] + w.count_ones() as u16;
     }
     sums

@@ -63,18 +63,24 @@ pub enum Hint {
     Pin,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct PageState {
-    last_event_ns: u64,
-    events: u8,
-    throttles: u8,
-    pinned_until_ns: u64,
+/// The block's per-page state, a field to an array (dense by page): an eviction records
+/// hundreds of pages' events, and reads and writes only their times and counts.
+#[derive(Debug)]
+struct PageStates {
+    /// When each page's last migration event was.
+    last_event_ns: [u64; PAGES_PER_BLOCK],
+    /// Each page's events in a row, each within a lapse of the last.
+    events: [u8; PAGES_PER_BLOCK],
+    /// Each page's throttles since it was last pinned.
+    throttles: [u8; PAGES_PER_BLOCK],
+    /// When each page's pin ends (read only for pinned pages).
+    pinned_until_ns: [u64; PAGES_PER_BLOCK],
 }
 
 /// Per-page thrashing state of one VA block.
 #[derive(Debug)]
 pub struct BlockThrash {
-    pages: Box<[PageState; PAGES_PER_BLOCK]>,
+    pages: Box<PageStates>,
     /// Pages pinned in host memory (mapped remotely for the GPU).
     pub pinned: Pages,
     /// When the earliest pin ends (none: `u64::MAX`).
@@ -87,7 +93,12 @@ impl BlockThrash {
     /// State for a block that starts being watched at `now_ns`.
     pub fn new(now_ns: u64) -> Self {
         Self {
-            pages: Box::new([PageState::default(); PAGES_PER_BLOCK]),
+            pages: Box::new(PageStates {
+                last_event_ns: [0; PAGES_PER_BLOCK],
+                events: [0; PAGES_PER_BLOCK],
+                throttles: [0; PAGES_PER_BLOCK],
+                pinned_until_ns: [0; PAGES_PER_BLOCK],
+            }),
             pinned: Pages::EMPTY,
             earliest_unpin_ns: u64::MAX,
             last_thrash_ns: now_ns,
@@ -101,16 +112,17 @@ impl BlockThrash {
         if self.resets > params.max_resets {
             return;
         }
+        let states = &mut *self.pages;
         for i in pages.iter() {
-            let page = &mut self.pages[i];
-            page.events = if page.events > 0
-                && now_ns.saturating_sub(page.last_event_ns) <= params.lapse_ns
+            let events = &mut states.events[i];
+            *events = if *events > 0
+                && now_ns.saturating_sub(states.last_event_ns[i]) <= params.lapse_ns
             {
-                page.events.saturating_add(1)
+                events.saturating_add(1)
             } else {
                 1
             };
-            page.last_event_ns = now_ns;
+            states.last_event_ns[i] = now_ns;
         }
     }
 
@@ -122,20 +134,21 @@ impl BlockThrash {
         if self.resets > params.max_resets {
             return (pin, throttled);
         }
+        let states = &mut *self.pages;
         for i in pages.iter() {
-            let page = &mut self.pages[i];
-            if page.events < params.threshold {
+            if states.events[i] < params.threshold {
                 continue;
             }
             self.last_thrash_ns = now_ns;
-            if page.throttles < params.pin_threshold {
-                page.throttles += 1;
+            if states.throttles[i] < params.pin_threshold {
+                states.throttles[i] += 1;
                 throttled = true;
             } else {
-                *page = PageState {
-                    pinned_until_ns: now_ns + params.pin_ns,
-                    ..PageState::default()
-                };
+                // A pinned page starts over.
+                states.last_event_ns[i] = 0;
+                states.events[i] = 0;
+                states.throttles[i] = 0;
+                states.pinned_until_ns[i] = now_ns + params.pin_ns;
                 pin.insert(i);
                 self.earliest_unpin_ns = self.earliest_unpin_ns.min(now_ns + params.pin_ns);
             }
@@ -152,7 +165,7 @@ impl BlockThrash {
         let mut earliest = u64::MAX;
         let pinned = self.pinned;
         for i in pinned.iter() {
-            let until = self.pages[i].pinned_until_ns;
+            let until = self.pages.pinned_until_ns[i];
             if until <= now_ns {
                 self.pinned.remove(i);
             } else {
@@ -169,12 +182,10 @@ impl BlockThrash {
         }
         self.last_thrash_ns = now_ns;
         self.resets = self.resets.saturating_add(1);
-        for page in self.pages.iter_mut() {
-            *page = PageState {
-                pinned_until_ns: page.pinned_until_ns,
-                ..PageState::default()
-            };
-        }
+        let states = &mut *self.pages;
+        states.last_event_ns.fill(0);
+        states.events.fill(0);
+        states.throttles.fill(0);
     }
 }
 
