@@ -16,4 +16,5 @@ pub mod report;
 pub mod runtime;
 pub mod timing;
 pub mod trace;
-pub mod units;
+/// Sizes and durations written by people (its own crate: the interposer reads them too).
+pub use gpuswap_units as units;

@@ -1,4 +1,5 @@
-//! Sizes and durations written by people: `"100MiB"`, `"1.5GB"`, `"20s"`, `"250us"`.
+//! gpuswap-units: sizes and durations written by people: `"100MiB"`, `"1.5GB"`, `"20s"`,
+//! `"250us"`. The simulator, the CLI and the interposer read them alike.
 
 use thiserror::Error;
 
