@@ -24,6 +24,7 @@ use gpuswap_core::uvm::Paging;
 use gpuswap_core::uvm::pages::PAGE_BYTES;
 
 use super::*;
+use crate::mmu::Touched;
 use crate::program::{Access, AccessOrder, Distribution};
 use crate::timing::{ISOLATED_WRITE_BYTES, READ_TRANSACTION_BYTES, Traffic};
 
@@ -43,6 +44,17 @@ pub(super) struct FaultIn {
     /// The share of the walked bytes whose touches waited for a fault batch: the work
     /// of the warps that stalled ([`crate::timing::paged_fixed_ns`]).
     pub stalled_share: f64,
+}
+
+/// A walk's fault batch being gathered, and what its serviced batches cost so far.
+struct Batch {
+    /// The far faults gathered, serviced once there are `pages` of them.
+    faults: Vec<Fault>,
+    pages: usize,
+    /// The serviced batches' stalls since the walk resumed: the thrashing detector's
+    /// clock runs on by them.
+    stall_ns: u64,
+    cost: FaultIn,
 }
 
 impl Engine {
@@ -95,7 +107,6 @@ impl Engine {
     /// `to_step`, servicing far faults batch by batch; returns what it costs besides
     /// the kernel's all-in-VRAM time.
     pub(super) fn fault_in(&mut self, t: usize, walk: &mut Walk, to_step: u64) -> FaultIn {
-        let batch_pages = self.batch_pages();
         if self.tenants[t].page_stream.is_some() {
             let capacity = self.manager.paging().map_or(1, Paging::capacity_pages);
             let tenant = &mut self.tenants[t];
@@ -103,14 +114,17 @@ impl Engine {
         }
         // Rules the manager changed since the last walk hold from its first touch.
         self.apply_page_actions();
-        let mut pending: Vec<Fault> = Vec::with_capacity(batch_pages);
-        // Time since the walk resumed, for the thrashing detector's clock.
-        let mut stall_ns = 0u64;
-        let mut cost = FaultIn {
-            service_ns: 0,
-            transfer_ns: (0.0, 0.0),
-            remote: Traffic::default(),
-            stalled_share: 0.0,
+        let batch_pages = self.batch_pages();
+        let mut batch = Batch {
+            faults: Vec::with_capacity(batch_pages),
+            pages: batch_pages,
+            stall_ns: 0,
+            cost: FaultIn {
+                service_ns: 0,
+                transfer_ns: (0.0, 0.0),
+                remote: Traffic::default(),
+                stalled_share: 0.0,
+            },
         };
         let steps = walk.steps;
         let to_step = to_step.min(steps);
@@ -123,9 +137,9 @@ impl Engine {
                 // The touches this access has made by the end of the wavefront.
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
                 let mut left = target as u64 - c.taken;
-                if c.runs.one_page_runs() && self.tenants[t].page_stream.is_none() {
-                    step_touches +=
-                        self.touch_pages(t, c, left, &mut pending, &mut stall_ns, &mut cost);
+                // A page stream records every run, which the general loop does.
+                if c.runs.random_order() && self.tenants[t].page_stream.is_none() {
+                    step_touches += self.touch_pages(t, c, left, &mut batch);
                     continue;
                 }
                 while left > 0 {
@@ -147,40 +161,29 @@ impl Engine {
                         stream.extend(at..end);
                     }
                     while at < end {
-                        let now_ns = self.now_ns.saturating_add(stall_ns);
+                        let now_ns = self.walk_now_ns(&batch);
                         let run = self.mmu.touch_run(
                             at,
                             end - at,
                             c.kind,
                             now_ns,
-                            &mut pending,
+                            &mut batch.faults,
                             batch_pages,
                         );
                         at += run.pages;
-                        c.remote += run.remote;
-                        c.stalled += run.stalled;
-                        if self.mmu.notes_full() {
-                            self.send_notes();
-                        }
-                        if pending.len() == batch_pages {
-                            stall_ns = stall_ns
-                                .saturating_add(self.service_batch(t, &pending, now_ns, &mut cost));
-                            pending.clear();
-                        }
+                        self.after_touch(t, c, run, now_ns, &mut batch);
                     }
                 }
             }
             // The wavefront's faults are serviced before it moves on.
-            if !pending.is_empty() {
-                let now_ns = self.now_ns.saturating_add(stall_ns);
-                stall_ns =
-                    stall_ns.saturating_add(self.service_batch(t, &pending, now_ns, &mut cost));
-                pending.clear();
+            if !batch.faults.is_empty() {
+                let now_ns = self.walk_now_ns(&batch);
+                self.service_batch(t, &mut batch, now_ns);
             }
             // The work inside this one event is bounded too: a walk of terabytes (a
             // recorded interval of days) stops at the run's limits, not at its end.
             self.page_touches = self.page_touches.saturating_add(step_touches);
-            let now_ns = self.now_ns.saturating_add(stall_ns);
+            let now_ns = self.walk_now_ns(&batch);
             if self.page_touches > self.limits.max_page_touches {
                 self.stopped = Some((Limit::PageTouches, now_ns));
             } else if now_ns > self.limits.max_sim_ns {
@@ -189,6 +192,7 @@ impl Engine {
         }
         self.send_notes();
         walk.done = walk.done.max(to_step);
+        let mut cost = batch.cost;
         let (mut walked_bytes, mut stalled_bytes) = (0.0, 0.0);
         for c in &mut walk.cursors {
             // The access's bytes spread evenly over its touches.
@@ -222,22 +226,22 @@ impl Engine {
         self.preset.fault_batch_pages.max(1) as usize
     }
 
-    /// [`Engine::fault_in`]'s walk of up to `left` touches of cursor `c` when its runs
-    /// are single pages (a random order's): the general walk's per-run bookkeeping
-    /// (carry, run splitting, the page stream) costs more than such a touch itself, so
-    /// each page goes to the MMU's one-page touch inline, in the same order against the
-    /// same state, servicing the batch whenever it fills. Returns the touches taken.
+    /// The time a walk has reached: its start plus the stalls of the batches it had
+    /// serviced.
+    #[inline]
+    fn walk_now_ns(&self, batch: &Batch) -> u64 {
+        self.now_ns.saturating_add(batch.stall_ns)
+    }
+
+    /// [`Engine::fault_in`]'s walk of up to `left` touches of cursor `c` when it draws a
+    /// random order (and its tenant records no page stream): the general walk's per-run
+    /// bookkeeping (carry, run splitting, the page stream) costs more than such a touch
+    /// itself, so each page goes to the MMU's one-page touch inline, in the same order
+    /// against the same state, servicing the batch whenever it fills. Returns the touches
+    /// taken.
     #[inline(never)]
-    fn touch_pages(
-        &mut self,
-        t: usize,
-        c: &mut Cursor,
-        left: u64,
-        pending: &mut Vec<Fault>,
-        stall_ns: &mut u64,
-        cost: &mut FaultIn,
-    ) -> u64 {
-        let batch_pages = self.batch_pages();
+    fn touch_pages(&mut self, t: usize, c: &mut Cursor, left: u64, batch: &mut Batch) -> u64 {
+        let batch_pages = batch.pages;
         let (first, kind) = (c.first, c.kind);
         let mut taken = 0;
         while taken < left {
@@ -246,27 +250,42 @@ impl Engine {
                 break;
             };
             let page = first + page;
-            let now_ns = self.now_ns.saturating_add(*stall_ns);
+            let now_ns = self.walk_now_ns(batch);
             // The batch has room (it is serviced as it fills), so the page is touched.
-            let run = match self.mmu.touch_page(page, kind, pending) {
+            let run = match self.mmu.touch_page(page, kind, &mut batch.faults) {
                 Some(run) => run,
-                None => self
-                    .mmu
-                    .touch_run(page, 1, kind, now_ns, pending, batch_pages),
+                None => {
+                    self.mmu
+                        .touch_blocks(page, 1, kind, now_ns, &mut batch.faults, batch_pages)
+                }
             };
             taken += 1;
-            c.remote += run.remote;
-            c.stalled += run.stalled;
-            if self.mmu.notes_full() {
-                self.send_notes();
-            }
-            if pending.len() == batch_pages {
-                *stall_ns = stall_ns.saturating_add(self.service_batch(t, pending, now_ns, cost));
-                pending.clear();
-            }
+            self.after_touch(t, c, run, now_ns, batch);
         }
         c.taken += taken;
         taken
+    }
+
+    /// What follows each touch of [`Engine::fault_in`]'s walk, made by cursor `c` at
+    /// `now_ns` and done as `run` says: the cursor counts its remote and stalled touches,
+    /// the notes go to the manager once enough wait, and a full batch is serviced.
+    #[inline]
+    fn after_touch(
+        &mut self,
+        t: usize,
+        c: &mut Cursor,
+        run: Touched,
+        now_ns: u64,
+        batch: &mut Batch,
+    ) {
+        c.remote += run.remote;
+        c.stalled += run.stalled;
+        if self.mmu.notes_full() {
+            self.send_notes();
+        }
+        if batch.faults.len() == batch.pages {
+            self.service_batch(t, batch, now_ns);
+        }
     }
 
     /// Hands the access notes gathered so far to the manager (its eviction orders see
@@ -296,15 +315,10 @@ impl Engine {
         work
     }
 
-    /// Services one batch of tenant `t`'s far faults at `now_ns`, adding its costs to
-    /// `cost`; returns its stall alone on the link.
-    fn service_batch(
-        &mut self,
-        t: usize,
-        faults: &[Fault],
-        now_ns: u64,
-        cost: &mut FaultIn,
-    ) -> u64 {
+    /// Services `batch`'s far faults of tenant `t` at `now_ns` and empties it, adding
+    /// its costs to the batch's and its stall alone on the link to the walk's stalls.
+    fn service_batch(&mut self, t: usize, batch: &mut Batch, now_ns: u64) {
+        let faults = &batch.faults;
         let sizes = &mut self.tenants[t].faults_per_batch;
         if sizes.len() <= faults.len() {
             sizes.resize(faults.len() + 1, 0);
@@ -343,10 +357,13 @@ impl Engine {
             0.0
         };
         let service_ns = self.preset.fault_service_ns + nap_ns;
+        let cost = &mut batch.cost;
         cost.service_ns += service_ns;
         cost.transfer_ns.0 += out_ns;
         cost.transfer_ns.1 += in_ns;
-        (service_ns as f64 + out_ns + in_ns).round() as u64
+        let stall_ns = (service_ns as f64 + out_ns + in_ns).round() as u64;
+        batch.stall_ns = batch.stall_ns.saturating_add(stall_ns);
+        batch.faults.clear();
     }
 }
 
@@ -558,9 +575,19 @@ struct Runs {
 }
 
 impl Runs {
-    /// Whether every run is a single page (a random order's draws).
-    fn one_page_runs(&self) -> bool {
+    /// Whether the runs are a random order's draws, one page each (sparse linear and
+    /// strided passes have one-page runs too, but not drawn inline).
+    fn random_order(&self) -> bool {
         matches!(self.indices, Indices::Random { .. })
+    }
+
+    /// The position in `ranges` of the reached range holding index `k` among the
+    /// reached pages; `None` where nothing is reached.
+    #[inline]
+    fn range_of(&self, k: u64) -> Option<usize> {
+        self.ranges
+            .partition_point(|(_, _, index)| *index <= k)
+            .checked_sub(1)
     }
 
     /// The next page run; draws the runs ahead of it that are missing first (one, but
@@ -582,20 +609,16 @@ impl Runs {
         Some(run)
     }
 
-    /// The next page run in order, before any lookahead. Inline for a random order's
-    /// one-page runs, whose every touch draws one (called out of line, a run comes back
-    /// through memory and costs more than the draw).
+    /// The next page run in order, before any lookahead. Inline for a random order,
+    /// whose every touch draws one (called out of line, a run comes back through memory
+    /// and costs more than the draw).
     #[inline(always)]
     fn draw(&mut self) -> Option<(u64, u64)> {
-        if self.one_page_runs() {
+        if self.random_order() {
             // A one-page index run is one page of its range: nothing left to split.
-            let (k, _) = self.indices.next()?;
-            // No range (nothing reached): no page, as in the general split below.
-            let i = self
-                .ranges
-                .partition_point(|(_, _, index)| *index <= k)
-                .checked_sub(1)?;
-            let (start, _, index) = self.ranges[i];
+            let (k, len) = self.indices.next()?;
+            debug_assert_eq!(len, 1, "a random order draws one page at a time");
+            let (start, _, index) = self.ranges[self.range_of(k)?];
             return Some((start + (k - index), 1));
         }
         self.split()
@@ -607,8 +630,7 @@ impl Runs {
     fn split(&mut self) -> Option<(u64, u64)> {
         if self.left.1 == 0 {
             let (k, len) = self.indices.next()?;
-            let i = self.ranges.partition_point(|(_, _, index)| *index <= k);
-            self.left = (k, len, i.saturating_sub(1));
+            self.left = (k, len, self.range_of(k)?);
         }
         let (k, left, i) = self.left;
         let (start, end, index) = *self.ranges.get(i)?;

@@ -440,12 +440,31 @@ impl Mmu {
         faults: &mut Vec<Fault>,
         batch_pages: usize,
     ) -> Touched {
-        assert!(faults.len() < batch_pages, "the fault batch is full");
+        // A full batch is left to the general path's assertion.
         if len == 1
+            && faults.len() < batch_pages
             && let Some(touched) = self.touch_page(first, kind, faults)
         {
             return touched;
         }
+        self.touch_blocks(first, len, kind, now_ns, faults, batch_pages)
+    }
+
+    /// [`Mmu::touch_run`] without its fast path for a single page, block by block: for
+    /// a walk that asked [`Mmu::touch_page`] first and was answered `None`.
+    ///
+    /// # Panics
+    /// As `touch_run`.
+    pub fn touch_blocks(
+        &mut self,
+        first: u64,
+        len: u64,
+        kind: AccessKind,
+        now_ns: u64,
+        faults: &mut Vec<Fault>,
+        batch_pages: usize,
+    ) -> Touched {
+        assert!(faults.len() < batch_pages, "the fault batch is full");
         let mut done = Touched::default();
         while done.pages < len && faults.len() < batch_pages {
             let (b, i) = split(first + done.pages);
