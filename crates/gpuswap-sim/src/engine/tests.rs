@@ -1094,6 +1094,43 @@ fn belady_skips_a_stream_past_its_limit() {
     );
 }
 
+/// A random access walks in its own loop (`touch_pages`) unless its tenant records a
+/// page stream (`optimum = true`), which takes the general loop: the same run either
+/// way, faulting, served remotely (the setting) and stalling.
+#[test]
+fn a_random_walk_runs_the_same_in_its_own_loop_and_the_general_one() {
+    let run = |(name, value, write_bytes): (&str, &str, u64), optimum: bool| {
+        let p = kernels_over(16, 4, |a| Access {
+            order: AccessOrder::Random,
+            ..Access::uniform(a, 2 * MIB, write_bytes)
+        });
+        let preset = gtx1080ti();
+        let runtime = preset.runtime_bytes();
+        let policy = PolicySettings::named("uvm").with(name, value);
+        let mut cfg = SimConfig::new(preset, 8 * MIB + runtime, policy, vec![tenant("t", p)]);
+        cfg.check_invariants = true;
+        cfg.optimum = optimum;
+        let mut out = simulate(cfg).unwrap();
+        let paging = out.tenants[0].paging.as_mut().unwrap();
+        // Only the general loop records the stream the bound is computed on.
+        assert_eq!(paging.optimum_pages_in.is_some(), optimum);
+        paging.optimum_pages_in = None;
+        out
+    };
+    // Delayed migration serves reads alone remotely: a write faults at once.
+    for setting in [("policy", "adaptive", MIB), ("migration", "delayed", 0)] {
+        let own = run(setting, false);
+        let paging = own.tenants[0].paging.unwrap();
+        assert!(
+            paging.stats.far_faults > 0
+                && paging.device.remote_touches > 0
+                && paging.fault_stall_ns > 0,
+            "{setting:?}: {paging:?}"
+        );
+        assert_eq!(own, run(setting, true), "{setting:?}");
+    }
+}
+
 #[test]
 fn uvm_runs_repeat_exactly() {
     assert_eq!(
