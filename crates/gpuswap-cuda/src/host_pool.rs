@@ -57,10 +57,11 @@ fn pool_bytes() -> u64 {
     static BYTES: OnceLock<u64> = OnceLock::new();
     *BYTES.get_or_init(|| match std::env::var("GPUSWAP_HOST_POOL") {
         Err(_) => 0,
-        Ok(text) => parse_bytes(&text).unwrap_or_else(|| {
+        Ok(text) => parse_bytes(&text).unwrap_or_else(|e| {
             crate::warn(&format!(
-                "GPUSWAP_HOST_POOL={text:?} is not a size (bytes, or a number with a unit: \
-                 KiB, MiB, GiB, or KB, MB, GB); no host memory is kept ready"
+                "GPUSWAP_HOST_POOL={text:?} is not a size; expected bytes, or {}; no host \
+                 memory is kept ready",
+                e.expected
             ));
             0
         }),
@@ -69,11 +70,11 @@ fn pool_bytes() -> u64 {
 
 /// A bare number is bytes (what this variable always took); anything else is a size as
 /// scenarios write it.
-fn parse_bytes(text: &str) -> Option<u64> {
-    text.trim()
-        .parse()
-        .ok()
-        .or_else(|| gpuswap_units::parse_bytes(text).ok())
+fn parse_bytes(text: &str) -> Result<u64, gpuswap_units::UnitError> {
+    match text.trim().parse() {
+        Ok(bytes) => Ok(bytes),
+        Err(_) => gpuswap_units::parse_bytes(text),
+    }
 }
 
 /// Host memory of `len` bytes for an eviction of a buffer in context `ctx`: a ready
@@ -167,7 +168,9 @@ pub(crate) fn report() -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    fn parse_bytes(text: &str) -> Option<u64> {
+        super::parse_bytes(text).ok()
+    }
 
     #[test]
     fn pool_sizes_read_as_bytes_or_with_a_unit_as_scenarios_write_them() {
@@ -181,5 +184,8 @@ mod tests {
         assert_eq!(parse_bytes("1.5MiB"), Some(3 << 19));
         assert_eq!(parse_bytes("-1"), None);
         assert_eq!(parse_bytes("99999999999GiB"), None);
+        // What the warning names as accepted is the reader's own list, whole.
+        let refused = super::parse_bytes("lots").unwrap_err();
+        assert!(refused.expected.contains("TiB") && refused.expected.contains("KB"));
     }
 }

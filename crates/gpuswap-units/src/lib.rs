@@ -87,10 +87,20 @@ fn parse_with_units(text: &str, units: &[(&str, u64)]) -> Option<u64> {
     if !frac.bytes().all(|b| b.is_ascii_digit()) || (number.contains('.') && frac.is_empty()) {
         return None;
     }
-    // Exact integer arithmetic: value = (whole * 10^k + frac) * scale / 10^k.
+    // Exact integer arithmetic: value = (whole * 10^k + frac) * scale / 10^k, every step
+    // checked: a number past u128 is refused, never wrapped into a small one.
     let digits = u32::try_from(frac.len()).ok()?;
     let denom = 10u128.checked_pow(digits)?;
-    let numer = whole.parse::<u128>().ok()? * denom + frac.parse::<u128>().unwrap_or(0);
+    let frac = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u128>().ok()?
+    };
+    let numer = whole
+        .parse::<u128>()
+        .ok()?
+        .checked_mul(denom)?
+        .checked_add(frac)?;
     let scaled = numer.checked_mul(u128::from(scale))?;
     if scaled % denom != 0 {
         return None;
@@ -153,6 +163,11 @@ mod tests {
             "1e3MB",
             "1.MiB",
             "99999999999TiB",
+            // Past u128 on the way, not only at the end: refused, neither a panic nor a
+            // number wrapped into a small one.
+            "100000000000000000000000000000000000000.0B",
+            "4.40282366920938463463374607431768211456B",
+            "340282366920938463463374607431768211455.5KiB",
         ] {
             let err = parse_bytes(bad).unwrap_err();
             assert_eq!(err.found, bad, "{bad:?} must be rejected");
