@@ -22,7 +22,7 @@ use super::common::{READ_LINE_BYTES, WRITE_SECTOR_BYTES, phased, size_error};
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, Distribution, Kernel, Op, Program};
-use crate::units::{parse_bytes, parse_ns};
+use gpuswap_units::{parse_bytes, parse_ns};
 
 /// The alloc app.
 pub struct Alloc;

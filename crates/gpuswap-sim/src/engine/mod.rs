@@ -608,7 +608,7 @@ impl Engine {
             Limit::Events => format!("{} events", self.limits.max_events),
             Limit::SimTime => format!(
                 "{} of simulated time",
-                crate::units::format_ns(self.limits.max_sim_ns)
+                gpuswap_units::format_ns(self.limits.max_sim_ns)
             ),
             Limit::PageTouches => format!("{} page touches", self.limits.max_page_touches),
         };
