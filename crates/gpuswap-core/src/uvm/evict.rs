@@ -101,11 +101,14 @@ pub fn find_eviction(name: &str) -> Option<&'static EvictionEntry> {
 /// Keys (blocks, or big pages) in the order they were last placed in, the oldest first.
 ///
 /// Every placement comes with a `seq` no smaller than the last (the big pages of one
-/// arrival share theirs), so appending keeps the queue in seq order; a replaced or removed key leaves its old entry behind, dropped
-/// when it reaches the front or when stale entries outnumber live ones. That makes a
-/// placement an append, not a search-tree update: the block orders place a block on
-/// every first residency (and `lru-2mb` on every touch), the tree order a big page on
-/// every touch of a resident run.
+/// arrival share theirs), so appending keeps the queue in seq order; a replaced or
+/// removed key leaves its old entry behind, dropped when it reaches the front or when
+/// stale entries outnumber live ones. That makes a placement an append, not a
+/// search-tree update: the block orders place a block on every first residency (and
+/// `lru-2mb` on every touch), the tree order a big page on every touch of a resident run.
+/// A key is placed at most once per seq (the paging machine draws a new one for each
+/// notification): placed again at the seq of a stale entry of its own, that entry
+/// would look live again.
 #[derive(Debug, Default)]
 struct SeqQueue {
     /// (seq, key), oldest first; an entry is live while `since` holds its seq for its key.
@@ -114,6 +117,9 @@ struct SeqQueue {
     since: Vec<Option<u64>>,
     /// Keys with a place.
     live: usize,
+    /// The last placement's seq: a smaller one would break the queue's order, which
+    /// nothing else checks (compaction and stale fronts may have dropped every entry).
+    last_seq: u64,
 }
 
 impl SeqQueue {
@@ -124,6 +130,12 @@ impl SeqQueue {
 
     /// Places `key` last, at `seq` (no smaller than any before), leaving its old place.
     fn place(&mut self, key: usize, seq: u64) {
+        debug_assert!(
+            seq >= self.last_seq,
+            "seq {seq} placed after {}",
+            self.last_seq
+        );
+        self.last_seq = seq;
         if self.since.len() <= key {
             self.since.resize(key + 1, None);
         }
@@ -430,4 +442,89 @@ fn big_pages(pages: Pages) -> impl Iterator<Item = u8> {
     let widened = pages.widened_to_big_pages();
     (0..(PAGES_PER_BLOCK / PAGES_PER_BIG_PAGE) as u8)
         .filter(move |b| widened.contains(usize::from(*b) * PAGES_PER_BIG_PAGE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a test does to a [`SeqQueue`] and to its model.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Places these keys (placed or not) at one new seq, in increasing key order, as
+        /// the big pages of one arrival are.
+        Place(BTreeSet<usize>),
+        /// Removes a key (placed or not).
+        Remove(usize),
+        /// Compares the live keys, which drops the stale entries at the front.
+        Check,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Few keys, so that most placements replace one and stale entries pile up past
+        // the compaction threshold between checks.
+        prop_oneof![
+            6 => proptest::collection::btree_set(0usize..12, 1..4).prop_map(Op::Place),
+            2 => (0usize..12).prop_map(Op::Remove),
+            1 => Just(Op::Check),
+        ]
+    }
+
+    proptest! {
+        /// The queue keeps the order a search tree of (seq, key) would, across re-placed,
+        /// removed and shared seqs, its stale entries and its compactions; and after a
+        /// placement its stale entries stay bounded.
+        #[test]
+        fn seq_queue_matches_a_search_tree(
+            ops in proptest::collection::vec(op(), 1..600),
+            gaps in proptest::collection::vec(1u64..4, 600),
+        ) {
+            let mut queue = SeqQueue::default();
+            let mut model: BTreeSet<(u64, usize)> = BTreeSet::new();
+            let mut since: HashMap<usize, u64> = HashMap::new();
+            let mut seq = 0;
+            for (op, gap) in ops.iter().zip(&gaps) {
+                match op {
+                    Op::Place(keys) => {
+                        seq += gap;
+                        for &key in keys {
+                            if let Some(old) = since.insert(key, seq) {
+                                model.remove(&(old, key));
+                            }
+                            model.insert((seq, key));
+                            queue.place(key, seq);
+                        }
+                        prop_assert!(queue.order.len() <= 2 * queue.live + 64);
+                    }
+                    Op::Remove(key) => {
+                        if let Some(old) = since.remove(key) {
+                            model.remove(&(old, *key));
+                        }
+                        queue.remove(*key);
+                    }
+                    Op::Check => {
+                        let live: Vec<usize> = queue.live().collect();
+                        let want: Vec<usize> = model.iter().map(|&(_, key)| key).collect();
+                        prop_assert_eq!(live, want);
+                    }
+                }
+                prop_assert_eq!(queue.live, since.len());
+                for key in 0..12 {
+                    prop_assert_eq!(queue.contains(key), since.contains_key(&key));
+                }
+            }
+            let live: Vec<usize> = queue.live().collect();
+            prop_assert_eq!(live, model.iter().map(|&(_, key)| key).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "placed after")]
+    fn a_seq_smaller_than_the_last_is_refused() {
+        let mut queue = SeqQueue::default();
+        queue.place(0, 5);
+        queue.place(1, 4);
+    }
 }

@@ -271,6 +271,9 @@ pub struct Paging {
     /// A fault batch's pages in address order, kept between batches so that sorting one
     /// allocates nothing (empty outside [`Paging::fault_batch`]).
     batch_pages: Vec<u64>,
+    /// A fault batch's owners, kept for the same reason (empty outside
+    /// [`Paging::fault_batch`]).
+    batch_owners: Vec<u32>,
 }
 
 impl Paging {
@@ -303,6 +306,7 @@ impl Paging {
             stats: Vec::new(),
             advised: Vec::new(),
             batch_pages: Vec::new(),
+            batch_owners: Vec::new(),
             breach: None,
         }
     }
@@ -645,15 +649,19 @@ impl Paging {
         by_page.sort_unstable();
         by_page.dedup();
         // A batch counts for every owner with a fault in it.
-        let mut owners: Vec<u32> = by_page
-            .iter()
-            .map(|p| self.homes[split(*p).0 as usize].owner)
-            .collect();
+        let mut owners = std::mem::take(&mut self.batch_owners);
+        owners.extend(
+            by_page
+                .iter()
+                .map(|p| self.homes[split(*p).0 as usize].owner),
+        );
         owners.sort_unstable();
         owners.dedup();
-        for o in owners {
+        for &o in &owners {
             self.stats[o as usize].fault_batches += 1;
         }
+        owners.clear();
+        self.batch_owners = owners;
         let (mut at, mut asked) = (0, 0);
         let mut nap_ns = 0;
         // Owners with a throttled page in the batch: it waits one nap for all of them.

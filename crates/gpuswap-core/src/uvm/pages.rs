@@ -58,9 +58,11 @@ impl Pages {
     }
 
     /// One page: each word computed, not one stored into a set in memory (whose wider
-    /// loads after a narrow store would wait for it to reach the cache).
+    /// loads after a narrow store would wait for it to reach the cache). A page past the
+    /// block would match no word and give the empty set: debug builds refuse it.
     #[inline]
     pub fn single(page: usize) -> Self {
+        debug_assert!(page < PAGES_PER_BLOCK, "page {page} is past the block");
         Self(std::array::from_fn(|w| {
             u64::from(w == page / 64) << (page % 64)
         }))
@@ -98,8 +100,8 @@ impl Pages {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 
-    /// Pages of the set in `start..end`, a word at a time (the tree prefetcher asks this
-    /// for every node over every fault).
+    /// Pages of the set in `start..end`, a word at a time (the tree eviction's
+    /// pre-eviction asks this for every node above each victim big page).
     #[inline]
     pub fn count_range(&self, start: usize, end: usize) -> usize {
         word_masks(start, end)
@@ -265,6 +267,13 @@ mod tests {
         let w = p.widened_to_big_pages();
         assert_eq!(w, Pages::range(16, 32) | Pages::range(96, 112));
         assert_eq!(w.count(), 32);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "past the block")]
+    fn a_single_page_past_the_block_is_refused() {
+        Pages::single(PAGES_PER_BLOCK);
     }
 
     proptest! {

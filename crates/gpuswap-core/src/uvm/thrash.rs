@@ -52,17 +52,6 @@ impl Default for ThrashingParams {
     }
 }
 
-/// What the detector says about a faulted page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hint {
-    /// Migrate it.
-    None,
-    /// Migrate it after a nap.
-    Throttle,
-    /// Leave it in host memory, mapped remotely, until the pin ends.
-    Pin,
-}
-
 /// The block's per-page state, a field to an array (dense by page): an eviction records
 /// hundreds of pages' events, and reads and writes only their times and counts.
 #[derive(Debug)]
