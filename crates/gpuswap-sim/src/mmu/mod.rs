@@ -25,11 +25,6 @@ use page_table::PageTable;
 /// a long walk with no fault; sending early changes nothing, since they stay in order.
 const NOTES_PER_CALL: usize = 4096;
 
-/// Page actions warmed ahead of the one carried out ([`Mmu::apply_all`]): enough that
-/// their cache misses overlap, few enough that the lines warmed first are still in the
-/// L1 cache (32 KiB) when their action comes.
-const WARM_ACTIONS: usize = 16;
-
 /// What a run of touches did ([`Mmu::touch_run`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Touched {
@@ -190,8 +185,6 @@ pub struct Mmu {
     /// Whether the manager wants access notes, and those not sent yet.
     wants_notes: bool,
     notes: Vec<(u32, Pages)>,
-    /// The actions [`Mmu::apply_all`] carries out, kept to reuse their memory.
-    queued: Vec<PageAction>,
 }
 
 impl Mmu {
@@ -232,50 +225,16 @@ impl Mmu {
         self.table.apply(action);
     }
 
-    /// Carries out `actions` in order, adding what they cost to `work`. A fault batch's
-    /// migrations and evictions change blocks all over the working set, whose bitmaps
-    /// miss the cache: each action's lines are asked for [`WARM_ACTIONS`] actions before
-    /// it is carried out, so the misses overlap instead of following one another.
+    /// Carries out `actions` in order, adding what they cost to `work`. Each as it
+    /// comes: asking for a batch's lines ahead of its actions (gathering them first to
+    /// look ahead) cost more than the cache misses it hid (issue 28, item 2).
     pub fn apply_all(
         &mut self,
         actions: impl IntoIterator<Item = PageAction>,
         work: &mut PageWork,
     ) {
-        let mut queued = std::mem::take(&mut self.queued);
-        queued.extend(actions);
-        for action in queued.iter().take(WARM_ACTIONS) {
-            self.warm_action(action);
-        }
-        for (i, action) in queued.iter().enumerate() {
-            if let Some(ahead) = queued.get(i + WARM_ACTIONS) {
-                self.warm_action(ahead);
-            }
-            self.apply(*action, work);
-        }
-        queued.clear();
-        self.queued = queued;
-    }
-
-    /// Asks for the lines a migration or an eviction changes (the words of the pages it
-    /// moves, and an eviction's block header) and changes nothing; other actions are
-    /// rare and ignored.
-    fn warm_action(&self, action: &PageAction) {
-        let (block, pages) = match *action {
-            PageAction::MigrateIn { block, pages } => (block, pages),
-            PageAction::Evict { block, pages, .. } => {
-                if let Some(head) = self.heads.get(block as usize) {
-                    load_soon(head);
-                }
-                (block, pages)
-            }
-            _ => return,
-        };
-        if let Some(bits) = self.bits.get(block as usize) {
-            for (group, word) in bits.0.iter().zip(pages.words()) {
-                if word != 0 {
-                    load_soon(group);
-                }
-            }
+        for action in actions {
+            self.apply(action, work);
         }
     }
 

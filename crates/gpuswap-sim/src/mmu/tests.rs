@@ -8,7 +8,6 @@ use gpuswap_core::uvm::pages::{PAGE_BYTES, PAGES_PER_BLOCK};
 use gpuswap_core::uvm::policy::{Plan, Runtime};
 use gpuswap_core::uvm::thrash::ThrashingParams;
 use gpuswap_core::uvm::{Migration, Paging, PagingConfig, PagingStats};
-use proptest::prelude::*;
 
 use super::*;
 
@@ -564,57 +563,5 @@ fn notes_go_only_where_the_policy_needs_access_counts() {
             assert!(notes.is_empty());
         }
         assert!(faults.is_empty());
-    }
-}
-
-proptest! {
-    /// `apply_all` carries out a batch's actions as `apply` does one by one, however
-    /// far past its warming window the batch goes: the same work, notes and state.
-    #[test]
-    fn apply_all_does_what_apply_does_one_action_at_a_time(
-        stream in prop::collection::vec((0..16 * PAGES_PER_BLOCK as u64, any::<bool>()), 256..1024),
-    ) {
-        // Room for half a block of sixteen: batches migrate and evict many blocks.
-        const BATCH: usize = 64;
-        let mut p = Paging::new(MIB, config("sequential-64k", "fifo-2mb").thrashing(true));
-        let first = p.add_allocation(0, BufferId::new(0, 0), 32 * MIB);
-        let (mut all, mut each) = (Mmu::new(true), Mmu::new(true));
-        let mut now_ns = 0;
-        let mut faults = Vec::new();
-        let mut longest = 0;
-        let mut carry_out = |p: &mut Paging, all: &mut Mmu, each: &mut Mmu| {
-            let actions: Vec<PageAction> = std::iter::from_fn(|| p.poll_action()).collect();
-            longest = longest.max(actions.len());
-            let (mut by_all, mut by_each) = (PageWork::default(), PageWork::default());
-            all.apply_all(actions.iter().copied(), &mut by_all);
-            for action in actions {
-                each.apply(action, &mut by_each);
-            }
-            assert_eq!(by_all, by_each);
-            if by_all.migrated {
-                p.migrations_done();
-            }
-        };
-        carry_out(&mut p, &mut all, &mut each);
-        for (page, write) in stream {
-            let kind = if write { AccessKind::Write } else { AccessKind::Read };
-            now_ns += 1_000;
-            let mut other = faults.clone();
-            let page = first + page;
-            let touched = all.touch_run(page, 1, kind, now_ns, &mut faults, BATCH);
-            prop_assert_eq!(touched, each.touch_run(page, 1, kind, now_ns, &mut other, BATCH));
-            prop_assert_eq!(&faults, &other);
-            let notes = all.take_notes();
-            prop_assert_eq!(&notes, &each.take_notes());
-            p.access_notes(&notes);
-            if faults.len() == BATCH {
-                p.fault_batch(&faults, now_ns);
-                carry_out(&mut p, &mut all, &mut each);
-                faults.clear();
-            }
-        }
-        prop_assert!(longest > WARM_ACTIONS, "no batch went past the window: {longest}");
-        prop_assert_eq!(format!("{all:?}"), format!("{each:?}"));
-        all.audit(Some(&p)).map_err(TestCaseError::fail)?;
     }
 }
