@@ -625,6 +625,9 @@ impl Paging {
     /// # Panics
     /// If a page belongs to no allocation (the device numbers pages from `Manage`).
     pub fn fault_batch(&mut self, faults: &[Fault], now_ns: u64) {
+        // A batch counts for every owner with a fault in it: gathered as the faults are
+        // read, a run of one owner's faults once.
+        let mut owners = std::mem::take(&mut self.batch_owners);
         for (k, f) in faults.iter().enumerate() {
             // A hint never fails: a page of no allocation is the assertion's, below.
             if let Some(home) = faults
@@ -641,6 +644,9 @@ impl Paging {
                 f.page
             );
             self.stats[home.owner as usize].far_faults += 1;
+            if owners.last() != Some(&home.owner) {
+                owners.push(home.owner);
+            }
             self.adaptive.faulted(home.alloc, home.big_page(i));
         }
         // Sorted as page numbers, which order as (block, page) do and sort quicker.
@@ -648,13 +654,6 @@ impl Paging {
         by_page.extend(faults.iter().map(|f| f.page));
         by_page.sort_unstable();
         by_page.dedup();
-        // A batch counts for every owner with a fault in it.
-        let mut owners = std::mem::take(&mut self.batch_owners);
-        owners.extend(
-            by_page
-                .iter()
-                .map(|p| self.homes[split(*p).0 as usize].owner),
-        );
         owners.sort_unstable();
         owners.dedup();
         for &o in &owners {
