@@ -225,19 +225,6 @@ impl Mmu {
         self.table.apply(action);
     }
 
-    /// Carries out `actions` in order, adding what they cost to `work`. Each as it
-    /// comes: asking for a batch's lines ahead of its actions (gathering them first to
-    /// look ahead) cost more than the cache misses it hid (issue 28, item 2).
-    pub fn apply_all(
-        &mut self,
-        actions: impl IntoIterator<Item = PageAction>,
-        work: &mut PageWork,
-    ) {
-        for action in actions {
-            self.apply(action, work);
-        }
-    }
-
     /// Carries out a page action, adding what it costs to `work`.
     pub fn apply(&mut self, action: PageAction, work: &mut PageWork) {
         match action {

@@ -42,9 +42,9 @@ impl Rig {
     /// Carries out the machine's actions on the MMU.
     fn apply(&mut self) -> PageWork {
         let mut work = PageWork::default();
-        let p = &mut self.p;
-        self.mmu
-            .apply_all(std::iter::from_fn(|| p.poll_action()), &mut work);
+        while let Some(action) = self.p.poll_action() {
+            self.mmu.apply(action, &mut work);
+        }
         if work.migrated {
             self.p.migrations_done();
         }
