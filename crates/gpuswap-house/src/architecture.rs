@@ -8,10 +8,11 @@
 //!   trailing `()`; one that starts with `-` (a flag), `.` or `..` (relative to the reader),
 //!   `/` (outside the repository) or a digit (a number, `100MiB`);
 //! - a **path** is a span with a `/` or ending in `.rs`, `.md`, `.toml`, `.sh` or `.py`;
-//!   it must exist relative to the repository root, to `crates/`, to a crate's directory
-//!   (`crates/<name>/`) or to a crate's `src/` (so `engine/mod.rs` and `apps/*.rs` are
-//!   fine when one crate has them); a trailing `/` asks for a directory, and `*` in a
-//!   component matches any run of characters;
+//!   it must name a file or directory of the repository (a trailing `/` asks for a
+//!   directory), written whole from the root (`crates/gpuswap-sim/src/engine/`) or
+//!   shortened from the left by whole components (`engine/mod.rs`, `victim.rs`), as
+//!   prose names files in the context of a directory named before; `*` in a component
+//!   matches any run of characters (`apps/*.rs`);
 //! - a **type** is a CamelCase span (an upper-case letter, then letters and digits with
 //!   at least one lower-case): a struct, enum, union, trait or type alias defined in
 //!   `crates/*/src`, an enum variant there, or a name in the caller's list of names from
@@ -227,33 +228,48 @@ pub fn false_claims(
         .collect()
 }
 
-/// Whether `pattern` (components separated by `/`, `*` matching any run of characters
-/// within one component, a trailing `/` asking for a directory) names something under
-/// `base`.
-pub fn glob_exists(base: &std::path::Path, pattern: &str) -> bool {
-    let wants_dir = pattern.ends_with('/');
-    let parts: Vec<&str> = pattern.trim_end_matches('/').split('/').collect();
-    matches_under(base, &parts, wants_dir)
+/// The paths of the files and directories (these with a trailing `/`) under `root`,
+/// relative to it, leaving out hidden entries and `target/`.
+pub fn paths_under(root: &std::path::Path) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut dirs = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            let path = format!("{prefix}{name}");
+            if entry.path().is_dir() {
+                paths.push(format!("{path}/"));
+                dirs.push((entry.path(), format!("{path}/")));
+            } else {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    paths
 }
 
-fn matches_under(base: &std::path::Path, parts: &[&str], wants_dir: bool) -> bool {
-    let Some((first, rest)) = parts.split_first() else {
-        return if wants_dir {
-            base.is_dir()
-        } else {
-            base.exists()
-        };
-    };
-    if !first.contains('*') {
-        return matches_under(&base.join(first), rest, wants_dir);
-    }
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return false;
-    };
-    entries.filter_map(Result::ok).any(|entry| {
-        let name = entry.file_name();
-        wildcard(first, &name.to_string_lossy()) && matches_under(&entry.path(), rest, wants_dir)
-    })
+/// Whether `pattern` names one of `paths` (see [`paths_under`]): it equals the path's
+/// last components, `*` matching within a component; a trailing `/` asks for a directory.
+pub fn path_exists(paths: &[String], pattern: &str) -> bool {
+    let wanted: Vec<&str> = pattern.trim_end_matches('/').split('/').collect();
+    paths
+        .iter()
+        .filter(|p| p.ends_with('/') || !pattern.ends_with('/'))
+        .any(|p| {
+            let have: Vec<&str> = p.trim_end_matches('/').split('/').collect();
+            have.len() >= wanted.len()
+                && have[have.len() - wanted.len()..]
+                    .iter()
+                    .zip(&wanted)
+                    .all(|(h, w)| wildcard(w, h))
+        })
 }
 
 /// Whether `name` matches `pattern`, where `*` matches any run of characters.
@@ -347,13 +363,23 @@ mod tests {
     }
 
     #[test]
-    fn globs_match_files_and_directories() {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        assert!(glob_exists(here, "src/*.rs"));
-        assert!(glob_exists(here, "src/"));
-        assert!(glob_exists(here, "s*c/lib.rs"));
-        assert!(!glob_exists(here, "src/lib.rs/"));
-        assert!(!glob_exists(here, "src/*.py"));
-        assert!(!glob_exists(here, "missing/"));
+    fn paths_match_whole_or_shortened_from_the_left() {
+        let paths = paths_under(Path::new(env!("CARGO_MANIFEST_DIR")));
+        assert!(paths.contains(&"src/lib.rs".to_string()));
+        assert!(paths.contains(&"src/".to_string()));
+        for real in [
+            "src/lib.rs",
+            "lib.rs",
+            "src/",
+            "src",
+            "src/*.rs",
+            "s*c/lib.rs",
+            "*.toml",
+        ] {
+            assert!(path_exists(&paths, real), "{real}");
+        }
+        for missing in ["rc/lib.rs", "lib.rs/", "src/*.py", "missing/", "chunk.rs"] {
+            assert!(!path_exists(&paths, missing), "{missing}");
+        }
     }
 }
