@@ -32,19 +32,19 @@ pub struct Collapsed {
 
 /// One edge with the place that made it.
 #[derive(Clone, Debug)]
-pub struct Edge {
-    pub from: String,
-    pub to: String,
-    pub file: PathBuf,
-    pub line: usize,
-    pub text: String,
-    pub via: Via,
+struct Edge {
+    from: String,
+    to: String,
+    file: PathBuf,
+    line: usize,
+    text: String,
+    via: Via,
 }
 
 /// The graph of a crate: nodes by module path ("" for the root) with their files.
-pub struct Graph {
-    pub files: BTreeMap<String, PathBuf>,
-    pub edges: Vec<Edge>,
+struct Graph {
+    files: BTreeMap<String, PathBuf>,
+    edges: Vec<Edge>,
 }
 
 /// The module tree of the crate rooted at `root_file` with every module's references.
@@ -168,9 +168,7 @@ fn merge_groups<'a>(edges: impl Iterator<Item = &'a Edge>) -> Vec<Edge> {
 }
 
 /// Tarjan's algorithm; the groups come out with their members in visiting order.
-pub fn strongly_connected<'a>(
-    adjacency: &BTreeMap<&'a str, BTreeSet<&'a str>>,
-) -> Vec<Vec<&'a str>> {
+fn strongly_connected<'a>(adjacency: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<Vec<&'a str>> {
     struct State<'a> {
         index: BTreeMap<&'a str, usize>,
         low: BTreeMap<&'a str, usize>,
@@ -345,15 +343,15 @@ fn build_graph(tree: &Tree<Vec<Reference>>, collapsed: &[&str]) -> Graph {
 }
 
 /// Turns `crate::`/`super::`/`self::` paths into the module files they name.
-pub struct Resolver<'a> {
-    pub files: &'a BTreeMap<String, PathBuf>,
-    pub root_exports: &'a BTreeMap<String, Vec<String>>,
+struct Resolver<'a> {
+    files: &'a BTreeMap<String, PathBuf>,
+    root_exports: &'a BTreeMap<String, Vec<String>>,
 }
 
 impl Resolver<'_> {
     /// The deepest module file `segments`, written in module `here` (inline modules
     /// included), names; `None` for paths into other crates.
-    pub fn resolve(&self, here: &[String], segments: &[String]) -> Option<String> {
+    fn resolve(&self, here: &[String], segments: &[String]) -> Option<String> {
         let mut full: Vec<String> = match segments.first().map(String::as_str) {
             Some("crate") => Vec::new(),
             Some("super") | Some("self") => here.to_vec(),

@@ -30,7 +30,7 @@ pub struct Reference {
 }
 
 /// Every path `file` names, in source order within each kind. Test-only code should
-/// have been removed first ([`crate::source::parse_without_tests`]).
+/// have been removed first (as [`crate::source::walk`] does).
 pub fn references(file: &syn::File) -> Vec<Reference> {
     let mut collector = Collector::default();
     collector.visit_file(file);

@@ -27,8 +27,10 @@ pub fn parse(path: &Path, text: &str) -> syn::File {
     })
 }
 
-/// Parses `text` and removes its test-only code (see [`is_test_only`]).
-pub fn parse_without_tests(path: &Path, text: &str) -> syn::File {
+/// Parses `text` and removes its test-only code (see [`is_test_only`]), for the
+/// checkers' own tests.
+#[cfg(test)]
+pub(crate) fn parse_without_tests(path: &Path, text: &str) -> syn::File {
     let mut file = parse(path, text);
     StripTests.visit_file_mut(&mut file);
     file

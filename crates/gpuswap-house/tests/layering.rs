@@ -35,13 +35,13 @@ const CIRCLES_FOR_NOW: &[(&str, &[&str], &str)] = &[
     (
         "gpuswap-cuda",
         &["client", "crate", "ffi", "hooks", "host_pool"],
-        "every module calls the root's warn!/trace_note!/trace_call! macros: move them to \
-         a module of their own",
+        "every module calls the root's warn(), trace_call() and trace_note(): move the \
+         diagnostics to a module of their own",
     ),
     (
         "gpuswap-daemon",
         &["crate", "driver"],
-        "the driver reads the root's DaemonConfig and log(): move them to a module of \
+        "the driver uses the root's DaemonConfig and log(): move them to a module of \
          their own",
     ),
 ];
