@@ -1,6 +1,6 @@
 //! The wire protocol between `gpuswap daemon` and its clients: the CUDA interposer
 //! (`libgpuswap_cuda.so`, one connection per process, the process is a tenant) and
-//! `gpuswap top` (an observer). ARCHITECTURE.md documents every message.
+//! `gpuswap top` (an observer). docs/protocol.md documents every message.
 //!
 //! A frame is a 4-byte little-endian length followed by that many bytes of JSON (serde),
 //! at most [`MAX_FRAME_BYTES`]. The first frame of a connection is the client's
