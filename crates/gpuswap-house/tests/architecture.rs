@@ -33,7 +33,6 @@ const OUTSIDE_NAMES: &[&str] = &[
 ];
 
 #[test]
-#[ignore = "ARCHITECTURE.md is being rewritten (issue 44 item 5)"]
 fn architecture_md_is_a_short_map_whose_names_exist() {
     let root = repo_root();
     let doc = root.join("ARCHITECTURE.md");

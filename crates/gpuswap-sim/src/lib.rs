@@ -18,5 +18,5 @@ pub mod timing;
 pub mod trace;
 /// Sizes and durations written by people (its own crate: the interposer reads them too),
 /// for the CLI; the simulator's own modules name `gpuswap_units`, since a path through the
-/// crate root would tie them to every other module (`tests/layering.rs`).
+/// crate root would tie them to every other module (`crates/gpuswap-house/tests/layering.rs`).
 pub use gpuswap_units as units;
