@@ -535,6 +535,16 @@ impl Pickle {
     }
 }
 
+/// For tests: a pickle of `depth` lists, each the only item of the one before.
+#[cfg(test)]
+pub(crate) fn nested_lists(depth: usize) -> Vec<u8> {
+    let mut bytes = vec![0x80, 0x02];
+    bytes.extend(std::iter::repeat_n(b']', depth));
+    bytes.extend(std::iter::repeat_n(b'a', depth - 1));
+    bytes.push(b'.');
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,11 +552,7 @@ mod tests {
     #[test]
     fn nesting_of_any_depth_is_read_without_recursion() {
         let depth = 200_000;
-        let mut bytes = vec![0x80, 0x02];
-        bytes.extend(std::iter::repeat_n(b']', depth));
-        bytes.extend(std::iter::repeat_n(b'a', depth - 1));
-        bytes.push(b'.');
-        let p = read(&bytes).unwrap();
+        let p = read(&nested_lists(depth)).unwrap();
         assert_eq!(p.containers.len(), depth);
         assert_eq!(p.root, Value::List(0));
         assert_eq!(p.list(0), &[Value::List(1)]);
