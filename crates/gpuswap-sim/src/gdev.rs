@@ -98,16 +98,17 @@ mod tests {
         preset::find("gtx480").unwrap()
     }
 
+    /// Copying `bytes` in `direction` to or from a buffer of `buffer_bytes` on the
+    /// testbed, at Gdev's per-call cost.
+    fn testbed_cost(direction: CopyDirection, bytes: u64, buffer_bytes: u64) -> CopyCost {
+        let p = gtx480();
+        copy_cost(&p, direction, bytes, buffer_bytes, p.gdev_launch_ns)
+    }
+
     #[test]
     fn large_copies_are_staged_at_the_slower_stage_per_piece() {
         let p = gtx480();
-        let c = copy_cost(
-            &p,
-            CopyDirection::HostToDevice,
-            64 << 20,
-            64 << 20,
-            p.gdev_launch_ns,
-        );
+        let c = testbed_cost(CopyDirection::HostToDevice, 64 << 20, 64 << 20);
         // A 256 KiB piece: 43.7 us of CPU copy, 2.5 + 46.0 us of DMA; the DMA is slower.
         let dma_s = (p.copy_setup_ns as f64 + 262_144.0 / 5.7e9 * 1e9) / 1e9;
         assert!((c.cap_bytes_per_s - 262_144.0 / dma_s).abs() < 1.0);
@@ -117,35 +118,16 @@ mod tests {
 
     #[test]
     fn small_copies_into_small_buffers_go_through_the_bar() {
-        let p = gtx480();
-        let up = copy_cost(
-            &p,
-            CopyDirection::HostToDevice,
-            1 << 20,
-            1 << 20,
-            p.gdev_launch_ns,
-        );
+        let up = testbed_cost(CopyDirection::HostToDevice, 1 << 20, 1 << 20);
         assert_eq!(up.cap_bytes_per_s, BAR_WRITE_BYTES_PER_S);
         // Into a buffer too large to map: staged.
-        let staged = copy_cost(
-            &p,
-            CopyDirection::HostToDevice,
-            1 << 20,
-            8 << 20,
-            p.gdev_launch_ns,
-        );
+        let staged = testbed_cost(CopyDirection::HostToDevice, 1 << 20, 8 << 20);
         assert!(staged.cap_bytes_per_s > BAR_WRITE_BYTES_PER_S);
         // A 4-byte flag read back: one round trip of 700 ns.
-        let flag = copy_cost(&p, CopyDirection::DeviceToHost, 4, 4, p.gdev_launch_ns);
+        let flag = testbed_cost(CopyDirection::DeviceToHost, 4, 4);
         assert!((4.0 / flag.cap_bytes_per_s * 1e9 - 700.0).abs() < 1e-6);
         // 8 KiB back is above the read limit: staged.
-        let back = copy_cost(
-            &p,
-            CopyDirection::DeviceToHost,
-            8 << 10,
-            8 << 10,
-            p.gdev_launch_ns,
-        );
+        let back = testbed_cost(CopyDirection::DeviceToHost, 8 << 10, 8 << 10);
         assert!(back.cap_bytes_per_s > 1e9);
     }
 }

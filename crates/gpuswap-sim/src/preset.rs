@@ -245,461 +245,441 @@ mod common {
 
 /// Every preset, in the order `gpuswap presets` lists them.
 pub fn all() -> Vec<Preset> {
-    let mut presets = measured();
-    // The hardware wish-list of the dissertation: the GPUswap testbed with referenced bits
-    // on the GPU's view of host pages, for the reverse-swapping chunk policy. Simulated;
-    // no such GPU exists.
-    let mut refbits = presets[0].clone();
-    refbits.name = "gtx480-refbits";
-    refbits.description = "GTX 480 with simulated reference bits (a hardware wish-list feature)";
-    refbits.features.reference_bits = true;
-    presets.insert(1, refbits);
-    presets
+    vec![
+        gtx480(),
+        gtx480_refbits(),
+        gtx1080ti(),
+        v100_pcie_32gb(),
+        a100_80gb(),
+        h100_pcie_80gb(),
+        gh200(),
+    ]
 }
 
-/// The presets of real GPUs.
-fn measured() -> Vec<Preset> {
+/// The GPUswap testbed, the base of the GTX 480 family.
+fn gtx480() -> Preset {
     use common::*;
-    vec![
-        Preset {
-            name: "gtx480",
-            description: "GeForce GTX 480 (Fermi), the GPUswap testbed: 1.5 GB GDDR5, PCIe 2.0 x16",
-            // calibration.md: 1536 MB GDDR5.
-            vram_bytes: 1536 * MIB,
-            // calibration.md: 1848 MHz x 2 x 384 bit = 177.4 GB/s.
-            vram_bytes_per_s: 177.4e9,
-            // spec gpuswap.md, the testbed: "pscnv driver, Gdev CUDA runtime". Native,
-            // GPUswap and Gdev runs all went through its copy path.
-            runtime: CudaRuntime::Gdev,
-            dram: DramSpec {
-                // CUDA C Programming Guide (4.x-5.x, 5.2.3 "Multiprocessor Level"): an
-                // operand in off-chip memory costs "400 to 800 clock cycles" on compute
-                // capability 1.x and 2.x; the midpoint, 600 cycles at the 1.401 GHz
-                // shader clock, 428 ns.
-                latency_ns: 428,
-                // GPGPU-Sim's GTX 480 configuration (configs/tested-cfgs/SM2_GTX480):
-                // 64-bit partitions of two 32-bit chips, burst 8 (a 64-byte atom),
-                // "GDDR5 timing from hynix H5GQ1H24AFR": tCCD 2, tRRD 6 command cycles;
-                // 64 x 6 / 2 = 192 bytes.
-                row_switch_bytes: 192,
-                // Fermi's L1 caches global loads in 128-byte lines (CUDA C Programming
-                // Guide G.4.2; the same configuration's L1 is not sectored).
-                read_sector_bytes: 128,
-            },
-            // gpuswap.md: the prototype kept about 20 MiB of driver structures in VRAM.
-            driver_reserved_bytes: 20 * MIB,
-            // gpuswap.md: testbed with 16 GiB RAM.
-            host_memory_bytes: 16 * GIB,
-            link: LinkSpec {
-                name: "PCIe 2.0 x16",
-                // calibration.md: 5.7 GB/s pinned copies measured on a GTX 580 (NVIDIA FAQ
-                // says up to 6.0); no direction split known, same both ways.
-                h2d_bytes_per_s: 5.7e9,
-                d2h_bytes_per_s: 5.7e9,
-                // unconfirmed: "several hundred ns" (dissertation); 700 ns chosen.
-                latency_ns: 700,
-                size_curve_k_per_kib: None,
-                // PCIe 2.0 default: 5-bit tag field, 32 outstanding reads.
-                outstanding_reads: 32,
-            },
-            // calibration.md: 1 copy engine on GeForce Fermi (unconfirmed).
-            copy_engines: 1,
-            copy_setup_ns: COPY_SETUP_NS,
-            relocation_fixed_ns: GTX480_RELOCATION_FIXED_NS,
-            relocation_ns_per_page: GTX480_RELOCATION_NS_PER_PAGE,
-            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
-            gdev_launch_ns: GDEV_LAUNCH_NS,
-            // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
-            // NVIDIA specification).
-            sms: 15,
-            // GPGPU-Sim's GTX 480 configuration (configs/GTX480/gpgpusim.config, L1D
-            // "A:32:8"): 32 miss-status registers per SM (its newer SM2_GTX480 config
-            // says 64).
-            pending_reads_per_sm: 32,
-            // CUDA C Programming Guide, table of compute capabilities: 1536 resident
-            // threads per SM on compute capability 2.x (Fermi).
-            resident_threads_per_sm: 1536,
-            // NVIDIA Fermi compute architecture whitepaper (GF100, 2009): 768 KB unified
-            // L2 shared by all SMs, in six memory partitions; the GTX 480's 384-bit bus
-            // keeps all six (it disables one of GF100's 16 SMs, not a partition).
-            l2_bytes: 768 * KIB,
-            ops_per_s: 480.0 * 1.401e9,
-            kernel_launch_ns: KERNEL_LAUNCH_NS,
-            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: GDEV_PSCNV_LAUNCH_QUEUE_DEPTH,
-            driver_call_ns: DRIVER_CALL_NS,
-            fault_batch_pages: FAULT_BATCH_PAGES,
-            fault_service_ns: FAULT_SERVICE_NS,
-            // apps.md: the stack buffers of two instances take about 100 MiB together on
-            // the GPUswap testbed (Gdev runtime); 48 MiB each leaves room for code and
-            // constants.
-            runtime_stack_bytes: 48 * MIB,
-            runtime_code_bytes: CODE_BYTES,
-            runtime_constant_bytes: CONSTANT_BYTES,
-            // calibration.md: no replayable faults, no access counters, no preemption.
-            features: Features {
-                page_faults: false,
-                access_counters: false,
-                reference_bits: false,
-                preemption: false,
-            },
+    Preset {
+        name: "gtx480",
+        description: "GeForce GTX 480 (Fermi), the GPUswap testbed: 1.5 GB GDDR5, PCIe 2.0 x16",
+        // calibration.md: 1536 MB GDDR5.
+        vram_bytes: 1536 * MIB,
+        // calibration.md: 1848 MHz x 2 x 384 bit = 177.4 GB/s.
+        vram_bytes_per_s: 177.4e9,
+        // spec gpuswap.md, the testbed: "pscnv driver, Gdev CUDA runtime". Native,
+        // GPUswap and Gdev runs all went through its copy path.
+        runtime: CudaRuntime::Gdev,
+        dram: DramSpec {
+            // CUDA C Programming Guide (4.x-5.x, 5.2.3 "Multiprocessor Level"): an
+            // operand in off-chip memory costs "400 to 800 clock cycles" on compute
+            // capability 1.x and 2.x; the midpoint, 600 cycles at the 1.401 GHz
+            // shader clock, 428 ns.
+            latency_ns: 428,
+            // GPGPU-Sim's GTX 480 configuration (configs/tested-cfgs/SM2_GTX480):
+            // 64-bit partitions of two 32-bit chips, burst 8 (a 64-byte atom),
+            // "GDDR5 timing from hynix H5GQ1H24AFR": tCCD 2, tRRD 6 command cycles;
+            // 64 x 6 / 2 = 192 bytes.
+            row_switch_bytes: 192,
+            // Fermi's L1 caches global loads in 128-byte lines (CUDA C Programming
+            // Guide G.4.2; the same configuration's L1 is not sectored).
+            read_sector_bytes: 128,
         },
-        Preset {
-            name: "gtx1080ti",
-            description: "GeForce GTX 1080 Ti (Pascal), the unified-memory papers' simulated GPU: 11 GB, PCIe 3.0 x16",
-            // calibration.md: 11 GB GDDR5X (11264 MiB installed).
-            vram_bytes: 11264 * MIB,
-            // calibration.md: 5505 MHz x 2 x 352 bit = 484 GB/s.
-            vram_bytes_per_s: 484e9,
-            runtime: CudaRuntime::Nvidia,
-            dram: DramSpec {
-                // unconfirmed: 500 ns, the order of pointer-chase measurements of recent
-                // NVIDIA GPUs; with 28 SMs x 256 pending lines it never bounds a
-                // kernel below 1.8 TB/s, so it does not matter here.
-                latency_ns: 500,
-                // GPGPU-Sim SM6_GTX1080Ti configuration: one 32-bit GDDR5X chip per
-                // channel, burst 8 ("the atom size of GDDR5X ... is 32 bytes"), the
-                // Hynix H5GQ1H24AFR timing (tCCD 2, tRRD 6): 32 x 6 / 2 = 96 bytes.
-                row_switch_bytes: 96,
-                // Pascal's L1 does not cache global loads by default (the same
-                // configuration, gmem_skip_L1D 1): a miss moves one 32-byte L2 sector.
-                read_sector_bytes: 32,
-            },
-            // unconfirmed: 64 MiB for channels, push buffers and page tables.
-            driver_reserved_bytes: 64 * MIB,
-            // unconfirmed: 32 GiB host.
-            host_memory_bytes: 32 * GIB,
-            link: LinkSpec {
-                name: "PCIe 3.0 x16",
-                // calibration.md (uvmsmart fit): 12 GB/s at the top of the curve.
-                h2d_bytes_per_s: 12e9,
-                d2h_bytes_per_s: 12e9,
-                // unconfirmed: 1 us, between the dissertation's "several hundred ns" and
-                // the 1.2 us measured on an H200.
-                latency_ns: 1_000,
-                // calibration.md: uvmsmart's fit k = 0.07292 per KB; the fit includes the
-                // fixed cost of small transfers, hence copy_setup_ns = 0 below.
-                size_curve_k_per_kib: Some(0.07292),
-                // PCIe 3.0 with extended tags: 256 outstanding reads.
-                outstanding_reads: 256,
-            },
-            // calibration.md: 2 copy engines.
-            copy_engines: 2,
-            copy_setup_ns: 0,
-            relocation_fixed_ns: COPY_SETUP_NS,
-            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
-            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
-            gdev_launch_ns: GDEV_LAUNCH_NS,
-            // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
-            sms: 28,
-            // GPGPU-Sim SM6_GTX1080Ti configuration, L1D "A:256:8": 256 per SM.
-            pending_reads_per_sm: 256,
-            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
-            // threads per SM on compute capabilities 6.x to 9.0.
-            resident_threads_per_sm: 2048,
-            // NVIDIA GTX 1080 Ti specification (reviewer's guide, quoted by vortez.net's
-            // review): L2 2816 KB, 11 of GP102's 12 memory controllers with 256 KB each.
-            l2_bytes: 2816 * KIB,
-            ops_per_s: 3584.0 * 1.481e9,
-            kernel_launch_ns: KERNEL_LAUNCH_NS,
-            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
-            driver_call_ns: DRIVER_CALL_NS,
-            fault_batch_pages: FAULT_BATCH_PAGES,
-            fault_service_ns: FAULT_SERVICE_NS,
-            // 28 SMs x 2048 threads x 1 KiB default stack per thread.
-            runtime_stack_bytes: 28 * 2048 * STACK_BYTES_PER_THREAD,
-            runtime_code_bytes: CODE_BYTES,
-            runtime_constant_bytes: CONSTANT_BYTES,
-            // calibration.md: replayable faults yes, preemption yes. Access counters: the
-            // card has none (calibration.md), but the research simulator this preset
-            // stands for models them (delayed migration counts remote reads per 2 MiB
-            // block, `uvm-driver.md`), so the simulated device has them.
-            features: Features {
-                page_faults: true,
-                access_counters: true,
-                reference_bits: false,
-                preemption: true,
-            },
+        // gpuswap.md: the prototype kept about 20 MiB of driver structures in VRAM.
+        driver_reserved_bytes: 20 * MIB,
+        // gpuswap.md: testbed with 16 GiB RAM.
+        host_memory_bytes: 16 * GIB,
+        link: LinkSpec {
+            name: "PCIe 2.0 x16",
+            // calibration.md: 5.7 GB/s pinned copies measured on a GTX 580 (NVIDIA FAQ
+            // says up to 6.0); no direction split known, same both ways.
+            h2d_bytes_per_s: 5.7e9,
+            d2h_bytes_per_s: 5.7e9,
+            // unconfirmed: "several hundred ns" (dissertation); 700 ns chosen.
+            latency_ns: 700,
+            size_curve_k_per_kib: None,
+            // PCIe 2.0 default: 5-bit tag field, 32 outstanding reads.
+            outstanding_reads: 32,
         },
-        Preset {
-            name: "v100-pcie-32gb",
-            description: "Tesla V100 PCIe 32 GB (Volta), PILOT's GPU: HBM2, PCIe 3.0 x16",
-            vram_bytes: 32 * GIB,
-            // calibration.md: 898 GB/s.
-            vram_bytes_per_s: 898e9,
-            runtime: CudaRuntime::Nvidia,
-            dram: DramSpec {
-                // unconfirmed: 500 ns (see the GTX 1080 Ti); 80 SMs x 256 pending lines
-                // never bound a kernel here.
-                latency_ns: 500,
-                // GPGPU-Sim SM7_QV100 configuration: 128-bit HBM2 channels, burst 2 (a
-                // 32-byte atom), JESD235 timing at 850 MHz (tCCD 1, tRRD 3):
-                // 32 x 3 / 1 = 96 bytes.
-                row_switch_bytes: 96,
-                // Volta's L1 is sectored (the same configuration): 32-byte sectors.
-                read_sector_bytes: 32,
-            },
-            // unconfirmed: 64 MiB.
-            driver_reserved_bytes: 64 * MIB,
-            // unconfirmed: 128 GiB host.
-            host_memory_bytes: 128 * GIB,
-            link: LinkSpec {
-                name: "PCIe 3.0 x16",
-                // calibration.md (superbench): pinned H2D 12.4 GB/s, D2H 13.0 GB/s.
-                h2d_bytes_per_s: 12.4e9,
-                d2h_bytes_per_s: 13.0e9,
-                // unconfirmed: 1 us.
-                latency_ns: 1_000,
-                // Small copies are explained by the 2.5 us setup (1 KB: 0.4 GB/s).
-                size_curve_k_per_kib: None,
-                outstanding_reads: 256,
-            },
-            // calibration.md: 7 copy engines.
-            copy_engines: 7,
-            copy_setup_ns: COPY_SETUP_NS,
-            relocation_fixed_ns: COPY_SETUP_NS,
-            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
-            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
-            gdev_launch_ns: GDEV_LAUNCH_NS,
-            // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
-            // PCIe datasheet).
-            sms: 80,
-            // GPGPU-Sim SM7_QV100 configuration, L1D "A:256:8": 256 per SM.
-            pending_reads_per_sm: 256,
-            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
-            // threads per SM on compute capabilities 6.x to 9.0.
-            resident_threads_per_sm: 2048,
-            // NVIDIA Tesla V100 GPU architecture whitepaper (2017), table 1: L2 cache size
-            // 6144 KB (6 MB, OLCF's Summit V100 guide).
-            l2_bytes: 6 * MIB,
-            ops_per_s: 5120.0 * 1.38e9,
-            kernel_launch_ns: KERNEL_LAUNCH_NS,
-            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
-            driver_call_ns: DRIVER_CALL_NS,
-            fault_batch_pages: FAULT_BATCH_PAGES,
-            fault_service_ns: FAULT_SERVICE_NS,
-            runtime_stack_bytes: 80 * 2048 * STACK_BYTES_PER_THREAD,
-            runtime_code_bytes: CODE_BYTES,
-            runtime_constant_bytes: CONSTANT_BYTES,
-            // calibration.md: faults, access counters and preemption.
-            features: Features {
-                page_faults: true,
-                access_counters: true,
-                reference_bits: false,
-                preemption: true,
-            },
+        // calibration.md: 1 copy engine on GeForce Fermi (unconfirmed).
+        copy_engines: 1,
+        copy_setup_ns: COPY_SETUP_NS,
+        relocation_fixed_ns: GTX480_RELOCATION_FIXED_NS,
+        relocation_ns_per_page: GTX480_RELOCATION_NS_PER_PAGE,
+        policy_ns_per_entry: POLICY_NS_PER_ENTRY,
+        gdev_launch_ns: GDEV_LAUNCH_NS,
+        // uvmsmart GTX480 config: 15 SMs; 32 cores each at 1401 MHz (shader clock,
+        // NVIDIA specification).
+        sms: 15,
+        // GPGPU-Sim's GTX 480 configuration (configs/GTX480/gpgpusim.config, L1D
+        // "A:32:8"): 32 miss-status registers per SM (its newer SM2_GTX480 config
+        // says 64).
+        pending_reads_per_sm: 32,
+        // CUDA C Programming Guide, table of compute capabilities: 1536 resident
+        // threads per SM on compute capability 2.x (Fermi).
+        resident_threads_per_sm: 1536,
+        // NVIDIA Fermi compute architecture whitepaper (GF100, 2009): 768 KB unified
+        // L2 shared by all SMs, in six memory partitions; the GTX 480's 384-bit bus
+        // keeps all six (it disables one of GF100's 16 SMs, not a partition).
+        l2_bytes: 768 * KIB,
+        ops_per_s: 480.0 * 1.401e9,
+        kernel_launch_ns: KERNEL_LAUNCH_NS,
+        launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+        launch_queue_depth: GDEV_PSCNV_LAUNCH_QUEUE_DEPTH,
+        driver_call_ns: DRIVER_CALL_NS,
+        fault_batch_pages: FAULT_BATCH_PAGES,
+        fault_service_ns: FAULT_SERVICE_NS,
+        // apps.md: the stack buffers of two instances take about 100 MiB together on
+        // the GPUswap testbed (Gdev runtime); 48 MiB each leaves room for code and
+        // constants.
+        runtime_stack_bytes: 48 * MIB,
+        runtime_code_bytes: CODE_BYTES,
+        runtime_constant_bytes: CONSTANT_BYTES,
+        // calibration.md: no replayable faults, no access counters, no preemption.
+        features: Features {
+            page_faults: false,
+            access_counters: false,
+            reference_bits: false,
+            preemption: false,
         },
-        Preset {
-            name: "a100-80gb",
-            description: "A100 80 GB PCIe (Ampere): HBM2e, PCIe 4.0 x16",
-            vram_bytes: 80 * GIB,
-            // calibration.md: 1935 GB/s (PCIe version).
-            vram_bytes_per_s: 1935e9,
-            runtime: CudaRuntime::Nvidia,
-            dram: DramSpec {
-                // unconfirmed: 500 ns (see the GTX 1080 Ti).
-                latency_ns: 500,
-                // Accel-Sim's SM80_A100 configuration: 16-byte HBM2e channels, burst 2
-                // (32-byte atom), tCCD 1, tRRD 7: 32 x 7 / 1 = 224 bytes.
-                row_switch_bytes: 224,
-                // Sectored L1 and L2 (the same configuration): 32-byte sectors.
-                read_sector_bytes: 32,
-            },
-            // unconfirmed: 64 MiB.
-            driver_reserved_bytes: 64 * MIB,
-            // unconfirmed: 512 GiB host.
-            host_memory_bytes: 512 * GIB,
-            link: LinkSpec {
-                name: "PCIe 4.0 x16",
-                // calibration.md (nvbandwidth 53): pinned H2D 25 GB/s, D2H about 25.
-                h2d_bytes_per_s: 25e9,
-                d2h_bytes_per_s: 25e9,
-                // unconfirmed: 1.2 us, as measured on an H200 (calibration.md).
-                latency_ns: 1_200,
-                size_curve_k_per_kib: None,
-                outstanding_reads: 256,
-            },
-            // calibration.md: 3 copy engines.
-            copy_engines: 3,
-            copy_setup_ns: COPY_SETUP_NS,
-            relocation_fixed_ns: COPY_SETUP_NS,
-            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
-            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
-            gdev_launch_ns: GDEV_LAUNCH_NS,
-            // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
-            // datasheet).
-            sms: 108,
-            // GPGPU-Sim SM80_A100 configuration, L1D "A:512:64": 512 per SM.
-            pending_reads_per_sm: 512,
-            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
-            // threads per SM on compute capabilities 6.x to 9.0.
-            resident_threads_per_sm: 2048,
-            // NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 40 MB L2;
-            // deviceQuery on an A100 80GB PCIe reports 41943040 bytes (40 MiB) too.
-            l2_bytes: 40 * MIB,
-            ops_per_s: 6912.0 * 1.41e9,
-            kernel_launch_ns: KERNEL_LAUNCH_NS,
-            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
-            driver_call_ns: DRIVER_CALL_NS,
-            fault_batch_pages: FAULT_BATCH_PAGES,
-            fault_service_ns: FAULT_SERVICE_NS,
-            runtime_stack_bytes: 108 * 2048 * STACK_BYTES_PER_THREAD,
-            runtime_code_bytes: CODE_BYTES,
-            runtime_constant_bytes: CONSTANT_BYTES,
-            // calibration.md: faults and access counters; compute preemption since Pascal.
-            features: Features {
-                page_faults: true,
-                access_counters: true,
-                reference_bits: false,
-                preemption: true,
-            },
+    }
+}
+
+/// The hardware wish-list of the dissertation: the GPUswap testbed with referenced bits
+/// on the GPU's view of host pages, for the reverse-swapping chunk policy. Simulated; no
+/// such GPU exists.
+fn gtx480_refbits() -> Preset {
+    let testbed = gtx480();
+    Preset {
+        name: "gtx480-refbits",
+        description: "GTX 480 with simulated reference bits (a hardware wish-list feature)",
+        features: Features {
+            reference_bits: true,
+            ..testbed.features
         },
-        Preset {
-            name: "h100-pcie-80gb",
-            description: "H100 PCIe 80 GB (Hopper): HBM2e, PCIe 5.0 x16",
-            vram_bytes: 80 * GIB,
-            // calibration.md: 2039 GB/s.
-            vram_bytes_per_s: 2039e9,
-            runtime: CudaRuntime::Nvidia,
-            dram: DramSpec {
-                // unconfirmed: 500 ns (see the GTX 1080 Ti).
-                latency_ns: 500,
-                // Accel-Sim's SM90_H100 configuration: 8-byte HBM channels, burst 4
-                // (32-byte atom), its HBM3 timing tCCD 1, tRRD 6: 32 x 6 / 1 = 192
-                // bytes.
-                row_switch_bytes: 192,
-                // Sectored L1 and L2 (the same configuration): 32-byte sectors.
-                read_sector_bytes: 32,
-            },
-            // unconfirmed: 64 MiB.
-            driver_reserved_bytes: 64 * MIB,
-            // unconfirmed: 512 GiB host.
-            host_memory_bytes: 512 * GIB,
-            link: LinkSpec {
-                name: "PCIe 5.0 x16",
-                // calibration.md: about 57 GB/s pinned H2D seen on H100 systems; D2H
-                // 52.8 GB/s (SM-driven, nvbandwidth 24; form factor unconfirmed).
-                h2d_bytes_per_s: 57e9,
-                d2h_bytes_per_s: 52.8e9,
-                // calibration.md: GPU read of host memory about 1.2 us (H200 SXM);
-                // 1199 ns measured with shared/calibration-kit on an H100 SXM 80GB,
-                // 2026-11-26 (its pinned copies: 55.0 GB/s H2D, 54.8 GB/s D2H).
-                latency_ns: 1_200,
-                size_curve_k_per_kib: None,
-                outstanding_reads: 256,
-            },
-            // calibration.md: 3 copy engines.
-            copy_engines: 3,
-            copy_setup_ns: COPY_SETUP_NS,
-            relocation_fixed_ns: H100_RELOCATION_FIXED_NS,
-            relocation_ns_per_page: H100_RELOCATION_NS_PER_PAGE,
-            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
-            gdev_launch_ns: GDEV_LAUNCH_NS,
-            // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
-            // PCIe datasheet).
-            sms: 114,
-            // GPGPU-Sim SM90_H100 configuration, L1D "A:512:64": 512 per SM.
-            pending_reads_per_sm: 512,
-            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
-            // threads per SM on compute capabilities 6.x to 9.0.
-            resident_threads_per_sm: 2048,
-            // NVIDIA H100 Tensor Core GPU architecture whitepaper (2022): H100 PCIe, 114
-            // SMs, L2 cache size 50 MB; nvaccelinfo on an H100 PCIe reports 52428800
-            // bytes (50 MiB).
-            l2_bytes: 50 * MIB,
-            ops_per_s: 14592.0 * 1.755e9,
-            kernel_launch_ns: KERNEL_LAUNCH_NS,
-            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
-            driver_call_ns: DRIVER_CALL_NS,
-            fault_batch_pages: FAULT_BATCH_PAGES,
-            fault_service_ns: FAULT_SERVICE_NS,
-            runtime_stack_bytes: 114 * 2048 * STACK_BYTES_PER_THREAD,
-            runtime_code_bytes: CODE_BYTES,
-            runtime_constant_bytes: CONSTANT_BYTES,
-            features: Features {
-                page_faults: true,
-                access_counters: true,
-                reference_bits: false,
-                preemption: true,
-            },
+        ..testbed
+    }
+}
+
+/// The base of the unified-memory GPUs (Pascal, Volta, Ampere, Hopper) on NVIDIA's
+/// runtime: the figures they share, each with its source. A member sets what is its own
+/// (zero here): its name and description, VRAM, the DRAM's row switch, host memory, the
+/// link's name, bandwidths and latency, copy engines, SMs and their pending reads, L2,
+/// arithmetic; then [`Preset::with_full_stack`] sizes its stack.
+fn unified_memory_gpu() -> Preset {
+    use common::*;
+    Preset {
+        name: "",
+        description: "",
+        vram_bytes: 0,
+        vram_bytes_per_s: 0.0,
+        runtime: CudaRuntime::Nvidia,
+        dram: DramSpec {
+            // unconfirmed: 500 ns, the order of pointer-chase measurements of recent
+            // NVIDIA GPUs; with 28 SMs x 256 pending lines (the GTX 1080 Ti, the
+            // smallest member) it never bounds a kernel below 1.8 TB/s, so it does not
+            // matter here.
+            latency_ns: 500,
+            row_switch_bytes: 0,
+            // One 32-byte sector a miss: Pascal's L1 does not cache global loads by
+            // default (GPGPU-Sim SM6_GTX1080Ti, gmem_skip_L1D 1), so a miss moves one
+            // L2 sector; from Volta on the L1 and L2 are sectored (GPGPU-Sim
+            // SM7_QV100, Accel-Sim SM80_A100 and SM90_H100; the GH200 as the H100).
+            read_sector_bytes: 32,
         },
-        Preset {
-            name: "gh200",
-            description: "GH200 Grace Hopper: 96 GB HBM3, NVLink-C2C to 480 GB LPDDR5X",
-            // calibration.md: 96 GB HBM3.
-            vram_bytes: 96 * GIB,
-            // calibration.md: 3.4 TB/s measured (STREAM), of about 4 TB/s peak.
-            vram_bytes_per_s: 3.4e12,
-            runtime: CudaRuntime::Nvidia,
-            dram: DramSpec {
-                // unconfirmed: 500 ns (see the GTX 1080 Ti).
-                latency_ns: 500,
-                // unconfirmed: the H100's HBM3 figure (Accel-Sim SM90_H100), the same
-                // memory generation.
-                row_switch_bytes: 192,
-                // Sectored L1 and L2, as on the H100.
-                read_sector_bytes: 32,
-            },
-            // unconfirmed: 64 MiB.
-            driver_reserved_bytes: 64 * MIB,
-            // calibration.md: 480 GB LPDDR5X.
-            host_memory_bytes: 480_000_000_000,
-            link: LinkSpec {
-                name: "NVLink-C2C",
-                // calibration.md (gh200-icpp24): copy-engine H2D 335-375 GB/s, D2H
-                // 292-297 GB/s; midpoints.
-                h2d_bytes_per_s: 355e9,
-                d2h_bytes_per_s: 295e9,
-                // calibration.md: GPU-to-CPU-memory latency about 770 ns.
-                latency_ns: 770,
-                size_curve_k_per_kib: None,
-                // unconfirmed: C2C is not PCIe; 2048 keeps the latency term below the
-                // 372 GB/s SM-driven bandwidth (2048 x 128 B / 770 ns = 340 GB/s).
-                outstanding_reads: 2048,
-            },
-            // calibration.md: 2 copy engines.
-            copy_engines: 2,
-            copy_setup_ns: COPY_SETUP_NS,
-            relocation_fixed_ns: COPY_SETUP_NS,
-            relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
-            policy_ns_per_entry: POLICY_NS_PER_ENTRY,
-            gdev_launch_ns: GDEV_LAUNCH_NS,
-            // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
-            // GH200 datasheet).
-            sms: 132,
-            // unconfirmed: the H100's figure (GPGPU-Sim SM90_H100, L1D "A:512:64"), the
-            // same SM generation.
-            pending_reads_per_sm: 512,
-            // CUDA C Programming Guide, table of compute capabilities: 2048 resident
-            // threads per SM on compute capabilities 6.x to 9.0.
-            resident_threads_per_sm: 2048,
-            // deviceQuery on a GH200 480GB (github.com/slitvinov/grace, README.md; CUDA
-            // 12.4): L2 Cache Size 62914560 bytes = 60 MiB, 132 multiprocessors. The
-            // GH200's H100 has all six HBM3 stacks and their L2 slices enabled (6144-bit
-            // bus), where the 80 GB H100 boards have five (50 MB).
-            l2_bytes: 60 * MIB,
-            ops_per_s: 16896.0 * 1.98e9,
-            kernel_launch_ns: KERNEL_LAUNCH_NS,
-            launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
-            launch_queue_depth: LAUNCH_QUEUE_DEPTH,
-            driver_call_ns: DRIVER_CALL_NS,
-            fault_batch_pages: FAULT_BATCH_PAGES,
-            fault_service_ns: FAULT_SERVICE_NS,
-            runtime_stack_bytes: 132 * 2048 * STACK_BYTES_PER_THREAD,
-            runtime_code_bytes: CODE_BYTES,
-            runtime_constant_bytes: CONSTANT_BYTES,
-            features: Features {
-                page_faults: true,
-                access_counters: true,
-                reference_bits: false,
-                preemption: true,
-            },
+        // unconfirmed: 64 MiB for channels, push buffers and page tables.
+        driver_reserved_bytes: 64 * MIB,
+        host_memory_bytes: 0,
+        link: LinkSpec {
+            name: "",
+            h2d_bytes_per_s: 0.0,
+            d2h_bytes_per_s: 0.0,
+            latency_ns: 0,
+            // Small copies are explained by the 2.5 us setup (calibration.md,
+            // superbench on a V100: 1 KB at 0.4 GB/s).
+            size_curve_k_per_kib: None,
+            // PCIe 3.0 and later with extended tags: 256 outstanding reads.
+            outstanding_reads: 256,
         },
-    ]
+        copy_engines: 0,
+        copy_setup_ns: COPY_SETUP_NS,
+        relocation_fixed_ns: COPY_SETUP_NS,
+        relocation_ns_per_page: VMM_RELOCATION_NS_PER_PAGE,
+        policy_ns_per_entry: POLICY_NS_PER_ENTRY,
+        gdev_launch_ns: GDEV_LAUNCH_NS,
+        sms: 0,
+        pending_reads_per_sm: 0,
+        // CUDA C Programming Guide, table of compute capabilities: 2048 resident
+        // threads per SM on compute capabilities 6.x to 9.0.
+        resident_threads_per_sm: 2048,
+        l2_bytes: 0,
+        ops_per_s: 0.0,
+        kernel_launch_ns: KERNEL_LAUNCH_NS,
+        launch_enqueue_ns: LAUNCH_ENQUEUE_NS,
+        launch_queue_depth: LAUNCH_QUEUE_DEPTH,
+        driver_call_ns: DRIVER_CALL_NS,
+        fault_batch_pages: FAULT_BATCH_PAGES,
+        fault_service_ns: FAULT_SERVICE_NS,
+        runtime_stack_bytes: 0,
+        runtime_code_bytes: CODE_BYTES,
+        runtime_constant_bytes: CONSTANT_BYTES,
+        // calibration.md: replayable faults and access counters, compute preemption
+        // since Pascal. The GTX 1080 Ti has no access counters (calibration.md), but the
+        // research simulator it stands for models them (delayed migration counts remote
+        // reads per 2 MiB block, `uvm-driver.md`), so its simulated device has them.
+        features: Features {
+            page_faults: true,
+            access_counters: true,
+            reference_bits: false,
+            preemption: true,
+        },
+    }
+}
+
+impl Preset {
+    /// This preset with the default stack for every thread its SMs hold at once: SMs x
+    /// resident threads x 1 KiB (the default cudaLimitStackSize) per thread.
+    fn with_full_stack(self) -> Self {
+        Preset {
+            runtime_stack_bytes: u64::from(self.sms)
+                * u64::from(self.resident_threads_per_sm)
+                * common::STACK_BYTES_PER_THREAD,
+            ..self
+        }
+    }
+}
+
+/// The unified-memory papers' simulated GPU.
+fn gtx1080ti() -> Preset {
+    let base = unified_memory_gpu();
+    Preset {
+        name: "gtx1080ti",
+        description: "GeForce GTX 1080 Ti (Pascal), the unified-memory papers' simulated GPU: 11 GB, PCIe 3.0 x16",
+        // calibration.md: 11 GB GDDR5X (11264 MiB installed).
+        vram_bytes: 11264 * MIB,
+        // calibration.md: 5505 MHz x 2 x 352 bit = 484 GB/s.
+        vram_bytes_per_s: 484e9,
+        dram: DramSpec {
+            // GPGPU-Sim SM6_GTX1080Ti configuration: one 32-bit GDDR5X chip per
+            // channel, burst 8 ("the atom size of GDDR5X ... is 32 bytes"), the
+            // Hynix H5GQ1H24AFR timing (tCCD 2, tRRD 6): 32 x 6 / 2 = 96 bytes.
+            row_switch_bytes: 96,
+            ..base.dram
+        },
+        // unconfirmed: 32 GiB host.
+        host_memory_bytes: 32 * GIB,
+        link: LinkSpec {
+            name: "PCIe 3.0 x16",
+            // calibration.md (uvmsmart fit): 12 GB/s at the top of the curve.
+            h2d_bytes_per_s: 12e9,
+            d2h_bytes_per_s: 12e9,
+            // unconfirmed: 1 us, between the dissertation's "several hundred ns" and
+            // the 1.2 us measured on an H200.
+            latency_ns: 1_000,
+            // calibration.md: uvmsmart's fit k = 0.07292 per KB; the fit includes the
+            // fixed cost of small transfers, hence copy_setup_ns = 0 below.
+            size_curve_k_per_kib: Some(0.07292),
+            ..base.link
+        },
+        // calibration.md: 2 copy engines.
+        copy_engines: 2,
+        // The link's size curve holds the fixed cost of small transfers.
+        copy_setup_ns: 0,
+        // calibration.md: 28 SMs; 128 cores each, 1481 MHz (uvmsmart clock).
+        sms: 28,
+        // GPGPU-Sim SM6_GTX1080Ti configuration, L1D "A:256:8": 256 per SM.
+        pending_reads_per_sm: 256,
+        // NVIDIA GTX 1080 Ti specification (reviewer's guide, quoted by vortez.net's
+        // review): L2 2816 KB, 11 of GP102's 12 memory controllers with 256 KB each.
+        l2_bytes: 2816 * KIB,
+        ops_per_s: 3584.0 * 1.481e9,
+        ..base
+    }
+    .with_full_stack()
+}
+
+/// PILOT's GPU.
+fn v100_pcie_32gb() -> Preset {
+    let base = unified_memory_gpu();
+    Preset {
+        name: "v100-pcie-32gb",
+        description: "Tesla V100 PCIe 32 GB (Volta), PILOT's GPU: HBM2, PCIe 3.0 x16",
+        vram_bytes: 32 * GIB,
+        // calibration.md: 898 GB/s.
+        vram_bytes_per_s: 898e9,
+        dram: DramSpec {
+            // GPGPU-Sim SM7_QV100 configuration: 128-bit HBM2 channels, burst 2 (a
+            // 32-byte atom), JESD235 timing at 850 MHz (tCCD 1, tRRD 3):
+            // 32 x 3 / 1 = 96 bytes.
+            row_switch_bytes: 96,
+            ..base.dram
+        },
+        // unconfirmed: 128 GiB host.
+        host_memory_bytes: 128 * GIB,
+        link: LinkSpec {
+            name: "PCIe 3.0 x16",
+            // calibration.md (superbench): pinned H2D 12.4 GB/s, D2H 13.0 GB/s.
+            h2d_bytes_per_s: 12.4e9,
+            d2h_bytes_per_s: 13.0e9,
+            // unconfirmed: 1 us.
+            latency_ns: 1_000,
+            ..base.link
+        },
+        // calibration.md: 7 copy engines.
+        copy_engines: 7,
+        // calibration.md: 80 SMs; 64 FP32 cores each at 1380 MHz boost (NVIDIA V100
+        // PCIe datasheet).
+        sms: 80,
+        // GPGPU-Sim SM7_QV100 configuration, L1D "A:256:8": 256 per SM.
+        pending_reads_per_sm: 256,
+        // NVIDIA Tesla V100 GPU architecture whitepaper (2017), table 1: L2 cache size
+        // 6144 KB (6 MB, OLCF's Summit V100 guide).
+        l2_bytes: 6 * MIB,
+        ops_per_s: 5120.0 * 1.38e9,
+        ..base
+    }
+    .with_full_stack()
+}
+
+/// The A100 80 GB PCIe.
+fn a100_80gb() -> Preset {
+    let base = unified_memory_gpu();
+    Preset {
+        name: "a100-80gb",
+        description: "A100 80 GB PCIe (Ampere): HBM2e, PCIe 4.0 x16",
+        vram_bytes: 80 * GIB,
+        // calibration.md: 1935 GB/s (PCIe version).
+        vram_bytes_per_s: 1935e9,
+        dram: DramSpec {
+            // Accel-Sim's SM80_A100 configuration: 16-byte HBM2e channels, burst 2
+            // (32-byte atom), tCCD 1, tRRD 7: 32 x 7 / 1 = 224 bytes.
+            row_switch_bytes: 224,
+            ..base.dram
+        },
+        // unconfirmed: 512 GiB host.
+        host_memory_bytes: 512 * GIB,
+        link: LinkSpec {
+            name: "PCIe 4.0 x16",
+            // calibration.md (nvbandwidth 53): pinned H2D 25 GB/s, D2H about 25.
+            h2d_bytes_per_s: 25e9,
+            d2h_bytes_per_s: 25e9,
+            // unconfirmed: 1.2 us, as measured on an H200 (calibration.md).
+            latency_ns: 1_200,
+            ..base.link
+        },
+        // calibration.md: 3 copy engines.
+        copy_engines: 3,
+        // calibration.md: 108 SMs; 64 FP32 cores each at 1410 MHz boost (NVIDIA A100
+        // datasheet).
+        sms: 108,
+        // GPGPU-Sim SM80_A100 configuration, L1D "A:512:64": 512 per SM.
+        pending_reads_per_sm: 512,
+        // NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 40 MB L2;
+        // deviceQuery on an A100 80GB PCIe reports 41943040 bytes (40 MiB) too.
+        l2_bytes: 40 * MIB,
+        ops_per_s: 6912.0 * 1.41e9,
+        ..base
+    }
+    .with_full_stack()
+}
+
+/// The H100 PCIe 80 GB, the GPU the real backend was measured on.
+fn h100_pcie_80gb() -> Preset {
+    use common::*;
+    let base = unified_memory_gpu();
+    Preset {
+        name: "h100-pcie-80gb",
+        description: "H100 PCIe 80 GB (Hopper): HBM2e, PCIe 5.0 x16",
+        vram_bytes: 80 * GIB,
+        // calibration.md: 2039 GB/s.
+        vram_bytes_per_s: 2039e9,
+        dram: DramSpec {
+            // Accel-Sim's SM90_H100 configuration: 8-byte HBM channels, burst 4
+            // (32-byte atom), its HBM3 timing tCCD 1, tRRD 6: 32 x 6 / 1 = 192
+            // bytes.
+            row_switch_bytes: 192,
+            ..base.dram
+        },
+        // unconfirmed: 512 GiB host.
+        host_memory_bytes: 512 * GIB,
+        link: LinkSpec {
+            name: "PCIe 5.0 x16",
+            // calibration.md: about 57 GB/s pinned H2D seen on H100 systems; D2H
+            // 52.8 GB/s (SM-driven, nvbandwidth 24; form factor unconfirmed).
+            h2d_bytes_per_s: 57e9,
+            d2h_bytes_per_s: 52.8e9,
+            // calibration.md: GPU read of host memory about 1.2 us (H200 SXM);
+            // 1199 ns measured with shared/calibration-kit on an H100 SXM 80GB,
+            // 2026-11-26 (its pinned copies: 55.0 GB/s H2D, 54.8 GB/s D2H).
+            latency_ns: 1_200,
+            ..base.link
+        },
+        // calibration.md: 3 copy engines.
+        copy_engines: 3,
+        relocation_fixed_ns: H100_RELOCATION_FIXED_NS,
+        relocation_ns_per_page: H100_RELOCATION_NS_PER_PAGE,
+        // calibration.md: 114 SMs; 128 FP32 cores each at 1755 MHz boost (NVIDIA H100
+        // PCIe datasheet).
+        sms: 114,
+        // GPGPU-Sim SM90_H100 configuration, L1D "A:512:64": 512 per SM.
+        pending_reads_per_sm: 512,
+        // NVIDIA H100 Tensor Core GPU architecture whitepaper (2022): H100 PCIe, 114
+        // SMs, L2 cache size 50 MB; nvaccelinfo on an H100 PCIe reports 52428800
+        // bytes (50 MiB).
+        l2_bytes: 50 * MIB,
+        ops_per_s: 14592.0 * 1.755e9,
+        ..base
+    }
+    .with_full_stack()
+}
+
+/// Grace Hopper: the H100's SMs and HBM3 behind NVLink-C2C.
+fn gh200() -> Preset {
+    let base = unified_memory_gpu();
+    Preset {
+        name: "gh200",
+        description: "GH200 Grace Hopper: 96 GB HBM3, NVLink-C2C to 480 GB LPDDR5X",
+        // calibration.md: 96 GB HBM3.
+        vram_bytes: 96 * GIB,
+        // calibration.md: 3.4 TB/s measured (STREAM), of about 4 TB/s peak.
+        vram_bytes_per_s: 3.4e12,
+        dram: DramSpec {
+            // unconfirmed: the H100's HBM3 figure (Accel-Sim SM90_H100), the same
+            // memory generation.
+            row_switch_bytes: 192,
+            ..base.dram
+        },
+        // calibration.md: 480 GB LPDDR5X.
+        host_memory_bytes: 480_000_000_000,
+        link: LinkSpec {
+            name: "NVLink-C2C",
+            // calibration.md (gh200-icpp24): copy-engine H2D 335-375 GB/s, D2H
+            // 292-297 GB/s; midpoints.
+            h2d_bytes_per_s: 355e9,
+            d2h_bytes_per_s: 295e9,
+            // calibration.md: GPU-to-CPU-memory latency about 770 ns.
+            latency_ns: 770,
+            // unconfirmed: C2C is not PCIe; 2048 keeps the latency term below the
+            // 372 GB/s SM-driven bandwidth (2048 x 128 B / 770 ns = 340 GB/s).
+            outstanding_reads: 2048,
+            ..base.link
+        },
+        // calibration.md: 2 copy engines.
+        copy_engines: 2,
+        // calibration.md: 132 SMs; 128 FP32 cores each at 1980 MHz boost (NVIDIA
+        // GH200 datasheet).
+        sms: 132,
+        // unconfirmed: the H100's figure (GPGPU-Sim SM90_H100, L1D "A:512:64"), the
+        // same SM generation.
+        pending_reads_per_sm: 512,
+        // deviceQuery on a GH200 480GB (github.com/slitvinov/grace, README.md; CUDA
+        // 12.4): L2 Cache Size 62914560 bytes = 60 MiB, 132 multiprocessors. The
+        // GH200's H100 has all six HBM3 stacks and their L2 slices enabled (6144-bit
+        // bus), where the 80 GB H100 boards have five (50 MB).
+        l2_bytes: 60 * MIB,
+        ops_per_s: 16896.0 * 1.98e9,
+        ..base
+    }
+    .with_full_stack()
 }
 
 /// The preset called `name`.

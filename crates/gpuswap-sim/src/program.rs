@@ -102,6 +102,21 @@ pub struct Kernel {
     pub outer_loop: OuterLoop,
 }
 
+#[cfg(test)]
+impl Kernel {
+    /// For tests: a kernel `k` of one instruction that makes `accesses` in one phase,
+    /// without a loop.
+    pub(crate) fn simple(accesses: Vec<Access>) -> Self {
+        Kernel {
+            name: "k".into(),
+            ops: 1,
+            accesses,
+            phases: Vec::new(),
+            outer_loop: Default::default(),
+        }
+    }
+}
+
 /// The outermost loop of a [`Kernel`]'s threads: PILOT's binary instrumentation reads its
 /// preemption flag before that loop's back-edge, once per trip of every thread
 /// (`../shared/spec/pilot.md`). See [`crate::preemption`] for what that costs.
@@ -503,13 +518,7 @@ mod tests {
     use super::*;
 
     fn kernel(accesses: Vec<Access>) -> Op {
-        Op::Launch(Kernel {
-            name: "k".into(),
-            ops: 1,
-            accesses,
-            phases: Vec::new(),
-            outer_loop: Default::default(),
-        })
+        Op::Launch(Kernel::simple(accesses))
     }
 
     /// A well-formed program: one buffer, set up, used in a repeated phase, freed.
@@ -627,11 +636,9 @@ mod tests {
         let with_phases = |phases: Vec<Phase>| {
             move |p: &mut Program| {
                 p.ops[3] = Op::Launch(Kernel {
-                    name: "k".into(),
                     ops: 10,
-                    accesses: vec![Access::uniform(0, 8, 8), Access::uniform(0, 8, 0)],
                     phases,
-                    outer_loop: Default::default(),
+                    ..Kernel::simple(vec![Access::uniform(0, 8, 8), Access::uniform(0, 8, 0)])
                 });
             }
         };

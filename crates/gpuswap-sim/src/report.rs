@@ -5,8 +5,12 @@ use serde::Serialize;
 
 use std::sync::Mutex;
 
-use crate::engine::{Engine, Outcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate};
+use crate::engine::{
+    Engine, Outcome, PagingOutcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate,
+};
 use gpuswap_core::registry::ParamValue;
+use gpuswap_core::uvm::AllocationPaging;
+use gpuswap_core::uvm::detect::Observed;
 use gpuswap_core::{Contract, ManagerConfig, PolicySettings};
 
 /// Summary of a latency sample.
@@ -461,7 +465,24 @@ fn build(
         .iter()
         .zip(solo_ns)
         .zip(&config.tenants)
-        .map(|((t, solo), spec)| TenantReport {
+        .map(|((t, solo), spec)| TenantReport::new(t, *solo, spec))
+        .collect();
+    Report {
+        scenario: scenario.to_owned(),
+        seed,
+        device: config.preset.name.to_owned(),
+        manager: config.manager.policy.name().to_owned(),
+        settings: Settings::of(config),
+        system: SystemReport::new(outcome, &tenants),
+        tenants,
+        events: outcome.events,
+    }
+}
+
+impl TenantReport {
+    /// The figures of tenant `t`, whose solo run took `solo_ns` (0: none to compare).
+    fn new(t: &TenantOutcome, solo_ns: u64, spec: &TenantSpec) -> Self {
+        TenantReport {
             name: t.name.clone(),
             app: t.app.clone(),
             total_ns: t.total_ns(),
@@ -469,9 +490,9 @@ fn build(
                 (Some(_), None) => 0,
                 _ => measured_ns(t),
             },
-            slowdown: match (&t.error, solo) {
+            slowdown: match (&t.error, solo_ns) {
                 (Some(_), _) | (None, 0) => None,
-                (None, solo) => Some(measured_ns(t) as f64 / *solo as f64),
+                (None, solo) => Some(measured_ns(t) as f64 / solo as f64),
             },
             vram_peak_bytes: t.vram_peak_bytes,
             local_bytes: t.local_bytes.round() as u64,
@@ -502,82 +523,96 @@ fn build(
             preemptions: t.preemptions,
             wasted_ns: t.wasted_ns,
             wait_ns: t.wait_ns,
-            uvm: t.paging.map(|p| UvmReport {
-                far_faults: p.stats.far_faults,
-                fault_batches: p.stats.fault_batches,
-                pages_in: p.stats.pages_in,
-                pages_out: p.stats.pages_out,
-                pages_thrashed: p.stats.pages_thrashed,
-                pages_prefetched: p.stats.pages_prefetched,
-                prefetched_unused: p.device.prefetched_unused,
-                fault_stall_ns: p.fault_stall_ns,
-                remote_touches: p.device.remote_touches,
-                throttles: p.stats.throttles,
-                pins: p.stats.pins,
-                pages_dropped: p.device.pages_dropped,
-                optimum_pages_in: p.optimum_pages_in,
-                optimum_skipped_touches: p.optimum_skipped_touches,
-                patterns: t.allocations.iter().map(|a| a.pattern.name()).collect(),
-                plans: t.allocations.iter().map(|a| a.plan.name()).collect(),
-                plan_switches: p.stats.plan_switches,
-                timeline: t
-                    .allocations
-                    .iter()
-                    .map(|a| {
-                        a.timeline
-                            .iter()
-                            .map(|o| Observation {
-                                ns: o.ns,
-                                migrated: o.migrated,
-                                linear: o.linear,
-                                reused: o.reused,
-                                pattern: o.pattern.name(),
-                            })
-                            .collect()
-                    })
-                    .collect(),
-                switches: t
-                    .allocations
-                    .iter()
-                    .map(|a| a.switches.iter().map(|(ns, p)| (*ns, p.name())).collect())
-                    .collect(),
-                plans_before_switches: t
-                    .allocations
-                    .iter()
-                    .map(|a| a.plan_before_switches.name())
-                    .collect(),
-            }),
+            uvm: t.paging.as_ref().map(|p| UvmReport::new(p, &t.allocations)),
             fault_log: spec
                 .logged_faults_per_batch
                 .as_ref()
                 .map(|logged| FaultLogReport::new(logged, &t.faults_per_batch)),
             timing: spec.timing.clone(),
-        })
-        .collect();
-    let slowdowns: Vec<f64> = tenants.iter().filter_map(|t| t.slowdown).collect();
-    let vram: Vec<f64> = outcome
-        .tenants
-        .iter()
-        .map(TenantOutcome::mean_vram_bytes)
-        .collect();
-    let system = SystemReport {
-        makespan_ns: outcome.makespan_ns,
-        tenants_failed: tenants.iter().filter(|t| t.error.is_some()).count(),
-        link_utilization_to_device: outcome.link_utilization.0,
-        link_utilization_to_host: outcome.link_utilization.1,
-        link_utilization: outcome.link_utilization.0.max(outcome.link_utilization.1),
-        stp: (!slowdowns.is_empty()).then(|| slowdowns.iter().map(|s| 1.0 / s).sum()),
-        antt: (!slowdowns.is_empty())
-            .then(|| slowdowns.iter().sum::<f64>() / slowdowns.len() as f64),
-        jain_vram: (tenants.iter().any(|t| t.error.is_none())).then(|| jain(&vram)),
-        jain_slowdown: (!slowdowns.is_empty()).then(|| jain(&slowdowns)),
-    };
-    Report {
-        scenario: scenario.to_owned(),
-        seed,
-        device: config.preset.name.to_owned(),
-        manager: config.manager.policy.name().to_owned(),
-        settings: Settings {
+        }
+    }
+}
+
+impl UvmReport {
+    /// A tenant's unified-memory figures from its paging counts and its managed
+    /// allocations. The report's fields interleave the paging machine's counts, the
+    /// device's and the allocations', in an order the JSON keeps, so they are listed
+    /// here rather than serialized as the counts' own types.
+    fn new(p: &PagingOutcome, allocations: &[AllocationPaging]) -> Self {
+        UvmReport {
+            far_faults: p.stats.far_faults,
+            fault_batches: p.stats.fault_batches,
+            pages_in: p.stats.pages_in,
+            pages_out: p.stats.pages_out,
+            pages_thrashed: p.stats.pages_thrashed,
+            pages_prefetched: p.stats.pages_prefetched,
+            prefetched_unused: p.device.prefetched_unused,
+            fault_stall_ns: p.fault_stall_ns,
+            remote_touches: p.device.remote_touches,
+            throttles: p.stats.throttles,
+            pins: p.stats.pins,
+            pages_dropped: p.device.pages_dropped,
+            optimum_pages_in: p.optimum_pages_in,
+            optimum_skipped_touches: p.optimum_skipped_touches,
+            patterns: allocations.iter().map(|a| a.pattern.name()).collect(),
+            plans: allocations.iter().map(|a| a.plan.name()).collect(),
+            plan_switches: p.stats.plan_switches,
+            timeline: allocations
+                .iter()
+                .map(|a| a.timeline.iter().map(Observation::from).collect())
+                .collect(),
+            switches: allocations
+                .iter()
+                .map(|a| a.switches.iter().map(|(ns, p)| (*ns, p.name())).collect())
+                .collect(),
+            plans_before_switches: allocations
+                .iter()
+                .map(|a| a.plan_before_switches.name())
+                .collect(),
+        }
+    }
+}
+
+impl From<&Observed> for Observation {
+    fn from(o: &Observed) -> Self {
+        Observation {
+            ns: o.ns,
+            migrated: o.migrated,
+            linear: o.linear,
+            reused: o.reused,
+            pattern: o.pattern.name(),
+        }
+    }
+}
+
+impl SystemReport {
+    /// The system figures of `outcome`, whose tenants' figures are `tenants`.
+    fn new(outcome: &Outcome, tenants: &[TenantReport]) -> Self {
+        let slowdowns: Vec<f64> = tenants.iter().filter_map(|t| t.slowdown).collect();
+        let vram: Vec<f64> = outcome
+            .tenants
+            .iter()
+            .map(TenantOutcome::mean_vram_bytes)
+            .collect();
+        SystemReport {
+            makespan_ns: outcome.makespan_ns,
+            tenants_failed: tenants.iter().filter(|t| t.error.is_some()).count(),
+            link_utilization_to_device: outcome.link_utilization.0,
+            link_utilization_to_host: outcome.link_utilization.1,
+            link_utilization: outcome.link_utilization.0.max(outcome.link_utilization.1),
+            stp: (!slowdowns.is_empty()).then(|| slowdowns.iter().map(|s| 1.0 / s).sum()),
+            antt: (!slowdowns.is_empty())
+                .then(|| slowdowns.iter().sum::<f64>() / slowdowns.len() as f64),
+            jain_vram: (tenants.iter().any(|t| t.error.is_none())).then(|| jain(&vram)),
+            jain_slowdown: (!slowdowns.is_empty()).then(|| jain(&slowdowns)),
+        }
+    }
+}
+
+impl Settings {
+    /// What `config` set besides its tenants.
+    fn of(config: &SimConfig) -> Self {
+        Settings {
             vram_bytes: config.manager.vram_bytes,
             host_bytes: config.manager.host_bytes,
             chunk_bytes: config.manager.chunk_bytes,
@@ -593,10 +628,7 @@ fn build(
                 })
                 .collect(),
             baseline_mode: baseline_mode(config),
-        },
-        tenants,
-        system,
-        events: outcome.events,
+        }
     }
 }
 

@@ -54,8 +54,8 @@ use std::collections::BTreeMap;
 use gpuswap_core::chunk_layout;
 
 use crate::preset::Preset;
-use crate::program::{Program, Slot};
-use crate::runtime::flatten;
+use crate::program::{BufferSpec, Program, Slot};
+use crate::runtime::{Instr, flatten};
 use crate::timing::Traffic;
 use cost::{kernel_ns, relocation_ns, restore_ns};
 use counts::{
@@ -82,6 +82,16 @@ impl Granularity {
             Granularity::Page => "page",
             Granularity::Chunk => "chunk",
             Granularity::Buffer => "buffer",
+        }
+    }
+
+    /// The size of one unit of a buffer of `buffer_bytes`, with chunks of `chunk_bytes`.
+    fn unit_bytes(self, buffer_bytes: u64, chunk_bytes: u64) -> u64 {
+        match self {
+            Granularity::Page => PAGE_BYTES,
+            Granularity::Chunk => chunk_bytes,
+            // One unit for the whole buffer (`max` keeps an empty buffer's layout defined).
+            Granularity::Buffer => buffer_bytes.max(1),
         }
     }
 }
@@ -160,126 +170,24 @@ pub fn profile(
     assert!(chunk_bytes > 0, "chunk size must be positive");
     let buffers = &program.buffers;
     let instrs = flatten(program.ops.clone());
-    let unit_bytes_of = |slot: Slot| match granularity {
-        Granularity::Page => PAGE_BYTES,
-        Granularity::Chunk => chunk_bytes,
-        // One unit for the whole buffer (`max` keeps an empty buffer's layout defined).
-        Granularity::Buffer => buffers[slot].bytes.max(1),
-    };
-    // The traffic each unit makes remote when it alone is in host memory, summed over
-    // launches.
-    let zeros = |unit_of: &dyn Fn(Slot) -> u64| -> Vec<Vec<Traffic>> {
-        (0..buffers.len())
-            .map(|s| vec![Traffic::default(); buffers[s].bytes.div_ceil(unit_of(s)) as usize])
-            .collect()
-    };
-    let mut unit_moved = zeros(&unit_bytes_of);
-    // At page granularity chunk priorities need counts per chunk as well.
-    let page_to_chunks = granularity == Granularity::Page;
-    let mut chunk_moved = if page_to_chunks {
-        zeros(&|_| chunk_bytes)
-    } else {
-        Vec::new()
-    };
-
-    let (mut launches, mut repetitions, mut profiling_ns, mut normal_ns) = (0, 0, 0, 0);
-    for (kernel, times) in launch_counts(&instrs) {
-        launches += times;
-        let mut all_local = Traffic::default();
-        for access in &kernel.accesses {
-            all_local.add(access, 1.0);
-        }
-        normal_ns += times * kernel_ns(preset, kernel.ops, &all_local);
-        let restore_ns = restore_ns(preset, program, &kernel);
-        for slot in accessed_slots(&kernel) {
-            let bytes = buffers[slot].bytes;
-            let moved = moved_per_unit(&kernel, slot, bytes, unit_bytes_of(slot));
-            // Reads and writes are counted in separate repetitions.
-            repetitions += 2 * times * moved.len() as u64;
-            // Alike units (pages of a buffer often are) cost alike: each run of them is
-            // timed once.
-            let mut units = chunk_layout(bytes, unit_bytes_of(slot))
-                .zip(&moved)
-                .map(|((_, unit_bytes), &moved)| (unit_bytes, moved))
-                .peekable();
-            while let Some(unit) = units.next() {
-                let mut alike = 1;
-                while units.next_if_eq(&unit).is_some() {
-                    alike += 1;
-                }
-                let (unit_bytes, moved) = unit;
-                let traffic = Traffic {
-                    local_bytes: (all_local.local_bytes - moved.remote_bytes()).max(0.0),
-                    ..moved
-                };
-                let repetition_ns = kernel_ns(preset, kernel.ops, &traffic)
-                    + relocation_ns(preset, unit_bytes)
-                    + restore_ns;
-                profiling_ns += 2 * times * alike * repetition_ns;
-            }
-            add_scaled(&mut unit_moved[slot], &moved, times);
-            if page_to_chunks {
-                let moved = moved_per_unit(&kernel, slot, bytes, chunk_bytes);
-                add_scaled(&mut chunk_moved[slot], &moved, times);
-            }
-        }
-    }
-
+    let repeated = repeat(program, preset, &instrs, granularity, chunk_bytes);
     let order = allocation_order(&instrs, buffers.len());
-    let units: Vec<UnitProfile> = order
-        .iter()
-        .flat_map(|&slot| {
-            let label = &buffers[slot].label;
-            chunk_layout(buffers[slot].bytes, unit_bytes_of(slot))
-                .zip(&unit_moved[slot])
-                .map(|((offset_bytes, bytes), &moved)| {
-                    let (reads, writes) = transactions(&moved);
-                    UnitProfile {
-                        label: label.clone(),
-                        offset_bytes,
-                        bytes,
-                        reads,
-                        writes,
-                    }
-                })
-        })
-        .collect();
-
-    let buffer_accesses: Vec<(f64, f64)> = order
-        .iter()
-        .map(|&slot| {
-            unit_moved[slot]
-                .iter()
-                .map(transactions)
-                .fold((0.0, 0.0), |(r, w), (ur, uw)| (r + ur, w + uw))
-        })
-        .collect();
-    let buffer_priorities = rank(
-        &order
-            .iter()
-            .zip(&buffer_accesses)
-            .map(|(&slot, &(r, w))| per_page(r + w, buffers[slot].bytes))
-            .collect::<Vec<_>>(),
-    );
-    let profiled_buffers: Vec<BufferProfile> = order
-        .iter()
-        .zip(&buffer_accesses)
-        .zip(&buffer_priorities)
-        .map(|((&slot, &(reads, writes)), &priority)| BufferProfile {
-            label: buffers[slot].label.clone(),
-            bytes: buffers[slot].bytes,
-            reads,
-            writes,
-            accesses_per_page: per_page(reads + writes, buffers[slot].bytes),
-            priority,
-        })
-        .collect();
-
+    let units = unit_profiles(buffers, &order, &repeated.unit_moved, |slot| {
+        granularity.unit_bytes(buffers[slot].bytes, chunk_bytes)
+    });
+    let profiled_buffers = buffer_profiles(buffers, &order, &repeated.unit_moved);
     let chunk_priorities = match granularity {
         Granularity::Buffer => BTreeMap::new(),
-        Granularity::Chunk => chunk_priorities(program, &order, &unit_moved, chunk_bytes),
-        Granularity::Page => chunk_priorities(program, &order, &chunk_moved, chunk_bytes),
+        Granularity::Chunk => chunk_priorities(program, &order, &repeated.unit_moved, chunk_bytes),
+        Granularity::Page => chunk_priorities(program, &order, &repeated.chunk_moved, chunk_bytes),
     };
+    let Repeated {
+        launches,
+        repetitions,
+        profiling_ns,
+        normal_ns,
+        ..
+    } = repeated;
     Profile {
         granularity,
         units,
@@ -299,6 +207,162 @@ pub fn profile(
         },
         chunk_priorities,
     }
+}
+
+/// What the repetitions of every launch counted and cost.
+struct Repeated {
+    /// Per buffer and unit, the traffic the unit makes remote when it alone is in host
+    /// memory, summed over launches.
+    unit_moved: Vec<Vec<Traffic>>,
+    /// The same per chunk, at page granularity, where chunk priorities need counts per
+    /// chunk as well; empty at the other granularities.
+    chunk_moved: Vec<Vec<Traffic>>,
+    launches: u64,
+    repetitions: u64,
+    profiling_ns: u64,
+    normal_ns: u64,
+}
+
+/// Runs the repetitions of every launch of `instrs` (the flattened `program`), units of
+/// `granularity`, and the same launches once with everything in VRAM.
+fn repeat(
+    program: &Program,
+    preset: &Preset,
+    instrs: &[Instr],
+    granularity: Granularity,
+    chunk_bytes: u64,
+) -> Repeated {
+    let buffers = &program.buffers;
+    let unit_bytes_of = |slot: Slot| granularity.unit_bytes(buffers[slot].bytes, chunk_bytes);
+    let zeros = |unit_of: &dyn Fn(Slot) -> u64| -> Vec<Vec<Traffic>> {
+        (0..buffers.len())
+            .map(|s| vec![Traffic::default(); buffers[s].bytes.div_ceil(unit_of(s)) as usize])
+            .collect()
+    };
+    let page_to_chunks = granularity == Granularity::Page;
+    let mut repeated = Repeated {
+        unit_moved: zeros(&unit_bytes_of),
+        chunk_moved: if page_to_chunks {
+            zeros(&|_| chunk_bytes)
+        } else {
+            Vec::new()
+        },
+        launches: 0,
+        repetitions: 0,
+        profiling_ns: 0,
+        normal_ns: 0,
+    };
+    for (kernel, times) in launch_counts(instrs) {
+        repeated.launches += times;
+        let mut all_local = Traffic::default();
+        for access in &kernel.accesses {
+            all_local.add(access, 1.0);
+        }
+        repeated.normal_ns += times * kernel_ns(preset, kernel.ops, &all_local);
+        let restore_ns = restore_ns(preset, program, &kernel);
+        for slot in accessed_slots(&kernel) {
+            let (bytes, unit_bytes) = (buffers[slot].bytes, unit_bytes_of(slot));
+            let moved = moved_per_unit(&kernel, slot, bytes, unit_bytes);
+            // Reads and writes are counted in separate repetitions.
+            repeated.repetitions += 2 * times * moved.len() as u64;
+            let units = chunk_layout(bytes, unit_bytes).map(|(_, unit_bytes)| unit_bytes);
+            for (alike, (unit_bytes, moved)) in runs(units.zip(moved.iter().copied())) {
+                let traffic = Traffic {
+                    local_bytes: (all_local.local_bytes - moved.remote_bytes()).max(0.0),
+                    ..moved
+                };
+                let repetition_ns = kernel_ns(preset, kernel.ops, &traffic)
+                    + relocation_ns(preset, unit_bytes)
+                    + restore_ns;
+                repeated.profiling_ns += 2 * times * alike * repetition_ns;
+            }
+            add_scaled(&mut repeated.unit_moved[slot], &moved, times);
+            if page_to_chunks {
+                let moved = moved_per_unit(&kernel, slot, bytes, chunk_bytes);
+                add_scaled(&mut repeated.chunk_moved[slot], &moved, times);
+            }
+        }
+    }
+    repeated
+}
+
+/// The runs of equal items of `items`, each as (its length, the item): alike units
+/// (pages of a buffer often are) cost alike, so each run of them is timed once.
+fn runs<T: PartialEq>(items: impl Iterator<Item = T>) -> impl Iterator<Item = (u64, T)> {
+    let mut items = items.peekable();
+    std::iter::from_fn(move || {
+        let item = items.next()?;
+        let mut alike = 1;
+        while items.next_if_eq(&item).is_some() {
+            alike += 1;
+        }
+        Some((alike, item))
+    })
+}
+
+/// Every unit of the buffers in `order`, with the counters `unit_moved` gives it.
+fn unit_profiles(
+    buffers: &[BufferSpec],
+    order: &[Slot],
+    unit_moved: &[Vec<Traffic>],
+    unit_bytes_of: impl Fn(Slot) -> u64,
+) -> Vec<UnitProfile> {
+    order
+        .iter()
+        .flat_map(|&slot| {
+            let label = &buffers[slot].label;
+            chunk_layout(buffers[slot].bytes, unit_bytes_of(slot))
+                .zip(&unit_moved[slot])
+                .map(|((offset_bytes, bytes), &moved)| {
+                    let (reads, writes) = transactions(&moved);
+                    UnitProfile {
+                        label: label.clone(),
+                        offset_bytes,
+                        bytes,
+                        reads,
+                        writes,
+                    }
+                })
+        })
+        .collect()
+}
+
+/// The buffers in `order` with their units' counters summed and the priorities ranked
+/// from them.
+fn buffer_profiles(
+    buffers: &[BufferSpec],
+    order: &[Slot],
+    unit_moved: &[Vec<Traffic>],
+) -> Vec<BufferProfile> {
+    let buffer_accesses: Vec<(f64, f64)> = order
+        .iter()
+        .map(|&slot| {
+            unit_moved[slot]
+                .iter()
+                .map(transactions)
+                .fold((0.0, 0.0), |(r, w), (ur, uw)| (r + ur, w + uw))
+        })
+        .collect();
+    let buffer_priorities = rank(
+        &order
+            .iter()
+            .zip(&buffer_accesses)
+            .map(|(&slot, &(r, w))| per_page(r + w, buffers[slot].bytes))
+            .collect::<Vec<_>>(),
+    );
+    order
+        .iter()
+        .zip(&buffer_accesses)
+        .zip(&buffer_priorities)
+        .map(|((&slot, &(reads, writes)), &priority)| BufferProfile {
+            label: buffers[slot].label.clone(),
+            bytes: buffers[slot].bytes,
+            reads,
+            writes,
+            accesses_per_page: per_page(reads + writes, buffers[slot].bytes),
+            priority,
+        })
+        .collect()
 }
 
 #[cfg(test)]

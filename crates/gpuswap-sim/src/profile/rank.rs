@@ -67,16 +67,21 @@ pub(super) fn chunk_priorities(
 #[cfg(test)]
 mod tests {
     use crate::profile::test_support::*;
-    use crate::profile::{Granularity, profile};
+    use crate::profile::{Granularity, Profile, profile};
 
-    #[test]
-    fn backprop_stack_lowest_of_used_buffers_and_weights_above_previous_weights() {
-        let p = profile(
-            &app_program("backprop", "default"),
+    /// `app`'s default-size program profiled by 4 MiB chunk on the testbed.
+    fn chunk_profile(app: &str) -> Profile {
+        profile(
+            &app_program(app, "default"),
             &gtx480(),
             Granularity::Chunk,
             4 << 20,
-        );
+        )
+    }
+
+    #[test]
+    fn backprop_stack_lowest_of_used_buffers_and_weights_above_previous_weights() {
+        let p = chunk_profile("backprop");
         // Lowest but for `output_hidden`, which the kernels are passed and never use:
         // nothing ranks below no access at all.
         assert_eq!(buffer(&p, "output_hidden").accesses_per_page, 0.0);
@@ -93,12 +98,7 @@ mod tests {
 
     #[test]
     fn nn_input_and_output_have_equal_accesses_per_page() {
-        let p = profile(
-            &app_program("nn", "default"),
-            &gtx480(),
-            Granularity::Chunk,
-            4 << 20,
-        );
+        let p = chunk_profile("nn");
         let (input, output) = (buffer(&p, "locations"), buffer(&p, "distances"));
         assert_eq!((input.writes, output.reads), (0.0, 0.0));
         // One byte per byte each, read and written in linear order, so in whole lines

@@ -56,13 +56,7 @@ pub(super) fn one_kernel(bytes: u64, accesses: Vec<Access>) -> Program {
     let a = p.buffer("a", bytes);
     p.ops = vec![
         Op::Alloc(a),
-        Op::Launch(Kernel {
-            name: "k".into(),
-            ops: 1,
-            accesses,
-            phases: Vec::new(),
-            outer_loop: Default::default(),
-        }),
+        Op::Launch(Kernel::simple(accesses)),
         Op::Free(a),
     ];
     p.validate().unwrap();

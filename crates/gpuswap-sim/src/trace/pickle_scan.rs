@@ -144,6 +144,119 @@ pub fn read(pickle: &[u8]) -> Result<Pickle, Refusal> {
     Machine::default().run(pickle)
 }
 
+/// The pickle's bytes, where the machine reads, and the opcode it runs.
+struct Cursor<'a> {
+    pickle: &'a [u8],
+    /// The next byte to read.
+    at: usize,
+    /// The byte offset of the opcode, which errors name.
+    start: usize,
+    /// The opcode.
+    op: u8,
+}
+
+impl<'a> Cursor<'a> {
+    /// Reads the next opcode; false at the end of the pickle.
+    fn next_op(&mut self) -> bool {
+        let Some(&op) = self.pickle.get(self.at) else {
+            return false;
+        };
+        (self.start, self.op) = (self.at, op);
+        self.at += 1;
+        true
+    }
+
+    /// The opcode is malformed: `message` says how.
+    fn bad(&self, message: String) -> Refusal {
+        Refusal::Malformed {
+            at: self.start,
+            message,
+        }
+    }
+
+    /// Takes `n` argument bytes.
+    fn arg(&mut self, n: u64) -> Result<&'a [u8], Refusal> {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        match self
+            .at
+            .checked_add(n)
+            .and_then(|end| self.pickle.get(self.at..end))
+        {
+            Some(a) => {
+                self.at += n;
+                Ok(a)
+            }
+            None => Err(self.bad(format!(
+                "opcode {:#04x} needs {n} bytes; the pickle ends (is it truncated?)",
+                self.op
+            ))),
+        }
+    }
+
+    /// Takes the argument line (without its newline).
+    fn line(&mut self) -> Result<&'a [u8], Refusal> {
+        let Some(n) = self.pickle[self.at..].iter().position(|b| *b == b'\n') else {
+            return Err(self.bad(unended(self.op)));
+        };
+        let l = &self.pickle[self.at..self.at + n];
+        self.at += n + 1;
+        Ok(l)
+    }
+
+    /// The value the opcode pushes if it pushes one that needs no container (none, a
+    /// boolean, a number, a string or bytes), taking its arguments; `None` for any
+    /// other opcode.
+    fn scalar(&mut self) -> Result<Option<Value>, Refusal> {
+        let op = self.op;
+        let v = match op {
+            b'N' => Value::None,
+            0x88 => Value::Bool(true),
+            0x89 => Value::Bool(false),
+            // Protocol 0's values on a line of their own.
+            b'I' | b'L' | b'F' | b'S' | b'V' => {
+                let line = self.line()?;
+                let (v, what) = match op {
+                    b'I' | b'L' => (decimal(line), "an integer"),
+                    b'F' => (float(line), "a float"),
+                    b'S' => (quoted(line), "a quoted string"),
+                    _ => (Some(text(line)), "text"),
+                };
+                v.ok_or_else(|| {
+                    self.bad(format!("opcode {:?} takes {what} on its line", op as char))
+                })?
+            }
+            b'J' => {
+                Value::Int(i32::from_le_bytes(self.arg(4)?.try_into().expect("4 bytes")).into())
+            }
+            b'K' => Value::Int(self.arg(1)?[0].into()),
+            b'M' => Value::Int(le(self.arg(2)?).into()),
+            b'G' => Value::Float(f64::from_be_bytes(
+                self.arg(8)?.try_into().expect("8 bytes"),
+            )),
+            0x8a | 0x8b => {
+                let n = le(self.arg(if op == 0x8a { 1 } else { 4 })?);
+                long(self.arg(n)?)
+            }
+            // Strings and bytes: a length of 1, 4 or 8 bytes, then the contents.
+            b'T' | b'U' | b'X' | 0x8c | 0x8d | b'B' | b'C' | 0x8e | 0x96 => {
+                let width = match op {
+                    b'U' | 0x8c | b'C' => 1,
+                    b'T' | b'X' | b'B' => 4,
+                    _ => 8,
+                };
+                let n = le(self.arg(width)?);
+                let contents = self.arg(n)?;
+                match op {
+                    b'B' | b'C' | 0x8e | 0x96 => Value::Bytes(contents.into()),
+                    _ => text(contents),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(v))
+    }
+}
+
 /// The pickle machine: its stack (marks split it), memo and the containers built.
 #[derive(Default)]
 struct Machine {
@@ -159,189 +272,149 @@ impl Machine {
     }
 
     fn run(mut self, pickle: &[u8]) -> Result<Pickle, Refusal> {
-        let mut at = 0;
-        while at < pickle.len() {
-            let start = at;
-            let op = pickle[at];
-            at += 1;
-            let bad = |message: String| Refusal::Malformed { at: start, message };
-            // Takes `n` argument bytes.
-            let mut arg = |n: u64| -> Result<&[u8], Refusal> {
-                let n = usize::try_from(n).unwrap_or(usize::MAX);
-                match at.checked_add(n).and_then(|end| pickle.get(at..end)) {
-                    Some(a) => {
-                        at += n;
-                        Ok(a)
-                    }
-                    None => Err(bad(format!(
-                        "opcode {op:#04x} needs {n} bytes; the pickle ends (is it truncated?)"
-                    ))),
-                }
-            };
-            match op {
-                b'.' => {
-                    let root = self.pop(start)?;
-                    return Ok(Pickle {
-                        containers: self.containers,
-                        root,
-                    });
-                }
-                // Globals, calls, objects built, persistent ids, extensions: code.
-                b'c' | b'i' | b'o' | b'R' | b'b' | b'P' | b'Q' | 0x81 | 0x82 | 0x83 | 0x84
-                | 0x92 | 0x93 => return Err(Refusal::Code),
-                0x80 => {
-                    arg(1)?;
-                }
-                0x95 => {
-                    arg(8)?;
-                }
-                b'(' => self.stack.push(Item::Mark),
-                b'0' => {
-                    self.pop_item(start)?;
-                }
-                b'1' => {
-                    self.pop_to_mark(start)?;
-                }
-                b'2' => {
-                    let top = self.peek(start)?;
-                    self.push(top);
-                }
-                b'N' => self.push(Value::None),
-                0x88 => self.push(Value::Bool(true)),
-                0x89 => self.push(Value::Bool(false)),
-                // Protocol 0's values on a line of their own.
-                b'I' | b'L' | b'F' | b'S' | b'V' => {
-                    let line = line(pickle, &mut at).ok_or_else(|| bad(unended(op)))?;
-                    let (v, what) = match op {
-                        b'I' | b'L' => (decimal(line), "an integer"),
-                        b'F' => (float(line), "a float"),
-                        b'S' => (quoted(line), "a quoted string"),
-                        _ => (Some(text(line)), "text"),
-                    };
-                    let v = v.ok_or_else(|| {
-                        bad(format!("opcode {:?} takes {what} on its line", op as char))
-                    })?;
-                    self.push(v);
-                }
-                b'J' => {
-                    let n = i32::from_le_bytes(arg(4)?.try_into().expect("4 bytes"));
-                    self.push(Value::Int(n.into()));
-                }
-                b'K' => {
-                    let n = arg(1)?[0];
-                    self.push(Value::Int(n.into()));
-                }
-                b'M' => {
-                    let n = le(arg(2)?);
-                    self.push(Value::Int(n.into()));
-                }
-                b'G' => {
-                    let v = f64::from_be_bytes(arg(8)?.try_into().expect("8 bytes"));
-                    self.push(Value::Float(v));
-                }
-                0x8a | 0x8b => {
-                    let n = le(arg(if op == 0x8a { 1 } else { 4 })?);
-                    let v = long(arg(n)?);
-                    self.push(v);
-                }
-                // Strings and bytes: a length of 1, 4 or 8 bytes, then the contents.
-                b'T' | b'U' | b'X' | 0x8c | 0x8d | b'B' | b'C' | 0x8e | 0x96 => {
-                    let width = match op {
-                        b'U' | 0x8c | b'C' => 1,
-                        b'T' | b'X' | b'B' => 4,
-                        _ => 8,
-                    };
-                    let n = le(arg(width)?);
-                    let contents = arg(n)?;
-                    self.push(match op {
-                        b'B' | b'C' | 0x8e | 0x96 => Value::Bytes(contents.into()),
-                        _ => text(contents),
-                    });
-                }
-                b']' | b')' | 0x8f => {
-                    let c = self.container(Container::List(Vec::new()));
-                    self.push(Value::List(c));
-                }
-                b'}' => {
-                    let c = self.container(Container::Dict(Vec::new()));
-                    self.push(Value::Dict(c));
-                }
-                b'l' | b't' | 0x91 => {
-                    let items = self.pop_to_mark(start)?;
-                    let c = self.container(Container::List(items));
-                    self.push(Value::List(c));
-                }
-                b'd' => {
-                    let items = self.pop_to_mark(start)?;
-                    let entries =
-                        pairs(items).ok_or_else(|| bad("a dict with a key but no value".into()))?;
-                    let c = self.container(Container::Dict(entries));
-                    self.push(Value::Dict(c));
-                }
-                0x85..=0x87 => {
-                    let n = usize::from(op - 0x84);
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(self.pop(start)?);
-                    }
-                    items.reverse();
-                    let c = self.container(Container::List(items));
-                    self.push(Value::List(c));
-                }
-                b'a' => {
-                    let item = self.pop(start)?;
-                    self.extend_top(start, vec![item])?;
-                }
-                b's' => {
-                    let value = self.pop(start)?;
-                    let key = self.pop(start)?;
-                    self.extend_top(start, vec![key, value])?;
-                }
-                b'e' | b'u' | 0x90 => {
-                    let items = self.pop_to_mark(start)?;
-                    self.extend_top(start, items)?;
-                }
-                0x94 => {
-                    let top = self.peek(start)?;
-                    self.memo.insert(self.memo.len() as u64, top);
-                }
-                // Memo puts and gets: a decimal line, one byte or four bytes of index.
-                b'p' | b'q' | b'r' | b'g' | b'h' | b'j' => {
-                    let index = match op {
-                        b'p' | b'g' => {
-                            let line = line(pickle, &mut at).ok_or_else(|| bad(unended(op)))?;
-                            std::str::from_utf8(line)
-                                .ok()
-                                .and_then(|l| l.trim().parse().ok())
-                                .ok_or_else(|| {
-                                    bad("a memo index line that is not a number".into())
-                                })?
-                        }
-                        b'q' | b'h' => le(arg(1)?),
-                        _ => le(arg(4)?),
-                    };
-                    if matches!(op, b'p' | b'q' | b'r') {
-                        let top = self.peek(start)?;
-                        self.memo.insert(index, top);
-                    } else {
-                        let v = self.memo.get(&index).cloned().ok_or_else(|| {
-                            bad(format!("memo entry {index} is used before it is set"))
-                        })?;
-                        self.push(v);
-                    }
-                }
-                0x97 | 0x98 => {
-                    return Err(bad(
-                        "out-of-band buffers (protocol 5) are not data a snapshot holds".into(),
-                    ));
-                }
-                _ => return Err(bad(format!("unknown opcode {op:#04x}; not a pickle?"))),
+        let mut cursor = Cursor {
+            pickle,
+            at: 0,
+            start: 0,
+            op: 0,
+        };
+        while cursor.next_op() {
+            if cursor.op == b'.' {
+                let root = self.pop(cursor.start)?;
+                return Ok(Pickle {
+                    containers: self.containers,
+                    root,
+                });
             }
+            self.step(&mut cursor)?;
         }
         Err(Refusal::Malformed {
             at: pickle.len(),
             message: "the pickle ends without its STOP opcode (is it truncated?)".into(),
         })
+    }
+
+    /// Runs the opcode under `c` (any but `STOP`), taking its arguments.
+    fn step(&mut self, c: &mut Cursor) -> Result<(), Refusal> {
+        if let Some(v) = c.scalar()? {
+            self.push(v);
+            return Ok(());
+        }
+        if self.build(c)? {
+            return Ok(());
+        }
+        let (op, start) = (c.op, c.start);
+        match op {
+            // Globals, calls, objects built, persistent ids, extensions: code.
+            b'c' | b'i' | b'o' | b'R' | b'b' | b'P' | b'Q' | 0x81 | 0x82 | 0x83 | 0x84 | 0x92
+            | 0x93 => return Err(Refusal::Code),
+            0x80 => {
+                c.arg(1)?;
+            }
+            0x95 => {
+                c.arg(8)?;
+            }
+            b'(' => self.stack.push(Item::Mark),
+            b'0' => {
+                self.pop_item(start)?;
+            }
+            b'1' => {
+                self.pop_to_mark(start)?;
+            }
+            b'2' => {
+                let top = self.peek(start)?;
+                self.push(top);
+            }
+            0x94 => {
+                let top = self.peek(start)?;
+                self.memo.insert(self.memo.len() as u64, top);
+            }
+            b'p' | b'q' | b'r' | b'g' | b'h' | b'j' => self.memo_op(c)?,
+            0x97 | 0x98 => {
+                return Err(
+                    c.bad("out-of-band buffers (protocol 5) are not data a snapshot holds".into())
+                );
+            }
+            _ => return Err(c.bad(format!("unknown opcode {op:#04x}; not a pickle?"))),
+        }
+        Ok(())
+    }
+
+    /// Runs the opcode under `c` if it builds a list, tuple, set or dict or adds items to
+    /// one; says whether it did.
+    fn build(&mut self, c: &Cursor) -> Result<bool, Refusal> {
+        let (op, start) = (c.op, c.start);
+        match op {
+            b']' | b')' | 0x8f => {
+                let c = self.container(Container::List(Vec::new()));
+                self.push(Value::List(c));
+            }
+            b'}' => {
+                let c = self.container(Container::Dict(Vec::new()));
+                self.push(Value::Dict(c));
+            }
+            b'l' | b't' | 0x91 => {
+                let items = self.pop_to_mark(start)?;
+                let c = self.container(Container::List(items));
+                self.push(Value::List(c));
+            }
+            b'd' => {
+                let items = self.pop_to_mark(start)?;
+                let entries =
+                    pairs(items).ok_or_else(|| c.bad("a dict with a key but no value".into()))?;
+                let c = self.container(Container::Dict(entries));
+                self.push(Value::Dict(c));
+            }
+            0x85..=0x87 => {
+                let n = usize::from(op - 0x84);
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.pop(start)?);
+                }
+                items.reverse();
+                let c = self.container(Container::List(items));
+                self.push(Value::List(c));
+            }
+            b'a' => {
+                let item = self.pop(start)?;
+                self.extend_top(start, vec![item])?;
+            }
+            b's' => {
+                let value = self.pop(start)?;
+                let key = self.pop(start)?;
+                self.extend_top(start, vec![key, value])?;
+            }
+            b'e' | b'u' | 0x90 => {
+                let items = self.pop_to_mark(start)?;
+                self.extend_top(start, items)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// A memo put or get: its index on a decimal line, in one byte or in four bytes.
+    fn memo_op(&mut self, c: &mut Cursor) -> Result<(), Refusal> {
+        let index = match c.op {
+            b'p' | b'g' => std::str::from_utf8(c.line()?)
+                .ok()
+                .and_then(|l| l.trim().parse().ok())
+                .ok_or_else(|| c.bad("a memo index line that is not a number".into()))?,
+            b'q' | b'h' => le(c.arg(1)?),
+            _ => le(c.arg(4)?),
+        };
+        if matches!(c.op, b'p' | b'q' | b'r') {
+            let top = self.peek(c.start)?;
+            self.memo.insert(index, top);
+        } else {
+            let v = self
+                .memo
+                .get(&index)
+                .cloned()
+                .ok_or_else(|| c.bad(format!("memo entry {index} is used before it is set")))?;
+            self.push(v);
+        }
+        Ok(())
     }
 
     fn push(&mut self, v: Value) {
@@ -426,14 +499,6 @@ fn pairs(items: Vec<Value>) -> Option<Vec<(Value, Value)>> {
     Some(out)
 }
 
-/// The line from `at` (without its newline), or `None` at the end of the pickle.
-fn line<'a>(pickle: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
-    let n = pickle[*at..].iter().position(|b| *b == b'\n')?;
-    let l = &pickle[*at..*at + n];
-    *at += n + 1;
-    Some(l)
-}
-
 fn unended(op: u8) -> String {
     format!(
         "opcode {:?} takes a line, and the pickle ends before its newline (is it truncated?)",
@@ -470,6 +535,16 @@ impl Pickle {
     }
 }
 
+/// For tests: a pickle of `depth` lists, each the only item of the one before.
+#[cfg(test)]
+pub(crate) fn nested_lists(depth: usize) -> Vec<u8> {
+    let mut bytes = vec![0x80, 0x02];
+    bytes.extend(std::iter::repeat_n(b']', depth));
+    bytes.extend(std::iter::repeat_n(b'a', depth - 1));
+    bytes.push(b'.');
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,11 +552,7 @@ mod tests {
     #[test]
     fn nesting_of_any_depth_is_read_without_recursion() {
         let depth = 200_000;
-        let mut bytes = vec![0x80, 0x02];
-        bytes.extend(std::iter::repeat_n(b']', depth));
-        bytes.extend(std::iter::repeat_n(b'a', depth - 1));
-        bytes.push(b'.');
-        let p = read(&bytes).unwrap();
+        let p = read(&nested_lists(depth)).unwrap();
         assert_eq!(p.containers.len(), depth);
         assert_eq!(p.root, Value::List(0));
         assert_eq!(p.list(0), &[Value::List(1)]);

@@ -119,9 +119,7 @@ const FAULT_FIELDS: [&str; 14] = [
 impl FaultLog {
     /// Reads a log in either form (see the module documentation).
     pub fn parse(bytes: &[u8]) -> Result<Self, FaultLogError> {
-        let mut batches = Vec::new();
-        // The open batch and the line of its `s,`.
-        let mut open: Option<(usize, Batch)> = None;
+        let mut reader = Reader::default();
         let mut kernel_log = false;
         for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
             let line = i + 1;
@@ -140,92 +138,115 @@ impl FaultLog {
                 continue;
             }
             let (kind, rest) = message.split_once(',').unwrap_or((message, ""));
-            let kind = kind.trim();
             let fields: Vec<&str> = if rest.trim().is_empty() {
                 Vec::new()
             } else {
                 rest.split(',').map(str::trim).collect()
             };
-            let count = |expected: &'static str| FaultLogError::FieldCount {
-                line,
-                record: kind.into(),
-                found: fields.len(),
-                expected,
-            };
-            match kind {
-                "s" => {
-                    if !fields.is_empty() {
-                        return Err(count("none"));
-                    }
-                    if let Some((start, _)) = open {
-                        return Err(FaultLogError::Order {
-                            line,
-                            message: format!(
-                                "`s,` inside the batch started at line {start}; expected its `b,` first"
-                            ),
-                        });
-                    }
-                    open = Some((line, Batch::default()));
-                }
-                "f" => {
-                    if fields.len() != FAULT_FIELDS.len() {
-                        return Err(count(
-                            "14 (address, timestamp, fault_type, access_type, ...)",
-                        ));
-                    }
-                    let fault = fault(line, &fields)?;
-                    let Some((_, batch)) = &mut open else {
-                        return Err(FaultLogError::Order {
-                            line,
-                            message: "`f,` outside a batch; expected `s,` before it".into(),
-                        });
-                    };
-                    batch.faults.push(fault);
-                }
-                "b" => {
-                    if !matches!(fields.len(), 0 | 2) {
-                        return Err(count("2 (service ns, status), or none (older driver)"));
-                    }
-                    for (field, value) in ["service_ns", "status"].into_iter().zip(&fields) {
-                        number(line, field, value, 10)?;
-                    }
-                    let Some((_, batch)) = open.take() else {
-                        return Err(FaultLogError::Order {
-                            line,
-                            message: "`b,` without a batch; expected `s,` before it".into(),
-                        });
-                    };
-                    batches.push(batch);
-                }
-                "p" | "e" => {
-                    if fields.len() != 1 {
-                        return Err(count("1 (an address)"));
-                    }
-                    number(line, "address", fields[0], 16)?;
-                }
-                _ if kmsg && !is_record_type(kind) => {}
-                _ if !kmsg && kind.starts_with("0x") => {
-                    number(line, "range start", kind, 16)?;
-                    if fields.len() != 1 {
-                        return Err(count("1 (the range's bytes)"));
-                    }
-                    number(line, "range bytes", fields[0], 10)?;
-                }
-                _ => {
-                    return Err(FaultLogError::UnknownRecord {
-                        line,
-                        found: shown(kind),
-                    });
-                }
-            }
+            reader.record(line, kind.trim(), &fields, kmsg)?;
         }
-        if let Some((line, _)) = open {
+        if let Some((line, _)) = reader.open {
             return Err(FaultLogError::Unterminated { line });
         }
-        if batches.is_empty() {
+        if reader.batches.is_empty() {
             return Err(FaultLogError::Empty);
         }
-        Ok(Self { batches })
+        Ok(Self {
+            batches: reader.batches,
+        })
+    }
+}
+
+/// A log read so far: its batches, and the open batch with the line of its `s,`.
+#[derive(Default)]
+struct Reader {
+    batches: Vec<Batch>,
+    open: Option<(usize, Batch)>,
+}
+
+impl Reader {
+    /// Takes the record of `kind` with `fields` on `line`, a kernel log's message where
+    /// `kmsg` (which may hold other messages besides the records).
+    fn record(
+        &mut self,
+        line: usize,
+        kind: &str,
+        fields: &[&str],
+        kmsg: bool,
+    ) -> Result<(), FaultLogError> {
+        let count = |expected: &'static str| FaultLogError::FieldCount {
+            line,
+            record: kind.into(),
+            found: fields.len(),
+            expected,
+        };
+        match kind {
+            "s" => {
+                if !fields.is_empty() {
+                    return Err(count("none"));
+                }
+                if let Some((start, _)) = self.open {
+                    return Err(FaultLogError::Order {
+                        line,
+                        message: format!(
+                            "`s,` inside the batch started at line {start}; expected its `b,` first"
+                        ),
+                    });
+                }
+                self.open = Some((line, Batch::default()));
+            }
+            "f" => {
+                if fields.len() != FAULT_FIELDS.len() {
+                    return Err(count(
+                        "14 (address, timestamp, fault_type, access_type, ...)",
+                    ));
+                }
+                let fault = fault(line, fields)?;
+                let Some((_, batch)) = &mut self.open else {
+                    return Err(FaultLogError::Order {
+                        line,
+                        message: "`f,` outside a batch; expected `s,` before it".into(),
+                    });
+                };
+                batch.faults.push(fault);
+            }
+            "b" => {
+                if !matches!(fields.len(), 0 | 2) {
+                    return Err(count("2 (service ns, status), or none (older driver)"));
+                }
+                for (field, value) in ["service_ns", "status"].into_iter().zip(fields) {
+                    number(line, field, value, 10)?;
+                }
+                let Some((_, batch)) = self.open.take() else {
+                    return Err(FaultLogError::Order {
+                        line,
+                        message: "`b,` without a batch; expected `s,` before it".into(),
+                    });
+                };
+                self.batches.push(batch);
+            }
+            "p" | "e" => {
+                if fields.len() != 1 {
+                    return Err(count("1 (an address)"));
+                }
+                number(line, "address", fields[0], 16)?;
+            }
+            _ if kmsg && !is_record_type(kind) => {}
+            _ if !kmsg && kind.starts_with("0x") => {
+                number(line, "range start", kind, 16)?;
+                if fields.len() != 1 {
+                    return Err(count("1 (the range's bytes)"));
+                }
+                number(line, "range bytes", fields[0], 10)?;
+            }
+            _ => {
+                return Err(FaultLogError::UnknownRecord {
+                    line,
+                    found: shown(kind),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

@@ -231,11 +231,7 @@ fn a_pickle_from_python_with_shared_frames_replays() {
 
 #[test]
 fn nesting_of_any_depth_is_an_error_not_a_crash() {
-    let depth = 200_000;
-    let mut bytes = vec![0x80, 0x02];
-    bytes.extend(std::iter::repeat_n(b']', depth));
-    bytes.extend(std::iter::repeat_n(b'a', depth - 1));
-    bytes.push(b'.');
+    let bytes = crate::trace::pickle_scan::nested_lists(200_000);
     let e = Snapshot::parse(&bytes).unwrap_err();
     assert_eq!(e.to_string(), "snapshot: expected a dict");
 }
