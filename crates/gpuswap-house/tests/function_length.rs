@@ -26,11 +26,9 @@ const EXEMPTIONS: &[Exemption] = &[Exemption {
 /// fails, so take it out when the split lands.
 const ALLOWED_FOR_NOW: &[(&str, &str)] = &[
     ("crates/gpuswap-cli/src/scenario.rs", "parse"),
-    ("crates/gpuswap-sim/src/preset.rs", "measured"),
     ("crates/gpuswap-cli/src/render.rs", "report_table"),
     ("crates/gpuswap-cli/src/main.rs", "main"),
     ("crates/gpuswap-sim/src/engine/interpreter.rs", "step"),
-    ("crates/gpuswap-sim/src/trace/pickle_scan.rs", "run"),
     ("crates/gpuswap-sim/src/engine/actions.rs", "apply_actions"),
     ("crates/gpuswap-cli/src/plot.rs", "plot_lines"),
     ("crates/gpuswap-daemon/src/driver.rs", "frame"),
