@@ -8,7 +8,7 @@ use crate::buffer::{
     Buffer, BufferKind, BufferTable, Chunk, Location, PRIORITY_DEFAULT, PRIORITY_STACK,
     PRIORITY_SYSTEM, SystemBuffer, chunk_layout,
 };
-use crate::contract::Contract;
+use crate::contract::{Contract, keeps_guarantee};
 use crate::ids::{BufferId, TenantId};
 use crate::lists::{ChunkLists, ChunkRef, rank};
 use crate::order::{GiveKey, TakeKey, TenantOrder};
@@ -70,9 +70,8 @@ impl TenantBooks {
     /// guarantee, and has host memory left under its host limit for a whole chunk.
     pub(crate) fn can_give(&self, chunk_bytes: u64) -> bool {
         let (usage, contract) = (self.usage, self.contract);
-        let g = contract.vram_guarantee_bytes;
         !self.resident.is_empty()
-            && (g == 0 || usage.vram_bytes >= g.saturating_add(chunk_bytes))
+            && keeps_guarantee(usage.vram_bytes, contract.vram_guarantee_bytes, chunk_bytes)
             && usage.host_bytes.saturating_add(chunk_bytes) <= contract.host_cap_bytes()
     }
 
