@@ -474,26 +474,43 @@ impl Driver {
         self.tenants.get(tenant.0 as usize).copied().flatten()
     }
 
+    /// Carries out one of the manager's actions, by its kind.
     fn act(&mut self, action: Action) {
         match action {
-            Action::Mapping(Mapping::Map {
+            Action::Mapping(mapping) => self.map(mapping),
+            Action::Reply(reply) => self.reply(reply),
+            Action::Execution(execution) => self.execute(execution),
+            Action::Dma(dma) => self.dma(dma),
+        }
+    }
+
+    /// A mapping: a new buffer's layout is kept for its grant.
+    fn map(&mut self, mapping: Mapping) {
+        match mapping {
+            Mapping::Map {
                 buffer,
                 bytes,
                 chunk_bytes,
                 locations,
                 ..
-            }) => {
+            } => {
                 let locations = locations.into_iter().map(wire_location).collect();
                 self.mapped.insert(buffer, (bytes, chunk_bytes, locations));
             }
             // The process moved and mapped the chunk before it answered the copy, and
             // released a freed buffer before it said so: nothing is left to do.
-            Action::Mapping(Mapping::Remap { .. } | Mapping::Unmap { .. }) => {}
-            Action::Reply(Reply::Grant {
+            Mapping::Remap { .. } | Mapping::Unmap { .. } => {}
+        }
+    }
+
+    /// An answer to a tenant's allocation, under the client's request number.
+    fn reply(&mut self, reply: Reply) {
+        match reply {
+            Reply::Grant {
                 request,
                 tenant,
                 buffer,
-            }) => {
+            } => {
                 let (bytes, chunk_bytes, locations) = self
                     .mapped
                     .remove(&buffer)
@@ -511,11 +528,11 @@ impl Driver {
                     );
                 }
             }
-            Action::Reply(Reply::Fail {
+            Reply::Fail {
                 request,
                 tenant,
                 error,
-            }) => {
+            } => {
                 if let Some(client) = self.answered(tenant, request) {
                     let out_of_memory = matches!(
                         error,
@@ -531,7 +548,15 @@ impl Driver {
                     );
                 }
             }
-            Action::Execution(Execution::Suspend { tenant, .. }) => {
+            // Launch gating is refused at start (`check_policy`).
+            Reply::LaunchReady { .. } | Reply::LaunchFail { .. } => {}
+        }
+    }
+
+    /// Control of a tenant's execution: suspend, resume or kill its process.
+    fn execute(&mut self, execution: Execution) {
+        match execution {
+            Execution::Suspend { tenant, .. } => {
                 if let Some(conn) = self.conn_of(tenant) {
                     self.awaiting = Some((conn, Instant::now()));
                 }
@@ -542,13 +567,13 @@ impl Driver {
                 }
                 self.send_tenant(tenant, &DaemonMsg::Suspend);
             }
-            Action::Execution(Execution::Resume { tenant }) => {
+            Execution::Resume { tenant } => {
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
                     c.suspended = false;
                 }
                 self.send_tenant(tenant, &DaemonMsg::Resume);
             }
-            Action::Execution(Execution::Kill { tenant, reason }) => {
+            Execution::Kill { tenant, reason } => {
                 self.send_tenant(
                     tenant,
                     &DaemonMsg::Kill {
@@ -559,13 +584,22 @@ impl Driver {
                     self.dying.push((conn, format!("killed: {reason}")));
                 }
             }
-            Action::Dma(Dma::Copy {
+            // Policy time is real time here; kernel scheduling is refused at start
+            // (`check_policy`).
+            Execution::PolicyRan { .. } | Execution::Preempt { .. } | Execution::Start { .. } => {}
+        }
+    }
+
+    /// Work for the copy engines: the tenant's process moves the chunk itself.
+    fn dma(&mut self, dma: Dma) {
+        match dma {
+            Dma::Copy {
                 copy,
                 tenant,
                 chunk,
                 to,
                 ..
-            }) => {
+            } => {
                 self.copy = Some((copy, tenant, Instant::now()));
                 if let Some(conn) = self.conn_of(tenant) {
                     self.awaiting = Some((conn, Instant::now()));
@@ -581,13 +615,7 @@ impl Driver {
                 )
             }
             // The copy's tenant is gone, and with it the process that would answer.
-            Action::Dma(Dma::Cancel { .. }) => {}
-            // Policy time is real time here; launch gating and kernel scheduling are
-            // refused at start (`check_policy`).
-            Action::Execution(
-                Execution::PolicyRan { .. } | Execution::Preempt { .. } | Execution::Start { .. },
-            )
-            | Action::Reply(Reply::LaunchReady { .. } | Reply::LaunchFail { .. }) => {}
+            Dma::Cancel { .. } => {}
         }
     }
 
