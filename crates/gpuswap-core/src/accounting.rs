@@ -8,7 +8,7 @@ use crate::buffer::{
     Buffer, BufferKind, BufferTable, Chunk, Location, PRIORITY_DEFAULT, PRIORITY_STACK,
     PRIORITY_SYSTEM, SystemBuffer, chunk_layout,
 };
-use crate::contract::Contract;
+use crate::contract::{Contract, keeps_guarantee};
 use crate::ids::{BufferId, TenantId};
 use crate::lists::{ChunkLists, ChunkRef, rank};
 use crate::order::{GiveKey, TakeKey, TenantOrder};
@@ -70,9 +70,8 @@ impl TenantBooks {
     /// guarantee, and has host memory left under its host limit for a whole chunk.
     pub(crate) fn can_give(&self, chunk_bytes: u64) -> bool {
         let (usage, contract) = (self.usage, self.contract);
-        let g = contract.vram_guarantee_bytes;
         !self.resident.is_empty()
-            && (g == 0 || usage.vram_bytes >= g.saturating_add(chunk_bytes))
+            && keeps_guarantee(usage.vram_bytes, contract.vram_guarantee_bytes, chunk_bytes)
             && usage.host_bytes.saturating_add(chunk_bytes) <= contract.host_cap_bytes()
     }
 
@@ -659,6 +658,51 @@ impl Books {
     /// list of its planned location, per-chunk locations sum to the per-tenant figures,
     /// those sum to the global figures, and VRAM is never over-committed.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let planned = self.check_buffers()?;
+        let sums = self.check_tenants(&planned)?;
+        let (vram, host) = (sums.vram_bytes, sums.host_bytes);
+        if (vram, host) != (self.vram_used_bytes, self.host_used_bytes) {
+            return Err(format!(
+                "tenants hold {vram}/{host} bytes VRAM/host, global figures say {}/{}",
+                self.vram_used_bytes, self.host_used_bytes
+            ));
+        }
+        let (guaranteed, unfilled) = (sums.guaranteed_bytes, sums.unfilled_guarantee_bytes);
+        if (guaranteed, unfilled) != (self.guaranteed_bytes, self.unfilled_guarantee_bytes) {
+            return Err(format!(
+                "contracts guarantee {guaranteed} bytes, {unfilled} not held; the sums say {}/{}",
+                self.guaranteed_bytes, self.unfilled_guarantee_bytes
+            ));
+        }
+        if let Some(breach) = &self.breach {
+            return Err(breach.clone());
+        }
+        self.check_order()?;
+        if sums.with_evicted != self.tenants_with_evicted {
+            return Err(format!(
+                "{} tenants have evicted chunks, the count says {}",
+                sums.with_evicted, self.tenants_with_evicted
+            ));
+        }
+        if self.over_committed() {
+            return Err(format!(
+                "{} bytes of VRAM in use, capacity {}",
+                self.vram_used_bytes, self.vram_capacity_bytes
+            ));
+        }
+        if self.host_used_bytes > self.host_capacity_bytes {
+            return Err(format!(
+                "{} bytes of host memory in use, capacity {}",
+                self.host_used_bytes, self.host_capacity_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that every buffer's chunks tile it, that it is in its tenant's list, and
+    /// that each of its chunks is listed where it is planned; returns each tenant's
+    /// planned VRAM and host bytes.
+    fn check_buffers(&self) -> Result<Vec<(u64, u64)>, String> {
         let mut per_tenant = vec![(0u64, 0u64); self.tenants.len()];
         for buffer in self.buffers.values() {
             let chunk_sum: u64 = buffer.chunks.iter().map(|c| c.bytes).sum();
@@ -694,10 +738,16 @@ impl Books {
             entry.0 += buffer.planned_bytes_at(Location::Vram);
             entry.1 += buffer.planned_bytes_at(Location::Host);
         }
-        let (mut vram, mut host, mut with_evicted) = (0, 0, 0);
-        let (mut guaranteed, mut unfilled) = (0, 0);
+        Ok(per_tenant)
+    }
+
+    /// Checks that every tenant's figures are what its chunks (`planned`, from
+    /// [`Books::check_buffers`]) say and within its contract's caps; returns the sums
+    /// over the tenants.
+    fn check_tenants(&self, planned: &[(u64, u64)]) -> Result<TenantSums, String> {
+        let mut sums = TenantSums::default();
         for (i, state) in self.tenants.iter().enumerate() {
-            let (v, h) = per_tenant[i];
+            let (v, h) = planned[i];
             let usage = state.usage;
             if (v, h) != (usage.vram_bytes, usage.host_bytes) {
                 return Err(format!(
@@ -718,46 +768,23 @@ impl Books {
                     contract.host_cap_bytes()
                 ));
             }
-            guaranteed += contract.vram_guarantee_bytes;
-            unfilled += state.unfilled_guarantee_bytes();
-            vram += v;
-            host += h;
-            with_evicted += usize::from(!state.evicted.is_empty());
+            sums.guaranteed_bytes += contract.vram_guarantee_bytes;
+            sums.unfilled_guarantee_bytes += state.unfilled_guarantee_bytes();
+            sums.vram_bytes += v;
+            sums.host_bytes += h;
+            sums.with_evicted += usize::from(!state.evicted.is_empty());
         }
-        if (vram, host) != (self.vram_used_bytes, self.host_used_bytes) {
-            return Err(format!(
-                "tenants hold {vram}/{host} bytes VRAM/host, global figures say {}/{}",
-                self.vram_used_bytes, self.host_used_bytes
-            ));
-        }
-        if (guaranteed, unfilled) != (self.guaranteed_bytes, self.unfilled_guarantee_bytes) {
-            return Err(format!(
-                "contracts guarantee {guaranteed} bytes, {unfilled} not held; the sums say {}/{}",
-                self.guaranteed_bytes, self.unfilled_guarantee_bytes
-            ));
-        }
-        if let Some(breach) = &self.breach {
-            return Err(breach.clone());
-        }
-        self.check_order()?;
-        if with_evicted != self.tenants_with_evicted {
-            return Err(format!(
-                "{with_evicted} tenants have evicted chunks, the count says {}",
-                self.tenants_with_evicted
-            ));
-        }
-        if self.over_committed() {
-            return Err(format!(
-                "{} bytes of VRAM in use, capacity {}",
-                self.vram_used_bytes, self.vram_capacity_bytes
-            ));
-        }
-        if self.host_used_bytes > self.host_capacity_bytes {
-            return Err(format!(
-                "{} bytes of host memory in use, capacity {}",
-                self.host_used_bytes, self.host_capacity_bytes
-            ));
-        }
-        Ok(())
+        Ok(sums)
     }
+}
+
+/// The tenants' figures summed, for [`Books::check_invariants`] to hold against the
+/// global ones.
+#[derive(Default)]
+struct TenantSums {
+    vram_bytes: u64,
+    host_bytes: u64,
+    with_evicted: usize,
+    guaranteed_bytes: u64,
+    unfilled_guarantee_bytes: u64,
 }

@@ -98,6 +98,13 @@ impl Default for Contract {
     }
 }
 
+/// The guarantee rule every mode that takes VRAM back obeys: a tenant holding `held`
+/// may give up `giving` of it only if it keeps at least its `guarantee` (a tenant
+/// without one may give anything). In bytes or in pages, as long as all three agree.
+pub(crate) fn keeps_guarantee(held: u64, guarantee: u64, giving: u64) -> bool {
+    guarantee == 0 || held >= guarantee.saturating_add(giving)
+}
+
 /// One term of a contract, named by its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Term {

@@ -29,6 +29,24 @@ impl Choice {
     }
 }
 
+/// One implementation in a registry of choices (victims, chunk policies, schedulers,
+/// prefetchers, eviction policies): the choice listings show, and `build`, the function
+/// that makes a fresh instance.
+#[derive(Debug)]
+pub struct Registered<B> {
+    /// Its name and line, and what it needs.
+    pub choice: Choice,
+    /// A fresh instance.
+    pub build: B,
+}
+
+impl<B> Registered<B> {
+    /// The implementation called `name` in `registry`.
+    pub fn find(registry: &'static [Self], name: &str) -> Option<&'static Self> {
+        registry.iter().find(|r| r.choice.name == name)
+    }
+}
+
 /// What kind of value a parameter takes.
 #[derive(Clone, Copy, Debug)]
 pub enum ParamKind {

@@ -6,7 +6,7 @@
 use thiserror::Error;
 
 use crate::contract::{Term, Terms};
-use crate::params::{ACCESS_COUNTS, KERNEL_ESTIMATES, Needs};
+use crate::params::{ACCESS_COUNTS, KERNEL_ESTIMATES, Needs, Registered};
 pub use crate::params::{Choice, ParamDefault, ParamKind, ParamSpec, ParamValue};
 use crate::policy::gpuswap::Gpuswap;
 use crate::policy::gpuswap::chunk::CHUNKS;
@@ -67,7 +67,7 @@ const PREFETCH_PARAM: ParamSpec = ParamSpec {
     kind: ParamKind::Choice(|| {
         crate::uvm::prefetch::PREFETCHERS
             .iter()
-            .map(|p| Choice::new(p.name, p.description))
+            .map(|p| p.choice)
             .collect()
     }),
     default: ParamDefault::Choice("tree"),
@@ -81,7 +81,7 @@ const EVICTION_PARAM: ParamSpec = ParamSpec {
             .iter()
             .map(|e| {
                 // An order kept by use needs the device's notes of resident touches.
-                let choice = Choice::new(e.name, e.description);
+                let choice = e.choice;
                 if (e.build)().observes_touches() {
                     choice.needing(ACCESS_COUNTS)
                 } else {
@@ -273,14 +273,8 @@ pub static POLICIES: &[PolicyEntry] = &[
         reclaims: true,
         honours_only_with: &[],
         build: |settings, budget| {
-            let victim = VICTIMS
-                .iter()
-                .find(|v| v.choice.name == settings.choice("victim"))
-                .expect("validated");
-            let chunk = CHUNKS
-                .iter()
-                .find(|c| c.choice.name == settings.choice("chunk_policy"))
-                .expect("validated");
+            let victim = Registered::find(VICTIMS, settings.choice("victim")).expect("validated");
+            let chunk = Registered::find(CHUNKS, settings.choice("chunk_policy")).expect("validated");
             let victim = (victim.build)();
             Box::new(Gpuswap {
                 wants_access_rates: victim.wants_access_rates(),
@@ -431,9 +425,7 @@ pub fn find_policy(name: &str) -> Option<&'static PolicyEntry> {
 
 /// The scheduler a policy runs with.
 pub(crate) fn build_scheduler(settings: &PolicySettings) -> Box<dyn Scheduler> {
-    let scheduler = SCHEDULERS
-        .iter()
-        .find(|s| s.choice.name == settings.entry().scheduler)
+    let scheduler = Registered::find(SCHEDULERS, settings.entry().scheduler)
         .expect("every policy names a registered scheduler");
     let has_limit = settings
         .entry()

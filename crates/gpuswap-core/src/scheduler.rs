@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::ids::{LaunchId, TenantId};
-use crate::params::Choice;
+use crate::params::{Choice, Registered};
 
 /// Decides when gated launches may be prepared.
 pub(crate) trait Scheduler: std::fmt::Debug + Send {
@@ -36,10 +36,7 @@ pub(crate) struct SchedulerSettings {
 }
 
 /// A registered scheduler.
-pub(crate) struct SchedulerEntry {
-    pub(crate) choice: Choice,
-    pub(crate) build: fn(SchedulerSettings) -> Box<dyn Scheduler>,
-}
+pub(crate) type SchedulerEntry = Registered<fn(SchedulerSettings) -> Box<dyn Scheduler>>;
 
 /// Every scheduler; the first is the default.
 pub(crate) static SCHEDULERS: &[SchedulerEntry] = &[

@@ -182,22 +182,14 @@ impl Driver {
         self.drain();
     }
 
+    /// A client's frame, by what it says and whether its connection is a tenant yet.
     fn frame(&mut self, conn: ConnId, msg: ClientMsg) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         let tenant = c.tenant;
         match (msg, tenant) {
-            (ClientMsg::Observe { protocol }, None) => {
-                let reply = match check_version(protocol) {
-                    Ok(()) => DaemonMsg::Snapshot(self.snapshot()),
-                    Err(reason) => DaemonMsg::Refused { reason },
-                };
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    let _ = send(&mut c.out, &reply);
-                }
-                self.dying.push((conn, "observed".into()));
-            }
+            (ClientMsg::Observe { protocol }, None) => self.observe(conn, protocol),
             (
                 ClientMsg::Hello {
                     protocol,
@@ -214,79 +206,10 @@ impl Driver {
                     self.refuse(conn, reason);
                     return;
                 }
-                let manager = self.manager.as_mut().expect("admit builds the manager");
-                let number = match self.tenants.iter().position(Option::is_none) {
-                    Some(free) => free,
-                    None => {
-                        self.tenants.push(None);
-                        self.tenants.len() - 1
-                    }
-                };
-                let tenant = TenantId(number as u32);
-                let contract = self
-                    .config
-                    .contracts
-                    .get(&name)
-                    .copied()
-                    .unwrap_or_default();
-                if let Err(e) = manager.handle_tenant_start(tenant, contract) {
-                    // The number was free here, so only the contract can be refused.
-                    self.refuse(conn, format!("contract of {name:?}: {e}"));
-                    return;
-                }
-                self.tenants[number] = Some(conn);
-                self.served += 1;
-                let (chunk_bytes, vram_bytes) =
-                    (manager.config().chunk_bytes, manager.config().vram_bytes);
-                let c = self.conns.get_mut(&conn).expect("present");
-                c.tenant = Some(tenant);
-                c.name = name;
-                self.log(format_args!(
-                    "{tenant} connected: pid {}, {:?}",
-                    self.conns[&conn].pid, self.conns[&conn].name
-                ));
-                self.send(
-                    conn,
-                    &DaemonMsg::Welcome {
-                        protocol: PROTOCOL_VERSION,
-                        tenant: tenant.0,
-                        chunk_bytes,
-                        vram_bytes,
-                    },
-                );
+                self.start_tenant(conn, name);
             }
             (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
-                let m = self.manager.as_ref().expect("a tenant exists");
-                let most = m.config().vram_bytes.saturating_add(m.config().host_bytes);
-                if bytes > most {
-                    // Beyond everything the daemon has: refused before the policies
-                    // lay out chunks for it.
-                    self.send(
-                        conn,
-                        &DaemonMsg::AllocFailed {
-                            request,
-                            out_of_memory: true,
-                            error: format!(
-                                "{bytes} bytes asked; the daemon manages {most} bytes of VRAM \
-                                 and host memory in all"
-                            ),
-                        },
-                    );
-                    return;
-                }
-                let c = self.conns.get_mut(&conn).expect("present");
-                let id = RequestId(self.next_request);
-                self.next_request += 1;
-                c.pending.push((id, request, Instant::now()));
-                let m = self.manager.as_mut().expect("a tenant exists");
-                m.handle_alloc(AllocRequest {
-                    request: id,
-                    tenant,
-                    bytes,
-                    kind: BufferKind::Device,
-                    priority: None,
-                    chunk_priorities: Vec::new(),
-                });
+                self.alloc(conn, tenant, request, bytes);
             }
             (ClientMsg::Free { buffer }, Some(tenant)) => {
                 let m = self.manager.as_mut().expect("a tenant exists");
@@ -304,33 +227,9 @@ impl Driver {
                     self.protocol_violation(conn, e.to_string());
                 }
             }
-            (ClientMsg::Relocated { copy }, Some(tenant)) => {
-                let Some(sent) = self.own_copy(copy, tenant) else {
-                    self.protocol_violation(conn, format!("relocation {copy} is not its own"));
-                    return;
-                };
-                let c = self.conns.get_mut(&conn).expect("present");
-                c.relocations += 1;
-                c.relocation_ns += elapsed_ns(sent);
-                self.copy = None;
-                self.awaiting = None;
-                let m = self.manager.as_mut().expect("a tenant exists");
-                if let Err(e) = m.handle_copy_done(CopyId(copy)) {
-                    self.protocol_violation(conn, e.to_string());
-                }
-            }
+            (ClientMsg::Relocated { copy }, Some(tenant)) => self.relocated(conn, tenant, copy),
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
-                if self.own_copy(copy, tenant).is_none() {
-                    self.protocol_violation(conn, format!("relocation {copy} is not its own"));
-                    return;
-                }
-                self.copy = None;
-                self.awaiting = None;
-                self.log(format_args!("{tenant}: relocation {copy} failed: {error}"));
-                let m = self.manager.as_mut().expect("a tenant exists");
-                if let Err(e) = m.handle_copy_failed(CopyId(copy)) {
-                    self.protocol_violation(conn, e.to_string());
-                }
+                self.relocate_failed(conn, tenant, copy, &error);
             }
             (msg, _) => {
                 let what = match tenant {
@@ -339,6 +238,133 @@ impl Driver {
                 };
                 self.protocol_violation(conn, format!("unexpected {msg:?} {what}"));
             }
+        }
+    }
+
+    /// An observer's one frame: the snapshot (or why not), then the connection closes.
+    fn observe(&mut self, conn: ConnId, protocol: u32) {
+        let reply = match check_version(protocol) {
+            Ok(()) => DaemonMsg::Snapshot(self.snapshot()),
+            Err(reason) => DaemonMsg::Refused { reason },
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let _ = send(&mut c.out, &reply);
+        }
+        self.dying.push((conn, "observed".into()));
+    }
+
+    /// An admitted hello: the connection becomes a tenant under the lowest free number,
+    /// with the contract configured for its name, and is welcomed.
+    fn start_tenant(&mut self, conn: ConnId, name: String) {
+        let manager = self.manager.as_mut().expect("admit builds the manager");
+        let number = match self.tenants.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.tenants.push(None);
+                self.tenants.len() - 1
+            }
+        };
+        let tenant = TenantId(number as u32);
+        let contract = self
+            .config
+            .contracts
+            .get(&name)
+            .copied()
+            .unwrap_or_default();
+        if let Err(e) = manager.handle_tenant_start(tenant, contract) {
+            // The number was free here, so only the contract can be refused.
+            self.refuse(conn, format!("contract of {name:?}: {e}"));
+            return;
+        }
+        self.tenants[number] = Some(conn);
+        self.served += 1;
+        let (chunk_bytes, vram_bytes) = (manager.config().chunk_bytes, manager.config().vram_bytes);
+        let c = self.conns.get_mut(&conn).expect("present");
+        c.tenant = Some(tenant);
+        c.name = name;
+        self.log(format_args!(
+            "{tenant} connected: pid {}, {:?}",
+            self.conns[&conn].pid, self.conns[&conn].name
+        ));
+        self.send(
+            conn,
+            &DaemonMsg::Welcome {
+                protocol: PROTOCOL_VERSION,
+                tenant: tenant.0,
+                chunk_bytes,
+                vram_bytes,
+            },
+        );
+    }
+
+    /// A tenant's allocation: refused at once beyond all the daemon manages, else
+    /// handed to the manager under a request number of the core's (the answer comes
+    /// with its actions).
+    fn alloc(&mut self, conn: ConnId, tenant: TenantId, request: u64, bytes: u64) {
+        let m = self.manager.as_ref().expect("a tenant exists");
+        let most = m.config().vram_bytes.saturating_add(m.config().host_bytes);
+        if bytes > most {
+            // Beyond everything the daemon has: refused before the policies lay out
+            // chunks for it.
+            self.send(
+                conn,
+                &DaemonMsg::AllocFailed {
+                    request,
+                    out_of_memory: true,
+                    error: format!(
+                        "{bytes} bytes asked; the daemon manages {most} bytes of VRAM \
+                         and host memory in all"
+                    ),
+                },
+            );
+            return;
+        }
+        let c = self.conns.get_mut(&conn).expect("present");
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        c.pending.push((id, request, Instant::now()));
+        let m = self.manager.as_mut().expect("a tenant exists");
+        m.handle_alloc(AllocRequest {
+            request: id,
+            tenant,
+            bytes,
+            kind: BufferKind::Device,
+            priority: None,
+            chunk_priorities: Vec::new(),
+        });
+    }
+
+    /// A tenant moved the chunk of relocation `copy`: its figures count it, and the
+    /// manager hears the copy is done.
+    fn relocated(&mut self, conn: ConnId, tenant: TenantId, copy: u64) {
+        let Some(sent) = self.own_copy(copy, tenant) else {
+            self.protocol_violation(conn, format!("relocation {copy} is not its own"));
+            return;
+        };
+        let c = self.conns.get_mut(&conn).expect("present");
+        c.relocations += 1;
+        c.relocation_ns += elapsed_ns(sent);
+        self.copy = None;
+        self.awaiting = None;
+        let m = self.manager.as_mut().expect("a tenant exists");
+        if let Err(e) = m.handle_copy_done(CopyId(copy)) {
+            self.protocol_violation(conn, e.to_string());
+        }
+    }
+
+    /// A tenant could not move the chunk of relocation `copy`: logged, and the manager
+    /// hears the copy failed.
+    fn relocate_failed(&mut self, conn: ConnId, tenant: TenantId, copy: u64, error: &str) {
+        if self.own_copy(copy, tenant).is_none() {
+            self.protocol_violation(conn, format!("relocation {copy} is not its own"));
+            return;
+        }
+        self.copy = None;
+        self.awaiting = None;
+        self.log(format_args!("{tenant}: relocation {copy} failed: {error}"));
+        let m = self.manager.as_mut().expect("a tenant exists");
+        if let Err(e) = m.handle_copy_failed(CopyId(copy)) {
+            self.protocol_violation(conn, e.to_string());
         }
     }
 
@@ -448,26 +474,43 @@ impl Driver {
         self.tenants.get(tenant.0 as usize).copied().flatten()
     }
 
+    /// Carries out one of the manager's actions, by its kind.
     fn act(&mut self, action: Action) {
         match action {
-            Action::Mapping(Mapping::Map {
+            Action::Mapping(mapping) => self.map(mapping),
+            Action::Reply(reply) => self.reply(reply),
+            Action::Execution(execution) => self.execute(execution),
+            Action::Dma(dma) => self.dma(dma),
+        }
+    }
+
+    /// A mapping: a new buffer's layout is kept for its grant.
+    fn map(&mut self, mapping: Mapping) {
+        match mapping {
+            Mapping::Map {
                 buffer,
                 bytes,
                 chunk_bytes,
                 locations,
                 ..
-            }) => {
+            } => {
                 let locations = locations.into_iter().map(wire_location).collect();
                 self.mapped.insert(buffer, (bytes, chunk_bytes, locations));
             }
             // The process moved and mapped the chunk before it answered the copy, and
             // released a freed buffer before it said so: nothing is left to do.
-            Action::Mapping(Mapping::Remap { .. } | Mapping::Unmap { .. }) => {}
-            Action::Reply(Reply::Grant {
+            Mapping::Remap { .. } | Mapping::Unmap { .. } => {}
+        }
+    }
+
+    /// An answer to a tenant's allocation, under the client's request number.
+    fn reply(&mut self, reply: Reply) {
+        match reply {
+            Reply::Grant {
                 request,
                 tenant,
                 buffer,
-            }) => {
+            } => {
                 let (bytes, chunk_bytes, locations) = self
                     .mapped
                     .remove(&buffer)
@@ -485,11 +528,11 @@ impl Driver {
                     );
                 }
             }
-            Action::Reply(Reply::Fail {
+            Reply::Fail {
                 request,
                 tenant,
                 error,
-            }) => {
+            } => {
                 if let Some(client) = self.answered(tenant, request) {
                     let out_of_memory = matches!(
                         error,
@@ -505,7 +548,15 @@ impl Driver {
                     );
                 }
             }
-            Action::Execution(Execution::Suspend { tenant, .. }) => {
+            // Launch gating is refused at start (`check_policy`).
+            Reply::LaunchReady { .. } | Reply::LaunchFail { .. } => {}
+        }
+    }
+
+    /// Control of a tenant's execution: suspend, resume or kill its process.
+    fn execute(&mut self, execution: Execution) {
+        match execution {
+            Execution::Suspend { tenant, .. } => {
                 if let Some(conn) = self.conn_of(tenant) {
                     self.awaiting = Some((conn, Instant::now()));
                 }
@@ -516,13 +567,13 @@ impl Driver {
                 }
                 self.send_tenant(tenant, &DaemonMsg::Suspend);
             }
-            Action::Execution(Execution::Resume { tenant }) => {
+            Execution::Resume { tenant } => {
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
                     c.suspended = false;
                 }
                 self.send_tenant(tenant, &DaemonMsg::Resume);
             }
-            Action::Execution(Execution::Kill { tenant, reason }) => {
+            Execution::Kill { tenant, reason } => {
                 self.send_tenant(
                     tenant,
                     &DaemonMsg::Kill {
@@ -533,13 +584,22 @@ impl Driver {
                     self.dying.push((conn, format!("killed: {reason}")));
                 }
             }
-            Action::Dma(Dma::Copy {
+            // Policy time is real time here; kernel scheduling is refused at start
+            // (`check_policy`).
+            Execution::PolicyRan { .. } | Execution::Preempt { .. } | Execution::Start { .. } => {}
+        }
+    }
+
+    /// Work for the copy engines: the tenant's process moves the chunk itself.
+    fn dma(&mut self, dma: Dma) {
+        match dma {
+            Dma::Copy {
                 copy,
                 tenant,
                 chunk,
                 to,
                 ..
-            }) => {
+            } => {
                 self.copy = Some((copy, tenant, Instant::now()));
                 if let Some(conn) = self.conn_of(tenant) {
                     self.awaiting = Some((conn, Instant::now()));
@@ -555,13 +615,7 @@ impl Driver {
                 )
             }
             // The copy's tenant is gone, and with it the process that would answer.
-            Action::Dma(Dma::Cancel { .. }) => {}
-            // Policy time is real time here; launch gating and kernel scheduling are
-            // refused at start (`check_policy`).
-            Action::Execution(
-                Execution::PolicyRan { .. } | Execution::Preempt { .. } | Execution::Start { .. },
-            )
-            | Action::Reply(Reply::LaunchReady { .. } | Reply::LaunchFail { .. }) => {}
+            Dma::Cancel { .. } => {}
         }
     }
 

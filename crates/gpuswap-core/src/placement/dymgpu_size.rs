@@ -10,8 +10,7 @@
 //! staying put (moving costs copies and cannot help when nothing is shared).
 
 use super::slots::{
-    Demand, PlaceError, Placement, check_demands, first_free_run, occupancy, order_by, pack,
-    shared_slots, with_newcomer,
+    Demand, PlaceError, Placement, Space, check_demands, order_by, pack, shared_slots,
 };
 
 /// Size-based placement and what it remembers of its last full placement.
@@ -48,24 +47,17 @@ impl Placement for DymgpuSize {
             .collect())
     }
 
-    fn arrive(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-        new: Demand,
-    ) -> Result<Vec<u32>, PlaceError> {
-        let users = occupancy(total, residents, positions, new)?;
-        let keep = |at: u32| with_newcomer(positions, at);
-        if let Some(at) = first_free_run(&users, new.slots) {
-            return Ok(keep(at));
+    fn arrive(&mut self, space: Space<'_>, new: Demand) -> Result<Vec<u32>, PlaceError> {
+        if let Some(at) = space.first_free_run(new)? {
+            return Ok(space.with_newcomer(at));
         }
-        let mut all = residents.to_vec();
+        let total = space.total;
+        let mut all = space.residents.to_vec();
         all.push(new);
         match self.anchor {
-            Some((p_k, overlap)) if new.slots <= overlap => Ok(keep(p_k)),
+            Some((p_k, overlap)) if new.slots <= overlap => Ok(space.with_newcomer(p_k)),
             Some((p_k, _)) if p_k + new.slots <= total => {
-                let at_anchor = keep(p_k);
+                let at_anchor = space.with_newcomer(p_k);
                 let anchor = self.anchor;
                 let realloc = self.place(total, &all)?;
                 if shared_slots(total, &all, &at_anchor) <= shared_slots(total, &all, &realloc) {
@@ -79,20 +71,14 @@ impl Placement for DymgpuSize {
         }
     }
 
-    fn depart(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-        held_alone: bool,
-    ) -> Option<Vec<u32>> {
-        if !held_alone || residents.is_empty() {
+    fn depart(&mut self, space: Space<'_>, held_alone: bool) -> Option<Vec<u32>> {
+        if !held_alone || space.residents.is_empty() {
             return None;
         }
         // Moving vGPUs costs copies: reallocate only when it shares fewer slots.
         let anchor = self.anchor;
-        let next = self.place(total, residents).ok()?;
-        if shared_slots(total, residents, &next) < shared_slots(total, residents, positions) {
+        let next = self.place(space.total, space.residents).ok()?;
+        if shared_slots(space.total, space.residents, &next) < space.shared_slots() {
             Some(next)
         } else {
             self.anchor = anchor;

@@ -7,10 +7,7 @@
 //! the first free run if there is one, else it is right-aligned like the least busy; the
 //! periodic re-placement is skipped while no slot is shared (it could only cost copies).
 
-use super::slots::{
-    Demand, PlaceError, Placement, check_demands, first_free_run, occupancy, order_by, pack,
-    shared_slots, with_newcomer,
-};
+use super::slots::{Demand, PlaceError, Placement, Space, check_demands, order_by, pack};
 
 /// The re-placement period: DymGPU's 20 s.
 pub(super) const PERIOD_NS: u64 = 20_000_000_000;
@@ -31,32 +28,22 @@ impl Placement for DymgpuUtil {
             .collect())
     }
 
-    fn arrive(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-        new: Demand,
-    ) -> Result<Vec<u32>, PlaceError> {
-        let users = occupancy(total, residents, positions, new)?;
-        let at = first_free_run(&users, new.slots).unwrap_or(total - new.slots);
-        Ok(with_newcomer(positions, at))
+    fn arrive(&mut self, space: Space<'_>, new: Demand) -> Result<Vec<u32>, PlaceError> {
+        let at = space
+            .first_free_run(new)?
+            .unwrap_or(space.total - new.slots);
+        Ok(space.with_newcomer(at))
     }
 
     fn period_ns(&self) -> Option<u64> {
         Some(PERIOD_NS)
     }
 
-    fn periodic(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-    ) -> Option<Vec<u32>> {
+    fn periodic(&mut self, space: Space<'_>) -> Option<Vec<u32>> {
         // Nothing shared, nothing to gain: moving would only cost copies.
-        if shared_slots(total, residents, positions) == 0 {
+        if space.shared_slots() == 0 {
             return None;
         }
-        self.place(total, residents).ok()
+        self.place(space.total, space.residents).ok()
     }
 }

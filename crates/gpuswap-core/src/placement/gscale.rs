@@ -10,25 +10,15 @@
 //! the left: the 24 + 18(n-1) layout the paper offers as the better one, which left
 //! DymGPU nothing to gain over gScale.
 
-use super::slots::{Demand, PlaceError, Placement, occupancy, place_in_turn, with_newcomer};
+use super::slots::{Demand, PlaceError, Placement, Space};
 
 /// gScale's placement.
 #[derive(Debug)]
 pub(super) struct Gscale;
 
 impl Placement for Gscale {
-    fn place(&mut self, total: u32, demands: &[Demand]) -> Result<Vec<u32>, PlaceError> {
-        place_in_turn(self, total, demands)
-    }
-
-    fn arrive(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-        new: Demand,
-    ) -> Result<Vec<u32>, PlaceError> {
-        let occupied = occupancy(total, residents, positions, new)?;
+    fn arrive(&mut self, space: Space<'_>, new: Demand) -> Result<Vec<u32>, PlaceError> {
+        let occupied = space.occupancy(new)?;
         // Sliding sums of the slots' occupants over every run of the newcomer's length;
         // the first minimum is the leftmost.
         let len = new.slots as usize;
@@ -40,6 +30,6 @@ impl Placement for Gscale {
                 (best, best_score) = (start, score);
             }
         }
-        Ok(with_newcomer(positions, best as u32))
+        Ok(space.with_newcomer(best as u32))
     }
 }

@@ -15,7 +15,7 @@ mod gscale;
 mod gvirt;
 mod slots;
 
-pub use slots::{Demand, PlaceError, Placement, shared_slots};
+pub use slots::{Demand, PlaceError, Placement, Space, shared_slots};
 
 /// A registered placement algorithm.
 pub struct PlacementEntry {

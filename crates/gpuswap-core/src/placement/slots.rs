@@ -1,8 +1,8 @@
 //! The slot space every algorithm works in: what a vGPU asks of it ([`Demand`]), why a
 //! placement fails ([`PlaceError`]), the [`Placement`] trait, and the slot arithmetic
-//! the algorithms share (DymGPU's packing loop, slot users, free runs). A leaf apart
-//! from `mod.rs`, so that the algorithms, which `mod.rs` declares, import it without
-//! importing their parent.
+//! the algorithms share (DymGPU's packing loop, slot users, free runs, the [`Space`] the
+//! residents hold). A leaf apart from `mod.rs`, so that the algorithms, which `mod.rs`
+//! declares, import it without importing their parent.
 
 use thiserror::Error;
 
@@ -49,39 +49,72 @@ pub enum PlaceError {
     },
 }
 
+/// The space as its residents hold it: its size in slots, the residents, and their
+/// start slots (in the same order). What an algorithm is told at every event after the
+/// first placement.
+#[derive(Clone, Copy, Debug)]
+pub struct Space<'a> {
+    /// Slots in the space.
+    pub total: u32,
+    /// The vGPUs placed in it.
+    pub residents: &'a [Demand],
+    /// Their start slots.
+    pub positions: &'a [u32],
+}
+
+impl Space<'_> {
+    /// Checks a newcomer's demand and counts who uses each slot among the residents:
+    /// where every arrival starts.
+    pub(super) fn occupancy(&self, new: Demand) -> Result<Vec<u32>, PlaceError> {
+        check_demands(self.total, &[new])?;
+        Ok(users_per_slot(self.total, self.residents, self.positions))
+    }
+
+    /// The first run of free slots that fits a newcomer, after checking its demand.
+    pub(super) fn first_free_run(&self, new: Demand) -> Result<Option<u32>, PlaceError> {
+        Ok(first_free_run(&self.occupancy(new)?, new.slots))
+    }
+
+    /// The residents' positions, unchanged, and the newcomer's at `at`.
+    pub(super) fn with_newcomer(&self, at: u32) -> Vec<u32> {
+        self.positions.iter().copied().chain([at]).collect()
+    }
+
+    /// Slots used by two or more residents.
+    pub(super) fn shared_slots(&self) -> u32 {
+        shared_slots(self.total, self.residents, self.positions)
+    }
+}
+
 /// Where vGPUs go. Positions are start slots, 0-indexed, in the order the vGPUs were
 /// given.
 pub trait Placement: std::fmt::Debug + Send {
     /// Places a whole set at once: the calculator's question, and a full reallocation.
-    fn place(&mut self, total: u32, demands: &[Demand]) -> Result<Vec<u32>, PlaceError>;
-
-    /// A vGPU arrives while `residents` (with their `positions`) hold the space: the
-    /// positions of every vGPU after it, the residents' first (a resident whose
-    /// position changes is moved), the newcomer's last. By default, the newcomer is
-    /// placed as [`Placement::place`] would place the whole set.
-    fn arrive(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-        new: Demand,
-    ) -> Result<Vec<u32>, PlaceError> {
-        let _ = positions;
-        let mut all = residents.to_vec();
-        all.push(new);
-        self.place(total, &all)
+    /// By default, as arrivals one after the other in input order: the algorithms that
+    /// decide only at creation.
+    fn place(&mut self, total: u32, demands: &[Demand]) -> Result<Vec<u32>, PlaceError> {
+        let mut positions = Vec::with_capacity(demands.len());
+        for (i, d) in demands.iter().enumerate() {
+            let space = Space {
+                total,
+                residents: &demands[..i],
+                positions: &positions,
+            };
+            let next = self.arrive(space, *d)?;
+            positions.push(*next.last().expect("the newcomer's position"));
+        }
+        Ok(positions)
     }
 
+    /// A vGPU arrives while the residents hold `space`: the positions of every vGPU
+    /// after it, the residents' first (a resident whose position changes is moved), the
+    /// newcomer's last.
+    fn arrive(&mut self, space: Space<'_>, new: Demand) -> Result<Vec<u32>, PlaceError>;
+
     /// A vGPU left (ended, or idle and treated as ended); `held_alone` says whether it
-    /// held slots nobody else used. New positions for `residents` if they move.
-    fn depart(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-        held_alone: bool,
-    ) -> Option<Vec<u32>> {
-        let _ = (total, residents, positions, held_alone);
+    /// held slots nobody else used. New positions for the residents if they move.
+    fn depart(&mut self, space: Space<'_>, held_alone: bool) -> Option<Vec<u32>> {
+        let _ = (space, held_alone);
         None
     }
 
@@ -90,14 +123,9 @@ pub trait Placement: std::fmt::Debug + Send {
         None
     }
 
-    /// A period passed: new positions for `residents` if they move.
-    fn periodic(
-        &mut self,
-        total: u32,
-        residents: &[Demand],
-        positions: &[u32],
-    ) -> Option<Vec<u32>> {
-        let _ = (total, residents, positions);
+    /// A period passed: new positions for the residents if they move.
+    fn periodic(&mut self, space: Space<'_>) -> Option<Vec<u32>> {
+        let _ = space;
         None
     }
 }
@@ -172,40 +200,8 @@ fn users_per_slot(total: u32, demands: &[Demand], positions: &[u32]) -> Vec<u32>
     users
 }
 
-/// Checks a newcomer's demand and counts who uses each slot among the residents: where
-/// every `arrive` starts.
-pub(super) fn occupancy(
-    total: u32,
-    residents: &[Demand],
-    positions: &[u32],
-    new: Demand,
-) -> Result<Vec<u32>, PlaceError> {
-    check_demands(total, &[new])?;
-    Ok(users_per_slot(total, residents, positions))
-}
-
-/// The residents' positions, unchanged, and the newcomer's at `at`.
-pub(super) fn with_newcomer(positions: &[u32], at: u32) -> Vec<u32> {
-    positions.iter().copied().chain([at]).collect()
-}
-
-/// Places a whole set as arrivals one after the other, in input order: the algorithms
-/// that decide only at creation.
-pub(super) fn place_in_turn(
-    placement: &mut dyn Placement,
-    total: u32,
-    demands: &[Demand],
-) -> Result<Vec<u32>, PlaceError> {
-    let mut positions = Vec::with_capacity(demands.len());
-    for (i, d) in demands.iter().enumerate() {
-        let next = placement.arrive(total, &demands[..i], &positions, *d)?;
-        positions.push(*next.last().expect("the newcomer's position"));
-    }
-    Ok(positions)
-}
-
 /// The first free run of `slots` slots, given who uses each slot.
-pub(super) fn first_free_run(users: &[u32], slots: u32) -> Option<u32> {
+fn first_free_run(users: &[u32], slots: u32) -> Option<u32> {
     let mut run = 0u32;
     for (i, u) in users.iter().enumerate() {
         run = if *u == 0 { run + 1 } else { 0 };

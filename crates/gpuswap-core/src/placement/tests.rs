@@ -6,6 +6,14 @@ fn demands(sizes: &[u32]) -> Vec<Demand> {
     sizes.iter().map(|s| Demand::of(*s)).collect()
 }
 
+fn space<'a>(total: u32, residents: &'a [Demand], positions: &'a [u32]) -> Space<'a> {
+    Space {
+        total,
+        residents,
+        positions,
+    }
+}
+
 fn place(name: &str, total: u32, d: &[Demand]) -> Vec<u32> {
     find_placement(name)
         .unwrap()
@@ -46,7 +54,9 @@ fn gscale_places_the_worked_example_as_the_paper_prices_it() {
 fn gscale_takes_the_lowest_score_run_ties_to_the_left() {
     // 5 slots, slots 1-4 (1-indexed) held by one VM: a VM needing 2 gets slots 4-5.
     let mut g = find_placement("gscale").unwrap().build();
-    let next = g.arrive(5, &demands(&[4]), &[0], Demand::of(2)).unwrap();
+    let next = g
+        .arrive(space(5, &demands(&[4]), &[0]), Demand::of(2))
+        .unwrap();
     assert_eq!(next, [0, 3]);
     // On an empty space, the leftmost run.
     assert_eq!(place("gscale", 5, &demands(&[2])), [0]);
@@ -99,7 +109,8 @@ fn gvirt_refuses_what_it_cannot_partition() {
     );
     // A freed run is reused.
     assert_eq!(
-        g.arrive(12, &demands(&[6]), &[6], Demand::of(5)).unwrap(),
+        g.arrive(space(12, &demands(&[6]), &[6]), Demand::of(5))
+            .unwrap(),
         [6, 0]
     );
 }
@@ -131,19 +142,21 @@ fn size_based_maps_a_small_newcomer_at_the_overlap_and_reallocates_when_space_fr
     let p = a.place(6, &d).unwrap();
     assert_eq!(p, [0, 2]);
     // A newcomer of 2 <= L goes to P_K and adds no shared slot.
-    let next = a.arrive(6, &d, &p, Demand::of(2)).unwrap();
+    let next = a.arrive(space(6, &d, &p), Demand::of(2)).unwrap();
     assert_eq!(next, [0, 2, 2]);
     let all = demands(&[4, 4, 2]);
     assert_eq!(shared_slots(6, &all, &next), shared_slots(6, &d, &p));
     // The first vGPU leaves slots 0-1 it held alone: the rest are re-placed, since that
     // ends their sharing.
-    let after = a.depart(6, &demands(&[4, 2]), &[2, 2], true).unwrap();
+    let after = a
+        .depart(space(6, &demands(&[4, 2]), &[2, 2]), true)
+        .unwrap();
     assert_eq!(after, [0, 4]);
     assert_eq!(shared_slots(6, &demands(&[4, 2]), &after), 0);
     // When nothing is shared, nobody moves.
-    assert_eq!(a.depart(6, &demands(&[2, 2]), &[0, 4], true), None);
+    assert_eq!(a.depart(space(6, &demands(&[2, 2]), &[0, 4]), true), None);
     // Leaving only shared slots moves nobody.
-    assert_eq!(a.depart(6, &demands(&[4]), &[0], false), None);
+    assert_eq!(a.depart(space(6, &demands(&[4]), &[0]), false), None);
 }
 
 #[test]
@@ -158,9 +171,12 @@ fn utilization_based_re_places_every_twenty_seconds() {
         })
         .collect();
     // The busy one gets the left, exclusive part; the idle one is right-aligned.
-    assert_eq!(a.periodic(5, &busy_second, &[0, 2]), Some(vec![2, 0]));
+    assert_eq!(
+        a.periodic(space(5, &busy_second, &[0, 2])),
+        Some(vec![2, 0])
+    );
     // Nothing shared: nobody moves.
-    assert_eq!(a.periodic(6, &busy_second, &[0, 3]), None);
+    assert_eq!(a.periodic(space(6, &busy_second, &[0, 3])), None);
     // Static algorithms never re-place.
     assert_eq!(find_placement("gscale").unwrap().build().period_ns(), None);
 }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use super::pages::{PAGES_PER_BIG_PAGE, PAGES_PER_BLOCK, Pages};
+use crate::params::{Choice, Registered};
 
 /// Chooses eviction victims.
 pub trait Eviction: std::fmt::Debug + Send {
@@ -29,20 +30,15 @@ pub trait Eviction: std::fmt::Debug + Send {
 }
 
 /// A registered eviction policy.
-pub struct EvictionEntry {
-    /// The name scenarios use.
-    pub name: &'static str,
-    /// One line.
-    pub description: &'static str,
-    /// A fresh instance.
-    pub build: fn() -> Box<dyn Eviction>,
-}
+pub type EvictionEntry = Registered<fn() -> Box<dyn Eviction>>;
 
 /// Every eviction policy; `fifo-2mb` is what the driver does.
 pub static EVICTIONS: &[EvictionEntry] = &[
     EvictionEntry {
-        name: "fifo-2mb",
-        description: "the driver's: whole 2 MiB blocks in the order they became resident; accesses do not refresh them",
+        choice: Choice::new(
+            "fifo-2mb",
+            "the driver's: whole 2 MiB blocks in the order they became resident; accesses do not refresh them",
+        ),
         build: || {
             Box::new(BlockOrder {
                 refresh: false,
@@ -51,8 +47,10 @@ pub static EVICTIONS: &[EvictionEntry] = &[
         },
     },
     EvictionEntry {
-        name: "lru-2mb",
-        description: "whole 2 MiB blocks, least recently touched first",
+        choice: Choice::new(
+            "lru-2mb",
+            "whole 2 MiB blocks, least recently touched first",
+        ),
         build: || {
             Box::new(BlockOrder {
                 refresh: true,
@@ -61,28 +59,32 @@ pub static EVICTIONS: &[EvictionEntry] = &[
         },
     },
     EvictionEntry {
-        name: "lfu-2mb",
-        description: "whole 2 MiB blocks, least often touched first",
+        choice: Choice::new("lfu-2mb", "whole 2 MiB blocks, least often touched first"),
         build: || Box::<BlockTouches>::default(),
     },
     EvictionEntry {
-        name: "lru-4k",
-        description: "single 4 KiB pages, least recently touched first",
+        choice: Choice::new("lru-4k", "single 4 KiB pages, least recently touched first"),
         build: || Box::<PageLru>::default(),
     },
     EvictionEntry {
-        name: "random-4k",
-        description: "a single 4 KiB page chosen at random (a seeded sequence)",
+        choice: Choice::new(
+            "random-4k",
+            "a single 4 KiB page chosen at random (a seeded sequence)",
+        ),
         build: || Box::new(RandomPage::default()),
     },
     EvictionEntry {
-        name: "sequential-64k",
-        description: "whole 64 KiB big pages in the order they became resident",
+        choice: Choice::new(
+            "sequential-64k",
+            "whole 64 KiB big pages in the order they became resident",
+        ),
         build: || Box::<BigPageOrder>::default(),
     },
     EvictionEntry {
-        name: "tree",
-        description: "least recently touched 64 KiB big page, then every node of its 2 MiB block's tree left less than half resident (the research simulator's pre-eviction)",
+        choice: Choice::new(
+            "tree",
+            "least recently touched 64 KiB big page, then every node of its 2 MiB block's tree left less than half resident (the research simulator's pre-eviction)",
+        ),
         build: || {
             Box::new(BigPageOrder {
                 refresh: true,
@@ -95,7 +97,7 @@ pub static EVICTIONS: &[EvictionEntry] = &[
 
 /// The eviction policy called `name`.
 pub fn find_eviction(name: &str) -> Option<&'static EvictionEntry> {
-    EVICTIONS.iter().find(|e| e.name == name)
+    Registered::find(EVICTIONS, name)
 }
 
 /// Keys (blocks, or big pages) in the order they were last placed in, the oldest first.

@@ -717,33 +717,12 @@ impl Paging {
     fn migrate_block(&mut self, b: u32, faulted: Pages, now_ns: u64) -> bool {
         let home = self.homes[b as usize];
         let resident = self.bitmaps[b as usize].resident;
-        let mut faulted = faulted & home.valid() & !resident;
-        let (mut pinned, mut throttled) = (Pages::EMPTY, false);
-        if let Some(params) = self.thrashing
-            && let Some(thrash) = self.blocks[b as usize].thrash.as_mut()
-        {
-            // Pins that ended by now ended on the device too (it serves them remotely
-            // until then, and faults them after).
-            thrash.unpin_expired(now_ns);
-            thrash.record(faulted, now_ns, &params);
-            let new_pins;
-            (new_pins, throttled) = thrash.hints(faulted, now_ns, &params);
-            pinned = thrash.pinned;
-            if !new_pins.is_empty() {
-                self.stats[home.owner as usize].pins += new_pins.count() as u64;
-                self.actions.push_back(PageAction::Pin {
-                    block: b,
-                    pages: new_pins,
-                    until_ns: now_ns + params.pin_ns,
-                });
-                faulted = faulted.without(new_pins);
-            }
-        }
+        let faulted = faulted & home.valid() & !resident;
+        let (faulted, pinned, throttled) = self.thrash_hints(b, home.owner, faulted, now_ns);
         if faulted.is_empty() {
             return throttled;
         }
         let resident_before = self.room.resident_pages();
-        let mut evicted = 0;
         let prefetch = if self.adaptive.allocation(home.alloc).plan.tree_prefetch() {
             &mut self.tree_prefetch
         } else {
@@ -752,24 +731,82 @@ impl Paging {
         let region = prefetch
             .region(resident, home.valid(), faulted)
             .without(pinned);
-        let mut wanted = (region | faulted).without(resident);
+        let wanted = (region | faulted).without(resident);
+        let (wanted, evicted) = self.make_room(b, home.owner, wanted, faulted, now_ns);
+        if wanted.is_empty() {
+            return throttled;
+        }
+        self.bring_in(b, wanted, faulted, now_ns);
+        debug_assert_eq!(
+            self.room.resident_pages() + evicted,
+            resident_before + wanted.count() as u64
+        );
+        throttled
+    }
+
+    /// The thrashing detector's say on faulting `faulted` pages of block `b` (of
+    /// `owner`) at `now_ns`: it records their migration and pins those it says to (they
+    /// stay away). Returns the faulted pages that still come, the block's pinned pages,
+    /// and whether it throttles any.
+    fn thrash_hints(
+        &mut self,
+        b: u32,
+        owner: u32,
+        faulted: Pages,
+        now_ns: u64,
+    ) -> (Pages, Pages, bool) {
+        let Some(params) = self.thrashing else {
+            return (faulted, Pages::EMPTY, false);
+        };
+        let Some(thrash) = self.blocks[b as usize].thrash.as_mut() else {
+            return (faulted, Pages::EMPTY, false);
+        };
+        // Pins that ended by now ended on the device too (it serves them remotely until
+        // then, and faults them after).
+        thrash.unpin_expired(now_ns);
+        thrash.record(faulted, now_ns, &params);
+        let (new_pins, throttled) = thrash.hints(faulted, now_ns, &params);
+        let pinned = thrash.pinned;
+        if new_pins.is_empty() {
+            return (faulted, pinned, throttled);
+        }
+        self.stats[owner as usize].pins += new_pins.count() as u64;
+        self.actions.push_back(PageAction::Pin {
+            block: b,
+            pages: new_pins,
+            until_ns: now_ns + params.pin_ns,
+        });
+        (faulted.without(new_pins), pinned, throttled)
+    }
+
+    /// Makes room for the pages `wanted` in block `b` (of `owner`, faulting `faulted`)
+    /// at `now_ns`. Returns what comes and the pages evicted for it.
+    fn make_room(
+        &mut self,
+        b: u32,
+        owner: u32,
+        mut wanted: Pages,
+        faulted: Pages,
+        now_ns: u64,
+    ) -> (Pages, u64) {
         // The owner's cap first: beyond it the prefetched pages are dropped, then the
         // owner's own pages in other blocks make room, then fewer pages come.
-        if wanted.count() as u64 > self.room.room_under_cap(home.owner) {
+        let mut evicted = 0;
+        if wanted.count() as u64 > self.room.room_under_cap(owner) {
             wanted = wanted & faulted;
             loop {
-                let cap_room = self.room.room_under_cap(home.owner);
+                let cap_room = self.room.room_under_cap(owner);
                 if wanted.count() as u64 <= cap_room {
                     break;
                 }
-                match self.victim_of(home.owner, b) {
+                match self.victim_of(owner, b) {
                     Some((v, pages)) => evicted += self.evict(v, pages, Some(now_ns)),
                     // The block's own other pages make room, then what fits comes.
                     None => {
                         let short = wanted.count() - cap_room as usize;
                         let own = self.bitmaps[b as usize].resident.first(short);
                         evicted += self.evict(b, own, Some(now_ns));
-                        wanted = wanted.first(self.room.room_under_cap(home.owner) as usize);
+                        wanted = wanted.first(self.room.room_under_cap(owner) as usize);
                         break;
                     }
                 }
@@ -788,17 +825,13 @@ impl Paging {
             for change in self.adaptive.vram_full(now_ns) {
                 self.carry_out(change);
             }
-            match self.choose_victim(b, Some(home.owner)) {
+            match self.choose_victim(b, Some(owner)) {
                 Some((v, pages)) => {
                     evicted += self.evict(v, pages, Some(now_ns));
                     let victim = self.homes[v as usize].owner;
-                    if victim != home.owner
-                        && !self.room.may_give(victim, 0)
-                        && self.breach.is_none()
-                    {
+                    if victim != owner && !self.room.may_give(victim, 0) && self.breach.is_none() {
                         self.breach = Some(format!(
-                            "owner {victim} was a victim of owner {}'s faults below its guarantee",
-                            home.owner
+                            "owner {victim} was a victim of owner {owner}'s faults below its guarantee"
                         ));
                     }
                 }
@@ -815,9 +848,12 @@ impl Paging {
                 }
             }
         }
-        if wanted.is_empty() {
-            return throttled;
-        }
+        (wanted, evicted)
+    }
+
+    /// Brings the pages `wanted` of block `b` (faulting `faulted`) into VRAM at
+    /// `now_ns`: the bitmaps, the migration, the counts and the eviction order.
+    fn bring_in(&mut self, b: u32, wanted: Pages, faulted: Pages, now_ns: u64) {
         self.seq += 1;
         self.blocks[b as usize].last_in_ns = now_ns;
         let bitmaps = &mut self.bitmaps[b as usize];
@@ -840,11 +876,6 @@ impl Paging {
         stats.pages_prefetched += prefetched.count() as u64;
         let seq = self.seq;
         self.eviction_of(b).resident(b, wanted, first, seq);
-        debug_assert_eq!(
-            self.room.resident_pages() + evicted,
-            resident_before + wanted.count() as u64
-        );
-        throttled
     }
 
     /// Evicts the resident ones of `pages` of block `v` (for a fault batch at `now_ns`,

@@ -1,6 +1,7 @@
 //! What a fault batch migrates besides the faulted pages (`prefetch = ...`).
 
 use super::pages::{PAGES_PER_BLOCK, Pages, WORDS_PER_BLOCK};
+use crate::params::{Choice, Registered};
 
 /// Chooses, per VA block, the pages a batch migrates.
 pub trait Prefetch: std::fmt::Debug + Send {
@@ -14,25 +15,19 @@ pub trait Prefetch: std::fmt::Debug + Send {
 }
 
 /// A registered prefetcher.
-pub struct PrefetchEntry {
-    /// The name scenarios use.
-    pub name: &'static str,
-    /// One line.
-    pub description: &'static str,
-    /// A fresh instance.
-    pub build: fn() -> Box<dyn Prefetch>,
-}
+pub type PrefetchEntry = Registered<fn() -> Box<dyn Prefetch>>;
 
 /// Every prefetcher; `tree` is the driver's.
 pub static PREFETCHERS: &[PrefetchEntry] = &[
     PrefetchEntry {
-        name: "none",
-        description: "only the faulted 4 KiB pages",
+        choice: Choice::new("none", "only the faulted 4 KiB pages"),
         build: || Box::new(NoPrefetch),
     },
     PrefetchEntry {
-        name: "tree",
-        description: "the driver's: faults widened to 64 KiB, then the highest node of a bitmap tree over the 2 MiB block that is more than 51 % populated",
+        choice: Choice::new(
+            "tree",
+            "the driver's: faults widened to 64 KiB, then the highest node of a bitmap tree over the 2 MiB block that is more than 51 % populated",
+        ),
         build: || {
             Box::new(Tree {
                 threshold_percent: TREE_THRESHOLD_PERCENT,
@@ -40,13 +35,17 @@ pub static PREFETCHERS: &[PrefetchEntry] = &[
         },
     },
     PrefetchEntry {
-        name: "sequential-64k",
-        description: "the faulted pages' whole 64 KiB big pages",
+        choice: Choice::new(
+            "sequential-64k",
+            "the faulted pages' whole 64 KiB big pages",
+        ),
         build: || Box::new(Sequential64k),
     },
     PrefetchEntry {
-        name: "random-4k",
-        description: "the faulted pages and, per fault, one other page of the block chosen at random",
+        choice: Choice::new(
+            "random-4k",
+            "the faulted pages and, per fault, one other page of the block chosen at random",
+        ),
         build: || {
             Box::new(Random4k {
                 state: RANDOM_4K_START,
@@ -57,7 +56,7 @@ pub static PREFETCHERS: &[PrefetchEntry] = &[
 
 /// The prefetcher called `name`.
 pub fn find_prefetch(name: &str) -> Option<&'static PrefetchEntry> {
-    PREFETCHERS.iter().find(|p| p.name == name)
+    Registered::find(PREFETCHERS, name)
 }
 
 /// uvm-driver.md: uvm_perf_prefetch_threshold = 51 %.

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::pages::PAGE_BYTES;
-use crate::contract::Contract;
+use crate::contract::{Contract, keeps_guarantee};
 
 /// What an owner's contract asks of its pages, with the VRAM its runtime's buffers
 /// hold outside them (those count against its guarantee and cap first).
@@ -169,8 +169,7 @@ impl Room {
     /// pages more than it.
     pub(super) fn may_give(&self, owner: u32, margin: u64) -> bool {
         let held = self.by_owner[owner as usize];
-        let guarantee = self.terms[owner as usize].guarantee_pages();
-        guarantee == 0 || held >= guarantee + margin
+        keeps_guarantee(held, self.terms[owner as usize].guarantee_pages(), margin)
     }
 
     /// Pages `owner` may still take under its cap.

@@ -125,13 +125,13 @@ fn read(page: u64) -> Fault {
 #[test]
 fn with_ample_vram_every_page_migrates_once_and_nothing_is_evicted() {
     for prefetch in PREFETCHERS {
-        let mut p = paging(64 * MIB, prefetch.name, "fifo-2mb");
+        let mut p = paging(64 * MIB, prefetch.choice.name, "fifo-2mb");
         let base = p.add_allocation(0, buf(), 8 * MIB);
         let stream: Vec<u64> = (0..3).flat_map(|_| base..base + 2048).collect();
         run(&mut p, &stream);
         let s = p.stats(0);
-        assert_eq!(s.pages_in, 2048, "{}", prefetch.name);
-        assert_eq!(s.pages_out, 0, "{}", prefetch.name);
+        assert_eq!(s.pages_in, 2048, "{}", prefetch.choice.name);
+        assert_eq!(s.pages_out, 0, "{}", prefetch.choice.name);
         assert_eq!(s.pages_thrashed, 0);
     }
 }
@@ -191,7 +191,7 @@ proptest! {
             capacity_pages * pages::PAGE_BYTES,
             PagingConfig {
                 victim: if largest_share { Victim::LargestShare } else { Victim::Any },
-                ..config(PREFETCHERS[prefetch].name, EVICTIONS[eviction].name)
+                ..config(PREFETCHERS[prefetch].choice.name, EVICTIONS[eviction].choice.name)
             },
         );
         // One owner per allocation, so that per-tenant eviction has shares to compare.
@@ -226,7 +226,7 @@ proptest! {
         // Belady's bound holds for a driver that serves each fault before the next touch.
         let mut serial = Paging::new(
             capacity_pages * pages::PAGE_BYTES,
-            config(PREFETCHERS[prefetch].name, EVICTIONS[eviction].name),
+            config(PREFETCHERS[prefetch].choice.name, EVICTIONS[eviction].choice.name),
         );
         for size in [3 * MIB, MIB, 6 * MIB] {
             serial.add_allocation(0, buf(), size);

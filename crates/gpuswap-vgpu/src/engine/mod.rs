@@ -16,7 +16,7 @@ mod cpu;
 
 use std::collections::VecDeque;
 
-use gpuswap_core::placement::{Demand, Placement, PlacementEntry};
+use gpuswap_core::placement::{Demand, Placement, PlacementEntry, Space};
 use gpuswap_sim::queue::EventQueue;
 use serde::Serialize;
 use thiserror::Error;
@@ -333,6 +333,15 @@ impl Sim {
         self.vms.iter().any(|v| v.state != State::Done)
     }
 
+    /// The space as `demands` at `positions` hold it.
+    fn space<'a>(&self, demands: &'a [Demand], positions: &'a [u32]) -> Space<'a> {
+        Space {
+            total: self.total_slots,
+            residents: demands,
+            positions,
+        }
+    }
+
     fn demands(&self, vms: &[usize]) -> (Vec<Demand>, Vec<u32>) {
         vms.iter()
             .map(|&v| {
@@ -369,9 +378,10 @@ impl Sim {
             slots: self.vms[v].slots,
             utilization: 0.0,
         };
+        let space = self.space(&demands, &positions);
         let next = self
             .placement
-            .arrive(self.total_slots, &demands, &positions, new)
+            .arrive(space, new)
             .map_err(|e| format!("{}: {e}", self.entry.name))?;
         self.residents.push(v);
         self.apply(&next);
@@ -416,10 +426,8 @@ impl Sim {
         self.vms[v].position = None;
         self.forget_slots(v);
         let (demands, positions) = self.demands(&self.residents.clone());
-        if let Some(next) =
-            self.placement
-                .depart(self.total_slots, &demands, &positions, held_alone)
-        {
+        let space = self.space(&demands, &positions);
+        if let Some(next) = self.placement.depart(space, held_alone) {
             self.apply(&next);
         }
     }
@@ -575,10 +583,8 @@ impl Sim {
 
     fn periodic(&mut self) {
         let (demands, positions) = self.demands(&self.residents.clone());
-        if let Some(next) = self
-            .placement
-            .periodic(self.total_slots, &demands, &positions)
-        {
+        let space = self.space(&demands, &positions);
+        if let Some(next) = self.placement.periodic(space) {
             self.apply(&next);
         }
         if let Some(period) = self.placement.period_ns()

@@ -2,7 +2,7 @@
 //! gets back. Each chunk policy is a small [`ChunkChoice`] registered in [`CHUNKS`].
 
 use crate::lists::{ChunkLists, ChunkRef};
-use crate::params::{Choice, Needs};
+use crate::params::{Choice, Needs, Registered};
 
 /// Chooses the chunk a victim gives up.
 pub(crate) trait ChunkChoice: std::fmt::Debug + Send {
@@ -21,10 +21,7 @@ pub(crate) trait ChunkChoice: std::fmt::Debug + Send {
 }
 
 /// A registered chunk policy.
-pub(crate) struct ChunkEntry {
-    pub(crate) choice: Choice,
-    pub(crate) build: fn() -> Box<dyn ChunkChoice>,
-}
+pub(crate) type ChunkEntry = Registered<fn() -> Box<dyn ChunkChoice>>;
 
 /// Every chunk policy; the default is `priority-buffer` (the prototype's).
 pub(crate) static CHUNKS: &[ChunkEntry] = &[

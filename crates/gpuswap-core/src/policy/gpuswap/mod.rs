@@ -8,6 +8,7 @@ pub(crate) mod victim;
 
 use super::hooks::{Ctx, MemoryPolicy, Placed, check_host_limit, check_host_room, host_part_bytes};
 use crate::buffer::Location;
+use crate::contract::keeps_guarantee;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::ChunkRef;
 use crate::protocol::{Action, AllocError, AllocRequest, Execution, KernelStats, Purpose};
@@ -226,9 +227,12 @@ impl Gpuswap {
                 .host_free_bytes()
                 .min(books.host_room_under_limit(tenant));
             // Nor may the exchange take the tenant below its guarantee.
-            let below_guarantee = books.usage(tenant).vram_bytes - (cold_bytes - bytes)
-                < books.contract(tenant).vram_guarantee_bytes;
-            if cold_bytes - bytes > host_room || below_guarantee {
+            let keeps = keeps_guarantee(
+                books.usage(tenant).vram_bytes,
+                books.contract(tenant).vram_guarantee_bytes,
+                cold_bytes - bytes,
+            );
+            if cold_bytes - bytes > host_room || !keeps {
                 continue;
             }
             books.plan_move(cold, Location::Host);

@@ -4,7 +4,7 @@
 
 use crate::accounting::{Books, TenantView};
 use crate::ids::TenantId;
-use crate::params::{Choice, KERNEL_ESTIMATES};
+use crate::params::{Choice, KERNEL_ESTIMATES, Registered};
 
 /// Chooses the tenant that gives up a chunk.
 pub(crate) trait VictimChoice: std::fmt::Debug + Send {
@@ -21,10 +21,7 @@ pub(crate) trait VictimChoice: std::fmt::Debug + Send {
 }
 
 /// A registered victim policy.
-pub(crate) struct VictimEntry {
-    pub(crate) choice: Choice,
-    pub(crate) build: fn() -> Box<dyn VictimChoice>,
-}
+pub(crate) type VictimEntry = Registered<fn() -> Box<dyn VictimChoice>>;
 
 /// Every victim policy; the first is the default.
 pub(crate) static VICTIMS: &[VictimEntry] = &[
