@@ -31,7 +31,6 @@ const ALLOWED_FOR_NOW: &[(&str, &str)] = &[
     ("crates/gpuswap-sim/src/engine/interpreter.rs", "step"),
     ("crates/gpuswap-sim/src/engine/actions.rs", "apply_actions"),
     ("crates/gpuswap-cli/src/plot.rs", "plot_lines"),
-    ("crates/gpuswap-daemon/src/driver.rs", "frame"),
     ("crates/gpuswap-cli/src/vgpu_scenario.rs", "parse"),
     ("crates/gpuswap-cli/src/report_cmd.rs", "answer"),
 ];
