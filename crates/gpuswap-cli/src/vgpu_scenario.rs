@@ -22,14 +22,14 @@ use std::path::Path;
 use gpuswap_core::MIB;
 use gpuswap_core::placement::{PLACEMENTS, PlacementEntry, find_placement};
 use gpuswap_sim::engine::RunLimits;
-use gpuswap_sim::units::parse_bytes;
+use gpuswap_sim::units::{parse_bytes, parse_ns};
 use gpuswap_vgpu::engine::{VgpuConfig, VmSpec};
 use gpuswap_vgpu::preset::{self, VgpuPreset};
 use gpuswap_vgpu::workload;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::scenario::{self, ScenarioError, ValueError, duration_ns, find_named};
+use crate::scenario::{self, ScenarioError, ValueError, find_named, parsed};
 
 /// Default preset of a VM scenario: DymGPU's testbed.
 const DEFAULT_PRESET: &str = "hd530";
@@ -206,7 +206,7 @@ fn vm(
     let high_memory_bytes = match &table.high_memory {
         None => parse_bytes(DEFAULT_HIGH_MEMORY).expect("a valid default"),
         Some(size) => {
-            let bytes = scenario::bytes(size, key("high_memory"), value_error)?;
+            let bytes = parsed(size, key("high_memory"), parse_bytes, value_error)?;
             if bytes == 0 || bytes > preset.high_memory_bytes {
                 return Err(value_error(
                     key("high_memory"),
@@ -223,10 +223,10 @@ fn vm(
     };
     let start_ns = match &table.start {
         None => 0,
-        Some(s) => duration_ns(s, key("start"), value_error)?,
+        Some(s) => parsed(s, key("start"), parse_ns, value_error)?,
     };
     let duration_ns = (table.duration.as_ref())
-        .map(|d| duration_ns(d, key("duration"), value_error))
+        .map(|d| parsed(d, key("duration"), parse_ns, value_error))
         .transpose()?;
     if matches!(w.kind, workload::Kind::Frames { .. }) && duration_ns.is_none() {
         return Err(value_error(

@@ -4,11 +4,11 @@
 use gpuswap_core::uvm::pages::PAGE_BYTES;
 use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, TenantSpec};
 use gpuswap_sim::preset::{self, Preset};
-use gpuswap_sim::units::format_bytes;
+use gpuswap_sim::units::{format_bytes, parse_bytes};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{DEFAULT_PRESET, ScenarioError, ValueError, bytes, find_named, positive_ns};
+use super::{DEFAULT_PRESET, ScenarioError, ValueError, find_named, parsed, positive_ns};
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -105,7 +105,7 @@ pub(super) fn parse(table: &DeviceTable, value_error: ValueError) -> Result<Devi
     }
     let host_bytes = match &table.host_memory {
         None => preset.host_memory_bytes,
-        Some(size) => bytes(size, "device.host_memory".into(), value_error)?,
+        Some(size) => parsed(size, "device.host_memory".into(), parse_bytes, value_error)?,
     };
     let ratio = (table.oversubscription.clone())
         .map(|value| Ratio {
@@ -171,7 +171,7 @@ fn limit_bytes(
         )),
         (Some(limit), None) => {
             let key = || "device.vram_limit".to_owned();
-            let bytes = bytes(limit, key(), value_error)?;
+            let bytes = parsed(limit, key(), parse_bytes, value_error)?;
             if bytes == 0 || bytes > preset.tenant_vram_bytes() {
                 return Err(value_error(
                     key(),
@@ -190,7 +190,7 @@ fn limit_bytes(
         // The papers limited all of VRAM; the driver's structures stay in it.
         (None, Some(limit)) => {
             let key = || "device.memory_limit".to_owned();
-            let bytes = bytes(limit, key(), value_error)?;
+            let bytes = parsed(limit, key(), parse_bytes, value_error)?;
             if bytes <= preset.driver_reserved_bytes || bytes > preset.vram_bytes {
                 return Err(value_error(
                     key(),

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use gpuswap_core::registry::SettingsError;
 use gpuswap_core::{DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, Needs, PolicySettings};
 use gpuswap_sim::preset::{self, Features, Preset};
+use gpuswap_sim::units::parse_bytes;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{ScenarioError, ValueError, bytes, paged_only, positive_ns};
+use super::{ScenarioError, ValueError, paged_only, parsed, positive_ns};
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
 /// parameters (checked against the registry, which lists each mode's keys).
@@ -53,7 +54,7 @@ pub(super) fn parse(
         None => DEFAULT_CHUNK_BYTES,
         Some(size) => {
             let key = || "manager.chunk_size".to_owned();
-            let bytes = bytes(size, key(), value_error)?;
+            let bytes = parsed(size, key(), parse_bytes, value_error)?;
             if bytes < 4096 {
                 return Err(value_error(
                     key(),

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use gpuswap_core::PolicySettings;
 use gpuswap_sim::engine::SimConfig;
-use gpuswap_sim::units::{parse_bytes, parse_ns};
+use gpuswap_sim::units::parse_ns;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
@@ -241,22 +241,15 @@ pub(crate) fn name_of(path: &Path) -> String {
         .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned())
 }
 
-/// The size `value` (`"100MiB"`) at `key`.
-pub(crate) fn bytes(
+/// `value` at `key` as `parse` reads it: a size with `parse_bytes` (`"100MiB"`), a
+/// duration with [`parse_ns`] (`"1.5s"`).
+pub(crate) fn parsed<T, E: ToString>(
     value: &Spanned<String>,
     key: String,
+    parse: fn(&str) -> Result<T, E>,
     value_error: ValueError,
-) -> Result<u64, ScenarioError> {
-    parse_bytes(value.get_ref()).map_err(|e| value_error(key, Some(value.span()), e.to_string()))
-}
-
-/// The duration `value` (`"1.5s"`) at `key`.
-pub(crate) fn duration_ns(
-    value: &Spanned<String>,
-    key: String,
-    value_error: ValueError,
-) -> Result<u64, ScenarioError> {
-    parse_ns(value.get_ref()).map_err(|e| value_error(key, Some(value.span()), e.to_string()))
+) -> Result<T, ScenarioError> {
+    parse(value.get_ref()).map_err(|e| value_error(key, Some(value.span()), e.to_string()))
 }
 
 /// The duration `value` at `key`, which must be above 0: a period or a quantum.

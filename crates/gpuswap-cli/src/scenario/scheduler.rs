@@ -2,11 +2,11 @@
 
 use gpuswap_core::PolicySettings;
 use gpuswap_core::scheduling::{self, PolicyEntry, SchedulingConfig};
-use gpuswap_sim::units::parse_bytes;
+use gpuswap_sim::units::{parse_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{ScenarioError, ValueError, duration_ns, find_named, paged_only};
+use super::{ScenarioError, ValueError, find_named, paged_only, parsed};
 
 /// The `[scheduler]` table: PILOT's kernel scheduling.
 #[derive(Deserialize, Default)]
@@ -104,7 +104,7 @@ fn policy_settings(
     };
     if let Some(wait) = &table.max_wait {
         applies("max_wait", wait)?;
-        config.max_wait_ns = duration_ns(wait, "scheduler.max_wait".into(), value_error)?;
+        config.max_wait_ns = parsed(wait, "scheduler.max_wait".into(), parse_ns, value_error)?;
     }
     if let Some(quota) = &table.quota {
         applies("quota", quota)?;

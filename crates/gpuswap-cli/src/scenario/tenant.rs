@@ -13,13 +13,13 @@ use gpuswap_sim::preset::Preset;
 use gpuswap_sim::program::Program;
 use gpuswap_sim::trace::torch::{Snapshot, SnapshotError};
 use gpuswap_sim::trace::uvm_log::FaultLog;
-use gpuswap_sim::units::format_bytes;
+use gpuswap_sim::units::{format_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::device::Device;
 use super::manager::Manager;
-use super::{ScenarioError, ValueError, duration_ns, find_named, paged_only};
+use super::{ScenarioError, ValueError, find_named, paged_only, parsed};
 use crate::contract_keys::{ContractTable, check_mode};
 use crate::priorities::PrioritiesFile;
 
@@ -198,7 +198,7 @@ fn tenant(
     let workload = workload(t, &key, setting)?;
     let start_ns = match &t.start {
         None => 0,
-        Some(s) => duration_ns(s, key("start"), setting.value_error)?,
+        Some(s) => parsed(s, key("start"), parse_ns, setting.value_error)?,
     };
     let name = name(t, i, &workload.app_name, others, setting.value_error)?;
     let (priorities, chunk_priorities) = priorities(t, &workload, &key, setting)?;
