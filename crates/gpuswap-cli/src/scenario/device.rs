@@ -10,6 +10,7 @@ use toml::Spanned;
 
 use super::{DEFAULT_PRESET, ScenarioError, ValueError, find_named, parsed, positive_ns};
 
+/// The `[device]` table as the file writes it.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DeviceTable {

@@ -29,8 +29,9 @@ const MAX_NAME_CHARS: usize = 64;
 /// The share of the device's VRAM bandwidth a replayed trace's kernels use while it
 /// runs alone: a snapshot does not record its kernels' traffic. Ours, unconfirmed; set
 /// `trace_bandwidth` to what a profiler (Nsight Compute's DRAM throughput) measured.
-pub const DEFAULT_TRACE_BANDWIDTH_SHARE: f64 = 0.5;
+const DEFAULT_TRACE_BANDWIDTH_SHARE: f64 = 0.5;
 
+/// A `[[tenant]]` table as the file writes it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TenantTable {
@@ -78,9 +79,14 @@ impl TenantTable {
 /// What every tenant is read against: the device, the memory manager, and the folder
 /// the files it names are relative to (the scenario's).
 pub(super) struct Setting<'a> {
+    /// The simulated GPU: its shape sizes the apps' programs, its bandwidth a trace's.
     pub preset: &'a Preset,
+    /// The memory manager: its mode decides what may be replayed, its chunk size how
+    /// long chunk priority lists may be.
     pub manager: &'a Manager,
+    /// The scenario's folder.
     pub dir: &'a Path,
+    /// How errors are made.
     pub value_error: ValueError<'a>,
 }
 
@@ -231,7 +237,7 @@ struct Workload {
     model: Option<&'static dyn apps::AppModel>,
     /// A replayed fault log's batch sizes.
     logged_faults_per_batch: Option<Vec<u64>>,
-    /// How a replayed file's timing was made, for the report.
+    /// How a replayed program is timed (recorded, or invented and why), for the report.
     timing: Option<String>,
 }
 
@@ -261,9 +267,10 @@ fn workload(
             let app = find_app(app, &key("app"), value_error)?;
             let repeat = repeat(t, &key("repeat"), value_error)?;
             let size = t.size.as_ref().map_or("default", |s| s.get_ref());
+            let size_span = t.size.as_ref().map(Spanned::span);
             let program = app
                 .program(size, repeat, setting.preset.shape())
-                .map_err(|e| value_error(key("size"), t.size.as_ref().map(|s| s.span()), e.message))?;
+                .map_err(|e| value_error(key("size"), size_span, e.message))?;
             Ok(Workload {
                 app_name: app.name().to_owned(),
                 program,
@@ -440,7 +447,7 @@ fn name(
     others: &[TenantSpec],
     value_error: ValueError,
 ) -> Result<String, ScenarioError> {
-    let key = || format!("tenant[{i}].name");
+    let key = || key_of(i)("name");
     let name = match &t.name {
         Some(n) if n.get_ref().trim().is_empty() => {
             return Err(value_error(
@@ -482,10 +489,13 @@ fn name(
 
 /// A tenant's buffers as priorities name them: the runtime's three, then its program's.
 struct Buffers<'a> {
+    /// Every buffer's label.
     labels: Vec<String>,
+    /// The program whose buffers follow the runtime's.
     program: &'a Program,
     /// The runtime's buffers' sizes, in the order of their labels.
     runtime_bytes: [u64; 3],
+    /// The manager's chunk size.
     chunk_bytes: u64,
 }
 
