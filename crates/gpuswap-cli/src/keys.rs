@@ -329,103 +329,145 @@ pub fn in_section(section: &str) -> Vec<String> {
 /// A scenario template with every key, commented: what `gpuswap init` writes. Its
 /// uncommented lines make a small oversubscribed scenario that runs as it is.
 pub fn template() -> String {
-    let keys = all();
-    let doc = |path: &str| {
-        let k = keys.iter().find(|k| k.path == path).expect("listed");
-        format!("# {}. {}; default: {}.\n", k.help, k.value, k.default)
-    };
-    let commented = |path: &str, example: &str| {
-        let key = path.rsplit('.').next().expect("a path has a key");
-        format!("{}# {key} = {example}\n", doc(path))
-    };
-    let set = |path: &str, value: &str| {
-        let key = path.rsplit('.').next().expect("a path has a key");
-        format!("{}{key} = {value}\n", doc(path))
-    };
+    let t = Template { keys: all() };
     let mut out = String::from(
         "# A gpuswap scenario: two tenants that together want more VRAM than the device has.\n\
          # `gpuswap run FILE` runs it; `gpuswap compare FILE` runs it under every manager;\n\
          # `gpuswap keys` lists every key. Sizes take B, KiB, MiB, GiB; durations ns, us, ms, s.\n\n",
     );
-    out += &set("seed", "42");
+    out += &t.set("seed", "42");
     out += "\n[device]\n";
-    out += &set("device.preset", "\"gtx480\"");
-    out += &set("device.vram_limit", "\"300MiB\"");
-    out += &commented("device.memory_limit", "\"320MiB\"");
-    out += &commented("device.host_memory", "\"16GiB\"");
-    out += &commented("device.oversubscription", "1.5");
-    out += &commented("device.subscription", "0.75");
-    out += &commented("device.sharing", "\"mps\"");
-    out += &commented("device.quantum", "\"30s\"");
-    out += &commented("device.link_scale", "0.5");
+    out += &t.set("device.preset", "\"gtx480\"");
+    out += &t.set("device.vram_limit", "\"300MiB\"");
+    out += &t.commented(&[
+        ("device.memory_limit", "\"320MiB\""),
+        ("device.host_memory", "\"16GiB\""),
+        ("device.oversubscription", "1.5"),
+        ("device.subscription", "0.75"),
+        ("device.sharing", "\"mps\""),
+        ("device.quantum", "\"30s\""),
+        ("device.link_scale", "0.5"),
+    ]);
     out += "\n[manager]\n";
-    out += &set("manager.mode", "\"gpuswap\"");
-    out += &commented("manager.chunk_size", "\"4MiB\"");
-    out += &commented("manager.return_interval", "\"50ms\"");
-    out += &commented("manager.optimum", "true");
-    for k in keys.iter().filter(|k| {
-        k.path.starts_with("manager.")
-            && k.path != "manager.placement"
-            && !FIXED.iter().any(|(path, ..)| *path == k.path)
-    }) {
-        let key = k.path.trim_start_matches("manager.");
-        let example = match k.default.parse::<u64>() {
-            Ok(n) => n.to_string(),
-            Err(_) if k.default.contains(' ') => "2".to_owned(),
-            Err(_) => format!("\"{}\"", k.default),
-        };
-        out += &format!(
-            "# {}. {}; default: {}.\n# {key} = {example}\n",
-            k.help, k.value, k.default
-        );
-    }
+    out += &t.set("manager.mode", "\"gpuswap\"");
+    out += &t.commented(&[
+        ("manager.chunk_size", "\"4MiB\""),
+        ("manager.return_interval", "\"50ms\""),
+        ("manager.optimum", "true"),
+    ]);
+    out += &t.mode_params();
     out += "\n# [scheduler]\n";
-    out += &commented("scheduler.policy", "\"amfit\"");
-    out += &commented("scheduler.instrumented", "true");
-    out += &commented("scheduler.max_wait", "\"2s\"");
-    out += &commented("scheduler.quota", "\"8GiB\"");
-    for (name, app, start) in [("a", "backprop", "0s"), ("b", "hotspot", "20ms")] {
-        out += "\n[[tenant]]\n";
-        out += &set("tenant.name", &format!("\"{name}\""));
-        out += &set("tenant.app", &format!("\"{app}\""));
-        if name == "a" {
-            out += &commented("tenant.trace", "\"train.pickle\"");
-            out += &commented("tenant.trace_bandwidth", "0.5");
-            out += &commented("tenant.fault_log", "\"faults.log\"");
-        }
-        out += &commented("tenant.size", "\"default\"");
-        out += &set("tenant.repeat", "10");
-        out += &set("tenant.start", &format!("\"{start}\""));
-        if name == "a" {
-            out += &commented("tenant.priorities_file", "\"priorities/{app}.toml\"");
-            out += &commented("tenant.priorities", "{ input_units = 80 }");
-            out += &commented("tenant.chunk_priorities", "{ input_units = [80, 20] }");
-            out += &commented("tenant.vram_guarantee", "\"256MiB\"");
-            out += &commented("tenant.vram_limit", "\"512MiB\"");
-            out += &commented("tenant.memory_limit", "\"1GiB\"");
-            out += &commented("tenant.at_limit", "\"spill\"");
-            out += &commented("tenant.host_limit", "\"2GiB\"");
-            out += &commented("tenant.weight", "2");
-            out += &commented("tenant.priority_class", "1");
-        }
-    }
+    out += &t.commented(&[
+        ("scheduler.policy", "\"amfit\""),
+        ("scheduler.instrumented", "true"),
+        ("scheduler.max_wait", "\"2s\""),
+        ("scheduler.quota", "\"8GiB\""),
+    ]);
+    out += &t.tenant("a", "backprop", "0s", true);
+    out += &t.tenant("b", "hotspot", "20ms", false);
     out += "\n# A scenario for a virtualised integrated GPU has VMs instead of tenants (gpuswap\n\
             # run tells them apart by their [[vm]] tables), with preset = \"hd530\" and:\n";
-    out += &commented("manager.placement", "\"dymgpu-size\"");
+    out += &t.commented(&[("manager.placement", "\"dymgpu-size\"")]);
     out += "# [[vm]]\n";
-    out += &commented("vm.name", "\"game\"");
-    out += &commented("vm.workload", "\"urbanterror\"");
-    out += &commented("vm.high_memory", "\"384MiB\"");
-    out += &commented("vm.start", "\"0s\"");
-    out += &commented("vm.duration", "\"60s\"");
-    out += &commented("vm.count", "11");
+    out += &t.commented(&[
+        ("vm.name", "\"game\""),
+        ("vm.workload", "\"urbanterror\""),
+        ("vm.high_memory", "\"384MiB\""),
+        ("vm.start", "\"0s\""),
+        ("vm.duration", "\"60s\""),
+        ("vm.count", "11"),
+    ]);
     out += "\n# For gpuswap sweep: a grid over any keys above.\n# [sweep]\n";
-    out += &commented("sweep.runs", "5");
-    out += &commented(
-        "sweep.vary",
-        "{ \"device.vram_limit\" = \"200MiB..500MiB step 100MiB\" }",
-    );
+    out += &t.commented(&[
+        ("sweep.runs", "5"),
+        (
+            "sweep.vary",
+            "{ \"device.vram_limit\" = \"200MiB..500MiB step 100MiB\" }",
+        ),
+    ]);
     out
+}
+
+/// Writes the template's lines: each key under a comment that says what it sets.
+struct Template {
+    keys: Vec<KeySpec>,
+}
+
+impl Template {
+    /// `path` set to `value`.
+    fn set(&self, path: &str, value: &str) -> String {
+        self.line(path, "", value)
+    }
+
+    /// Each of `keys` (path, example) commented out, with its example value.
+    fn commented(&self, keys: &[(&str, &str)]) -> String {
+        keys.iter()
+            .map(|(path, example)| self.line(path, "# ", example))
+            .collect()
+    }
+
+    /// The key at `path` under its comment, its line starting with `prefix`.
+    fn line(&self, path: &str, prefix: &str, value: &str) -> String {
+        let k = self.keys.iter().find(|k| k.path == path).expect("listed");
+        let key = path.rsplit('.').next().expect("a path has a key");
+        format!("{}{prefix}{key} = {value}\n", doc(k))
+    }
+
+    /// Every mode's own parameters, commented out, with an example value each.
+    fn mode_params(&self) -> String {
+        let mut out = String::new();
+        for k in self.keys.iter().filter(|k| {
+            k.path.starts_with("manager.")
+                && k.path != "manager.placement"
+                && !FIXED.iter().any(|(path, ..)| *path == k.path)
+        }) {
+            let key = k.path.trim_start_matches("manager.");
+            let example = match k.default.parse::<u64>() {
+                Ok(n) => n.to_string(),
+                Err(_) if k.default.contains(' ') => "2".to_owned(),
+                Err(_) => format!("\"{}\"", k.default),
+            };
+            out += &format!("{}# {key} = {example}\n", doc(k));
+        }
+        out
+    }
+
+    /// A `[[tenant]]` table; the `full` one shows every tenant key.
+    fn tenant(&self, name: &str, app: &str, start: &str, full: bool) -> String {
+        let mut out = "\n[[tenant]]\n".to_owned();
+        out += &self.set("tenant.name", &format!("\"{name}\""));
+        out += &self.set("tenant.app", &format!("\"{app}\""));
+        if full {
+            out += &self.commented(&[
+                ("tenant.trace", "\"train.pickle\""),
+                ("tenant.trace_bandwidth", "0.5"),
+                ("tenant.fault_log", "\"faults.log\""),
+            ]);
+        }
+        out += &self.commented(&[("tenant.size", "\"default\"")]);
+        out += &self.set("tenant.repeat", "10");
+        out += &self.set("tenant.start", &format!("\"{start}\""));
+        if full {
+            out += &self.commented(&[
+                ("tenant.priorities_file", "\"priorities/{app}.toml\""),
+                ("tenant.priorities", "{ input_units = 80 }"),
+                ("tenant.chunk_priorities", "{ input_units = [80, 20] }"),
+                ("tenant.vram_guarantee", "\"256MiB\""),
+                ("tenant.vram_limit", "\"512MiB\""),
+                ("tenant.memory_limit", "\"1GiB\""),
+                ("tenant.at_limit", "\"spill\""),
+                ("tenant.host_limit", "\"2GiB\""),
+                ("tenant.weight", "2"),
+                ("tenant.priority_class", "1"),
+            ]);
+        }
+        out
+    }
+}
+
+/// A key's comment in the template: what it sets, what it takes, its default.
+fn doc(k: &KeySpec) -> String {
+    format!("# {}. {}; default: {}.\n", k.help, k.value, k.default)
 }
 
 /// The keys as a table for `gpuswap keys`.

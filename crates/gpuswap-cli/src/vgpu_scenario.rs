@@ -20,15 +20,16 @@
 use std::path::Path;
 
 use gpuswap_core::MIB;
-use gpuswap_core::placement::{PLACEMENTS, find_placement};
+use gpuswap_core::placement::{PLACEMENTS, PlacementEntry, find_placement};
 use gpuswap_sim::engine::RunLimits;
 use gpuswap_sim::units::{parse_bytes, parse_ns};
 use gpuswap_vgpu::engine::{VgpuConfig, VmSpec};
-use gpuswap_vgpu::{preset, workload};
+use gpuswap_vgpu::preset::{self, VgpuPreset};
+use gpuswap_vgpu::workload;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::scenario::ScenarioError;
+use crate::scenario::{self, ScenarioError, ValueError, find_named, parsed};
 
 /// Default preset of a VM scenario: DymGPU's testbed.
 const DEFAULT_PRESET: &str = "hd530";
@@ -98,153 +99,14 @@ pub fn is_vgpu_text(text: &str) -> bool {
 
 /// Checks VM scenario text; `path` names it in errors.
 pub fn parse(path: &Path, text: &str) -> Result<VgpuScenario, ScenarioError> {
-    let file: File = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
-        path: path.to_owned(),
-        message: crate::text::toml_error(&e),
-    })?;
-    let error =
-        |key: String, span: Option<std::ops::Range<usize>>, message: String| ScenarioError::Value {
-            path: path.to_owned(),
-            key,
-            line: span.map(|s| text[..s.start].lines().count().max(1)),
-            message,
-        };
-    let preset = match &file.device.preset {
-        None => preset::find(DEFAULT_PRESET).expect("the default preset exists"),
-        Some(name) => preset::find(name.get_ref()).ok_or_else(|| {
-            let known: Vec<_> = preset::all().iter().map(|p| p.name).collect();
-            error(
-                "device.preset".into(),
-                Some(name.span()),
-                format!(
-                    "unknown preset {:?} for VMs; expected one of: {}",
-                    name.get_ref(),
-                    known.join(", ")
-                ),
-            )
-        })?,
-    };
-    let placement = match &file.manager.placement {
-        None => find_placement("gscale").expect("registered"),
-        Some(name) => find_placement(name.get_ref()).ok_or_else(|| {
-            let known: Vec<_> = PLACEMENTS.iter().map(|p| p.name).collect();
-            error(
-                "manager.placement".into(),
-                Some(name.span()),
-                format!(
-                    "unknown placement {:?}; expected one of: {}",
-                    name.get_ref(),
-                    known.join(", ")
-                ),
-            )
-        })?,
-    };
-    if file.vm.is_empty() {
-        return Err(error(
-            "vm".into(),
-            None,
-            "expected at least one [[vm]] table".into(),
-        ));
-    }
-    let mut vms = Vec::new();
-    for (i, vm) in file.vm.iter().enumerate() {
-        let key = |field: &str| format!("vm[{i}].{field}");
-        let w = workload::find(vm.workload.get_ref()).ok_or_else(|| {
-            let known: Vec<_> = workload::WORKLOADS.iter().map(|w| w.name).collect();
-            error(
-                key("workload"),
-                Some(vm.workload.span()),
-                format!(
-                    "unknown workload {:?}; expected one of: {}",
-                    vm.workload.get_ref(),
-                    known.join(", ")
-                ),
-            )
-        })?;
-        let high_memory_bytes = match &vm.high_memory {
-            None => parse_bytes(DEFAULT_HIGH_MEMORY).expect("a valid default"),
-            Some(size) => {
-                let bytes = parse_bytes(size.get_ref())
-                    .map_err(|e| error(key("high_memory"), Some(size.span()), e.to_string()))?;
-                if bytes == 0 || bytes > preset.high_memory_bytes {
-                    return Err(error(
-                        key("high_memory"),
-                        Some(size.span()),
-                        format!(
-                            "expected a size above 0 and at most the {} MiB of high graphics memory {} has",
-                            preset.high_memory_bytes / MIB,
-                            preset.name
-                        ),
-                    ));
-                }
-                bytes
-            }
-        };
-        let duration = |d: &Spanned<String>| {
-            parse_ns(d.get_ref()).map_err(|e| error(key("duration"), Some(d.span()), e.to_string()))
-        };
-        let start_ns = match &vm.start {
-            None => 0,
-            Some(s) => parse_ns(s.get_ref())
-                .map_err(|e| error(key("start"), Some(s.span()), e.to_string()))?,
-        };
-        let duration_ns = vm.duration.as_ref().map(duration).transpose()?;
-        if matches!(w.kind, workload::Kind::Frames { .. }) && duration_ns.is_none() {
-            return Err(error(
-                key("duration"),
-                Some(vm.workload.span()),
-                format!(
-                    "{} renders frames until its VM leaves: expected a duration (\"60s\")",
-                    w.name
-                ),
-            ));
-        }
-        let count = match &vm.count {
-            None => 1,
-            Some(c) => u32::try_from(*c.get_ref())
-                .ok()
-                .filter(|n| (1..=1000).contains(n))
-                .ok_or_else(|| {
-                    error(
-                        key("count"),
-                        Some(c.span()),
-                        format!(
-                            "expected a whole number from 1 to 1000, got {}",
-                            c.get_ref()
-                        ),
-                    )
-                })?,
-        };
-        let base = vm
-            .name
-            .as_ref()
-            .map_or_else(|| format!("{}{i}", w.name), |n| n.get_ref().clone());
-        for k in 0..count {
-            let name = if count == 1 {
-                base.clone()
-            } else {
-                format!("{base}-{k}")
-            };
-            if vms.iter().any(|v: &VmSpec| v.name == name) {
-                return Err(error(
-                    key("name"),
-                    vm.name.as_ref().map(|n| n.span()),
-                    format!("expected names no other VM has; {name:?} is taken"),
-                ));
-            }
-            vms.push(VmSpec {
-                name,
-                workload: w,
-                high_memory_bytes,
-                start_ns,
-                duration_ns,
-            });
-        }
-    }
+    let file: File = scenario::deserialize(path, text)?;
+    let at = scenario::value_error(path, text);
+    let value_error: ValueError = &at;
+    let preset = device(&file.device, value_error)?;
+    let placement = placement(&file.manager, value_error)?;
+    let vms = vms(&file.vm, &preset, value_error)?;
     Ok(VgpuScenario {
-        name: path
-            .file_stem()
-            .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned()),
+        name: scenario::name_of(path),
         config: VgpuConfig {
             preset,
             placement,
@@ -254,6 +116,154 @@ pub fn parse(path: &Path, text: &str) -> Result<VgpuScenario, ScenarioError> {
         },
         has_sweep: file.sweep.is_some(),
     })
+}
+
+/// The `[device]` table: the preset.
+fn device(table: &Device, value_error: ValueError) -> Result<VgpuPreset, ScenarioError> {
+    match &table.preset {
+        None => Ok(preset::find(DEFAULT_PRESET).expect("the default preset exists")),
+        Some(name) => find_named(
+            name,
+            "device.preset",
+            preset::find,
+            |name| format!("unknown preset {name:?} for VMs"),
+            || preset::all().iter().map(|p| p.name).collect(),
+            value_error,
+        ),
+    }
+}
+
+/// The `[manager]` table: the placement algorithm.
+fn placement(
+    table: &Manager,
+    value_error: ValueError,
+) -> Result<&'static PlacementEntry, ScenarioError> {
+    match &table.placement {
+        None => Ok(find_placement("gscale").expect("registered")),
+        Some(name) => find_named(
+            name,
+            "manager.placement",
+            find_placement,
+            |name| format!("unknown placement {name:?}"),
+            || PLACEMENTS.iter().map(|p| p.name).collect(),
+            value_error,
+        ),
+    }
+}
+
+/// The `[[vm]]` tables' VMs, each table's `count` of them in turn.
+fn vms(
+    tables: &[Vm],
+    preset: &VgpuPreset,
+    value_error: ValueError,
+) -> Result<Vec<VmSpec>, ScenarioError> {
+    if tables.is_empty() {
+        return Err(value_error(
+            "vm".into(),
+            None,
+            "expected at least one [[vm]] table".into(),
+        ));
+    }
+    let mut vms = Vec::new();
+    for (i, table) in tables.iter().enumerate() {
+        let (vm, count) = vm(i, table, preset, value_error)?;
+        for k in 0..count {
+            let name = if count == 1 {
+                vm.name.clone()
+            } else {
+                format!("{}-{k}", vm.name)
+            };
+            if vms.iter().any(|v: &VmSpec| v.name == name) {
+                return Err(value_error(
+                    format!("vm[{i}].name"),
+                    table.name.as_ref().map(|n| n.span()),
+                    format!("expected names no other VM has; {name:?} is taken"),
+                ));
+            }
+            vms.push(VmSpec { name, ..vm.clone() });
+        }
+    }
+    Ok(vms)
+}
+
+/// The `[[vm]]` table `i`: its VM (named after the table's name or its workload) and
+/// how many VMs alike it stands for.
+fn vm(
+    i: usize,
+    table: &Vm,
+    preset: &VgpuPreset,
+    value_error: ValueError,
+) -> Result<(VmSpec, u32), ScenarioError> {
+    let key = |field: &str| format!("vm[{i}].{field}");
+    let w = find_named(
+        &table.workload,
+        &key("workload"),
+        workload::find,
+        |name| format!("unknown workload {name:?}"),
+        || workload::WORKLOADS.iter().map(|w| w.name).collect(),
+        value_error,
+    )?;
+    let high_memory_bytes = match &table.high_memory {
+        None => parse_bytes(DEFAULT_HIGH_MEMORY).expect("a valid default"),
+        Some(size) => {
+            let bytes = parsed(size, key("high_memory"), parse_bytes, value_error)?;
+            if bytes == 0 || bytes > preset.high_memory_bytes {
+                return Err(value_error(
+                    key("high_memory"),
+                    Some(size.span()),
+                    format!(
+                        "expected a size above 0 and at most the {} MiB of high graphics memory {} has",
+                        preset.high_memory_bytes / MIB,
+                        preset.name
+                    ),
+                ));
+            }
+            bytes
+        }
+    };
+    let start_ns = match &table.start {
+        None => 0,
+        Some(s) => parsed(s, key("start"), parse_ns, value_error)?,
+    };
+    let duration_ns = (table.duration.as_ref())
+        .map(|d| parsed(d, key("duration"), parse_ns, value_error))
+        .transpose()?;
+    if matches!(w.kind, workload::Kind::Frames { .. }) && duration_ns.is_none() {
+        return Err(value_error(
+            key("duration"),
+            Some(table.workload.span()),
+            format!(
+                "{} renders frames until its VM leaves: expected a duration (\"60s\")",
+                w.name
+            ),
+        ));
+    }
+    let count = match &table.count {
+        None => 1,
+        Some(c) => u32::try_from(*c.get_ref())
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| {
+                value_error(
+                    key("count"),
+                    Some(c.span()),
+                    format!(
+                        "expected a whole number from 1 to 1000, got {}",
+                        c.get_ref()
+                    ),
+                )
+            })?,
+    };
+    let name =
+        (table.name.as_ref()).map_or_else(|| format!("{}{i}", w.name), |n| n.get_ref().clone());
+    let vm = VmSpec {
+        name,
+        workload: w,
+        high_memory_bytes,
+        start_ns,
+        duration_ns,
+    };
+    Ok((vm, count))
 }
 
 #[cfg(test)]

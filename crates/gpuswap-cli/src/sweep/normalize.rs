@@ -78,10 +78,7 @@ impl Normalize {
         let axis = axes.iter().position(|a| a.key == axis_key).ok_or_else(|| {
             format!(
                 "sweep.normalize.axis: {axis_key:?} is not varied; expected one of {}",
-                axes.iter()
-                    .map(|a| format!("{:?}", a.key))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                quoted(axes.iter().map(|a| &a.key))
             )
         })?;
         let names: Vec<String> = list("names")?.into_iter().map(str::to_owned).collect();
@@ -99,11 +96,7 @@ impl Normalize {
         let index = |key: &str, name: &str| {
             names.iter().position(|n| n == name).ok_or(format!(
                 "sweep.normalize.{key}: {name:?} is not a name of the axis; expected one of {}",
-                names
-                    .iter()
-                    .map(|n| format!("{n:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                quoted(names.iter())
             ))
         };
         let baseline = index("baseline", text("baseline")?)?;
@@ -148,27 +141,7 @@ impl Normalize {
             .iter()
             .position(|a| a.key == "tenant.app" || a.key == "tenant[0].app");
         let others: Vec<usize> = (0..axes.len()).filter(|i| *i != self.axis).collect();
-        // Rows: the other axes' values, in the order the grid gives them; per row the
-        // point of each compared value.
-        let mut rows: Vec<(Vec<String>, Vec<Option<usize>>)> = Vec::new();
-        for (p, point) in points.iter().enumerate() {
-            let key: Vec<String> = others.iter().map(|i| value_text(&point[*i])).collect();
-            let Some(v) = axes[self.axis]
-                .values
-                .iter()
-                .position(|v| *v == point[self.axis])
-            else {
-                continue;
-            };
-            let at = match rows.iter().position(|(k, _)| *k == key) {
-                Some(at) => at,
-                None => {
-                    rows.push((key, vec![None; self.names.len()]));
-                    rows.len() - 1
-                }
-            };
-            rows[at].1[v] = Some(p);
-        }
+        let rows = self.rows(axes, &others, points);
         let mean = |p: Option<usize>, metric: &str| -> Option<f64> {
             p.and_then(|p| stats[p].metrics.get(metric)).map(|s| s.mean)
         };
@@ -227,6 +200,36 @@ impl Normalize {
         }
         write_csv(&out.join("normalized.csv"), &header, &table)?;
         self.figure(out, &ratios, png)
+    }
+
+    /// The rows of normalized.csv: the values of the `others` axes, in the order the
+    /// grid gives them; per row, the index in `points` of each compared value's point.
+    fn rows(
+        &self,
+        axes: &[Axis],
+        others: &[usize],
+        points: &[Vec<Value>],
+    ) -> Vec<(Vec<String>, Vec<Option<usize>>)> {
+        let mut rows: Vec<(Vec<String>, Vec<Option<usize>>)> = Vec::new();
+        for (p, point) in points.iter().enumerate() {
+            let key: Vec<String> = others.iter().map(|i| value_text(&point[*i])).collect();
+            let Some(v) = axes[self.axis]
+                .values
+                .iter()
+                .position(|v| *v == point[self.axis])
+            else {
+                continue;
+            };
+            let at = match rows.iter().position(|(k, _)| *k == key) {
+                Some(at) => at,
+                None => {
+                    rows.push((key, vec![None; self.names.len()]));
+                    rows.len() - 1
+                }
+            };
+            rows[at].1[v] = Some(p);
+        }
+        rows
     }
 
     /// normalized.svg: a category per row, a series per compared value and the optimum.
@@ -295,6 +298,14 @@ impl Normalize {
         .map(|_| ())
         .map_err(SweepError::Output)
     }
+}
+
+/// `items` quoted and joined with commas, for the lists in errors.
+fn quoted<T: std::fmt::Debug>(items: impl Iterator<Item = T>) -> String {
+    items
+        .map(|item| format!("{item:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One row of normalized.csv: the other axes' values, the app's pattern class (empty

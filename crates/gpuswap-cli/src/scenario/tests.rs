@@ -1,6 +1,6 @@
 use super::*;
-use gpuswap_core::AtLimit;
-use gpuswap_core::MIB;
+use gpuswap_core::{AtLimit, DEFAULT_CHUNK_BYTES, MIB};
+use gpuswap_sim::engine::Sharing;
 
 fn check(text: &str) -> Result<Scenario, ScenarioError> {
     parse(Path::new("s.toml"), text)

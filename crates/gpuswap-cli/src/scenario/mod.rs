@@ -1,0 +1,320 @@
+//! Scenario files: what to simulate, in TOML.
+//!
+//! ```toml
+//! seed = 42
+//! [device]
+//! preset = "gtx480"
+//! vram_limit = "100MiB"     # VRAM available to tenants (default: all the preset has)
+//! # or: memory_limit = "120MiB", the GPUswap papers' limit: the driver's own
+//! # structures count against it, tenants get the rest
+//! host_memory = "16GiB"     # host memory for evicted chunks (default: the preset's)
+//! [manager]
+//! mode = "native"
+//! [[tenant]]
+//! name = "a"
+//! app = "backprop"
+//! size = "default"
+//! repeat = 100
+//! start = "0s"
+//! ```
+//!
+//! `gpuswap keys` lists every key ([`crate::keys`]). Every mistake becomes a [`ScenarioError`] naming the file, the key (and line) and what
+//! was expected.
+//!
+//! Each table has its module, which checks it and returns its typed piece: `device`
+//! (`[device]`), `manager` (`[manager]`), `scheduler` (`[scheduler]`) and `tenant`
+//! (`[[tenant]]`). [`parse`] reads them in the order they depend on each other, which
+//! is also the order their mistakes are reported in.
+
+mod device;
+mod manager;
+mod scheduler;
+mod tenant;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use gpuswap_core::PolicySettings;
+use gpuswap_sim::engine::SimConfig;
+use gpuswap_sim::units::parse_ns;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+use toml::Spanned;
+
+/// A scenario file that cannot be used.
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why: it cannot be read, or where it stops being UTF-8.
+        message: String,
+    },
+    /// TOML syntax, an unknown key or a value of the wrong type.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (with line, column and key).
+        message: String,
+    },
+    /// A value of the right type that makes no sense.
+    #[error("{path}: {key}{}: {message}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The key, as a path (`tenant[1].app`).
+        key: String,
+        /// Line of the value, when known.
+        line: Option<usize>,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    /// An integer as TOML defines them (64-bit signed), so that `run` and `sweep`, which
+    /// reads the file as a TOML table, accept the same seeds.
+    seed: Option<Spanned<i64>>,
+    #[serde(default)]
+    device: device::DeviceTable,
+    #[serde(default)]
+    manager: manager::ManagerTable,
+    #[serde(default)]
+    scheduler: scheduler::SchedulerTable,
+    #[serde(default)]
+    tenant: Vec<tenant::TenantTable>,
+    /// The grid of `gpuswap sweep` (read there): a single run runs the base point.
+    sweep: Option<toml::Value>,
+}
+
+/// A scenario ready to run.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Name in reports: the file name without extension.
+    pub name: String,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// What the engine runs.
+    pub config: SimConfig,
+    /// The file has a `[sweep]` table, which a single run leaves aside.
+    pub has_sweep: bool,
+}
+
+impl Scenario {
+    /// Sets the seed of the run: the report's and the manager's random choices'.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+        self.config.manager.seed = seed;
+    }
+}
+
+/// Default preset when a scenario names none: the GPUswap testbed.
+pub const DEFAULT_PRESET: &str = "gtx480";
+
+/// Whether `key` exists in `section` (`device`, `manager` or `tenant`), for checking a
+/// sweep's keys before any run; the error lists what exists (from [`crate::keys`]).
+pub fn check_key(section: &str, key: &str) -> Result<(), String> {
+    if !["device", "manager", "tenant", "vm"].contains(&section) {
+        return Ok(());
+    }
+    let known = crate::keys::in_section(section);
+    // Entries of a tenant's priority tables are buffer labels: any name.
+    if known.iter().any(|k| k == key) {
+        return Ok(());
+    }
+    Err(format!(
+        "{section}.{key} is not a scenario key; expected one of: {}",
+        known
+            .iter()
+            .map(|k| format!("{section}.{k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// Reads a scenario file's text, once: a pipe (`/dev/stdin`, `<(...)`) cannot be read
+/// twice, so a command that looks at the text before parsing it reads it here.
+pub fn read(path: &Path) -> Result<String, ScenarioError> {
+    crate::text::read_text(path).map_err(|message| ScenarioError::Read {
+        path: path.to_owned(),
+        message,
+    })
+}
+
+/// Checks scenario text; `path` names it in errors.
+pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let file: File = deserialize(path, text)?;
+    let at = value_error(path, text);
+    let value_error: ValueError = &at;
+    let device = device::parse(&file.device, value_error)?;
+    // Contracts first: static partitioning cuts VRAM into the tenants' total weight.
+    let contracts = tenant::contracts(&file.tenant, value_error)?;
+    let total_weight: u64 = contracts.iter().map(|(c, _)| u64::from(c.weight)).sum();
+    let policy =
+        manager::policy_settings(&file.manager, total_weight, &device.preset, value_error)?;
+    tenant::check_contracts(&contracts, &policy, &device, value_error)?;
+    let manager = manager::parse(&file.manager, policy, value_error)?;
+    let tenants = tenant::parse(
+        &file.tenant,
+        &contracts,
+        &tenant::Setting {
+            preset: &device.preset,
+            manager: &manager,
+            // Files a tenant names (traces, priorities) are relative to the scenario.
+            dir: path.parent().unwrap_or(Path::new(".")),
+            value_error,
+        },
+    )?;
+    let tenant_vram_bytes = device.vram_for(&tenants, value_error)?;
+    let scheduling = scheduler::parse(&file.scheduler, &manager.policy, value_error)?;
+    let seed = seed(file.seed.as_ref(), value_error)?;
+    let mut config = SimConfig::new(device.preset, tenant_vram_bytes, manager.policy, tenants);
+    config.manager.chunk_bytes = manager.chunk_bytes;
+    config.manager.host_bytes = device.host_bytes;
+    config.manager.return_interval_ns = manager.return_interval_ns;
+    config.manager.seed = seed;
+    config.sharing = device.sharing;
+    config.manager.scheduling = scheduling;
+    config.optimum = manager.optimum;
+    Ok(Scenario {
+        has_sweep: file.sweep.is_some(),
+        name: name_of(path),
+        seed,
+        config,
+    })
+}
+
+/// The `seed` key: 0 when left out.
+fn seed(seed: Option<&Spanned<i64>>, value_error: ValueError) -> Result<u64, ScenarioError> {
+    let Some(seed) = seed else { return Ok(0) };
+    u64::try_from(*seed.get_ref()).map_err(|_| {
+        value_error(
+            "seed".into(),
+            Some(seed.span()),
+            format!(
+                "expected a whole number from 0 to {} (TOML's integer range), got {}",
+                i64::MAX,
+                seed.get_ref()
+            ),
+        )
+    })
+}
+
+/// How a scenario reports a bad value: key, where in the file, what was expected.
+pub(crate) type ValueError<'a> = &'a dyn Fn(String, Option<Range<usize>>, String) -> ScenarioError;
+
+/// Reads scenario text (`path` names it in errors) into the tables of `T`: bad TOML, an
+/// unknown key or a value of the wrong type is a [`ScenarioError::Syntax`].
+pub(crate) fn deserialize<T: DeserializeOwned>(
+    path: &Path,
+    text: &str,
+) -> Result<T, ScenarioError> {
+    toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+        path: path.to_owned(),
+        message: crate::text::toml_error(&e),
+    })
+}
+
+/// Makes the errors about values in `text`, read from `path`: a value's span gives its
+/// line.
+pub(crate) fn value_error<'a>(
+    path: &'a Path,
+    text: &'a str,
+) -> impl Fn(String, Option<Range<usize>>, String) -> ScenarioError + 'a {
+    move |key, span, message| ScenarioError::Value {
+        path: path.to_owned(),
+        key,
+        line: span.map(|s| text[..s.start].lines().count().max(1)),
+        message,
+    }
+}
+
+/// A scenario's name in reports: its file name without extension.
+pub(crate) fn name_of(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned())
+}
+
+/// `value` at `key` as `parse` reads it: a size with `parse_bytes` (`"100MiB"`), a
+/// duration with [`parse_ns`] (`"1.5s"`).
+pub(crate) fn parsed<T, E: ToString>(
+    value: &Spanned<String>,
+    key: String,
+    parse: fn(&str) -> Result<T, E>,
+    value_error: ValueError,
+) -> Result<T, ScenarioError> {
+    parse(value.get_ref()).map_err(|e| value_error(key, Some(value.span()), e.to_string()))
+}
+
+/// The duration `value` at `key`, which must be above 0: a period or a quantum.
+fn positive_ns(
+    value: &Spanned<String>,
+    key: String,
+    value_error: ValueError,
+) -> Result<u64, ScenarioError> {
+    parse_ns(value.get_ref())
+        .ok()
+        .filter(|ns| *ns > 0)
+        .ok_or_else(|| {
+            value_error(
+                key,
+                Some(value.span()),
+                "expected a positive duration with a unit: ns, us, ms or s".into(),
+            )
+        })
+}
+
+/// What `name` names, as `find` finds it. A name that names nothing is an error at
+/// `key`: `unknown` says what it is not (`unknown app "x"`), and the `known` names follow.
+pub(crate) fn find_named<T>(
+    name: &Spanned<String>,
+    key: &str,
+    find: impl FnOnce(&str) -> Option<T>,
+    unknown: impl FnOnce(&str) -> String,
+    known: impl FnOnce() -> Vec<&'static str>,
+    value_error: ValueError,
+) -> Result<T, ScenarioError> {
+    find(name.get_ref()).ok_or_else(|| {
+        value_error(
+            key.into(),
+            Some(name.span()),
+            format!(
+                "{}; expected one of: {}",
+                unknown(name.get_ref()),
+                known().join(", ")
+            ),
+        )
+    })
+}
+
+/// Refuses `what`, which only unified memory has (its fault batches, page streams or
+/// kernels' migrations), under a mode that does not page: the one place the scenario
+/// asks whether the memory is demand paged.
+fn paged_only(
+    policy: &PolicySettings,
+    what: &str,
+    key: String,
+    span: Option<Range<usize>>,
+    value_error: ValueError,
+) -> Result<(), ScenarioError> {
+    if policy.needs().page_faults {
+        return Ok(());
+    }
+    Err(value_error(
+        key,
+        span,
+        format!(
+            "{what}; expected [manager] mode = \"uvm\", not {:?}",
+            policy.name()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests;
