@@ -8,7 +8,10 @@ use gpuswap_sim::units::{format_bytes, parse_bytes};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{DEFAULT_PRESET, ScenarioError, ValueError, find_named, parsed, positive_ns};
+use super::values::{ScenarioError, ValueError, find_named, parsed, positive_ns};
+
+/// Default preset when a scenario names none: the GPUswap testbed.
+pub const DEFAULT_PRESET: &str = "gtx480";
 
 /// The `[device]` table as the file writes it.
 #[derive(Deserialize, Default)]

@@ -10,7 +10,7 @@ use gpuswap_sim::units::parse_bytes;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{ScenarioError, ValueError, paged_only, parsed, positive_ns};
+use super::values::{ScenarioError, ValueError, paged_only, parsed, positive_ns};
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
 /// parameters (checked against the registry, which lists each mode's keys).

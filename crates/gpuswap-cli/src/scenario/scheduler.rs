@@ -6,7 +6,7 @@ use gpuswap_sim::units::{parse_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{ScenarioError, ValueError, find_named, paged_only, parsed};
+use super::values::{ScenarioError, ValueError, find_named, paged_only, parsed};
 
 /// The `[scheduler]` table: PILOT's kernel scheduling.
 #[derive(Deserialize, Default)]

@@ -19,7 +19,7 @@ use toml::Spanned;
 
 use super::device::Device;
 use super::manager::Manager;
-use super::{ScenarioError, ValueError, find_named, paged_only, parsed};
+use super::values::{ScenarioError, ValueError, find_named, paged_only, parsed};
 use crate::contract_keys::{ContractTable, check_mode};
 use crate::priorities::PrioritiesFile;
 
