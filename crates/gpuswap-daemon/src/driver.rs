@@ -13,7 +13,7 @@ use gpuswap_core::{
 };
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
-use crate::DaemonConfig;
+use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -719,7 +719,7 @@ impl Driver {
 
     fn log(&self, args: std::fmt::Arguments<'_>) {
         if self.config.verbose {
-            crate::log(args);
+            crate::log::log(args);
         }
     }
 }

@@ -10,10 +10,11 @@
 //! reason (exit, crash, `kill -9`, a bad frame) is its tenant's exit: the core's crash
 //! semantics apply and its memory is released.
 
+mod config;
 pub mod driver;
+mod log;
 mod socket;
 
-use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -21,47 +22,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpuswap_core::{Contract, PolicySettings};
+use gpuswap_core::PolicySettings;
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use thiserror::Error;
 
+pub use config::DaemonConfig;
 use driver::{Driver, Input};
+use log::log;
 
 /// How long the daemon waits for a process to take a message before it counts the
 /// process as gone: a process stuck in its own code still reads (its reader thread is
 /// the interposer's), so only a dead or frozen one reaches it.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Writes a line of the daemon's log to standard error. A daemon outlives the terminal
-/// that started it: a closed or full standard error loses the line, never the daemon
-/// (`eprintln!` would panic).
-pub(crate) fn log(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "gpuswapd: {args}");
-}
-
-/// What the daemon is started with.
-#[derive(Clone, Debug)]
-pub struct DaemonConfig {
-    /// The socket's path.
-    pub socket: PathBuf,
-    /// VRAM to manage; `None`: nine tenths of what the first tenant's device reports.
-    pub vram_bytes: Option<u64>,
-    /// Host memory evicted chunks may fill.
-    pub host_bytes: u64,
-    /// Chunk size: a multiple of the device's allocation granularity (2 MiB today).
-    pub chunk_bytes: u64,
-    /// The manager's mode and parameters (checked by [`check_policy`]).
-    pub policy: PolicySettings,
-    /// Period of the return check.
-    pub return_interval_ns: u64,
-    /// Log connections and refusals to standard error.
-    pub verbose: bool,
-    /// Memory contracts by process name (the name a process gives in its hello:
-    /// `GPUSWAP_TENANT_NAME`, else its program's name); other processes get the
-    /// default contract.
-    pub contracts: BTreeMap<String, Contract>,
-}
 
 /// Why the daemon cannot start or stopped.
 #[derive(Debug, Error)]

@@ -31,20 +31,12 @@ const COLLAPSED: &[Collapsed] = &[Collapsed {
 /// Circles found when this test first covered every crate, each with the fix it waits
 /// for: (crate, its modules as the failure lists them, why). The list only shrinks: an
 /// entry whose circle is gone or has changed fails, so take it out (or correct it).
-const CIRCLES_FOR_NOW: &[(&str, &[&str], &str)] = &[
-    (
-        "gpuswap-cuda",
-        &["client", "crate", "ffi", "hooks", "host_pool"],
-        "every module calls the root's warn(), trace_call() and trace_note(): move the \
+const CIRCLES_FOR_NOW: &[(&str, &[&str], &str)] = &[(
+    "gpuswap-cuda",
+    &["client", "crate", "ffi", "hooks", "host_pool"],
+    "every module calls the root's warn(), trace_call() and trace_note(): move the \
          diagnostics to a module of their own",
-    ),
-    (
-        "gpuswap-daemon",
-        &["crate", "driver"],
-        "the driver uses the root's DaemonConfig and log(): move them to a module of \
-         their own",
-    ),
-];
+)];
 
 /// Each crate with the workspace crates its `[dependencies]` and `[build-dependencies]`
 /// name, as they are; the order goes from the leaves up.

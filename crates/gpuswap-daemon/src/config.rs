@@ -1,0 +1,29 @@
+//! What the daemon is started with: a leaf the serve loop and the driver both read.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use gpuswap_core::{Contract, PolicySettings};
+
+/// What the daemon is started with.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The socket's path.
+    pub socket: PathBuf,
+    /// VRAM to manage; `None`: nine tenths of what the first tenant's device reports.
+    pub vram_bytes: Option<u64>,
+    /// Host memory evicted chunks may fill.
+    pub host_bytes: u64,
+    /// Chunk size: a multiple of the device's allocation granularity (2 MiB today).
+    pub chunk_bytes: u64,
+    /// The manager's mode and parameters (checked by [`crate::check_policy`]).
+    pub policy: PolicySettings,
+    /// Period of the return check.
+    pub return_interval_ns: u64,
+    /// Log connections and refusals to standard error.
+    pub verbose: bool,
+    /// Memory contracts by process name (the name a process gives in its hello:
+    /// `GPUSWAP_TENANT_NAME`, else its program's name); other processes get the
+    /// default contract.
+    pub contracts: BTreeMap<String, Contract>,
+}
