@@ -21,9 +21,11 @@ mod render;
 mod report_cmd;
 mod scenario;
 mod sweep;
+mod table;
 mod text;
 mod trace_cmd;
 mod vgpu_scenario;
+mod vm_figures;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -9,63 +9,60 @@ use gpuswap_sim::{apps as app_models, preset};
 use super::{EXIT_BAD_INPUT, emit, emit_json, fail};
 use crate::{keys as scenario_keys, render, scenario};
 
+/// A listing as JSON (`value`), or as text for the terminal (`text`, given its width).
+fn listing(
+    json: bool,
+    value: &impl serde::Serialize,
+    text: impl FnOnce(Option<usize>) -> String,
+) -> ExitCode {
+    if json {
+        emit_json(value)
+    } else {
+        emit(&text(render::terminal_width()))
+    }
+}
+
 /// `gpuswap presets`: the GPUs, then the virtualised integrated GPUs.
 pub fn presets(json: bool) -> ExitCode {
-    if json {
-        return emit_json(&serde_json::json!({
-            "gpus": preset::all(),
-            "vgpus": gpuswap_vgpu::preset::all(),
-        }));
-    }
-    let width = render::terminal_width();
-    emit(&format!(
-        "{}\nvirtualised integrated GPUs (scenarios with [[vm]] tables):\n{}",
-        render::presets_table(&preset::all(), width),
-        render::vgpu_presets_table(&gpuswap_vgpu::preset::all(), width)
-    ))
+    let (gpus, vgpus) = (preset::all(), gpuswap_vgpu::preset::all());
+    let value = serde_json::json!({ "gpus": gpus, "vgpus": vgpus });
+    listing(json, &value, |width| {
+        format!(
+            "{}\nvirtualised integrated GPUs (scenarios with [[vm]] tables):\n{}",
+            render::presets_table(&gpus, width),
+            render::vgpu_presets_table(&vgpus, width)
+        )
+    })
 }
 
 /// `gpuswap policies`: every mode and parameter value with what it needs.
 pub fn policies(json: bool) -> ExitCode {
-    if json {
-        return emit_json(&render::policy_rows());
-    }
-    emit(&render::policies_table(
-        &render::policy_rows(),
-        render::terminal_width(),
-    ))
+    let rows = render::policy_rows();
+    listing(json, &rows, |width| render::policies_table(&rows, width))
 }
 
 /// `gpuswap keys`: every scenario key.
 pub fn keys(json: bool) -> ExitCode {
-    if json {
-        return emit_json(&scenario_keys::all());
-    }
-    emit(&render::keys_table(
-        &scenario_keys::table_rows(),
-        render::terminal_width(),
-    ))
+    listing(json, &scenario_keys::all(), |width| {
+        render::keys_table(&scenario_keys::table_rows(), width)
+    })
 }
 
 /// `gpuswap apps`: the apps and the vGPU workloads, or with `app` that app's buffers at
 /// `size`.
 pub fn apps(app: Option<&str>, size: &str, json: bool) -> ExitCode {
     let device = preset::find(scenario::DEFAULT_PRESET).expect("default preset exists");
-    let width = render::terminal_width();
     let Some(name) = app else {
         let rows = render::app_rows(&app_models::all(), device.shape());
         let workloads = gpuswap_vgpu::workload::WORKLOADS;
-        if json {
-            return emit_json(&serde_json::json!({
-                "apps": rows,
-                "workloads": workloads,
-            }));
-        }
-        return emit(&format!(
-            "{}\nvGPU workloads (scenarios with [[vm]] tables):\n{}",
-            render::apps_table(&rows, width),
-            render::workloads_table(workloads, width)
-        ));
+        let value = serde_json::json!({ "apps": rows, "workloads": workloads });
+        return listing(json, &value, |width| {
+            format!(
+                "{}\nvGPU workloads (scenarios with [[vm]] tables):\n{}",
+                render::apps_table(&rows, width),
+                render::workloads_table(workloads, width)
+            )
+        });
     };
     let Some(model) = app_models::find(name) else {
         let known: Vec<_> = app_models::all().iter().map(|a| a.name()).collect();
@@ -90,7 +87,12 @@ pub fn apps(app: Option<&str>, size: &str, json: bool) -> ExitCode {
                 "kind": render::buffer_kind_name(b.kind),
             })).collect::<Vec<_>>(),
         })),
-        Ok(program) => emit(&render::app_details(model, size, &program, width)),
+        Ok(program) => emit(&render::app_details(
+            model,
+            size,
+            &program,
+            render::terminal_width(),
+        )),
         Err(e) => fail(format!("--size {size:?}: {}", e.message), EXIT_BAD_INPUT),
     }
 }

@@ -158,7 +158,7 @@ fn run_vgpu(path: &Path, text: &str, flags: &RunArgs) -> ExitCode {
             "vms": outcome.vms.iter().map(|v| {
                 let mut value = serde_json::to_value(v).expect("outcomes serialize");
                 // A VM that rendered no frame (refused) has no frame rate, not 0.
-                value["fps"] = serde_json::json!((v.frames > 0).then(|| v.fps()));
+                value["fps"] = serde_json::json!(crate::vm_figures::fps(v));
                 value
             }).collect::<Vec<_>>(),
             "system": {
