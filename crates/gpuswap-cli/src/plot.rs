@@ -472,9 +472,23 @@ where
             ));
         }
     }
-    // Marks go over every line, so no series hides another's failure; a dot in the
-    // series' colour under each says whose it is where the mark sits on the x axis.
-    for (x, at, color, p) in marks {
+    // Marks go over every line, so no series hides another's failure.
+    draw_failure_marks(&mut chart, &marks)
+}
+
+/// Draws the failure marks of `marks` (x, height, the line's colour, the point): a cross
+/// where tenants failed, a ring where runs failed, each over a dot in the line's colour
+/// that says whose it is where the mark sits on the x axis.
+fn draw_failure_marks<DB, CT>(
+    chart: &mut ChartContext<'_, DB, CT>,
+    marks: &[(f64, f64, RGBAColor, LinePoint)],
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    for &(x, at, color, p) in marks {
         chart
             .draw_series([Circle::new((x, at), 3, color.filled())])
             .map_err(e)?;

@@ -163,7 +163,7 @@ fn three_places(figure: Option<f64>) -> String {
     figure.map_or("-".to_owned(), |v| format!("{v:.3}"))
 }
 
-/// The column of a tenant's name, first in every per-tenant table.
+/// A tenant's name: the first cell of every per-tenant table.
 fn tenant_name(t: &TenantReport) -> String {
     t.name.clone()
 }
@@ -209,12 +209,12 @@ fn tenants_section(report: &Report, width: Option<usize>) -> String {
     // Unified memory moves pages, not the books' chunks: its evictions are pages out,
     // its returns pages faulted in again after an eviction.
     let evicted = |t: &TenantReport| {
-        let bytes = t.uvm.as_ref();
-        format_bytes(bytes.map_or(t.bytes_evicted, |u| u.pages_out * PAGE_BYTES))
+        let uvm = t.uvm.as_ref();
+        format_bytes(uvm.map_or(t.bytes_evicted, |u| u.pages_out * PAGE_BYTES))
     };
     let returned = |t: &TenantReport| {
-        let bytes = t.uvm.as_ref();
-        format_bytes(bytes.map_or(t.bytes_returned, |u| u.pages_thrashed * PAGE_BYTES))
+        let uvm = t.uvm.as_ref();
+        format_bytes(uvm.map_or(t.bytes_returned, |u| u.pages_thrashed * PAGE_BYTES))
     };
     let mut out = columns(
         &report.tenants,
