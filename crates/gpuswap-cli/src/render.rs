@@ -139,11 +139,11 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
     out
 }
 
-/// The report as tables: one row per tenant, then the tables only some runs have
-/// (contracts, relocations, kernel scheduling, unified memory, fault logs, replay
-/// timings), then the system figures.
+/// The report as text: the run's settings, a row per tenant, the tables only some
+/// runs have (contracts, relocations, kernel scheduling, unified memory, fault logs,
+/// replay timings), then the system figures.
 pub fn report_table(report: &Report, width: Option<usize>) -> String {
-    let sections: [fn(&Report, Option<usize>) -> String; 8] = [
+    let sections: [fn(&Report, Option<usize>) -> String; 9] = [
         run_settings,
         tenants_section,
         contracts_section,
@@ -152,10 +152,9 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         unified_memory_section,
         fault_logs_section,
         timings_section,
+        system_figures,
     ];
-    let mut out: String = sections.iter().map(|s| s(report, width)).collect();
-    out += &system_figures(report, width);
-    out
+    sections.iter().map(|s| s(report, width)).collect()
 }
 
 /// A figure to three decimal places, or `-` for none.

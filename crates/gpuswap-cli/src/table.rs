@@ -195,6 +195,28 @@ mod tests {
     }
 
     #[test]
+    fn columns_lay_out_the_table_of_their_cells() {
+        let items = [("a", 1), ("b", 22)];
+        let text = columns(
+            &items,
+            &[
+                ("name", &|i| i.0.to_owned()),
+                ("count", &|i| i.1.to_string()),
+            ],
+            None,
+        );
+        assert_eq!(
+            text,
+            table(
+                &["name", "count"],
+                &[vec!["a".into(), "1".into()], vec!["b".into(), "22".into()]],
+                None
+            )
+        );
+        assert_eq!(text, "name  count\n----  -----\na     1\nb     22\n");
+    }
+
+    #[test]
     fn fields_spread_over_lines_that_fit() {
         let items: Vec<String> = ["makespan 1 s", "STP 1.000", "ANTT 1.000"]
             .map(String::from)
