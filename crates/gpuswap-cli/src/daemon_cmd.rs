@@ -8,7 +8,9 @@ use clap::Args;
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
 use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
-use gpuswap_wire::{ContractRow, Snapshot};
+use gpuswap_wire::{ContractRow, Snapshot, TenantRow};
+
+use crate::table::{self, Column};
 
 /// `gpuswap daemon`'s flags.
 #[derive(Args)]
@@ -156,53 +158,31 @@ pub fn table(snap: &Snapshot) -> String {
         format_bytes(snap.host_used_bytes),
         format_bytes(snap.host_bytes),
     );
-    let contracts: Vec<String> = snap
-        .tenants
-        .iter()
-        .map(|t| contract_text(&t.contract))
-        .collect();
-    let with_contracts = contracts.iter().any(|c| !c.is_empty());
-    let rows: Vec<Vec<String>> = snap
-        .tenants
-        .iter()
-        .zip(&contracts)
-        .map(|(t, contract)| {
-            let mut row = vec![
-                t.tenant.to_string(),
-                t.pid.to_string(),
-                t.name.clone(),
-                t.buffers.to_string(),
-                format_bytes(t.vram_bytes),
-                format_bytes(t.host_bytes),
-                format_bytes(t.evicted_bytes),
-                format_bytes(t.returned_bytes),
-                format!("{} ({:.1} ms)", t.relocations, t.relocation_ns as f64 / 1e6),
-                format!("{} ({:.1} ms)", t.waits, t.wait_ns as f64 / 1e6),
-                if t.suspended { "yes" } else { "" }.to_owned(),
-            ];
-            if with_contracts {
-                row.push(contract.clone());
-            }
-            row
-        })
-        .collect();
-    let mut header = vec![
-        "tenant",
-        "pid",
-        "name",
-        "buffers",
-        "vram",
-        "host",
-        "evicted",
-        "returned",
-        "moves",
-        "waits",
-        "suspended",
-    ];
-    if with_contracts {
-        header.push("contract");
+    let contract = |t: &TenantRow| contract_text(&t.contract);
+    let mut columns: Vec<Column<'_, TenantRow>> = Vec::new();
+    columns.extend_from_slice(&[
+        ("tenant", &|t| t.tenant.to_string()),
+        ("pid", &|t| t.pid.to_string()),
+        ("name", &|t| t.name.clone()),
+        ("buffers", &|t| t.buffers.to_string()),
+        ("vram", &|t| format_bytes(t.vram_bytes)),
+        ("host", &|t| format_bytes(t.host_bytes)),
+        ("evicted", &|t| format_bytes(t.evicted_bytes)),
+        ("returned", &|t| format_bytes(t.returned_bytes)),
+        ("moves", &|t| {
+            format!("{} ({:.1} ms)", t.relocations, t.relocation_ns as f64 / 1e6)
+        }),
+        ("waits", &|t| {
+            format!("{} ({:.1} ms)", t.waits, t.wait_ns as f64 / 1e6)
+        }),
+        ("suspended", &|t| {
+            if t.suspended { "yes" } else { "" }.to_owned()
+        }),
+    ]);
+    if snap.tenants.iter().any(|t| !contract(t).is_empty()) {
+        columns.push(("contract", &contract));
     }
-    out += &crate::render::table(&header, &rows, crate::render::terminal_width());
+    out += &table::columns(&snap.tenants, &columns, table::terminal_width());
     if snap.tenants.is_empty() {
         out += "(no tenant connected)\n";
     }

@@ -360,40 +360,17 @@ where
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let lines = style.lines;
-    let xs = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.x));
-    let x = match figure.x_axis {
-        XAxis::Categories(names) => -0.5..names.len().max(1) as f64 - 0.5,
-        XAxis::Numbers | XAxis::Evenly(_) => {
-            let x0 = xs().fold(f64::INFINITY, f64::min);
-            let x1 = xs().fold(f64::NEG_INFINITY, f64::max);
-            let (x0, x1) = if x0.is_finite() { (x0, x1) } else { (0.0, 1.0) };
-            let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
-            let pad = (x1 - x0) * 0.03;
-            x0 - pad..x1 + pad
-        }
-    };
+    let x = x_range(figure.x_axis, lines);
     let names: Option<Vec<String>> = match figure.x_axis {
         XAxis::Numbers => None,
         XAxis::Evenly(names) | XAxis::Categories(names) => {
             Some(names.iter().map(|n| shortened(n)).collect())
         }
     };
-    let label_font = ("sans-serif", 13);
-    // Upright names when the widest would not fit its share of the axis.
-    let mut upright = None;
-    if let Some(names) = &names {
-        let mut widest = 0;
-        for name in names {
-            let (w, _) = area
-                .estimate_text_size(name, &label_font.into_text_style(area))
-                .map_err(|e| e.to_string())?;
-            widest = widest.max(w);
-        }
-        let share = (area.dim_in_pixel().0.saturating_sub(100)) / names.len().max(1) as u32;
-        if widest + 8 > share {
-            upright = Some(widest.min(area.dim_in_pixel().1 / 3));
-        }
-    }
+    let upright = match &names {
+        Some(names) => upright_height(area, names)?,
+        None => None,
+    };
     let mut chart = ChartBuilder::on(area)
         .margin(14)
         .x_label_area_size(upright.map_or(48, |w| w + 44))
@@ -414,7 +391,7 @@ where
         .y_desc(style.y_desc)
         .x_label_formatter(&format_x)
         .axis_desc_style(("sans-serif", style.desc_size))
-        .label_style(label_font);
+        .label_style(LABEL_FONT);
     if style.desc_size < AXIS_DESC_SIZE {
         // A small panel: fewer grid lines, so that the data stands out.
         mesh.y_labels(6).y_max_light_lines(1);
@@ -425,7 +402,7 @@ where
     mesh.draw().map_err(e)?;
     if let (Some(names), Some(_)) = (&names, upright) {
         // Turned clockwise, each starts just under its tick and reads downwards.
-        let turned = TextStyle::from(label_font.into_font().transform(FontTransform::Rotate90))
+        let turned = TextStyle::from(LABEL_FONT.into_font().transform(FontTransform::Rotate90))
             .pos(Pos::new(HPos::Left, VPos::Center));
         let (_, top) = area.get_base_pixel();
         for (i, name) in names.iter().enumerate() {
@@ -495,9 +472,23 @@ where
             ));
         }
     }
-    // Marks go over every line, so no series hides another's failure; a dot in the
-    // series' colour under each says whose it is where the mark sits on the x axis.
-    for (x, at, color, p) in marks {
+    // Marks go over every line, so no series hides another's failure.
+    draw_failure_marks(&mut chart, &marks)
+}
+
+/// Draws the failure marks of `marks` (x, height, the line's colour, the point): a cross
+/// where tenants failed, a ring where runs failed, each over a dot in the line's colour
+/// that says whose it is where the mark sits on the x axis.
+fn draw_failure_marks<DB, CT>(
+    chart: &mut ChartContext<'_, DB, CT>,
+    marks: &[(f64, f64, RGBAColor, LinePoint)],
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    for &(x, at, color, p) in marks {
         chart
             .draw_series([Circle::new((x, at), 3, color.filled())])
             .map_err(e)?;
@@ -513,6 +504,43 @@ where
         }
     }
     Ok(())
+}
+
+/// The font of the names and numbers on the axes.
+const LABEL_FONT: (&str, u32) = ("sans-serif", 13);
+
+/// The x axis's span: the categories side by side, or the points' x values with a
+/// margin (0 to 1 when there are none).
+fn x_range(axis: XAxis<'_>, lines: &[Line]) -> Range<f64> {
+    let xs = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.x));
+    match axis {
+        XAxis::Categories(names) => -0.5..names.len().max(1) as f64 - 0.5,
+        XAxis::Numbers | XAxis::Evenly(_) => {
+            let x0 = xs().fold(f64::INFINITY, f64::min);
+            let x1 = xs().fold(f64::NEG_INFINITY, f64::max);
+            let (x0, x1) = if x0.is_finite() { (x0, x1) } else { (0.0, 1.0) };
+            let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+            let pad = (x1 - x0) * 0.03;
+            x0 - pad..x1 + pad
+        }
+    }
+}
+
+/// The height the x axis's `names` take standing upright, or `None` when they lie
+/// flat: they stand when the widest would not fit its share of the axis.
+fn upright_height<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    names: &[String],
+) -> Result<Option<u32>, String> {
+    let mut widest = 0;
+    for name in names {
+        let (w, _) = area
+            .estimate_text_size(name, &LABEL_FONT.into_text_style(area))
+            .map_err(|e| e.to_string())?;
+        widest = widest.max(w);
+    }
+    let share = (area.dim_in_pixel().0.saturating_sub(100)) / names.len().max(1) as u32;
+    Ok((widest + 8 > share).then(|| widest.min(area.dim_in_pixel().1 / 3)))
 }
 
 /// The pieces a line is drawn in: runs of points joined by the line, each point at its x

@@ -1,89 +1,17 @@
-//! Text tables for the terminal.
+//! What each command prints as text: the reports, comparisons and listings, laid out
+//! by [`crate::table`].
 
 use gpuswap_core::uvm::pages::PAGE_BYTES;
 use gpuswap_sim::apps::AppModel;
 use gpuswap_sim::device::DeviceShape;
 use gpuswap_sim::preset::Preset;
-use gpuswap_sim::report::{FaultLogReport, Report, jain};
+use gpuswap_sim::report::{FaultLogReport, Report, TenantReport, UvmReport, jain};
 use gpuswap_sim::units::{format_bytes, format_ns};
+use gpuswap_vgpu::engine::VgpuOutcome;
 
-/// Narrowest output the tables are laid out for: below it, records wrap anyway.
-const MIN_WIDTH: usize = 40;
-
-/// How wide the terminal on standard output is (`COLUMNS` if set, as for other
-/// command-line tools), or `None` when output goes to a pipe or a file: then tables keep
-/// one row per line, whatever their width, for tools that read them.
-pub fn terminal_width() -> Option<usize> {
-    if let Some(columns) = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|c| *c > 0)
-    {
-        return Some(columns);
-    }
-    terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
-}
-
-/// Lays out rows in left-aligned columns, two spaces apart, with a header rule; when
-/// that is wider than `width`, as one record per row instead (the first cell as its
-/// title, then one `header  value` line per other cell, long values wrapped).
-pub fn table(header: &[&str], rows: &[Vec<String>], width: Option<usize>) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
-    if let Some(width) = width.filter(|w| total > *w) {
-        return records(header, rows, width.max(MIN_WIDTH));
-    }
-    let line = |cells: &mut dyn Iterator<Item = &str>| {
-        let text: Vec<String> = cells
-            .zip(&widths)
-            // Padded by hand: a `{:<w$}` width above 65535 panics in std's formatter.
-            .map(|(c, w)| pad(c, *w))
-            .collect();
-        text.join("  ").trim_end().to_owned() + "\n"
-    };
-    let mut out = line(&mut header.iter().copied());
-    let rules: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    out += &line(&mut rules.iter().map(String::as_str));
-    for row in rows {
-        out += &line(&mut row.iter().map(String::as_str));
-    }
-    out
-}
-
-/// `text` padded with spaces to `width` characters.
-fn pad(text: &str, width: usize) -> String {
-    format!(
-        "{text}{}",
-        " ".repeat(width.saturating_sub(text.chars().count()))
-    )
-}
-
-/// The narrow layout of [`table`]: a record per row.
-fn records(header: &[&str], rows: &[Vec<String>], width: usize) -> String {
-    let label_width = header.iter().skip(1).map(|h| h.len()).max().unwrap_or(0);
-    let indent = 2 + label_width + 2;
-    let mut out = String::new();
-    for (i, row) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let title = format!("{} {}", header[0], row.first().map_or("", String::as_str));
-        out += &wrap(&title, width, 0);
-        for (h, cell) in header.iter().zip(row).skip(1) {
-            if cell.is_empty() {
-                continue;
-            }
-            let first = format!("  {}  {cell}", pad(h, label_width));
-            out += &wrap(&first, width, indent);
-        }
-    }
-    out
-}
+pub use crate::table::terminal_width;
+use crate::table::{caption, columns, fields, fit, table, wrap};
+use crate::vm_figures;
 
 /// A fault-log tenant's rows: its logged batches, then its simulated ones.
 fn fault_log_rows(tenant: &str, f: &FaultLogReport) -> [Vec<String>; 2] {
@@ -118,59 +46,6 @@ fn fault_log_rows(tenant: &str, f: &FaultLogReport) -> [Vec<String>; 2] {
     ]
 }
 
-/// A table's caption: a blank line, then `text` wrapped to the terminal's `width`.
-fn caption(text: &str, width: Option<usize>) -> String {
-    format!("\n{}", wrap(text, width.unwrap_or(usize::MAX), 0))
-}
-
-/// Breaks `text` at spaces into lines of at most `width` characters (a word longer than
-/// that gets a line of its own), continuation lines indented by `indent`.
-fn wrap(text: &str, width: usize, indent: usize) -> String {
-    let body = text.trim_start_matches(' ');
-    let lead = text.len() - body.len();
-    let mut out = String::new();
-    let mut line = " ".repeat(lead);
-    // Whether the line holds a word yet (a line of indentation alone never wraps).
-    let mut has_word = false;
-    for word in body.split(' ') {
-        let len = line.chars().count();
-        if has_word && len + 1 + word.chars().count() > width {
-            out += line.trim_end();
-            out.push('\n');
-            line = " ".repeat(indent);
-        } else if has_word {
-            line.push(' ');
-        }
-        line += word;
-        has_word = true;
-    }
-    out += line.trim_end();
-    out.push('\n');
-    out
-}
-
-/// A line of `item  item  item` fields: as it is, or with the fields spread over lines
-/// of at most `width` characters.
-fn fields(items: &[String], width: Option<usize>) -> String {
-    let mut out = String::new();
-    let mut line = String::new();
-    for item in items.iter().filter(|i| !i.is_empty()) {
-        let fits = width.is_none_or(|w| line.chars().count() + 2 + item.chars().count() <= w);
-        if !line.is_empty() && !fits {
-            out += &line;
-            out.push('\n');
-            line.clear();
-        }
-        if !line.is_empty() {
-            line += "  ";
-        }
-        line += item;
-    }
-    out += &line;
-    out.push('\n');
-    out
-}
-
 /// Reports of the same tenants under several managers, side by side: per manager and
 /// tenant whether it ran, its slowdown and what it lost to host memory; per manager how
 /// many tenants failed and the fairness of the survivors' slowdowns.
@@ -198,10 +73,7 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
                     notes.push(format!("{} {}: {e}", r.manager, t.name));
                     (format!("FAILED (note {})", notes.len()), "-".to_owned())
                 }
-                None => (
-                    "ran".to_owned(),
-                    t.slowdown.map_or("-".into(), |s| format!("{s:.3}")),
-                ),
+                None => ("ran".to_owned(), three_places(t.slowdown)),
             };
             vec![
                 r.manager.clone(),
@@ -240,19 +112,12 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
                 .filter_map(|t| t.slowdown)
                 .collect();
             let worst = survivors.iter().copied().fold(f64::NAN, f64::max);
+            let any = !survivors.is_empty();
             vec![
                 r.manager.clone(),
                 format!("{failed} of {}", r.tenants.len()),
-                if survivors.is_empty() {
-                    "-".into()
-                } else {
-                    format!("{worst:.3}")
-                },
-                if survivors.is_empty() {
-                    "-".into()
-                } else {
-                    format!("{:.3}", jain(&survivors))
-                },
+                three_places(any.then_some(worst)),
+                three_places(any.then(|| jain(&survivors))),
                 format_ns(r.system.makespan_ns),
             ]
         })
@@ -274,37 +139,36 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
     out
 }
 
-/// The report as tables: one row per tenant, then the system figures.
+/// The report as text: the run's settings, a row per tenant, the tables only some
+/// runs have (contracts, relocations, kernel scheduling, unified memory, fault logs,
+/// replay timings), then the system figures.
 pub fn report_table(report: &Report, width: Option<usize>) -> String {
-    let rows: Vec<Vec<String>> = report
-        .tenants
-        .iter()
-        .map(|t| {
-            vec![
-                t.name.clone(),
-                t.app.clone(),
-                format_ns(t.total_ns),
-                format_ns(t.phase_ns),
-                t.slowdown.map_or("-".into(), |s| format!("{s:.3}")),
-                format_bytes(t.vram_peak_bytes),
-                format_bytes(t.local_bytes),
-                format_bytes(t.remote_bytes),
-                // Unified memory moves pages, not the books' chunks: its evictions are
-                // pages out, its returns pages faulted in again after an eviction.
-                format_bytes(
-                    t.uvm
-                        .as_ref()
-                        .map_or(t.bytes_evicted, |u| u.pages_out * PAGE_BYTES),
-                ),
-                format_bytes(
-                    t.uvm
-                        .as_ref()
-                        .map_or(t.bytes_returned, |u| u.pages_thrashed * PAGE_BYTES),
-                ),
-                t.error.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
+    let sections: [fn(&Report, Option<usize>) -> String; 9] = [
+        run_settings,
+        tenants_section,
+        contracts_section,
+        relocations_section,
+        scheduling_section,
+        unified_memory_section,
+        fault_logs_section,
+        timings_section,
+        system_figures,
+    ];
+    sections.iter().map(|s| s(report, width)).collect()
+}
+
+/// A figure to three decimal places, or `-` for none.
+fn three_places(figure: Option<f64>) -> String {
+    figure.map_or("-".to_owned(), |v| format!("{v:.3}"))
+}
+
+/// A tenant's name: the first cell of every per-tenant table.
+fn tenant_name(t: &TenantReport) -> String {
+    t.name.clone()
+}
+
+/// The lines above the tables: the run, its manager and the memory it managed.
+fn run_settings(report: &Report, width: Option<usize>) -> String {
     let settings = &report.settings;
     let mut out = fields(
         &[
@@ -335,29 +199,44 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         ],
         width,
     );
-    out += "\n";
-    out += &table(
+    out + "\n"
+}
+
+/// The table every report has, a row per tenant, with captions saying what its figures
+/// are measured against.
+fn tenants_section(report: &Report, width: Option<usize>) -> String {
+    // Unified memory moves pages, not the books' chunks: its evictions are pages out,
+    // its returns pages faulted in again after an eviction.
+    let evicted = |t: &TenantReport| {
+        let uvm = t.uvm.as_ref();
+        format_bytes(uvm.map_or(t.bytes_evicted, |u| u.pages_out * PAGE_BYTES))
+    };
+    let returned = |t: &TenantReport| {
+        let uvm = t.uvm.as_ref();
+        format_bytes(uvm.map_or(t.bytes_returned, |u| u.pages_thrashed * PAGE_BYTES))
+    };
+    let mut out = columns(
+        &report.tenants,
         &[
-            "tenant",
-            "app",
-            "total",
-            "phase",
-            "slowdown",
-            "vram peak",
-            "local",
-            "remote",
-            "evicted",
-            "returned",
-            "error",
+            ("tenant", &tenant_name),
+            ("app", &|t| t.app.clone()),
+            ("total", &|t| format_ns(t.total_ns)),
+            ("phase", &|t| format_ns(t.phase_ns)),
+            ("slowdown", &|t| three_places(t.slowdown)),
+            ("vram peak", &|t| format_bytes(t.vram_peak_bytes)),
+            ("local", &|t| format_bytes(t.local_bytes)),
+            ("remote", &|t| format_bytes(t.remote_bytes)),
+            ("evicted", &evicted),
+            ("returned", &returned),
+            ("error", &|t| t.error.clone().unwrap_or_default()),
         ],
-        &rows,
         width,
     );
-    if settings.baseline_mode != "native" {
+    let baseline_mode = report.settings.baseline_mode;
+    if baseline_mode != "native" {
         out += &caption(
             &format!(
-                "slowdown: against each program alone with ample VRAM in mode {} at its defaults; settings that beat those defaults give a slowdown below 1",
-                settings.baseline_mode
+                "slowdown: against each program alone with ample VRAM in mode {baseline_mode} at its defaults; settings that beat those defaults give a slowdown below 1",
             ),
             width,
         );
@@ -366,213 +245,207 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         "local, remote: bytes its kernels read and wrote in VRAM and over the link, summed over the run; evicted, returned: bytes moved out of VRAM and back (unified memory: pages evicted, and pages faulted in again after their eviction)",
         width,
     );
-    if report.tenants.iter().any(|t| t.contract.is_some()) {
-        out += &caption(
-            "contracts: what each tenant is promised and limited to",
-            width,
-        );
-        let rows: Vec<Vec<String>> = report
-            .tenants
-            .iter()
-            .map(|t| {
-                let contract = t.contract.as_ref().map(crate::contract_keys::describe);
-                vec![t.name.clone(), contract.unwrap_or_else(|| "none".into())]
-            })
-            .collect();
-        out += &table(&["tenant", "contract"], &rows, width);
+    out
+}
+
+/// What each tenant's contract promises and limits, when any tenant has one.
+fn contracts_section(report: &Report, width: Option<usize>) -> String {
+    if report.tenants.iter().all(|t| t.contract.is_none()) {
+        return String::new();
     }
-    if report
+    let contract = |t: &TenantReport| {
+        let described = t.contract.as_ref().map(crate::contract_keys::describe);
+        described.unwrap_or_else(|| "none".into())
+    };
+    caption(
+        "contracts: what each tenant is promised and limited to",
+        width,
+    ) + &columns(
+        &report.tenants,
+        &[("tenant", &tenant_name), ("contract", &contract)],
+        width,
+    )
+}
+
+/// The allocations that evicted and the tenants suspended, when there were any.
+fn relocations_section(report: &Report, width: Option<usize>) -> String {
+    if !report
         .tenants
         .iter()
         .any(|t| t.eviction_latency_ns.count + t.victim_pause_ns.count > 0)
     {
-        out += &caption(
-            "relocations: allocations that evicted (latency, split summed over them) and suspensions",
-            width,
-        );
-        let rows: Vec<Vec<String>> = report
-            .tenants
-            .iter()
-            .map(|t| {
-                let e = &t.eviction_latency_ns;
-                let split = &t.eviction_split_ns;
-                vec![
-                    t.name.clone(),
-                    e.count.to_string(),
-                    format_ns(e.p50),
-                    format_ns(e.max),
-                    format_ns(split.policy),
-                    format_ns(split.dma_setup),
-                    format_ns(split.dma),
-                    format_ns(split.waiting),
-                    t.victim_pause_ns.count.to_string(),
-                    format_ns(t.victim_drain_ns.p50),
-                    format_ns(t.victim_pause_ns.p50),
-                    format_ns(t.victim_pause_ns.max),
-                ]
-            })
-            .collect();
-        out += &table(
-            &[
-                "tenant",
-                "evictions",
-                "p50",
-                "max",
-                "policy",
-                "dma setup",
-                "dma",
-                "waiting",
-                "suspensions",
-                "drain p50",
-                "pause p50",
-                "pause max",
-            ],
-            &rows,
-            width,
-        );
+        return String::new();
     }
-    if report
+    caption(
+        "relocations: allocations that evicted (latency, split summed over them) and suspensions",
+        width,
+    ) + &columns(
+        &report.tenants,
+        &[
+            ("tenant", &tenant_name),
+            ("evictions", &|t| t.eviction_latency_ns.count.to_string()),
+            ("p50", &|t| format_ns(t.eviction_latency_ns.p50)),
+            ("max", &|t| format_ns(t.eviction_latency_ns.max)),
+            ("policy", &|t| format_ns(t.eviction_split_ns.policy)),
+            ("dma setup", &|t| format_ns(t.eviction_split_ns.dma_setup)),
+            ("dma", &|t| format_ns(t.eviction_split_ns.dma)),
+            ("waiting", &|t| format_ns(t.eviction_split_ns.waiting)),
+            ("suspensions", &|t| t.victim_pause_ns.count.to_string()),
+            ("drain p50", &|t| format_ns(t.victim_drain_ns.p50)),
+            ("pause p50", &|t| format_ns(t.victim_pause_ns.p50)),
+            ("pause max", &|t| format_ns(t.victim_pause_ns.max)),
+        ],
+        width,
+    )
+}
+
+/// Kernels preempted and held, when the policy did either.
+fn scheduling_section(report: &Report, width: Option<usize>) -> String {
+    if !report
         .tenants
         .iter()
         .any(|t| t.preemptions > 0 || t.wait_ns > 0)
     {
-        out += &caption(
-            "kernel scheduling: kernels the policy preempted, the work they lost, and time it held the tenant's kernels",
-            width,
-        );
-        let rows: Vec<Vec<String>> = report
-            .tenants
-            .iter()
-            .map(|t| {
+        return String::new();
+    }
+    caption(
+        "kernel scheduling: kernels the policy preempted, the work they lost, and time it held the tenant's kernels",
+        width,
+    ) + &columns(
+        &report.tenants,
+        &[
+            ("tenant", &tenant_name),
+            ("preemptions", &|t| t.preemptions.to_string()),
+            ("work lost", &|t| format_ns(t.wasted_ns)),
+            ("held", &|t| format_ns(t.wait_ns)),
+        ],
+        width,
+    )
+}
+
+/// The faults and migrations of the tenants on unified memory, then the pattern and
+/// plan of each of their managed allocations.
+fn unified_memory_section(report: &Report, width: Option<usize>) -> String {
+    let uvm: Vec<(&TenantReport, &UvmReport)> = report
+        .tenants
+        .iter()
+        .filter_map(|t| t.uvm.as_ref().map(|u| (t, u)))
+        .collect();
+    if uvm.is_empty() {
+        return String::new();
+    }
+    let optimum = |(_, u): &(&TenantReport, &UvmReport)| match (
+        u.optimum_pages_in,
+        u.optimum_skipped_touches,
+    ) {
+        (Some(pages), _) => pages.to_string(),
+        (None, Some(limit)) => format!("skipped: over {limit} touches"),
+        (None, None) => "-".into(),
+    };
+    let mut out = caption(
+        "unified memory: far faults, batches, pages migrated in and out (4 KiB), thrashed (evicted, then faulted again), prefetched and never used, served remotely, and time stalled on faults",
+        width,
+    );
+    out += &columns(
+        &uvm,
+        &[
+            ("tenant", &|(t, _)| t.name.clone()),
+            ("far faults", &|(_, u)| u.far_faults.to_string()),
+            ("batches", &|(_, u)| u.fault_batches.to_string()),
+            ("pages in", &|(_, u)| u.pages_in.to_string()),
+            ("pages out", &|(_, u)| u.pages_out.to_string()),
+            ("thrashed", &|(_, u)| u.pages_thrashed.to_string()),
+            ("unused / prefetched", &|(_, u)| {
+                format!("{} / {}", u.prefetched_unused, u.pages_prefetched)
+            }),
+            ("remote touches", &|(_, u)| u.remote_touches.to_string()),
+            ("throttles / pins", &|(_, u)| {
+                format!("{} / {}", u.throttles, u.pins)
+            }),
+            ("fault stall", &|(_, u)| format_ns(u.fault_stall_ns)),
+            ("optimum in", &optimum),
+        ],
+        width,
+    );
+    out += &caption(
+        "managed allocations: the migration pattern detected (observations: kernels, and the first full VRAM, that migrated at least 8 big pages) and the plan the runtime chose (policy = \"adaptive\" or \"adaptive-coarse\"; \"configured\" follows the settings)",
+        width,
+    );
+    let rows: Vec<Vec<String>> = uvm
+        .iter()
+        .flat_map(|(t, u)| {
+            (0..u.patterns.len()).map(move |a| {
                 vec![
                     t.name.clone(),
-                    t.preemptions.to_string(),
-                    format_ns(t.wasted_ns),
-                    format_ns(t.wait_ns),
+                    a.to_string(),
+                    u.patterns[a].to_owned(),
+                    u.plans[a].to_owned(),
+                    u.timeline[a].len().to_string(),
                 ]
             })
-            .collect();
-        out += &table(
-            &["tenant", "preemptions", "work lost", "held"],
-            &rows,
-            width,
-        );
+        })
+        .collect();
+    out + &table(
+        &["tenant", "allocation", "pattern", "plan", "observations"],
+        &rows,
+        width,
+    )
+}
+
+/// The replayed fault logs, logged against simulated, when a tenant replays one.
+fn fault_logs_section(report: &Report, width: Option<usize>) -> String {
+    let rows: Vec<Vec<String>> = report
+        .tenants
+        .iter()
+        .filter_map(|t| Some(fault_log_rows(&t.name, t.fault_log.as_ref()?)))
+        .flatten()
+        .collect();
+    if rows.is_empty() {
+        return String::new();
     }
-    if report.tenants.iter().any(|t| t.uvm.is_some()) {
-        out += &caption(
-            "unified memory: far faults, batches, pages migrated in and out (4 KiB), thrashed (evicted, then faulted again), prefetched and never used, served remotely, and time stalled on faults",
-            width,
-        );
-        let count = |n: u64| n.to_string();
-        let rows: Vec<Vec<String>> = report
-            .tenants
-            .iter()
-            .filter_map(|t| t.uvm.as_ref().map(|u| (t, u)))
-            .map(|(t, u)| {
-                vec![
-                    t.name.clone(),
-                    count(u.far_faults),
-                    count(u.fault_batches),
-                    count(u.pages_in),
-                    count(u.pages_out),
-                    count(u.pages_thrashed),
-                    format!("{} / {}", u.prefetched_unused, u.pages_prefetched),
-                    count(u.remote_touches),
-                    format!("{} / {}", u.throttles, u.pins),
-                    format_ns(u.fault_stall_ns),
-                    match (u.optimum_pages_in, u.optimum_skipped_touches) {
-                        (Some(pages), _) => count(pages),
-                        (None, Some(limit)) => format!("skipped: over {limit} touches"),
-                        (None, None) => "-".into(),
-                    },
-                ]
-            })
-            .collect();
-        out += &table(
-            &[
-                "tenant",
-                "far faults",
-                "batches",
-                "pages in",
-                "pages out",
-                "thrashed",
-                "unused / prefetched",
-                "remote touches",
-                "throttles / pins",
-                "fault stall",
-                "optimum in",
-            ],
-            &rows,
-            width,
-        );
-        out += &caption(
-            "managed allocations: the migration pattern detected (observations: kernels, and the first full VRAM, that migrated at least 8 big pages) and the plan the runtime chose (policy = \"adaptive\" or \"adaptive-coarse\"; \"configured\" follows the settings)",
-            width,
-        );
-        let rows: Vec<Vec<String>> = report
-            .tenants
-            .iter()
-            .filter_map(|t| t.uvm.as_ref().map(|u| (t, u)))
-            .flat_map(|(t, u)| {
-                (0..u.patterns.len()).map(move |a| {
-                    vec![
-                        t.name.clone(),
-                        a.to_string(),
-                        u.patterns[a].to_owned(),
-                        u.plans[a].to_owned(),
-                        u.timeline[a].len().to_string(),
-                    ]
-                })
-            })
-            .collect();
-        out += &table(
-            &["tenant", "allocation", "pattern", "plan", "observations"],
-            &rows,
-            width,
-        );
-    }
-    if report.tenants.iter().any(|t| t.fault_log.is_some()) {
-        out += &caption(
-            "fault logs replayed: the driver's fault batches as logged on the GPU and as simulated, with their faults (distinct pages) per batch",
-            width,
-        );
-        let mut rows: Vec<Vec<String>> = Vec::new();
-        for t in &report.tenants {
-            if let Some(f) = &t.fault_log {
-                rows.extend(fault_log_rows(&t.name, f));
-            }
-        }
-        out += &table(
-            &[
-                "tenant",
-                "source",
-                "batches",
-                "faults",
-                "faults/batch mean",
-                "p50",
-                "p99",
-            ],
-            &rows,
-            width,
-        );
-    }
+    caption(
+        "fault logs replayed: the driver's fault batches as logged on the GPU and as simulated, with their faults (distinct pages) per batch",
+        width,
+    ) + &table(
+        &[
+            "tenant",
+            "source",
+            "batches",
+            "faults",
+            "faults/batch mean",
+            "p50",
+            "p99",
+        ],
+        &rows,
+        width,
+    )
+}
+
+/// How each replayed trace is timed, when a tenant replays one.
+fn timings_section(report: &Report, width: Option<usize>) -> String {
     let timed: Vec<String> = report
         .tenants
         .iter()
         .filter_map(|t| Some(format!("  {}: {}", t.name, t.timing.as_ref()?)))
         .collect();
-    if !timed.is_empty() {
-        out += &caption("how the replays are timed:", width);
-        for line in timed {
-            out += &wrap(&line, width.unwrap_or(usize::MAX), 4);
-        }
+    if timed.is_empty() {
+        return String::new();
     }
+    let mut out = caption("how the replays are timed:", width);
+    for line in timed {
+        out += &wrap(&line, width.unwrap_or(usize::MAX), 4);
+    }
+    out
+}
+
+/// The system's figures: makespan, throughput, turnaround and fairness, and how busy
+/// the link was.
+fn system_figures(report: &Report, width: Option<usize>) -> String {
     let s = &report.system;
     let n = report.tenants.len();
     let ran = n - s.tenants_failed;
     // Figures over tenants that finished say so when some did not; none are given when
     // none finished (an empty mean is no figure).
-    let figure = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
     let failed_note = if s.tenants_failed > 0 {
         format!(
             "\n{} of {n} tenants FAILED: STP, ANTT and Jain(slowdown) cover the {ran} that finished",
@@ -585,33 +458,21 @@ pub fn report_table(report: &Report, width: Option<usize>) -> String {
         "\nmakespan {}  STP {}  ANTT {}  Jain(slowdown) {}  Jain(VRAM) {}{failed_note}\n\
          link utilization: to device {:.1} %, to host {:.1} %\n",
         format_ns(s.makespan_ns),
-        figure(s.stp),
-        figure(s.antt),
-        figure(s.jain_slowdown),
-        figure(s.jain_vram),
+        three_places(s.stp),
+        three_places(s.antt),
+        three_places(s.jain_slowdown),
+        three_places(s.jain_vram),
         100.0 * s.link_utilization_to_device,
         100.0 * s.link_utilization_to_host
     );
-    out += &fit(&text, width);
-    out
-}
-
-/// Text whose lines are `field  field  field`, each line spread over lines of at most
-/// `width` characters if it is wider (see [`fields`]).
-fn fit(text: &str, width: Option<usize>) -> String {
-    text.lines()
-        .map(|line| {
-            let items: Vec<String> = line.split("  ").map(str::to_owned).collect();
-            fields(&items, width)
-        })
-        .collect()
+    fit(&text, width)
 }
 
 /// A VM scenario's outcome: per VM what it got, then the system's switch costs.
 pub fn vgpu_table(
     scenario: &str,
     config: &gpuswap_vgpu::engine::VgpuConfig,
-    out: &gpuswap_vgpu::engine::VgpuOutcome,
+    out: &VgpuOutcome,
     width: Option<usize>,
 ) -> String {
     let mut text = fields(
@@ -627,34 +488,23 @@ pub fn vgpu_table(
         ],
         width,
     ) + "\n";
-    let rows: Vec<Vec<String>> = out
-        .vms
-        .iter()
-        .map(|v| {
-            vec![
-                v.name.clone(),
-                v.workload.to_owned(),
-                v.slots.to_string(),
-                format_ns(v.end_ns - v.start_ns),
-                if v.frames > 0 {
-                    format!("{:.1}", v.fps())
-                } else {
-                    "-".into()
-                },
-                format_ns(v.gpu_ns),
-                v.moves.to_string(),
-                v.error.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    text += &table(
+    text += &columns(
+        &out.vms,
         &[
-            "vm", "workload", "slots", "time", "fps", "gpu time", "moves", "error",
+            ("vm", &|v| v.name.clone()),
+            ("workload", &|v| v.workload.to_owned()),
+            ("slots", &|v| v.slots.to_string()),
+            ("time", &|v| format_ns(v.end_ns - v.start_ns)),
+            ("fps", &|v| {
+                vm_figures::fps(v).map_or("-".into(), |fps| format!("{fps:.1}"))
+            }),
+            ("gpu time", &|v| format_ns(v.gpu_ns)),
+            ("moves", &|v| v.moves.to_string()),
+            ("error", &|v| v.error.clone().unwrap_or_default()),
         ],
-        &rows,
         width,
     );
-    let refused = out.vms.iter().filter(|v| v.error.is_some()).count();
+    let refused = vm_figures::refused(out);
     text += "\n";
     text += &fields(
         &[
@@ -684,61 +534,39 @@ pub fn vgpu_table(
 /// frame rate of the VMs that render frames, and the switch costs.
 pub fn vgpu_compare_table(
     scenario: &str,
-    outcomes: &[(&str, gpuswap_vgpu::engine::VgpuOutcome)],
+    outcomes: &[(&str, VgpuOutcome)],
     width: Option<usize>,
 ) -> String {
-    let rows: Vec<Vec<String>> = outcomes
-        .iter()
-        .map(|(name, o)| {
-            let refused = o.vms.iter().filter(|v| v.error.is_some()).count();
-            let rendering: Vec<f64> = o
-                .vms
-                .iter()
-                .filter(|v| v.frames > 0)
-                .map(|v| v.fps())
-                .collect();
-            // A mean over the VMs a placement let in flatters one that refused others.
-            let starred = if refused > 0 { "*" } else { "" };
-            vec![
-                (*name).to_owned(),
-                format!("{refused} of {}", o.vms.len()),
-                if rendering.is_empty() {
-                    "-".into()
-                } else {
-                    format!(
-                        "{:.1}{starred}",
-                        rendering.iter().sum::<f64>() / rendering.len() as f64
-                    )
-                },
-                o.switches.to_string(),
-                o.slot_copies.to_string(),
-                format!("{:.0}", o.cycles_per_switch()),
-                format!("{:.3e}", o.switch_cycles as f64),
-                o.reallocations.to_string(),
-            ]
-        })
-        .collect();
-    let refusing = outcomes
-        .iter()
-        .any(|(_, o)| o.vms.iter().any(|v| v.error.is_some()));
+    let mean_fps = |(_, o): &(&str, VgpuOutcome)| {
+        // A mean over the VMs a placement let in flatters one that refused others.
+        let starred = if vm_figures::refused(o) > 0 { "*" } else { "" };
+        vm_figures::mean_fps(o).map_or("-".into(), |fps| format!("{fps:.1}{starred}"))
+    };
+    let refusing = outcomes.iter().any(|(_, o)| vm_figures::refused(o) > 0);
     let note = if refusing {
         "* the mean over the VMs that rendered: the VMs the placement refused are left out\n"
     } else {
         ""
     };
     format!("scenario {scenario}\n\n")
-        + &table(
+        + &columns(
+            outcomes,
             &[
-                "placement",
-                "vms failed",
-                "mean fps",
-                "switches",
-                "slot copies",
-                "cycles/switch",
-                "switch cycles",
-                "reallocations",
+                ("placement", &|(name, _)| (*name).to_owned()),
+                ("vms failed", &|(_, o)| {
+                    format!("{} of {}", vm_figures::refused(o), o.vms.len())
+                }),
+                ("mean fps", &mean_fps),
+                ("switches", &|(_, o)| o.switches.to_string()),
+                ("slot copies", &|(_, o)| o.slot_copies.to_string()),
+                ("cycles/switch", &|(_, o)| {
+                    format!("{:.0}", o.cycles_per_switch())
+                }),
+                ("switch cycles", &|(_, o)| {
+                    format!("{:.3e}", o.switch_cycles as f64)
+                }),
+                ("reallocations", &|(_, o)| o.reallocations.to_string()),
             ],
-            &rows,
             width,
         )
         + note
@@ -746,53 +574,44 @@ pub fn vgpu_compare_table(
 
 /// The presets, one per row.
 pub fn presets_table(presets: &[Preset], width: Option<usize>) -> String {
-    let rows: Vec<Vec<String>> = presets
+    let features = |p: &Preset| {
+        let on: Vec<&str> = [
+            (p.features.page_faults, "faults"),
+            (p.features.access_counters, "access-counters"),
+            (p.features.reference_bits, "reference-bits"),
+            (p.features.preemption, "preemption"),
+        ]
         .iter()
-        .map(|p| {
-            let features = [
-                (p.features.page_faults, "faults"),
-                (p.features.access_counters, "access-counters"),
-                (p.features.reference_bits, "reference-bits"),
-                (p.features.preemption, "preemption"),
-            ]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, name)| *name)
-            .collect::<Vec<_>>()
-            .join(",");
-            vec![
-                p.name.to_owned(),
-                format_bytes(p.vram_bytes),
-                format_bytes(p.host_memory_bytes),
-                format!("{:.0} GB/s", p.vram_bytes_per_s / 1e9),
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
+        if on.is_empty() {
+            "-".into()
+        } else {
+            on.join(",")
+        }
+    };
+    columns(
+        presets,
+        &[
+            ("preset", &|p| p.name.to_owned()),
+            ("vram", &|p| format_bytes(p.vram_bytes)),
+            ("host memory", &|p| format_bytes(p.host_memory_bytes)),
+            ("vram bw", &|p| {
+                format!("{:.0} GB/s", p.vram_bytes_per_s / 1e9)
+            }),
+            ("link (h2d/d2h)", &|p| {
                 format!(
                     "{} {:.1}/{:.1} GB/s",
                     p.link.name,
                     p.link.h2d_bytes_per_s / 1e9,
                     p.link.d2h_bytes_per_s / 1e9
-                ),
-                p.copy_engines.to_string(),
-                if features.is_empty() {
-                    "-".into()
-                } else {
-                    features
-                },
-                p.description.to_owned(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "preset",
-            "vram",
-            "host memory",
-            "vram bw",
-            "link (h2d/d2h)",
-            "copy engines",
-            "features",
-            "description",
+                )
+            }),
+            ("copy engines", &|p| p.copy_engines.to_string()),
+            ("features", &features),
+            ("description", &|p| p.description.to_owned()),
         ],
-        &rows,
         width,
     )
 }
@@ -802,27 +621,17 @@ pub fn vgpu_presets_table(
     presets: &[gpuswap_vgpu::preset::VgpuPreset],
     width: Option<usize>,
 ) -> String {
-    let rows: Vec<Vec<String>> = presets
-        .iter()
-        .map(|p| {
-            vec![
-                p.name.to_owned(),
-                format!("{} x {}", p.total_slots(), format_bytes(p.slot_bytes)),
-                format_bytes(p.low_memory_bytes),
-                format_ns(p.slice_ns),
-                p.description.to_owned(),
-            ]
-        })
-        .collect();
-    table(
+    columns(
+        presets,
         &[
-            "preset",
-            "high memory slots",
-            "low memory per vm",
-            "slice",
-            "description",
+            ("preset", &|p| p.name.to_owned()),
+            ("high memory slots", &|p| {
+                format!("{} x {}", p.total_slots(), format_bytes(p.slot_bytes))
+            }),
+            ("low memory per vm", &|p| format_bytes(p.low_memory_bytes)),
+            ("slice", &|p| format_ns(p.slice_ns)),
+            ("description", &|p| p.description.to_owned()),
         ],
-        &rows,
         width,
     )
 }
@@ -833,21 +642,22 @@ pub fn workloads_table(
     width: Option<usize>,
 ) -> String {
     use gpuswap_vgpu::workload::Kind;
-    let rows: Vec<Vec<String>> = workloads
-        .iter()
-        .map(|w| {
-            let work = match w.kind {
+    columns(
+        workloads,
+        &[
+            ("workload", &|w| w.name.to_owned()),
+            ("work", &|w| match w.kind {
                 Kind::Frames { gpu_ns, cpu_ns } => format!(
                     "{} GPU + {} CPU per frame",
                     format_ns(gpu_ns),
                     format_ns(cpu_ns)
                 ),
                 Kind::Job { gpu_ns } => format!("{} of GPU work", format_ns(gpu_ns)),
-            };
-            vec![w.name.to_owned(), work, w.description.to_owned()]
-        })
-        .collect();
-    table(&["workload", "work", "description"], &rows, width)
+            }),
+            ("description", &|w| w.description.to_owned()),
+        ],
+        width,
+    )
 }
 
 /// One built-in app as `gpuswap apps` lists it (a row, or a JSON object).
@@ -885,19 +695,19 @@ pub fn app_rows(apps: &[&dyn AppModel], device: DeviceShape) -> Vec<AppRow> {
 
 /// The apps, one per row (see [`app_rows`]).
 pub fn apps_table(apps: &[AppRow], width: Option<usize>) -> String {
-    let rows: Vec<Vec<String>> = apps
-        .iter()
-        .map(|a| {
-            let memory = match (&a.default_size_peak_bytes, &a.default_size_error) {
-                (Some(bytes), _) => format_bytes(*bytes),
-                (None, e) => format!("({})", e.as_deref().unwrap_or_default()),
-            };
-            vec![a.name.to_owned(), memory, a.description.to_owned()]
-        })
-        .collect();
-    table(
-        &["app", "memory (default size)", "description"],
-        &rows,
+    columns(
+        apps,
+        &[
+            ("app", &|a| a.name.to_owned()),
+            (
+                "memory (default size)",
+                &|a| match (&a.default_size_peak_bytes, &a.default_size_error) {
+                    (Some(bytes), _) => format_bytes(*bytes),
+                    (None, e) => format!("({})", e.as_deref().unwrap_or_default()),
+                },
+            ),
+            ("description", &|a| a.description.to_owned()),
+        ],
         width,
     )
 }
@@ -1040,110 +850,30 @@ pub fn policy_rows() -> Vec<PolicyRow> {
 
 /// The table of [`policy_rows`].
 pub fn policies_table(rows: &[PolicyRow], width: Option<usize>) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let default = if r.default { " (default)" } else { "" };
-            let needs = if r.needs.is_empty() {
-                "-".to_owned()
-            } else {
-                r.needs.join(", ")
-            };
-            vec![
-                r.setting.clone(),
-                format!("{}{default}", r.value),
-                needs,
-                r.description.clone(),
-            ]
-        })
-        .collect();
-    table(&["setting", "value", "needs", "description"], &cells, width)
+    columns(
+        rows,
+        &[
+            ("setting", &|r| r.setting.clone()),
+            ("value", &|r| {
+                let default = if r.default { " (default)" } else { "" };
+                format!("{}{default}", r.value)
+            }),
+            ("needs", &|r| {
+                if r.needs.is_empty() {
+                    "-".to_owned()
+                } else {
+                    r.needs.join(", ")
+                }
+            }),
+            ("description", &|r| r.description.clone()),
+        ],
+        width,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rows() -> Vec<Vec<String>> {
-        vec![
-            vec![
-                "a".into(),
-                "backprop".into(),
-                "a long description of what it does".into(),
-            ],
-            vec!["b".into(), "hotspot".into(), String::new()],
-        ]
-    }
-
-    #[test]
-    fn a_table_wider_than_the_terminal_becomes_records() {
-        let header = ["tenant", "app", "description"];
-        let wide = table(&header, &rows(), None);
-        assert_eq!(wide.lines().count(), 4);
-        assert!(
-            wide.lines()
-                .next()
-                .unwrap()
-                .starts_with("tenant  app       description")
-        );
-        // Fits in 60 columns: unchanged.
-        assert_eq!(table(&header, &rows(), Some(60)), wide);
-        let narrow = table(&header, &rows(), Some(40));
-        assert_eq!(
-            narrow,
-            "tenant a\n  app          backprop\n  description  a long description of\n               what it does\n\ntenant b\n  app          hotspot\n"
-        );
-        assert!(narrow.lines().all(|l| l.chars().count() <= 40));
-    }
-
-    #[test]
-    fn fields_spread_over_lines_that_fit() {
-        let items: Vec<String> = ["makespan 1 s", "STP 1.000", "ANTT 1.000"]
-            .map(String::from)
-            .to_vec();
-        assert_eq!(
-            fields(&items, None),
-            "makespan 1 s  STP 1.000  ANTT 1.000\n"
-        );
-        assert_eq!(
-            fields(&items, Some(25)),
-            "makespan 1 s  STP 1.000\nANTT 1.000\n"
-        );
-    }
-
-    proptest::proptest! {
-        /// Wrapped lines fit the width, unless one word alone is wider; no word is lost.
-        #[test]
-        fn wrapped_lines_fit_and_keep_every_word(
-            words in proptest::collection::vec("[a-z]{1,12}", 1..40),
-            width in 20usize..100,
-            indent in 0usize..10,
-        ) {
-            let text = words.join(" ");
-            let wrapped = wrap(&text, width, indent);
-            for line in wrapped.lines() {
-                let fits = line.chars().count() <= width;
-                proptest::prop_assert!(fits || !line.trim().contains(' '), "{line:?}");
-            }
-            let back: Vec<&str> = wrapped.split_whitespace().collect();
-            proptest::prop_assert_eq!(back, words.iter().map(String::as_str).collect::<Vec<_>>());
-        }
-    }
-
-    #[test]
-    fn cells_wider_than_the_formatters_limit_are_laid_out() {
-        // std's `{:<w$}` panics for widths above 65535.
-        let wide = "x".repeat(70_000);
-        let text = table(
-            &["name", "app"],
-            &[vec![wide.clone(), "a".into()], vec!["b".into(), "c".into()]],
-            None,
-        );
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[2], format!("{wide}  a"));
-        assert_eq!(lines[3].len(), 70_000 + 3);
-        assert!(lines[3].starts_with('b') && lines[3].ends_with("  c"));
-    }
 
     /// gvirt refuses 12 of the 15 VMs and shows the best mean frame rate of the three
     /// it let in: the cell is starred and the note says what the mean leaves out.

@@ -510,12 +510,10 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
     let axes = &header[1..runs];
     let rows = &table.rows;
     let clean = |r: &Vec<String>| r[failed] == "0" && r[tenant_failed] == "0";
-    let mut lines = Vec::new();
-    let broken: Vec<&Vec<String>> = rows.iter().filter(|r| !clean(r)).collect();
     let Some(k) = compared_axis(axes, rows) else {
-        lines
-            .push("Every varied key is numeric: the figures show each metric against them.".into());
-        return lines;
+        return vec![
+            "Every varied key is numeric: the figures show each metric against them.".into(),
+        ];
     };
     // The key's values in the grid's order, and what the page calls them.
     let mut values: Vec<&str> = Vec::new();
@@ -533,47 +531,19 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
             _ => v.to_owned(),
         }
     };
+    let clean_rows: Vec<&Vec<String>> = rows.iter().filter(|r| clean(r)).collect();
+    let mut lines = Vec::new();
     for (metric, what, better) in ANSWERED
         .iter()
         .filter(|(m, ..)| column(&format!("{m}.mean")).is_some())
         .take(2)
     {
         let mean = column(&format!("{metric}.mean")).expect("filtered");
-        // Combinations of the other keys at which every value has a clean figure.
-        let mut by_rest: BTreeMap<Vec<&str>, Vec<(usize, f64)>> = BTreeMap::new();
-        for r in rows.iter().filter(|r| clean(r)) {
-            let Ok(v) = r[mean].parse::<f64>() else {
-                continue;
-            };
-            let rest: Vec<&str> = (0..axes.len())
-                .filter(|a| *a != k)
-                .map(|a| r[a + 1].as_str())
-                .collect();
-            let at = values.iter().position(|x| *x == r[k + 1]).expect("listed");
-            by_rest.entry(rest).or_default().push((at, v));
-        }
-        // A value that never ran clean (a placement that refuses VMs everywhere) cannot
-        // be compared; the others still can, among themselves.
-        let compared: Vec<usize> = (0..values.len())
-            .filter(|i| by_rest.values().any(|vs| vs.iter().any(|(at, _)| at == i)))
-            .collect();
-        let complete: Vec<&Vec<(usize, f64)>> = by_rest
-            .values()
-            .filter(|vs| compared.iter().all(|i| vs.iter().any(|(at, _)| at == i)))
-            .collect();
-        if complete.is_empty() || compared.len() < 2 {
+        let Some((ranked, points)) = ranking(&clean_rows, axes.len(), k, &values, mean) else {
             continue;
-        }
-        let mut ranked: Vec<(usize, f64)> = compared
-            .iter()
-            .map(|&i| {
-                let xs: Vec<f64> = complete
-                    .iter()
-                    .flat_map(|vs| vs.iter().filter(|(at, _)| *at == i).map(|(_, v)| *v))
-                    .collect();
-                (i, xs.iter().sum::<f64>() / xs.len() as f64)
-            })
-            .collect();
+        };
+        let mut ranked: Vec<(&str, f64)> =
+            ranked.into_iter().map(|(i, v)| (values[i], v)).collect();
         ranked.sort_by(|a, b| match better {
             Better::Lower => a.1.total_cmp(&b.1),
             Better::Higher => b.1.total_cmp(&a.1),
@@ -593,13 +563,12 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
             }
         };
         let mut line = format!(
-            "{word} {what} by {}: <b>{}</b>, {} on average over {} comparable points, {}the next best ({}, {})",
+            "{word} {what} by {}: <b>{}</b>, {} on average over {points} comparable points, {}the next best ({}, {})",
             escape(&axes[k]),
-            escape(&label(values[best.0])),
+            escape(&label(best.0)),
             shown(best.1),
-            complete.len(),
             by(next.1),
-            escape(&label(values[next.0])),
+            escape(&label(next.0)),
             shown(next.1),
         );
         if ranked.len() > 2 {
@@ -607,7 +576,7 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
                 line,
                 " and {}the worst ({}, {})",
                 by(worst.1),
-                escape(&label(values[worst.0])),
+                escape(&label(worst.0)),
                 shown(worst.1)
             );
         }
@@ -620,33 +589,99 @@ fn answer(table: &CsvTable, names: &Option<(String, Vec<String>)>) -> Vec<String
             escape(&axes[k])
         ));
     }
-    if !broken.is_empty() {
-        let mut per_value: BTreeMap<String, usize> = BTreeMap::new();
-        for r in &broken {
-            *per_value.entry(label(&r[k + 1])).or_default() += 1;
-        }
-        let list: Vec<String> = per_value
-            .iter()
-            .map(|(v, n)| format!("{} {n}", escape(v)))
+    lines.extend(left_out(rows, &clean, k, &axes[k], &values, &label));
+    lines
+}
+
+/// The compared key's `values` (column `k + 1`), by their index, with their mean
+/// figure in column `mean` over the combinations of the other `axes` keys at which each
+/// of them has a figure among `clean_rows` (like with like), and how many such
+/// combinations there are; None when fewer than two values compare.
+fn ranking(
+    clean_rows: &[&Vec<String>],
+    axes: usize,
+    k: usize,
+    values: &[&str],
+    mean: usize,
+) -> Option<(Vec<(usize, f64)>, usize)> {
+    // Combinations of the other keys at which every value has a clean figure.
+    let mut by_rest: BTreeMap<Vec<&str>, Vec<(usize, f64)>> = BTreeMap::new();
+    for r in clean_rows {
+        let Ok(v) = r[mean].parse::<f64>() else {
+            continue;
+        };
+        let rest: Vec<&str> = (0..axes)
+            .filter(|a| *a != k)
+            .map(|a| r[a + 1].as_str())
             .collect();
+        let at = values.iter().position(|x| *x == r[k + 1]).expect("listed");
+        by_rest.entry(rest).or_default().push((at, v));
+    }
+    // A value that never ran clean (a placement that refuses VMs everywhere) cannot
+    // be compared; the others still can, among themselves.
+    let compared: Vec<usize> = (0..values.len())
+        .filter(|i| by_rest.values().any(|vs| vs.iter().any(|(at, _)| at == i)))
+        .collect();
+    let complete: Vec<&Vec<(usize, f64)>> = by_rest
+        .values()
+        .filter(|vs| compared.iter().all(|i| vs.iter().any(|(at, _)| at == i)))
+        .collect();
+    if complete.is_empty() || compared.len() < 2 {
+        return None;
+    }
+    let means = compared
+        .iter()
+        .map(|&i| {
+            let xs: Vec<f64> = complete
+                .iter()
+                .flat_map(|vs| vs.iter().filter(|(at, _)| *at == i).map(|(_, v)| *v))
+                .collect();
+            (i, xs.iter().sum::<f64>() / xs.len() as f64)
+        })
+        .collect();
+    Some((means, complete.len()))
+}
+
+/// The answer's lines on the points it left out, where a run or a tenant failed: how
+/// many per value of the compared key (`k`, column `k + 1`, named `axis`), and the
+/// values that never ran clean.
+fn left_out(
+    rows: &[Vec<String>],
+    clean: &dyn Fn(&Vec<String>) -> bool,
+    k: usize,
+    axis: &str,
+    values: &[&str],
+    label: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let broken: Vec<&Vec<String>> = rows.iter().filter(|r| !clean(r)).collect();
+    if broken.is_empty() {
+        return Vec::new();
+    }
+    let mut per_value: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &broken {
+        *per_value.entry(label(&r[k + 1])).or_default() += 1;
+    }
+    let list: Vec<String> = per_value
+        .iter()
+        .map(|(v, n)| format!("{} {n}", escape(v)))
+        .collect();
+    let mut lines = vec![format!(
+        "Left out: {} of {} points where a run or a tenant failed (figures over the tenants that finished would flatter them); by {}: {}.",
+        broken.len(),
+        rows.len(),
+        escape(axis),
+        list.join(", ")
+    )];
+    let never: Vec<String> = values
+        .iter()
+        .filter(|v| rows.iter().filter(|r| r[k + 1] == **v).all(|r| !clean(r)))
+        .map(|v| escape(&label(v)))
+        .collect();
+    if !never.is_empty() {
         lines.push(format!(
-            "Left out: {} of {} points where a run or a tenant failed (figures over the tenants that finished would flatter them); by {}: {}.",
-            broken.len(),
-            rows.len(),
-            escape(&axes[k]),
-            list.join(", ")
+            "Not compared: {}, with a failed run or tenant at every point.",
+            never.join(", ")
         ));
-        let never: Vec<String> = values
-            .iter()
-            .filter(|v| rows.iter().filter(|r| r[k + 1] == **v).all(|r| !clean(r)))
-            .map(|v| escape(&label(v)))
-            .collect();
-        if !never.is_empty() {
-            lines.push(format!(
-                "Not compared: {}, with a failed run or tenant at every point.",
-                never.join(", ")
-            ));
-        }
     }
     lines
 }

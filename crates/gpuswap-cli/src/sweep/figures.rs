@@ -214,13 +214,7 @@ impl RunFigures {
     /// Takes the figures of a VM run: no per-tenant columns; a VM that failed to start
     /// counts as a failed tenant. The mean frame rate is over the VMs that rendered.
     pub fn of_vms(outcome: &VgpuOutcome) -> Self {
-        let failed = outcome.vms.iter().filter(|v| v.error.is_some()).count();
-        let fps: Vec<f64> = outcome
-            .vms
-            .iter()
-            .filter(|v| v.frames > 0)
-            .map(|v| v.fps())
-            .collect();
+        let failed = crate::vm_figures::refused(outcome);
         let value = |name: &str| -> Option<f64> {
             Some(match name {
                 "slot_copies" => outcome.slot_copies as f64,
@@ -230,8 +224,7 @@ impl RunFigures {
                 "cycles_per_switch" if outcome.switches == 0 => return None,
                 "cycles_per_switch" => outcome.cycles_per_switch(),
                 "switch_cycles" => outcome.switch_cycles as f64,
-                "mean_fps" if fps.is_empty() => return None,
-                "mean_fps" => fps.iter().sum::<f64>() / fps.len() as f64,
+                "mean_fps" => return crate::vm_figures::mean_fps(outcome),
                 "vms_failed" => failed as f64,
                 "reallocations" => outcome.reallocations as f64,
                 "makespan_ns" => outcome.makespan_ns as f64,
