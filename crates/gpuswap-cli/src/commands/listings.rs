@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use gpuswap_sim::{apps as app_models, preset};
 
-use super::{EXIT_BAD_INPUT, emit, emit_json, fail};
+use super::exit::{EXIT_BAD_INPUT, emit, emit_json, fail};
 use crate::{keys as scenario_keys, render, scenario};
 
 /// A listing as JSON (`value`), or as text for the terminal (`text`, given its width).

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use gpuswap_sim::report::{Baselines, Report, run_and_report_progress};
 
-use super::{EXIT_BAD_INPUT, emit, emit_json, fail};
+use super::exit::{EXIT_BAD_INPUT, emit, emit_json, fail};
 use crate::{limits, plot, render, scenario, trace_cmd, vgpu_scenario};
 
 /// `gpuswap run`'s flags.
