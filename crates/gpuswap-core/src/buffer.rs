@@ -1,7 +1,6 @@
 //! Buffers and their chunks: the units the manager accounts, places and (later) relocates.
 
 use crate::ids::{BufferId, TenantId};
-use serde::Serialize;
 
 /// Priority of buffers that have none: the middle of the scale.
 pub const PRIORITY_DEFAULT: i32 = 50;
@@ -11,7 +10,7 @@ pub const PRIORITY_STACK: i32 = 0;
 pub const PRIORITY_SYSTEM: i32 = 100;
 
 /// Where the bytes of a chunk live now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Location {
     /// Device memory.
     Vram,
@@ -30,7 +29,7 @@ impl Location {
 }
 
 /// A buffer the CUDA runtime allocates for each tenant on its own behalf.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SystemBuffer {
     /// The per-thread stack (local memory): large and rarely touched.
     Stack,
@@ -41,7 +40,7 @@ pub enum SystemBuffer {
 }
 
 /// What a buffer is for; policies treat the kinds differently.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BufferKind {
     /// Memory the application asked for.
     Device,
@@ -51,7 +50,7 @@ pub enum BufferKind {
 
 /// GPUswap's unit of accounting and relocation. A buffer's last chunk may be shorter
 /// (a remainder chunk); a chunk never spans two buffers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chunk {
     /// Offset of the chunk inside its buffer.
     pub offset_bytes: u64,
@@ -75,7 +74,7 @@ impl Chunk {
 }
 
 /// One allocation of a tenant, split into chunks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Buffer {
     /// The manager's handle.
     pub id: BufferId,

@@ -1,9 +1,7 @@
 //! Identifiers handed between the driver side and the manager.
 
-use serde::Serialize;
-
 /// A tenant: an application, process or VM sharing the device; owns one address space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TenantId(pub u32);
 
 /// A buffer (buffer object) as the manager knows it. Assigned by the manager on grant.
@@ -13,7 +11,7 @@ pub struct TenantId(pub u32);
 /// bits are the allocation's serial number, unique for the manager's life, so a stale id
 /// never names the slot's new buffer, and ids order as allocations do. A daemon that has
 /// served billions of allocations therefore keeps state only for its live buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BufferId(pub u64);
 
 impl BufferId {
@@ -43,7 +41,7 @@ impl BufferId {
 }
 
 /// An allocation request, numbered by the caller so it can match the manager's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestId(pub u64);
 
 impl std::fmt::Display for TenantId {
@@ -59,12 +57,12 @@ impl std::fmt::Display for BufferId {
 }
 
 /// Identifies one chunk copy the manager asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CopyId(pub u64);
 
 /// One kernel launch, numbered by the driver so that gating answers and kernel statistics
 /// name the launch they are about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LaunchId(pub u64);
 
 impl std::fmt::Display for LaunchId {

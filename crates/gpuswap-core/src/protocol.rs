@@ -30,7 +30,6 @@
 //!   the device reports the resident pages kernels touch, in touch order, with
 //!   [`crate::Manager::handle_access_notes`] (before the batch that follows them).
 
-use serde::Serialize;
 use thiserror::Error;
 
 use crate::contract::{ContractError, Terms};
@@ -60,7 +59,7 @@ pub struct AllocRequest {
 }
 
 /// Why an allocation failed.
-#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum AllocError {
     /// VRAM cannot hold the request and the mode does not extend it.
     #[error("out of memory: requested {requested_bytes} bytes, {free_bytes} bytes of VRAM free")]
@@ -233,7 +232,7 @@ pub enum AdmitError {
 }
 
 /// Why a relocation runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purpose {
     /// To make room for an allocation request.
     Evict,
@@ -542,7 +541,7 @@ pub struct KernelStats {
 }
 
 /// Memory figures of one tenant.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TenantUsage {
     /// Bytes of the tenant's buffers accounted in VRAM.
     pub vram_bytes: u64,

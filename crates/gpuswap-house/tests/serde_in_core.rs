@@ -23,26 +23,6 @@ const SERIALIZED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Types that derive `Serialize` although no report nor `top --json` serializes them
-/// (found on 2026-11-28: with these derives removed, gpuswap-cli, -sim, -vgpu and
-/// -daemon and the core's own tests still build). The list only shrinks: remove a
-/// derive, then its entry.
-const UNUSED_FOR_NOW: &[&str] = &[
-    "AllocError",
-    "Buffer",
-    "BufferId",
-    "BufferKind",
-    "Chunk",
-    "CopyId",
-    "LaunchId",
-    "Location",
-    "Purpose",
-    "RequestId",
-    "SystemBuffer",
-    "TenantId",
-    "TenantUsage",
-];
-
 #[test]
 fn serde_in_the_core_is_on_the_listed_types_only() {
     // Each serde type with the first place that makes it one.
@@ -56,8 +36,7 @@ fn serde_in_the_core_is_on_the_listed_types_only() {
             }
         }
     }
-    let listed =
-        |name: &str| SERIALIZED.iter().any(|(n, _)| *n == name) || UNUSED_FOR_NOW.contains(&name);
+    let listed = |name: &str| SERIALIZED.iter().any(|(n, _)| *n == name);
     let mut problems: Vec<String> = found
         .iter()
         .filter(|(name, _)| !listed(name))
@@ -69,12 +48,10 @@ fn serde_in_the_core_is_on_the_listed_types_only() {
             )
         })
         .collect();
-    let all_listed = SERIALIZED
-        .iter()
-        .map(|(n, _)| *n)
-        .chain(UNUSED_FOR_NOW.iter().copied());
     problems.extend(
-        all_listed
+        SERIALIZED
+            .iter()
+            .map(|(n, _)| *n)
             .filter(|name| !found.contains_key(*name))
             .map(|name| format!("{name} is listed but no longer serde: remove its entry")),
     );
