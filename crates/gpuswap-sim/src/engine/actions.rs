@@ -179,25 +179,19 @@ impl Engine {
             self.schedule(self.now_ns, Event::Crash(t));
         }
         let delay_ns = self.chaos.as_mut().map_or(0, |c| c.answer_delay_ns());
-        self.copy_queue.push_back(CopyJob {
-            tenant: t,
-            kind: CopyKind::Relocation { copy, chunk, epoch },
-            link_bytes: one_way(
-                match to {
-                    Location::Host => Direction::ToHost,
-                    Location::Vram => Direction::ToDevice,
-                },
-                bytes,
-            ),
-            flows_left: 0,
-            setup_ns: self
-                .preset
+        let direction = match to {
+            Location::Host => Direction::ToHost,
+            Location::Vram => Direction::ToDevice,
+        };
+        self.copies.push(CopyJob::new(
+            t,
+            CopyKind::Relocation { copy, chunk, epoch },
+            one_way(direction, bytes),
+            self.preset
                 .relocation_setup_ns(bytes)
                 .saturating_add(delay_ns),
-            cap_bytes_per_s: None,
-            transfer_started_ns: 0,
-            setup_started_ns: 0,
-        });
+            None,
+        ));
         self.start_copies();
         ControlFlow::Continue(())
     }
@@ -287,13 +281,7 @@ impl Engine {
     /// The manager withdrew a relocation copy (its tenant exited): a queued one is
     /// dropped, one on a copy engine runs out and its result is dropped.
     fn cancel_copy(&mut self, copy: CopyId) {
-        let is_it =
-            |job: &CopyJob| matches!(job.kind, CopyKind::Relocation { copy: c, .. } if c == copy);
-        if let Some(at) = self.copy_queue.iter().position(is_it) {
-            self.copy_queue.remove(at);
-        } else if let Some(job) = self.copy_engines.iter_mut().flatten().find(|j| is_it(j)) {
-            job.kind = CopyKind::Cancelled;
-        } else {
+        if !self.copies.cancel(copy) {
             let failure = self.broken(format!("copy {} cancelled but not in progress", copy.0));
             self.failure.get_or_insert(failure);
         }
@@ -365,14 +353,14 @@ impl Engine {
         let gated = self.gated.len();
         self.gated.retain(|(g, _)| *g != t);
         self.tenants[t].in_flight -= gated - self.gated.len();
-        let had_device = self.device_lock == Some(t);
+        let had_device = self.device_lock.held_by(t);
         self.drop_queued_memcpys(t);
-        self.device_waiters.retain(|w| *w != t);
+        self.device_lock.forget(t);
         self.manager.handle_tenant_exit(self.tenants[t].id);
         self.record_usage_changes();
         self.apply_actions();
         // Only a crash mid-way leaves the device to hand on.
-        if held || (had_device && self.device_lock.is_none()) {
+        if held || (had_device && !self.device_lock.is_held()) {
             self.hand_on_device();
             self.start_kernel();
         }
@@ -399,33 +387,14 @@ impl Engine {
     /// Drops tenant `t`'s memcpys that wait for a copy engine, and its hold on the
     /// device if no memcpy of it runs.
     fn drop_queued_memcpys(&mut self, t: usize) {
-        let before = self.copy_queue.len();
         let mut unwritten = Vec::new();
-        self.copy_queue.retain(|job| {
-            let mine = job.tenant == t && matches!(job.kind, CopyKind::Memcpy { .. });
-            if let (
-                true,
-                CopyKind::Memcpy {
-                    buffer,
-                    writes_device: true,
-                },
-            ) = (mine, &job.kind)
-            {
-                unwritten.push(*buffer);
-            }
-            !mine
-        });
-        self.tenants[t].copies_in_flight -= before - self.copy_queue.len();
+        let dropped = self.copies.drop_queued_memcpys(t, &mut unwritten);
+        self.tenants[t].copies_in_flight -= dropped;
         for buffer in unwritten {
             self.end_write(buffer);
         }
-        let running = self
-            .copy_engines
-            .iter()
-            .flatten()
-            .any(|j| j.tenant == t && matches!(j.kind, CopyKind::Memcpy { .. }));
-        if self.device_lock == Some(t) && !running {
-            self.device_lock = None;
+        if self.device_lock.held_by(t) && !self.copies.runs_memcpy_of(t) {
+            self.device_lock.release();
         }
     }
 
@@ -468,13 +437,13 @@ impl Engine {
                 !self.mmu.table.is_empty(),
                 "the page table still maps buffers",
             ),
-            (self.copies_in_progress(), "copies still in progress"),
+            (self.copies.busy(), "copies still in progress"),
             (
                 !self.running.is_empty() || !self.gated.is_empty(),
                 "kernels still running",
             ),
             (
-                self.device_lock.is_some() || self.held_launch.is_some(),
+                self.device_lock.is_held() || self.held_launch.is_some(),
                 "the device still held",
             ),
         ];

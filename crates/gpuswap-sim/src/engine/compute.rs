@@ -87,7 +87,7 @@ impl Engine {
     }
 
     fn start_now(&mut self) {
-        if self.held_launch.is_some() || self.device_lock.is_some() {
+        if self.held_launch.is_some() || self.device_lock.is_held() {
             return;
         }
         match self.sharing {
@@ -384,8 +384,9 @@ impl Engine {
                 (Direction::ToHost, traffic.link_bytes_to_host()),
             ] {
                 if bytes > 0.0 {
-                    let id = self.link.start(self.now_ns, direction, bytes, None, weight);
-                    self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
+                    let owner = FlowOwner::Kernel(launch.id);
+                    let flow = (direction, bytes);
+                    self.flows.start(owner, self.now_ns, flow, None, weight);
                     flows_left += 1;
                 }
             }
@@ -529,8 +530,8 @@ impl Engine {
             return self.reshare();
         }
         let seq = self.next_seq();
-        self.kernel_wakes
-            .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
+        self.wakes
+            .add_kernel(self.now_ns.saturating_add(fixed_ns), seq, launch);
     }
 
     /// A running kernel's fixed part is over: `Partial::Yes` while its flows still run.
@@ -596,17 +597,17 @@ impl Engine {
             }
         }
         for (at, launch) in wakes {
-            self.kernel_wakes.retain(|w| w.2 != launch);
             let seq = self.next_seq();
-            self.kernel_wakes.push((at, seq, launch));
+            self.wakes.move_kernel(at, seq, launch);
         }
     }
 
     /// Puts one of a kernel's fault migrations on the link.
     fn start_migration(&mut self, launch: LaunchId, direction: Direction, bytes: f64) {
         let weight = timing::dma_pending_bytes(&self.preset);
-        let id = self.link.start(self.now_ns, direction, bytes, None, weight);
-        self.flow_owners.push((id, FlowOwner::Kernel(launch)));
+        let owner = FlowOwner::Kernel(launch);
+        self.flows
+            .start(owner, self.now_ns, (direction, bytes), None, weight);
         self.running_kernel(launch)
             .expect("the kernel runs")
             .flows_left += 1;
@@ -778,7 +779,7 @@ impl Engine {
     /// in progress the epochs need not move, and the loop over the kernel's buffers
     /// (hundreds for heartwall, a tenth of every kernel's cost) is skipped.
     fn kernel_writes_moved(&mut self, written: &[BufferId], write: Write) {
-        if !self.copies_in_progress() {
+        if !self.copies.busy() {
             return;
         }
         for &id in written {

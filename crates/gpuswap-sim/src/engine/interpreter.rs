@@ -182,19 +182,12 @@ impl Engine {
         if writes_device {
             self.begin_write(buffer);
         }
-        self.copy_queue.push_back(CopyJob {
-            tenant: t,
-            kind: CopyKind::Memcpy {
-                buffer,
-                writes_device,
-            },
-            link_bytes,
-            flows_left: 0,
-            setup_ns,
-            cap_bytes_per_s,
-            transfer_started_ns: 0,
-            setup_started_ns: 0,
-        });
+        let kind = CopyKind::Memcpy {
+            buffer,
+            writes_device,
+        };
+        let job = CopyJob::new(t, kind, link_bytes, setup_ns, cap_bytes_per_s);
+        self.copies.push(job);
         self.start_copies()
     }
 

@@ -16,7 +16,7 @@ use gpuswap_core::{
 
 use ready::ReadySet;
 
-use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
+use crate::link::{Direction, size_curve_bytes_per_s};
 use crate::mmu::{Mmu, PageWork};
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
@@ -29,9 +29,12 @@ mod chaos;
 mod compute;
 mod config;
 mod copies;
+mod copy_engines;
+mod flows;
 mod interpreter;
 mod paging;
 mod ready;
+mod wakes;
 
 pub use config::{
     Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, DEFAULT_QUANTUM_NS, EvictionLatency, Faults,
@@ -40,15 +43,18 @@ pub use config::{
 };
 
 use chaos::{Chaos, Trigger};
+use copy_engines::{CopyEngines, CopyJob, CopyKind, DeviceLock};
+use flows::{FlowOwner, Flows};
+use wakes::Wakes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// Continue the tenant's program.
     Step(usize),
     /// A running kernel's fixed part (compute, VRAM, latency) is over (never in the
-    /// queue: see `Engine::kernel_wakes`).
+    /// queue: see `Wakes`).
     KernelFixedDone(LaunchId),
-    /// A link flow may have finished (never in the queue: see `Engine::link_wake`).
+    /// A link flow may have finished (never in the queue: see `Wakes`).
     LinkWake,
     /// A copy engine finished setting up its transfer.
     CopySetupDone(usize),
@@ -87,7 +93,7 @@ enum State {
     WaitingChannel,
     WaitingCopy,
     WaitingAlloc,
-    /// A Gdev memcpy waits for the device (`Engine::device_lock`).
+    /// A Gdev memcpy waits for the device (`DeviceLock`).
     WaitingDevice,
     /// A launch waits for room in the tenant's launch queue.
     WaitingQueueSpace,
@@ -306,37 +312,6 @@ struct PagedRun {
     all_bytes: f64,
 }
 
-enum CopyKind {
-    Memcpy {
-        buffer: BufferId,
-        writes_device: bool,
-    },
-    Relocation {
-        copy: CopyId,
-        chunk: ChunkRef,
-        epoch: u64,
-    },
-    /// A relocation copy the manager withdrew while it ran.
-    Cancelled,
-}
-
-struct CopyJob {
-    tenant: usize,
-    kind: CopyKind,
-    /// Bytes the copy engine moves over the link each way, indexed by `Direction as
-    /// usize`: a relocation moves its chunk one way; a memcpy also moves the part of its
-    /// buffer that lives in host memory, host to host through the GPU's mapping.
-    link_bytes: [u64; 2],
-    /// Link flows of the transfer still running.
-    flows_left: u32,
-    /// Before its bytes move: the copy engine's setup, or the runtime's copy path.
-    setup_ns: u64,
-    /// The most its bytes move per second besides the link's share (Gdev's staging).
-    cap_bytes_per_s: Option<f64>,
-    transfer_started_ns: u64,
-    setup_started_ns: u64,
-}
-
 /// A launch site's cached cost: valid while the tenant's page-table epoch is `epoch`;
 /// when it is not, only the accesses whose buffer's epoch moved are recomputed.
 #[derive(Clone, Debug)]
@@ -375,12 +350,6 @@ enum Write {
     Ends,
 }
 
-#[derive(Clone, Copy)]
-enum FlowOwner {
-    Kernel(LaunchId),
-    CopyEngine(usize),
-}
-
 /// The simulation.
 pub struct Engine {
     preset: Preset,
@@ -399,17 +368,10 @@ pub struct Engine {
     limits: RunLimits,
     unsafe_skip_suspend: bool,
     next_request: u64,
-    link: Link,
-    /// The link's wake-up at its next completion, as (time, sequence number), kept out of
-    /// the queue: the link's next completion moves whenever a flow starts or ends, and
-    /// superseded wake-ups in the heap were a third of the events of link-heavy runs.
-    link_wake: Option<(u64, u64)>,
-    /// When running kernels' fixed parts end, as (time, sequence number, launch), kept out
-    /// of the queue like the link's wake-up: one per running kernel, so a short vector
-    /// beats two heap operations per launch.
-    kernel_wakes: Vec<(u64, u64, LaunchId)>,
-    /// Who started each flow in progress (a handful at a time).
-    flow_owners: Vec<(FlowId, FlowOwner)>,
+    /// The link and who started each of its flows.
+    flows: Flows,
+    /// The link's and the kernels' wake-ups, kept out of the queue.
+    wakes: Wakes,
     /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
     /// `compute::EXCLUSIVE_SLOTS` kernel at a time); concurrent models lift that limit.
     running: Vec<RunningKernel>,
@@ -422,8 +384,7 @@ pub struct Engine {
     ready: ReadySet,
     /// Tenants that ended.
     done: usize,
-    copy_engines: Vec<Option<CopyJob>>,
-    copy_queue: VecDeque<CopyJob>,
+    copies: CopyEngines,
     /// The manager's actions wait while its policy runs.
     policy_running: bool,
     /// The manager's timer: (the time it asked for, when the event fires).
@@ -456,11 +417,8 @@ pub struct Engine {
     /// The running context whose next launch found it at its launch limit: it launches
     /// nothing more until it has nothing in flight.
     gdev_at_limit: Option<usize>,
-    /// Under Gdev's runtime a memcpy holds the device as a kernel does (its scheduler
-    /// runs copies and launches through one queue): the tenant whose copy holds it now,
-    /// and the tenants whose copies wait for it, in order.
-    device_lock: Option<usize>,
-    device_waiters: VecDeque<usize>,
+    /// Under Gdev's runtime: the memcpy that holds the device, and those waiting for it.
+    device_lock: DeviceLock,
     /// Injected faults, when the configuration asks for any.
     chaos: Option<Box<Chaos>>,
     /// Whether same-time events run in a shuffled order (`Faults::shuffle_ties`), kept
@@ -547,8 +505,8 @@ impl Engine {
             })
             .collect();
         let chaos = Chaos::new(config.faults, tenants.len()).map(Box::new);
-        let link = Link::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
-        let copy_engines = (0..preset.copy_engines).map(|_| None).collect();
+        let flows = Flows::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
+        let copies = CopyEngines::new(preset.copy_engines);
         Self {
             preset,
             manager,
@@ -563,16 +521,13 @@ impl Engine {
             limits: config.limits,
             unsafe_skip_suspend: config.unsafe_skip_suspend,
             next_request: 0,
-            link,
-            link_wake: None,
-            kernel_wakes: Vec::new(),
-            flow_owners: Vec::new(),
+            flows,
+            wakes: Wakes::default(),
             running: Vec::new(),
             round_robin_next: 0,
             ready: ReadySet::default(),
             done: 0,
-            copy_engines,
-            copy_queue: VecDeque::new(),
+            copies,
             policy_running: false,
             timer: None,
             evicting_for: None,
@@ -587,8 +542,7 @@ impl Engine {
             held_launch: None,
             gated: VecDeque::new(),
             gdev_at_limit: None,
-            device_lock: None,
-            device_waiters: VecDeque::new(),
+            device_lock: DeviceLock::default(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
             chaos,
             sharing: config.sharing,
@@ -740,12 +694,7 @@ impl Engine {
 
     fn into_outcome(self) -> Outcome {
         let makespan_ns = self.tenants.iter().map(|t| t.end_ns).max().unwrap_or(0);
-        let end = self.link.sample(self.now_ns);
-        let busy = |direction| {
-            let start = LinkSample::default();
-            self.link.utilization(direction, start, end).unwrap_or(0.0)
-        };
-        let link_utilization = (busy(Direction::ToDevice), busy(Direction::ToHost));
+        let link_utilization = self.flows.utilization(self.now_ns);
         let manager = &self.manager;
         let mmu = &self.mmu;
         let tenants = self
@@ -812,9 +761,8 @@ impl Engine {
         }
     }
 
-    /// The next event in (time, sequence) order: from the queue, or the link's wake-up.
-    /// The earliest of the four sources in (time, sequence) order: the queue, events
-    /// for the current time, the link's wake-up and the kernels' fixed parts.
+    /// The next event in (time, sequence) order: the earliest of the queue, the events
+    /// for the current time and the devices' wake-ups.
     fn next_event(&mut self) -> Option<(u64, Event)> {
         // (time, sequence) keys; u64::MAX stands for an empty source (no real event
         // gets that sequence number).
@@ -824,19 +772,8 @@ impl Engine {
             .now_queue
             .front()
             .map_or(NONE, |(seq, _)| (self.now_ns, *seq));
-        let wake = self.link_wake.unwrap_or(NONE);
-        let kernel = self
-            .kernel_wakes
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, w)| (w.0, w.1))
-            .map_or((NONE, 0), |(i, w)| ((w.0, w.1), i));
-        let (key, event) = if kernel.0 < queued && kernel.0 < now && kernel.0 < wake {
-            let (_, _, launch) = self.kernel_wakes.swap_remove(kernel.1);
-            (kernel.0, Event::KernelFixedDone(launch))
-        } else if wake < queued && wake < now {
-            self.link_wake = None;
-            (wake, Event::LinkWake)
+        let (key, event) = if let Some(wake) = self.wakes.take_before(queued.min(now)) {
+            wake
         } else if now < queued {
             let (_, event) = self.now_queue.pop_front()?;
             (now, event)
