@@ -61,7 +61,7 @@ impl Engine {
             Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
             Action::Execution(Execution::Preempt { tenant }) => {
                 let t = tenant.0 as usize;
-                if let Some(running) = self.running.iter_mut().find(|r| r.tenant == t) {
+                if let Some(running) = self.compute.running.iter_mut().find(|r| r.tenant == t) {
                     running.preempt = true;
                 }
             }
@@ -72,7 +72,7 @@ impl Engine {
             }
             Action::Dma(Dma::Cancel { copy }) => self.cancel_copy(copy),
             Action::Reply(Reply::LaunchReady { launch, .. }) => {
-                if self.held_launch.as_ref().map(|h| h.1.id) != Some(launch) {
+                if self.compute.held_launch.as_ref().map(|h| h.1.id) != Some(launch) {
                     let failure = self.broken(format!("{launch} admitted but not held"));
                     self.failure.get_or_insert(failure);
                     return ControlFlow::Break(());
@@ -199,7 +199,7 @@ impl Engine {
     /// Gdev's scheduler cannot launch tenant `t`'s held kernel: the tenant fails and the
     /// device goes on.
     fn launch_failed(&mut self, t: usize, error: gpuswap_core::AllocError) {
-        self.held_launch = None;
+        self.compute.held_launch = None;
         self.tenants[t].in_flight -= 1;
         let why = match error {
             gpuswap_core::AllocError::OutOfHostMemory { .. } => {
@@ -233,7 +233,7 @@ impl Engine {
 
     /// Reports a suspension to the manager once the tenant's queued work is done.
     pub(super) fn check_drained(&mut self, t: usize) {
-        let running_here = self.running.iter().any(|r| r.tenant == t);
+        let running_here = self.compute.runs_kernel_of(t);
         let tenant = &mut self.tenants[t];
         if let Some(since) = tenant.draining_since
             && tenant.drained(running_here)
@@ -299,7 +299,7 @@ impl Engine {
         let held: Vec<_> = tenant.held.drain(..).collect();
         tenant.channel.extend(held);
         if !tenant.channel.is_empty() {
-            self.ready.insert(t);
+            self.compute.ready.insert(t);
         }
         if tenant.state == State::WaitingChannel && tenant.in_flight == 0 {
             self.schedule_step(t, 0);
@@ -328,7 +328,7 @@ impl Engine {
             self.done += 1;
         }
         tenant.state = State::Done;
-        self.ready.remove(t);
+        self.compute.ready.remove(t);
         tenant.end_ns = self.now_ns;
         tenant.error = error;
         let dropped = tenant.channel.len() + tenant.held.len();
@@ -345,14 +345,14 @@ impl Engine {
         if self.evicting_for == Some(t) {
             self.evicting_for = None;
         }
-        let held = self.held_launch.as_ref().is_some_and(|h| h.0 == t);
+        let held = self.compute.held_launch.as_ref().is_some_and(|h| h.0 == t);
         if held {
-            self.held_launch = None;
+            self.compute.held_launch = None;
             self.tenants[t].in_flight -= 1;
         }
-        let gated = self.gated.len();
-        self.gated.retain(|(g, _)| *g != t);
-        self.tenants[t].in_flight -= gated - self.gated.len();
+        let gated = self.compute.gated.len();
+        self.compute.gated.retain(|(g, _)| *g != t);
+        self.tenants[t].in_flight -= gated - self.compute.gated.len();
         let had_device = self.device_lock.held_by(t);
         self.drop_queued_memcpys(t);
         self.device_lock.forget(t);
@@ -365,9 +365,9 @@ impl Engine {
             self.start_kernel();
         }
         // A quantum's holder that ends hands over at once, not after the idle release.
-        if self.quantum.is_some_and(|q| q.tenant == t) {
-            self.quantum = None;
-            self.round_robin_next = t + 1;
+        if self.compute.quantum.is_some_and(|q| q.tenant == t) {
+            self.compute.quantum = None;
+            self.compute.round_robin_next = t + 1;
             self.start_kernel();
         }
         // Endless tenants end with the last of the others.
@@ -439,11 +439,11 @@ impl Engine {
             ),
             (self.copies.busy(), "copies still in progress"),
             (
-                !self.running.is_empty() || !self.gated.is_empty(),
+                !self.compute.running.is_empty() || !self.compute.gated.is_empty(),
                 "kernels still running",
             ),
             (
-                self.device_lock.is_held() || self.held_launch.is_some(),
+                self.device_lock.is_held() || self.compute.held_launch.is_some(),
                 "the device still held",
             ),
         ];

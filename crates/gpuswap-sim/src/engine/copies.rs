@@ -166,7 +166,7 @@ impl Engine {
         if self.device_lock.held_by(t) {
             return true;
         }
-        if !self.device_lock.is_held() && self.running.is_empty() && self.held_launch.is_none() {
+        if !self.device_lock.is_held() && self.compute.idle() {
             self.device_lock.take(t);
             return true;
         }
@@ -184,7 +184,7 @@ impl Engine {
     /// When the device is free, gives it to the first tenant whose copy waits for it (the
     /// one queue of Gdev's scheduler serves waiting copies before further kernels).
     pub(super) fn hand_on_device(&mut self) {
-        if self.device_lock.is_held() || !self.running.is_empty() || self.held_launch.is_some() {
+        if self.device_lock.is_held() || !self.compute.idle() {
             return;
         }
         while let Some(t) = self.device_lock.next_waiter() {

@@ -209,7 +209,7 @@ impl Engine {
             tenant.held.push_back(launch);
         } else {
             tenant.channel.push_back(launch);
-            self.ready.insert(t);
+            self.compute.ready.insert(t);
         }
         tenant.in_flight += 1;
         self.start_kernel();

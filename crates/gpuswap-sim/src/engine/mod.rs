@@ -14,8 +14,6 @@ use gpuswap_core::{
     LaunchId, Location, Manager, Needs, Reply, RequestId, TenantId,
 };
 
-use ready::ReadySet;
-
 use crate::link::{Direction, size_curve_bytes_per_s};
 use crate::mmu::{Mmu, PageWork};
 use crate::preset::Preset;
@@ -27,6 +25,7 @@ use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
 mod actions;
 mod chaos;
 mod compute;
+mod compute_engine;
 mod config;
 mod copies;
 mod copy_engines;
@@ -43,6 +42,7 @@ pub use config::{
 };
 
 use chaos::{Chaos, Trigger};
+use compute_engine::{ComputeEngine, RunningKernel};
 use copy_engines::{CopyEngines, CopyJob, CopyKind, DeviceLock};
 use flows::{FlowOwner, Flows};
 use wakes::Wakes;
@@ -247,52 +247,6 @@ struct Launch {
     site: usize,
 }
 
-/// A kernel on the device. Every launch copies one into `Engine::running`, and past 128
-/// bytes the copy is a call to `memmove` (a twentieth of every kernel's cost): state only
-/// some kernels have is boxed (`PagedRun`) or derived (`RunningKernel::bandwidth_share`).
-struct RunningKernel {
-    launch: LaunchId,
-    tenant: usize,
-    started_ns: u64,
-    ideal_ns: u64,
-    accesses: u64,
-    fixed_done: bool,
-    flows_left: u32,
-    written: Rc<[BufferId]>,
-    referenced: Box<[ChunkRef]>,
-    /// Unified memory: its paging state (`None` for other kernels).
-    paged: Option<Box<PagedRun>>,
-    /// Under MPS: its fixed part's progress while it runs.
-    share: Option<compute::FixedShare>,
-    /// A scheduler asked it to stop at its next segment's end.
-    preempt: bool,
-    /// Where it was launched, to run it again from its start after a preemption.
-    site: usize,
-}
-
-const _: () = assert!(std::mem::size_of::<RunningKernel>() <= 128);
-
-impl RunningKernel {
-    /// The share of VRAM bandwidth it asks alone: what it moves over its all-in-VRAM
-    /// time (derived where kernels share the device, not stored: see the struct).
-    fn bandwidth_share(&self, vram_bytes_per_s: f64) -> f64 {
-        if self.ideal_ns == 0 {
-            return 0.0;
-        }
-        let bytes = self.accesses as f64 * READ_TRANSACTION_BYTES as f64;
-        (bytes / (self.ideal_ns as f64 * 1e-9) / vram_bytes_per_s).min(1.0)
-    }
-
-    /// The share of its all-in-VRAM time its arithmetic (`compute_ns` of its `ops`)
-    /// takes alone: what fewer SMs slow (derived like the bandwidth share).
-    fn compute_share(&self, compute_ns: f64) -> f64 {
-        if self.ideal_ns == 0 {
-            return 0.0;
-        }
-        (compute_ns / self.ideal_ns as f64).min(1.0)
-    }
-}
-
 /// A unified-memory kernel's paging state, boxed apart from `RunningKernel` (only such
 /// kernels have it).
 struct PagedRun {
@@ -372,18 +326,10 @@ pub struct Engine {
     flows: Flows,
     /// The link's and the kernels' wake-ups, kept out of the queue.
     wakes: Wakes,
-    /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
-    /// `compute::EXCLUSIVE_SLOTS` kernel at a time); concurrent models lift that limit.
-    running: Vec<RunningKernel>,
-    /// Where the round robin looks for the next tenant with a kernel: after the last one
-    /// that launched. It may be the tenant count, which stands for 0 because
-    /// `ReadySet::next_from` wraps around: no division on every launch.
-    round_robin_next: usize,
-    /// Tenants whose channel holds kernels, so that choosing the next one costs a lookup,
-    /// not a scan of every tenant.
-    ready: ReadySet,
     /// Tenants that ended.
     done: usize,
+    /// The kernels on the compute engine and those on their way to it.
+    compute: ComputeEngine,
     copies: CopyEngines,
     /// The manager's actions wait while its policy runs.
     policy_running: bool,
@@ -408,15 +354,6 @@ pub struct Engine {
     /// What the manager's policy needs from the device.
     needs: Needs,
     next_launch: u64,
-    /// A gated launch the software scheduler holds until the manager admits it.
-    held_launch: Option<(usize, Launch)>,
-    /// Gated launches past the scheduler that wait for the compute engine, behind their
-    /// context's running kernel: Gdev's current context may have several launches in
-    /// flight (`launch_limit`; see `Engine::start_now`).
-    gated: VecDeque<(usize, Launch)>,
-    /// The running context whose next launch found it at its launch limit: it launches
-    /// nothing more until it has nothing in flight.
-    gdev_at_limit: Option<usize>,
     /// Under Gdev's runtime: the memcpy that holds the device, and those waiting for it.
     device_lock: DeviceLock,
     /// Injected faults, when the configuration asks for any.
@@ -424,17 +361,6 @@ pub struct Engine {
     /// Whether same-time events run in a shuffled order (`Faults::shuffle_ties`), kept
     /// apart from `chaos` because every scheduled event asks.
     shuffles_ties: bool,
-    /// How kernels share the compute engine.
-    sharing: Sharing,
-    /// Whether unified-memory kernels run in segments (see `compute::SEGMENTS`).
-    segmented: bool,
-    /// Under `Sharing::ExclusiveQuantum`: who holds the device, and the count of
-    /// holdings so far.
-    quantum: Option<compute::Quantum>,
-    quantum_generation: u64,
-    /// `start_kernel` runs, and was called again meanwhile.
-    starting: bool,
-    start_again: bool,
 }
 
 impl Engine {
@@ -507,6 +433,9 @@ impl Engine {
         let chaos = Chaos::new(config.faults, tenants.len()).map(Box::new);
         let flows = Flows::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
         let copies = CopyEngines::new(preset.copy_engines);
+        // One tenant has nothing to interleave with or stop for: its kernels run whole,
+        // as under time slicing.
+        let segmented = (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1;
         Self {
             preset,
             manager,
@@ -523,10 +452,8 @@ impl Engine {
             next_request: 0,
             flows,
             wakes: Wakes::default(),
-            running: Vec::new(),
-            round_robin_next: 0,
-            ready: ReadySet::default(),
             done: 0,
+            compute: ComputeEngine::new(config.sharing, segmented),
             copies,
             policy_running: false,
             timer: None,
@@ -539,20 +466,9 @@ impl Engine {
             mmu: Mmu::new(needs.access_counts && access_counters),
             needs,
             next_launch: 0,
-            held_launch: None,
-            gated: VecDeque::new(),
-            gdev_at_limit: None,
             device_lock: DeviceLock::default(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
             chaos,
-            sharing: config.sharing,
-            // One tenant has nothing to interleave with or stop for: its kernels run
-            // whole, as under time slicing.
-            segmented: (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1,
-            quantum: None,
-            quantum_generation: 0,
-            starting: false,
-            start_again: false,
         }
     }
 
@@ -622,7 +538,7 @@ impl Engine {
                 // to run.
                 Event::Step(t) if self.tenants[t].state == State::Done => {}
                 Event::Step(t) => self.step(t),
-                Event::KernelFixedDone(launch) => match self.running_kernel(launch) {
+                Event::KernelFixedDone(launch) => match self.compute.kernel_mut(launch) {
                     Some(_) => partial = self.fixed_done(launch),
                     None => return Err(self.broken(format!("{launch} is not running")).into()),
                 },
@@ -639,8 +555,10 @@ impl Engine {
                 }
                 Event::ManagerTimer => {}
                 // The launch may have gone with its crashed tenant.
-                Event::GatedLaunch(id) if self.held_launch.as_ref().map(|h| h.1.id) == Some(id) => {
-                    let (t, launch) = self.held_launch.take().expect("a launch is held");
+                Event::GatedLaunch(id)
+                    if self.compute.held_launch.as_ref().map(|h| h.1.id) == Some(id) =>
+                {
+                    let (t, launch) = self.compute.held_launch.take().expect("a launch is held");
                     self.gated_launch(t, launch);
                 }
                 Event::GatedLaunch(_) => {}
