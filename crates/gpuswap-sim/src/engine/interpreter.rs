@@ -2,8 +2,6 @@
 
 use super::copies::memcpy_link_bytes;
 use super::*;
-use crate::gdev;
-use crate::preset::CudaRuntime;
 
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -149,7 +147,7 @@ impl Engine {
             return self.finish_tenant(t, Some(message));
         };
         // Gdev's runtime takes the device for the copy, as for a kernel.
-        if self.needs.launch_gating && !self.take_device(t) {
+        if self.runtime.copies_take_device() && !self.take_device(t) {
             self.tenants[t].state = State::WaitingDevice;
             return;
         }
@@ -160,20 +158,9 @@ impl Engine {
             .expect("granted buffers are mapped");
         let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;
         let link_bytes = memcpy_link_bytes(direction, bytes, host_fraction);
-        // Gdev's copy path is its runtime's, taken in every mode on a
-        // testbed that links it; its scheduler's per-call cost only under it.
         let (setup_ns, cap_bytes_per_s) =
-            if self.needs.launch_gating || self.preset.runtime == CudaRuntime::Gdev {
-                let call_ns = if self.needs.launch_gating {
-                    self.preset.gdev_launch_ns
-                } else {
-                    self.preset.copy_setup_ns
-                };
-                let cost = gdev::copy_cost(&self.preset, direction, bytes, b.bytes, call_ns);
-                (cost.setup_ns, Some(cost.cap_bytes_per_s))
-            } else {
-                (self.preset.copy_setup_ns, None)
-            };
+            self.runtime
+                .memcpy_setup(&self.preset, direction, bytes, b.bytes);
         let tenant = &mut self.tenants[t];
         tenant.pc += 1;
         tenant.state = State::WaitingCopy;

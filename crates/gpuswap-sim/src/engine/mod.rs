@@ -19,7 +19,7 @@ use crate::mmu::{Mmu, PageWork};
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
 use crate::queue::EventQueue;
-use crate::runtime::{Instr, flatten, with_runtime};
+use crate::runtime::{Instr, RuntimeKind, flatten, with_runtime};
 use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
 
 mod actions;
@@ -353,6 +353,8 @@ pub struct Engine {
     mmu: Mmu,
     /// What the manager's policy needs from the device.
     needs: Needs,
+    /// The runtime the tenants' calls go through.
+    runtime: RuntimeKind,
     next_launch: u64,
     /// Under Gdev's runtime: the memcpy that holds the device, and those waiting for it.
     device_lock: DeviceLock,
@@ -430,6 +432,7 @@ impl Engine {
                 }
             })
             .collect();
+        let runtime = RuntimeKind::of(&preset, needs.launch_gating);
         let chaos = Chaos::new(config.faults, tenants.len()).map(Box::new);
         let flows = Flows::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
         let copies = CopyEngines::new(preset.copy_engines);
@@ -465,6 +468,7 @@ impl Engine {
             // Access notes only where the device has access counters to take them.
             mmu: Mmu::new(needs.access_counts && access_counters),
             needs,
+            runtime,
             next_launch: 0,
             device_lock: DeviceLock::default(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
