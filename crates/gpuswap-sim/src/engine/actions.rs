@@ -101,14 +101,14 @@ impl Engine {
         }
         let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
         let latency = done_ns - pending.asked_ns;
-        let tenant = &mut self.tenants[t];
-        tenant.alloc_latencies_ns.push(latency);
+        let record = self.recorder.tenant(t);
+        record.alloc_latencies_ns.push(latency);
         if let Some(mut e) = pending.eviction {
             e.total_ns = latency;
             e.waiting_ns = latency - e.policy_ns - e.dma_setup_ns - e.dma_ns;
-            tenant.evictions.push(e);
+            record.evictions.push(e);
         }
-        tenant.slots[pending.slot] = Some(buffer);
+        self.tenants[t].slots[pending.slot] = Some(buffer);
         self.record_usage_changes();
         self.schedule_step(t, self.preset.driver_call_ns);
     }
@@ -120,7 +120,8 @@ impl Engine {
         };
         debug_assert_eq!(pending.request, request, "one allocation per tenant");
         let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
-        self.tenants[t]
+        self.recorder
+            .tenant(t)
             .alloc_latencies_ns
             .push(done_ns - pending.asked_ns);
         let spec = &self.tenants[t].buffers[pending.slot];
@@ -240,7 +241,7 @@ impl Engine {
         {
             tenant.draining_since = None;
             tenant.drained_at = self.now_ns;
-            tenant.pauses.push(VictimPause {
+            self.recorder.tenant(t).pauses.push(VictimPause {
                 drain_ns: self.now_ns - since,
                 pause_ns: 0,
             });
@@ -293,7 +294,7 @@ impl Engine {
             return;
         }
         tenant.suspended = false;
-        if let Some(pause) = tenant.pauses.last_mut() {
+        if let Some(pause) = self.recorder.tenant(t).pauses.last_mut() {
             pause.pause_ns = self.now_ns - tenant.drained_at;
         }
         let held: Vec<_> = tenant.held.drain(..).collect();
@@ -310,11 +311,9 @@ impl Engine {
     /// Records the accounted VRAM of every tenant whose figure changed.
     pub(super) fn record_usage_changes(&mut self) {
         while let Some(id) = self.manager.poll_usage_change() {
-            let t = &mut self.tenants[id.0 as usize];
             let bytes = self.manager.usage(id).vram_bytes;
-            if t.vram_timeline.last().map(|l| l.1) != Some(bytes) {
-                t.vram_timeline.push((self.now_ns, bytes));
-            }
+            let record = self.recorder.tenant(id.0 as usize);
+            record.note_vram(self.now_ns, bytes);
         }
     }
 
@@ -338,7 +337,7 @@ impl Engine {
         tenant.pending_alloc = None;
         tenant.deferred_step = None;
         if let Some(since) = tenant.held_since.take() {
-            tenant.record_wait(self.now_ns - since);
+            self.recorder.tenant(t).record_wait(self.now_ns - since);
         }
         tenant.draining_since = None;
         tenant.suspended = false;

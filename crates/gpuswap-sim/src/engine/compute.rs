@@ -307,7 +307,7 @@ impl Engine {
         let Some(since) = tenant.held_since.take() else {
             return;
         };
-        tenant.record_wait(self.now_ns - since);
+        self.recorder.tenant(t).record_wait(self.now_ns - since);
         if !tenant.channel.is_empty() {
             self.compute.ready.insert(t);
         }
@@ -321,8 +321,9 @@ impl Engine {
         self.kernel_writes_moved(&running.written, Write::Ends);
         let t = running.tenant;
         let tenant = &mut self.tenants[t];
-        tenant.preemptions += 1;
-        tenant.wasted_ns += self.now_ns - running.started_ns;
+        let record = self.recorder.tenant(t);
+        record.preemptions += 1;
+        record.wasted_ns += self.now_ns - running.started_ns;
         tenant.channel.push_front(Launch {
             id: running.launch,
             site: running.site,
@@ -379,9 +380,9 @@ impl Engine {
                 all_bytes: traffic.local_bytes + traffic.remote_bytes(),
             }));
         } else {
-            let tenant = &mut self.tenants[t];
-            tenant.local_bytes += traffic.local_bytes;
-            tenant.remote_bytes += traffic.remote_bytes();
+            self.recorder
+                .tenant(t)
+                .add_traffic(traffic.local_bytes, traffic.remote_bytes());
             let weight = timing::kernel_pending_bytes(&self.preset);
             for (direction, bytes) in [
                 (Direction::ToDevice, traffic.link_bytes_to_device()),
@@ -474,9 +475,9 @@ impl Engine {
             .expect("a paging kernel");
         paged.walk = Some(walk);
         let remote = paging.remote.remote_bytes();
-        let tenant = &mut self.tenants[t];
-        tenant.local_bytes += (part(paged.all_bytes) - remote).max(0.0);
-        tenant.remote_bytes += remote;
+        self.recorder
+            .tenant(t)
+            .add_traffic((part(paged.all_bytes) - remote).max(0.0), remote);
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
         let fixed_ns = timing::paged_fixed_ns(
             ideal_ns,
@@ -511,7 +512,7 @@ impl Engine {
                 self.rearm_link();
             }
             None => {
-                self.tenants[t].fault_stall_ns += paging.service_ns;
+                self.recorder.tenant(t).fault_stall_ns += paging.service_ns;
                 self.enter_fixed(launch, fixed_ns);
             }
         }
@@ -645,7 +646,7 @@ impl Engine {
                     paged.started_segment_ns,
                     paged.fault_service_ns,
                 );
-                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+                self.recorder.tenant(t).fault_stall_ns += self.now_ns - started_ns + service_ns;
                 self.enter_fixed(launch, fixed_ns);
                 return Partial::Yes;
             }
@@ -871,8 +872,9 @@ impl Engine {
         self.kernel_writes_moved(&written, Write::Ends);
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
+        let record = self.recorder.tenant(t);
+        record.longest_kernel_ns = record.longest_kernel_ns.max(stats.ns);
         let tenant = &mut self.tenants[t];
-        tenant.longest_kernel_ns = tenant.longest_kernel_ns.max(stats.ns);
         tenant.in_flight -= 1;
         let wake = match tenant.state {
             State::WaitingChannel => tenant.in_flight == 0,

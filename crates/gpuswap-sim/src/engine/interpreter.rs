@@ -64,11 +64,11 @@ impl Engine {
                     }
                 }
                 Instr::PhaseStart => {
-                    tenant.phase_start_ns = Some(self.now_ns);
+                    self.recorder.tenant(t).phase_start_ns = Some(self.now_ns);
                     tenant.pc += 1;
                 }
                 Instr::PhaseEnd => {
-                    tenant.phase_end_ns = Some(self.now_ns);
+                    self.recorder.tenant(t).phase_end_ns = Some(self.now_ns);
                     tenant.pc += 1;
                 }
             }

@@ -33,6 +33,7 @@ mod flows;
 mod interpreter;
 mod paging;
 mod ready;
+mod recorder;
 mod wakes;
 
 pub use config::{
@@ -45,6 +46,7 @@ use chaos::{Chaos, Trigger};
 use compute_engine::{ComputeEngine, RunningKernel};
 use copy_engines::{CopyEngines, CopyJob, CopyKind, DeviceLock};
 use flows::{FlowOwner, Flows};
+use recorder::Recorder;
 use wakes::Wakes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -108,45 +110,6 @@ struct PendingAlloc {
     eviction: Option<EvictionLatency>,
 }
 
-/// A tenant's page touches in order, kept for Belady's bound (`optimum = true`) up to
-/// `limit` touches: the stream costs 8 bytes a touch (and as much again to compute the
-/// bound), so past the limit it is dropped and the bound is not computed.
-struct PageStream {
-    touches: Vec<u64>,
-    limit: usize,
-    over: bool,
-}
-
-impl PageStream {
-    fn new(limit: usize) -> Self {
-        PageStream {
-            touches: Vec::new(),
-            limit,
-            over: false,
-        }
-    }
-
-    /// Records the touches of pages `pages`, in order.
-    fn extend(&mut self, pages: std::ops::Range<u64>) {
-        if self.over {
-            return;
-        }
-        let n = usize::try_from(pages.end - pages.start).unwrap_or(usize::MAX);
-        if self.touches.len().saturating_add(n) > self.limit {
-            self.over = true;
-            self.touches = Vec::new();
-            return;
-        }
-        self.touches.extend(pages);
-    }
-
-    /// Belady's bound at `capacity_pages`, unless the stream passed its limit.
-    fn bound(&self, capacity_pages: u64) -> Option<u64> {
-        (!self.over)
-            .then(|| gpuswap_core::uvm::optimum::belady_pages_in(&self.touches, capacity_pages))
-    }
-}
-
 struct Tenant {
     id: TenantId,
     name: String,
@@ -185,46 +148,16 @@ struct Tenant {
     pending_alloc: Option<PendingAlloc>,
     start_ns: u64,
     end_ns: u64,
-    phase_start_ns: Option<u64>,
-    phase_end_ns: Option<u64>,
-    vram_timeline: Vec<(u64, u64)>,
-    local_bytes: f64,
-    remote_bytes: f64,
-    alloc_latencies_ns: Vec<u64>,
-    evictions: Vec<EvictionLatency>,
-    pauses: Vec<VictimPause>,
     error: Option<String>,
-    /// Unified memory: time its kernels stalled on fault batches.
-    fault_stall_ns: u64,
-    /// Unified memory: entry n counts its fault batches of n faults.
-    faults_per_batch: Vec<u64>,
-    /// Unified memory with `optimum = true`: every page it touched, in order, and the
-    /// most VRAM managed memory had during its kernels (the bound's capacity).
-    page_stream: Option<PageStream>,
-    optimum_capacity_pages: u64,
     /// The share of the SMs its kernels ask (`TenantSpec::sm_share`).
     sm_share: f64,
     /// It ends when every other tenant has (`TenantSpec::endless`).
     endless: bool,
     /// Since when the scheduling policy holds its next kernel.
     held_since: Option<u64>,
-    /// Its kernels the scheduling policy preempted, the time they had run when they
-    /// stopped (lost: they run again from their start), and its time held.
-    preemptions: u32,
-    wasted_ns: u64,
-    wait_ns: u64,
-    /// Its longest single hold, and its longest kernel (start to end).
-    longest_wait_ns: u64,
-    longest_kernel_ns: u64,
 }
 
 impl Tenant {
-    /// The scheduling policy held one of its kernels this long.
-    fn record_wait(&mut self, ns: u64) {
-        self.wait_ns += ns;
-        self.longest_wait_ns = self.longest_wait_ns.max(ns);
-    }
-
     fn drained(&self, running_here: bool) -> bool {
         self.channel.is_empty() && !running_here && self.copies_in_flight == 0
     }
@@ -317,7 +250,6 @@ pub struct Engine {
     /// The (time, sequence number) of the event being handled.
     current: (u64, u64),
     now_ns: u64,
-    events: u64,
     check_invariants: bool,
     limits: RunLimits,
     unsafe_skip_suspend: bool,
@@ -341,10 +273,10 @@ pub struct Engine {
     /// `WriteState`).
     /// Indexed by buffer id (the manager numbers buffers densely from 0).
     writes: Vec<WriteState>,
+    /// What the report is built from: the event count and each tenant's statistics.
+    recorder: Recorder,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
-    /// Pages unified-memory kernels' walks touched so far (bounded by the limits).
-    page_touches: u64,
     /// A limit reached inside an event (a kernel's page walk), with when the kernel
     /// would have ended at the earliest; the run stops after that event.
     stopped: Option<(Limit, u64)>,
@@ -408,31 +340,18 @@ impl Engine {
                     pending_alloc: None,
                     start_ns: spec.start_ns,
                     end_ns: spec.start_ns,
-                    phase_start_ns: None,
-                    phase_end_ns: None,
-                    vram_timeline: vec![(spec.start_ns, 0)],
-                    local_bytes: 0.0,
-                    remote_bytes: 0.0,
-                    alloc_latencies_ns: Vec::new(),
-                    evictions: Vec::new(),
-                    pauses: Vec::new(),
                     error: None,
-                    fault_stall_ns: 0,
-                    faults_per_batch: Vec::new(),
-                    page_stream: optimum.then(|| PageStream::new(optimum_max_touches)),
-                    optimum_capacity_pages: 1,
                     sm_share: spec.sm_share,
                     endless: spec.endless,
                     held_since: None,
-                    preemptions: 0,
-                    wasted_ns: 0,
-                    wait_ns: 0,
-                    longest_wait_ns: 0,
-                    longest_kernel_ns: 0,
                 }
             })
             .collect();
         let runtime = RuntimeKind::of(&preset, needs.launch_gating);
+        let recorder = Recorder::new(
+            tenants.iter().map(|t| t.start_ns),
+            optimum.then_some(optimum_max_touches),
+        );
         let chaos = Chaos::new(config.faults, tenants.len()).map(Box::new);
         let flows = Flows::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
         let copies = CopyEngines::new(preset.copy_engines);
@@ -448,7 +367,6 @@ impl Engine {
             seq: 0,
             current: (0, 0),
             now_ns: 0,
-            events: 0,
             check_invariants: config.check_invariants,
             limits: config.limits,
             unsafe_skip_suspend: config.unsafe_skip_suspend,
@@ -462,8 +380,8 @@ impl Engine {
             timer: None,
             evicting_for: None,
             writes: Vec::new(),
+            recorder,
             failure: None,
-            page_touches: 0,
             stopped: None,
             // Access notes only where the device has access counters to take them.
             mmu: Mmu::new(needs.access_counts && access_counters),
@@ -488,7 +406,7 @@ impl Engine {
         };
         SimError::Limit(LimitReached {
             what,
-            events: self.events,
+            events: self.recorder.events,
             time_ns: self.now_ns,
             next_ns,
             limit,
@@ -531,7 +449,7 @@ impl Engine {
             if time_ns > self.limits.max_sim_ns {
                 return Err(self.limit_reached(Limit::SimTime, time_ns));
             }
-            if self.events >= self.limits.max_events {
+            if self.recorder.events >= self.limits.max_events {
                 return Err(self.limit_reached(Limit::Events, time_ns));
             }
             self.now_ns = time_ns;
@@ -572,9 +490,9 @@ impl Engine {
                 Event::ReportDrained(t) => self.report_drained(t),
             }
             if partial == Partial::No {
-                self.events += 1;
-                if self.events & PROGRESS_EVERY == 0 {
-                    progress(self.now_ns, self.events);
+                let events = self.recorder.count_event();
+                if events & PROGRESS_EVERY == 0 {
+                    progress(self.now_ns, events);
                 }
             }
             if let Some(failure) = self.failure.take() {
@@ -622,7 +540,8 @@ impl Engine {
         let tenants = self
             .tenants
             .into_iter()
-            .map(|t| {
+            .zip(self.recorder.tenants)
+            .map(|(t, r)| {
                 let usage = manager.usage(t.id);
                 TenantOutcome {
                     vram_peak_bytes: usage.vram_peak_bytes,
@@ -632,34 +551,34 @@ impl Engine {
                     app: t.app,
                     start_ns: t.start_ns,
                     end_ns: t.end_ns,
-                    phase_ns: t.phase_start_ns.zip(t.phase_end_ns),
-                    vram_timeline: t.vram_timeline,
-                    local_bytes: t.local_bytes,
-                    remote_bytes: t.remote_bytes,
-                    alloc_latencies_ns: t.alloc_latencies_ns,
-                    evictions: t.evictions,
-                    pauses: t.pauses,
+                    phase_ns: r.phase_start_ns.zip(r.phase_end_ns),
+                    vram_timeline: r.vram_timeline,
+                    local_bytes: r.local_bytes,
+                    remote_bytes: r.remote_bytes,
+                    alloc_latencies_ns: r.alloc_latencies_ns,
+                    evictions: r.evictions,
+                    pauses: r.pauses,
                     error: t.error,
                     contract: t.contract,
                     allocations: manager
                         .paging()
                         .map(|p| p.allocations(t.id.0))
                         .unwrap_or_default(),
-                    faults_per_batch: t.faults_per_batch,
-                    preemptions: t.preemptions,
-                    wasted_ns: t.wasted_ns,
-                    wait_ns: t.wait_ns,
-                    longest_wait_ns: t.longest_wait_ns,
-                    longest_kernel_ns: t.longest_kernel_ns,
+                    faults_per_batch: r.faults_per_batch,
+                    preemptions: r.preemptions,
+                    wasted_ns: r.wasted_ns,
+                    wait_ns: r.wait_ns,
+                    longest_wait_ns: r.longest_wait_ns,
+                    longest_kernel_ns: r.longest_kernel_ns,
                     paging: manager.paging().map(|p| PagingOutcome {
                         stats: p.stats(t.id.0),
                         device: mmu.counts(t.id),
-                        fault_stall_ns: t.fault_stall_ns,
-                        optimum_pages_in: t
+                        fault_stall_ns: r.fault_stall_ns,
+                        optimum_pages_in: r
                             .page_stream
                             .as_ref()
-                            .and_then(|s| s.bound(t.optimum_capacity_pages)),
-                        optimum_skipped_touches: t
+                            .and_then(|s| s.bound(r.optimum_capacity_pages)),
+                        optimum_skipped_touches: r
                             .page_stream
                             .as_ref()
                             .filter(|s| s.over)
@@ -671,7 +590,7 @@ impl Engine {
         Outcome {
             tenants,
             makespan_ns,
-            events: self.events,
+            events: self.recorder.events,
             link_utilization,
         }
     }
