@@ -158,6 +158,43 @@ struct Tenant {
 }
 
 impl Tenant {
+    /// Tenant number `i`, from its specification, its program wrapped with `preset`'s
+    /// runtime.
+    fn new(i: usize, spec: TenantSpec, preset: &Preset) -> Self {
+        let program = with_runtime(&spec.program, preset);
+        Tenant {
+            id: TenantId(i as u32),
+            name: spec.name,
+            app: spec.app,
+            priorities: spec.priorities,
+            chunk_priorities: spec.chunk_priorities,
+            slots: vec![None; program.buffers.len()],
+            instrs: flatten(program.ops),
+            buffers: program.buffers,
+            pc: 0,
+            loops: Vec::new(),
+            channel: VecDeque::new(),
+            held: VecDeque::new(),
+            cost_cache: Vec::new(),
+            in_flight: 0,
+            copies_in_flight: 0,
+            suspended: false,
+            draining_since: None,
+            deferred_step: None,
+            drained_at: 0,
+            state: State::Scheduled,
+            contract: spec.contract,
+            admitted: false,
+            pending_alloc: None,
+            start_ns: spec.start_ns,
+            end_ns: spec.start_ns,
+            error: None,
+            sm_share: spec.sm_share,
+            endless: spec.endless,
+            held_since: None,
+        }
+    }
+
     fn drained(&self, running_here: bool) -> bool {
         self.channel.is_empty() && !running_here && self.copies_in_flight == 0
     }
@@ -312,40 +349,7 @@ impl Engine {
             .tenants
             .into_iter()
             .enumerate()
-            .map(|(i, spec)| {
-                let program = with_runtime(&spec.program, &preset);
-                Tenant {
-                    id: TenantId(i as u32),
-                    name: spec.name,
-                    app: spec.app,
-                    priorities: spec.priorities,
-                    chunk_priorities: spec.chunk_priorities,
-                    slots: vec![None; program.buffers.len()],
-                    instrs: flatten(program.ops),
-                    buffers: program.buffers,
-                    pc: 0,
-                    loops: Vec::new(),
-                    channel: VecDeque::new(),
-                    held: VecDeque::new(),
-                    cost_cache: Vec::new(),
-                    in_flight: 0,
-                    copies_in_flight: 0,
-                    suspended: false,
-                    draining_since: None,
-                    deferred_step: None,
-                    drained_at: 0,
-                    state: State::Scheduled,
-                    contract: spec.contract,
-                    admitted: false,
-                    pending_alloc: None,
-                    start_ns: spec.start_ns,
-                    end_ns: spec.start_ns,
-                    error: None,
-                    sm_share: spec.sm_share,
-                    endless: spec.endless,
-                    held_since: None,
-                }
-            })
+            .map(|(i, spec)| Tenant::new(i, spec, &preset))
             .collect();
         let runtime = RuntimeKind::of(&preset, needs.launch_gating);
         let recorder = Recorder::new(
@@ -425,21 +429,7 @@ impl Engine {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Outcome, SimError> {
         const PROGRESS_EVERY: u64 = (1 << 20) - 1;
-        for t in 0..self.tenants.len() {
-            let start = self.tenants[t].start_ns;
-            self.schedule(start, Event::Step(t));
-        }
-        let crashes: Vec<(usize, u64)> = self
-            .chaos
-            .as_ref()
-            .map(|c| c.timed_crashes().collect())
-            .unwrap_or_default();
-        // A tenant cannot crash before it starts.
-        for (t, at) in crashes {
-            if let Some(tenant) = self.tenants.get(t) {
-                self.schedule(at.max(tenant.start_ns), Event::Crash(t));
-            }
-        }
+        self.schedule_starts();
         while let Some((time_ns, event)) = self.next_event() {
             if time_ns < self.now_ns {
                 return Err(self
@@ -454,41 +444,7 @@ impl Engine {
             }
             self.now_ns = time_ns;
             // Whether the event only passed one part of a kernel's end (see `Partial`).
-            let mut partial = Partial::No;
-            match event {
-                // A tenant that failed after this step was scheduled has nothing left
-                // to run.
-                Event::Step(t) if self.tenants[t].state == State::Done => {}
-                Event::Step(t) => self.step(t),
-                Event::KernelFixedDone(launch) => match self.compute.kernel_mut(launch) {
-                    Some(_) => partial = self.fixed_done(launch),
-                    None => return Err(self.broken(format!("{launch} is not running")).into()),
-                },
-                Event::LinkWake => partial = self.advance_link(),
-                Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
-                Event::PolicyDone => {
-                    self.policy_running = false;
-                    self.apply_actions();
-                }
-                Event::ManagerTimer if self.timer.map(|t| t.1) == Some(time_ns) => {
-                    self.timer = None;
-                    self.manager.handle_timeout(time_ns);
-                    self.apply_actions();
-                }
-                Event::ManagerTimer => {}
-                // The launch may have gone with its crashed tenant.
-                Event::GatedLaunch(id)
-                    if self.compute.held_launch.as_ref().map(|h| h.1.id) == Some(id) =>
-                {
-                    let (t, launch) = self.compute.held_launch.take().expect("a launch is held");
-                    self.gated_launch(t, launch);
-                }
-                Event::GatedLaunch(_) => {}
-                Event::Crash(t) => self.crash(t),
-                Event::QuantumEnd(generation) => self.quantum_end(generation),
-                Event::QuantumIdle(generation, since) => self.quantum_idle(generation, since),
-                Event::ReportDrained(t) => self.report_drained(t),
-            }
+            let partial = self.handle(time_ns, event)?;
             if partial == Partial::No {
                 let events = self.recorder.count_event();
                 if events & PROGRESS_EVERY == 0 {
@@ -530,6 +486,66 @@ impl Engine {
             self.check_end().map_err(|m| self.broken(m))?;
         }
         Ok(self.into_outcome())
+    }
+
+    /// Schedules every tenant's first step, and the injected crashes due at fixed times.
+    fn schedule_starts(&mut self) {
+        for t in 0..self.tenants.len() {
+            let start = self.tenants[t].start_ns;
+            self.schedule(start, Event::Step(t));
+        }
+        let crashes: Vec<(usize, u64)> = self
+            .chaos
+            .as_ref()
+            .map(|c| c.timed_crashes().collect())
+            .unwrap_or_default();
+        // A tenant cannot crash before it starts.
+        for (t, at) in crashes {
+            if let Some(tenant) = self.tenants.get(t) {
+                self.schedule(at.max(tenant.start_ns), Event::Crash(t));
+            }
+        }
+    }
+
+    /// Handles `event`, due at `time_ns` (now): `Partial::Yes` when it only passed one
+    /// part of a kernel's end.
+    fn handle(&mut self, time_ns: u64, event: Event) -> Result<Partial, InvariantError> {
+        let mut partial = Partial::No;
+        match event {
+            // A tenant that failed after this step was scheduled has nothing left
+            // to run.
+            Event::Step(t) if self.tenants[t].state == State::Done => {}
+            Event::Step(t) => self.step(t),
+            Event::KernelFixedDone(launch) => match self.compute.kernel_mut(launch) {
+                Some(_) => partial = self.fixed_done(launch),
+                None => return Err(self.broken(format!("{launch} is not running"))),
+            },
+            Event::LinkWake => partial = self.advance_link(),
+            Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
+            Event::PolicyDone => {
+                self.policy_running = false;
+                self.apply_actions();
+            }
+            Event::ManagerTimer if self.timer.map(|t| t.1) == Some(time_ns) => {
+                self.timer = None;
+                self.manager.handle_timeout(time_ns);
+                self.apply_actions();
+            }
+            Event::ManagerTimer => {}
+            // The launch may have gone with its crashed tenant.
+            Event::GatedLaunch(id)
+                if self.compute.held_launch.as_ref().map(|h| h.1.id) == Some(id) =>
+            {
+                let (t, launch) = self.compute.held_launch.take().expect("a launch is held");
+                self.gated_launch(t, launch);
+            }
+            Event::GatedLaunch(_) => {}
+            Event::Crash(t) => self.crash(t),
+            Event::QuantumEnd(generation) => self.quantum_end(generation),
+            Event::QuantumIdle(generation, since) => self.quantum_idle(generation, since),
+            Event::ReportDrained(t) => self.report_drained(t),
+        }
+        Ok(partial)
     }
 
     fn into_outcome(self) -> Outcome {
