@@ -83,13 +83,19 @@ impl CopyEngines {
     }
 
     /// Queues a copy for the next idle engine.
+    #[inline]
     pub(super) fn push(&mut self, job: CopyJob) {
         self.queue.push_back(job);
     }
 
     /// Hands the first queued copy to the first idle engine, its setup starting at
     /// `now_ns`: the engine and the setup's length, or `None` when no copy can start.
+    #[inline]
     pub(super) fn start_next(&mut self, now_ns: u64) -> Option<(usize, u64)> {
+        // Mostly nothing waits: asked first, that spares the look at every engine.
+        if self.queue.is_empty() {
+            return None;
+        }
         let engine = self.engines.iter().position(Option::is_none)?;
         let mut job = self.queue.pop_front()?;
         job.setup_started_ns = now_ns;
@@ -99,11 +105,13 @@ impl CopyEngines {
     }
 
     /// The copy engine `engine` runs.
+    #[inline]
     pub(super) fn job_mut(&mut self, engine: usize) -> &mut CopyJob {
         self.engines[engine].as_mut().expect("engine busy")
     }
 
     /// Frees engine `engine`: its copy is over.
+    #[inline]
     pub(super) fn finish(&mut self, engine: usize) -> CopyJob {
         self.engines[engine].take().expect("engine busy")
     }

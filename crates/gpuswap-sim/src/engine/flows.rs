@@ -51,11 +51,13 @@ impl Flows {
 
     /// Moves the link's time to `now_ns`; the flows finished by then are
     /// [`Flows::pop_finished`]'s to give.
+    #[inline]
     pub(super) fn advance(&mut self, now_ns: u64) {
         self.link.advance(now_ns);
     }
 
     /// The owner of the next finished flow the last advance found.
+    #[inline]
     pub(super) fn pop_finished(&mut self) -> Option<FlowOwner> {
         let id = self.link.pop_finished()?;
         let at = self

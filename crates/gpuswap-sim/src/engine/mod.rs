@@ -629,7 +629,7 @@ impl Engine {
             .now_queue
             .front()
             .map_or(NONE, |(seq, _)| (self.now_ns, *seq));
-        let (key, event) = if let Some(wake) = self.wakes.take_before(queued.min(now)) {
+        let (key, event) = if let Some(wake) = self.wakes.take_before(queued, now) {
             wake
         } else if now < queued {
             let (_, event) = self.now_queue.pop_front()?;

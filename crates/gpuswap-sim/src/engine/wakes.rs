@@ -42,10 +42,14 @@ impl Wakes {
         self.kernels.push((at_ns, seq, launch));
     }
 
-    /// Takes the earliest wake-up if it comes before `bound` (the key of the queue's
-    /// next event), as its key and event.
+    /// Takes the earliest wake-up if it comes before both `queued` and `now` (the keys
+    /// of the queue's and the current time's next events), as its key and event.
     #[inline]
-    pub(super) fn take_before(&mut self, bound: (u64, u64)) -> Option<((u64, u64), Event)> {
+    pub(super) fn take_before(
+        &mut self,
+        queued: (u64, u64),
+        now: (u64, u64),
+    ) -> Option<((u64, u64), Event)> {
         // u64::MAX stands for an empty source (no real event gets that sequence number).
         const NONE: (u64, u64) = (u64::MAX, u64::MAX);
         let link = self.link.unwrap_or(NONE);
@@ -55,10 +59,11 @@ impl Wakes {
             .enumerate()
             .min_by_key(|(_, w)| (w.0, w.1))
             .map_or((NONE, 0), |(i, w)| ((w.0, w.1), i));
-        if kernel.0 < bound && kernel.0 < link {
+        // Compared one by one: the tuples' `min` costs more, on every event.
+        if kernel.0 < queued && kernel.0 < now && kernel.0 < link {
             let (_, _, launch) = self.kernels.swap_remove(kernel.1);
             Some((kernel.0, Event::KernelFixedDone(launch)))
-        } else if link < bound {
+        } else if link < queued && link < now {
             self.link = None;
             Some((link, Event::LinkWake))
         } else {
