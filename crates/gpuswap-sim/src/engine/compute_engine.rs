@@ -118,9 +118,10 @@ impl ComputeEngine {
     }
 }
 
-/// A kernel on the device. Every launch copies one into `ComputeEngine::running`, and past 128
-/// bytes the copy is a call to `memmove` (a twentieth of every kernel's cost): state only
-/// some kernels have is boxed (`PagedRun`) or derived (`RunningKernel::bandwidth_share`).
+/// A kernel on the device. Every launch copies one into `ComputeEngine::running`, and
+/// past 128 bytes the copy is a call to `memmove` (a twentieth of every kernel's cost):
+/// state only some kernels have is boxed (`PagedRun`) or derived
+/// (`RunningKernel::bandwidth_share`).
 pub(super) struct RunningKernel {
     pub(super) launch: LaunchId,
     pub(super) tenant: usize,

@@ -3,8 +3,13 @@
 //!
 //! Time is integer nanoseconds. Events sit in a binary heap ordered by (time, sequence
 //! number), so ties resolve in scheduling order and a scenario always runs the same way.
-//! The engine owns the device state (compute engine, copy engines, link, content
-//! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
+//! The engine owns the device's components and the [`Manager`], feeds the manager
+//! events and carries out its actions. Each component keeps its own state behind a small
+//! interface: the compute engine (`ComputeEngine`), the copy engines and Gdev's device
+//! lock (`CopyEngines`, `DeviceLock`), the link's flows (`Flows`), the MMU (`Mmu`), the
+//! runtime's kind (`RuntimeKind`) and the recorder the report is built from
+//! (`Recorder`). The devices' wake-ups that move too often for the queue sit in one
+//! table (`Wakes`), which the event loop asks with the queue for the next event.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -258,8 +263,8 @@ struct KernelCost {
 
 /// Writes to one buffer: bumped when a write starts or ends (a kernel's only while a
 /// copy is in progress, see `Engine::kernel_writes_moved`), and how many memcpys write
-/// it now (running kernels are read from `Engine::running`). Kept per buffer slot, so it
-/// names the buffer it belongs to: a freed buffer's slot is reused.
+/// it now (running kernels are read from `ComputeEngine::running`). Kept per buffer
+/// slot, so it names the buffer it belongs to: a freed buffer's slot is reused.
 #[derive(Clone, Copy, Debug, Default)]
 struct WriteState {
     buffer: Option<BufferId>,
