@@ -8,7 +8,7 @@
 //!   through one queue (`GDEV_SCHED_SDQ`, `common/gdev_sched.h`; the memory hooks call the
 //!   compute ones, `common/gdev_sched.c`), and hands the GPU to another context only when
 //!   the current one has nothing in flight. The engine models that as a device lock
-//!   (`Engine::device_lock`); this module gives what one copy costs.
+//!   (`DeviceLock` in `engine/copy_engines.rs`); this module gives what one copy costs.
 //! - Small uploads into small buffers are written by the CPU through the GPU's BAR
 //!   mapping (`GDEV_MEMCPY_IOWRITE_LIMIT`, 4 MiB, for buffers mappable at all,
 //!   `GDEV_MEM_MAPPABLE_LIMIT`, 4 MiB); tiny downloads are read the same way

@@ -6,8 +6,9 @@ use std::rc::Rc;
 
 use gpuswap_core::{BufferKind, SystemBuffer};
 
-use crate::preset::Preset;
-use crate::program::{Access, Kernel, Op, Program};
+use crate::gdev;
+use crate::preset::{CudaRuntime, Preset};
+use crate::program::{Access, CopyDirection, Kernel, Op, Program};
 
 /// Bytes of code one SM fetches per launch: unconfirmed, 4 KiB (a typical Rodinia kernel
 /// binary is a few KiB; each SM's instruction cache misses it once).
@@ -17,6 +18,55 @@ const CONSTANT_BYTES_PER_SM: u64 = 512;
 /// Stack (local memory) traffic per SM per launch: one 128-byte line of spills.
 /// Kernels keep locals in registers, so the stack is nearly never touched (dissertation).
 const STACK_BYTES_PER_SM: u64 = 128;
+
+/// Which runtime carries a tenant's calls to the GPU, as far as the device sees it: the
+/// testbed's runtime (`Preset::runtime`), and whether Gdev's scheduler is in charge of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// NVIDIA's runtime: one DMA per memcpy, after the copy engine's setup.
+    Nvidia,
+    /// Gdev's runtime: its copy path (`crate::gdev`) in every mode; with its scheduler
+    /// (`scheduled`) a memcpy also holds the device as a kernel does, and every call
+    /// pays the scheduler's per-call cost.
+    Gdev { scheduled: bool },
+}
+
+impl RuntimeKind {
+    /// The runtime of a run on `preset` whose manager does (`gates_launches`) or does
+    /// not gate launches. Launch gating is Gdev's scheduler's (the Gdev policy's), and
+    /// its scheduler comes with its runtime, whatever runtime the testbed links.
+    pub fn of(preset: &Preset, gates_launches: bool) -> Self {
+        match (preset.runtime, gates_launches) {
+            (_, true) => RuntimeKind::Gdev { scheduled: true },
+            (CudaRuntime::Gdev, false) => RuntimeKind::Gdev { scheduled: false },
+            (CudaRuntime::Nvidia, false) => RuntimeKind::Nvidia,
+        }
+    }
+
+    /// Whether a memcpy holds the device as a kernel does (Gdev's scheduler runs copies
+    /// and launches through one queue).
+    pub fn copies_take_device(self) -> bool {
+        self == RuntimeKind::Gdev { scheduled: true }
+    }
+
+    /// What a memcpy of `bytes` to or from a buffer of `buffer_bytes` costs before its
+    /// bytes move, and the most they move per second besides the link's share.
+    pub fn memcpy_setup(
+        self,
+        preset: &Preset,
+        direction: CopyDirection,
+        bytes: u64,
+        buffer_bytes: u64,
+    ) -> (u64, Option<f64>) {
+        let call_ns = match self {
+            RuntimeKind::Nvidia => return (preset.copy_setup_ns, None),
+            RuntimeKind::Gdev { scheduled: true } => preset.gdev_launch_ns,
+            RuntimeKind::Gdev { scheduled: false } => preset.copy_setup_ns,
+        };
+        let cost = gdev::copy_cost(preset, direction, bytes, buffer_bytes, call_ns);
+        (cost.setup_ns, Some(cost.cap_bytes_per_s))
+    }
+}
 
 /// Wraps an app's program with the runtime's system buffers for `preset` (by reference:
 /// the app's program is shared by every run of it).

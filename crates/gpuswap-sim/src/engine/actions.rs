@@ -1,6 +1,8 @@
 //! Carrying out the manager's actions: replies to tenants, suspension and resumption,
 //! mapping changes, and the end of a tenant.
 
+use std::ops::ControlFlow;
+
 use super::copies::one_way;
 use super::*;
 
@@ -16,168 +18,200 @@ impl Engine {
             let Some(action) = self.manager.poll_action() else {
                 break;
             };
-            match action {
-                Action::Reply(Reply::Grant {
-                    request,
-                    tenant,
-                    buffer,
-                }) => {
-                    let t = tenant.0 as usize;
-                    let Some(pending) = self.tenants[t].pending_alloc.take() else {
-                        continue;
-                    };
-                    debug_assert_eq!(pending.request, request, "one allocation per tenant");
-                    if self.evicting_for == Some(t) {
-                        self.evicting_for = None;
-                    }
-                    let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
-                    let latency = done_ns - pending.asked_ns;
-                    let tenant = &mut self.tenants[t];
-                    tenant.alloc_latencies_ns.push(latency);
-                    if let Some(mut e) = pending.eviction {
-                        e.total_ns = latency;
-                        e.waiting_ns = latency - e.policy_ns - e.dma_setup_ns - e.dma_ns;
-                        tenant.evictions.push(e);
-                    }
-                    tenant.slots[pending.slot] = Some(buffer);
-                    self.record_usage_changes();
-                    self.schedule_step(t, self.preset.driver_call_ns);
-                }
-                Action::Reply(Reply::Fail {
-                    request,
-                    tenant,
-                    error,
-                }) => {
-                    let t = tenant.0 as usize;
-                    let Some(pending) = self.tenants[t].pending_alloc.take() else {
-                        continue;
-                    };
-                    debug_assert_eq!(pending.request, request, "one allocation per tenant");
-                    let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
-                    self.tenants[t]
-                        .alloc_latencies_ns
-                        .push(done_ns - pending.asked_ns);
-                    let spec = &self.tenants[t].buffers[pending.slot];
-                    let message = format!(
-                        "allocation of {:?} ({} bytes) failed: {error}",
-                        spec.label, spec.bytes
-                    );
-                    self.finish_tenant(t, Some(message));
-                }
-                Action::Execution(Execution::PolicyRan {
-                    tenant,
-                    entries_walked,
-                    ..
-                }) => {
-                    let t = tenant.0 as usize;
-                    let policy_ns = entries_walked * self.preset.policy_ns_per_entry;
-                    if let Some(pending) = &mut self.tenants[t].pending_alloc {
-                        pending.eviction.get_or_insert_default().policy_ns += policy_ns;
-                    }
-                    self.evicting_for = Some(t);
-                    self.record_usage_changes();
-                    self.policy_running = true;
-                    self.schedule(self.now_ns.saturating_add(policy_ns), Event::PolicyDone);
-                }
-                Action::Execution(Execution::Suspend { tenant, .. }) => {
-                    let t = tenant.0 as usize;
-                    if self.crash_due(t, Trigger::Suspend) {
-                        self.schedule(self.now_ns, Event::Crash(t));
-                    }
-                    if self.unsafe_skip_suspend {
-                        let answer = self.manager.handle_suspended(tenant);
-                        self.protocol(answer);
-                        continue;
-                    }
-                    self.tenants[t].suspended = true;
-                    self.tenants[t].draining_since = Some(self.now_ns);
-                    self.check_drained(t);
-                }
-                Action::Dma(Dma::Copy {
-                    copy,
-                    tenant,
-                    chunk,
-                    bytes,
-                    to,
-                }) => {
-                    let t = tenant.0 as usize;
-                    if self.being_written(chunk.buffer) {
-                        return self.lost_write(t, chunk);
-                    }
-                    let epoch = self.write_state(chunk.buffer).unwrap_or_default().epoch;
-                    if self.crash_due(t, Trigger::Copy) {
-                        self.schedule(self.now_ns, Event::Crash(t));
-                    }
-                    let delay_ns = self.chaos.as_mut().map_or(0, |c| c.answer_delay_ns());
-                    self.copy_queue.push_back(CopyJob {
-                        tenant: t,
-                        kind: CopyKind::Relocation { copy, chunk, epoch },
-                        link_bytes: one_way(
-                            match to {
-                                Location::Host => Direction::ToHost,
-                                Location::Vram => Direction::ToDevice,
-                            },
-                            bytes,
-                        ),
-                        flows_left: 0,
-                        setup_ns: self
-                            .preset
-                            .relocation_setup_ns(bytes)
-                            .saturating_add(delay_ns),
-                        cap_bytes_per_s: None,
-                        transfer_started_ns: 0,
-                        setup_started_ns: 0,
-                    });
-                    self.start_copies();
-                }
-                Action::Mapping(mapping) => {
-                    let remap = matches!(mapping, gpuswap_core::Mapping::Remap { .. });
-                    self.mmu.apply_mapping(mapping);
-                    if remap {
-                        self.record_usage_changes();
-                    }
-                }
-                Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
-                Action::Execution(Execution::Preempt { tenant }) => {
-                    let t = tenant.0 as usize;
-                    if let Some(running) = self.running.iter_mut().find(|r| r.tenant == t) {
-                        running.preempt = true;
-                    }
-                }
-                Action::Execution(Execution::Start { tenant }) => self.unhold(tenant.0 as usize),
-                Action::Execution(Execution::Kill { tenant, reason }) => {
-                    let message = format!("killed by the memory manager: {reason}");
-                    self.finish_tenant(tenant.0 as usize, Some(message));
-                }
-                Action::Dma(Dma::Cancel { copy }) => self.cancel_copy(copy),
-                Action::Reply(Reply::LaunchReady { launch, .. }) => {
-                    if self.held_launch.as_ref().map(|h| h.1.id) != Some(launch) {
-                        let failure = self.broken(format!("{launch} admitted but not held"));
-                        self.failure.get_or_insert(failure);
-                        return;
-                    }
-                    self.schedule(
-                        self.now_ns.saturating_add(self.preset.gdev_launch_ns),
-                        Event::GatedLaunch(launch),
-                    );
-                }
-                Action::Reply(Reply::LaunchFail { tenant, error, .. }) => {
-                    let t = tenant.0 as usize;
-                    self.held_launch = None;
-                    self.tenants[t].in_flight -= 1;
-                    let why = match error {
-                        gpuswap_core::AllocError::OutOfHostMemory { .. } => {
-                            "host memory cannot take the buffers it would swap out"
-                        }
-                        _ => "the tenant's buffers do not fit in VRAM",
-                    };
-                    let message = format!("gdev cannot launch: {why} ({error})");
-                    self.finish_tenant(t, Some(message));
-                    self.hand_on_device();
-                    self.start_kernel();
-                }
+            if self.apply_action(action).is_break() {
+                return;
             }
         }
+    }
+
+    /// Carries out one action of the manager's; `Break` when the run broke and the
+    /// actions after it must wait.
+    fn apply_action(&mut self, action: Action) -> ControlFlow<()> {
+        match action {
+            Action::Reply(Reply::Grant {
+                request,
+                tenant,
+                buffer,
+            }) => self.grant(request, tenant.0 as usize, buffer),
+            Action::Reply(Reply::Fail {
+                request,
+                tenant,
+                error,
+            }) => self.allocation_failed(request, tenant.0 as usize, error),
+            Action::Execution(Execution::PolicyRan {
+                tenant,
+                entries_walked,
+                ..
+            }) => self.policy_ran(tenant.0 as usize, entries_walked),
+            Action::Execution(Execution::Suspend { tenant, .. }) => self.suspend(tenant),
+            Action::Dma(Dma::Copy {
+                copy,
+                tenant,
+                chunk,
+                bytes,
+                to,
+            }) => return self.queue_relocation(copy, tenant.0 as usize, chunk, bytes, to),
+            Action::Mapping(mapping) => {
+                let remap = matches!(mapping, gpuswap_core::Mapping::Remap { .. });
+                self.mmu.apply_mapping(mapping);
+                if remap {
+                    self.record_usage_changes();
+                }
+            }
+            Action::Execution(Execution::Resume { tenant }) => self.resume(tenant.0 as usize),
+            Action::Execution(Execution::Preempt { tenant }) => {
+                let t = tenant.0 as usize;
+                if let Some(running) = self.compute.running.iter_mut().find(|r| r.tenant == t) {
+                    running.preempt = true;
+                }
+            }
+            Action::Execution(Execution::Start { tenant }) => self.unhold(tenant.0 as usize),
+            Action::Execution(Execution::Kill { tenant, reason }) => {
+                let message = format!("killed by the memory manager: {reason}");
+                self.finish_tenant(tenant.0 as usize, Some(message));
+            }
+            Action::Dma(Dma::Cancel { copy }) => self.cancel_copy(copy),
+            Action::Reply(Reply::LaunchReady { launch, .. }) => {
+                if self.compute.held_launch.as_ref().map(|h| h.1.id) != Some(launch) {
+                    let failure = self.broken(format!("{launch} admitted but not held"));
+                    self.failure.get_or_insert(failure);
+                    return ControlFlow::Break(());
+                }
+                self.schedule(
+                    self.now_ns.saturating_add(self.preset.gdev_launch_ns),
+                    Event::GatedLaunch(launch),
+                );
+            }
+            Action::Reply(Reply::LaunchFail { tenant, error, .. }) => {
+                self.launch_failed(tenant.0 as usize, error)
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The manager granted tenant `t`'s allocation `request` as `buffer`: the tenant
+    /// goes on after the driver call (an answer to no pending call is dropped).
+    fn grant(&mut self, request: RequestId, t: usize, buffer: BufferId) {
+        let Some(pending) = self.tenants[t].pending_alloc.take() else {
+            return;
+        };
+        debug_assert_eq!(pending.request, request, "one allocation per tenant");
+        if self.evicting_for == Some(t) {
+            self.evicting_for = None;
+        }
+        let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
+        let latency = done_ns - pending.asked_ns;
+        let record = self.recorder.tenant(t);
+        record.alloc_latencies_ns.push(latency);
+        if let Some(mut e) = pending.eviction {
+            e.total_ns = latency;
+            e.waiting_ns = latency - e.policy_ns - e.dma_setup_ns - e.dma_ns;
+            record.evictions.push(e);
+        }
+        self.tenants[t].slots[pending.slot] = Some(buffer);
+        self.record_usage_changes();
+        self.schedule_step(t, self.preset.driver_call_ns);
+    }
+
+    /// The manager refused tenant `t`'s allocation `request`: the tenant fails.
+    fn allocation_failed(&mut self, request: RequestId, t: usize, error: gpuswap_core::AllocError) {
+        let Some(pending) = self.tenants[t].pending_alloc.take() else {
+            return;
+        };
+        debug_assert_eq!(pending.request, request, "one allocation per tenant");
+        let done_ns = self.now_ns.saturating_add(self.preset.driver_call_ns);
+        self.recorder
+            .tenant(t)
+            .alloc_latencies_ns
+            .push(done_ns - pending.asked_ns);
+        let spec = &self.tenants[t].buffers[pending.slot];
+        let message = format!(
+            "allocation of {:?} ({} bytes) failed: {error}",
+            spec.label, spec.bytes
+        );
+        self.finish_tenant(t, Some(message));
+    }
+
+    /// The manager's policy walked `entries_walked` entries for tenant `t`: its actions
+    /// wait for the policy's time.
+    fn policy_ran(&mut self, t: usize, entries_walked: u64) {
+        let policy_ns = entries_walked * self.preset.policy_ns_per_entry;
+        if let Some(pending) = &mut self.tenants[t].pending_alloc {
+            pending.eviction.get_or_insert_default().policy_ns += policy_ns;
+        }
+        self.evicting_for = Some(t);
+        self.record_usage_changes();
+        self.policy_running = true;
+        self.schedule(self.now_ns.saturating_add(policy_ns), Event::PolicyDone);
+    }
+
+    /// The manager suspends `tenant`: it drains (or, unsafely, is reported suspended at
+    /// once).
+    fn suspend(&mut self, tenant: TenantId) {
+        let t = tenant.0 as usize;
+        if self.crash_due(t, Trigger::Suspend) {
+            self.schedule(self.now_ns, Event::Crash(t));
+        }
+        if self.unsafe_skip_suspend {
+            let answer = self.manager.handle_suspended(tenant);
+            return self.protocol(answer);
+        }
+        self.tenants[t].suspended = true;
+        self.tenants[t].draining_since = Some(self.now_ns);
+        self.check_drained(t);
+    }
+
+    /// The manager relocates tenant `t`'s `chunk` (`bytes`) `to` a location: the copy
+    /// queues for a copy engine. `Break` when the chunk is being written (a lost write).
+    fn queue_relocation(
+        &mut self,
+        copy: CopyId,
+        t: usize,
+        chunk: ChunkRef,
+        bytes: u64,
+        to: Location,
+    ) -> ControlFlow<()> {
+        if self.being_written(chunk.buffer) {
+            self.lost_write(t, chunk);
+            return ControlFlow::Break(());
+        }
+        let epoch = self.write_state(chunk.buffer).unwrap_or_default().epoch;
+        if self.crash_due(t, Trigger::Copy) {
+            self.schedule(self.now_ns, Event::Crash(t));
+        }
+        let delay_ns = self.chaos.as_mut().map_or(0, |c| c.answer_delay_ns());
+        let direction = match to {
+            Location::Host => Direction::ToHost,
+            Location::Vram => Direction::ToDevice,
+        };
+        self.copies.push(CopyJob::new(
+            t,
+            CopyKind::Relocation { copy, chunk, epoch },
+            one_way(direction, bytes),
+            self.preset
+                .relocation_setup_ns(bytes)
+                .saturating_add(delay_ns),
+            None,
+        ));
+        self.start_copies();
+        ControlFlow::Continue(())
+    }
+
+    /// Gdev's scheduler cannot launch tenant `t`'s held kernel: the tenant fails and the
+    /// device goes on.
+    fn launch_failed(&mut self, t: usize, error: gpuswap_core::AllocError) {
+        self.compute.held_launch = None;
+        self.tenants[t].in_flight -= 1;
+        let why = match error {
+            gpuswap_core::AllocError::OutOfHostMemory { .. } => {
+                "host memory cannot take the buffers it would swap out"
+            }
+            _ => "the tenant's buffers do not fit in VRAM",
+        };
+        let message = format!("gdev cannot launch: {why} ({error})");
+        self.finish_tenant(t, Some(message));
+        self.hand_on_device();
+        self.start_kernel();
     }
 
     /// Records that a relocation copied a chunk its tenant was writing: the copy in the
@@ -200,14 +234,14 @@ impl Engine {
 
     /// Reports a suspension to the manager once the tenant's queued work is done.
     pub(super) fn check_drained(&mut self, t: usize) {
-        let running_here = self.running.iter().any(|r| r.tenant == t);
+        let running_here = self.compute.runs_kernel_of(t);
         let tenant = &mut self.tenants[t];
         if let Some(since) = tenant.draining_since
             && tenant.drained(running_here)
         {
             tenant.draining_since = None;
             tenant.drained_at = self.now_ns;
-            tenant.pauses.push(VictimPause {
+            self.recorder.tenant(t).pauses.push(VictimPause {
                 drain_ns: self.now_ns - since,
                 pause_ns: 0,
             });
@@ -248,13 +282,7 @@ impl Engine {
     /// The manager withdrew a relocation copy (its tenant exited): a queued one is
     /// dropped, one on a copy engine runs out and its result is dropped.
     fn cancel_copy(&mut self, copy: CopyId) {
-        let is_it =
-            |job: &CopyJob| matches!(job.kind, CopyKind::Relocation { copy: c, .. } if c == copy);
-        if let Some(at) = self.copy_queue.iter().position(is_it) {
-            self.copy_queue.remove(at);
-        } else if let Some(job) = self.copy_engines.iter_mut().flatten().find(|j| is_it(j)) {
-            job.kind = CopyKind::Cancelled;
-        } else {
+        if !self.copies.cancel(copy) {
             let failure = self.broken(format!("copy {} cancelled but not in progress", copy.0));
             self.failure.get_or_insert(failure);
         }
@@ -266,13 +294,13 @@ impl Engine {
             return;
         }
         tenant.suspended = false;
-        if let Some(pause) = tenant.pauses.last_mut() {
+        if let Some(pause) = self.recorder.tenant(t).pauses.last_mut() {
             pause.pause_ns = self.now_ns - tenant.drained_at;
         }
         let held: Vec<_> = tenant.held.drain(..).collect();
         tenant.channel.extend(held);
         if !tenant.channel.is_empty() {
-            self.ready.insert(t);
+            self.compute.ready.insert(t);
         }
         if tenant.state == State::WaitingChannel && tenant.in_flight == 0 {
             self.schedule_step(t, 0);
@@ -283,11 +311,9 @@ impl Engine {
     /// Records the accounted VRAM of every tenant whose figure changed.
     pub(super) fn record_usage_changes(&mut self) {
         while let Some(id) = self.manager.poll_usage_change() {
-            let t = &mut self.tenants[id.0 as usize];
             let bytes = self.manager.usage(id).vram_bytes;
-            if t.vram_timeline.last().map(|l| l.1) != Some(bytes) {
-                t.vram_timeline.push((self.now_ns, bytes));
-            }
+            let record = self.recorder.tenant(id.0 as usize);
+            record.note_vram(self.now_ns, bytes);
         }
     }
 
@@ -301,7 +327,7 @@ impl Engine {
             self.done += 1;
         }
         tenant.state = State::Done;
-        self.ready.remove(t);
+        self.compute.ready.remove(t);
         tenant.end_ns = self.now_ns;
         tenant.error = error;
         let dropped = tenant.channel.len() + tenant.held.len();
@@ -311,36 +337,36 @@ impl Engine {
         tenant.pending_alloc = None;
         tenant.deferred_step = None;
         if let Some(since) = tenant.held_since.take() {
-            tenant.record_wait(self.now_ns - since);
+            self.recorder.tenant(t).record_wait(self.now_ns - since);
         }
         tenant.draining_since = None;
         tenant.suspended = false;
         if self.evicting_for == Some(t) {
             self.evicting_for = None;
         }
-        let held = self.held_launch.as_ref().is_some_and(|h| h.0 == t);
+        let held = self.compute.held_launch.as_ref().is_some_and(|h| h.0 == t);
         if held {
-            self.held_launch = None;
+            self.compute.held_launch = None;
             self.tenants[t].in_flight -= 1;
         }
-        let gated = self.gated.len();
-        self.gated.retain(|(g, _)| *g != t);
-        self.tenants[t].in_flight -= gated - self.gated.len();
-        let had_device = self.device_lock == Some(t);
+        let gated = self.compute.gated.len();
+        self.compute.gated.retain(|(g, _)| *g != t);
+        self.tenants[t].in_flight -= gated - self.compute.gated.len();
+        let had_device = self.device_lock.held_by(t);
         self.drop_queued_memcpys(t);
-        self.device_waiters.retain(|w| *w != t);
+        self.device_lock.forget(t);
         self.manager.handle_tenant_exit(self.tenants[t].id);
         self.record_usage_changes();
         self.apply_actions();
         // Only a crash mid-way leaves the device to hand on.
-        if held || (had_device && self.device_lock.is_none()) {
+        if held || (had_device && !self.device_lock.is_held()) {
             self.hand_on_device();
             self.start_kernel();
         }
         // A quantum's holder that ends hands over at once, not after the idle release.
-        if self.quantum.is_some_and(|q| q.tenant == t) {
-            self.quantum = None;
-            self.round_robin_next = t + 1;
+        if self.compute.quantum.is_some_and(|q| q.tenant == t) {
+            self.compute.quantum = None;
+            self.compute.round_robin_next = t + 1;
             self.start_kernel();
         }
         // Endless tenants end with the last of the others.
@@ -360,33 +386,14 @@ impl Engine {
     /// Drops tenant `t`'s memcpys that wait for a copy engine, and its hold on the
     /// device if no memcpy of it runs.
     fn drop_queued_memcpys(&mut self, t: usize) {
-        let before = self.copy_queue.len();
         let mut unwritten = Vec::new();
-        self.copy_queue.retain(|job| {
-            let mine = job.tenant == t && matches!(job.kind, CopyKind::Memcpy { .. });
-            if let (
-                true,
-                CopyKind::Memcpy {
-                    buffer,
-                    writes_device: true,
-                },
-            ) = (mine, &job.kind)
-            {
-                unwritten.push(*buffer);
-            }
-            !mine
-        });
-        self.tenants[t].copies_in_flight -= before - self.copy_queue.len();
+        let dropped = self.copies.drop_queued_memcpys(t, &mut unwritten);
+        self.tenants[t].copies_in_flight -= dropped;
         for buffer in unwritten {
             self.end_write(buffer);
         }
-        let running = self
-            .copy_engines
-            .iter()
-            .flatten()
-            .any(|j| j.tenant == t && matches!(j.kind, CopyKind::Memcpy { .. }));
-        if self.device_lock == Some(t) && !running {
-            self.device_lock = None;
+        if self.device_lock.held_by(t) && !self.copies.runs_memcpy_of(t) {
+            self.device_lock.release();
         }
     }
 
@@ -429,13 +436,13 @@ impl Engine {
                 !self.mmu.table.is_empty(),
                 "the page table still maps buffers",
             ),
-            (self.copies_in_progress(), "copies still in progress"),
+            (self.copies.busy(), "copies still in progress"),
             (
-                !self.running.is_empty() || !self.gated.is_empty(),
+                !self.compute.running.is_empty() || !self.compute.gated.is_empty(),
                 "kernels still running",
             ),
             (
-                self.device_lock.is_some() || self.held_launch.is_some(),
+                self.device_lock.is_held() || self.compute.held_launch.is_some(),
                 "the device still held",
             ),
         ];

@@ -71,28 +71,24 @@ impl Engine {
     /// scheduling policy's decisions (another tenant's held kernel may start): a call
     /// made meanwhile is made again once the first is done, never nested in it.
     pub(super) fn start_kernel(&mut self) {
-        if self.starting {
-            self.start_again = true;
+        if !self.compute.enter_start() {
             return;
         }
-        self.starting = true;
         loop {
-            self.start_again = false;
             self.start_now();
-            if !self.start_again {
+            if !self.compute.go_round_again() {
                 break;
             }
         }
-        self.starting = false;
     }
 
     fn start_now(&mut self) {
-        if self.held_launch.is_some() || self.device_lock.is_some() {
+        if self.compute.held_launch.is_some() || self.device_lock.is_held() {
             return;
         }
-        match self.sharing {
+        match self.compute.sharing {
             Sharing::TimeSlice => {
-                if let Some(running) = self.running.first() {
+                if let Some(running) = self.compute.running.first() {
                     // Gdev's current context launches on while its kernel runs, as
                     // long as its scheduler admits it (its launch limit); the others
                     // wait (`gdev_schedule_compute`, `common/gdev_sched.c`). A launch
@@ -106,35 +102,35 @@ impl Engine {
                     // refusal itself (`gdev_at_limit`).
                     let t = running.tenant;
                     if self.needs.launch_gating
-                        && self.ready.contains(t)
-                        && self.gdev_at_limit != Some(t)
+                        && self.compute.ready.contains(t)
+                        && self.compute.gdev_at_limit != Some(t)
                     {
                         if self.manager.would_admit_launch(self.tenants[t].id) {
                             self.launch_next(t);
                         } else {
-                            self.gdev_at_limit = Some(t);
+                            self.compute.gdev_at_limit = Some(t);
                         }
                     }
                     return;
                 }
                 // Nothing in flight: Gdev's count is zero.
-                self.gdev_at_limit = None;
+                self.compute.gdev_at_limit = None;
                 // The first tenant with queued kernels at or after the round-robin
                 // position, wrapping around.
-                if let Some(t) = self.ready.next_from(self.round_robin_next) {
+                if let Some(t) = self.compute.ready.next_from(self.compute.round_robin_next) {
                     self.launch_next(t);
                 }
             }
             Sharing::Mps => {
                 // Every tenant with a queued kernel and none running starts one.
-                while let Some(t) = self.ready.next_from(self.round_robin_next) {
-                    if self.running.iter().any(|r| r.tenant == t) {
+                while let Some(t) = self.compute.ready.next_from(self.compute.round_robin_next) {
+                    if self.compute.runs_kernel_of(t) {
                         // It comes back when its kernel ends.
-                        self.ready.remove(t);
+                        self.compute.ready.remove(t);
                         continue;
                     }
                     self.launch_next(t);
-                    if self.held_launch.is_some() {
+                    if self.compute.held_launch.is_some() {
                         return;
                     }
                 }
@@ -145,7 +141,7 @@ impl Engine {
 
     /// Exclusive quantum: the holder's next kernel, or the next holder's.
     fn start_in_quantum(&mut self, quantum_ns: u64) {
-        if !self.running.is_empty() {
+        if !self.compute.running.is_empty() {
             return;
         }
         let others_alive = |engine: &Self, holder: usize| {
@@ -155,21 +151,25 @@ impl Engine {
                 .enumerate()
                 .any(|(i, t)| i != holder && t.state != State::Done)
         };
-        if let Some(q) = self.quantum {
+        if let Some(q) = self.compute.quantum {
             let others_wait = self
+                .compute
                 .ready
                 .next_from(q.tenant + 1)
                 .is_some_and(|t| t != q.tenant);
             if q.expired && others_wait {
-                self.quantum.as_mut().expect("held").handing_over = true;
+                self.compute.quantum.as_mut().expect("held").handing_over = true;
             }
         }
-        let alive = self.quantum.is_some_and(|q| others_alive(self, q.tenant));
-        if let Some(q) = &mut self.quantum {
+        let alive = self
+            .compute
+            .quantum
+            .is_some_and(|q| others_alive(self, q.tenant));
+        if let Some(q) = &mut self.compute.quantum {
             let holder = q.tenant;
             let gone = self.tenants[holder].state == State::Done;
             if !q.handing_over && !gone {
-                if self.ready.contains(holder) {
+                if self.compute.ready.contains(holder) {
                     q.idle_since = None;
                     return self.launch_next(holder);
                 }
@@ -184,20 +184,19 @@ impl Engine {
                 }
                 return;
             }
-            self.quantum = None;
+            self.compute.quantum = None;
         }
-        let Some(t) = self.ready.next_from(self.round_robin_next) else {
+        let Some(t) = self.compute.ready.next_from(self.compute.round_robin_next) else {
             return;
         };
-        self.quantum_generation += 1;
-        self.quantum = Some(Quantum {
+        let generation = self.compute.next_holding();
+        self.compute.quantum = Some(Quantum {
             tenant: t,
-            generation: self.quantum_generation,
+            generation,
             handing_over: false,
             expired: false,
             idle_since: None,
         });
-        let generation = self.quantum_generation;
         if others_alive(self, t) {
             self.schedule(
                 self.now_ns.saturating_add(quantum_ns),
@@ -210,22 +209,27 @@ impl Engine {
     /// A quantum ran out: the holder hands over at its running kernel's end, at once if
     /// another tenant waits, else as soon as one does.
     pub(super) fn quantum_end(&mut self, generation: u64) {
-        let Some(q) = self.quantum.as_mut().filter(|q| q.generation == generation) else {
+        let Some(q) = self
+            .compute
+            .quantum
+            .as_mut()
+            .filter(|q| q.generation == generation)
+        else {
             return;
         };
         q.expired = true;
-        self.round_robin_next = q.tenant + 1;
+        self.compute.round_robin_next = q.tenant + 1;
         self.start_kernel();
     }
 
     /// The holder has had no kernel since `since`: it lets go if that is still so.
     pub(super) fn quantum_idle(&mut self, generation: u64, since: u64) {
-        let Some(q) = self.quantum.filter(|q| q.generation == generation) else {
+        let Some(q) = self.compute.quantum.filter(|q| q.generation == generation) else {
             return;
         };
         if q.idle_since == Some(since) {
-            self.quantum = None;
-            self.round_robin_next = q.tenant + 1;
+            self.compute.quantum = None;
+            self.compute.round_robin_next = q.tenant + 1;
             self.start_kernel();
         }
     }
@@ -233,17 +237,17 @@ impl Engine {
     /// Takes tenant `t`'s next queued launch to the device (through the software
     /// scheduler's gate where launches are gated).
     fn launch_next(&mut self, t: usize) {
-        self.round_robin_next = t + 1;
+        self.compute.round_robin_next = t + 1;
         if self.manager.schedules_kernels() && !self.admitted(t) {
             return;
         }
         let launch = self.tenants[t].channel.pop_front().expect("ready");
         if self.tenants[t].channel.is_empty() {
-            self.ready.remove(t);
+            self.compute.ready.remove(t);
         }
         if self.needs.launch_gating {
             let id = launch.id;
-            self.held_launch = Some((t, launch));
+            self.compute.held_launch = Some((t, launch));
             let answer = self.manager.handle_launch(self.tenants[t].id, id);
             self.protocol(answer);
             return self.apply_actions();
@@ -257,13 +261,13 @@ impl Engine {
     /// Only time slicing gates launches ahead of a running kernel: under the other
     /// sharing models a gated launch runs as it comes, as it always has.
     pub(super) fn gated_launch(&mut self, t: usize, launch: Launch) {
-        if !matches!(self.sharing, Sharing::TimeSlice) {
+        if !matches!(self.compute.sharing, Sharing::TimeSlice) {
             return self.run_kernel(t, launch);
         }
-        if self.running.is_empty() {
+        if self.compute.running.is_empty() {
             self.run_kernel(t, launch);
         } else {
-            self.gated.push_back((t, launch));
+            self.compute.gated.push_back((t, launch));
         }
         self.start_kernel();
     }
@@ -289,7 +293,7 @@ impl Engine {
             self.now_ns,
         );
         if !admitted {
-            self.ready.remove(t);
+            self.compute.ready.remove(t);
             let tenant = &mut self.tenants[t];
             tenant.held_since.get_or_insert(self.now_ns);
         }
@@ -303,9 +307,9 @@ impl Engine {
         let Some(since) = tenant.held_since.take() else {
             return;
         };
-        tenant.record_wait(self.now_ns - since);
+        self.recorder.tenant(t).record_wait(self.now_ns - since);
         if !tenant.channel.is_empty() {
-            self.ready.insert(t);
+            self.compute.ready.insert(t);
         }
         self.start_kernel();
     }
@@ -313,17 +317,18 @@ impl Engine {
     /// Stops the kernel running at `at` after a preemption: its work is lost, and it
     /// goes back to the head of its tenant's channel to run again from its start.
     fn preempt_kernel(&mut self, at: usize) {
-        let running = self.running.swap_remove(at);
+        let running = self.compute.running.swap_remove(at);
         self.kernel_writes_moved(&running.written, Write::Ends);
         let t = running.tenant;
         let tenant = &mut self.tenants[t];
-        tenant.preemptions += 1;
-        tenant.wasted_ns += self.now_ns - running.started_ns;
+        let record = self.recorder.tenant(t);
+        record.preemptions += 1;
+        record.wasted_ns += self.now_ns - running.started_ns;
         tenant.channel.push_front(Launch {
             id: running.launch,
             site: running.site,
         });
-        self.ready.insert(t);
+        self.compute.ready.insert(t);
         let id = tenant.id;
         self.manager.handle_kernel_preempted(id, self.now_ns);
         self.apply_actions();
@@ -359,7 +364,7 @@ impl Engine {
         if self.needs.page_faults {
             let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
             let started = self.start_walk(t, &kernel, launch.id.0);
-            let segments = if self.segmented {
+            let segments = if self.compute.segmented {
                 started.steps.min(SEGMENTS) as u32
             } else {
                 1
@@ -375,24 +380,25 @@ impl Engine {
                 all_bytes: traffic.local_bytes + traffic.remote_bytes(),
             }));
         } else {
-            let tenant = &mut self.tenants[t];
-            tenant.local_bytes += traffic.local_bytes;
-            tenant.remote_bytes += traffic.remote_bytes();
+            self.recorder
+                .tenant(t)
+                .add_traffic(traffic.local_bytes, traffic.remote_bytes());
             let weight = timing::kernel_pending_bytes(&self.preset);
             for (direction, bytes) in [
                 (Direction::ToDevice, traffic.link_bytes_to_device()),
                 (Direction::ToHost, traffic.link_bytes_to_host()),
             ] {
                 if bytes > 0.0 {
-                    let id = self.link.start(self.now_ns, direction, bytes, None, weight);
-                    self.flow_owners.push((id, FlowOwner::Kernel(launch.id)));
+                    let owner = FlowOwner::Kernel(launch.id);
+                    let flow = (direction, bytes);
+                    self.flows.start(owner, self.now_ns, flow, None, weight);
                     flows_left += 1;
                 }
             }
         }
         // Built in its place in `running`: the struct is large, and building it aside
         // and moving it in was a measurable share of every launch.
-        self.running.push(RunningKernel {
+        self.compute.running.push(RunningKernel {
             launch: launch.id,
             tenant: t,
             ideal_ns: cost.ideal_ns,
@@ -421,17 +427,18 @@ impl Engine {
     /// time.
     fn start_segment(&mut self, launch: LaunchId) {
         let at = self
+            .compute
             .running
             .iter()
             .position(|r| r.launch == launch)
             .expect("the kernel runs");
         let (t, segment, segments) = {
-            let r = &self.running[at];
+            let r = &self.compute.running[at];
             let p = r.paged.as_ref().expect("a paging kernel");
             (r.tenant, u64::from(p.segment), u64::from(p.segments))
         };
         // The segment's even share of the kernel's all-in-VRAM time.
-        let whole_ns = self.running[at].ideal_ns;
+        let whole_ns = self.compute.running[at].ideal_ns;
         let ideal_ns = whole_ns * (segment + 1) / segments - whole_ns * segment / segments;
         // A segment that cannot end within the time limit stops the run before its walk,
         // which may be terabytes of touches for nothing.
@@ -440,7 +447,7 @@ impl Engine {
             self.stopped = Some((Limit::SimTime, earliest_end_ns));
             return;
         }
-        let mut walk = self.running[at]
+        let mut walk = self.compute.running[at]
             .paged
             .as_mut()
             .and_then(|p| p.walk.take())
@@ -456,18 +463,21 @@ impl Engine {
         };
         // The segment's share of the time the instrumentation's flag reads add.
         let check_ns = if self.manager.schedules_kernels() {
-            let kernel = self.tenants[t].kernel_at(self.running[at].site);
+            let kernel = self.tenants[t].kernel_at(self.compute.running[at].site);
             let whole = preemption::exposed_ns(&self.preset, kernel.ops, kernel.outer_loop);
             part(whole).ceil() as u64
         } else {
             0
         };
-        let paged = self.running[at].paged.as_mut().expect("a paging kernel");
+        let paged = self.compute.running[at]
+            .paged
+            .as_mut()
+            .expect("a paging kernel");
         paged.walk = Some(walk);
         let remote = paging.remote.remote_bytes();
-        let tenant = &mut self.tenants[t];
-        tenant.local_bytes += (part(paged.all_bytes) - remote).max(0.0);
-        tenant.remote_bytes += remote;
+        self.recorder
+            .tenant(t)
+            .add_traffic((part(paged.all_bytes) - remote).max(0.0), remote);
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
         let fixed_ns = timing::paged_fixed_ns(
             ideal_ns,
@@ -502,7 +512,7 @@ impl Engine {
                 self.rearm_link();
             }
             None => {
-                self.tenants[t].fault_stall_ns += paging.service_ns;
+                self.recorder.tenant(t).fault_stall_ns += paging.service_ns;
                 self.enter_fixed(launch, fixed_ns);
             }
         }
@@ -518,9 +528,9 @@ impl Engine {
     /// device begins: it ends then, or, where kernels share the SMs, when its share of
     /// them has done that much.
     fn enter_fixed(&mut self, launch: LaunchId, fixed_ns: u64) {
-        if self.sharing.concurrent() {
+        if self.compute.sharing.concurrent() {
             let now_ns = self.now_ns;
-            let running = self.running_kernel(launch).expect("the kernel runs");
+            let running = self.compute.kernel_mut(launch).expect("the kernel runs");
             running.share = Some(FixedShare {
                 left_ns: fixed_ns as f64,
                 rate: 1.0,
@@ -529,13 +539,13 @@ impl Engine {
             return self.reshare();
         }
         let seq = self.next_seq();
-        self.kernel_wakes
-            .push((self.now_ns.saturating_add(fixed_ns), seq, launch));
+        self.wakes
+            .add_kernel(self.now_ns.saturating_add(fixed_ns), seq, launch);
     }
 
     /// A running kernel's fixed part is over: `Partial::Yes` while its flows still run.
     pub(super) fn fixed_done(&mut self, launch: LaunchId) -> Partial {
-        let running = self.running_kernel(launch).expect("the kernel runs");
+        let running = self.compute.kernel_mut(launch).expect("the kernel runs");
         running.fixed_done = true;
         let partial = if running.flows_left > 0 {
             Partial::Yes
@@ -563,7 +573,7 @@ impl Engine {
         let mut bandwidth = Vec::new();
         let mut compute = Vec::new();
         let instrumented = self.manager.schedules_kernels();
-        for r in &mut self.running {
+        for r in &mut self.compute.running {
             if let Some(share) = &mut r.share {
                 share.left_ns -= (now - share.since_ns) as f64 * share.rate;
                 share.left_ns = share.left_ns.max(0.0);
@@ -580,7 +590,7 @@ impl Engine {
         let rate = |given: f64, asked: f64| if asked > 0.0 { given / asked } else { 1.0 };
         let mut wakes = Vec::new();
         let mut i = 0;
-        for r in &mut self.running {
+        for r in &mut self.compute.running {
             if let Some(share) = &mut r.share {
                 // Alone its arithmetic takes `compute[i]` of its time and its VRAM
                 // traffic `bandwidth[i]`; the rest (launch, latency) is not shared.
@@ -596,18 +606,19 @@ impl Engine {
             }
         }
         for (at, launch) in wakes {
-            self.kernel_wakes.retain(|w| w.2 != launch);
             let seq = self.next_seq();
-            self.kernel_wakes.push((at, seq, launch));
+            self.wakes.move_kernel(at, seq, launch);
         }
     }
 
     /// Puts one of a kernel's fault migrations on the link.
     fn start_migration(&mut self, launch: LaunchId, direction: Direction, bytes: f64) {
         let weight = timing::dma_pending_bytes(&self.preset);
-        let id = self.link.start(self.now_ns, direction, bytes, None, weight);
-        self.flow_owners.push((id, FlowOwner::Kernel(launch)));
-        self.running_kernel(launch)
+        let owner = FlowOwner::Kernel(launch);
+        self.flows
+            .start(owner, self.now_ns, (direction, bytes), None, weight);
+        self.compute
+            .kernel_mut(launch)
             .expect("the kernel runs")
             .flows_left += 1;
     }
@@ -617,7 +628,8 @@ impl Engine {
     /// (or its segment) waited for.
     pub(super) fn kernel_flow_done(&mut self, launch: LaunchId) -> Partial {
         let running = self
-            .running_kernel(launch)
+            .compute
+            .kernel_mut(launch)
             .expect("a flow's kernel is running");
         running.flows_left -= 1;
         if running.flows_left > 0 {
@@ -634,7 +646,7 @@ impl Engine {
                     paged.started_segment_ns,
                     paged.fault_service_ns,
                 );
-                self.tenants[t].fault_stall_ns += self.now_ns - started_ns + service_ns;
+                self.recorder.tenant(t).fault_stall_ns += self.now_ns - started_ns + service_ns;
                 self.enter_fixed(launch, fixed_ns);
                 return Partial::Yes;
             }
@@ -778,7 +790,7 @@ impl Engine {
     /// in progress the epochs need not move, and the loop over the kernel's buffers
     /// (hundreds for heartwall, a tenth of every kernel's cost) is skipped.
     fn kernel_writes_moved(&mut self, written: &[BufferId], write: Write) {
-        if !self.copies_in_progress() {
+        if !self.copies.busy() {
             return;
         }
         for &id in written {
@@ -811,15 +823,19 @@ impl Engine {
     /// Whether a memcpy or a running kernel writes `buffer` now.
     pub(super) fn being_written(&self, buffer: BufferId) -> bool {
         self.write_state(buffer).is_some_and(|w| w.writers > 0)
-            || self.running.iter().any(|r| r.written.contains(&buffer))
+            || self
+                .compute
+                .running
+                .iter()
+                .any(|r| r.written.contains(&buffer))
     }
 
     /// Ends `launch` once its fixed part and its link flows are done.
     pub(super) fn maybe_finish_kernel(&mut self, launch: LaunchId) {
-        let Some(at) = self.running.iter().position(|r| r.launch == launch) else {
+        let Some(at) = self.compute.running.iter().position(|r| r.launch == launch) else {
             return;
         };
-        let running = &mut self.running[at];
+        let running = &mut self.compute.running[at];
         if !running.fixed_done || running.flows_left > 0 {
             return;
         }
@@ -848,16 +864,17 @@ impl Engine {
             referenced: std::mem::take(&mut running.referenced).into_vec(),
         };
         let (t, written) = (running.tenant, Rc::clone(&running.written));
-        let last = self.running.len() - 1;
+        let last = self.compute.running.len() - 1;
         if at != last {
-            self.running.swap(at, last);
+            self.compute.running.swap(at, last);
         }
-        self.running.truncate(last);
+        self.compute.running.truncate(last);
         self.kernel_writes_moved(&written, Write::Ends);
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
+        let record = self.recorder.tenant(t);
+        record.longest_kernel_ns = record.longest_kernel_ns.max(stats.ns);
         let tenant = &mut self.tenants[t];
-        tenant.longest_kernel_ns = tenant.longest_kernel_ns.max(stats.ns);
         tenant.in_flight -= 1;
         let wake = match tenant.state {
             State::WaitingChannel => tenant.in_flight == 0,
@@ -868,20 +885,15 @@ impl Engine {
             self.wake_for_queue_space(t);
         }
         if !self.tenants[t].channel.is_empty() {
-            self.ready.insert(t);
+            self.compute.ready.insert(t);
         }
         self.check_drained(t);
-        if let Some((next, launch)) = self.gated.pop_front() {
+        if let Some((next, launch)) = self.compute.gated.pop_front() {
             self.run_kernel(next, launch);
         }
         self.hand_on_device();
         self.start_kernel();
         self.apply_actions();
-    }
-
-    /// The running kernel of `launch`.
-    pub(super) fn running_kernel(&mut self, launch: LaunchId) -> Option<&mut RunningKernel> {
-        self.running.iter_mut().find(|r| r.launch == launch)
     }
 }
 

@@ -6,24 +6,16 @@ use super::*;
 impl Engine {
     /// Hands queued copies to idle copy engines.
     pub(super) fn start_copies(&mut self) {
-        for engine in 0..self.copy_engines.len() {
-            if self.copy_engines[engine].is_none() {
-                let Some(mut job) = self.copy_queue.pop_front() else {
-                    return;
-                };
-                job.setup_started_ns = self.now_ns;
-                let setup_ns = job.setup_ns;
-                self.copy_engines[engine] = Some(job);
-                self.schedule(
-                    self.now_ns.saturating_add(setup_ns),
-                    Event::CopySetupDone(engine),
-                );
-            }
+        while let Some((engine, setup_ns)) = self.copies.start_next(self.now_ns) {
+            self.schedule(
+                self.now_ns.saturating_add(setup_ns),
+                Event::CopySetupDone(engine),
+            );
         }
     }
 
     pub(super) fn start_copy_transfer(&mut self, engine: usize) {
-        let job = self.copy_engines[engine].as_mut().expect("engine busy");
+        let job = self.copies.job_mut(engine);
         job.transfer_started_ns = self.now_ns;
         let (link_bytes, job_cap) = (job.link_bytes, job.cap_bytes_per_s);
         for direction in [Direction::ToDevice, Direction::ToHost] {
@@ -45,28 +37,19 @@ impl Engine {
                 (a, b) => a.or(b),
             };
             let weight = timing::dma_pending_bytes(&self.preset);
-            let id = self
-                .link
-                .start(self.now_ns, direction, bytes as f64, cap, weight);
-            self.flow_owners.push((id, FlowOwner::CopyEngine(engine)));
-            self.copy_engines[engine]
-                .as_mut()
-                .expect("engine busy")
-                .flows_left += 1;
+            let owner = FlowOwner::CopyEngine(engine);
+            let flow = (direction, bytes as f64);
+            self.flows.start(owner, self.now_ns, flow, cap, weight);
+            self.copies.job_mut(engine).flows_left += 1;
         }
-        if self.copy_engines[engine]
-            .as_ref()
-            .expect("engine busy")
-            .flows_left
-            == 0
-        {
+        if self.copies.job_mut(engine).flows_left == 0 {
             return self.finish_copy(engine);
         }
         self.rearm_link();
     }
 
     pub(super) fn finish_copy(&mut self, engine: usize) {
-        let job = self.copy_engines[engine].take().expect("engine busy");
+        let job = self.copies.finish(engine);
         self.start_copies();
         match job.kind {
             CopyKind::Memcpy {
@@ -76,7 +59,7 @@ impl Engine {
                 if writes_device {
                     self.end_write(buffer);
                 }
-                if self.device_lock == Some(job.tenant) {
+                if self.device_lock.held_by(job.tenant) {
                     self.release_device();
                 }
                 let tenant = &mut self.tenants[job.tenant];
@@ -115,34 +98,28 @@ impl Engine {
     /// Keeps one wake-up at the link's next completion: an unchanged time keeps it, a
     /// new time replaces it.
     pub(super) fn rearm_link(&mut self) {
-        let next = self.link.next_completion_ns();
-        if next == self.link_wake.map(|w| w.0) {
+        let next = self.flows.next_completion_ns();
+        if next == self.wakes.link_ns() {
             return;
         }
-        self.link_wake = next.map(|t| (t, self.next_seq()));
+        let wake = next.map(|t| (t, self.next_seq()));
+        self.wakes.set_link(wake);
     }
 
     /// The link's wake-up: hands the finished flows to their owners. `Partial::Yes`
     /// when none of them was the last part its kernel or copy waited for.
     pub(super) fn advance_link(&mut self) -> Partial {
-        self.link.advance(self.now_ns);
+        self.flows.advance(self.now_ns);
         let mut partial = Partial::Yes;
-        while let Some(id) = self.link.pop_finished() {
-            let at = self
-                .flow_owners
-                .iter()
-                .position(|(f, _)| *f == id)
-                .expect("every flow has an owner");
-            match self.flow_owners.remove(at).1 {
+        while let Some(owner) = self.flows.pop_finished() {
+            match owner {
                 FlowOwner::Kernel(launch) => {
                     if self.kernel_flow_done(launch) == Partial::No {
                         partial = Partial::No;
                     }
                 }
                 FlowOwner::CopyEngine(engine) => {
-                    let job = self.copy_engines[engine]
-                        .as_mut()
-                        .expect("a flow's copy runs");
+                    let job = self.copies.job_mut(engine);
                     job.flows_left -= 1;
                     if job.flows_left == 0 {
                         partial = Partial::No;
@@ -183,30 +160,23 @@ pub(super) fn memcpy_link_bytes(
 }
 
 impl Engine {
-    /// Whether a copy runs on an engine or waits for one.
-    pub(super) fn copies_in_progress(&self) -> bool {
-        !self.copy_queue.is_empty() || self.copy_engines.iter().any(Option::is_some)
-    }
-
     /// Takes the device for tenant `t`'s Gdev memcpy if it holds it already or nobody
     /// uses it; otherwise queues `t` for it and says no.
     pub(super) fn take_device(&mut self, t: usize) -> bool {
-        if self.device_lock == Some(t) {
+        if self.device_lock.held_by(t) {
             return true;
         }
-        if self.device_lock.is_none() && self.running.is_empty() && self.held_launch.is_none() {
-            self.device_lock = Some(t);
+        if !self.device_lock.is_held() && self.compute.idle() {
+            self.device_lock.take(t);
             return true;
         }
-        if !self.device_waiters.contains(&t) {
-            self.device_waiters.push_back(t);
-        }
+        self.device_lock.wait(t);
         false
     }
 
     /// Ends a Gdev memcpy's hold on the device and hands it on.
     pub(super) fn release_device(&mut self) {
-        self.device_lock = None;
+        self.device_lock.release();
         self.hand_on_device();
         self.start_kernel();
     }
@@ -214,12 +184,12 @@ impl Engine {
     /// When the device is free, gives it to the first tenant whose copy waits for it (the
     /// one queue of Gdev's scheduler serves waiting copies before further kernels).
     pub(super) fn hand_on_device(&mut self) {
-        if self.device_lock.is_some() || !self.running.is_empty() || self.held_launch.is_some() {
+        if self.device_lock.is_held() || !self.compute.idle() {
             return;
         }
-        while let Some(t) = self.device_waiters.pop_front() {
+        while let Some(t) = self.device_lock.next_waiter() {
             if self.tenants[t].state == State::WaitingDevice {
-                self.device_lock = Some(t);
+                self.device_lock.take(t);
                 return self.schedule_step(t, 0);
             }
         }

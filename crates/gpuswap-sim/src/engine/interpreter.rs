@@ -2,8 +2,6 @@
 
 use super::copies::memcpy_link_bytes;
 use super::*;
-use crate::gdev;
-use crate::preset::CudaRuntime;
 
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -28,142 +26,14 @@ impl Engine {
                 return self.finish_tenant(t, None);
             };
             match *instr {
-                Instr::Alloc(slot) => {
-                    tenant.pc += 1;
-                    tenant.state = State::WaitingAlloc;
-                    let request = RequestId(self.next_request);
-                    self.next_request += 1;
-                    tenant.pending_alloc = Some(PendingAlloc {
-                        request,
-                        slot,
-                        asked_ns: self.now_ns,
-                        eviction: None,
-                    });
-                    let spec = &tenant.buffers[slot];
-                    self.manager.handle_alloc(AllocRequest {
-                        request,
-                        tenant: tenant.id,
-                        bytes: spec.bytes,
-                        kind: spec.kind,
-                        priority: tenant.priorities.get(&spec.label).copied(),
-                        chunk_priorities: tenant
-                            .chunk_priorities
-                            .get(&spec.label)
-                            .cloned()
-                            .unwrap_or_default(),
-                    });
-                    if self.crash_due(t, Trigger::Alloc) {
-                        self.schedule(self.now_ns, Event::Crash(t));
-                    }
-                    return self.apply_actions();
-                }
-                Instr::Free(slot) => {
-                    // cudaFree synchronizes with the device.
-                    if tenant.in_flight > 0 {
-                        tenant.state = State::WaitingChannel;
-                        return;
-                    }
-                    tenant.pc += 1;
-                    let label = &tenant.buffers[slot].label;
-                    let Some(buffer) = tenant.slots[slot].take() else {
-                        let message = format!("free of buffer {label:?}, which is not allocated");
-                        return self.finish_tenant(t, Some(message));
-                    };
-                    if let Err(e) = self.manager.handle_free(tenant.id, buffer) {
-                        let message = format!("free of buffer {label:?}: {e}");
-                        return self.finish_tenant(t, Some(message));
-                    }
-                    self.record_usage_changes();
-                    self.apply_actions();
-                    return self.schedule_step(t, self.preset.driver_call_ns);
-                }
+                Instr::Alloc(slot) => return self.step_alloc(t, slot),
+                Instr::Free(slot) => return self.step_free(t, slot),
                 Instr::Copy {
                     slot,
                     direction,
                     bytes,
-                } => {
-                    // Stream order: behind the tenant's kernels; and nothing of a
-                    // suspended tenant reaches the GPU.
-                    if tenant.in_flight > 0 || tenant.suspended {
-                        tenant.state = State::WaitingChannel;
-                        return;
-                    }
-                    let Some(buffer) = tenant.slots[slot] else {
-                        let label = &tenant.buffers[slot].label;
-                        let message = format!("copy to buffer {label:?}, which is not allocated");
-                        return self.finish_tenant(t, Some(message));
-                    };
-                    // Gdev's runtime takes the device for the copy, as for a kernel.
-                    if self.needs.launch_gating && !self.take_device(t) {
-                        self.tenants[t].state = State::WaitingDevice;
-                        return;
-                    }
-                    let b = self
-                        .mmu
-                        .table
-                        .get(buffer)
-                        .expect("granted buffers are mapped");
-                    let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;
-                    let link_bytes = memcpy_link_bytes(direction, bytes, host_fraction);
-                    // Gdev's copy path is its runtime's, taken in every mode on a
-                    // testbed that links it; its scheduler's per-call cost only under it.
-                    let (setup_ns, cap_bytes_per_s) =
-                        if self.needs.launch_gating || self.preset.runtime == CudaRuntime::Gdev {
-                            let call_ns = if self.needs.launch_gating {
-                                self.preset.gdev_launch_ns
-                            } else {
-                                self.preset.copy_setup_ns
-                            };
-                            let cost =
-                                gdev::copy_cost(&self.preset, direction, bytes, b.bytes, call_ns);
-                            (cost.setup_ns, Some(cost.cap_bytes_per_s))
-                        } else {
-                            (self.preset.copy_setup_ns, None)
-                        };
-                    let tenant = &mut self.tenants[t];
-                    tenant.pc += 1;
-                    tenant.state = State::WaitingCopy;
-                    tenant.copies_in_flight += 1;
-                    let writes_device = direction == CopyDirection::HostToDevice;
-                    if writes_device {
-                        self.begin_write(buffer);
-                    }
-                    self.copy_queue.push_back(CopyJob {
-                        tenant: t,
-                        kind: CopyKind::Memcpy {
-                            buffer,
-                            writes_device,
-                        },
-                        link_bytes,
-                        flows_left: 0,
-                        setup_ns,
-                        cap_bytes_per_s,
-                        transfer_started_ns: 0,
-                        setup_started_ns: 0,
-                    });
-                    return self.start_copies();
-                }
-                Instr::Launch(_) => {
-                    if tenant.in_flight >= self.preset.launch_queue_depth {
-                        tenant.state = State::WaitingQueueSpace;
-                        return;
-                    }
-                    tenant.pc += 1;
-                    let launch = Launch {
-                        id: LaunchId(self.next_launch),
-                        site: tenant.pc - 1,
-                    };
-                    self.next_launch += 1;
-                    if tenant.suspended {
-                        tenant.held.push_back(launch);
-                    } else {
-                        tenant.channel.push_back(launch);
-                        self.ready.insert(t);
-                    }
-                    tenant.in_flight += 1;
-                    self.start_kernel();
-                    return self.defer_step(t);
-                }
+                } => return self.step_copy(t, slot, direction, bytes),
+                Instr::Launch(_) => return self.step_launch(t),
                 Instr::Sync => {
                     if tenant.in_flight > 0 {
                         tenant.state = State::WaitingChannel;
@@ -194,14 +64,142 @@ impl Engine {
                     }
                 }
                 Instr::PhaseStart => {
-                    tenant.phase_start_ns = Some(self.now_ns);
+                    self.recorder.tenant(t).phase_start_ns = Some(self.now_ns);
                     tenant.pc += 1;
                 }
                 Instr::PhaseEnd => {
-                    tenant.phase_end_ns = Some(self.now_ns);
+                    self.recorder.tenant(t).phase_end_ns = Some(self.now_ns);
                     tenant.pc += 1;
                 }
             }
         }
+    }
+
+    /// An allocation call: asks the manager for the buffer of slot `slot`; the tenant
+    /// waits for its answer.
+    fn step_alloc(&mut self, t: usize, slot: usize) {
+        let tenant = &mut self.tenants[t];
+        tenant.pc += 1;
+        tenant.state = State::WaitingAlloc;
+        let request = RequestId(self.next_request);
+        self.next_request += 1;
+        tenant.pending_alloc = Some(PendingAlloc {
+            request,
+            slot,
+            asked_ns: self.now_ns,
+            eviction: None,
+        });
+        let spec = &tenant.buffers[slot];
+        self.manager.handle_alloc(AllocRequest {
+            request,
+            tenant: tenant.id,
+            bytes: spec.bytes,
+            kind: spec.kind,
+            priority: tenant.priorities.get(&spec.label).copied(),
+            chunk_priorities: tenant
+                .chunk_priorities
+                .get(&spec.label)
+                .cloned()
+                .unwrap_or_default(),
+        });
+        if self.crash_due(t, Trigger::Alloc) {
+            self.schedule(self.now_ns, Event::Crash(t));
+        }
+        self.apply_actions()
+    }
+
+    /// A free call: waits for the tenant's kernels (cudaFree synchronizes), then frees
+    /// the buffer of slot `slot`.
+    fn step_free(&mut self, t: usize, slot: usize) {
+        let tenant = &mut self.tenants[t];
+        if tenant.in_flight > 0 {
+            tenant.state = State::WaitingChannel;
+            return;
+        }
+        tenant.pc += 1;
+        let label = &tenant.buffers[slot].label;
+        let Some(buffer) = tenant.slots[slot].take() else {
+            let message = format!("free of buffer {label:?}, which is not allocated");
+            return self.finish_tenant(t, Some(message));
+        };
+        if let Err(e) = self.manager.handle_free(tenant.id, buffer) {
+            let message = format!("free of buffer {label:?}: {e}");
+            return self.finish_tenant(t, Some(message));
+        }
+        self.record_usage_changes();
+        self.apply_actions();
+        self.schedule_step(t, self.preset.driver_call_ns)
+    }
+
+    /// A memcpy of `bytes` to or from the buffer of slot `slot`: waits for the tenant's
+    /// kernels, then queues the copy for a copy engine.
+    fn step_copy(&mut self, t: usize, slot: usize, direction: CopyDirection, bytes: u64) {
+        let tenant = &mut self.tenants[t];
+        // Stream order: behind the tenant's kernels; and nothing of a
+        // suspended tenant reaches the GPU.
+        if tenant.in_flight > 0 || tenant.suspended {
+            tenant.state = State::WaitingChannel;
+            return;
+        }
+        let Some(buffer) = tenant.slots[slot] else {
+            let label = &tenant.buffers[slot].label;
+            let message = format!("copy to buffer {label:?}, which is not allocated");
+            return self.finish_tenant(t, Some(message));
+        };
+        // Gdev's runtime takes the device for the copy, as for a kernel.
+        if self.runtime.copies_take_device() && !self.take_device(t) {
+            self.tenants[t].state = State::WaitingDevice;
+            return;
+        }
+        let b = self
+            .mmu
+            .table
+            .get(buffer)
+            .expect("granted buffers are mapped");
+        let host_fraction = 1.0 - b.vram_bytes as f64 / b.bytes as f64;
+        let link_bytes = memcpy_link_bytes(direction, bytes, host_fraction);
+        let (setup_ns, cap_bytes_per_s) =
+            self.runtime
+                .memcpy_setup(&self.preset, direction, bytes, b.bytes);
+        let tenant = &mut self.tenants[t];
+        tenant.pc += 1;
+        tenant.state = State::WaitingCopy;
+        tenant.copies_in_flight += 1;
+        let writes_device = direction == CopyDirection::HostToDevice;
+        if writes_device {
+            self.begin_write(buffer);
+        }
+        let kind = CopyKind::Memcpy {
+            buffer,
+            writes_device,
+        };
+        let job = CopyJob::new(t, kind, link_bytes, setup_ns, cap_bytes_per_s);
+        self.copies.push(job);
+        self.start_copies()
+    }
+
+    /// A kernel launch: into the tenant's channel (or held while it is suspended), unless
+    /// its launch queue is full.
+    fn step_launch(&mut self, t: usize) {
+        let tenant = &mut self.tenants[t];
+        if tenant.in_flight >= self.preset.launch_queue_depth {
+            tenant.state = State::WaitingQueueSpace;
+            return;
+        }
+        tenant.pc += 1;
+        let launch = Launch {
+            id: LaunchId(self.next_launch),
+            site: tenant.pc - 1,
+        };
+        self.next_launch += 1;
+        if tenant.suspended {
+            tenant.held.push_back(launch);
+        } else {
+            tenant.channel.push_back(launch);
+            self.compute.ready.insert(t);
+        }
+        tenant.in_flight += 1;
+        self.start_kernel();
+        self.defer_step(t)
     }
 }

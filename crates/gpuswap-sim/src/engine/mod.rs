@@ -3,8 +3,13 @@
 //!
 //! Time is integer nanoseconds. Events sit in a binary heap ordered by (time, sequence
 //! number), so ties resolve in scheduling order and a scenario always runs the same way.
-//! The engine owns the device state (compute engine, copy engines, link, content
-//! versions) and the [`Manager`]; it feeds the manager events and carries out its actions.
+//! The engine owns the device's components and the [`Manager`], feeds the manager
+//! events and carries out its actions. Each component keeps its own state behind a small
+//! interface: the compute engine (`ComputeEngine`), the copy engines and Gdev's device
+//! lock (`CopyEngines`, `DeviceLock`), the link's flows (`Flows`), the MMU (`Mmu`), the
+//! runtime's kind (`RuntimeKind`) and the recorder the report is built from
+//! (`Recorder`). The devices' wake-ups that move too often for the queue sit in one
+//! table (`Wakes`), which the event loop asks with the queue for the next event.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -14,24 +19,27 @@ use gpuswap_core::{
     LaunchId, Location, Manager, Needs, Reply, RequestId, TenantId,
 };
 
-use ready::ReadySet;
-
-use crate::link::{Direction, FlowId, Link, LinkSample, size_curve_bytes_per_s};
+use crate::link::{Direction, size_curve_bytes_per_s};
 use crate::mmu::{Mmu, PageWork};
 use crate::preset::Preset;
 use crate::program::{BufferSpec, CopyDirection, Kernel};
 use crate::queue::EventQueue;
-use crate::runtime::{Instr, flatten, with_runtime};
+use crate::runtime::{Instr, RuntimeKind, flatten, with_runtime};
 use crate::timing::{self, READ_TRANSACTION_BYTES, Traffic};
 
 mod actions;
 mod chaos;
 mod compute;
+mod compute_engine;
 mod config;
 mod copies;
+mod copy_engines;
+mod flows;
 mod interpreter;
 mod paging;
 mod ready;
+mod recorder;
+mod wakes;
 
 pub use config::{
     Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, DEFAULT_QUANTUM_NS, EvictionLatency, Faults,
@@ -40,15 +48,20 @@ pub use config::{
 };
 
 use chaos::{Chaos, Trigger};
+use compute_engine::{ComputeEngine, RunningKernel};
+use copy_engines::{CopyEngines, CopyJob, CopyKind, DeviceLock};
+use flows::{FlowOwner, Flows};
+use recorder::Recorder;
+use wakes::Wakes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// Continue the tenant's program.
     Step(usize),
     /// A running kernel's fixed part (compute, VRAM, latency) is over (never in the
-    /// queue: see `Engine::kernel_wakes`).
+    /// queue: see `Wakes`).
     KernelFixedDone(LaunchId),
-    /// A link flow may have finished (never in the queue: see `Engine::link_wake`).
+    /// A link flow may have finished (never in the queue: see `Wakes`).
     LinkWake,
     /// A copy engine finished setting up its transfer.
     CopySetupDone(usize),
@@ -87,7 +100,7 @@ enum State {
     WaitingChannel,
     WaitingCopy,
     WaitingAlloc,
-    /// A Gdev memcpy waits for the device (`Engine::device_lock`).
+    /// A Gdev memcpy waits for the device (`DeviceLock`).
     WaitingDevice,
     /// A launch waits for room in the tenant's launch queue.
     WaitingQueueSpace,
@@ -100,45 +113,6 @@ struct PendingAlloc {
     slot: usize,
     asked_ns: u64,
     eviction: Option<EvictionLatency>,
-}
-
-/// A tenant's page touches in order, kept for Belady's bound (`optimum = true`) up to
-/// `limit` touches: the stream costs 8 bytes a touch (and as much again to compute the
-/// bound), so past the limit it is dropped and the bound is not computed.
-struct PageStream {
-    touches: Vec<u64>,
-    limit: usize,
-    over: bool,
-}
-
-impl PageStream {
-    fn new(limit: usize) -> Self {
-        PageStream {
-            touches: Vec::new(),
-            limit,
-            over: false,
-        }
-    }
-
-    /// Records the touches of pages `pages`, in order.
-    fn extend(&mut self, pages: std::ops::Range<u64>) {
-        if self.over {
-            return;
-        }
-        let n = usize::try_from(pages.end - pages.start).unwrap_or(usize::MAX);
-        if self.touches.len().saturating_add(n) > self.limit {
-            self.over = true;
-            self.touches = Vec::new();
-            return;
-        }
-        self.touches.extend(pages);
-    }
-
-    /// Belady's bound at `capacity_pages`, unless the stream passed its limit.
-    fn bound(&self, capacity_pages: u64) -> Option<u64> {
-        (!self.over)
-            .then(|| gpuswap_core::uvm::optimum::belady_pages_in(&self.touches, capacity_pages))
-    }
 }
 
 struct Tenant {
@@ -179,44 +153,51 @@ struct Tenant {
     pending_alloc: Option<PendingAlloc>,
     start_ns: u64,
     end_ns: u64,
-    phase_start_ns: Option<u64>,
-    phase_end_ns: Option<u64>,
-    vram_timeline: Vec<(u64, u64)>,
-    local_bytes: f64,
-    remote_bytes: f64,
-    alloc_latencies_ns: Vec<u64>,
-    evictions: Vec<EvictionLatency>,
-    pauses: Vec<VictimPause>,
     error: Option<String>,
-    /// Unified memory: time its kernels stalled on fault batches.
-    fault_stall_ns: u64,
-    /// Unified memory: entry n counts its fault batches of n faults.
-    faults_per_batch: Vec<u64>,
-    /// Unified memory with `optimum = true`: every page it touched, in order, and the
-    /// most VRAM managed memory had during its kernels (the bound's capacity).
-    page_stream: Option<PageStream>,
-    optimum_capacity_pages: u64,
     /// The share of the SMs its kernels ask (`TenantSpec::sm_share`).
     sm_share: f64,
     /// It ends when every other tenant has (`TenantSpec::endless`).
     endless: bool,
     /// Since when the scheduling policy holds its next kernel.
     held_since: Option<u64>,
-    /// Its kernels the scheduling policy preempted, the time they had run when they
-    /// stopped (lost: they run again from their start), and its time held.
-    preemptions: u32,
-    wasted_ns: u64,
-    wait_ns: u64,
-    /// Its longest single hold, and its longest kernel (start to end).
-    longest_wait_ns: u64,
-    longest_kernel_ns: u64,
 }
 
 impl Tenant {
-    /// The scheduling policy held one of its kernels this long.
-    fn record_wait(&mut self, ns: u64) {
-        self.wait_ns += ns;
-        self.longest_wait_ns = self.longest_wait_ns.max(ns);
+    /// Tenant number `i`, from its specification, its program wrapped with `preset`'s
+    /// runtime.
+    fn new(i: usize, spec: TenantSpec, preset: &Preset) -> Self {
+        let program = with_runtime(&spec.program, preset);
+        Tenant {
+            id: TenantId(i as u32),
+            name: spec.name,
+            app: spec.app,
+            priorities: spec.priorities,
+            chunk_priorities: spec.chunk_priorities,
+            slots: vec![None; program.buffers.len()],
+            instrs: flatten(program.ops),
+            buffers: program.buffers,
+            pc: 0,
+            loops: Vec::new(),
+            channel: VecDeque::new(),
+            held: VecDeque::new(),
+            cost_cache: Vec::new(),
+            in_flight: 0,
+            copies_in_flight: 0,
+            suspended: false,
+            draining_since: None,
+            deferred_step: None,
+            drained_at: 0,
+            state: State::Scheduled,
+            contract: spec.contract,
+            admitted: false,
+            pending_alloc: None,
+            start_ns: spec.start_ns,
+            end_ns: spec.start_ns,
+            error: None,
+            sm_share: spec.sm_share,
+            endless: spec.endless,
+            held_since: None,
+        }
     }
 
     fn drained(&self, running_here: bool) -> bool {
@@ -241,52 +222,6 @@ struct Launch {
     site: usize,
 }
 
-/// A kernel on the device. Every launch copies one into `Engine::running`, and past 128
-/// bytes the copy is a call to `memmove` (a twentieth of every kernel's cost): state only
-/// some kernels have is boxed (`PagedRun`) or derived (`RunningKernel::bandwidth_share`).
-struct RunningKernel {
-    launch: LaunchId,
-    tenant: usize,
-    started_ns: u64,
-    ideal_ns: u64,
-    accesses: u64,
-    fixed_done: bool,
-    flows_left: u32,
-    written: Rc<[BufferId]>,
-    referenced: Box<[ChunkRef]>,
-    /// Unified memory: its paging state (`None` for other kernels).
-    paged: Option<Box<PagedRun>>,
-    /// Under MPS: its fixed part's progress while it runs.
-    share: Option<compute::FixedShare>,
-    /// A scheduler asked it to stop at its next segment's end.
-    preempt: bool,
-    /// Where it was launched, to run it again from its start after a preemption.
-    site: usize,
-}
-
-const _: () = assert!(std::mem::size_of::<RunningKernel>() <= 128);
-
-impl RunningKernel {
-    /// The share of VRAM bandwidth it asks alone: what it moves over its all-in-VRAM
-    /// time (derived where kernels share the device, not stored: see the struct).
-    fn bandwidth_share(&self, vram_bytes_per_s: f64) -> f64 {
-        if self.ideal_ns == 0 {
-            return 0.0;
-        }
-        let bytes = self.accesses as f64 * READ_TRANSACTION_BYTES as f64;
-        (bytes / (self.ideal_ns as f64 * 1e-9) / vram_bytes_per_s).min(1.0)
-    }
-
-    /// The share of its all-in-VRAM time its arithmetic (`compute_ns` of its `ops`)
-    /// takes alone: what fewer SMs slow (derived like the bandwidth share).
-    fn compute_share(&self, compute_ns: f64) -> f64 {
-        if self.ideal_ns == 0 {
-            return 0.0;
-        }
-        (compute_ns / self.ideal_ns as f64).min(1.0)
-    }
-}
-
 /// A unified-memory kernel's paging state, boxed apart from `RunningKernel` (only such
 /// kernels have it).
 struct PagedRun {
@@ -304,37 +239,6 @@ struct PagedRun {
     started_segment_ns: u64,
     /// The bytes its accesses move in all.
     all_bytes: f64,
-}
-
-enum CopyKind {
-    Memcpy {
-        buffer: BufferId,
-        writes_device: bool,
-    },
-    Relocation {
-        copy: CopyId,
-        chunk: ChunkRef,
-        epoch: u64,
-    },
-    /// A relocation copy the manager withdrew while it ran.
-    Cancelled,
-}
-
-struct CopyJob {
-    tenant: usize,
-    kind: CopyKind,
-    /// Bytes the copy engine moves over the link each way, indexed by `Direction as
-    /// usize`: a relocation moves its chunk one way; a memcpy also moves the part of its
-    /// buffer that lives in host memory, host to host through the GPU's mapping.
-    link_bytes: [u64; 2],
-    /// Link flows of the transfer still running.
-    flows_left: u32,
-    /// Before its bytes move: the copy engine's setup, or the runtime's copy path.
-    setup_ns: u64,
-    /// The most its bytes move per second besides the link's share (Gdev's staging).
-    cap_bytes_per_s: Option<f64>,
-    transfer_started_ns: u64,
-    setup_started_ns: u64,
 }
 
 /// A launch site's cached cost: valid while the tenant's page-table epoch is `epoch`;
@@ -359,8 +263,8 @@ struct KernelCost {
 
 /// Writes to one buffer: bumped when a write starts or ends (a kernel's only while a
 /// copy is in progress, see `Engine::kernel_writes_moved`), and how many memcpys write
-/// it now (running kernels are read from `Engine::running`). Kept per buffer slot, so it
-/// names the buffer it belongs to: a freed buffer's slot is reused.
+/// it now (running kernels are read from `ComputeEngine::running`). Kept per buffer
+/// slot, so it names the buffer it belongs to: a freed buffer's slot is reused.
 #[derive(Clone, Copy, Debug, Default)]
 struct WriteState {
     buffer: Option<BufferId>,
@@ -373,12 +277,6 @@ struct WriteState {
 enum Write {
     Starts,
     Ends,
-}
-
-#[derive(Clone, Copy)]
-enum FlowOwner {
-    Kernel(LaunchId),
-    CopyEngine(usize),
 }
 
 /// The simulation.
@@ -394,36 +292,19 @@ pub struct Engine {
     /// The (time, sequence number) of the event being handled.
     current: (u64, u64),
     now_ns: u64,
-    events: u64,
     check_invariants: bool,
     limits: RunLimits,
     unsafe_skip_suspend: bool,
     next_request: u64,
-    link: Link,
-    /// The link's wake-up at its next completion, as (time, sequence number), kept out of
-    /// the queue: the link's next completion moves whenever a flow starts or ends, and
-    /// superseded wake-ups in the heap were a third of the events of link-heavy runs.
-    link_wake: Option<(u64, u64)>,
-    /// When running kernels' fixed parts end, as (time, sequence number, launch), kept out
-    /// of the queue like the link's wake-up: one per running kernel, so a short vector
-    /// beats two heap operations per launch.
-    kernel_wakes: Vec<(u64, u64, LaunchId)>,
-    /// Who started each flow in progress (a handful at a time).
-    flow_owners: Vec<(FlowId, FlowOwner)>,
-    /// Kernels on the GPU, by launch id. Today's compute model is exclusive (at most
-    /// `compute::EXCLUSIVE_SLOTS` kernel at a time); concurrent models lift that limit.
-    running: Vec<RunningKernel>,
-    /// Where the round robin looks for the next tenant with a kernel: after the last one
-    /// that launched. It may be the tenant count, which stands for 0 because
-    /// `ReadySet::next_from` wraps around: no division on every launch.
-    round_robin_next: usize,
-    /// Tenants whose channel holds kernels, so that choosing the next one costs a lookup,
-    /// not a scan of every tenant.
-    ready: ReadySet,
+    /// The link and who started each of its flows.
+    flows: Flows,
+    /// The link's and the kernels' wake-ups, kept out of the queue.
+    wakes: Wakes,
     /// Tenants that ended.
     done: usize,
-    copy_engines: Vec<Option<CopyJob>>,
-    copy_queue: VecDeque<CopyJob>,
+    /// The kernels on the compute engine and those on their way to it.
+    compute: ComputeEngine,
+    copies: CopyEngines,
     /// The manager's actions wait while its policy runs.
     policy_running: bool,
     /// The manager's timer: (the time it asked for, when the event fires).
@@ -434,10 +315,10 @@ pub struct Engine {
     /// `WriteState`).
     /// Indexed by buffer id (the manager numbers buffers densely from 0).
     writes: Vec<WriteState>,
+    /// What the report is built from: the event count and each tenant's statistics.
+    recorder: Recorder,
     /// The first invariant broken; the run stops after the event that broke it.
     failure: Option<InvariantError>,
-    /// Pages unified-memory kernels' walks touched so far (bounded by the limits).
-    page_touches: u64,
     /// A limit reached inside an event (a kernel's page walk), with when the kernel
     /// would have ended at the earliest; the run stops after that event.
     stopped: Option<(Limit, u64)>,
@@ -446,37 +327,16 @@ pub struct Engine {
     mmu: Mmu,
     /// What the manager's policy needs from the device.
     needs: Needs,
+    /// The runtime the tenants' calls go through.
+    runtime: RuntimeKind,
     next_launch: u64,
-    /// A gated launch the software scheduler holds until the manager admits it.
-    held_launch: Option<(usize, Launch)>,
-    /// Gated launches past the scheduler that wait for the compute engine, behind their
-    /// context's running kernel: Gdev's current context may have several launches in
-    /// flight (`launch_limit`; see `Engine::start_now`).
-    gated: VecDeque<(usize, Launch)>,
-    /// The running context whose next launch found it at its launch limit: it launches
-    /// nothing more until it has nothing in flight.
-    gdev_at_limit: Option<usize>,
-    /// Under Gdev's runtime a memcpy holds the device as a kernel does (its scheduler
-    /// runs copies and launches through one queue): the tenant whose copy holds it now,
-    /// and the tenants whose copies wait for it, in order.
-    device_lock: Option<usize>,
-    device_waiters: VecDeque<usize>,
+    /// Under Gdev's runtime: the memcpy that holds the device, and those waiting for it.
+    device_lock: DeviceLock,
     /// Injected faults, when the configuration asks for any.
     chaos: Option<Box<Chaos>>,
     /// Whether same-time events run in a shuffled order (`Faults::shuffle_ties`), kept
     /// apart from `chaos` because every scheduled event asks.
     shuffles_ties: bool,
-    /// How kernels share the compute engine.
-    sharing: Sharing,
-    /// Whether unified-memory kernels run in segments (see `compute::SEGMENTS`).
-    segmented: bool,
-    /// Under `Sharing::ExclusiveQuantum`: who holds the device, and the count of
-    /// holdings so far.
-    quantum: Option<compute::Quantum>,
-    quantum_generation: u64,
-    /// `start_kernel` runs, and was called again meanwhile.
-    starting: bool,
-    start_again: bool,
 }
 
 impl Engine {
@@ -494,61 +354,19 @@ impl Engine {
             .tenants
             .into_iter()
             .enumerate()
-            .map(|(i, spec)| {
-                let program = with_runtime(&spec.program, &preset);
-                Tenant {
-                    id: TenantId(i as u32),
-                    name: spec.name,
-                    app: spec.app,
-                    priorities: spec.priorities,
-                    chunk_priorities: spec.chunk_priorities,
-                    slots: vec![None; program.buffers.len()],
-                    instrs: flatten(program.ops),
-                    buffers: program.buffers,
-                    pc: 0,
-                    loops: Vec::new(),
-                    channel: VecDeque::new(),
-                    held: VecDeque::new(),
-                    cost_cache: Vec::new(),
-                    in_flight: 0,
-                    copies_in_flight: 0,
-                    suspended: false,
-                    draining_since: None,
-                    deferred_step: None,
-                    drained_at: 0,
-                    state: State::Scheduled,
-                    contract: spec.contract,
-                    admitted: false,
-                    pending_alloc: None,
-                    start_ns: spec.start_ns,
-                    end_ns: spec.start_ns,
-                    phase_start_ns: None,
-                    phase_end_ns: None,
-                    vram_timeline: vec![(spec.start_ns, 0)],
-                    local_bytes: 0.0,
-                    remote_bytes: 0.0,
-                    alloc_latencies_ns: Vec::new(),
-                    evictions: Vec::new(),
-                    pauses: Vec::new(),
-                    error: None,
-                    fault_stall_ns: 0,
-                    faults_per_batch: Vec::new(),
-                    page_stream: optimum.then(|| PageStream::new(optimum_max_touches)),
-                    optimum_capacity_pages: 1,
-                    sm_share: spec.sm_share,
-                    endless: spec.endless,
-                    held_since: None,
-                    preemptions: 0,
-                    wasted_ns: 0,
-                    wait_ns: 0,
-                    longest_wait_ns: 0,
-                    longest_kernel_ns: 0,
-                }
-            })
+            .map(|(i, spec)| Tenant::new(i, spec, &preset))
             .collect();
+        let runtime = RuntimeKind::of(&preset, needs.launch_gating);
+        let recorder = Recorder::new(
+            tenants.iter().map(|t| t.start_ns),
+            optimum.then_some(optimum_max_touches),
+        );
         let chaos = Chaos::new(config.faults, tenants.len()).map(Box::new);
-        let link = Link::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
-        let copy_engines = (0..preset.copy_engines).map(|_| None).collect();
+        let flows = Flows::new(preset.link.h2d_bytes_per_s, preset.link.d2h_bytes_per_s);
+        let copies = CopyEngines::new(preset.copy_engines);
+        // One tenant has nothing to interleave with or stop for: its kernels run whole,
+        // as under time slicing.
+        let segmented = (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1;
         Self {
             preset,
             manager,
@@ -558,47 +376,30 @@ impl Engine {
             seq: 0,
             current: (0, 0),
             now_ns: 0,
-            events: 0,
             check_invariants: config.check_invariants,
             limits: config.limits,
             unsafe_skip_suspend: config.unsafe_skip_suspend,
             next_request: 0,
-            link,
-            link_wake: None,
-            kernel_wakes: Vec::new(),
-            flow_owners: Vec::new(),
-            running: Vec::new(),
-            round_robin_next: 0,
-            ready: ReadySet::default(),
+            flows,
+            wakes: Wakes::default(),
             done: 0,
-            copy_engines,
-            copy_queue: VecDeque::new(),
+            compute: ComputeEngine::new(config.sharing, segmented),
+            copies,
             policy_running: false,
             timer: None,
             evicting_for: None,
             writes: Vec::new(),
+            recorder,
             failure: None,
-            page_touches: 0,
             stopped: None,
             // Access notes only where the device has access counters to take them.
             mmu: Mmu::new(needs.access_counts && access_counters),
             needs,
+            runtime,
             next_launch: 0,
-            held_launch: None,
-            gated: VecDeque::new(),
-            gdev_at_limit: None,
-            device_lock: None,
-            device_waiters: VecDeque::new(),
+            device_lock: DeviceLock::default(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
             chaos,
-            sharing: config.sharing,
-            // One tenant has nothing to interleave with or stop for: its kernels run
-            // whole, as under time slicing.
-            segmented: (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1,
-            quantum: None,
-            quantum_generation: 0,
-            starting: false,
-            start_again: false,
         }
     }
 
@@ -614,7 +415,7 @@ impl Engine {
         };
         SimError::Limit(LimitReached {
             what,
-            events: self.events,
+            events: self.recorder.events,
             time_ns: self.now_ns,
             next_ns,
             limit,
@@ -633,21 +434,7 @@ impl Engine {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Outcome, SimError> {
         const PROGRESS_EVERY: u64 = (1 << 20) - 1;
-        for t in 0..self.tenants.len() {
-            let start = self.tenants[t].start_ns;
-            self.schedule(start, Event::Step(t));
-        }
-        let crashes: Vec<(usize, u64)> = self
-            .chaos
-            .as_ref()
-            .map(|c| c.timed_crashes().collect())
-            .unwrap_or_default();
-        // A tenant cannot crash before it starts.
-        for (t, at) in crashes {
-            if let Some(tenant) = self.tenants.get(t) {
-                self.schedule(at.max(tenant.start_ns), Event::Crash(t));
-            }
-        }
+        self.schedule_starts();
         while let Some((time_ns, event)) = self.next_event() {
             if time_ns < self.now_ns {
                 return Err(self
@@ -657,48 +444,16 @@ impl Engine {
             if time_ns > self.limits.max_sim_ns {
                 return Err(self.limit_reached(Limit::SimTime, time_ns));
             }
-            if self.events >= self.limits.max_events {
+            if self.recorder.events >= self.limits.max_events {
                 return Err(self.limit_reached(Limit::Events, time_ns));
             }
             self.now_ns = time_ns;
             // Whether the event only passed one part of a kernel's end (see `Partial`).
-            let mut partial = Partial::No;
-            match event {
-                // A tenant that failed after this step was scheduled has nothing left
-                // to run.
-                Event::Step(t) if self.tenants[t].state == State::Done => {}
-                Event::Step(t) => self.step(t),
-                Event::KernelFixedDone(launch) => match self.running_kernel(launch) {
-                    Some(_) => partial = self.fixed_done(launch),
-                    None => return Err(self.broken(format!("{launch} is not running")).into()),
-                },
-                Event::LinkWake => partial = self.advance_link(),
-                Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
-                Event::PolicyDone => {
-                    self.policy_running = false;
-                    self.apply_actions();
-                }
-                Event::ManagerTimer if self.timer.map(|t| t.1) == Some(time_ns) => {
-                    self.timer = None;
-                    self.manager.handle_timeout(time_ns);
-                    self.apply_actions();
-                }
-                Event::ManagerTimer => {}
-                // The launch may have gone with its crashed tenant.
-                Event::GatedLaunch(id) if self.held_launch.as_ref().map(|h| h.1.id) == Some(id) => {
-                    let (t, launch) = self.held_launch.take().expect("a launch is held");
-                    self.gated_launch(t, launch);
-                }
-                Event::GatedLaunch(_) => {}
-                Event::Crash(t) => self.crash(t),
-                Event::QuantumEnd(generation) => self.quantum_end(generation),
-                Event::QuantumIdle(generation, since) => self.quantum_idle(generation, since),
-                Event::ReportDrained(t) => self.report_drained(t),
-            }
+            let partial = self.handle(time_ns, event)?;
             if partial == Partial::No {
-                self.events += 1;
-                if self.events & PROGRESS_EVERY == 0 {
-                    progress(self.now_ns, self.events);
+                let events = self.recorder.count_event();
+                if events & PROGRESS_EVERY == 0 {
+                    progress(self.now_ns, events);
                 }
             }
             if let Some(failure) = self.failure.take() {
@@ -738,20 +493,76 @@ impl Engine {
         Ok(self.into_outcome())
     }
 
+    /// Schedules every tenant's first step, and the injected crashes due at fixed times.
+    fn schedule_starts(&mut self) {
+        for t in 0..self.tenants.len() {
+            let start = self.tenants[t].start_ns;
+            self.schedule(start, Event::Step(t));
+        }
+        let crashes: Vec<(usize, u64)> = self
+            .chaos
+            .as_ref()
+            .map(|c| c.timed_crashes().collect())
+            .unwrap_or_default();
+        // A tenant cannot crash before it starts.
+        for (t, at) in crashes {
+            if let Some(tenant) = self.tenants.get(t) {
+                self.schedule(at.max(tenant.start_ns), Event::Crash(t));
+            }
+        }
+    }
+
+    /// Handles `event`, due at `time_ns` (now): `Partial::Yes` when it only passed one
+    /// part of a kernel's end.
+    fn handle(&mut self, time_ns: u64, event: Event) -> Result<Partial, InvariantError> {
+        let mut partial = Partial::No;
+        match event {
+            // A tenant that failed after this step was scheduled has nothing left
+            // to run.
+            Event::Step(t) if self.tenants[t].state == State::Done => {}
+            Event::Step(t) => self.step(t),
+            Event::KernelFixedDone(launch) => match self.compute.kernel_mut(launch) {
+                Some(_) => partial = self.fixed_done(launch),
+                None => return Err(self.broken(format!("{launch} is not running"))),
+            },
+            Event::LinkWake => partial = self.advance_link(),
+            Event::CopySetupDone(engine) => self.start_copy_transfer(engine),
+            Event::PolicyDone => {
+                self.policy_running = false;
+                self.apply_actions();
+            }
+            Event::ManagerTimer if self.timer.map(|t| t.1) == Some(time_ns) => {
+                self.timer = None;
+                self.manager.handle_timeout(time_ns);
+                self.apply_actions();
+            }
+            Event::ManagerTimer => {}
+            // The launch may have gone with its crashed tenant.
+            Event::GatedLaunch(id)
+                if self.compute.held_launch.as_ref().map(|h| h.1.id) == Some(id) =>
+            {
+                let (t, launch) = self.compute.held_launch.take().expect("a launch is held");
+                self.gated_launch(t, launch);
+            }
+            Event::GatedLaunch(_) => {}
+            Event::Crash(t) => self.crash(t),
+            Event::QuantumEnd(generation) => self.quantum_end(generation),
+            Event::QuantumIdle(generation, since) => self.quantum_idle(generation, since),
+            Event::ReportDrained(t) => self.report_drained(t),
+        }
+        Ok(partial)
+    }
+
     fn into_outcome(self) -> Outcome {
         let makespan_ns = self.tenants.iter().map(|t| t.end_ns).max().unwrap_or(0);
-        let end = self.link.sample(self.now_ns);
-        let busy = |direction| {
-            let start = LinkSample::default();
-            self.link.utilization(direction, start, end).unwrap_or(0.0)
-        };
-        let link_utilization = (busy(Direction::ToDevice), busy(Direction::ToHost));
+        let link_utilization = self.flows.utilization(self.now_ns);
         let manager = &self.manager;
         let mmu = &self.mmu;
         let tenants = self
             .tenants
             .into_iter()
-            .map(|t| {
+            .zip(self.recorder.tenants)
+            .map(|(t, r)| {
                 let usage = manager.usage(t.id);
                 TenantOutcome {
                     vram_peak_bytes: usage.vram_peak_bytes,
@@ -761,34 +572,34 @@ impl Engine {
                     app: t.app,
                     start_ns: t.start_ns,
                     end_ns: t.end_ns,
-                    phase_ns: t.phase_start_ns.zip(t.phase_end_ns),
-                    vram_timeline: t.vram_timeline,
-                    local_bytes: t.local_bytes,
-                    remote_bytes: t.remote_bytes,
-                    alloc_latencies_ns: t.alloc_latencies_ns,
-                    evictions: t.evictions,
-                    pauses: t.pauses,
+                    phase_ns: r.phase_start_ns.zip(r.phase_end_ns),
+                    vram_timeline: r.vram_timeline,
+                    local_bytes: r.local_bytes,
+                    remote_bytes: r.remote_bytes,
+                    alloc_latencies_ns: r.alloc_latencies_ns,
+                    evictions: r.evictions,
+                    pauses: r.pauses,
                     error: t.error,
                     contract: t.contract,
                     allocations: manager
                         .paging()
                         .map(|p| p.allocations(t.id.0))
                         .unwrap_or_default(),
-                    faults_per_batch: t.faults_per_batch,
-                    preemptions: t.preemptions,
-                    wasted_ns: t.wasted_ns,
-                    wait_ns: t.wait_ns,
-                    longest_wait_ns: t.longest_wait_ns,
-                    longest_kernel_ns: t.longest_kernel_ns,
+                    faults_per_batch: r.faults_per_batch,
+                    preemptions: r.preemptions,
+                    wasted_ns: r.wasted_ns,
+                    wait_ns: r.wait_ns,
+                    longest_wait_ns: r.longest_wait_ns,
+                    longest_kernel_ns: r.longest_kernel_ns,
                     paging: manager.paging().map(|p| PagingOutcome {
                         stats: p.stats(t.id.0),
                         device: mmu.counts(t.id),
-                        fault_stall_ns: t.fault_stall_ns,
-                        optimum_pages_in: t
+                        fault_stall_ns: r.fault_stall_ns,
+                        optimum_pages_in: r
                             .page_stream
                             .as_ref()
-                            .and_then(|s| s.bound(t.optimum_capacity_pages)),
-                        optimum_skipped_touches: t
+                            .and_then(|s| s.bound(r.optimum_capacity_pages)),
+                        optimum_skipped_touches: r
                             .page_stream
                             .as_ref()
                             .filter(|s| s.over)
@@ -800,7 +611,7 @@ impl Engine {
         Outcome {
             tenants,
             makespan_ns,
-            events: self.events,
+            events: self.recorder.events,
             link_utilization,
         }
     }
@@ -812,9 +623,8 @@ impl Engine {
         }
     }
 
-    /// The next event in (time, sequence) order: from the queue, or the link's wake-up.
-    /// The earliest of the four sources in (time, sequence) order: the queue, events
-    /// for the current time, the link's wake-up and the kernels' fixed parts.
+    /// The next event in (time, sequence) order: the earliest of the queue, the events
+    /// for the current time and the devices' wake-ups.
     fn next_event(&mut self) -> Option<(u64, Event)> {
         // (time, sequence) keys; u64::MAX stands for an empty source (no real event
         // gets that sequence number).
@@ -824,19 +634,8 @@ impl Engine {
             .now_queue
             .front()
             .map_or(NONE, |(seq, _)| (self.now_ns, *seq));
-        let wake = self.link_wake.unwrap_or(NONE);
-        let kernel = self
-            .kernel_wakes
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, w)| (w.0, w.1))
-            .map_or((NONE, 0), |(i, w)| ((w.0, w.1), i));
-        let (key, event) = if kernel.0 < queued && kernel.0 < now && kernel.0 < wake {
-            let (_, _, launch) = self.kernel_wakes.swap_remove(kernel.1);
-            (kernel.0, Event::KernelFixedDone(launch))
-        } else if wake < queued && wake < now {
-            self.link_wake = None;
-            (wake, Event::LinkWake)
+        let (key, event) = if let Some(wake) = self.wakes.take_before(queued, now) {
+            wake
         } else if now < queued {
             let (_, event) = self.now_queue.pop_front()?;
             (now, event)

@@ -107,10 +107,10 @@ impl Engine {
     /// `to_step`, servicing far faults batch by batch; returns what it costs besides
     /// the kernel's all-in-VRAM time.
     pub(super) fn fault_in(&mut self, t: usize, walk: &mut Walk, to_step: u64) -> FaultIn {
-        if self.tenants[t].page_stream.is_some() {
+        if self.recorder.tenant(t).page_stream.is_some() {
             let capacity = self.manager.paging().map_or(1, Paging::capacity_pages);
-            let tenant = &mut self.tenants[t];
-            tenant.optimum_capacity_pages = tenant.optimum_capacity_pages.max(capacity);
+            let record = self.recorder.tenant(t);
+            record.optimum_capacity_pages = record.optimum_capacity_pages.max(capacity);
         }
         // Rules the manager changed since the last walk hold from its first touch.
         self.apply_page_actions();
@@ -139,7 +139,7 @@ impl Engine {
                 let target = (u128::from(c.count) * u128::from(step)).div_ceil(u128::from(steps));
                 let mut left = target as u64 - c.taken;
                 // A page stream records every run, which the general loop does.
-                if c.runs.random_order() && self.tenants[t].page_stream.is_none() {
+                if c.runs.random_order() && self.recorder.tenant(t).page_stream.is_none() {
                     step_touches += self.touch_pages(t, c, left, &mut batch);
                     continue;
                 }
@@ -158,7 +158,7 @@ impl Engine {
                     c.taken += n;
                     step_touches += n;
                     let (mut at, end) = (c.first + start, c.first + start + n);
-                    if let Some(stream) = &mut self.tenants[t].page_stream {
+                    if let Some(stream) = &mut self.recorder.tenant(t).page_stream {
                         stream.extend(at..end);
                     }
                     while at < end {
@@ -183,9 +183,9 @@ impl Engine {
             }
             // The work inside this one event is bounded too: a walk of terabytes (a
             // recorded interval of days) stops at the run's limits, not at its end.
-            self.page_touches = self.page_touches.saturating_add(step_touches);
+            let page_touches = self.recorder.count_page_touches(step_touches);
             let now_ns = self.walk_now_ns(&batch);
-            if self.page_touches > self.limits.max_page_touches {
+            if page_touches > self.limits.max_page_touches {
                 self.stopped = Some((Limit::PageTouches, now_ns));
             } else if now_ns > self.limits.max_sim_ns {
                 self.stopped = Some((Limit::SimTime, now_ns));
@@ -317,7 +317,7 @@ impl Engine {
     /// its costs to the batch's and its stall alone on the link to the walk's stalls.
     fn service_batch(&mut self, t: usize, batch: &mut Batch, now_ns: u64) {
         let faults = &batch.faults;
-        let sizes = &mut self.tenants[t].faults_per_batch;
+        let sizes = &mut self.recorder.tenant(t).faults_per_batch;
         if sizes.len() <= faults.len() {
             sizes.resize(faults.len() + 1, 0);
         }
