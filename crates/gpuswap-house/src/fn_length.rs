@@ -83,18 +83,15 @@ impl Exemption {
 
 /// One line per problem with the limit of `limit` lines over `fns`, whose files
 /// `relative` turns into repository paths: a function over the limit that no exemption
-/// covers and `allowed` (file, name) does not list; an `allowed` entry no longer over the
-/// limit (the list only shrinks); an exemption that covers no function.
+/// covers, and an exemption that covers no function.
 pub fn limit_problems(
     fns: &[FnLength],
     limit: usize,
     exemptions: &[Exemption],
-    allowed: &[(&str, &str)],
     relative: &dyn Fn(&Path) -> String,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let mut used_exemptions = vec![false; exemptions.len()];
-    let mut still_long = vec![false; allowed.len()];
     for f in fns {
         let file = relative(&f.file);
         if let Some(k) = exemptions.iter().position(|e| e.covers(f, &file)) {
@@ -104,24 +101,10 @@ pub fn limit_problems(
         if f.lines <= limit {
             continue;
         }
-        match allowed
-            .iter()
-            .position(|(a_file, a_name)| *a_file == file && *a_name == f.name)
-        {
-            Some(k) => still_long[k] = true,
-            None => problems.push(format!(
-                "fn {} ({file}:{}) is {} lines, over {limit}: split it by what it does",
-                f.name, f.line, f.lines
-            )),
-        }
-    }
-    for ((file, name), long) in allowed.iter().zip(still_long) {
-        if !long {
-            problems.push(format!(
-                "fn {name} ({file}) is no longer over {limit} lines (or is gone): remove it \
-                 from ALLOWED_FOR_NOW"
-            ));
-        }
+        problems.push(format!(
+            "fn {} ({file}:{}) is {} lines, over {limit}: split it by what it does",
+            f.name, f.line, f.lines
+        ));
     }
     for (e, used) in exemptions.iter().zip(used_exemptions) {
         if !used {
@@ -191,12 +174,11 @@ trait T {
     }
 
     #[test]
-    fn the_limit_sees_long_stale_and_exempt_functions() {
+    fn the_limit_sees_long_and_exempt_functions_and_stale_exemptions() {
         let fns = [
             fn_of("long", "src/a.rs", 151),
             fn_of("fine", "src/a.rs", 150),
-            fn_of("allowed", "src/b.rs", 200),
-            fn_of("shrunk", "src/b.rs", 90),
+            fn_of("short", "src/b.rs", 90),
             fn_of("program", "src/apps/x.rs", 300),
             fn_of("program", "src/apps/deeper/y.rs", 300),
         ];
@@ -212,16 +194,13 @@ trait T {
                 why: "stale",
             },
         ];
-        let allowed = [("src/b.rs", "allowed"), ("src/b.rs", "shrunk")];
         let shown = |p: &Path| p.display().to_string();
-        let problems = limit_problems(&fns, 150, &exemptions, &allowed, &shown);
+        let problems = limit_problems(&fns, 150, &exemptions, &shown);
         assert_eq!(
             problems,
             [
                 "fn long (src/a.rs:7) is 151 lines, over 150: split it by what it does",
                 "fn program (src/apps/deeper/y.rs:7) is 300 lines, over 150: split it by what it does",
-                "fn shrunk (src/b.rs) is no longer over 150 lines (or is gone): remove it from \
-                 ALLOWED_FOR_NOW",
                 "the exemption of fn table in src/gone/ covers nothing",
             ]
         );
