@@ -634,8 +634,13 @@ impl Engine {
             .now_queue
             .front()
             .map_or(NONE, |(seq, _)| (self.now_ns, *seq));
-        let (key, event) = if let Some(wake) = self.wakes.take_before(queued, now) {
-            wake
+        // The event is built in each branch, not handed back in an `Option` from the
+        // table: a returned (key, event) went through the stack, and reading it back
+        // whole stalled on the parts just written, on every event.
+        let (wake_key, wake) = self.wakes.earliest();
+        let (key, event) = if let Some(wake) = wake.filter(|_| wake_key < queued && wake_key < now)
+        {
+            (wake_key, self.wakes.take(wake))
         } else if now < queued {
             let (_, event) = self.now_queue.pop_front()?;
             (now, event)

@@ -8,6 +8,13 @@ use gpuswap_core::LaunchId;
 
 use super::Event;
 
+/// Which wake-up of the table: the link's, or a kernel's at this index.
+#[derive(Clone, Copy)]
+pub(super) enum Wake {
+    Link,
+    Kernel(usize),
+}
+
 /// The devices' wake-ups, as (time, sequence number) keys in the event queue's order.
 #[derive(Default)]
 pub(super) struct Wakes {
@@ -42,32 +49,30 @@ impl Wakes {
         self.kernels.push((at_ns, seq, launch));
     }
 
-    /// Takes the earliest wake-up if it comes before both `queued` and `now` (the keys
-    /// of the queue's and the current time's next events), as its key and event.
+    /// The earliest wake-up's key, and which one it is (`None`: the table is empty, and
+    /// the key is `(u64::MAX, u64::MAX)`, after every real event's).
     #[inline]
-    pub(super) fn take_before(
-        &mut self,
-        queued: (u64, u64),
-        now: (u64, u64),
-    ) -> Option<((u64, u64), Event)> {
-        // u64::MAX stands for an empty source (no real event gets that sequence number).
-        const NONE: (u64, u64) = (u64::MAX, u64::MAX);
-        let link = self.link.unwrap_or(NONE);
-        let kernel = self
-            .kernels
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, w)| (w.0, w.1))
-            .map_or((NONE, 0), |(i, w)| ((w.0, w.1), i));
-        // Compared one by one: the tuples' `min` costs more, on every event.
-        if kernel.0 < queued && kernel.0 < now && kernel.0 < link {
-            let (_, _, launch) = self.kernels.swap_remove(kernel.1);
-            Some((kernel.0, Event::KernelFixedDone(launch)))
-        } else if link < queued && link < now {
-            self.link = None;
-            Some((link, Event::LinkWake))
-        } else {
-            None
+    pub(super) fn earliest(&self) -> ((u64, u64), Option<Wake>) {
+        let mut first = self
+            .link
+            .map_or(((u64::MAX, u64::MAX), None), |w| (w, Some(Wake::Link)));
+        for (i, w) in self.kernels.iter().enumerate() {
+            if (w.0, w.1) < first.0 {
+                first = ((w.0, w.1), Some(Wake::Kernel(i)));
+            }
+        }
+        first
+    }
+
+    /// Takes the wake-up `earliest` named, as its event.
+    #[inline]
+    pub(super) fn take(&mut self, wake: Wake) -> Event {
+        match wake {
+            Wake::Link => {
+                self.link = None;
+                Event::LinkWake
+            }
+            Wake::Kernel(i) => Event::KernelFixedDone(self.kernels.swap_remove(i).2),
         }
     }
 }
