@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
 
+use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
 
@@ -220,7 +221,7 @@ impl Client {
             Err(_) => "internal error (a panic) in the interposer's thread".to_owned(),
         };
         let why = format!("lost the gpuswap daemon ({why}); new allocations are unmanaged");
-        crate::warn(&why);
+        diag::warn(&why);
         let _ = lock(&self.out).shutdown(std::net::Shutdown::Both);
         // Allocations waiting for an answer get none: fail them, under the lock that
         // `alloc` checks the loss under.
@@ -276,7 +277,7 @@ impl Client {
                         );
                     }
                     if let Err(e) = self.drain() {
-                        crate::warn(&format!("draining for a suspension: {e}"));
+                        diag::warn(&format!("draining for a suspension: {e}"));
                     }
                     Some(ClientMsg::Suspended)
                 }
@@ -294,18 +295,18 @@ impl Client {
                     Err(error) => ClientMsg::RelocateFailed { copy, error },
                 }),
                 DaemonMsg::Kill { reason } => {
-                    crate::die(&format!("the gpuswap daemon ended this process: {reason}"))
+                    diag::die(&format!("the gpuswap daemon ended this process: {reason}"))
                 }
                 DaemonMsg::Refused { reason } => return format!("it refused: {reason}"),
                 other => {
-                    crate::warn(&format!("ignored an unexpected message: {other:?}"));
+                    diag::warn(&format!("ignored an unexpected message: {other:?}"));
                     None
                 }
             };
             if let Some(reply) = reply
                 && let Err(e) = self.send(&reply)
             {
-                crate::warn(&format!("answering the daemon: {e}"));
+                diag::warn(&format!("answering the daemon: {e}"));
             }
         }
     }
@@ -327,7 +328,7 @@ impl Client {
         let ctx = match lock(&self.answers).get(&request) {
             Some(Answer::Waiting { ctx }) => *ctx,
             _ => {
-                crate::warn(&format!("a grant for unknown request {request}"));
+                diag::warn(&format!("a grant for unknown request {request}"));
                 return;
             }
         };
@@ -448,7 +449,7 @@ impl Client {
         buffer.chunks[index] = Chunk { handle: new };
         let kept = to == Location::Vram && host_pool::give(len, old);
         if !kept && let Err(e) = driver::release(old) {
-            crate::warn(&format!("releasing a moved chunk's old memory: {e}"));
+            diag::warn(&format!("releasing a moved chunk's old memory: {e}"));
         }
         clock.lap(Phase::Release);
         lock(&MOVES).record(to, len, &clock.ns);
@@ -547,6 +548,7 @@ static MOVES: Mutex<MoveTimes> = Mutex::new(MoveTimes {
 
 impl MoveTimes {
     fn record(&mut self, to: Location, bytes: u64, phase_ns: &PhaseNs) {
+        diag::add_report(diag::Report::Moves, move_report);
         let d = to as usize;
         self.chunks[d] += 1;
         self.bytes[d] += bytes;
@@ -557,7 +559,7 @@ impl MoveTimes {
 }
 
 /// The moves' times per chunk and phase, for the trace; `None` before any move.
-pub(crate) fn move_report() -> Option<String> {
+fn move_report() -> Option<String> {
     let moves = lock(&MOVES);
     let lines: Vec<String> = [Location::Vram, Location::Host]
         .into_iter()

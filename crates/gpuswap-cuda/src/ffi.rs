@@ -6,6 +6,8 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
+use crate::diag;
+
 /// `CUresult`.
 pub type CuResult = c_int;
 /// `CUdeviceptr` on 64-bit platforms.
@@ -83,7 +85,7 @@ fn real_library() -> Option<usize> {
         // SAFETY: a NUL-terminated path; the handle is kept for the process's life.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
         if h.is_null() {
-            crate::warn(&format!("cannot load the CUDA driver library {name}"));
+            diag::warn(&format!("cannot load the CUDA driver library {name}"));
             return None;
         }
         Some(h as usize)
@@ -104,7 +106,7 @@ macro_rules! real {
         static ADDR: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         let addr = *ADDR.get_or_init(|| $crate::ffi::real_symbol($name));
         if addr == 0 {
-            $crate::die(concat!("the CUDA driver has no ", stringify!($name)));
+            $crate::diag::die(concat!("the CUDA driver has no ", stringify!($name)));
         }
         // SAFETY: the driver exports `$name` with this signature (cuda.h).
         unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($arg),*) -> $ret>(addr) }
@@ -221,7 +223,7 @@ pub mod driver {
             Err(rc) if kind == LOCATION_HOST && rc != CUDA_ERROR_OUT_OF_MEMORY => {
                 let handle = attempt(LOCATION_HOST_NUMA)?;
                 HOST_KIND.store(LOCATION_HOST_NUMA, std::sync::atomic::Ordering::Relaxed);
-                crate::trace_note("host memory comes from NUMA node 0 (HOST_NUMA)");
+                diag::trace_note("host memory comes from NUMA node 0 (HOST_NUMA)");
                 Ok(handle)
             }
             other => other,

@@ -6,6 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{OnceLock, RwLockReadGuard};
 
 use crate::client::{self, Client};
+use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, real};
 
 /// How the process runs.
@@ -52,9 +53,9 @@ fn gate() -> Option<RwLockReadGuard<'static, ()>> {
 }
 
 fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
-    crate::trace_call(name);
+    diag::trace_call(name);
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        crate::warn("internal error (a panic) in the interposer; the call failed");
+        diag::warn("internal error (a panic) in the interposer; the call failed");
         ffi::CUDA_ERROR_UNKNOWN
     })
 }
@@ -67,7 +68,7 @@ fn refuse_once(name: &str, why: &str) -> CuResult {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !said.iter().any(|s| s == name) {
         said.push(name.to_owned());
-        crate::warn(&format!("{name} is not managed by gpuswap: {why}"));
+        diag::warn(&format!("{name} is not managed by gpuswap: {why}"));
     }
     ffi::CUDA_ERROR_NOT_SUPPORTED
 }
@@ -94,7 +95,7 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
                     Mode::Managed(c)
                 }
                 Err(e) => {
-                    crate::warn(&e);
+                    diag::warn(&e);
                     Mode::Failed(e)
                 }
             }
@@ -112,7 +113,7 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuResult {
     guarded("cuMemAlloc_v2", || {
         if let Some(Mode::Failed(e)) = MODE.get() {
-            crate::warn(e);
+            diag::warn(e);
             return ffi::CUDA_ERROR_NOT_INITIALIZED;
         }
         // The daemon manages device 0 (CUDA_VISIBLE_DEVICES picks which GPU that is);
@@ -144,7 +145,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuRes
                 ffi::CUDA_SUCCESS
             }
             Err((rc, why)) => {
-                crate::warn(&format!("cuMemAlloc of {bytes} bytes failed: {why}"));
+                diag::warn(&format!("cuMemAlloc of {bytes} bytes failed: {why}"));
                 rc
             }
         }
@@ -161,7 +162,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
             match client.free(dptr) {
                 Some(Ok(())) => return ffi::CUDA_SUCCESS,
                 Some(Err(e)) => {
-                    crate::warn(&format!("cuMemFree: {e}"));
+                    diag::warn(&format!("cuMemFree: {e}"));
                     return ffi::CUDA_ERROR_INVALID_VALUE;
                 }
                 None => {}
@@ -231,7 +232,7 @@ fn free_async(
             && client.holds(dptr)
         {
             if let Err(e) = ffi::driver::synchronize_stream(stream) {
-                crate::warn(&format!("{name}: {e}"));
+                diag::warn(&format!("{name}: {e}"));
             }
             // SAFETY: our own entry point, with a pointer we manage.
             return unsafe { cuMemFree_v2(dptr) };

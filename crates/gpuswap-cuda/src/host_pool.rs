@@ -15,6 +15,7 @@
 
 use std::sync::{Condvar, Mutex, OnceLock};
 
+use crate::diag;
 use crate::ffi::{self, Handle, driver};
 
 /// The ready handles and what the pinning thread needs to know.
@@ -58,7 +59,7 @@ fn pool_bytes() -> u64 {
     *BYTES.get_or_init(|| match std::env::var("GPUSWAP_HOST_POOL") {
         Err(_) => 0,
         Ok(text) => parse_bytes(&text).unwrap_or_else(|e| {
-            crate::warn(&format!(
+            diag::warn(&format!(
                 "GPUSWAP_HOST_POOL={text:?} is not a size; expected bytes, or {}; no host \
                  memory is kept ready",
                 e.expected
@@ -84,6 +85,7 @@ pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
     if pool_bytes() == 0 {
         return None;
     }
+    diag::add_report(diag::Report::HostPool, report);
     let mut pool = lock();
     pool.chunk_bytes = pool.chunk_bytes.max(len);
     pool.ctx = ctx;
@@ -144,7 +146,7 @@ fn pin_ahead() {
                 }
             }
             Err(e) => {
-                crate::warn(&format!(
+                diag::warn(&format!(
                     "pinning host memory ahead stopped ({e}); evictions create their own"
                 ));
                 return;
@@ -154,7 +156,7 @@ fn pin_ahead() {
 }
 
 /// Evictions served from the pool and in all, for the trace; `None` before any.
-pub(crate) fn report() -> Option<String> {
+fn report() -> Option<String> {
     let pool = lock();
     let all = pool.hits + pool.misses;
     (all > 0).then(|| {

@@ -28,16 +28,6 @@ const COLLAPSED: &[Collapsed] = &[Collapsed {
     why: "Engine's impl blocks split over files: they share its private fields and helpers",
 }];
 
-/// Circles found when this test first covered every crate, each with the fix it waits
-/// for: (crate, its modules as the failure lists them, why). The list only shrinks: an
-/// entry whose circle is gone or has changed fails, so take it out (or correct it).
-const CIRCLES_FOR_NOW: &[(&str, &[&str], &str)] = &[(
-    "gpuswap-cuda",
-    &["client", "crate", "ffi", "hooks", "host_pool"],
-    "every module calls the root's warn(), trace_call() and trace_note(): move the \
-         diagnostics to a module of their own",
-)];
-
 /// Each crate with the workspace crates its `[dependencies]` and `[build-dependencies]`
 /// name, as they are; the order goes from the leaves up.
 const DEPENDENCIES: Table = &[
@@ -146,7 +136,6 @@ fn every_crate_has_a_row_in_the_table() {
 #[test]
 fn no_crate_has_an_import_circle() {
     let mut report = String::new();
-    let mut seen = Vec::new();
     for (krate, tree) in trees() {
         let collapsed: Vec<&str> = COLLAPSED
             .iter()
@@ -154,25 +143,7 @@ fn no_crate_has_an_import_circle() {
             .map(|c| c.module)
             .collect();
         for circle in circles(krate, tree, &collapsed) {
-            let allowed = CIRCLES_FOR_NOW
-                .iter()
-                .any(|(k, members, _)| k == krate && *members == circle.members.as_slice());
-            if allowed {
-                seen.push((krate.as_str(), circle.members));
-            } else {
-                report += &circle.report;
-            }
-        }
-    }
-    for (krate, members, why) in CIRCLES_FOR_NOW {
-        if !seen
-            .iter()
-            .any(|(k, m)| k == krate && m.as_slice() == *members)
-        {
-            report += &format!(
-                "{krate}: the circle of {members:?} in CIRCLES_FOR_NOW is gone or changed \
-                 ({why}): remove or correct the entry\n"
-            );
+            report += &circle.report;
         }
     }
     assert!(report.is_empty(), "import circles:\n{report}");
