@@ -522,3 +522,27 @@ fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     let error = gpuswap_daemon::check_policy(&PolicySettings::named("uvm")).unwrap_err();
     assert!(error.contains("page faults"), "{error}");
 }
+
+/// A peer that stops reading (frozen, or a slow consumer) holds up no one else: its
+/// answers queue in its own outbox, and another tenant's allocation is answered at once,
+/// not after the write timeout (10 s) that finally closes the frozen one.
+#[test]
+fn a_frozen_peer_does_not_delay_another_peers_allocation() {
+    let d = daemon("frozen", 64);
+    let mut frozen = Tenant::connect(&d.socket, "frozen");
+    // Requests beyond everything the daemon has are refused at once: thousands of
+    // refusals fill the frozen peer's socket, which it never reads.
+    for request in 0..20_000 {
+        frozen.send(&ClientMsg::Alloc {
+            request,
+            bytes: u64::MAX,
+        });
+    }
+    let asked = std::time::Instant::now();
+    let mut other = Tenant::connect(&d.socket, "other");
+    other.alloc(2 * MIB).unwrap();
+    let waited = asked.elapsed();
+    eprintln!("the other peer was answered in {waited:?}");
+    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
+    drop(frozen);
+}
