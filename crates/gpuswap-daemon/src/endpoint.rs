@@ -148,7 +148,7 @@ impl Endpoint {
             m.handle_timeout(now_ns);
         }
         if let Some((conn, since)) = self.awaiting
-            && now_ns.saturating_sub(since) > ANSWER_TIMEOUT_NS
+            && now_ns.saturating_sub(since) >= ANSWER_TIMEOUT_NS
         {
             self.awaiting = None;
             self.dying.push((
@@ -681,7 +681,7 @@ impl Endpoint {
         self.transmits.push_back((conn, msg));
     }
 
-    /// The state `gpuswap top` shows.
+    /// The state `gpuswap top` shows, as of the latest input.
     pub fn snapshot(&self) -> wire::Snapshot {
         let Some(m) = self.manager.as_ref() else {
             return wire::Snapshot {

@@ -511,6 +511,14 @@ fn forged_answers_and_huge_requests_are_refused() {
 fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     let gpuswap = || PolicySettings::named("gpuswap");
     assert_eq!(gpuswap_daemon::check_policy(&gpuswap()), Ok(()));
+    // Refusals follow what the backend is declared to supply: gpuswap's return timer is
+    // needed and supplied, so nothing is lacking.
+    let supplied = gpuswap_daemon::SUPPLIES;
+    assert!(gpuswap().needs().timers && supplied.timers);
+    assert_eq!(
+        gpuswap().needs().lacking(supplied),
+        gpuswap_core::Needs::NONE
+    );
     for (victim, lacking) in [
         ("performance", "hardware counters of each kernel"),
         ("access-rate", "hardware counters of each kernel"),
