@@ -136,6 +136,19 @@ impl Needs {
         }
     }
 
+    /// What these needs ask for and `supplied` (a backend's capabilities, declared as
+    /// needs it meets) does not give.
+    pub const fn lacking(self, supplied: Needs) -> Needs {
+        Needs {
+            reference_bits: self.reference_bits && !supplied.reference_bits,
+            launch_gating: self.launch_gating && !supplied.launch_gating,
+            timers: self.timers && !supplied.timers,
+            page_faults: self.page_faults && !supplied.page_faults,
+            access_counts: self.access_counts && !supplied.access_counts,
+            kernel_estimates: self.kernel_estimates && !supplied.kernel_estimates,
+        }
+    }
+
     /// The names of what is needed, for listings.
     pub fn names(self) -> Vec<&'static str> {
         [

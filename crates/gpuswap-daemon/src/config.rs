@@ -1,4 +1,4 @@
-//! What the daemon is started with: a leaf the serve loop and the driver both read.
+//! What the daemon is started with: a leaf the serve loop and the endpoint both read.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -511,6 +511,14 @@ fn forged_answers_and_huge_requests_are_refused() {
 fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     let gpuswap = || PolicySettings::named("gpuswap");
     assert_eq!(gpuswap_daemon::check_policy(&gpuswap()), Ok(()));
+    // Refusals follow what the backend is declared to supply: gpuswap's return timer is
+    // needed and supplied, so nothing is lacking.
+    let supplied = gpuswap_daemon::SUPPLIES;
+    assert!(gpuswap().needs().timers && supplied.timers);
+    assert_eq!(
+        gpuswap().needs().lacking(supplied),
+        gpuswap_core::Needs::NONE
+    );
     for (victim, lacking) in [
         ("performance", "hardware counters of each kernel"),
         ("access-rate", "hardware counters of each kernel"),
@@ -521,4 +529,28 @@ fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     }
     let error = gpuswap_daemon::check_policy(&PolicySettings::named("uvm")).unwrap_err();
     assert!(error.contains("page faults"), "{error}");
+}
+
+/// A peer that stops reading (frozen, or a slow consumer) holds up no one else: its
+/// answers queue in its own outbox, and another tenant's allocation is answered at once,
+/// not after the write timeout (10 s) that finally closes the frozen one.
+#[test]
+fn a_frozen_peer_does_not_delay_another_peers_allocation() {
+    let d = daemon("frozen", 64);
+    let mut frozen = Tenant::connect(&d.socket, "frozen");
+    // Requests beyond everything the daemon has are refused at once: thousands of
+    // refusals fill the frozen peer's socket, which it never reads.
+    for request in 0..20_000 {
+        frozen.send(&ClientMsg::Alloc {
+            request,
+            bytes: u64::MAX,
+        });
+    }
+    let asked = std::time::Instant::now();
+    let mut other = Tenant::connect(&d.socket, "other");
+    other.alloc(2 * MIB).unwrap();
+    let waited = asked.elapsed();
+    eprintln!("the other peer was answered in {waited:?}");
+    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
+    drop(frozen);
 }

@@ -1,11 +1,12 @@
-//! The daemon's driver of the core: connections become tenants, their messages become
-//! the manager's events, the manager's actions become messages to the processes that
-//! carry them out. The second driver of `gpuswap_core::Manager` beside the simulator's
-//! engine, with the wall clock in place of simulated time.
+//! The daemon as a sans-IO endpoint (the shape of quinn-proto's `Endpoint`), the second
+//! driver of `gpuswap_core::Manager` beside the simulator's engine: connections become
+//! tenants, their messages become the manager's events, the manager's actions become
+//! messages to the processes that carry them out. Time comes in as an argument and
+//! everything that leaves is polled out (what to send, whom to close, what to log), so
+//! the endpoint owns no socket, thread or clock: `crate::serve` supplies those, and
+//! tests drive it with a fake clock.
 
-use std::collections::BTreeMap;
-use std::os::unix::net::UnixStream;
-use std::time::Instant;
+use std::collections::{BTreeMap, VecDeque};
 
 use gpuswap_core::{
     Action, AllocError, AllocRequest, BufferId, BufferKind, Contract, CopyId, Dma, Execution,
@@ -16,14 +17,15 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
-const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
 
 /// A connection's number, unique for the daemon's life.
 pub type ConnId = u64;
 
-/// What the socket threads hand the driver.
+/// What the socket threads hand the endpoint.
+#[derive(Debug)]
 pub enum Input {
-    /// A new connection, its peer's pid and uid, and a handle to write to it.
+    /// A new connection, and its peer's pid and uid.
     Accepted {
         /// Its number.
         conn: ConnId,
@@ -31,41 +33,49 @@ pub enum Input {
         pid: u32,
         /// The peer's user.
         uid: u32,
-        /// Where the driver writes (a clone of the reader thread's stream).
-        out: UnixStream,
     },
     /// A frame arrived.
     Frame(ConnId, ClientMsg),
-    /// The connection ended or sent something unreadable.
+    /// The connection ended, sent something unreadable or could not be written to.
     Gone(ConnId, String),
+}
+
+/// What the daemon reports as it goes, for the serve loop to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndpointEvent {
+    /// A line of the daemon's log (connections, refusals, exits with their figures);
+    /// only when the daemon is verbose.
+    Log(String),
 }
 
 /// One connection.
 struct Conn {
-    out: UnixStream,
     pid: u32,
     name: String,
     tenant: Option<TenantId>,
     suspended: bool,
     /// Allocations waiting for an answer: the core's request number, the client's, and
     /// when it was asked.
-    pending: Vec<(RequestId, u64, Instant)>,
+    pending: Vec<(RequestId, u64, u64)>,
     relocations: u64,
     waits: u64,
     wait_ns: u64,
     /// When the outstanding suspension was asked for.
-    suspend_sent: Option<Instant>,
+    suspend_sent: Option<u64>,
     relocation_ns: u64,
     suspensions: u64,
     drain_ns: u64,
 }
 
-/// The driver: the manager and the connections.
-pub struct Driver {
+/// The endpoint: the manager, the connections, and what waits to be polled out.
+pub struct Endpoint {
     config: DaemonConfig,
+    /// The daemon's own user: only its processes are served.
+    euid: u32,
     /// Built at the first tenant's hello when the VRAM size is taken from its device.
     manager: Option<Manager>,
-    start: Instant,
+    /// The time of the latest input, in ns since the daemon started.
+    now_ns: u64,
     conns: BTreeMap<ConnId, Conn>,
     /// The connection of each tenant number; `None` when the number is free.
     tenants: Vec<Option<ConnId>>,
@@ -76,25 +86,33 @@ pub struct Driver {
     served: u64,
     /// The outstanding relocation copy, its tenant (only that tenant may answer it) and
     /// when it was asked for.
-    copy: Option<(CopyId, TenantId, Instant)>,
+    copy: Option<(CopyId, TenantId, u64)>,
     /// The tenant the manager waits on (to drain or to copy) and since when: one that
-    /// does not answer within [`ANSWER_TIMEOUT`] is closed, so that one frozen process
+    /// does not answer within [`ANSWER_TIMEOUT_NS`] is closed, so that one frozen process
     /// cannot stall every allocation.
-    awaiting: Option<(ConnId, Instant)>,
+    awaiting: Option<(ConnId, u64)>,
     /// Connections to close once the current event's actions are carried out.
     dying: Vec<(ConnId, String)>,
+    /// Messages to send, in order, for [`Endpoint::poll_transmit`].
+    transmits: VecDeque<(ConnId, DaemonMsg)>,
+    /// Connections closed, for [`Endpoint::poll_close`] (after their last transmits).
+    closes: VecDeque<ConnId>,
+    /// What happened, for [`Endpoint::poll_event`].
+    events: VecDeque<EndpointEvent>,
 }
 
-impl Driver {
-    /// A driver with no tenant; the manager is built now if the VRAM size is known.
-    pub fn new(config: DaemonConfig) -> Self {
+impl Endpoint {
+    /// An endpoint with no tenant serving the processes of user `euid`; the manager is
+    /// built now if the VRAM size is known.
+    pub fn new(config: DaemonConfig, euid: u32) -> Self {
         let manager = config
             .vram_bytes
             .map(|v| Manager::new(manager_config(&config, v)));
         Self {
             config,
+            euid,
             manager,
-            start: Instant::now(),
+            now_ns: 0,
             conns: BTreeMap::new(),
             tenants: Vec::new(),
             mapped: BTreeMap::new(),
@@ -103,55 +121,66 @@ impl Driver {
             copy: None,
             awaiting: None,
             dying: Vec::new(),
+            transmits: VecDeque::new(),
+            closes: VecDeque::new(),
+            events: VecDeque::new(),
         }
     }
 
-    fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+    /// The earliest time (ns since the daemon started) at which the endpoint wants
+    /// [`Endpoint::handle_timeout`]: the manager's timer, or the deadline of the answer
+    /// it waits for.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let timer = self.manager.as_ref().and_then(Manager::poll_timeout);
+        let deadline = self
+            .awaiting
+            .map(|(_, since)| since.saturating_add(ANSWER_TIMEOUT_NS));
+        timer.into_iter().chain(deadline).min()
     }
 
-    /// How long until the manager wants [`Driver::handle_timer`], if it does.
-    pub fn next_timeout(&self) -> Option<std::time::Duration> {
-        let at = self.manager.as_ref()?.poll_timeout()?;
-        Some(std::time::Duration::from_nanos(
-            at.saturating_sub(self.now_ns()),
-        ))
-    }
-
-    /// Closes the process the manager waits on if it has not answered in time.
-    pub fn check_deadlines(&mut self) {
+    /// Time passed to `now_ns`: the manager's timer runs if due, and the process the
+    /// manager waits on is closed if it has not answered in time.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+        if let Some(m) = self.manager.as_mut()
+            && m.poll_timeout().is_some_and(|at| at <= now_ns)
+        {
+            m.handle_timeout(now_ns);
+        }
         if let Some((conn, since)) = self.awaiting
-            && since.elapsed() > ANSWER_TIMEOUT
+            && now_ns.saturating_sub(since) >= ANSWER_TIMEOUT_NS
         {
             self.awaiting = None;
             self.dying.push((
                 conn,
-                format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
+                format!("no answer within {} s", ANSWER_TIMEOUT_NS / 1_000_000_000),
             ));
-            self.drain();
-        }
-    }
-
-    /// The manager's timer is due.
-    pub fn handle_timer(&mut self) {
-        let now = self.now_ns();
-        if let Some(m) = self.manager.as_mut() {
-            m.handle_timeout(now);
         }
         self.drain();
     }
 
-    /// Handles one input and carries out every action that follows.
-    pub fn handle(&mut self, input: Input) {
+    /// The next message to send, and to whom.
+    pub fn poll_transmit(&mut self) -> Option<(ConnId, DaemonMsg)> {
+        self.transmits.pop_front()
+    }
+
+    /// The next connection to close, once the messages polled before it are sent.
+    pub fn poll_close(&mut self) -> Option<ConnId> {
+        self.closes.pop_front()
+    }
+
+    /// The next thing the daemon reports.
+    pub fn poll_event(&mut self) -> Option<EndpointEvent> {
+        self.events.pop_front()
+    }
+
+    /// Handles one input arriving at `now_ns` (ns since the daemon started) and carries
+    /// out every action that follows.
+    pub fn handle(&mut self, now_ns: u64, input: Input) {
+        self.now_ns = now_ns;
         match input {
-            Input::Accepted {
-                conn,
-                pid,
-                uid,
-                out,
-            } => {
-                let mut c = Conn {
-                    out,
+            Input::Accepted { conn, pid, uid } => {
+                let c = Conn {
                     pid,
                     name: String::new(),
                     tenant: None,
@@ -165,13 +194,11 @@ impl Driver {
                     suspensions: 0,
                     drain_ns: 0,
                 };
-                if uid != crate::socket::euid() {
-                    let reason = format!(
-                        "uid {uid} may not use the daemon of uid {}",
-                        crate::socket::euid()
-                    );
-                    let _ = send(&mut c.out, &DaemonMsg::Refused { reason });
-                    let _ = c.out.shutdown(std::net::Shutdown::Both);
+                if uid != self.euid {
+                    let reason = format!("uid {uid} may not use the daemon of uid {}", self.euid);
+                    self.transmits
+                        .push_back((conn, DaemonMsg::Refused { reason }));
+                    self.closes.push_back(conn);
                     return;
                 }
                 self.conns.insert(conn, c);
@@ -220,7 +247,7 @@ impl Driver {
             (ClientMsg::Suspended, Some(tenant)) => {
                 self.awaiting = None;
                 if let Some(sent) = c.suspend_sent.take() {
-                    c.drain_ns += elapsed_ns(sent);
+                    c.drain_ns += self.now_ns.saturating_sub(sent);
                 }
                 let m = self.manager.as_mut().expect("a tenant exists");
                 if let Err(e) = m.handle_suspended(tenant) {
@@ -247,8 +274,8 @@ impl Driver {
             Ok(()) => DaemonMsg::Snapshot(self.snapshot()),
             Err(reason) => DaemonMsg::Refused { reason },
         };
-        if let Some(c) = self.conns.get_mut(&conn) {
-            let _ = send(&mut c.out, &reply);
+        if self.conns.contains_key(&conn) {
+            self.transmits.push_back((conn, reply));
         }
         self.dying.push((conn, "observed".into()));
     }
@@ -282,13 +309,13 @@ impl Driver {
         let c = self.conns.get_mut(&conn).expect("present");
         c.tenant = Some(tenant);
         c.name = name;
-        self.log(format_args!(
+        self.log(format!(
             "{tenant} connected: pid {}, {:?}",
             self.conns[&conn].pid, self.conns[&conn].name
         ));
         self.send(
             conn,
-            &DaemonMsg::Welcome {
+            DaemonMsg::Welcome {
                 protocol: PROTOCOL_VERSION,
                 tenant: tenant.0,
                 chunk_bytes,
@@ -308,7 +335,7 @@ impl Driver {
             // chunks for it.
             self.send(
                 conn,
-                &DaemonMsg::AllocFailed {
+                DaemonMsg::AllocFailed {
                     request,
                     out_of_memory: true,
                     error: format!(
@@ -322,7 +349,7 @@ impl Driver {
         let c = self.conns.get_mut(&conn).expect("present");
         let id = RequestId(self.next_request);
         self.next_request += 1;
-        c.pending.push((id, request, Instant::now()));
+        c.pending.push((id, request, self.now_ns));
         let m = self.manager.as_mut().expect("a tenant exists");
         m.handle_alloc(AllocRequest {
             request: id,
@@ -343,7 +370,7 @@ impl Driver {
         };
         let c = self.conns.get_mut(&conn).expect("present");
         c.relocations += 1;
-        c.relocation_ns += elapsed_ns(sent);
+        c.relocation_ns += self.now_ns.saturating_sub(sent);
         self.copy = None;
         self.awaiting = None;
         let m = self.manager.as_mut().expect("a tenant exists");
@@ -361,7 +388,7 @@ impl Driver {
         }
         self.copy = None;
         self.awaiting = None;
-        self.log(format_args!("{tenant}: relocation {copy} failed: {error}"));
+        self.log(format!("{tenant}: relocation {copy} failed: {error}"));
         let m = self.manager.as_mut().expect("a tenant exists");
         if let Err(e) = m.handle_copy_failed(CopyId(copy)) {
             self.protocol_violation(conn, e.to_string());
@@ -389,7 +416,7 @@ impl Driver {
             // A tenth of the device is left to what the daemon does not manage: every
             // process's CUDA context, and memory allocated outside the interposer.
             let vram = device_total_bytes / 10 * 9 / chunk * chunk;
-            self.log(format_args!(
+            self.log(format!(
                 "managing {vram} bytes of VRAM (nine tenths of the device's \
                  {device_total_bytes}; --vram sets it)"
             ));
@@ -399,19 +426,17 @@ impl Driver {
     }
 
     fn refuse(&mut self, conn: ConnId, reason: String) {
-        self.log(format_args!("connection {conn} refused: {reason}"));
-        self.send(conn, &DaemonMsg::Refused { reason });
+        self.log(format!("connection {conn} refused: {reason}"));
+        self.send(conn, DaemonMsg::Refused { reason });
         self.dying.push((conn, "refused".into()));
     }
 
     fn protocol_violation(&mut self, conn: ConnId, reason: String) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            let _ = send(
-                &mut c.out,
-                &DaemonMsg::Refused {
-                    reason: format!("protocol error: {reason}"),
-                },
-            );
+        if self.conns.contains_key(&conn) {
+            let refused = DaemonMsg::Refused {
+                reason: format!("protocol error: {reason}"),
+            };
+            self.transmits.push_back((conn, refused));
         }
         self.dying.push((conn, format!("protocol error: {reason}")));
     }
@@ -434,8 +459,7 @@ impl Driver {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
-        // Both halves: the reader thread's clone ends too, and the process sees the end.
-        let _ = c.out.shutdown(std::net::Shutdown::Both);
+        self.closes.push_back(conn);
         if self.awaiting.is_some_and(|(a, _)| a == conn) {
             self.awaiting = None;
         }
@@ -445,7 +469,7 @@ impl Driver {
                 .as_ref()
                 .map(|m| m.usage(tenant))
                 .unwrap_or_default();
-            self.log(format_args!(
+            self.log(format!(
                 "{tenant} (pid {}) gone: {why}; {} bytes evicted, {} returned, {} chunk moves \
                  taking {:.1} ms ({:.0} us each from command to answer), {} suspensions \
                  drained in {:.1} ms, {} allocations waited {:.1} ms",
@@ -518,7 +542,7 @@ impl Driver {
                 if let Some(client) = self.answered(tenant, request) {
                     self.send_tenant(
                         tenant,
-                        &DaemonMsg::Granted {
+                        DaemonMsg::Granted {
                             request: client,
                             buffer: buffer.0,
                             bytes,
@@ -540,7 +564,7 @@ impl Driver {
                     );
                     self.send_tenant(
                         tenant,
-                        &DaemonMsg::AllocFailed {
+                        DaemonMsg::AllocFailed {
                             request: client,
                             out_of_memory,
                             error: error.to_string(),
@@ -558,25 +582,25 @@ impl Driver {
         match execution {
             Execution::Suspend { tenant, .. } => {
                 if let Some(conn) = self.conn_of(tenant) {
-                    self.awaiting = Some((conn, Instant::now()));
+                    self.awaiting = Some((conn, self.now_ns));
                 }
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
                     c.suspended = true;
                     c.suspensions += 1;
-                    c.suspend_sent = Some(Instant::now());
+                    c.suspend_sent = Some(self.now_ns);
                 }
-                self.send_tenant(tenant, &DaemonMsg::Suspend);
+                self.send_tenant(tenant, DaemonMsg::Suspend);
             }
             Execution::Resume { tenant } => {
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
                     c.suspended = false;
                 }
-                self.send_tenant(tenant, &DaemonMsg::Resume);
+                self.send_tenant(tenant, DaemonMsg::Resume);
             }
             Execution::Kill { tenant, reason } => {
                 self.send_tenant(
                     tenant,
-                    &DaemonMsg::Kill {
+                    DaemonMsg::Kill {
                         reason: reason.to_string(),
                     },
                 );
@@ -600,13 +624,13 @@ impl Driver {
                 to,
                 ..
             } => {
-                self.copy = Some((copy, tenant, Instant::now()));
+                self.copy = Some((copy, tenant, self.now_ns));
                 if let Some(conn) = self.conn_of(tenant) {
-                    self.awaiting = Some((conn, Instant::now()));
+                    self.awaiting = Some((conn, self.now_ns));
                 }
                 self.send_tenant(
                     tenant,
-                    &DaemonMsg::Relocate {
+                    DaemonMsg::Relocate {
                         copy: copy.0,
                         buffer: chunk.buffer.0,
                         chunk: chunk.index,
@@ -620,7 +644,7 @@ impl Driver {
     }
 
     /// When the outstanding copy was asked for, if it is `copy` and `tenant`'s.
-    fn own_copy(&self, copy: u64, tenant: TenantId) -> Option<Instant> {
+    fn own_copy(&self, copy: u64, tenant: TenantId) -> Option<u64> {
         self.copy
             .filter(|&(id, t, _)| id == CopyId(copy) && t == tenant)
             .map(|(_, _, sent)| sent)
@@ -632,7 +656,7 @@ impl Driver {
         let c = self.conns.get_mut(&conn)?;
         let at = c.pending.iter().position(|p| p.0 == request)?;
         let (_, client, asked) = c.pending.swap_remove(at);
-        let waited = elapsed_ns(asked);
+        let waited = self.now_ns.saturating_sub(asked);
         // An answer within a millisecond did not wait for a relocation.
         if waited > 1_000_000 {
             c.waits += 1;
@@ -641,33 +665,30 @@ impl Driver {
         Some(client)
     }
 
-    fn send_tenant(&mut self, tenant: TenantId, msg: &DaemonMsg) {
+    fn send_tenant(&mut self, tenant: TenantId, msg: DaemonMsg) {
         if let Some(conn) = self.conn_of(tenant) {
             self.send(conn, msg);
         }
     }
 
-    /// Writes to a connection; one that cannot take it (gone, or stuck past the write
-    /// timeout) is closed, which the manager sees as its tenant's crash.
-    fn send(&mut self, conn: ConnId, msg: &DaemonMsg) {
-        if self.dying.iter().any(|(d, _)| *d == conn) {
+    /// Queues a message to a live connection. One that cannot take it (gone, or stuck
+    /// past the serve loop's write timeout) comes back as [`Input::Gone`], which the
+    /// manager sees as its tenant's crash.
+    fn send(&mut self, conn: ConnId, msg: DaemonMsg) {
+        if self.dying.iter().any(|(d, _)| *d == conn) || !self.conns.contains_key(&conn) {
             return;
         }
-        if let Some(c) = self.conns.get_mut(&conn)
-            && let Err(e) = send(&mut c.out, msg)
-        {
-            self.dying.push((conn, format!("write failed: {e}")));
-        }
+        self.transmits.push_back((conn, msg));
     }
 
-    /// The state `gpuswap top` shows.
+    /// The state `gpuswap top` shows, as of the latest input.
     pub fn snapshot(&self) -> wire::Snapshot {
         let Some(m) = self.manager.as_ref() else {
             return wire::Snapshot {
                 mode: self.config.policy.name().to_owned(),
                 host_bytes: self.config.host_bytes,
                 chunk_bytes: self.config.chunk_bytes,
-                uptime_s: self.start.elapsed().as_secs_f64(),
+                uptime_s: self.now_ns as f64 / 1e9,
                 ..Default::default()
             };
         };
@@ -704,7 +725,7 @@ impl Driver {
             host_bytes: m.config().host_bytes,
             host_used_bytes: m.host_used_bytes(),
             chunk_bytes: m.config().chunk_bytes,
-            uptime_s: self.start.elapsed().as_secs_f64(),
+            uptime_s: self.now_ns as f64 / 1e9,
             tenants_served: self.served,
             tenants,
         }
@@ -717,20 +738,11 @@ impl Driver {
             .map_or(Ok(()), Manager::check_invariants)
     }
 
-    fn log(&self, args: std::fmt::Arguments<'_>) {
+    fn log(&mut self, line: String) {
         if self.config.verbose {
-            crate::log::log(args);
+            self.events.push_back(EndpointEvent::Log(line));
         }
     }
-}
-
-fn elapsed_ns(since: Instant) -> u64 {
-    since.elapsed().as_nanos() as u64
-}
-
-fn send(out: &mut UnixStream, msg: &DaemonMsg) -> Result<(), wire::FrameError> {
-    // Unbuffered: the frame is written whole or not at all.
-    wire::write_frame(out, msg)
 }
 
 fn check_version(protocol: u32) -> Result<(), String> {
@@ -775,3 +787,6 @@ fn contract_row(c: &Contract) -> wire::ContractRow {
         priority_class: c.priority_class,
     }
 }
+
+#[cfg(test)]
+mod tests;

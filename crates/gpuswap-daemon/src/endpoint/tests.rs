@@ -1,0 +1,268 @@
+//! The endpoint without sockets: inputs in on a fake clock, transmits, closes and log
+//! lines out.
+
+use std::collections::BTreeMap;
+
+use gpuswap_core::{MIB, PolicySettings};
+use gpuswap_wire::{ClientMsg, DaemonMsg, PROTOCOL_VERSION};
+
+use super::{ConnId, Endpoint, EndpointEvent, Input};
+use crate::config::DaemonConfig;
+
+const UID: u32 = 1000;
+const MS: u64 = 1_000_000;
+
+/// An endpoint managing `vram_mib` of VRAM that returns evicted data every
+/// `return_interval_ns`, logging.
+fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
+    let config = DaemonConfig {
+        socket: "unused.sock".into(),
+        vram_bytes: Some(vram_mib * MIB),
+        host_bytes: 1 << 40,
+        chunk_bytes: 2 * MIB,
+        policy: PolicySettings::named("gpuswap"),
+        return_interval_ns,
+        verbose: true,
+        contracts: BTreeMap::new(),
+    };
+    Endpoint::new(config, UID)
+}
+
+fn transmits(e: &mut Endpoint) -> Vec<(ConnId, DaemonMsg)> {
+    std::iter::from_fn(|| e.poll_transmit()).collect()
+}
+
+/// The one message sent, which must go to `conn`.
+fn only(e: &mut Endpoint, conn: ConnId) -> DaemonMsg {
+    match transmits(e).as_slice() {
+        [(c, msg)] if *c == conn => msg.clone(),
+        other => panic!("not one message to {conn}: {other:?}"),
+    }
+}
+
+fn closes(e: &mut Endpoint) -> Vec<ConnId> {
+    std::iter::from_fn(|| e.poll_close()).collect()
+}
+
+fn logs(e: &mut Endpoint) -> Vec<String> {
+    std::iter::from_fn(|| e.poll_event())
+        .map(|EndpointEvent::Log(line)| line)
+        .collect()
+}
+
+/// Connection `conn` connects and says hello at `now_ns`; returns its tenant number.
+fn hello(e: &mut Endpoint, now_ns: u64, conn: ConnId, name: &str) -> u32 {
+    let pid = 100 + conn as u32;
+    e.handle(
+        now_ns,
+        Input::Accepted {
+            conn,
+            pid,
+            uid: UID,
+        },
+    );
+    let hello = ClientMsg::Hello {
+        protocol: PROTOCOL_VERSION,
+        pid,
+        name: name.into(),
+        device_total_bytes: 1 << 30,
+        granularity_bytes: 2 * MIB,
+    };
+    e.handle(now_ns, Input::Frame(conn, hello));
+    match transmits(e).as_slice() {
+        [(c, DaemonMsg::Welcome { tenant, .. })] if *c == conn => *tenant,
+        other => panic!("not welcomed: {other:?}"),
+    }
+}
+
+fn alloc(e: &mut Endpoint, now_ns: u64, conn: ConnId, request: u64, bytes: u64) {
+    e.handle(
+        now_ns,
+        Input::Frame(conn, ClientMsg::Alloc { request, bytes }),
+    );
+}
+
+#[test]
+fn a_hello_is_welcomed_and_an_allocation_granted() {
+    let mut e = endpoint(16, 50 * MS);
+    let tenant = hello(&mut e, 0, 3, "a");
+    assert_eq!(
+        logs(&mut e),
+        [format!("tenant {tenant} connected: pid 103, \"a\"")]
+    );
+    alloc(&mut e, MS, 3, 7, 4 * MIB);
+    match transmits(&mut e).as_slice() {
+        [
+            (
+                3,
+                DaemonMsg::Granted {
+                    request: 7, bytes, ..
+                },
+            ),
+        ] => assert_eq!(*bytes, 4 * MIB),
+        other => panic!("not granted: {other:?}"),
+    }
+    assert!(closes(&mut e).is_empty());
+    e.check_invariants().unwrap();
+}
+
+/// Connection 1 (A) holds 12 MiB of 16 when connection 2 (B) asks for 12 MiB more at
+/// 10 ms: A has just been asked to suspend, and the logs are read.
+fn crowded(return_interval_ns: u64) -> Endpoint {
+    let mut e = endpoint(16, return_interval_ns);
+    hello(&mut e, 0, 1, "a");
+    alloc(&mut e, 0, 1, 0, 12 * MIB);
+    transmits(&mut e);
+    hello(&mut e, 0, 2, "b");
+    alloc(&mut e, 10 * MS, 2, 0, 12 * MIB);
+    assert_eq!(transmits(&mut e), [(1, DaemonMsg::Suspend)]);
+    logs(&mut e);
+    e
+}
+
+/// B's allocation needs A's VRAM: A is suspended, moves chunks one relocation at a time,
+/// B is granted and A resumed; the snapshot counts the times on the endpoint's clock.
+#[test]
+fn a_suspension_and_relocations_make_room_then_the_victim_resumes() {
+    let mut e = crowded(50 * MS);
+    let mut now = 12 * MS;
+    let mut input = ClientMsg::Suspended;
+    let mut moves = 0;
+    let granted = loop {
+        e.handle(now, Input::Frame(1, input));
+        e.check_invariants().unwrap();
+        let out = transmits(&mut e);
+        if out.iter().any(|(c, _)| *c == 2) {
+            break out;
+        }
+        let [(1, DaemonMsg::Relocate { copy, .. })] = out.as_slice() else {
+            panic!("not a relocation: {out:?}")
+        };
+        moves += 1;
+        input = ClientMsg::Relocated { copy: *copy };
+        now += MS;
+    };
+    assert!(
+        granted
+            .iter()
+            .any(|m| matches!(m, (2, DaemonMsg::Granted { request: 0, .. }))),
+        "{granted:?}"
+    );
+    assert!(granted.contains(&(1, DaemonMsg::Resume)), "{granted:?}");
+    let snap = e.snapshot();
+    let row = |t: usize| &snap.tenants[t];
+    // Two chunks at least made room; A drained in 2 ms, each move took 1 ms, and B
+    // waited from 10 ms until the last answer.
+    assert!(moves >= 2, "{moves}");
+    assert_eq!(row(0).relocations, moves);
+    assert_eq!(row(0).evicted_bytes, moves * 2 * MIB);
+    assert_eq!(row(0).drain_ns, 2 * MS);
+    assert_eq!(row(0).relocation_ns, moves * MS);
+    assert_eq!(row(1).wait_ns, now - 10 * MS);
+    assert!(!row(0).suspended);
+    assert!(closes(&mut e).is_empty());
+}
+
+/// A victim that never answers its suspension is closed at the answer deadline, which
+/// the endpoint reports as its timeout, and its exit lets the waiting allocation through.
+#[test]
+fn a_victim_that_does_not_answer_is_closed_at_the_deadline() {
+    let hour = 3_600_000 * MS;
+    let mut e = crowded(hour);
+    let deadline = 10 * MS + 30_000 * MS;
+    assert_eq!(e.poll_timeout(), Some(deadline));
+    e.handle_timeout(deadline - MS);
+    assert!(closes(&mut e).is_empty());
+    e.handle_timeout(deadline);
+    assert_eq!(closes(&mut e), [1]);
+    let gone = logs(&mut e);
+    assert!(
+        gone[0].starts_with("tenant 0 (pid 101) gone: no answer within 30 s; "),
+        "{gone:?}"
+    );
+    assert!(matches!(
+        transmits(&mut e).as_slice(),
+        [(2, DaemonMsg::Granted { .. })]
+    ));
+    e.check_invariants().unwrap();
+}
+
+/// A connection's end is its tenant's exit: closed, logged with its figures, its
+/// memory released, and anything it still sends ignored.
+#[test]
+fn a_gone_connection_is_closed_and_its_tenant_released() {
+    let mut e = endpoint(16, 50 * MS);
+    hello(&mut e, 0, 4, "a");
+    alloc(&mut e, 0, 4, 0, 8 * MIB);
+    transmits(&mut e);
+    logs(&mut e);
+    e.handle(5 * MS, Input::Gone(4, "disconnected".into()));
+    assert_eq!(closes(&mut e), [4]);
+    assert_eq!(
+        logs(&mut e),
+        [
+            "tenant 0 (pid 104) gone: disconnected; 0 bytes evicted, 0 returned, 0 chunk moves \
+          taking 0.0 ms (0 us each from command to answer), 0 suspensions drained in 0.0 ms, \
+          0 allocations waited 0.0 ms"
+        ]
+    );
+    alloc(&mut e, 6 * MS, 4, 1, 2 * MIB);
+    assert!(transmits(&mut e).is_empty());
+    let snap = e.snapshot();
+    assert_eq!((snap.tenants.len(), snap.vram_used_bytes), (0, 0));
+}
+
+/// Refusals are sent before the close they come with: another user's peer, a frame
+/// before the hello; an observer gets the snapshot, at the endpoint's time, then the
+/// close.
+#[test]
+fn refusals_and_observations_come_before_their_close() {
+    let mut e = endpoint(16, 50 * MS);
+    e.handle(
+        0,
+        Input::Accepted {
+            conn: 1,
+            pid: 9,
+            uid: UID + 1,
+        },
+    );
+    let DaemonMsg::Refused { reason } = only(&mut e, 1) else {
+        panic!("not refused")
+    };
+    assert_eq!(
+        reason,
+        format!("uid {} may not use the daemon of uid {UID}", UID + 1)
+    );
+    assert_eq!(closes(&mut e), [1]);
+    e.handle(
+        0,
+        Input::Accepted {
+            conn: 2,
+            pid: 9,
+            uid: UID,
+        },
+    );
+    alloc(&mut e, 0, 2, 0, MIB);
+    let DaemonMsg::Refused { reason } = only(&mut e, 2) else {
+        panic!("not refused")
+    };
+    assert!(reason.contains("before its hello"), "{reason}");
+    assert_eq!(closes(&mut e), [2]);
+    e.handle(
+        0,
+        Input::Accepted {
+            conn: 3,
+            pid: 9,
+            uid: UID,
+        },
+    );
+    let observe = ClientMsg::Observe {
+        protocol: PROTOCOL_VERSION,
+    };
+    e.handle(1_500 * MS, Input::Frame(3, observe));
+    let DaemonMsg::Snapshot(snap) = only(&mut e, 3) else {
+        panic!("no snapshot")
+    };
+    assert_eq!(snap.uptime_s, 1.5);
+    assert_eq!(closes(&mut e), [3]);
+}

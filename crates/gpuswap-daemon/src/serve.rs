@@ -1,0 +1,219 @@
+//! The daemon's sockets, threads and clock around the sans-IO [`Endpoint`]: one thread
+//! accepts connections, one per connection reads frames, one per connection writes them
+//! from its outbox, and the one deciding thread owns the endpoint, gives it the time and
+//! carries out what it polls out. The deciding thread never writes to a socket, so a
+//! slow or frozen peer fills only its own outbox; a peer whose frame cannot be written
+//! within [`WRITE_TIMEOUT`] is closed.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg};
+use thiserror::Error;
+
+use crate::backend::check_policy;
+use crate::config::DaemonConfig;
+use crate::endpoint::{ConnId, Endpoint, EndpointEvent, Input};
+use crate::socket;
+
+/// How long the daemon waits for a process to take a message before it counts the
+/// process as gone: a process stuck in its own code still reads (its reader thread is
+/// the interposer's), so only a dead or frozen one reaches it.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the daemon cannot start or stopped.
+#[derive(Debug, Error)]
+pub enum DaemonError {
+    /// Another daemon answers on the socket.
+    #[error("a daemon already listens on {0}")]
+    InUse(PathBuf),
+    /// The socket could not be created.
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        /// The socket's path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The mode needs what the daemon cannot provide.
+    #[error("{0}")]
+    Policy(String),
+}
+
+/// What the socket threads hand the deciding thread.
+enum Arrival {
+    /// A new connection and the outbox its writer thread sends from.
+    Accepted {
+        /// The endpoint's [`Input::Accepted`].
+        input: Input,
+        /// The connection's outbox.
+        outbox: mpsc::Sender<DaemonMsg>,
+    },
+    /// Anything else for the endpoint.
+    Input(Input),
+}
+
+/// Runs the daemon until `stop` says so (never, for the command line).
+pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), DaemonError> {
+    check_policy(&config.policy).map_err(DaemonError::Policy)?;
+    let path = config.socket.clone();
+    let listener = listen(&path)?;
+    let (tx, rx) = mpsc::channel::<Arrival>();
+    std::thread::Builder::new()
+        .name("gpuswapd-accept".into())
+        .spawn(move || accept_loop(listener, tx))
+        .map_err(|source| DaemonError::Bind {
+            path: path.clone(),
+            source,
+        })?;
+    let start = Instant::now();
+    let now_ns = || start.elapsed().as_nanos() as u64;
+    let verbose = config.verbose;
+    if verbose {
+        log(format_args!(
+            "listening on {} (mode {})",
+            path.display(),
+            config.policy.name()
+        ));
+    }
+    let mut endpoint = Endpoint::new(config, socket::euid());
+    let mut outboxes = BTreeMap::<ConnId, mpsc::Sender<DaemonMsg>>::new();
+    // Wake at least this often to look at `stop`.
+    let tick = Duration::from_millis(200);
+    while !stop() {
+        let wait = endpoint.poll_timeout().map_or(tick, |at| {
+            Duration::from_nanos(at.saturating_sub(now_ns())).min(tick)
+        });
+        match rx.recv_timeout(wait) {
+            Ok(Arrival::Accepted { input, outbox }) => {
+                if let Input::Accepted { conn, .. } = input {
+                    outboxes.insert(conn, outbox);
+                }
+                endpoint.handle(now_ns(), input);
+            }
+            Ok(Arrival::Input(input)) => endpoint.handle(now_ns(), input),
+            // A due timer is handled below, after an input or a timeout alike.
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        endpoint.handle_timeout(now_ns());
+        carry_out(&mut endpoint, &mut outboxes);
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// Hands what the endpoint polls out to the connections' outboxes and the log. A
+/// closed connection's outbox is dropped after its last messages: its writer thread
+/// writes them, then shuts the socket.
+fn carry_out(endpoint: &mut Endpoint, outboxes: &mut BTreeMap<ConnId, mpsc::Sender<DaemonMsg>>) {
+    while let Some((conn, msg)) = endpoint.poll_transmit() {
+        if let Some(outbox) = outboxes.get(&conn) {
+            // A writer that ended has reported its connection gone.
+            let _ = outbox.send(msg);
+        }
+    }
+    while let Some(conn) = endpoint.poll_close() {
+        outboxes.remove(&conn);
+    }
+    while let Some(event) = endpoint.poll_event() {
+        match event {
+            EndpointEvent::Log(line) => log(format_args!("{line}")),
+        }
+    }
+}
+
+/// Binds the socket, taking over a stale socket file but never a live daemon's.
+fn listen(path: &Path) -> Result<UnixListener, DaemonError> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(DaemonError::InUse(path.to_owned()));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    socket::bind_private(path).map_err(|source| DaemonError::Bind {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>) {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let conn = NEXT.fetch_add(1, Ordering::Relaxed);
+        let Ok((pid, uid)) = socket::peer(&stream) else {
+            continue;
+        };
+        let Ok(out) = stream.try_clone() else {
+            continue;
+        };
+        let _ = out.set_write_timeout(Some(WRITE_TIMEOUT));
+        let (outbox, queued) = mpsc::channel();
+        let accepted = Arrival::Accepted {
+            input: Input::Accepted { conn, pid, uid },
+            outbox,
+        };
+        if tx.send(accepted).is_err() {
+            return;
+        }
+        let writer_tx = tx.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("gpuswapd-out-{conn}"))
+            .spawn(move || write_loop(conn, out, queued, writer_tx));
+        let tx = tx.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("gpuswapd-conn-{conn}"))
+            .spawn(move || read_loop(conn, stream, tx));
+    }
+}
+
+fn read_loop(conn: ConnId, mut stream: UnixStream, tx: mpsc::Sender<Arrival>) {
+    loop {
+        let input = match wire::read_frame::<ClientMsg>(&mut stream) {
+            Ok(msg) => Input::Frame(conn, msg),
+            Err(wire::FrameError::Closed) => Input::Gone(conn, "disconnected".into()),
+            Err(e) => Input::Gone(conn, e.to_string()),
+        };
+        let last = matches!(input, Input::Gone(..));
+        if tx.send(Arrival::Input(input)).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Writes a connection's outbox until the endpoint closes it (the outbox's sender is
+/// dropped) or a write fails, then shuts both halves: the reader thread ends too, and
+/// the process sees the end.
+fn write_loop(
+    conn: ConnId,
+    mut out: UnixStream,
+    queued: mpsc::Receiver<DaemonMsg>,
+    tx: mpsc::Sender<Arrival>,
+) {
+    for msg in queued {
+        // Unbuffered: the frame is written whole or not at all.
+        if let Err(e) = wire::write_frame(&mut out, &msg) {
+            // Reported before the shutdown, so that it comes before the reader's end.
+            let _ = tx.send(Arrival::Input(Input::Gone(
+                conn,
+                format!("write failed: {e}"),
+            )));
+            break;
+        }
+    }
+    let _ = out.shutdown(std::net::Shutdown::Both);
+}
+
+/// Writes a line of the daemon's log to standard error. A daemon outlives the terminal
+/// that started it: a closed or full standard error loses the line, never the daemon
+/// (`eprintln!` would panic).
+fn log(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "gpuswapd: {args}");
+}
