@@ -113,6 +113,8 @@ pub(crate) enum Mutation {
     ResumeEarly,
     /// A grant that waited for a relocation is never sent.
     DropLateGrant,
+    /// A resumed tenant is still counted suspended (what `gpuswap top` shows).
+    KeepSuspended,
 }
 
 impl Endpoint {
@@ -617,8 +619,12 @@ impl Endpoint {
                 self.send_tenant(tenant, DaemonMsg::Suspend);
             }
             Execution::Resume { tenant } => {
+                #[cfg(test)]
+                let keep = self.mutation == Some(Mutation::KeepSuspended);
+                #[cfg(not(test))]
+                let keep = false;
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
-                    c.suspended = false;
+                    c.suspended = keep;
                 }
                 self.send_tenant(tenant, DaemonMsg::Resume);
             }

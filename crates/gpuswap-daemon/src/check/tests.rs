@@ -75,3 +75,15 @@ fn a_dropped_grant_is_caught() {
     );
     assert!(seed < 10, "caught only at seed {seed}");
 }
+
+/// A tenant the endpoint still counts suspended after its resume breaks its invariant
+/// that nobody stays suspended without a relocation.
+#[test]
+fn a_suspension_never_lifted_is_caught() {
+    let (seed, problem) = caught(Mutation::KeepSuspended);
+    assert!(
+        problem.contains("invariant broken"),
+        "seed {seed}: {problem}"
+    );
+    assert!(seed < 10, "caught only at seed {seed}");
+}
