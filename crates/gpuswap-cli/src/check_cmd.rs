@@ -219,13 +219,14 @@ fn daemon_verdict(
     }
     let n = checked.count();
     let summary = format!(
-        "checked {n} daemon seeds ({first}..{last}) in {:.1} s: {} inputs, {} suspensions, {} moves; moves refused {}, processes frozen {} (closed at the answer deadline {}), killed mid-relocation {}, ended by the daemon {}; frames overtaken {}\n",
+        "checked {n} daemon seeds ({first}..{last}) in {:.1} s: {} inputs, {} suspensions, {} moves; moves refused {}, processes frozen {}, too slow to drain {} (closed at the answer deadline {}), killed mid-relocation {}, ended by the daemon {}; frames overtaken {}\n",
         checked.wall_s,
         t.inputs,
         t.suspensions,
         t.moves,
         t.refused,
         t.frozen,
+        t.slow,
         t.closed_at_deadline,
         t.killed_mid_relocation,
         t.killed_by_daemon,

@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::backend::check_policy;
 use crate::config::DaemonConfig;
-use crate::endpoint::{ConnId, Endpoint, Input};
+use crate::endpoint::{ANSWER_TIMEOUT_NS, ConnId, Endpoint, Input};
 
 /// The processes' user, which is the daemon's.
 const UID: u32 = 1000;
@@ -68,6 +68,9 @@ pub struct Faults {
     pub refuse: f64,
     /// The longest delay of a message, either way.
     pub max_delay_ns: u64,
+    /// A process that drains its first suspension in longer than the endpoint's answer
+    /// deadline (a kernel that runs that long): it is closed, and its answer comes late.
+    pub slow: Option<usize>,
 }
 
 /// A case: the daemon's memory, its processes and its faults.
@@ -96,7 +99,9 @@ pub struct CheckStats {
     pub refused: u64,
     /// Processes that froze.
     pub frozen: u64,
-    /// Of them, closed by the endpoint at its answer deadline.
+    /// Processes that drained too slowly, answering after the deadline.
+    pub slow: u64,
+    /// Frozen or slow processes closed by the endpoint at its answer deadline.
     pub closed_at_deadline: u64,
     /// Processes killed while their suspension or a move was outstanding.
     pub killed_mid_relocation: u64,
@@ -114,6 +119,7 @@ impl CheckStats {
         self.moves += o.moves;
         self.refused += o.refused;
         self.frozen += o.frozen;
+        self.slow += o.slow;
         self.closed_at_deadline += o.closed_at_deadline;
         self.killed_mid_relocation += o.killed_mid_relocation;
         self.killed_by_daemon += o.killed_by_daemon;
@@ -169,6 +175,7 @@ pub fn case(seed: u64) -> Case {
         kill: [0.0, 0.0, 0.05, 0.2][rng.random_range(0..4)],
         refuse: [0.0, 0.1, 0.4, 0.8][rng.random_range(0..4)],
         max_delay_ns: [0, 1_000, 2 * MS, 40 * MS][rng.random_range(0..4)],
+        slow: rng.random_bool(0.1).then(|| rng.random_range(0..n)),
     };
     Case {
         seed,
@@ -212,7 +219,7 @@ pub fn describe(case: &Case) -> String {
         .collect();
     let f = &case.faults;
     format!(
-        "{} ({}) vram {} MiB host {} MiB, {} processes of {} steps, frozen {}, kill {:.2}, refuse {:.2}, answers up to {} us late",
+        "{} ({}) vram {} MiB host {} MiB, {} processes of {} steps, frozen {}, slow {}, kill {:.2}, refuse {:.2}, answers up to {} us late",
         c.policy.name(),
         settings.join(", "),
         c.vram_bytes.unwrap_or(0) / MIB,
@@ -222,6 +229,7 @@ pub fn describe(case: &Case) -> String {
         f.frozen.map_or("none".to_owned(), |(p, s)| format!(
             "process {p} at step {s}"
         )),
+        f.slow.map_or("none".to_owned(), |p| format!("process {p}")),
         f.kill,
         f.refuse,
         f.max_delay_ns / 1_000,
@@ -268,6 +276,8 @@ struct Process {
     suspended: bool,
     /// It stopped answering and acting.
     frozen: bool,
+    /// It answered a suspension after the endpoint's deadline.
+    slow: bool,
     /// When a frozen process is killed from outside.
     dies_at_ns: u64,
     /// It sent its end (exit, death), or was told it is killed.
@@ -351,7 +361,12 @@ impl<'a> Run<'a> {
 
     /// Process `p` sends `input`, which arrives after a delay, after its earlier frames.
     fn send(&mut self, p: usize, input: Input) {
-        let at = (self.now_ns + self.delay()).max(self.to_daemon_at[p]);
+        self.send_late(p, input, 0);
+    }
+
+    /// [`Run::send`], `late_ns` later.
+    fn send_late(&mut self, p: usize, input: Input, late_ns: u64) {
+        let at = (self.now_ns + late_ns + self.delay()).max(self.to_daemon_at[p]);
         self.to_daemon_at[p] = at;
         self.at(at, Event::ToDaemon(input, self.now_ns));
     }
@@ -527,7 +542,14 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 self.procs[p].suspended = true;
-                self.frame(p, ClientMsg::Suspended);
+                let suspended = Input::Frame(p as ConnId, ClientMsg::Suspended);
+                if self.case.faults.slow == Some(p) && !self.procs[p].slow {
+                    self.procs[p].slow = true;
+                    self.stats.slow += 1;
+                    self.send_late(p, suspended, ANSWER_TIMEOUT_NS + 1_000 * MS);
+                } else {
+                    self.send(p, suspended);
+                }
             }
             DaemonMsg::Relocate { copy, buffer, .. } => {
                 if !proc.suspended {
@@ -589,12 +611,13 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Process `p`'s connection closed: expected only if it ended, froze or was killed.
+    /// Process `p`'s connection closed: expected only if it ended, froze, drained too
+    /// slowly or was killed.
     fn closed(&mut self, p: usize) -> Result<(), String> {
         let proc = &mut self.procs[p];
         proc.closed = true;
-        if proc.frozen && !proc.ended {
-            if self.now_ns < proc.dies_at_ns {
+        if (proc.frozen || proc.slow) && !proc.ended {
+            if proc.slow || self.now_ns < proc.dies_at_ns {
                 self.stats.closed_at_deadline += 1;
             }
             proc.ended = true;

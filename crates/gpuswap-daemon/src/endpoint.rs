@@ -17,7 +17,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
-const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
+pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
 
 /// A connection's number, unique for the daemon's life.
 pub type ConnId = u64;

@@ -23,6 +23,7 @@ fn seeds_pass_and_reach_every_fault() {
         ("moves", total.moves),
         ("refused moves", total.refused),
         ("frozen processes", total.frozen),
+        ("slow processes", total.slow),
         (
             "frozen processes closed at the deadline",
             total.closed_at_deadline,
