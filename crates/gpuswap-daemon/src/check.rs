@@ -629,8 +629,8 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Everything is released once every process has gone; every allocation was
-    /// answered once, unless its process ended first.
+    /// Everything is released and no relocation runs once every process has gone;
+    /// every allocation was answered once, unless its process ended first.
     fn check_end(&mut self) -> Result<(), String> {
         for (p, proc) in self.procs.iter().enumerate() {
             if !proc.closed {
@@ -644,6 +644,9 @@ impl<'a> Run<'a> {
             if let Some(r) = proc.answers.iter().position(|&n| n > 1) {
                 return Err(format!("process {p}'s request {r} was answered twice"));
             }
+        }
+        if self.endpoint.relocating() {
+            return Err("every process has gone, and a relocation still runs".into());
         }
         let snap = self.endpoint.snapshot();
         if !snap.tenants.is_empty() || snap.vram_used_bytes > 0 || snap.host_used_bytes > 0 {

@@ -770,6 +770,11 @@ impl Endpoint {
         }
     }
 
+    /// Whether the manager runs a relocation (allocations wait for it).
+    pub fn relocating(&self) -> bool {
+        self.manager.as_ref().is_some_and(Manager::relocating)
+    }
+
     /// Checks the endpoint's invariants and the manager's (tests and `gpuswap check
     /// --daemon` call it after every input): every tenant maps to a live connection that
     /// names it back; nobody is suspended unless a relocation says so, and then one
@@ -803,7 +808,7 @@ impl Endpoint {
                 ));
             }
         }
-        let relocating = self.manager.as_ref().is_some_and(Manager::relocating);
+        let relocating = self.relocating();
         let suspended: Vec<ConnId> = self
             .conns
             .iter()
