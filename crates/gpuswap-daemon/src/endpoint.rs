@@ -17,7 +17,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
-const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
+pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
 
 /// A connection's number, unique for the daemon's life.
 pub type ConnId = u64;
@@ -99,6 +99,22 @@ pub struct Endpoint {
     closes: VecDeque<ConnId>,
     /// What happened, for [`Endpoint::poll_event`].
     events: VecDeque<EndpointEvent>,
+    /// A deliberate bug, for the tests that show `gpuswap check --daemon` catches one.
+    #[cfg(test)]
+    pub(crate) mutation: Option<Mutation>,
+}
+
+/// A deliberate bug of the endpoint that `gpuswap check --daemon` must catch.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mutation {
+    /// A victim is resumed as soon as it has drained, while its chunks still move: it
+    /// runs beside the tenant the relocation makes room for.
+    ResumeEarly,
+    /// A grant that waited for a relocation is never sent.
+    DropLateGrant,
+    /// A resumed tenant is still counted suspended (what `gpuswap top` shows).
+    KeepSuspended,
 }
 
 impl Endpoint {
@@ -124,6 +140,8 @@ impl Endpoint {
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
+            #[cfg(test)]
+            mutation: None,
         }
     }
 
@@ -252,6 +270,10 @@ impl Endpoint {
                 let m = self.manager.as_mut().expect("a tenant exists");
                 if let Err(e) = m.handle_suspended(tenant) {
                     self.protocol_violation(conn, e.to_string());
+                }
+                #[cfg(test)]
+                if self.mutation == Some(Mutation::ResumeEarly) {
+                    self.execute(Execution::Resume { tenant });
                 }
             }
             (ClientMsg::Relocated { copy }, Some(tenant)) => self.relocated(conn, tenant, copy),
@@ -539,6 +561,11 @@ impl Endpoint {
                     .mapped
                     .remove(&buffer)
                     .expect("the core maps a buffer before it grants it");
+                #[cfg(test)]
+                if self.mutation == Some(Mutation::DropLateGrant) && self.waited(tenant, request) {
+                    self.answered(tenant, request);
+                    return;
+                }
                 if let Some(client) = self.answered(tenant, request) {
                     self.send_tenant(
                         tenant,
@@ -592,8 +619,12 @@ impl Endpoint {
                 self.send_tenant(tenant, DaemonMsg::Suspend);
             }
             Execution::Resume { tenant } => {
+                #[cfg(test)]
+                let keep = self.mutation == Some(Mutation::KeepSuspended);
+                #[cfg(not(test))]
+                let keep = false;
                 if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
-                    c.suspended = false;
+                    c.suspended = keep;
                 }
                 self.send_tenant(tenant, DaemonMsg::Resume);
             }
@@ -665,6 +696,14 @@ impl Endpoint {
         Some(client)
     }
 
+    /// Whether `tenant`'s pending `request` was asked before now.
+    #[cfg(test)]
+    fn waited(&self, tenant: TenantId, request: RequestId) -> bool {
+        let c = self.conn_of(tenant).and_then(|c| self.conns.get(&c));
+        c.and_then(|c| c.pending.iter().find(|p| p.0 == request))
+            .is_some_and(|p| p.2 < self.now_ns)
+    }
+
     fn send_tenant(&mut self, tenant: TenantId, msg: DaemonMsg) {
         if let Some(conn) = self.conn_of(tenant) {
             self.send(conn, msg);
@@ -731,8 +770,79 @@ impl Endpoint {
         }
     }
 
-    /// Checks the manager's invariants (tests call it after every input).
+    /// Whether the manager runs a relocation (allocations wait for it).
+    pub fn relocating(&self) -> bool {
+        self.manager.as_ref().is_some_and(Manager::relocating)
+    }
+
+    /// Checks the endpoint's invariants and the manager's (tests and `gpuswap check
+    /// --daemon` call it after every input): every tenant maps to a live connection that
+    /// names it back; nobody is suspended unless a relocation says so, and then one
+    /// process at most (the manager moves one tenant's chunks at a time); the
+    /// outstanding copy and the awaited answer belong to live connections; no mapping
+    /// outlives the event that granted it.
     pub fn check_invariants(&self) -> Result<(), String> {
+        for (number, conn) in self.tenants.iter().enumerate() {
+            let Some(conn) = conn else { continue };
+            match self.conns.get(conn) {
+                Some(c) if c.tenant == Some(TenantId(number as u32)) => {}
+                Some(c) => {
+                    return Err(format!(
+                        "tenant {number} maps to connection {conn}, which is {:?}",
+                        c.tenant
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "tenant {number} maps to connection {conn}, which is closed"
+                    ));
+                }
+            }
+        }
+        for (conn, c) in &self.conns {
+            if let Some(tenant) = c.tenant
+                && self.conn_of(tenant) != Some(*conn)
+            {
+                return Err(format!(
+                    "connection {conn} is {tenant}, which does not map to it"
+                ));
+            }
+        }
+        let relocating = self.relocating();
+        let suspended: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.suspended)
+            .map(|(conn, _)| *conn)
+            .collect();
+        if !suspended.is_empty() && !relocating {
+            return Err(format!(
+                "connections {suspended:?} stay suspended with no relocation running"
+            ));
+        }
+        if suspended.len() > 1 {
+            return Err(format!("connections {suspended:?} are suspended at once"));
+        }
+        if let Some((copy, tenant, _)) = self.copy
+            && (!relocating || self.conn_of(tenant).is_none())
+        {
+            return Err(format!(
+                "relocation {} of {tenant} is outstanding with no relocation running or no \
+                 connection",
+                copy.0
+            ));
+        }
+        if let Some((conn, _)) = self.awaiting
+            && !self.conns.contains_key(&conn)
+        {
+            return Err(format!("the answer of closed connection {conn} is awaited"));
+        }
+        if !self.mapped.is_empty() {
+            return Err(format!(
+                "{} buffers mapped and never granted",
+                self.mapped.len()
+            ));
+        }
         self.manager
             .as_ref()
             .map_or(Ok(()), Manager::check_invariants)

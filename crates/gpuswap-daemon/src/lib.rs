@@ -11,6 +11,7 @@
 //! is released.
 
 mod backend;
+pub mod check;
 mod config;
 pub mod endpoint;
 mod serve;
