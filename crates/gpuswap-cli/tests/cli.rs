@@ -1039,6 +1039,23 @@ fn failed_tenants_are_never_a_good_figure_and_can_fail_the_command() {
 }
 
 #[test]
+fn check_daemon_drives_the_endpoint_and_names_how_to_reproduce_a_seed() {
+    let out = gpuswap(&["check", "--daemon", "--seeds", "20"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("checked 20 daemon seeds (0..19)"),
+        "{text}"
+    );
+    assert!(text.contains("all passed"), "{text}");
+    // One seed, with its case on stderr.
+    let out = gpuswap(&["check", "--daemon", "--seed", "3", "--verbose"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("seed 3: "), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("checked 1 daemon seeds (3..3)"));
+}
+
+#[test]
 fn check_runs_seeds_and_names_how_to_reproduce_one() {
     let out = gpuswap(&["check", "--seeds", "40", "--first", "100"]);
     assert!(out.status.success(), "{}", stderr(&out));
