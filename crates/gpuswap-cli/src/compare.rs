@@ -13,15 +13,19 @@ use crate::scenario;
 /// Settings of a comparison from the command line.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  gpuswap compare scenarios/quickstart.toml --managers native,gpuswap"
+    after_help = "Examples:\n  gpuswap compare scenarios/quickstart.toml --managers native,gpuswap\n  \
+     gpuswap compare scenarios/quickstart.toml --managers \
+     gpuswap:victim=largest-share,gpuswap:victim=access-rate"
 )]
 pub struct CompareArgs {
     /// The scenario (TOML); its `[manager]` table is replaced by each manager in turn.
     pub scenario: PathBuf,
-    /// Managers (modes) to compare, comma-separated (default: every mode the scenario
-    /// is valid under and whose terms its tenants' contracts fit; see `gpuswap
-    /// policies`). Each runs with its default parameters; the scenario's
-    /// `chunk_size` and `return_interval` are kept.
+    /// Managers to compare, comma-separated (default: every mode the scenario is valid
+    /// under and whose terms its tenants' contracts fit; see `gpuswap policies`). A
+    /// manager is a mode at its default parameters, or a mode with settings of its
+    /// `[manager]` keys, `MODE:KEY=VALUE[:KEY=VALUE...]` (`gpuswap:victim=access-rate`;
+    /// a value is read as TOML, else as a string), so that settings of one mode can be
+    /// compared. The scenario's `chunk_size` and `return_interval` are kept.
     #[arg(long, value_delimiter = ',')]
     pub managers: Vec<String>,
     /// Print the reports as JSON (`reports`: one `run --json` report per manager;
@@ -46,6 +50,8 @@ pub enum CompareError {
 
 /// The reports of a comparison, and what it left out.
 pub struct Comparison {
+    /// Each manager as asked (a mode, or `MODE:KEY=VALUE...`), in the order asked.
+    pub labels: Vec<String>,
     /// One per manager, in the order asked.
     pub reports: Vec<Report>,
     /// Without `--managers`: the modes left out, a line per reason: they do not honour
@@ -98,7 +104,7 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
     let mut invalid: Vec<(&str, String)> = Vec::new();
     for mode in &modes {
         match build(&args.scenario, &table, mode) {
-            Ok(s) => loaded.push((mode, s)),
+            Ok(s) => loaded.push((mode.clone(), s)),
             Err(e) if args.managers.is_empty() => {
                 invalid.push((mode, crate::sweep::without_lines(&e)));
             }
@@ -128,6 +134,7 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
     }
     let baselines = Baselines::default();
     let progress = crate::sweep::progress_bar(loaded.len() as u64, "managers", false);
+    let labels: Vec<String> = loaded.iter().map(|(label, _)| label.clone()).collect();
     let reports = loaded
         .into_iter()
         .map(|(mode, mut s)| {
@@ -146,32 +153,64 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
         .collect::<Result<_, _>>();
     progress.finish_and_clear();
     Ok(Comparison {
+        labels,
         reports: reports?,
         left_out: (!notes.is_empty()).then(|| notes.join("\n")),
     })
 }
 
-/// The scenario (`table`) with its manager replaced by `mode` at its default
-/// parameters, keeping the scenario's chunk size and return interval.
+/// The scenario (`table`) with its manager replaced by `manager`: a mode at its default
+/// parameters, or `MODE:KEY=VALUE...` with those settings; the scenario's chunk size and
+/// return interval are kept.
 fn build(
     path: &Path,
     table: &toml::Table,
-    mode: &str,
+    manager: &str,
 ) -> Result<scenario::Scenario, scenario::ScenarioError> {
     let mut table = table.clone();
     let given = table
         .get("manager")
         .and_then(toml::Value::as_table)
         .cloned();
-    let mut manager = toml::Table::new();
-    manager.insert("mode".into(), toml::Value::String(mode.to_owned()));
+    let (mode, settings) =
+        split_manager(manager).map_err(|message| scenario::ScenarioError::Value {
+            path: path.to_owned(),
+            key: "manager".into(),
+            line: None,
+            message,
+        })?;
+    let mut built = toml::Table::new();
+    built.insert("mode".into(), toml::Value::String(mode.to_owned()));
     for kept in crate::sweep::EVERY_MODES_SETTINGS {
         if let Some(value) = given.as_ref().and_then(|m| m.get(kept)) {
-            manager.insert(kept.into(), value.clone());
+            built.insert(kept.into(), value.clone());
         }
     }
-    table.insert("manager".into(), toml::Value::Table(manager));
+    built.extend(settings);
+    table.insert("manager".into(), toml::Value::Table(built));
     scenario::parse(path, &table.to_string())
+}
+
+/// Splits `MODE[:KEY=VALUE...]` into the mode and its settings, each value read as TOML
+/// (`2`, `true`, `"x"`) or else as a string (`access-rate`).
+fn split_manager(manager: &str) -> Result<(&str, Vec<(String, toml::Value)>), String> {
+    let mut parts = manager.split(':');
+    let mode = parts.next().unwrap_or_default().trim();
+    let settings = parts
+        .map(|setting| {
+            let (key, value) = setting.split_once('=').ok_or_else(|| {
+                format!("{setting:?} is not a setting; expected MODE:KEY=VALUE[:KEY=VALUE...]")
+            })?;
+            let value = value.trim();
+            let value = format!("v = {value}")
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+            Ok((key.trim().to_owned(), value))
+        })
+        .collect::<Result<_, String>>()?;
+    Ok((mode, settings))
 }
 
 /// `gpuswap compare` on a VM scenario: the same VMs under each placement algorithm

@@ -46,10 +46,11 @@ fn fault_log_rows(tenant: &str, f: &FaultLogReport) -> [Vec<String>; 2] {
     ]
 }
 
-/// Reports of the same tenants under several managers, side by side: per manager and
-/// tenant whether it ran, its slowdown and what it lost to host memory; per manager how
-/// many tenants failed and the fairness of the survivors' slowdowns.
-pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
+/// Reports of the same tenants under several managers, side by side, each named by its
+/// label (`labels[i]` for `reports[i]`: a mode, or a mode with its settings): per manager
+/// and tenant whether it ran, its slowdown and what it lost to host memory; per manager
+/// how many tenants failed and the fairness of the survivors' slowdowns.
+pub fn compare_table(labels: &[String], reports: &[Report], width: Option<usize>) -> String {
     let Some(first) = reports.first() else {
         return String::new();
     };
@@ -64,19 +65,20 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
     // An error is a sentence: in a cell it would widen the table past any terminal, so
     // the cell points to a note below.
     let mut notes = Vec::new();
-    let rows: Vec<Vec<String>> = reports
+    let rows: Vec<Vec<String>> = labels
         .iter()
-        .flat_map(|r| r.tenants.iter().map(|t| (r, t)).collect::<Vec<_>>())
-        .map(|(r, t)| {
+        .zip(reports)
+        .flat_map(|(label, r)| r.tenants.iter().map(move |t| (label, t)))
+        .map(|(label, t)| {
             let (result, slowdown) = match &t.error {
                 Some(e) => {
-                    notes.push(format!("{} {}: {e}", r.manager, t.name));
+                    notes.push(format!("{label} {}: {e}", t.name));
                     (format!("FAILED (note {})", notes.len()), "-".to_owned())
                 }
                 None => ("ran".to_owned(), three_places(t.slowdown)),
             };
             vec![
-                r.manager.clone(),
+                label.clone(),
                 t.name.clone(),
                 t.app.clone(),
                 slowdown,
@@ -101,9 +103,10 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
         );
     }
     out += "\n";
-    let rows: Vec<Vec<String>> = reports
+    let rows: Vec<Vec<String>> = labels
         .iter()
-        .map(|r| {
+        .zip(reports)
+        .map(|(label, r)| {
             let failed = r.tenants.iter().filter(|t| t.error.is_some()).count();
             let survivors: Vec<f64> = r
                 .tenants
@@ -114,7 +117,7 @@ pub fn compare_table(reports: &[Report], width: Option<usize>) -> String {
             let worst = survivors.iter().copied().fold(f64::NAN, f64::max);
             let any = !survivors.is_empty();
             vec![
-                r.manager.clone(),
+                label.clone(),
                 format!("{failed} of {}", r.tenants.len()),
                 three_places(any.then_some(worst)),
                 three_places(any.then(|| jain(&survivors))),

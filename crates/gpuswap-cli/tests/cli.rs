@@ -864,6 +864,38 @@ fn sweep_keys_are_checked_before_any_run() {
 }
 
 #[test]
+fn compare_compares_settings_of_one_mode() {
+    let quickstart = repo_file("scenarios/quickstart.toml");
+    let managers = "gpuswap:victim=largest-share,gpuswap:victim=access-rate";
+    let out = gpuswap(&["compare", &quickstart, "--managers", managers]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows = |label: &str| text.lines().filter(|l| l.starts_with(label)).count();
+    // Two tenants and one summary row per manager, each named as asked.
+    assert_eq!(rows("gpuswap:victim=largest-share "), 3, "{text}");
+    assert_eq!(rows("gpuswap:victim=access-rate "), 3, "{text}");
+    // The settings took: the two victims evict differently.
+    let out = gpuswap(&["compare", &quickstart, "--json", "--managers", managers]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["managers"],
+        serde_json::json!(["gpuswap:victim=largest-share", "gpuswap:victim=access-rate"])
+    );
+    let evicted = |i: usize| json["reports"][i]["tenants"][0]["bytes_evicted"].clone();
+    assert_ne!(evicted(0), evicted(1));
+    // A setting the mode does not take, or one without a value, is bad input naming it.
+    for (managers, says) in [
+        ("gpuswap:bogus=1", "manager.bogus"),
+        ("gpuswap:victim", "is not a setting"),
+        ("gpuswap:victim=nope", "manager.victim"),
+    ] {
+        let out = gpuswap(&["compare", &quickstart, "--managers", managers]);
+        assert_eq!(out.status.code(), Some(2), "{managers}");
+        assert!(stderr(&out).contains(says), "{managers}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn compare_shows_native_failing_the_newcomer_where_gpuswap_keeps_both() {
     let out = gpuswap(&[
         "compare",

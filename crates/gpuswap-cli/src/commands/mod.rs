@@ -57,11 +57,16 @@ pub fn compare(args: &compare::CompareArgs) -> ExitCode {
         compare::run(args, &text).map(|comparison| {
             if args.json {
                 return emit_json(&serde_json::json!({
+                    "managers": comparison.labels,
                     "reports": comparison.reports,
                     "left_out": comparison.left_out,
                 }));
             }
-            let mut out = render::compare_table(&comparison.reports, render::terminal_width());
+            let mut out = render::compare_table(
+                &comparison.labels,
+                &comparison.reports,
+                render::terminal_width(),
+            );
             if let Some(note) = comparison.left_out {
                 out += &format!("{note}\n");
             }
