@@ -191,9 +191,12 @@ fn build(
     scenario::parse(path, &table.to_string())
 }
 
+/// A manager's settings of its `[manager]` keys, as (key, value).
+type Settings = Vec<(String, toml::Value)>;
+
 /// Splits `MODE[:KEY=VALUE...]` into the mode and its settings, each value read as TOML
 /// (`2`, `true`, `"x"`) or else as a string (`access-rate`).
-fn split_manager(manager: &str) -> Result<(&str, Vec<(String, toml::Value)>), String> {
+fn split_manager(manager: &str) -> Result<(&str, Settings), String> {
     let mut parts = manager.split(':');
     let mode = parts.next().unwrap_or_default().trim();
     let settings = parts
