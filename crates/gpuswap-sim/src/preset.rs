@@ -3,7 +3,8 @@
 //! Sources (short names as in `shared/spec/calibration.md`): uvmsmart (GPGPU-Sim UVM
 //! Smart configs), superbench (microsoft/superbenchmark logs), nvbandwidth (NVIDIA
 //! nvbandwidth issues), gh200-icpp24 (Schieffer et al., ICPP'24), deviceQuery dumps,
-//! NVIDIA product datasheets, the GPUswap dissertation (Kehne 2019). "unconfirmed" marks a
+//! NVIDIA product datasheets, the GPUswap dissertation (Kehne 2019), the dated runs of
+//! `gpuswap daemon` in docs/real-gpu/ (each figure names its file). "unconfirmed" marks a
 //! value nobody was found measuring: chosen, said so, and easy to change here.
 
 use crate::device::DeviceShape;
@@ -252,6 +253,7 @@ pub fn all() -> Vec<Preset> {
         v100_pcie_32gb(),
         a100_80gb(),
         h100_pcie_80gb(),
+        h200(),
         gh200(),
     ]
 }
@@ -632,6 +634,73 @@ fn h100_pcie_80gb() -> Preset {
     .with_full_stack()
 }
 
+/// The H200 SXM, the GPU of the dated runs in docs/real-gpu.md: the H100 SXM5's GH100
+/// with HBM3e, on PCIe to an x86 host. Figures from those runs cite their file.
+fn h200() -> Preset {
+    use common::*;
+    let base = unified_memory_gpu();
+    Preset {
+        name: "h200",
+        description: "H200 SXM 141 GB (Hopper): HBM3e, PCIe 5.0 x16",
+        // docs/real-gpu/2026-11-26-h200/gpu.txt: "NVIDIA H200, 143771 MiB" (nvidia-smi's
+        // total; NVIDIA H200 datasheet: 141 GB HBM3e usable).
+        vram_bytes: 143_771 * MIB,
+        // NVIDIA H200 datasheet: 4.8 TB/s (peak; no run measured it).
+        vram_bytes_per_s: 4.8e12,
+        dram: DramSpec {
+            // unconfirmed: the H100's HBM3 figure (Accel-Sim SM90_H100), the HBM3e
+            // stacks' timing not being published. The calibration kit's 146.8 ns
+            // dependent read (calib.jsonl) walks an 8 MiB chain inside the 60 MiB L2,
+            // so it is the L2's latency, not the DRAM's: the base's stays.
+            row_switch_bytes: 192,
+            ..base.dram
+        },
+        // docs/real-gpu/2026-11-26-h200/calib.jsonl: CUDA's totalGlobalMem 150109880320
+        // bytes (143155.9 MiB) of gpu.txt's 143771 MiB: 615 MiB the driver keeps.
+        driver_reserved_bytes: 615 * MIB,
+        // docs/real-gpu.md ("How it was run"): the H200 machine had 128 GiB of host
+        // memory.
+        host_memory_bytes: 128 * GIB,
+        link: LinkSpec {
+            name: "PCIe 5.0 x16",
+            // docs/real-gpu/2026-11-26-h200/calib.jsonl: pinned copies of 256 MiB,
+            // H2D 55.4 GB/s, D2H 55.3 GB/s (16 MiB and up within 1.3 % of it).
+            h2d_bytes_per_s: 55.4e9,
+            d2h_bytes_per_s: 55.3e9,
+            // docs/real-gpu/2026-11-26-h200/calib.jsonl: dependent reads of mapped host
+            // memory, 1187.2 ns each.
+            latency_ns: 1_187,
+            ..base.link
+        },
+        // docs/real-gpu/2026-11-26-h200/calib.jsonl: 3 copy engines (asyncEngineCount).
+        copy_engines: 3,
+        // docs/real-gpu/2026-11-26-h200/calib.jsonl: pinned copies of 4 KiB took 4.48 us
+        // H2D and 3.39 us D2H, 0.07 us of it the bytes at the peaks above: about 3.9
+        // us of fixed cost per copy, the mean of the two directions.
+        copy_setup_ns: 3_900,
+        // The H100's relocation as its daemon measured it (`H100_RELOCATION_FIXED_NS`):
+        // the same driver (580.159.04, gpu.txt), daemon and interposer, and the H200
+        // runs timed no move's phases. Their VMM primitives were faster on the H200
+        // (calib.jsonl: map 18.7 us and unmap 12.8 us per 2 MiB, against 26.8 and 17.8
+        // us in 2026-11-26-h100-moves/calib.jsonl), a small part of a move.
+        relocation_fixed_ns: H100_RELOCATION_FIXED_NS,
+        relocation_ns_per_page: H100_RELOCATION_NS_PER_PAGE,
+        // docs/real-gpu/2026-11-26-h200/calib.jsonl: 132 SMs (multiProcessorCount), as
+        // the H100 SXM5; 128 FP32 cores each at 1980 MHz boost (NVIDIA H200 datasheet:
+        // FP32 67 TFLOPS = 16896 cores x 2 x 1.98 GHz).
+        sms: 132,
+        // unconfirmed: the H100's figure (GPGPU-Sim SM90_H100, L1D "A:512:64"), the
+        // same GH100 SMs.
+        pending_reads_per_sm: 512,
+        // docs/real-gpu/2026-11-26-h200/calib.jsonl: l2CacheSize 62914560 bytes =
+        // 60 MiB, the full GH100's L2 as on the GH200.
+        l2_bytes: 60 * MIB,
+        ops_per_s: 16896.0 * 1.98e9,
+        ..base
+    }
+    .with_full_stack()
+}
+
 /// Grace Hopper: the H100's SMs and HBM3 behind NVLink-C2C.
 fn gh200() -> Preset {
     let base = unified_memory_gpu();
@@ -732,6 +801,7 @@ mod tests {
             "v100-pcie-32gb",
             "a100-80gb",
             "h100-pcie-80gb",
+            "h200",
             "gh200",
         ] {
             assert!(find(required).is_some(), "{required} missing");
