@@ -81,6 +81,7 @@ mod hotspot;
 mod hs3d;
 mod lavamd;
 mod lud;
+mod matmul;
 mod model;
 mod nn;
 mod nw;
@@ -124,6 +125,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &alloc::Alloc,
         &stream::Stream,
         &random::Random,
+        &matmul::Matmul,
     ]
 }
 
