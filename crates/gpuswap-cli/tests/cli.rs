@@ -260,8 +260,13 @@ fn seed_flag_overrides_the_scenario() {
 
 #[test]
 fn every_example_scenario_runs() {
-    // The unified-memory ones are small (the research simulator's sizes).
-    for dir in [repo_file("scenarios"), repo_file("scenarios/uvm")] {
+    // The unified-memory ones are small (the research simulator's sizes); the real
+    // GPU's model takes a fraction of a second under its own manager.
+    for dir in [
+        repo_file("scenarios"),
+        repo_file("scenarios/uvm"),
+        repo_file("scenarios/real"),
+    ] {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
