@@ -342,6 +342,7 @@ impl Endpoint {
                 tenant: tenant.0,
                 chunk_bytes,
                 vram_bytes,
+                idle_report_ns: 0,
             },
         );
     }
@@ -754,6 +755,7 @@ impl Endpoint {
                     drain_ns: c.drain_ns,
                     suspended: c.suspended,
                     contract: contract_row(&m.contract(tenant)),
+                    ..wire::TenantRow::default()
                 }
             })
             .collect();
@@ -767,6 +769,7 @@ impl Endpoint {
             uptime_s: self.now_ns as f64 / 1e9,
             tenants_served: self.served,
             tenants,
+            ..wire::Snapshot::default()
         }
     }
 

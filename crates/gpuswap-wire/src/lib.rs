@@ -16,8 +16,14 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// The protocol's version; a client of another version is refused with a message that
-/// names both.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// names both. Version 2 added turns (`Busy`, `Idle`, `Welcome::idle_report_ns`) and bulk
+/// moves (`RelocateBatch`, `RelocatedBatch`).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The most moves one [`DaemonMsg::RelocateBatch`] carries: 1024 chunks of 2 MiB are
+/// 2 GiB, long enough to run the copy engines at full speed, and the frame (about 60
+/// bytes of JSON per move) stays far below [`MAX_FRAME_BYTES`].
+pub const MAX_BATCH_MOVES: usize = 1024;
 
 /// The longest frame either side accepts: far above any real message (a grant carries
 /// its placement as runs, [`Placement`], so its size does not follow the buffer's),
@@ -110,6 +116,26 @@ pub enum ClientMsg {
         /// What the driver said.
         error: String,
     },
+    /// Answer to [`DaemonMsg::RelocateBatch`], once every move of it is over: the moves
+    /// not listed in `failed` are at their new location, mapped at their unchanged
+    /// address, their old memory released; the failed ones are still where they were.
+    RelocatedBatch {
+        /// The batch's number.
+        batch: u64,
+        /// Indices into the batch's `moves` that failed (empty: all moved).
+        failed: Vec<u32>,
+        /// What the driver said of the first failure (empty when none failed).
+        error: String,
+        /// From the command's arrival to the last remap, for bytes-per-second figures.
+        elapsed_ns: u64,
+    },
+    /// The tenant has GPU work to start (a launch or a copy) after it said [`ClientMsg::Idle`],
+    /// or waits at its gate for such work. Sent only when `Welcome::idle_report_ns` is
+    /// not zero, once per change.
+    Busy,
+    /// The tenant has started no GPU work for `Welcome::idle_report_ns`. Sent only when
+    /// that is not zero, once per change.
+    Idle,
 }
 
 /// Messages from the daemon to a client.
@@ -125,6 +151,11 @@ pub enum DaemonMsg {
         chunk_bytes: u64,
         /// The VRAM the daemon manages: the tenant's view of the device's memory.
         vram_bytes: u64,
+        /// How long without starting GPU work before the tenant says [`ClientMsg::Idle`]
+        /// (and says [`ClientMsg::Busy`] at its next work); 0: never say either (the
+        /// daemon's `gpu_time` does not take turns).
+        #[serde(default)]
+        idle_report_ns: u64,
     },
     /// The connection is refused (bad version, another user, a bad frame); the daemon
     /// closes it.
@@ -172,6 +203,16 @@ pub enum DaemonMsg {
         /// The destination.
         to: Location,
     },
+    /// Move many chunks (the tenant is suspended) with their copies in flight together:
+    /// for each move, copy the chunk to `to`, map the copy at the chunk's address and
+    /// release the old memory; answer [`ClientMsg::RelocatedBatch`] once, when all are
+    /// over. At most [`MAX_BATCH_MOVES`] moves.
+    RelocateBatch {
+        /// The batch's number.
+        batch: u64,
+        /// The moves.
+        moves: Vec<ChunkMove>,
+    },
     /// The daemon ends the tenant (its data could not be kept).
     Kill {
         /// Why.
@@ -179,6 +220,17 @@ pub enum DaemonMsg {
     },
     /// The daemon's state, for observers.
     Snapshot(Snapshot),
+}
+
+/// One move of a [`DaemonMsg::RelocateBatch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkMove {
+    /// The buffer.
+    pub buffer: u64,
+    /// The chunk's index in the buffer.
+    pub chunk: u32,
+    /// The destination.
+    pub to: Location,
 }
 
 /// What `gpuswap top` shows.
@@ -200,6 +252,21 @@ pub struct Snapshot {
     pub uptime_s: f64,
     /// Tenants served since the start, the connected ones included.
     pub tenants_served: u64,
+    /// How tenants share GPU time: `concurrent` or `turns`.
+    #[serde(default)]
+    pub gpu_time: String,
+    /// Under turns: the tenant holding the GPU, if one does.
+    #[serde(default)]
+    pub holder: Option<u32>,
+    /// Under turns: times the GPU passed from one tenant to another.
+    #[serde(default)]
+    pub handovers: u64,
+    /// Bytes moved by bulk moves ([`DaemonMsg::RelocateBatch`]) so far.
+    #[serde(default)]
+    pub batch_moved_bytes: u64,
+    /// The latest bulk moves, oldest first (at most 16).
+    #[serde(default)]
+    pub batches: Vec<BatchRow>,
     /// The connected tenants, by tenant number.
     pub tenants: Vec<TenantRow>,
 }
@@ -239,9 +306,33 @@ pub struct TenantRow {
     pub drain_ns: u64,
     /// Whether it is suspended now.
     pub suspended: bool,
+    /// Under turns: `holder` (it has the GPU), `held` (parked while another holds it),
+    /// `running` (everyone's memory fits: no turns now); empty without turns.
+    #[serde(default)]
+    pub turn: String,
+    /// Whether it has GPU work (as it last said, under turns).
+    #[serde(default)]
+    pub busy: bool,
     /// Its memory contract (all defaults: none).
     #[serde(default)]
     pub contract: ContractRow,
+}
+
+/// One bulk move in a [`Snapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchRow {
+    /// The tenant whose chunks moved.
+    pub tenant: u32,
+    /// Chunks moved to host memory.
+    pub to_host_chunks: u32,
+    /// Chunks moved to VRAM.
+    pub to_vram_chunks: u32,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// From the command's arrival at the process to its last remap.
+    pub elapsed_ns: u64,
+    /// `bytes` per second of `elapsed_ns`, in GB/s (10^9 bytes).
+    pub gb_per_s: f64,
 }
 
 /// A tenant's memory contract in a [`Snapshot`], as the daemon's configuration gave it
