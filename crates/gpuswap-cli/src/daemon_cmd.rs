@@ -10,6 +10,7 @@ use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
 use gpuswap_wire::{ContractRow, Snapshot, TenantRow};
 
+use crate::gpu_time_keys;
 use crate::table::{self, Column};
 
 /// `gpuswap daemon`'s flags.
@@ -34,7 +35,10 @@ pub struct DaemonArgs {
     /// page faults or reference bits cannot run on a real GPU).
     #[arg(long, default_value = "gpuswap")]
     mode: String,
-    /// A parameter of the mode, KEY=VALUE (see `gpuswap policies`); repeatable.
+    /// A parameter of the mode, KEY=VALUE (see `gpuswap policies`), or how tenants share
+    /// the GPU's time: gpu_time=concurrent|turns, quantum=auto|DURATION,
+    /// handover_after=DURATION (turns: one process holds the GPU while the others wait,
+    /// when their memory does not fit together); repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// How often evicted data is checked for a way back into free VRAM.
@@ -89,14 +93,22 @@ fn half_of_memory() -> Option<u64> {
 /// Runs the daemon until it is killed; errors are for the user.
 pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     let mut policy = PolicySettings::new(&args.mode, 1).map_err(|e| e.to_string())?;
+    // The GPU-time keys are the daemon's, the others the mode's parameters.
+    let mut gpu_time: [Option<&str>; 3] = [None; 3];
     for pair in &args.set {
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| format!("--set {pair:?}: expected KEY=VALUE"))?;
+        if let Some(at) = gpu_time_keys::KEYS.iter().position(|k| *k == key.trim()) {
+            gpu_time[at] = Some(value.trim());
+            continue;
+        }
         policy = policy
             .set(key.trim(), value.trim())
             .map_err(|e| format!("--set {pair:?}: {e}"))?;
     }
+    let gpu_time = gpu_time_keys::settings(gpu_time[0], gpu_time[1], gpu_time[2])
+        .map_err(|(key, message)| format!("--set {key}: {message}"))?;
     check_policy(&policy)?;
     if args.chunk_size == 0 || args.return_interval == 0 {
         return Err("--chunk-size and --return-interval must be positive".into());
@@ -114,6 +126,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         return_interval_ns: args.return_interval,
         verbose: !args.quiet,
         contracts,
+        gpu_time,
     };
     serve(config, &|| false).map_err(|e| e.to_string())
 }

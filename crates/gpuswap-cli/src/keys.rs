@@ -59,7 +59,7 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "device.sharing",
         "time-slice, mps or exclusive-quantum",
         "time-slice",
-        "how tenants' kernels share the GPU: one at a time round-robin, at once (MPS), or one tenant per quantum (nvshare)",
+        "how tenants' kernels share the GPU: one at a time round-robin, at once (MPS), or one tenant per quantum (nvshare's lock: the manager's turns that hold even when memory fits; not with [manager] gpu_time)",
     ),
     (
         "device.quantum",
@@ -96,6 +96,24 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "duration: ns, us, ms, s",
         "50ms",
         "period of gpuswap's return check and of access-rate measurements",
+    ),
+    (
+        "manager.gpu_time",
+        "concurrent or turns",
+        "concurrent",
+        "how tenants share the GPU's time: all at once, or, when the busy tenants' memory does not fit in VRAM, one holds the GPU with its memory in VRAM while the others wait (only the overflow moves at a handover)",
+    ),
+    (
+        "manager.quantum",
+        "auto, or duration: ns, us, ms, s",
+        "auto",
+        "turns: how long a holder keeps the GPU while others wait, times its weight; auto: the larger of 2 s and 20 handovers",
+    ),
+    (
+        "manager.handover_after",
+        "duration: ns, us, ms, s",
+        "2s",
+        "turns: a holder with no GPU work this long hands over early",
     ),
     (
         "manager.optimum",
@@ -354,6 +372,9 @@ pub fn template() -> String {
         ("manager.chunk_size", "\"4MiB\""),
         ("manager.return_interval", "\"50ms\""),
         ("manager.optimum", "true"),
+        ("manager.gpu_time", "\"turns\""),
+        ("manager.quantum", "\"auto\""),
+        ("manager.handover_after", "\"2s\""),
     ]);
     out += &t.mode_params();
     out += "\n# [scheduler]\n";

@@ -10,6 +10,7 @@ mod compare;
 mod contract_keys;
 mod daemon_cmd;
 mod glossary;
+mod gpu_time_keys;
 mod keys;
 mod limits;
 mod manual;

@@ -839,7 +839,10 @@ pub fn policy_rows() -> Vec<PolicyRow> {
             s.description.to_owned(),
         ));
     }
-    for (i, p) in gpuswap_core::scheduling::POLICIES.iter().enumerate() {
+    for (i, p) in gpuswap_core::gpu_time::scheduling::POLICIES
+        .iter()
+        .enumerate()
+    {
         rows.push(row(
             "scheduler.policy",
             p.choice.name.to_owned(),

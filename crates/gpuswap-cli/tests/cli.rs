@@ -341,7 +341,7 @@ fn policies_lists_every_registered_mode_and_choice_with_its_needs() {
             .any(|l| l.starts_with("launch gate") && l.split_whitespace().nth(2) == Some(s.name));
         assert!(listed, "launch gate {} missing in\n{text}", s.name);
     }
-    for p in gpuswap_core::scheduling::POLICIES {
+    for p in gpuswap_core::gpu_time::scheduling::POLICIES {
         row("scheduler.policy", p.choice.name);
     }
     assert!(row("manager.mode", "gdev").contains("launch gating"));

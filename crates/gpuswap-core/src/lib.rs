@@ -8,12 +8,13 @@
 //!
 //! Inside: [`accounting`](crate) keeps the books (buffers, chunks, byte counts), the
 //! relocation state machine moves chunks, a memory policy from the [`registry`] decides,
-//! and a scheduler gates launches.
+//! and [`gpu_time`] decides who runs on the GPU when.
 
 mod accounting;
 mod buffer;
 pub mod cache_hint;
 pub mod contract;
+pub mod gpu_time;
 mod ids;
 mod lists;
 mod manager;
@@ -25,8 +26,6 @@ mod policy;
 pub mod protocol;
 pub mod registry;
 mod relocation;
-mod scheduler;
-pub mod scheduling;
 pub mod uvm;
 
 pub use buffer::{
@@ -39,10 +38,11 @@ pub use lists::ChunkRef;
 pub use manager::{MAX_COPY_ATTEMPTS, Manager, ManagerConfig};
 pub use params::Needs;
 pub use protocol::{
-    Action, AdmitError, AllocError, AllocRequest, Dma, Execution, FreeError, KernelStats,
-    KillReason, Mapping, ProtocolError, Purpose, Reply, TenantUsage,
+    Action, AdmitError, AllocError, AllocRequest, BatchMove, Dma, Execution, FreeError,
+    KernelStats, KillReason, Mapping, ProtocolError, Purpose, Reply, TenantUsage,
 };
 pub use registry::PolicySettings;
+pub use relocation::MAX_BATCH_MOVES;
 
 /// One mebibyte in bytes; used by defaults and tests.
 pub const MIB: u64 = 1 << 20;

@@ -11,6 +11,10 @@ use std::collections::VecDeque;
 use crate::accounting::Books;
 use crate::buffer::{Buffer, BufferKind};
 use crate::contract::{AtLimit, Contract};
+use crate::gpu_time::GpuTime;
+use crate::gpu_time::launch_gate::Scheduler;
+use crate::gpu_time::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
+use crate::gpu_time::turns::Turns;
 use crate::ids::{BufferId, CopyId, LaunchId, TenantId};
 use crate::params::Needs;
 use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Placed};
@@ -21,8 +25,6 @@ use crate::protocol::{
 use crate::registry::{Budget, PolicySettings};
 pub use crate::relocation::MAX_COPY_ATTEMPTS;
 use crate::relocation::{CopyFailure, Relocation, Then};
-use crate::scheduler::Scheduler;
-use crate::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
 use crate::uvm::Paging;
 use crate::uvm::pages::{PAGE_BYTES, Pages};
 
@@ -43,6 +45,8 @@ pub struct ManagerConfig {
     pub seed: u64,
     /// The kernel scheduling policy (`[scheduler]`).
     pub scheduling: SchedulingConfig,
+    /// How tenants share the GPU's time (`[manager] gpu_time`).
+    pub gpu_time: GpuTime,
 }
 
 /// The memory manager.
@@ -64,6 +68,8 @@ pub struct Manager {
     waiting_launches: VecDeque<(TenantId, LaunchId)>,
     /// Memory-aware kernel scheduling, when a policy other than `none` is chosen.
     scheduling: Option<Scheduling>,
+    /// Turns, when `gpu_time` takes them.
+    turns: Option<Turns>,
 }
 
 impl Manager {
@@ -84,11 +90,21 @@ impl Manager {
             seed: config.seed,
         });
         let scheduler = crate::registry::build_scheduler(&config.policy);
-        let needs = config.policy.needs();
+        let turns = match config.gpu_time {
+            GpuTime::Concurrent => None,
+            GpuTime::Turns(settings) => Some(Turns::new(settings)),
+        };
+        let needs = config.policy.needs().union(Needs {
+            gpu_demand: turns.is_some(),
+            timers: turns.is_some(),
+            ..Needs::NONE
+        });
         let scheduling = config
             .scheduling
             .runs()
             .then(|| Scheduling::new(&config.scheduling, config.vram_bytes));
+        let mut relocation = Relocation::default();
+        relocation.bulk = turns.is_some();
         Self {
             books: Books::new(
                 config.vram_bytes,
@@ -97,7 +113,7 @@ impl Manager {
                 config.seed,
             ),
             config,
-            relocation: Relocation::default(),
+            relocation,
             policy,
             scheduler,
             needs,
@@ -106,6 +122,7 @@ impl Manager {
             at_limit: VecDeque::new(),
             waiting_launches: VecDeque::new(),
             scheduling,
+            turns,
         }
     }
 
@@ -114,6 +131,22 @@ impl Manager {
     /// The configuration the manager was built with.
     pub fn config(&self) -> &ManagerConfig {
         &self.config
+    }
+
+    /// Under turns: the tenant holding the GPU, if one does.
+    pub fn holder(&self) -> Option<TenantId> {
+        self.turns.as_ref().and_then(Turns::holder)
+    }
+
+    /// Under turns: times the GPU passed from one tenant to another.
+    pub fn handovers(&self) -> u64 {
+        self.turns.as_ref().map_or(0, Turns::handovers)
+    }
+
+    /// Whether `tenant` is parked: held suspended between relocation jobs (under turns,
+    /// while another tenant holds the GPU).
+    pub fn parked(&self, tenant: TenantId) -> bool {
+        self.relocation.is_parked(tenant)
     }
 
     /// What the configured policy needs from the device and the driver.
@@ -279,12 +312,16 @@ impl Manager {
         if let Some((next_tenant, next)) = self.scheduler.forget(tenant) {
             self.prepare_launch(next_tenant, next);
         }
+        if let Some(turns) = &mut self.turns {
+            turns.forget(tenant);
+        }
         let finished = self
             .relocation
             .forget(tenant, &self.books, &mut self.actions);
         self.finish(finished);
         self.schedule(|s, out| s.exited(tenant.0 as usize, out));
         self.withdraw_unsent(tenant);
+        self.take_turns();
     }
 
     /// A tenant starts under `contract`. A driver that serves tenants for a long time
@@ -389,10 +426,16 @@ impl Manager {
     /// `Execution::Kill` with the reason, then everything [`Manager::handle_tenant_exit`]
     /// does.
     pub fn handle_copy_failed(&mut self, copy: CopyId) -> Result<(), ProtocolError> {
-        match self
+        let outcome = self
             .relocation
-            .copy_failed(copy, &self.books, &mut self.actions)?
-        {
+            .copy_failed(copy, &self.books, &mut self.actions)?;
+        self.copy_outcome(outcome);
+        Ok(())
+    }
+
+    /// What a failed copy or bulk move leads to: the job goes on, or the tenant ends.
+    fn copy_outcome(&mut self, outcome: CopyFailure) {
+        match outcome {
             CopyFailure::Retried(finished) => self.finish(finished),
             CopyFailure::GaveUp {
                 tenant,
@@ -406,13 +449,77 @@ impl Manager {
                 self.handle_tenant_exit(tenant);
             }
         }
+    }
+
+    /// The outstanding bulk move ([`Dma::Batch`]) is over at `now_ns`: the moves at
+    /// the indices in `failed` did not happen (their chunks are where they were), the
+    /// others did. Each moved chunk is remapped; the failed ones are asked again as a
+    /// new batch, up to [`MAX_COPY_ATTEMPTS`] in all, after which the tenant is ended as
+    /// for [`Manager::handle_copy_failed`].
+    pub fn handle_batch_done(
+        &mut self,
+        copy: CopyId,
+        failed: &[u32],
+        now_ns: u64,
+    ) -> Result<(), ProtocolError> {
+        if let Some(turns) = &mut self.turns {
+            turns.tick(now_ns);
+        }
+        let outcome =
+            self.relocation
+                .batch_done(copy, failed, &mut self.books, &mut self.actions)?;
+        self.copy_outcome(outcome);
         Ok(())
+    }
+
+    /// `tenant` has work for the GPU at `now_ns` (a launch or a copy queued, or waiting
+    /// at its suspension): under turns it demands the GPU. Ignored without turns.
+    pub fn handle_gpu_busy(&mut self, tenant: TenantId, now_ns: u64) {
+        self.set_busy(tenant, true, now_ns);
+    }
+
+    /// `tenant` has no work for the GPU since `now_ns`. Ignored without turns.
+    pub fn handle_gpu_idle(&mut self, tenant: TenantId, now_ns: u64) {
+        self.set_busy(tenant, false, now_ns);
+    }
+
+    fn set_busy(&mut self, tenant: TenantId, busy: bool, now_ns: u64) {
+        let Some(turns) = &mut self.turns else { return };
+        if turns.is_busy(tenant) == busy {
+            turns.tick(now_ns);
+            return;
+        }
+        turns.set_busy(tenant, busy, now_ns);
+        self.take_turns();
     }
 
     /// Time passed to `now_ns` (the time [`Manager::poll_timeout`] named, or later).
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.schedule(|s, out| s.timeout(now_ns, out));
         self.run_policy(|policy, ctx| policy.on_timeout(ctx, now_ns));
+        if let Some(turns) = &mut self.turns {
+            turns.tick(now_ns);
+            self.take_turns();
+        }
+    }
+
+    /// Under turns, and while no relocation runs: starts the job that parks, hands
+    /// over or ends turns as the turns machine decides now.
+    fn take_turns(&mut self) {
+        let Some(turns) = &mut self.turns else { return };
+        if self.relocation.running() {
+            return;
+        }
+        let relocation = &self.relocation;
+        let moves = self.policy.moves_chunks();
+        let steps = turns.plan(&mut self.books, &|t| relocation.is_parked(t), moves);
+        if steps.is_empty() {
+            return;
+        }
+        let finished = self
+            .relocation
+            .start_turn(steps, &self.books, &mut self.actions);
+        self.finish(finished);
     }
 
     /// Whether kernels go through a scheduling policy: the driver then reports each
@@ -548,7 +655,11 @@ impl Manager {
     pub fn poll_timeout(&self) -> Option<u64> {
         let scheduling = self.scheduling.as_ref().and_then(Scheduling::next_timeout);
         let policy = self.policy.next_timeout(&self.books);
-        policy.into_iter().chain(scheduling).min()
+        // A turn's decision waits for the running job's end, which takes it anyway.
+        let turns = (!self.relocation.running())
+            .then(|| self.turns.as_ref()?.next_timeout(&self.books))
+            .flatten();
+        policy.into_iter().chain(scheduling).chain(turns).min()
     }
 
     /// A tenant whose VRAM figure changed since it was last returned here (each change
@@ -572,6 +683,9 @@ impl Manager {
             | Action::Execution(Execution::Preempt { tenant: t })
             | Action::Execution(Execution::Start { tenant: t }) => *t != tenant,
             Action::Dma(Dma::Copy {
+                copy, tenant: t, ..
+            })
+            | Action::Dma(Dma::Batch {
                 copy, tenant: t, ..
             }) if *t == tenant => {
                 withdrawn.push(*copy);
@@ -608,6 +722,7 @@ impl Manager {
             relocation: &mut self.relocation,
             out: &mut self.actions,
             finished: None,
+            turns: self.turns.as_ref(),
         };
         let result = hook(self.policy.as_mut(), &mut ctx);
         // Matched in place: most hooks (every kernel's end) end no relocation, and moving
@@ -708,6 +823,9 @@ impl Manager {
     /// A relocation ended: answer what it was for, then serve what waited for it.
     fn finish(&mut self, finished: Option<Then>) {
         let Some(then) = finished else { return };
+        if let Some(turns) = &mut self.turns {
+            turns.job_done();
+        }
         match then {
             Then::Nothing => {}
             // The requester may have been killed while it waited.
@@ -728,6 +846,7 @@ impl Manager {
                 break;
             }
         }
+        self.take_turns();
     }
 }
 

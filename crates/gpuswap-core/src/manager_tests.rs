@@ -16,6 +16,7 @@ fn config(mode: &str, vram_mib: u64) -> ManagerConfig {
         return_interval_ns: 1_000_000_000,
         seed: 1,
         scheduling: Default::default(),
+        gpu_time: Default::default(),
     }
 }
 

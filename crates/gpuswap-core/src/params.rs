@@ -111,6 +111,10 @@ pub struct Needs {
     /// ([`crate::KernelStats::ideal_ns`]) and its memory accesses
     /// ([`crate::KernelStats::accesses`]).
     pub kernel_estimates: bool,
+    /// The driver reports when each tenant becomes busy and idle on the GPU
+    /// (`handle_gpu_busy`, `handle_gpu_idle`) and keeps a tenant suspended between
+    /// relocation jobs (parked): what turns need.
+    pub gpu_demand: bool,
 }
 
 impl Needs {
@@ -122,6 +126,7 @@ impl Needs {
         page_faults: false,
         access_counts: false,
         kernel_estimates: false,
+        gpu_demand: false,
     };
 
     /// Both sets of needs.
@@ -133,6 +138,7 @@ impl Needs {
             page_faults: self.page_faults || other.page_faults,
             access_counts: self.access_counts || other.access_counts,
             kernel_estimates: self.kernel_estimates || other.kernel_estimates,
+            gpu_demand: self.gpu_demand || other.gpu_demand,
         }
     }
 
@@ -146,6 +152,7 @@ impl Needs {
             page_faults: self.page_faults && !supplied.page_faults,
             access_counts: self.access_counts && !supplied.access_counts,
             kernel_estimates: self.kernel_estimates && !supplied.kernel_estimates,
+            gpu_demand: self.gpu_demand && !supplied.gpu_demand,
         }
     }
 
@@ -158,6 +165,7 @@ impl Needs {
             (self.page_faults, "page faults"),
             (self.access_counts, "access counts"),
             (self.kernel_estimates, "kernel estimates"),
+            (self.gpu_demand, "GPU demand"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))

@@ -183,6 +183,15 @@ pub enum ProtocolError {
         /// The mode.
         mode: &'static str,
     },
+    /// `handle_batch_done` for a batch that is not the outstanding one, or naming a move
+    /// the batch does not have.
+    #[error("batch {} reported done, but the outstanding batch is {}", .copy.0, .outstanding.map_or("none".to_owned(), |c| c.0.to_string()))]
+    UnexpectedBatchDone {
+        /// The batch reported.
+        copy: CopyId,
+        /// The batch the manager waits for, if any.
+        outstanding: Option<CopyId>,
+    },
     /// `handle_launch` although the configuration's scheduler does not gate launches.
     #[error("{launch} of {tenant} asked for admission, but launches are not gated")]
     LaunchNotGated {
@@ -242,6 +251,9 @@ pub enum Purpose {
     Swap,
     /// Gdev: the launching tenant's buffers in, other tenants' buffers out.
     Launch,
+    /// Turns: the GPU passes to another tenant; the held tenants' overflow out, the new
+    /// holder's in, in bulk ([`Dma::Batch`]).
+    Turn,
 }
 
 /// What the driver must carry out, grouped by who performs it.
@@ -377,12 +389,35 @@ pub enum Dma {
         /// Destination.
         to: Location,
     },
+    /// Copy many chunks of one tenant, their copies in flight together, and remap each
+    /// once copied; answer once with [`crate::Manager::handle_batch_done`], naming the
+    /// moves that failed. Only turns' handovers ask for it; it counts as the one
+    /// outstanding copy.
+    Batch {
+        /// The batch's number (from the copies' numbering).
+        copy: CopyId,
+        /// Owner of the chunks.
+        tenant: TenantId,
+        /// The moves, at most [`crate::MAX_BATCH_MOVES`].
+        moves: Vec<BatchMove>,
+    },
     /// Withdraw the outstanding copy: its tenant exited. A transfer already on the copy
     /// engine may run out, but its result is dropped and never reported.
     Cancel {
         /// The copy.
         copy: CopyId,
     },
+}
+
+/// One move of a [`Dma::Batch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchMove {
+    /// The chunk.
+    pub chunk: ChunkRef,
+    /// Its length.
+    pub bytes: u64,
+    /// Destination.
+    pub to: Location,
 }
 
 /// Page-table changes.

@@ -6,13 +6,13 @@
 use thiserror::Error;
 
 use crate::contract::{Term, Terms};
+use crate::gpu_time::launch_gate::{SCHEDULERS, Scheduler, SchedulerSettings};
 use crate::params::{ACCESS_COUNTS, KERNEL_ESTIMATES, Needs, Registered};
 pub use crate::params::{Choice, ParamDefault, ParamKind, ParamSpec, ParamValue};
 use crate::policy::gpuswap::Gpuswap;
 use crate::policy::gpuswap::chunk::CHUNKS;
 use crate::policy::gpuswap::victim::VICTIMS;
 use crate::policy::{MemoryPolicy, fcfs, gdev, native, static_share, uvm};
-use crate::scheduler::{SCHEDULERS, Scheduler, SchedulerSettings};
 use crate::uvm::policy::Runtime;
 use crate::uvm::thrash::ThrashingParams;
 use crate::uvm::{Migration, PagingConfig, Victim};

@@ -13,6 +13,15 @@
 //! abandoned and the manager ends the chunk's tenant. A tenant that exits loses its
 //! batches: the current one is dropped (its outstanding copy cancelled) and the job goes
 //! on with the next tenant's.
+//!
+//! Turns add two things. A tenant may be *parked*: a batch that ends with [`After::Park`]
+//! leaves it suspended after the job, held while another tenant has the GPU; any later
+//! batch of a parked tenant needs no suspension and leaves it parked unless it ends
+//! with [`After::Unpark`]. And a turn's job moves in *bulk*: each batch's chunks go out
+//! as one [`Dma::Batch`] of up to [`MAX_BATCH_MOVES`] moves with their copies in flight
+//! together, answered once; its failed moves are asked again as a smaller batch. Under
+//! turns every job moves in bulk ([`Relocation::bulk`]); otherwise only turns' jobs do,
+//! and the others chunk by chunk.
 
 use std::collections::VecDeque;
 
@@ -20,12 +29,27 @@ use crate::accounting::Books;
 use crate::buffer::Location;
 use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::lists::ChunkRef;
-use crate::protocol::{Action, Dma, Execution, Mapping, ProtocolError, Purpose};
+use crate::protocol::{Action, BatchMove, Dma, Execution, Mapping, ProtocolError, Purpose};
 
 /// Attempts at one chunk's copy before its tenant is given up: a transient DMA error
 /// (a timeout under load) is worth retrying; one that repeats three times is taken to be
 /// persistent. A design choice, not a measured figure.
 pub const MAX_COPY_ATTEMPTS: u32 = 3;
+
+/// The most moves in one [`Dma::Batch`]: the daemon's wire protocol carries at most this
+/// many in one command (`gpuswap_wire::MAX_BATCH_MOVES`, 2 GiB of 2 MiB chunks).
+pub const MAX_BATCH_MOVES: usize = 1024;
+
+/// What becomes of a batch's tenant when its moves are over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum After {
+    /// As it was before the job: resumed, or still parked.
+    Keep,
+    /// Parked: suspended until a later batch unparks it (turns: held).
+    Park,
+    /// Resumed, parked or not (turns: it holds the GPU now).
+    Unpark,
+}
 
 /// What a failed copy leads to.
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +76,7 @@ pub(crate) struct Move {
 struct Batch {
     tenant: TenantId,
     moves: VecDeque<Move>,
+    after: After,
 }
 
 #[derive(Debug)]
@@ -60,6 +85,12 @@ enum Step {
     Copying {
         copy: CopyId,
         mv: Move,
+        attempts: u32,
+    },
+    /// A bulk move is out: all of `moves` in one command.
+    Bulk {
+        copy: CopyId,
+        moves: Vec<Move>,
         attempts: u32,
     },
 }
@@ -79,6 +110,13 @@ struct Job {
     current: Option<(Batch, Step)>,
 }
 
+impl Job {
+    /// Turns' jobs move in bulk, and so does every job where `bulk` is on.
+    fn bulk(&self, bulk: bool) -> bool {
+        bulk || self.purpose == Purpose::Turn
+    }
+}
+
 /// At most one relocation job at a time.
 ///
 /// The daemon's steady path allocates nothing (issue 28, item 5): the plan a policy
@@ -94,6 +132,10 @@ pub(crate) struct Relocation {
     /// An empty plan with room, for [`Relocation::take_plan`].
     plan: Vec<(TenantId, Move)>,
     next_copy: u64,
+    /// Parked tenants, by number: suspended between jobs.
+    parked: Vec<bool>,
+    /// Every job moves in bulk (under turns), not only turns' own.
+    pub(crate) bulk: bool,
 }
 
 impl Relocation {
@@ -122,11 +164,7 @@ impl Relocation {
             match self.batches.iter_mut().find(|b| b.tenant == tenant) {
                 Some(batch) => batch.moves.push_back(mv),
                 None => {
-                    let mut batch = self.spare.pop().unwrap_or_else(|| Batch {
-                        tenant,
-                        moves: VecDeque::new(),
-                    });
-                    batch.tenant = tenant;
+                    let mut batch = self.spare_batch(tenant, After::Keep);
                     batch.moves.push_back(mv);
                     self.batches.push_back(batch);
                 }
@@ -139,6 +177,54 @@ impl Relocation {
             current: None,
         });
         self.next_batch(books, out)
+    }
+
+    /// Starts a turn's job: one batch per step, in order, each with its moves (maybe
+    /// none: a tenant parked or unparked without moving anything) and what becomes of
+    /// its tenant. Returns what to answer when it is already over.
+    pub(crate) fn start_turn(
+        &mut self,
+        steps: Vec<(TenantId, Vec<Move>, After)>,
+        books: &Books,
+        out: &mut VecDeque<Action>,
+    ) -> Option<Then> {
+        debug_assert!(self.job.is_none(), "one relocation at a time");
+        for (tenant, moves, after) in steps {
+            let mut batch = self.spare_batch(tenant, after);
+            batch.moves.extend(moves);
+            self.batches.push_back(batch);
+        }
+        self.job = Some(Job {
+            purpose: Purpose::Turn,
+            then: Then::Nothing,
+            current: None,
+        });
+        self.next_batch(books, out)
+    }
+
+    /// A batch for `tenant`, its queue reused from a finished one.
+    fn spare_batch(&mut self, tenant: TenantId, after: After) -> Batch {
+        let mut batch = self.spare.pop().unwrap_or_else(|| Batch {
+            tenant,
+            moves: VecDeque::new(),
+            after,
+        });
+        batch.tenant = tenant;
+        batch.after = after;
+        batch
+    }
+
+    /// Whether `tenant` is parked (suspended between jobs).
+    pub(crate) fn is_parked(&self, tenant: TenantId) -> bool {
+        self.parked.get(tenant.0 as usize).copied().unwrap_or(false)
+    }
+
+    fn set_parked(&mut self, tenant: TenantId, parked: bool) {
+        let i = tenant.0 as usize;
+        if self.parked.len() <= i {
+            self.parked.resize(i + 1, false);
+        }
+        self.parked[i] = parked;
     }
 
     /// The tenant asked to suspend has drained.
@@ -167,7 +253,7 @@ impl Relocation {
         let Some((tenant, _, mv, _)) = outstanding.filter(|o| o.1 == copy) else {
             return Err(ProtocolError::UnexpectedCopyDone {
                 copy,
-                outstanding: outstanding.map(|o| o.1),
+                outstanding: self.outstanding_id(),
             });
         };
         if books.finish_move(tenant, mv.chunk, mv.to).is_some() {
@@ -191,7 +277,7 @@ impl Relocation {
         let Some((tenant, _, mv, attempts)) = outstanding.filter(|o| o.1 == copy) else {
             return Err(ProtocolError::UnexpectedCopyFailed {
                 copy,
-                outstanding: outstanding.map(|o| o.1),
+                outstanding: self.outstanding_id(),
             });
         };
         if attempts >= MAX_COPY_ATTEMPTS {
@@ -212,6 +298,67 @@ impl Relocation {
         Ok(CopyFailure::Retried(None))
     }
 
+    /// The outstanding bulk move is over: the moves not in `failed` (indices into its
+    /// moves) are where they were sent and are remapped; the failed ones are asked again
+    /// as a new batch, or after [`MAX_COPY_ATTEMPTS`] the batch is given up.
+    pub(crate) fn batch_done(
+        &mut self,
+        copy: CopyId,
+        failed: &[u32],
+        books: &mut Books,
+        out: &mut VecDeque<Action>,
+    ) -> Result<CopyFailure, ProtocolError> {
+        let current = self.job.as_mut().and_then(|j| j.current.as_mut());
+        let Some((
+            batch,
+            Step::Bulk {
+                copy: c,
+                moves,
+                attempts,
+            },
+        )) = current
+        else {
+            return Err(ProtocolError::UnexpectedBatchDone {
+                copy,
+                outstanding: self.outstanding_id(),
+            });
+        };
+        if *c != copy || failed.iter().any(|i| *i as usize >= moves.len()) {
+            return Err(ProtocolError::UnexpectedBatchDone {
+                copy,
+                outstanding: Some(*c),
+            });
+        }
+        let (tenant, attempts) = (batch.tenant, *attempts);
+        let mut retry = Vec::new();
+        for (i, mv) in moves.drain(..).enumerate() {
+            if failed.contains(&(i as u32)) {
+                retry.push(mv);
+            } else if books.finish_move(tenant, mv.chunk, mv.to).is_some() {
+                out.push_back(Action::Mapping(Mapping::Remap {
+                    tenant,
+                    chunk: mv.chunk,
+                    to: mv.to,
+                }));
+            }
+        }
+        retry.retain(|mv| books.chunk(mv.chunk).is_some());
+        let Some(first) = retry.first() else {
+            return Ok(CopyFailure::Retried(self.next_copy(books, out)));
+        };
+        if attempts >= MAX_COPY_ATTEMPTS {
+            let chunk = first.chunk;
+            self.job.as_mut().expect("a batch is outstanding").current = None;
+            return Ok(CopyFailure::GaveUp {
+                tenant,
+                chunk,
+                attempts,
+            });
+        }
+        self.ask_batch(tenant, retry, attempts + 1, books, out);
+        Ok(CopyFailure::Retried(None))
+    }
+
     /// `tenant` exited: its batches are dropped (an outstanding copy of it is
     /// cancelled) and what the job was to answer it is not answered. Returns what to
     /// answer if that ended the job.
@@ -221,6 +368,7 @@ impl Relocation {
         books: &Books,
         out: &mut VecDeque<Action>,
     ) -> Option<Then> {
+        self.set_parked(tenant, false);
         let job = self.job.as_mut()?;
         self.batches.retain(|b| b.tenant != tenant);
         match job.then {
@@ -232,7 +380,7 @@ impl Relocation {
         if let Some((batch, step)) = &job.current
             && batch.tenant == tenant
         {
-            if let Step::Copying { copy, .. } = step {
+            if let Step::Copying { copy, .. } | Step::Bulk { copy, .. } = step {
                 out.push_back(Action::Dma(Dma::Cancel { copy: *copy }));
             }
             job.current = None;
@@ -262,6 +410,56 @@ impl Relocation {
         }
     }
 
+    /// The number of the outstanding copy or bulk move, if any.
+    fn outstanding_id(&self) -> Option<CopyId> {
+        match self.job.as_ref().and_then(|j| j.current.as_ref()) {
+            Some((_, Step::Copying { copy, .. } | Step::Bulk { copy, .. })) => Some(*copy),
+            _ => None,
+        }
+    }
+
+    /// A new copy number.
+    fn number(&mut self) -> CopyId {
+        let copy = CopyId(self.next_copy);
+        self.next_copy += 1;
+        copy
+    }
+
+    /// Asks for `moves` in one bulk move under a new number (attempt `attempts`).
+    fn ask_batch(
+        &mut self,
+        tenant: TenantId,
+        moves: Vec<Move>,
+        attempts: u32,
+        books: &Books,
+        out: &mut VecDeque<Action>,
+    ) {
+        let copy = self.number();
+        let batch = moves
+            .iter()
+            .map(|mv| BatchMove {
+                chunk: mv.chunk,
+                bytes: books
+                    .chunk(mv.chunk)
+                    .expect("asked only for live chunks")
+                    .bytes,
+                to: mv.to,
+            })
+            .collect();
+        let job = self.job.as_mut().expect("job running");
+        let (_, step) = job.current.as_mut().expect("batch running");
+        *step = Step::Bulk {
+            copy,
+            moves,
+            attempts,
+        };
+        out.push_back(Action::Dma(Dma::Batch {
+            copy,
+            tenant,
+            moves: batch,
+        }));
+    }
+
     /// Asks for `mv`'s copy under a new number (attempt `attempts`).
     fn ask_copy(
         &mut self,
@@ -275,8 +473,7 @@ impl Relocation {
             .chunk(mv.chunk)
             .expect("asked only for live chunks")
             .bytes;
-        let copy = CopyId(self.next_copy);
-        self.next_copy += 1;
+        let copy = self.number();
         let job = self.job.as_mut().expect("job running");
         let (_, step) = job.current.as_mut().expect("batch running");
         *step = Step::Copying { copy, mv, attempts };
@@ -290,17 +487,19 @@ impl Relocation {
     }
 
     fn next_batch(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
+        let next = self.batches.pop_front();
+        let next = next.map(|b| (self.is_parked(b.tenant), b));
         let job = self.job.as_mut().expect("job running");
-        match self.batches.pop_front() {
+        match next {
             // Gdev's scheduler holds the launch: no other context runs, and the
             // launcher's own kernels in flight (its launch limit above one) use none of
             // what moves (the others' buffers out, its own not yet resident in):
-            // nobody needs suspending.
-            Some(batch) if job.purpose == Purpose::Launch => {
+            // nobody needs suspending. A parked tenant is suspended already.
+            Some((parked, batch)) if job.purpose == Purpose::Launch || parked => {
                 job.current = Some((batch, Step::Suspending));
                 self.next_copy(books, out)
             }
-            Some(batch) => {
+            Some((_, batch)) => {
                 out.push_back(Action::Execution(Execution::Suspend {
                     tenant: batch.tenant,
                     purpose: job.purpose,
@@ -312,27 +511,61 @@ impl Relocation {
         }
     }
 
-    /// Asks for the current batch's next copy, skipping chunks freed meanwhile; resumes
-    /// the tenant after its last one.
+    /// Asks for the current batch's next copy (or bulk move), skipping chunks freed
+    /// meanwhile; after its last, resumes or parks the tenant.
     fn next_copy(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
         loop {
             let job = self.job.as_mut().expect("job running");
+            let bulk = job.bulk(self.bulk);
             let (batch, _) = job.current.as_mut().expect("batch running");
-            let Some(mv) = batch.moves.pop_front() else {
-                let tenant = batch.tenant;
-                let (batch, _) = job.current.take().expect("batch running");
-                self.spare.push(batch);
-                if job.purpose != Purpose::Launch {
-                    out.push_back(Action::Execution(Execution::Resume { tenant }));
-                }
-                return self.next_batch(books, out);
-            };
             let tenant = batch.tenant;
+            if bulk {
+                let mut moves = Vec::new();
+                while moves.len() < MAX_BATCH_MOVES
+                    && let Some(mv) = batch.moves.pop_front()
+                {
+                    if books.chunk(mv.chunk).is_some() {
+                        moves.push(mv);
+                    }
+                }
+                if !moves.is_empty() {
+                    self.ask_batch(tenant, moves, 1, books, out);
+                    return None;
+                }
+            }
+            let Some(mv) = batch.moves.pop_front() else {
+                return self.end_batch(books, out);
+            };
             if books.chunk(mv.chunk).is_none() {
                 continue;
             }
             self.ask_copy(tenant, mv, 1, books, out);
             return None;
         }
+    }
+
+    /// The current batch's moves are over: its tenant is resumed, parked or left parked,
+    /// and the next batch starts.
+    fn end_batch(&mut self, books: &Books, out: &mut VecDeque<Action>) -> Option<Then> {
+        let job = self.job.as_mut().expect("job running");
+        let launch = job.purpose == Purpose::Launch;
+        let (batch, _) = job.current.take().expect("batch running");
+        let (tenant, after) = (batch.tenant, batch.after);
+        self.spare.push(batch);
+        let resume = match after {
+            After::Keep => !launch && !self.is_parked(tenant),
+            After::Park => {
+                self.set_parked(tenant, true);
+                false
+            }
+            After::Unpark => {
+                self.set_parked(tenant, false);
+                true
+            }
+        };
+        if resume {
+            out.push_back(Action::Execution(Execution::Resume { tenant }));
+        }
+        self.next_batch(books, out)
     }
 }

@@ -173,6 +173,7 @@ proptest! {
             return_interval_ns: 1_000,
             seed: 3,
             scheduling: Default::default(),
+            gpu_time: Default::default(),
         });
         let mut d = Driver::default();
         let mut requests = 0u64;

@@ -4,10 +4,12 @@
 use gpuswap_core::{Needs, PolicySettings};
 
 /// What the daemon's backend supplies a manager, declared as the needs it meets: it
-/// sees allocations, frees and the wall clock (so timers), not kernels, page faults,
+/// sees allocations, frees, the wall clock (so timers) and whether each process has GPU
+/// work (its interposer's `Busy` and `Idle`, for turns), not kernels, page faults,
 /// reference bits or access counts.
 pub const SUPPLIES: Needs = Needs {
     timers: true,
+    gpu_demand: true,
     ..Needs::NONE
 };
 

@@ -6,11 +6,14 @@
 //! interleave). The processes speak the wire protocol as the interposer does, on a
 //! simulated clock; the endpoint's and the manager's invariants are checked after every
 //! input, what each process receives is checked against the protocol's rules, and the
-//! end of the run against what it must leave. No socket, thread or clock: the same seed
+//! end of the run against what it must leave. Half the cases take turns (`gpu_time =
+//! turns`, a short quantum): their processes say when they are busy and idle, and
+//! handovers park and move them in bulk. No socket, thread or clock: the same seed
 //! always makes the same run.
 
 use std::collections::BTreeMap;
 
+use gpuswap_core::gpu_time::{GpuTime, Quantum, TurnSettings};
 use gpuswap_core::registry::{ParamKind, find_policy};
 use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_wire::{ClientMsg, DaemonMsg, PROTOCOL_VERSION};
@@ -109,6 +112,8 @@ pub struct CheckStats {
     pub killed_by_daemon: u64,
     /// Frames that reached the endpoint after a frame another process sent later.
     pub overtaken: u64,
+    /// Bulk moves asked (turns' handovers).
+    pub batches: u64,
 }
 
 impl CheckStats {
@@ -124,6 +129,7 @@ impl CheckStats {
         self.killed_mid_relocation += o.killed_mid_relocation;
         self.killed_by_daemon += o.killed_by_daemon;
         self.overtaken += o.overtaken;
+        self.batches += o.batches;
     }
 }
 
@@ -148,6 +154,7 @@ pub fn case(seed: u64) -> Case {
         return_interval_ns: rng.random_range(1..100u64) * MS,
         verbose: false,
         contracts: BTreeMap::new(),
+        gpu_time: gpu_time(seed),
     };
     let programs = (0..n)
         .map(|_| {
@@ -185,6 +192,23 @@ pub fn case(seed: u64) -> Case {
     }
 }
 
+/// Turns in half the cases, with a quantum and an idle handover short against a case,
+/// drawn from a stream of their own so that the other draws make the cases they made
+/// before turns existed.
+fn gpu_time(seed: u64) -> GpuTime {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5455_524e_5321);
+    if rng.random_bool(0.5) {
+        return GpuTime::Concurrent;
+    }
+    GpuTime::Turns(TurnSettings {
+        quantum: Quantum::Fixed {
+            ns: rng.random_range(1..30u64) * MS,
+        },
+        handover_after_ns: rng.random_range(1..10u64) * MS,
+        always: false,
+    })
+}
+
 /// GPUswap with random parameters among those the daemon can run.
 fn policy(rng: &mut ChaCha8Rng) -> PolicySettings {
     let entry = find_policy("gpuswap").expect("registered");
@@ -219,9 +243,10 @@ pub fn describe(case: &Case) -> String {
         .collect();
     let f = &case.faults;
     format!(
-        "{} ({}) vram {} MiB host {} MiB, {} processes of {} steps, frozen {}, slow {}, kill {:.2}, refuse {:.2}, answers up to {} us late",
+        "{} ({}, gpu_time {}) vram {} MiB host {} MiB, {} processes of {} steps, frozen {}, slow {}, kill {:.2}, refuse {:.2}, answers up to {} us late",
         c.policy.name(),
         settings.join(", "),
+        c.gpu_time.name(),
         c.vram_bytes.unwrap_or(0) / MIB,
         c.host_bytes.min(1 << 40) / MIB,
         case.programs.len(),
@@ -284,6 +309,8 @@ struct Process {
     ended: bool,
     /// Its connection was closed.
     closed: bool,
+    /// Under turns (the welcome's idle report): whether it last said it is busy.
+    busy: Option<bool>,
 }
 
 /// One run: the endpoint, the processes, and the events in flight by time.
@@ -468,6 +495,12 @@ impl<'a> Run<'a> {
     /// Process `p` takes its next step, unless it waits, is suspended, frozen or ended.
     fn step(&mut self, p: usize) {
         let proc = &self.procs[p];
+        if proc.suspended && proc.busy == Some(false) && !proc.frozen && !proc.ended {
+            // Held at its gate with work to start: it says so, as the interposer does.
+            self.procs[p].busy = Some(true);
+            self.frame(p, ClientMsg::Busy);
+            return;
+        }
         if proc.waiting.is_some() || proc.suspended || proc.frozen || proc.ended {
             return;
         }
@@ -486,6 +519,19 @@ impl<'a> Run<'a> {
             self.end(p, "disconnected");
             return;
         };
+        // Under turns each step is GPU work; now and then the process pauses, idle.
+        if let Some(busy) = self.procs[p].busy {
+            let now_busy = self.rng.random_bool(0.7);
+            if now_busy != busy {
+                self.procs[p].busy = Some(now_busy);
+                let said = if now_busy {
+                    ClientMsg::Busy
+                } else {
+                    ClientMsg::Idle
+                };
+                self.frame(p, said);
+            }
+        }
         self.procs[p].next += 1;
         match step {
             Step::Alloc(chunks) => {
@@ -520,7 +566,10 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         match msg {
-            DaemonMsg::Welcome { .. } => self.think(p),
+            DaemonMsg::Welcome { idle_report_ns, .. } => {
+                self.procs[p].busy = (idle_report_ns > 0).then_some(false);
+                self.think(p);
+            }
             DaemonMsg::Granted {
                 request, buffer, ..
             } => {
@@ -572,6 +621,47 @@ impl<'a> Run<'a> {
                 } else {
                     self.frame(p, ClientMsg::Relocated { copy });
                 }
+            }
+            DaemonMsg::RelocateBatch { batch, moves } => {
+                if !proc.suspended {
+                    return Err(format!("process {p} asked to move chunks while it runs"));
+                }
+                if let Some(m) = moves.iter().find(|m| !proc.live.contains(&m.buffer)) {
+                    return Err(format!(
+                        "process {p} asked to move buffer {}, not its own",
+                        m.buffer
+                    ));
+                }
+                if moves.is_empty() || moves.len() > gpuswap_wire::MAX_BATCH_MOVES {
+                    return Err(format!(
+                        "process {p} asked a bulk move of {} chunks",
+                        moves.len()
+                    ));
+                }
+                self.stats.batches += 1;
+                self.stats.moves += moves.len() as u64;
+                if self.dies() {
+                    self.stats.killed_mid_relocation += 1;
+                    self.end(p, "killed while moving");
+                    return Ok(());
+                }
+                let refuse = self.case.faults.refuse;
+                let failed: Vec<u32> = (0..moves.len() as u32)
+                    .filter(|_| refuse > 0.0 && self.rng.random_bool(refuse / 4.0))
+                    .collect();
+                self.stats.refused += failed.len() as u64;
+                let error = if failed.is_empty() {
+                    String::new()
+                } else {
+                    "CUDA_ERROR_OUT_OF_MEMORY".into()
+                };
+                let answer = ClientMsg::RelocatedBatch {
+                    batch,
+                    failed,
+                    error,
+                    elapsed_ns: 1_000_000,
+                };
+                self.frame(p, answer);
             }
             DaemonMsg::Resume => {
                 if !proc.suspended {

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use gpuswap_core::gpu_time::GpuTime;
 use gpuswap_core::{Contract, PolicySettings};
 
 /// What the daemon is started with.
@@ -26,4 +27,6 @@ pub struct DaemonConfig {
     /// `GPUSWAP_TENANT_NAME`, else its program's name); other processes get the
     /// default contract.
     pub contracts: BTreeMap<String, Contract>,
+    /// How tenants share the GPU's time (`--set gpu_time=turns`).
+    pub gpu_time: GpuTime,
 }

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use gpuswap_core::gpu_time::GpuTime;
 use gpuswap_core::{
     Action, AllocError, AllocRequest, BufferId, BufferKind, Contract, CopyId, Dma, Execution,
     Manager, ManagerConfig, Mapping, Reply, RequestId, TenantId,
@@ -18,6 +19,14 @@ use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
+
+/// Under turns, how long a process starts no GPU work before it says it is idle: long
+/// against the CPU gaps inside a training step, short against the 2 s after which an
+/// idle holder hands over. A design choice.
+pub(crate) const IDLE_REPORT_NS: u64 = 100_000_000;
+
+/// Bulk moves a snapshot lists.
+const BATCHES_SHOWN: usize = 16;
 
 /// A connection's number, unique for the daemon's life.
 pub type ConnId = u64;
@@ -65,6 +74,8 @@ struct Conn {
     relocation_ns: u64,
     suspensions: u64,
     drain_ns: u64,
+    /// Under turns: whether it last said it is busy.
+    busy: bool,
 }
 
 /// The endpoint: the manager, the connections, and what waits to be polled out.
@@ -87,6 +98,11 @@ pub struct Endpoint {
     /// The outstanding relocation copy, its tenant (only that tenant may answer it) and
     /// when it was asked for.
     copy: Option<(CopyId, TenantId, u64)>,
+    /// The outstanding bulk move's figures, for its row once answered.
+    batch: Option<wire::BatchRow>,
+    /// The latest bulk moves, oldest first.
+    batches: VecDeque<wire::BatchRow>,
+    batch_moved_bytes: u64,
     /// The tenant the manager waits on (to drain or to copy) and since when: one that
     /// does not answer within [`ANSWER_TIMEOUT_NS`] is closed, so that one frozen process
     /// cannot stall every allocation.
@@ -115,6 +131,8 @@ pub(crate) enum Mutation {
     DropLateGrant,
     /// A resumed tenant is still counted suspended (what `gpuswap top` shows).
     KeepSuspended,
+    /// A parked tenant that says it is busy is resumed: it runs beside the holder.
+    ResumeOnBusy,
 }
 
 impl Endpoint {
@@ -135,6 +153,9 @@ impl Endpoint {
             next_request: 0,
             served: 0,
             copy: None,
+            batch: None,
+            batches: VecDeque::new(),
+            batch_moved_bytes: 0,
             awaiting: None,
             dying: Vec::new(),
             transmits: VecDeque::new(),
@@ -211,6 +232,7 @@ impl Endpoint {
                     relocation_ns: 0,
                     suspensions: 0,
                     drain_ns: 0,
+                    busy: false,
                 };
                 if uid != self.euid {
                     let reason = format!("uid {uid} may not use the daemon of uid {}", self.euid);
@@ -277,6 +299,17 @@ impl Endpoint {
                 }
             }
             (ClientMsg::Relocated { copy }, Some(tenant)) => self.relocated(conn, tenant, copy),
+            (
+                ClientMsg::RelocatedBatch {
+                    batch,
+                    failed,
+                    error,
+                    elapsed_ns,
+                },
+                Some(tenant),
+            ) => self.relocated_batch(conn, tenant, batch, &failed, &error, elapsed_ns),
+            (ClientMsg::Busy, Some(tenant)) => self.demand(tenant, true),
+            (ClientMsg::Idle, Some(tenant)) => self.demand(tenant, false),
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
                 self.relocate_failed(conn, tenant, copy, &error);
             }
@@ -342,7 +375,10 @@ impl Endpoint {
                 tenant: tenant.0,
                 chunk_bytes,
                 vram_bytes,
-                idle_report_ns: 0,
+                idle_report_ns: match self.config.gpu_time {
+                    GpuTime::Concurrent => 0,
+                    GpuTime::Turns(_) => IDLE_REPORT_NS,
+                },
             },
         );
     }
@@ -399,6 +435,61 @@ impl Endpoint {
         let m = self.manager.as_mut().expect("a tenant exists");
         if let Err(e) = m.handle_copy_done(CopyId(copy)) {
             self.protocol_violation(conn, e.to_string());
+        }
+    }
+
+    /// A tenant's bulk move is over: its figures are kept for `gpuswap top`, its failures
+    /// logged, and the manager hears which moves failed.
+    fn relocated_batch(
+        &mut self,
+        conn: ConnId,
+        tenant: TenantId,
+        batch: u64,
+        failed: &[u32],
+        error: &str,
+        elapsed_ns: u64,
+    ) {
+        if self.own_copy(batch, tenant).is_none() {
+            self.protocol_violation(conn, format!("bulk move {batch} is not its own"));
+            return;
+        }
+        self.copy = None;
+        self.awaiting = None;
+        if !failed.is_empty() {
+            self.log(format!(
+                "{tenant}: {} moves of bulk move {batch} failed: {error}",
+                failed.len()
+            ));
+        }
+        if let Some(mut row) = self.batch.take() {
+            row.elapsed_ns = elapsed_ns;
+            row.gb_per_s = row.bytes as f64 / elapsed_ns.max(1) as f64;
+            self.batch_moved_bytes += row.bytes;
+            if self.batches.len() == BATCHES_SHOWN {
+                self.batches.pop_front();
+            }
+            self.batches.push_back(row);
+        }
+        let m = self.manager.as_mut().expect("a tenant exists");
+        if let Err(e) = m.handle_batch_done(CopyId(batch), failed, self.now_ns) {
+            self.protocol_violation(conn, e.to_string());
+        }
+    }
+
+    /// A tenant says it has GPU work, or none: the manager's turns hear it.
+    fn demand(&mut self, tenant: TenantId, busy: bool) {
+        if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
+            c.busy = busy;
+        }
+        let m = self.manager.as_mut().expect("a tenant exists");
+        if busy {
+            m.handle_gpu_busy(tenant, self.now_ns);
+        } else {
+            m.handle_gpu_idle(tenant, self.now_ns);
+        }
+        #[cfg(test)]
+        if busy && self.mutation == Some(Mutation::ResumeOnBusy) && m.parked(tenant) {
+            self.execute(Execution::Resume { tenant });
         }
     }
 
@@ -670,6 +761,42 @@ impl Endpoint {
                     },
                 )
             }
+            Dma::Batch {
+                copy,
+                tenant,
+                moves,
+            } => {
+                self.copy = Some((copy, tenant, self.now_ns));
+                if let Some(conn) = self.conn_of(tenant) {
+                    self.awaiting = Some((conn, self.now_ns));
+                }
+                let to_host = moves
+                    .iter()
+                    .filter(|m| m.to == gpuswap_core::Location::Host)
+                    .count() as u32;
+                self.batch = Some(wire::BatchRow {
+                    tenant: tenant.0,
+                    to_host_chunks: to_host,
+                    to_vram_chunks: moves.len() as u32 - to_host,
+                    bytes: moves.iter().map(|m| m.bytes).sum(),
+                    ..wire::BatchRow::default()
+                });
+                let moves = moves
+                    .iter()
+                    .map(|m| wire::ChunkMove {
+                        buffer: m.chunk.buffer.0,
+                        chunk: m.chunk.index,
+                        to: wire_location(m.to),
+                    })
+                    .collect();
+                self.send_tenant(
+                    tenant,
+                    DaemonMsg::RelocateBatch {
+                        batch: copy.0,
+                        moves,
+                    },
+                );
+            }
             // The copy's tenant is gone, and with it the process that would answer.
             Dma::Cancel { .. } => {}
         }
@@ -755,7 +882,8 @@ impl Endpoint {
                     drain_ns: c.drain_ns,
                     suspended: c.suspended,
                     contract: contract_row(&m.contract(tenant)),
-                    ..wire::TenantRow::default()
+                    turn: turn(m, tenant),
+                    busy: c.busy,
                 }
             })
             .collect();
@@ -769,7 +897,11 @@ impl Endpoint {
             uptime_s: self.now_ns as f64 / 1e9,
             tenants_served: self.served,
             tenants,
-            ..wire::Snapshot::default()
+            gpu_time: self.config.gpu_time.name().to_owned(),
+            holder: m.holder().map(|t| t.0),
+            handovers: m.handovers(),
+            batch_moved_bytes: self.batch_moved_bytes,
+            batches: self.batches.iter().cloned().collect(),
         }
     }
 
@@ -812,12 +944,31 @@ impl Endpoint {
             }
         }
         let relocating = self.relocating();
+        let parked = |c: &Conn| {
+            c.tenant
+                .is_some_and(|t| self.manager.as_ref().is_some_and(|m| m.parked(t)))
+        };
+        // Parked tenants are suspended between relocations, by turns.
         let suspended: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.suspended)
+            .filter(|(_, c)| c.suspended && !parked(c))
             .map(|(conn, _)| *conn)
             .collect();
+        let holder = self.manager.as_ref().and_then(Manager::holder);
+        if let Some(holder) = holder.filter(|_| !relocating) {
+            let beside: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.busy && !c.suspended && c.tenant != Some(holder))
+                .map(|(conn, _)| *conn)
+                .collect();
+            if !beside.is_empty() {
+                return Err(format!(
+                    "connections {beside:?} run beside {holder}, which holds the GPU"
+                ));
+            }
+        }
         if !suspended.is_empty() && !relocating {
             return Err(format!(
                 "connections {suspended:?} stay suspended with no relocation running"
@@ -876,6 +1027,17 @@ fn wire_location(l: gpuswap_core::Location) -> wire::Location {
     }
 }
 
+/// What `gpuswap top` shows of a tenant's turn.
+fn turn(m: &Manager, tenant: TenantId) -> String {
+    match (m.config().gpu_time, m.holder()) {
+        (GpuTime::Concurrent, _) => String::new(),
+        (_, None) => "running".into(),
+        (_, Some(h)) if h == tenant => "holder".into(),
+        _ if m.parked(tenant) => "held".into(),
+        _ => "running".into(),
+    }
+}
+
 fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {
     ManagerConfig {
         vram_bytes,
@@ -885,6 +1047,7 @@ fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {
         return_interval_ns: config.return_interval_ns,
         seed: 1,
         scheduling: Default::default(),
+        gpu_time: config.gpu_time,
     }
 }
 

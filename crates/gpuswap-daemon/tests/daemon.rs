@@ -47,6 +47,7 @@ fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>)
         return_interval_ns: 50_000_000,
         verbose: false,
         contracts,
+        gpu_time: Default::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -413,6 +414,7 @@ fn refusals_are_clear() {
         return_interval_ns: 1,
         verbose: false,
         contracts: BTreeMap::new(),
+        gpu_time: Default::default(),
     };
     let err = serve(config, &|| true).unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");

@@ -16,7 +16,8 @@ use crate::engine::{
 };
 use crate::preset;
 use crate::program::{Access, CopyDirection, Kernel, Op, Program};
-use gpuswap_core::scheduling::SchedulingConfig;
+use gpuswap_core::gpu_time::scheduling::SchedulingConfig;
+use gpuswap_core::gpu_time::{GpuTime, Quantum, TurnSettings};
 
 /// Events one case may take: generated programs are short (a few thousand events), so a
 /// case that reaches this does not terminate.
@@ -113,13 +114,26 @@ pub fn case(seed: u64) -> SimConfig {
     // The sharing model and, under unified memory, the scheduling policy, from a stream
     // of their own so that the draws above make the same cases as before they existed.
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5348_4152_494e_4721);
-    config.sharing = match rng.random_range(0..3) {
-        0 => Sharing::TimeSlice,
-        1 => Sharing::Mps,
-        _ => Sharing::ExclusiveQuantum {
-            quantum_ns: rng.random_range(1..50u64) * 1_000_000,
-        },
+    // Turns: nvshare's exclusive quantum (the third case), or turns when memory does not
+    // fit (the fourth), each with a short quantum so that cases hand over often.
+    let sharing = rng.random_range(0..4);
+    config.sharing = if sharing == 1 {
+        Sharing::Mps
+    } else {
+        Sharing::TimeSlice
     };
+    // Gdev's own scheduler gates launches: turns are refused beside it.
+    if sharing >= 2 && !config.manager.policy.needs().launch_gating {
+        let quantum_ns = rng.random_range(1..50u64) * 1_000_000;
+        config.manager.gpu_time = GpuTime::Turns(match sharing {
+            2 => TurnSettings::exclusive(quantum_ns),
+            _ => TurnSettings {
+                quantum: Quantum::Fixed { ns: quantum_ns },
+                handover_after_ns: rng.random_range(1..20u64) * 1_000_000,
+                always: false,
+            },
+        });
+    }
     // Contracts, from a stream of their own too.
     let mut contract_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x434f_4e54_5241_4354);
     let honours = config.manager.policy.honours();
@@ -130,7 +144,7 @@ pub fn case(seed: u64) -> SimConfig {
         }
     }
     if config.manager.policy.needs().page_faults {
-        let policies = gpuswap_core::scheduling::POLICIES;
+        let policies = gpuswap_core::gpu_time::scheduling::POLICIES;
         let entry = &policies[rng.random_range(0..policies.len())];
         config.manager.scheduling = SchedulingConfig {
             policy: entry.choice.name,
@@ -192,8 +206,13 @@ pub fn describe(config: &SimConfig) -> String {
         },
         {
             let s = &m.scheduling;
+            let turns = match m.gpu_time {
+                GpuTime::Turns(t) if t.always => " (exclusive turns)",
+                GpuTime::Turns(_) => " (turns)",
+                GpuTime::Concurrent => "",
+            };
             format!(
-                " sharing {}{}",
+                " sharing {}{turns}{}",
                 config.sharing.name(),
                 if s.runs() {
                     format!(

@@ -381,6 +381,7 @@ impl Baselines {
                 vram_bytes: u64::MAX / 4,
                 policy: PolicySettings::named(mode),
                 scheduling: Default::default(),
+                gpu_time: Default::default(),
                 seed: 0,
                 ..config.manager.clone()
             },

@@ -1,8 +1,11 @@
 //! The `[device]` table: the simulated GPU, the VRAM its tenants get and how they share
 //! it.
 
+use gpuswap_core::gpu_time::NVSHARE_QUANTUM_NS;
+#[cfg(doc)]
+use gpuswap_core::gpu_time::TurnSettings;
 use gpuswap_core::uvm::pages::PAGE_BYTES;
-use gpuswap_sim::engine::{DEFAULT_QUANTUM_NS, Sharing, TenantSpec};
+use gpuswap_sim::engine::{Sharing, TenantSpec};
 use gpuswap_sim::preset::{self, Preset};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
 use serde::Deserialize;
@@ -23,7 +26,7 @@ pub(super) struct DeviceTable {
     host_memory: Option<Spanned<String>>,
     oversubscription: Option<Spanned<f64>>,
     subscription: Option<Spanned<f64>>,
-    sharing: Option<Spanned<String>>,
+    pub(super) sharing: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
     link_scale: Option<Spanned<f64>>,
 }
@@ -39,6 +42,9 @@ pub(super) struct Device {
     ratio: Option<Ratio>,
     /// How the tenants' kernels share the GPU.
     pub sharing: Sharing,
+    /// `sharing = "exclusive-quantum"`: turns that always hold (nvshare's lock), this
+    /// long; the manager takes them ([`TurnSettings::exclusive`]).
+    pub exclusive_quantum_ns: Option<u64>,
     /// Host memory for evicted or host-placed chunks.
     pub host_bytes: u64,
 }
@@ -82,7 +88,7 @@ pub(super) fn parse(table: &DeviceTable, value_error: ValueError) -> Result<Devi
             value_error,
         )?;
     }
-    let sharing = sharing(table, value_error)?;
+    let (sharing, exclusive_quantum_ns) = sharing(table, value_error)?;
     if let Some(ratio) = &table.oversubscription {
         check_ratio(
             table,
@@ -127,6 +133,7 @@ pub(super) fn parse(table: &DeviceTable, value_error: ValueError) -> Result<Devi
         tenant_vram_bytes,
         ratio,
         sharing,
+        exclusive_quantum_ns,
         host_bytes,
     })
 }
@@ -212,31 +219,40 @@ fn limit_bytes(
     }
 }
 
-/// The sharing model, with its quantum.
-fn sharing(table: &DeviceTable, value_error: ValueError) -> Result<Sharing, ScenarioError> {
+/// What `sharing` may name: the compute engine's models, and nvshare's lock, which is
+/// the manager's turns (`Device::exclusive_quantum_ns`).
+const SHARING_NAMES: [&str; 3] = [Sharing::NAMES[0], Sharing::NAMES[1], EXCLUSIVE_QUANTUM];
+
+/// The alias of turns that always hold (nvshare's lock).
+const EXCLUSIVE_QUANTUM: &str = "exclusive-quantum";
+
+/// The sharing model, and the quantum when it is `exclusive-quantum`.
+fn sharing(
+    table: &DeviceTable,
+    value_error: ValueError,
+) -> Result<(Sharing, Option<u64>), ScenarioError> {
     let name = table.sharing.as_ref();
-    let sharing = match name.map(|n| n.get_ref().as_str()) {
-        None | Some("time-slice") => Sharing::TimeSlice,
-        Some("mps") => Sharing::Mps,
-        Some("exclusive-quantum") => Sharing::ExclusiveQuantum {
-            quantum_ns: DEFAULT_QUANTUM_NS,
-        },
+    let (sharing, exclusive) = match name.map(|n| n.get_ref().as_str()) {
+        None | Some("time-slice") => (Sharing::TimeSlice, false),
+        Some("mps") => (Sharing::Mps, false),
+        Some(EXCLUSIVE_QUANTUM) => (Sharing::TimeSlice, true),
         Some(other) => {
             return Err(value_error(
                 "device.sharing".into(),
                 name.map(Spanned::span),
                 format!(
                     "unknown sharing model {other:?}; expected one of: {}",
-                    Sharing::NAMES.join(", ")
+                    SHARING_NAMES.join(", ")
                 ),
             ));
         }
     };
+    let default = exclusive.then_some(NVSHARE_QUANTUM_NS);
     let Some(quantum) = &table.quantum else {
-        return Ok(sharing);
+        return Ok((sharing, default));
     };
     let key = || "device.quantum".to_owned();
-    if !matches!(sharing, Sharing::ExclusiveQuantum { .. }) {
+    if !exclusive {
         return Err(value_error(
             key(),
             Some(quantum.span()),
@@ -247,7 +263,7 @@ fn sharing(table: &DeviceTable, value_error: ValueError) -> Result<Sharing, Scen
         ));
     }
     let quantum_ns = positive_ns(quantum, key(), value_error)?;
-    Ok(Sharing::ExclusiveQuantum { quantum_ns })
+    Ok((sharing, Some(quantum_ns)))
 }
 
 impl Device {

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::values::{ScenarioError, ValueError, paged_only, parsed, positive_ns};
+use crate::gpu_time_keys;
+use gpuswap_core::gpu_time::GpuTime;
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
 /// parameters (checked against the registry, which lists each mode's keys).
@@ -22,6 +24,10 @@ pub(super) struct ManagerTable {
     /// Belady's bound on unified memory's page streams: the simulator's measurement,
     /// not a manager parameter (`true`, or the text "true" or "false").
     optimum: Option<Spanned<toml::Value>>,
+    /// How tenants share the GPU's time, and turns' settings (`crate::gpu_time_keys`).
+    gpu_time: Option<Spanned<String>>,
+    quantum: Option<Spanned<String>>,
+    handover_after: Option<Spanned<String>>,
     #[serde(flatten)]
     params: BTreeMap<String, toml::Value>,
 }
@@ -36,6 +42,15 @@ pub(super) struct Manager {
     pub return_interval_ns: u64,
     /// Unit of accounting and relocation.
     pub chunk_bytes: u64,
+    /// How tenants share the GPU's time; `None` when the table leaves it out.
+    pub gpu_time: Option<GpuTime>,
+}
+
+impl ManagerTable {
+    /// Where `gpu_time` is written, if it is.
+    pub(super) fn gpu_time_span(&self) -> Option<std::ops::Range<usize>> {
+        self.gpu_time.as_ref().map(Spanned::span)
+    }
 }
 
 /// The table's settings besides the mode, around `policy` (read first by
@@ -70,6 +85,38 @@ pub(super) fn parse(
         optimum,
         return_interval_ns,
         chunk_bytes,
+        gpu_time: gpu_time(table, value_error)?,
+    })
+}
+
+/// The GPU-time keys, checked alike here and in `gpuswap daemon --set`.
+fn gpu_time(
+    table: &ManagerTable,
+    value_error: ValueError,
+) -> Result<Option<GpuTime>, ScenarioError> {
+    let keys = [&table.gpu_time, &table.quantum, &table.handover_after];
+    if keys.iter().all(|k| k.is_none()) {
+        return Ok(None);
+    }
+    fn text(k: &Option<Spanned<String>>) -> Option<&str> {
+        k.as_ref().map(|v| v.get_ref().as_str())
+    }
+    gpu_time_keys::settings(
+        text(&table.gpu_time),
+        text(&table.quantum),
+        text(&table.handover_after),
+    )
+    .map(Some)
+    .map_err(|(key, message)| {
+        let at = gpu_time_keys::KEYS
+            .iter()
+            .position(|k| *k == key)
+            .expect("one of the keys");
+        let span = keys[at]
+            .as_ref()
+            .or(table.gpu_time.as_ref())
+            .map(Spanned::span);
+        value_error(format!("manager.{key}"), span, message)
     })
 }
 

@@ -34,6 +34,7 @@ mod values;
 
 use std::path::Path;
 
+use gpuswap_core::gpu_time::{GpuTime, TurnSettings};
 use gpuswap_sim::engine::SimConfig;
 use serde::Deserialize;
 use toml::Spanned;
@@ -138,12 +139,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let tenant_vram_bytes = device.vram_for(&tenants, value_error)?;
     let scheduling = scheduler::parse(&file.scheduler, &manager.policy, value_error)?;
     let seed = seed(file.seed.as_ref(), value_error)?;
+    let gpu_time = gpu_time(&file, &device, &manager, value_error)?;
     let mut config = SimConfig::new(device.preset, tenant_vram_bytes, manager.policy, tenants);
     config.manager.chunk_bytes = manager.chunk_bytes;
     config.manager.host_bytes = device.host_bytes;
     config.manager.return_interval_ns = manager.return_interval_ns;
     config.manager.seed = seed;
     config.sharing = device.sharing;
+    config.manager.gpu_time = gpu_time;
     config.manager.scheduling = scheduling;
     config.optimum = manager.optimum;
     Ok(Scenario {
@@ -152,6 +155,44 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         seed,
         config,
     })
+}
+
+/// How tenants share the GPU's time: `[manager] gpu_time`, or its alias `[device]
+/// sharing = "exclusive-quantum"`, not both.
+fn gpu_time(
+    file: &File,
+    device: &device::Device,
+    manager: &manager::Manager,
+    value_error: ValueError,
+) -> Result<GpuTime, ScenarioError> {
+    let turns = device.exclusive_quantum_ns.is_some()
+        || matches!(manager.gpu_time, Some(GpuTime::Turns(_)));
+    if turns && manager.policy.needs().launch_gating {
+        let (key, span) = match &file.manager.gpu_time_span() {
+            Some(span) => ("manager.gpu_time", Some(span.clone())),
+            None => (
+                "device.sharing",
+                file.device.sharing.as_ref().map(Spanned::span),
+            ),
+        };
+        return Err(value_error(
+            key.into(),
+            span,
+            format!(
+                "turns do not combine with mode {}, whose own scheduler gates launches; use \"concurrent\" or another mode",
+                manager.policy.name()
+            ),
+        ));
+    }
+    match (device.exclusive_quantum_ns, manager.gpu_time) {
+        (Some(_), Some(_)) => Err(value_error(
+            "device.sharing".into(),
+            file.device.sharing.as_ref().map(Spanned::span),
+            "sharing = \"exclusive-quantum\" is turns that always hold; it cannot be combined with [manager] gpu_time, quantum or handover_after (set one of them)".into(),
+        )),
+        (Some(quantum_ns), None) => Ok(GpuTime::Turns(TurnSettings::exclusive(quantum_ns))),
+        (None, gpu_time) => Ok(gpu_time.unwrap_or_default()),
+    }
 }
 
 /// The `seed` key: 0 when left out.

@@ -1,7 +1,7 @@
 //! The `[scheduler]` table: PILOT's memory-aware kernel scheduling.
 
 use gpuswap_core::PolicySettings;
-use gpuswap_core::scheduling::{self, PolicyEntry, SchedulingConfig};
+use gpuswap_core::gpu_time::scheduling::{self, PolicyEntry, SchedulingConfig};
 use gpuswap_sim::units::{parse_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;

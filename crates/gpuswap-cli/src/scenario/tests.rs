@@ -1,4 +1,5 @@
 use super::*;
+use gpuswap_core::gpu_time::{GpuTime, TurnSettings};
 use gpuswap_core::{AtLimit, DEFAULT_CHUNK_BYTES, MIB};
 use gpuswap_sim::engine::Sharing;
 
@@ -379,11 +380,12 @@ fn sharing_subscription_and_scheduler_are_read() {
         ["corr", "hs3d"],
     )
     .unwrap();
+    // The exclusive quantum is the manager's turns that always hold, time slicing the
+    // tenants not parked.
+    assert_eq!(s.config.sharing, Sharing::TimeSlice);
     assert_eq!(
-        s.config.sharing,
-        Sharing::ExclusiveQuantum {
-            quantum_ns: 2_000_000_000
-        }
+        s.config.manager.gpu_time,
+        GpuTime::Turns(TurnSettings::exclusive(2_000_000_000))
     );
     let sched = &s.config.manager.scheduling;
     assert_eq!((sched.policy, sched.max_wait_ns), ("mfit", 50_000_000));

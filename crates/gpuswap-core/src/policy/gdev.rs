@@ -13,7 +13,7 @@ use crate::protocol::{AllocError, AllocRequest, Purpose};
 use crate::relocation::{Move, Then};
 
 /// Gdev's memory side (its compute scheduler, one context at a time, is
-/// [`crate::scheduler::GdevCompute`]).
+/// [`crate::gpu_time::launch_gate::GdevCompute`]).
 #[derive(Debug, Default)]
 pub(crate) struct Gdev {
     /// When each tenant last launched (a launch counter), for LRU eviction.

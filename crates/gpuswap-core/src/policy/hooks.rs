@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use crate::accounting::Books;
 use crate::buffer::Buffer;
 use crate::contract::Contract;
+use crate::gpu_time::turns::Turns;
 use crate::ids::{BufferId, LaunchId, TenantId};
 use crate::protocol::{Action, AllocError, AllocRequest, Fault, KernelStats, PageAction, Purpose};
 use crate::relocation::{Move, Relocation, Then};
@@ -42,6 +43,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) out: &'a mut VecDeque<Action>,
     /// Set when a relocation started by the policy ended at once (nothing to move).
     pub(crate) finished: Option<Then>,
+    /// The manager's turns, when it takes them.
+    pub(crate) turns: Option<&'a Turns>,
 }
 
 impl Ctx<'_> {
@@ -128,6 +131,13 @@ pub(crate) trait MemoryPolicy: std::fmt::Debug + Send {
     /// A tenant whose VRAM outside the books changed since it was last returned.
     fn pop_usage_change(&mut self) -> Option<TenantId> {
         None
+    }
+
+    /// Whether its tenants' data lives in chunks the relocation moves: turns then move a
+    /// holder's overflow in and the others' out at each handover; otherwise turns only
+    /// share the GPU's time.
+    fn moves_chunks(&self) -> bool {
+        false
     }
 
     /// VRAM the policy shares among kernels' working sets when less than all of it

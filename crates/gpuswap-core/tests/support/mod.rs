@@ -16,6 +16,7 @@ pub fn config(vram_bytes: u64, chunk_bytes: u64) -> ManagerConfig {
         return_interval_ns: 1_000_000_000,
         seed: 1,
         scheduling: Default::default(),
+        gpu_time: Default::default(),
     }
 }
 

@@ -24,6 +24,7 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         return_interval_ns,
         verbose: true,
         contracts: BTreeMap::new(),
+        gpu_time: Default::default(),
     };
     Endpoint::new(config, UID)
 }

@@ -4,7 +4,19 @@
 use std::ops::ControlFlow;
 
 use super::copies::one_way;
+use super::copy_engines::BulkProgress;
 use super::*;
+use gpuswap_core::BatchMove;
+
+/// One relocation copy the manager asked for, alone or as a part of a bulk move.
+struct ChunkCopy {
+    copy: CopyId,
+    chunk: ChunkRef,
+    bytes: u64,
+    to: Location,
+    /// Its index in its bulk move.
+    part: Option<u32>,
+}
 
 impl Engine {
     /// Carries out the manager's actions, pausing while its policy runs.
@@ -50,7 +62,22 @@ impl Engine {
                 chunk,
                 bytes,
                 to,
-            }) => return self.queue_relocation(copy, tenant.0 as usize, chunk, bytes, to),
+            }) => {
+                let setup_ns = self.preset.relocation_setup_ns(bytes);
+                let relocation = ChunkCopy {
+                    copy,
+                    chunk,
+                    bytes,
+                    to,
+                    part: None,
+                };
+                return self.queue_relocation(tenant.0 as usize, relocation, setup_ns);
+            }
+            Action::Dma(Dma::Batch {
+                copy,
+                tenant,
+                moves,
+            }) => return self.queue_bulk(copy, tenant.0 as usize, &moves),
             Action::Mapping(mapping) => {
                 let remap = matches!(mapping, gpuswap_core::Mapping::Remap { .. });
                 self.mmu.apply_mapping(mapping);
@@ -161,16 +188,52 @@ impl Engine {
         self.check_drained(t);
     }
 
-    /// The manager relocates tenant `t`'s `chunk` (`bytes`) `to` a location: the copy
-    /// queues for a copy engine. `Break` when the chunk is being written (a lost write).
+    /// The manager moves many of tenant `t`'s chunks in one bulk move: every part
+    /// queues for the copy engines at once and the manager hears once, when all are
+    /// over. The driver's fixed cost of a move is paid once per bulk move (one command
+    /// and one synchronization), each part paying the copy engine's setup and its
+    /// per-page mapping work. Unconfirmed: bulk moves are not yet measured on a GPU.
+    fn queue_bulk(&mut self, copy: CopyId, t: usize, moves: &[BatchMove]) -> ControlFlow<()> {
+        self.copies.bulk = Some(BulkProgress {
+            copy,
+            parts_left: moves.len(),
+            failed: Vec::new(),
+        });
+        for (i, mv) in moves.iter().enumerate() {
+            let per_page_ns = mv.bytes.div_ceil(4096) * self.preset.relocation_ns_per_page;
+            let fixed_ns = if i == 0 {
+                self.preset.relocation_fixed_ns
+            } else {
+                self.preset.copy_setup_ns
+            };
+            let relocation = ChunkCopy {
+                copy,
+                chunk: mv.chunk,
+                bytes: mv.bytes,
+                to: mv.to,
+                part: Some(i as u32),
+            };
+            self.queue_relocation(t, relocation, fixed_ns + per_page_ns)?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The manager relocates one of tenant `t`'s chunks: the copy queues for a copy
+    /// engine after `setup_ns` of the driver's work. `Break` when the chunk is being
+    /// written (a lost write).
     fn queue_relocation(
         &mut self,
-        copy: CopyId,
         t: usize,
-        chunk: ChunkRef,
-        bytes: u64,
-        to: Location,
+        relocation: ChunkCopy,
+        setup_ns: u64,
     ) -> ControlFlow<()> {
+        let ChunkCopy {
+            copy,
+            chunk,
+            bytes,
+            to,
+            part,
+        } = relocation;
         if self.being_written(chunk.buffer) {
             self.lost_write(t, chunk);
             return ControlFlow::Break(());
@@ -186,11 +249,14 @@ impl Engine {
         };
         self.copies.push(CopyJob::new(
             t,
-            CopyKind::Relocation { copy, chunk, epoch },
+            CopyKind::Relocation {
+                copy,
+                chunk,
+                epoch,
+                part,
+            },
             one_way(direction, bytes),
-            self.preset
-                .relocation_setup_ns(bytes)
-                .saturating_add(delay_ns),
+            setup_ns.saturating_add(delay_ns),
             None,
         ));
         self.start_copies();
@@ -363,12 +429,6 @@ impl Engine {
             self.hand_on_device();
             self.start_kernel();
         }
-        // A quantum's holder that ends hands over at once, not after the idle release.
-        if self.compute.quantum.is_some_and(|q| q.tenant == t) {
-            self.compute.quantum = None;
-            self.compute.round_robin_next = t + 1;
-            self.start_kernel();
-        }
         // Endless tenants end with the last of the others.
         let others_left = self
             .tenants
@@ -399,14 +459,15 @@ impl Engine {
 
     /// What the device must look like after every event (checked with the manager's
     /// invariants): an ended tenant holds nothing in the manager's books and is not
-    /// suspended, and nobody is suspended unless a relocation runs.
+    /// suspended, and nobody is suspended unless a relocation runs or turns park it.
     pub(super) fn check_device_invariants(&self) -> Result<(), String> {
         let relocating = self.manager.relocating();
         for tenant in &self.tenants {
             if tenant.state == State::Done && self.manager.buffers_of(tenant.id).next().is_some() {
                 return Err(format!("{} ended but still owns buffers", tenant.name));
             }
-            if tenant.suspended && (tenant.state == State::Done || !relocating) {
+            let parked = self.manager.parked(tenant.id);
+            if tenant.suspended && (tenant.state == State::Done || !(relocating || parked)) {
                 return Err(format!(
                     "{} is left suspended ({}; no relocation runs: {})",
                     tenant.name,

@@ -11,9 +11,9 @@
 //!   flow does. A unified-memory kernel runs in [`SEGMENTS`] segments, each walking its
 //!   share of the kernel's page touches when it starts, so that concurrent kernels'
 //!   faults interleave (and evict each other's pages) at that granularity.
-//! - Exclusive quantum: one tenant holds the device for a quantum and runs its kernels
-//!   one at a time; it hands over at a kernel's end once the quantum is over and another
-//!   tenant waits, or early when it has had no kernel for `QUANTUM_IDLE_RELEASE_NS`.
+//!
+//! Turns (nvshare's exclusive quantum among them) are the manager's: it parks the
+//! tenants that wait, and the device runs what is not suspended.
 
 use super::*;
 use crate::preemption;
@@ -24,21 +24,6 @@ use crate::preemption;
 /// a kernel at once; the model stops it at the next of 16 evenly spread points). What
 /// the checks cost follows the kernel's own loop: [`crate::preemption`].
 pub(super) const SEGMENTS: u64 = 16;
-
-/// The tenant holding the device under `Sharing::ExclusiveQuantum`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Quantum {
-    pub(super) tenant: usize,
-    /// Tells this holding's events from earlier ones.
-    pub(super) generation: u64,
-    /// The quantum is over and another tenant waits: no new kernel of the holder starts.
-    pub(super) handing_over: bool,
-    /// The quantum is over but nobody waited then: the holder hands over as soon as
-    /// another tenant has a kernel.
-    pub(super) expired: bool,
-    /// Since when the holder has had no kernel queued or running.
-    pub(super) idle_since: Option<u64>,
-}
 
 /// A running kernel's fixed part under MPS: what is left of it at the full device, the
 /// rate it progresses at, and since when.
@@ -135,102 +120,6 @@ impl Engine {
                     }
                 }
             }
-            Sharing::ExclusiveQuantum { quantum_ns } => self.start_in_quantum(quantum_ns),
-        }
-    }
-
-    /// Exclusive quantum: the holder's next kernel, or the next holder's.
-    fn start_in_quantum(&mut self, quantum_ns: u64) {
-        if !self.compute.running.is_empty() {
-            return;
-        }
-        let others_alive = |engine: &Self, holder: usize| {
-            engine
-                .tenants
-                .iter()
-                .enumerate()
-                .any(|(i, t)| i != holder && t.state != State::Done)
-        };
-        if let Some(q) = self.compute.quantum {
-            let others_wait = self
-                .compute
-                .ready
-                .next_from(q.tenant + 1)
-                .is_some_and(|t| t != q.tenant);
-            if q.expired && others_wait {
-                self.compute.quantum.as_mut().expect("held").handing_over = true;
-            }
-        }
-        let alive = self
-            .compute
-            .quantum
-            .is_some_and(|q| others_alive(self, q.tenant));
-        if let Some(q) = &mut self.compute.quantum {
-            let holder = q.tenant;
-            let gone = self.tenants[holder].state == State::Done;
-            if !q.handing_over && !gone {
-                if self.compute.ready.contains(holder) {
-                    q.idle_since = None;
-                    return self.launch_next(holder);
-                }
-                // Alone, it keeps the device: nobody would take it.
-                if q.idle_since.is_none() && alive {
-                    q.idle_since = Some(self.now_ns);
-                    let (generation, since) = (q.generation, self.now_ns);
-                    self.schedule(
-                        self.now_ns.saturating_add(QUANTUM_IDLE_RELEASE_NS),
-                        Event::QuantumIdle(generation, since),
-                    );
-                }
-                return;
-            }
-            self.compute.quantum = None;
-        }
-        let Some(t) = self.compute.ready.next_from(self.compute.round_robin_next) else {
-            return;
-        };
-        let generation = self.compute.next_holding();
-        self.compute.quantum = Some(Quantum {
-            tenant: t,
-            generation,
-            handing_over: false,
-            expired: false,
-            idle_since: None,
-        });
-        if others_alive(self, t) {
-            self.schedule(
-                self.now_ns.saturating_add(quantum_ns),
-                Event::QuantumEnd(generation),
-            );
-        }
-        self.launch_next(t);
-    }
-
-    /// A quantum ran out: the holder hands over at its running kernel's end, at once if
-    /// another tenant waits, else as soon as one does.
-    pub(super) fn quantum_end(&mut self, generation: u64) {
-        let Some(q) = self
-            .compute
-            .quantum
-            .as_mut()
-            .filter(|q| q.generation == generation)
-        else {
-            return;
-        };
-        q.expired = true;
-        self.compute.round_robin_next = q.tenant + 1;
-        self.start_kernel();
-    }
-
-    /// The holder has had no kernel since `since`: it lets go if that is still so.
-    pub(super) fn quantum_idle(&mut self, generation: u64, since: u64) {
-        let Some(q) = self.compute.quantum.filter(|q| q.generation == generation) else {
-            return;
-        };
-        if q.idle_since == Some(since) {
-            self.compute.quantum = None;
-            self.compute.round_robin_next = q.tenant + 1;
-            self.start_kernel();
         }
     }
 
@@ -888,6 +777,8 @@ impl Engine {
             self.compute.ready.insert(t);
         }
         self.check_drained(t);
+        // The actions it brings are applied below.
+        self.demand_ends(t);
         if let Some((next, launch)) = self.compute.gated.pop_front() {
             self.run_kernel(next, launch);
         }

@@ -1,6 +1,6 @@
 //! The compute engine's state: the kernels on the device and the launches on their way
-//! to it (the ready tenants, the round robin's place, Gdev's gate and queue, the
-//! exclusive quantum's holding), and how kernels share it. What starts when is the
+//! to it (the ready tenants, the round robin's place, Gdev's gate and queue), and how
+//! kernels share it. What starts when is the
 //! engine's orchestration (`compute.rs`), which asks the manager and the tenants; this
 //! owns what the compute engine itself holds.
 
@@ -9,15 +9,14 @@ use std::rc::Rc;
 
 use gpuswap_core::{BufferId, ChunkRef, LaunchId};
 
-use super::compute::{FixedShare, Quantum};
+use super::compute::FixedShare;
 use super::ready::ReadySet;
 use super::{Launch, PagedRun, Sharing};
 use crate::timing::READ_TRANSACTION_BYTES;
 
 /// The compute engine and the launches on their way to it.
 pub(super) struct ComputeEngine {
-    /// Kernels on the GPU (one at a time under time slicing and the quantum, one per
-    /// tenant under MPS).
+    /// Kernels on the GPU (one at a time under time slicing, one per tenant under MPS).
     pub(super) running: Vec<RunningKernel>,
     /// Where the round robin looks for the next tenant with a kernel: after the last one
     /// that launched. It may be the tenant count, which stands for 0 because
@@ -39,10 +38,6 @@ pub(super) struct ComputeEngine {
     pub(super) sharing: Sharing,
     /// Whether unified-memory kernels run in segments (see `compute::SEGMENTS`).
     pub(super) segmented: bool,
-    /// Under `Sharing::ExclusiveQuantum`: who holds the device.
-    pub(super) quantum: Option<Quantum>,
-    /// Holdings of the device so far (under `Sharing::ExclusiveQuantum`).
-    holdings: u64,
     /// `Engine::start_kernel` runs, and was called again meanwhile.
     starting: bool,
     start_again: bool,
@@ -61,8 +56,6 @@ impl ComputeEngine {
             gdev_at_limit: None,
             sharing,
             segmented,
-            quantum: None,
-            holdings: 0,
             starting: false,
             start_again: false,
         }
@@ -109,12 +102,6 @@ impl ComputeEngine {
             self.starting = false;
         }
         again
-    }
-
-    /// Numbers a new holding of the device (`Sharing::ExclusiveQuantum`).
-    pub(super) fn next_holding(&mut self) -> u64 {
-        self.holdings += 1;
-        self.holdings
     }
 }
 

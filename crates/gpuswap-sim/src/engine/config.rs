@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gpuswap_core::scheduling::SchedulingConfig;
+use gpuswap_core::gpu_time::scheduling::SchedulingConfig;
 use gpuswap_core::{
     Contract, DEFAULT_CHUNK_BYTES, DEFAULT_RETURN_INTERVAL_NS, ManagerConfig, PolicySettings,
 };
@@ -72,34 +72,17 @@ pub enum Sharing {
     /// NVIDIA MPS: kernels of different tenants run at once (each tenant's in order),
     /// sharing the SMs by their demand and VRAM bandwidth and the link max-min fairly.
     Mps,
-    /// One tenant holds the GPU for a quantum, then hands it to the next waiting one
-    /// (nvshare's lock); it lets go early when it has had no kernel for
-    /// [`QUANTUM_IDLE_RELEASE_NS`].
-    ExclusiveQuantum {
-        /// How long a tenant holds the GPU while others wait.
-        quantum_ns: u64,
-    },
 }
-
-/// nvshare's default time quantum: 30 s (its README, `NVSHARE_DEFAULT_TQ`).
-pub const DEFAULT_QUANTUM_NS: u64 = 30_000_000_000;
-
-/// How long a quantum's holder may go without a kernel before it lets go of the GPU.
-/// Unconfirmed: nvshare releases the lock early when its client has been idle; we take
-/// 100 ms, long against the CPU gaps between a program's launches, short against a
-/// quantum.
-pub const QUANTUM_IDLE_RELEASE_NS: u64 = 100_000_000;
 
 impl Sharing {
     /// The names scenario files use, in the order help texts list them.
-    pub const NAMES: [&str; 3] = ["time-slice", "mps", "exclusive-quantum"];
+    pub const NAMES: [&str; 2] = ["time-slice", "mps"];
 
     /// The name scenario files use.
     pub fn name(self) -> &'static str {
         match self {
             Self::TimeSlice => Self::NAMES[0],
             Self::Mps => Self::NAMES[1],
-            Self::ExclusiveQuantum { .. } => Self::NAMES[2],
         }
     }
 
@@ -290,6 +273,7 @@ impl SimConfig {
                 return_interval_ns: DEFAULT_RETURN_INTERVAL_NS,
                 seed: 0,
                 scheduling: SchedulingConfig::default(),
+                gpu_time: Default::default(),
             },
             preset,
             tenants,

@@ -66,15 +66,26 @@ impl Engine {
                 tenant.copies_in_flight -= 1;
                 self.schedule_step(job.tenant, 0);
                 self.check_drained(job.tenant);
+                if self.demand_ends(job.tenant) {
+                    self.apply_actions();
+                }
             }
             // Withdrawn by the manager: the transfer ran out, its result is dropped.
             CopyKind::Cancelled => {}
-            CopyKind::Relocation { copy, chunk, epoch } => {
+            CopyKind::Relocation {
+                copy,
+                chunk,
+                epoch,
+                part,
+            } => {
                 // No state: the buffer has not been written (or was freed meanwhile).
                 if let Some(now) = self.write_state(chunk.buffer)
                     && (now.epoch != epoch || self.being_written(chunk.buffer))
                 {
                     return self.lost_write(job.tenant, chunk);
+                }
+                if let Some(part) = part {
+                    return self.finish_bulk_part(part);
                 }
                 if self.chaos.as_mut().is_some_and(|c| c.copy_fails()) {
                     let answer = self.manager.handle_copy_failed(copy);
@@ -93,6 +104,30 @@ impl Engine {
                 self.apply_actions();
             }
         }
+    }
+
+    /// A part of the outstanding bulk move is over (or failed, by chaos): the manager
+    /// hears once the last part is.
+    fn finish_bulk_part(&mut self, part: u32) {
+        let failed = self.chaos.as_mut().is_some_and(|c| c.copy_fails());
+        let bulk = self
+            .copies
+            .bulk
+            .as_mut()
+            .expect("a part belongs to a bulk move");
+        if failed {
+            bulk.failed.push(part);
+        }
+        bulk.parts_left -= 1;
+        if bulk.parts_left > 0 {
+            return;
+        }
+        let bulk = self.copies.bulk.take().expect("checked");
+        let answer = self
+            .manager
+            .handle_batch_done(bulk.copy, &bulk.failed, self.now_ns);
+        self.protocol(answer);
+        self.apply_actions();
     }
 
     /// Keeps one wake-up at the link's next completion: an unchanged time keeps it, a

@@ -16,6 +16,8 @@ pub(super) enum CopyKind {
         copy: CopyId,
         chunk: ChunkRef,
         epoch: u64,
+        /// Its index in a bulk move ([`BulkProgress`]); `None`: a move of its own.
+        part: Option<u32>,
     },
     /// A relocation copy the manager withdrew while it ran.
     Cancelled,
@@ -65,12 +67,22 @@ impl CopyJob {
     }
 }
 
+/// The outstanding bulk move: its parts not yet over and those that failed.
+#[derive(Debug)]
+pub(super) struct BulkProgress {
+    pub(super) copy: CopyId,
+    pub(super) parts_left: usize,
+    pub(super) failed: Vec<u32>,
+}
+
 /// The device's copy engines and the copies waiting for them.
 pub(super) struct CopyEngines {
     /// The copy each engine runs, by engine.
     engines: Vec<Option<CopyJob>>,
     /// Copies waiting for an idle engine, first come first served.
     queue: VecDeque<CopyJob>,
+    /// The manager's outstanding bulk move, whose parts are among the copies.
+    pub(super) bulk: Option<BulkProgress>,
 }
 
 impl CopyEngines {
@@ -79,6 +91,7 @@ impl CopyEngines {
         CopyEngines {
             engines: (0..count).map(|_| None).collect(),
             queue: VecDeque::new(),
+            bulk: None,
         }
     }
 
@@ -127,14 +140,18 @@ impl CopyEngines {
     pub(super) fn cancel(&mut self, copy: CopyId) -> bool {
         let is_it =
             |job: &CopyJob| matches!(job.kind, CopyKind::Relocation { copy: c, .. } if c == copy);
-        if let Some(at) = self.queue.iter().position(is_it) {
-            self.queue.remove(at);
-        } else if let Some(job) = self.engines.iter_mut().flatten().find(|j| is_it(j)) {
+        let queued = self.queue.len();
+        self.queue.retain(|job| !is_it(job));
+        let mut found = self.queue.len() != queued;
+        // Every part of a bulk move goes with it.
+        for job in self.engines.iter_mut().flatten().filter(|j| is_it(j)) {
             job.kind = CopyKind::Cancelled;
-        } else {
-            return false;
+            found = true;
         }
-        true
+        if self.bulk.as_ref().is_some_and(|b| b.copy == copy) {
+            self.bulk = None;
+        }
+        found
     }
 
     /// Drops tenant `t`'s queued memcpys, adding the buffers those that write the device

@@ -78,6 +78,11 @@ impl Engine {
     /// An allocation call: asks the manager for the buffer of slot `slot`; the tenant
     /// waits for its answer.
     fn step_alloc(&mut self, t: usize, slot: usize) {
+        // An allocation is GPU work to come: programs fill what they allocate on the
+        // GPU (PyTorch's `randn`, `zeros`), fills the app models leave out.
+        if self.demand_starts(t) {
+            return;
+        }
         let tenant = &mut self.tenants[t];
         tenant.pc += 1;
         tenant.state = State::WaitingAlloc;
@@ -134,6 +139,9 @@ impl Engine {
     /// A memcpy of `bytes` to or from the buffer of slot `slot`: waits for the tenant's
     /// kernels, then queues the copy for a copy engine.
     fn step_copy(&mut self, t: usize, slot: usize, direction: CopyDirection, bytes: u64) {
+        if self.demand_starts(t) {
+            return;
+        }
         let tenant = &mut self.tenants[t];
         // Stream order: behind the tenant's kernels; and nothing of a
         // suspended tenant reaches the GPU.
@@ -181,6 +189,9 @@ impl Engine {
     /// A kernel launch: into the tenant's channel (or held while it is suspended), unless
     /// its launch queue is full.
     fn step_launch(&mut self, t: usize) {
+        if self.demand_starts(t) {
+            return;
+        }
         let tenant = &mut self.tenants[t];
         if tenant.in_flight >= self.preset.launch_queue_depth {
             tenant.state = State::WaitingQueueSpace;
@@ -201,5 +212,35 @@ impl Engine {
         tenant.in_flight += 1;
         self.start_kernel();
         self.defer_step(t)
+    }
+
+    /// Tenant `t` is about to give the GPU work: under turns the manager hears first
+    /// that it is busy, so that a tenant it parks has its work held. True when that
+    /// ended the tenant.
+    fn demand_starts(&mut self, t: usize) -> bool {
+        if !self.needs.gpu_demand || self.tenants[t].busy_said {
+            return false;
+        }
+        self.tenants[t].busy_said = true;
+        self.manager
+            .handle_gpu_busy(self.tenants[t].id, self.now_ns);
+        self.apply_actions();
+        self.tenants[t].state == State::Done
+    }
+
+    /// Under turns, tells the manager when tenant `t` has no GPU work left: no kernel
+    /// queued, held or running and no memcpy. True when it told (actions may follow).
+    pub(super) fn demand_ends(&mut self, t: usize) -> bool {
+        let tenant = &mut self.tenants[t];
+        if !self.needs.gpu_demand
+            || !tenant.busy_said
+            || tenant.in_flight > 0
+            || tenant.copies_in_flight > 0
+        {
+            return false;
+        }
+        tenant.busy_said = false;
+        self.manager.handle_gpu_idle(tenant.id, self.now_ns);
+        true
     }
 }

@@ -42,9 +42,9 @@ mod recorder;
 mod wakes;
 
 pub use config::{
-    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, DEFAULT_QUANTUM_NS, EvictionLatency, Faults,
-    InvariantError, Limit, LimitReached, Outcome, PagingOutcome, QUANTUM_IDLE_RELEASE_NS,
-    RunLimits, Sharing, SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
+    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, EvictionLatency, Faults, InvariantError, Limit,
+    LimitReached, Outcome, PagingOutcome, RunLimits, Sharing, SimConfig, SimError, TenantOutcome,
+    TenantSpec, VictimPause,
 };
 
 use chaos::{Chaos, Trigger};
@@ -73,10 +73,6 @@ enum Event {
     GatedLaunch(LaunchId),
     /// An injected crash of the tenant (see `Faults`).
     Crash(usize),
-    /// The quantum of this holding is over (`Sharing::ExclusiveQuantum`).
-    QuantumEnd(u64),
-    /// The holder of this holding has been idle since then, unless it ran since.
-    QuantumIdle(u64, u64),
     /// The driver reports the tenant drained, late (see `Faults`).
     ReportDrained(usize),
 }
@@ -160,6 +156,8 @@ struct Tenant {
     endless: bool,
     /// Since when the scheduling policy holds its next kernel.
     held_since: Option<u64>,
+    /// Whether the manager was last told it has GPU work (under turns).
+    busy_said: bool,
 }
 
 impl Tenant {
@@ -197,6 +195,7 @@ impl Tenant {
             sm_share: spec.sm_share,
             endless: spec.endless,
             held_since: None,
+            busy_said: false,
         }
     }
 
@@ -546,8 +545,6 @@ impl Engine {
             }
             Event::GatedLaunch(_) => {}
             Event::Crash(t) => self.crash(t),
-            Event::QuantumEnd(generation) => self.quantum_end(generation),
-            Event::QuantumIdle(generation, since) => self.quantum_idle(generation, since),
             Event::ReportDrained(t) => self.report_drained(t),
         }
         Ok(partial)

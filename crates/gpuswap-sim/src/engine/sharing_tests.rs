@@ -1,10 +1,11 @@
-//! The sharing models (time slicing, MPS, exclusive quantum) and the scheduling
-//! policies as the engine carries them out.
+//! The sharing models (time slicing, MPS), the manager's turns (nvshare's exclusive
+//! quantum) and the scheduling policies as the engine carries them out.
 
 use super::*;
 use crate::preset;
 use crate::program::{Access, AccessOrder, Op, Program};
-use gpuswap_core::scheduling::SchedulingConfig;
+use gpuswap_core::gpu_time::scheduling::SchedulingConfig;
+use gpuswap_core::gpu_time::{GpuTime, NVSHARE_IDLE_RELEASE_NS, TurnSettings};
 use gpuswap_core::{MIB, PolicySettings};
 
 fn v100() -> Preset {
@@ -53,6 +54,32 @@ fn run(
     sharing: Sharing,
     scheduling: SchedulingConfig,
 ) -> Outcome {
+    run_with(
+        programs,
+        vram_mib,
+        mode,
+        sharing,
+        scheduling,
+        GpuTime::Concurrent,
+    )
+}
+
+/// [`run`] under nvshare's exclusive quantum (time slicing among the tenants not
+/// parked).
+fn exclusive(programs: Vec<(Program, f64)>, vram_mib: u64, mode: &str, quantum_ns: u64) -> Outcome {
+    let turns = GpuTime::Turns(TurnSettings::exclusive(quantum_ns));
+    let none = SchedulingConfig::default();
+    run_with(programs, vram_mib, mode, Sharing::TimeSlice, none, turns)
+}
+
+fn run_with(
+    programs: Vec<(Program, f64)>,
+    vram_mib: u64,
+    mode: &str,
+    sharing: Sharing,
+    scheduling: SchedulingConfig,
+    gpu_time: GpuTime,
+) -> Outcome {
     let preset = v100();
     let runtime = preset.runtime_bytes() * programs.len() as u64;
     let specs = programs
@@ -71,6 +98,7 @@ fn run(
     );
     cfg.sharing = sharing;
     cfg.manager.scheduling = scheduling;
+    cfg.manager.gpu_time = gpu_time;
     cfg.check_invariants = true;
     // A livelock fails the test instead of hanging it.
     cfg.limits.max_events = 1_000_000;
@@ -94,15 +122,9 @@ fn mps_and_a_quantum_with_one_tenant_equal_time_slicing() {
         SchedulingConfig::default(),
     );
     assert!(sliced.tenants[0].paging.unwrap().stats.pages_out > 0);
-    for sharing in [
-        Sharing::Mps,
-        Sharing::ExclusiveQuantum {
-            quantum_ns: 1_000_000,
-        },
-    ] {
-        let other = run(one(), 64, "uvm", sharing, SchedulingConfig::default());
-        assert_eq!(other, sliced, "{sharing:?}");
-    }
+    let mps = run(one(), 64, "uvm", Sharing::Mps, SchedulingConfig::default());
+    assert_eq!(mps, sliced, "MPS");
+    assert_eq!(exclusive(one(), 64, "uvm", 1_000_000), sliced, "a quantum");
 }
 
 #[test]
@@ -206,15 +228,7 @@ fn a_quantum_holder_runs_alone_until_it_ends_and_time_slicing_interleaves() {
     let pair = || vec![(program(8, 20, 1_000_000_000), 1.0); 2];
     let none = SchedulingConfig::default;
     let sliced = run(pair(), 1024, "native", Sharing::TimeSlice, none());
-    let held = run(
-        pair(),
-        1024,
-        "native",
-        Sharing::ExclusiveQuantum {
-            quantum_ns: 1_000_000_000_000,
-        },
-        none(),
-    );
+    let held = exclusive(pair(), 1024, "native", 1_000_000_000_000);
     let ends = |o: &Outcome| (o.tenants[0].end_ns as f64, o.tenants[1].end_ns as f64);
     let (a, b) = ends(&sliced);
     assert!((a / b - 1.0).abs() < 0.1, "interleaved: {a} and {b}");
@@ -226,21 +240,13 @@ fn a_quantum_holder_runs_alone_until_it_ends_and_time_slicing_interleaves() {
     // The holder's end hands the device over at once: no idle release to wait out.
     let idle = held.makespan_ns.abs_diff(sliced.makespan_ns);
     assert!(
-        idle < QUANTUM_IDLE_RELEASE_NS / 10,
+        idle < NVSHARE_IDLE_RELEASE_NS / 10,
         "held {} against sliced {}",
         held.makespan_ns,
         sliced.makespan_ns
     );
     // A short quantum hands over while both still have work: they end close together.
-    let short = run(
-        pair(),
-        1024,
-        "native",
-        Sharing::ExclusiveQuantum {
-            quantum_ns: 500_000,
-        },
-        none(),
-    );
+    let short = exclusive(pair(), 1024, "native", 500_000);
     let (a, b) = ends(&short);
     assert!(a > 0.8 * b, "handed over: {a} and {b}");
 }

@@ -81,6 +81,10 @@ impl MemoryPolicy for Gpuswap {
         }
     }
 
+    fn moves_chunks(&self) -> bool {
+        true
+    }
+
     fn on_kernel_finished(&mut self, ctx: &mut Ctx, tenant: TenantId, stats: &KernelStats) {
         if self.chunk.swaps_referenced() && !ctx.relocation.running() {
             self.plan_swap(ctx, tenant, &stats.referenced);
@@ -100,10 +104,21 @@ impl Gpuswap {
         let mut moves = ctx.plan();
         let mut chosen = 0;
         let mut entries_walked = 0u64;
+        // Under turns a tenant that does not run while others do spills its own new
+        // chunks first: their hot VRAM stays theirs.
+        let yields = ctx
+            .turns
+            .is_some_and(|t| t.yields(req.tenant, ctx.relocation.is_parked(req.tenant)));
         let books = &mut *ctx.books;
         while books.over_committed() {
             books.sort_tenants();
-            let chosen_victim = self.victim.choose(books, req.tenant);
+            let own_first = yields
+                .then(|| own_new_chunk(books, req, new_buffer))
+                .flatten();
+            let chosen_victim = match own_first {
+                Some(_) => None,
+                None => self.victim.choose(books, req.tenant),
+            };
             let (victim, chunk) = match chosen_victim {
                 Some(victim) => {
                     books.flush(victim, Location::Vram);
@@ -120,7 +135,7 @@ impl Gpuswap {
                 // (without contracts the requester always may). The new buffer's own
                 // chunks may still start in host memory: that takes nothing the
                 // requester held.
-                None => match own_new_chunk(books, req, new_buffer) {
+                None => match own_first.or_else(|| own_new_chunk(books, req, new_buffer)) {
                     Some(chunk) => (req.tenant, chunk),
                     None => {
                         for (_, m) in moves {

@@ -1,0 +1,96 @@
+//! The settings of GPU time: everyone at once, or turns and how they go.
+
+/// How tenants share the GPU's time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuTime {
+    /// Every tenant runs when it has work; memory that does not fit is reached
+    /// remotely (the mode's own way).
+    #[default]
+    Concurrent,
+    /// When the busy tenants' memory does not fit in VRAM, one holds the GPU with its
+    /// memory in VRAM while the others wait, parked.
+    Turns(TurnSettings),
+}
+
+impl GpuTime {
+    /// The names scenario files and `--set gpu_time=` use, in the order help lists them.
+    pub const NAMES: [&'static str; 2] = ["concurrent", "turns"];
+
+    /// The name scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Concurrent => Self::NAMES[0],
+            Self::Turns(_) => Self::NAMES[1],
+        }
+    }
+}
+
+/// How turns go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnSettings {
+    /// How long a holder keeps the GPU while others wait (times its contract's weight).
+    pub quantum: Quantum,
+    /// A holder with no GPU work this long hands over early to a waiting tenant.
+    pub handover_after_ns: u64,
+    /// Take turns whenever two tenants are busy, whether their memory fits or not
+    /// (nvshare's lock: the simulator's `sharing = "exclusive-quantum"`).
+    pub always: bool,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        Self {
+            quantum: Quantum::Auto,
+            handover_after_ns: DEFAULT_HANDOVER_AFTER_NS,
+            always: false,
+        }
+    }
+}
+
+/// A turn's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quantum {
+    /// The larger of [`MIN_AUTO_QUANTUM_NS`] and [`AUTO_QUANTUM_HANDOVERS`] times the
+    /// handover last measured: a handover then costs at most 5 % of a turn.
+    Auto,
+    /// A fixed length.
+    Fixed {
+        /// The length.
+        ns: u64,
+    },
+}
+
+/// The shortest automatic quantum: 2 s (issue 38: long against a training step of the
+/// measured PyTorch jobs, short against their runs, so that a pair's slowdowns stay
+/// even). A design choice.
+pub const MIN_AUTO_QUANTUM_NS: u64 = 2_000_000_000;
+
+/// An automatic quantum is this many handovers long. A design choice: 5 % overhead.
+pub const AUTO_QUANTUM_HANDOVERS: u64 = 20;
+
+/// A holder idle this long hands over early: 2 s by default (issue 38), long against
+/// the CPU gaps between a program's launches (data loading, logging), short against a
+/// turn. A design choice.
+pub const DEFAULT_HANDOVER_AFTER_NS: u64 = 2_000_000_000;
+
+/// nvshare's default time quantum: 30 s (its README, `NVSHARE_DEFAULT_TQ`).
+pub const NVSHARE_QUANTUM_NS: u64 = 30_000_000_000;
+
+/// How long an nvshare holder may go without a kernel before it lets go of the GPU.
+/// Unconfirmed: nvshare releases the lock early when its client has been idle; we take
+/// 100 ms, long against the CPU gaps between a program's launches, short against a
+/// quantum.
+pub const NVSHARE_IDLE_RELEASE_NS: u64 = 100_000_000;
+
+impl TurnSettings {
+    /// nvshare's lock (the simulator's `sharing = "exclusive-quantum"`): turns whenever
+    /// two tenants are busy, `quantum_ns` long, released after
+    /// [`NVSHARE_IDLE_RELEASE_NS`] without work.
+    pub fn exclusive(quantum_ns: u64) -> Self {
+        Self {
+            quantum: Quantum::Fixed { ns: quantum_ns },
+            handover_after_ns: NVSHARE_IDLE_RELEASE_NS,
+            always: true,
+        }
+    }
+}
