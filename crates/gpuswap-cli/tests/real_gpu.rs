@@ -340,8 +340,8 @@ fn the_trace_says_where_a_move_spends_its_time() {
 
 #[test]
 fn without_a_pool_every_eviction_creates_its_host_memory() {
-    // Unset: no pool, the default.
-    let stderr = slow_victims_trace("no-pool", &[]);
+    // `0`: no pool (unset, host memory that comes back to VRAM is kept).
+    let stderr = slow_victims_trace("no-pool", &[("GPUSWAP_HOST_POOL", "0")]);
     assert!(stderr.contains("moves to Host: "), "{stderr}");
     assert_eq!(pool_line(&stderr), None, "{stderr}");
 }

@@ -282,12 +282,26 @@ pub mod driver {
         check(unsafe { f(va, bytes as usize) }, "cuMemUnmap")
     }
 
-    /// Copies between device addresses and waits for the copy.
-    pub fn copy(dst: DevPtr, src: DevPtr, bytes: u64) -> Result<(), String> {
-        let f = real!(c"cuMemcpyDtoD_v2"; fn(DevPtr, DevPtr, usize) -> CuResult);
-        // SAFETY: both ranges are mapped and accessible, and no kernel of the process
-        // runs (it is suspended and drained).
-        check(unsafe { f(dst, src, bytes as usize) }, "cuMemcpyDtoD")?;
-        synchronize()
+    /// A stream of the current context that does not wait for the legacy default
+    /// stream (`CU_STREAM_NON_BLOCKING`): the interposer's moves never queue behind the
+    /// program's work.
+    pub fn stream_create() -> Result<Handle, String> {
+        let f = real!(c"cuStreamCreate"; fn(*mut Handle, std::ffi::c_uint) -> CuResult);
+        let mut stream: Handle = std::ptr::null_mut();
+        // SAFETY: `stream` is valid for a write; 1 is CU_STREAM_NON_BLOCKING.
+        check(unsafe { f(&mut stream, 1) }, "cuStreamCreate")?;
+        Ok(stream)
+    }
+
+    /// Queues a copy between device addresses on `stream`; it is done once the stream is
+    /// synchronized.
+    pub fn copy_async(dst: DevPtr, src: DevPtr, bytes: u64, stream: Handle) -> Result<(), String> {
+        let f = real!(c"cuMemcpyDtoDAsync_v2"; fn(DevPtr, DevPtr, usize, Handle) -> CuResult);
+        // SAFETY: both ranges are mapped and accessible and stay so until the stream is
+        // synchronized, and no kernel of the process runs (it is suspended and drained).
+        check(
+            unsafe { f(dst, src, bytes as usize, stream) },
+            "cuMemcpyDtoDAsync",
+        )
     }
 }

@@ -1,18 +1,24 @@
-//! Pinned host memory kept ready for evictions, when `GPUSWAP_HOST_POOL` asks for it.
-//! Creating a chunk's host memory (`cuMemCreate` of a host location pins its pages) was
-//! 52-80 % of an eviction on an H100 (docs/real-gpu.md: 187 us per MiB, where the rest
-//! of the move takes 43.6 us per MiB), so a thread pins chunks ahead while the
-//! process copies, and moves back to VRAM keep their host memory for the next eviction
-//! instead of releasing it.
+//! Pinned host memory kept for evictions. Creating a chunk's host memory (`cuMemCreate`
+//! of a host location pins its pages) was 52-80 % of an eviction on an H100
+//! (docs/real-gpu.md: 187 us per MiB, where the rest of the move takes 43.6 us per MiB),
+//! so moves back to VRAM keep their host memory for the next eviction instead of
+//! releasing it: under the daemon's turns a tenant's overflow goes out and comes back at
+//! every handover, and after the first it finds its pinned memory ready.
 //!
-//! `GPUSWAP_HOST_POOL` sets the bytes kept ready (bytes, or with a unit such as MiB);
-//! unset or `0`, there is no pool and every move creates its own. Off by default: on the
-//! H100 a 64 MiB pool made 2 MiB evictions 1.7 times faster and 8 MiB ones 1.1 times
-//! slower (one run each; the driver appears to serialize the pinning with the copies,
-//! whose phase grew by what the creation saved), and it pins host memory the daemon
-//! does not count: each process may hold that much beyond what the daemon placed there.
-//! The thread starts at the process's first eviction.
+//! `GPUSWAP_HOST_POOL` sets the most bytes kept (bytes, or with a unit such as MiB):
+//! - unset: the daemon's VRAM (`Welcome::vram_bytes`), as much as the process's data
+//!   may hold in host memory when the daemon sends nothing better; nothing is pinned
+//!   ahead;
+//! - a size: that much, and a thread pins chunks ahead up to it while the process copies
+//!   (it starts at the first eviction). On the H100 a 64 MiB pool pinned ahead made
+//!   2 MiB evictions 1.7 times faster and 8 MiB ones 1.1 times slower (one run each; the
+//!   driver appears to serialize the pinning with the copies);
+//! - `0`: none; every move creates its own.
+//!
+//! Kept memory is pinned host memory the daemon does not count: each process may hold
+//! up to the pool's size beyond what the daemon placed in host memory.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use crate::diag;
@@ -52,21 +58,35 @@ fn lock() -> std::sync::MutexGuard<'static, Pool> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// `GPUSWAP_HOST_POOL`: bytes, or a number with a unit (`64MiB`); unset, none. An
+/// The pool's size when `GPUSWAP_HOST_POOL` is unset: the daemon's VRAM, set at the
+/// connection.
+static DEFAULT_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Sizes the pool, unless `GPUSWAP_HOST_POOL` does, by the VRAM the daemon manages.
+pub(crate) fn set_default_bytes(vram_bytes: u64) {
+    DEFAULT_BYTES.store(vram_bytes, Ordering::Relaxed);
+}
+
+/// `GPUSWAP_HOST_POOL`: bytes, or a number with a unit (`64MiB`); `None` when unset. An
 /// unreadable value is said once and no pool kept.
-fn pool_bytes() -> u64 {
-    static BYTES: OnceLock<u64> = OnceLock::new();
-    *BYTES.get_or_init(|| match std::env::var("GPUSWAP_HOST_POOL") {
-        Err(_) => 0,
-        Ok(text) => parse_bytes(&text).unwrap_or_else(|e| {
+fn asked_bytes() -> Option<u64> {
+    static BYTES: OnceLock<Option<u64>> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let text = std::env::var("GPUSWAP_HOST_POOL").ok()?;
+        Some(parse_bytes(&text).unwrap_or_else(|e| {
             diag::warn(&format!(
                 "GPUSWAP_HOST_POOL={text:?} is not a size; expected bytes, or {}; no host \
                  memory is kept ready",
                 e.expected
             ));
             0
-        }),
+        }))
     })
+}
+
+/// The most bytes kept.
+fn pool_bytes() -> u64 {
+    asked_bytes().unwrap_or_else(|| DEFAULT_BYTES.load(Ordering::Relaxed))
 }
 
 /// A bare number is bytes (what this variable always took); anything else is a size as
@@ -79,8 +99,8 @@ fn parse_bytes(text: &str) -> Result<u64, gpuswap_units::UnitError> {
 }
 
 /// Host memory of `len` bytes for an eviction of a buffer in context `ctx`: a ready
-/// handle, or `None` when the move must create its own. Wakes the pinning thread
-/// (starting it at the first call) to fill the pool again.
+/// handle, or `None` when the move must create its own. With `GPUSWAP_HOST_POOL` set,
+/// wakes the pinning thread (starting it at the first call) to fill the pool again.
 pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
     if pool_bytes() == 0 {
         return None;
@@ -89,7 +109,7 @@ pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
     let mut pool = lock();
     pool.chunk_bytes = pool.chunk_bytes.max(len);
     pool.ctx = ctx;
-    if !pool.started {
+    if !pool.started && asked_bytes().is_some() {
         pool.started = std::thread::Builder::new()
             .name("gpuswap-pinner".into())
             .spawn(pin_ahead)
@@ -160,8 +180,14 @@ fn report() -> Option<String> {
     let pool = lock();
     let all = pool.hits + pool.misses;
     (all > 0).then(|| {
+        let pinned = if asked_bytes().is_some() {
+            "pinned ahead"
+        } else {
+            "kept from moves back, none pinned ahead"
+        };
         format!(
-            "host memory for {} of {all} evictions came from the pool ({} MiB kept ready)",
+            "host memory for {} of {all} evictions came from the pool (at most {} MiB, \
+             {pinned})",
             pool.hits,
             pool_bytes() >> 20
         )
