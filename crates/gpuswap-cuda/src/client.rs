@@ -10,16 +10,11 @@ use std::time::{Duration, Instant};
 
 use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
-use crate::batch;
+use crate::batch::{self, Memory};
 use crate::demand::Demand;
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
-
-/// One chunk as mapped now.
-struct Chunk {
-    handle: u64,
-}
 
 /// A buffer the daemon placed.
 struct Buffer {
@@ -28,7 +23,8 @@ struct Buffer {
     /// Bytes reserved (whole granules).
     bytes: u64,
     chunk_bytes: u64,
-    chunks: Vec<Chunk>,
+    /// The memory mapped at each chunk now.
+    chunks: Vec<Memory>,
     ctx: usize,
 }
 
@@ -118,7 +114,7 @@ pub fn connect() -> Result<&'static Client, String> {
         gate: RwLock::new(()),
         lost: OnceLock::new(),
         contexts: Mutex::new(Vec::new()),
-        mover: batch::Mover::new(granularity.max(1)),
+        mover: batch::Mover::default(),
         demand: (idle_report_ns > 0).then(|| Demand::new(idle_report_ns)),
     }));
     std::thread::Builder::new()
@@ -417,17 +413,18 @@ impl Client {
         };
         for (index, location) in wire::chunks_of(placement).enumerate() {
             let (at, len) = buffer.span(index);
-            let mapped = driver::create(len, batch::memory_kind(location))
-                .map_err(|rc| format!("cuMemCreate of {len} bytes failed with CUDA error {rc}"))
-                .and_then(|handle| match driver::map(at, len, handle) {
-                    Ok(()) => Ok(handle),
-                    Err(e) => {
-                        let _ = driver::release(handle);
-                        Err(e)
+            let mapped =
+                Memory::take(len, location, ctx, false).and_then(|memory| {
+                    match driver::map(at, len, memory.handle()) {
+                        Ok(()) => Ok(memory),
+                        Err(e) => {
+                            let _ = memory.let_go();
+                            Err(e)
+                        }
                     }
                 });
             match mapped {
-                Ok(handle) => buffer.chunks.push(Chunk { handle }),
+                Ok(memory) => buffer.chunks.push(memory),
                 Err(e) => {
                     let _ = unmap_buffer(&buffer);
                     return Err(e);
@@ -465,17 +462,16 @@ impl Client {
                 .values()
                 .find(|b| b.id == id)
                 .ok_or_else(|| format!("no buffer {id} here"))?;
-            let handle = buffer
+            let memory = *buffer
                 .chunks
                 .get(chunk as usize)
-                .map(|c| c.handle)
                 .ok_or_else(|| format!("buffer {id} has no chunk {chunk}"))?;
             let (at, len) = buffer.span(chunk as usize);
             Ok(batch::Site {
                 ctx: buffer.ctx,
                 at,
                 len,
-                handle,
+                memory,
             })
         });
         let mut failed = plan.refused;
@@ -489,7 +485,7 @@ impl Client {
                         let buffer = buffers.values_mut().find(|b| b.id == m.buffer);
                         let chunk = buffer.and_then(|b| b.chunks.get_mut(m.chunk as usize));
                         if let Some(chunk) = chunk {
-                            chunk.handle = new;
+                            *chunk = new;
                         }
                     }
                     (None, error) => failed.push((m.index, error.unwrap_or("?").to_owned())),
@@ -505,11 +501,9 @@ impl Client {
 /// Unmaps and releases every chunk, then the reservation.
 fn unmap_buffer(buffer: &Buffer) -> Result<(), String> {
     let mut result = Ok(());
-    for (index, chunk) in buffer.chunks.iter().enumerate() {
+    for (index, memory) in buffer.chunks.iter().enumerate() {
         let (at, len) = buffer.span(index);
-        result = result
-            .and(driver::unmap(at, len))
-            .and(driver::release(chunk.handle));
+        result = result.and(driver::unmap(at, len)).and(memory.let_go());
     }
     result.and(driver::unreserve(buffer.va, buffer.bytes))
 }

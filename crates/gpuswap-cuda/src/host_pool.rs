@@ -17,17 +17,37 @@
 //!
 //! Kept memory is pinned host memory the daemon does not count: each process may hold
 //! up to the pool's size beyond what the daemon placed in host memory.
+//!
+//! Every chunk of host memory is mapped for good at a window of its own in the device's
+//! address space (`HostChunk`), besides the chunk's address while it holds a chunk's
+//! data: a move copies into it or out of it there, with no mapping of its own, and the
+//! window stays mapped while the pool keeps it. (One large host handle mapped chunk by
+//! chunk at offsets would need a window per handle only, but CUDA documented the
+//! offset of `cuMemMap` as "must be zero" before 12.x and a slab's chunks could not be
+//! unpinned one by one.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use crate::diag;
-use crate::ffi::{self, Handle, driver};
+use crate::ffi::{self, DevPtr, Handle, driver};
 
-/// The ready handles and what the pinning thread needs to know.
+/// Pinned host memory of one chunk, mapped for good at a window of the device's address
+/// space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostChunk {
+    /// The memory.
+    pub handle: u64,
+    /// Where it is mapped for the moves' copies.
+    pub window: DevPtr,
+    /// Its length (whole granules).
+    pub len: u64,
+}
+
+/// The ready memory and what the pinning thread needs to know.
 struct Pool {
-    /// Ready handles with their sizes.
-    ready: Vec<(u64, u64)>,
+    /// Ready host memory.
+    ready: Vec<HostChunk>,
     ready_bytes: u64,
     /// The size the thread pins: the largest an eviction asked for (a buffer's last
     /// chunk may be shorter).
@@ -98,10 +118,53 @@ fn parse_bytes(text: &str) -> Result<u64, gpuswap_units::UnitError> {
     }
 }
 
-/// Host memory of `len` bytes for an eviction of a buffer in context `ctx`: a ready
-/// handle, or `None` when the move must create its own. With `GPUSWAP_HOST_POOL` set,
-/// wakes the pinning thread (starting it at the first call) to fill the pool again.
-pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
+/// Host memory of `len` bytes for a chunk of a buffer in context `ctx` (current): kept
+/// memory of that size if the pool has some, else new. `eviction`: a move's, counted in
+/// the trace's pool line.
+pub(crate) fn take(len: u64, ctx: usize, eviction: bool) -> Result<HostChunk, String> {
+    match take_kept(len, ctx, eviction) {
+        Some(kept) => Ok(kept),
+        None => create(len),
+    }
+}
+
+/// New host memory of `len` bytes, mapped at its window.
+fn create(len: u64) -> Result<HostChunk, String> {
+    let handle = driver::create(len, ffi::LOCATION_HOST)
+        .map_err(|rc| format!("cuMemCreate of {len} bytes in Host failed with CUDA error {rc}"))?;
+    let window = driver::reserve(len, 0).and_then(|window| {
+        driver::map(window, len, handle)
+            .map(|()| window)
+            .inspect_err(|_| {
+                let _ = driver::unreserve(window, len);
+            })
+    });
+    match window {
+        Ok(window) => Ok(HostChunk {
+            handle,
+            window,
+            len,
+        }),
+        Err(e) => {
+            let _ = driver::release(handle);
+            Err(e)
+        }
+    }
+}
+
+/// Unmaps host memory from its window and releases it.
+fn destroy(chunk: HostChunk) {
+    let released = driver::unmap(chunk.window, chunk.len)
+        .and(driver::unreserve(chunk.window, chunk.len))
+        .and(driver::release(chunk.handle));
+    if let Err(e) = released {
+        diag::warn(&format!("releasing host memory: {e}"));
+    }
+}
+
+/// Kept memory of `len` bytes; with `GPUSWAP_HOST_POOL` set, wakes the pinning thread
+/// (starting it at the first call) to fill the pool again.
+fn take_kept(len: u64, ctx: usize, eviction: bool) -> Option<HostChunk> {
     if pool_bytes() == 0 {
         return None;
     }
@@ -115,28 +178,38 @@ pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
             .spawn(pin_ahead)
             .is_ok();
     }
-    let found = pool.ready.iter().position(|&(bytes, _)| bytes == len);
+    let found = pool.ready.iter().position(|c| c.len == len);
     let taken = found.map(|at| pool.ready.swap_remove(at));
-    match taken {
-        Some((bytes, _)) => {
-            pool.ready_bytes -= bytes;
-            pool.hits += 1;
-        }
-        None => pool.misses += 1,
+    if let Some(chunk) = taken {
+        pool.ready_bytes -= chunk.len;
+    }
+    if eviction {
+        *(if taken.is_some() {
+            &mut pool.hits
+        } else {
+            &mut pool.misses
+        }) += 1;
     }
     BELOW.notify_one();
-    taken.map(|(_, handle)| handle)
+    taken
 }
 
-/// Keeps a moved chunk's old host memory of `len` bytes for the next eviction; `false`
-/// when the pool is full (the caller releases it).
-pub(crate) fn give(len: u64, handle: u64) -> bool {
+/// Host memory a chunk no longer holds: kept for the next eviction, or released when
+/// the pool is full.
+pub(crate) fn give(chunk: HostChunk) {
+    if !keep(chunk) {
+        destroy(chunk);
+    }
+}
+
+/// Keeps host memory for the next eviction; `false` when the pool is full.
+fn keep(chunk: HostChunk) -> bool {
     let mut pool = lock();
-    if pool.ready_bytes + len > pool_bytes() {
+    if pool.ready_bytes + chunk.len > pool_bytes() {
         return false;
     }
-    pool.ready.push((len, handle));
-    pool.ready_bytes += len;
+    pool.ready.push(chunk);
+    pool.ready_bytes += chunk.len;
     true
 }
 
@@ -153,16 +226,11 @@ fn pin_ahead() {
             }
             (pool.chunk_bytes, pool.ctx)
         };
-        let created = driver::set_context(ctx as Handle)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                driver::create(len, ffi::LOCATION_HOST)
-                    .map_err(|rc| format!("cuMemCreate failed with CUDA error {rc}"))
-            });
+        let created = driver::set_context(ctx as Handle).and_then(|()| create(len));
         match created {
-            Ok(handle) => {
-                if !give(len, handle) {
-                    let _ = driver::release(handle);
+            Ok(chunk) => {
+                if !keep(chunk) {
+                    destroy(chunk);
                 }
             }
             Err(e) => {

@@ -44,6 +44,11 @@ impl Fake {
     /// Starts the client with `args` under the interposer and welcomes it with
     /// `idle_report_ns`.
     fn start(name: &str, idle_report_ns: u64, args: &[&str]) -> Fake {
+        Self::start_in(name, "2GiB", idle_report_ns, args)
+    }
+
+    /// [`Fake::start`] on a stand-in of `vram` (its `GPUSWAP_STANDIN_VRAM`).
+    fn start_in(name: &str, vram: &str, idle_report_ns: u64, args: &[&str]) -> Fake {
         let dir = std::env::temp_dir().join(format!("gpuswap-fake-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -54,7 +59,7 @@ impl Fake {
             .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
             .env("LD_PRELOAD", interposer())
             .env("GPUSWAP_SOCKET", &socket)
-            .env("GPUSWAP_STANDIN_VRAM", "2GiB")
+            .env("GPUSWAP_STANDIN_VRAM", vram)
             .env("GPUSWAP_STANDIN_SHM", shm_name(&dir))
             .env("GPUSWAP_TRACE", "1")
             .stdout(Stdio::piped())
@@ -91,6 +96,27 @@ impl Fake {
             client: Some(client),
             granted: Vec::new(),
         }
+    }
+
+    /// A client of one buffer of `size` (and its scratch), granted, filled and
+    /// suspended on a stand-in of `vram`; returns it and the buffer's id.
+    fn one_buffer_suspended(name: &str, vram: &str, size: &str) -> (Fake, u64) {
+        let args = [
+            "--buffers",
+            "1",
+            "--size",
+            size,
+            "--rounds",
+            "2",
+            "--hold-ms",
+            "300",
+        ];
+        let mut fake = Self::start_in(name, vram, 0, &args);
+        // The buffer, filled, then the client's scratch buffer.
+        fake.grant_until(2);
+        let data = fake.granted[0].0;
+        fake.suspend();
+        (fake, data)
     }
 
     fn send(&mut self, msg: &DaemonMsg) {
@@ -212,24 +238,7 @@ fn a_256_chunk_batch_moves_byte_for_byte_and_single_moves_still_work() {
     const CHUNKS: u32 = 256;
     let bytes = u64::from(CHUNKS) * CHUNK_BYTES;
     let size = format!("{}MiB", bytes / MIB);
-    let mut fake = Fake::start(
-        "batch",
-        0,
-        &[
-            "--buffers",
-            "1",
-            "--size",
-            &size,
-            "--rounds",
-            "2",
-            "--hold-ms",
-            "300",
-        ],
-    );
-    // The buffer, filled, then the client's scratch buffer.
-    fake.grant_until(2);
-    let data = fake.granted[0].0;
-    fake.suspend();
+    let (mut fake, data) = Fake::one_buffer_suspended("batch", "2GiB", &size);
 
     let (failed, error, out_ns) = fake.batch(1, all_chunks(data, CHUNKS, Location::Host));
     assert_eq!((failed.as_slice(), error.as_str()), (&[][..], ""));
@@ -252,6 +261,11 @@ fn a_256_chunk_batch_moves_byte_for_byte_and_single_moves_still_work() {
         }
         singles_ns[to as usize] = started.elapsed().as_nanos() as u64;
     }
+    // Batches again, their host memory now ready in the pool as the singles' was.
+    let (failed, _, warm_out_ns) = fake.batch(3, all_chunks(data, CHUNKS, Location::Host));
+    assert!(failed.is_empty(), "{failed:?}");
+    let (failed, _, warm_in_ns) = fake.batch(4, all_chunks(data, CHUNKS, Location::Vram));
+    assert!(failed.is_empty(), "{failed:?}");
 
     // A batch with a move of no buffer and a second move of one chunk: those two fail,
     // the rest moves, and a chunk that failed stays readable where it was.
@@ -277,17 +291,20 @@ fn a_256_chunk_batch_moves_byte_for_byte_and_single_moves_still_work() {
             to: Location::Host,
         },
     ];
-    let (failed, error, _) = fake.batch(3, moves);
+    let (failed, error, _) = fake.batch(5, moves);
     assert_eq!(failed, [1, 2]);
     assert!(error.contains("no buffer 999"), "{error}");
     fake.send(&DaemonMsg::Resume);
 
     let stderr = fake.finish();
     eprintln!(
-        "stand-in, {CHUNKS} chunks of 2 MiB: batch to host {:.2} GB/s, to VRAM {:.2} GB/s; \
-         single moves to host {:.2} GB/s, to VRAM {:.2} GB/s (command to answer, in all)",
+        "stand-in, {CHUNKS} chunks of 2 MiB: batch to host {:.2} GB/s (host memory \
+         created), {:.2} GB/s (from the pool), to VRAM {:.2} and {:.2} GB/s; single moves \
+         to host {:.2} GB/s, to VRAM {:.2} GB/s (command to answer, in all)",
         gb_per_s(bytes, out_ns),
+        gb_per_s(bytes, warm_out_ns),
         gb_per_s(bytes, in_ns),
+        gb_per_s(bytes, warm_in_ns),
         gb_per_s(bytes, singles_ns[Location::Host as usize]),
         gb_per_s(bytes, singles_ns[Location::Vram as usize]),
     );
@@ -299,16 +316,17 @@ fn a_256_chunk_batch_moves_byte_for_byte_and_single_moves_still_work() {
     };
     eprintln!("trace: batches to Host: {}", trace("batches to Host: "));
     eprintln!("trace: batches to Vram: {}", trace("batches to Vram: "));
-    // Batches 1 and 3 out, 2 in; the single moves are not batches.
-    assert!(trace("batches to Host: ").starts_with("2, "), "{stderr}");
+    // Batches 1, 3 and 5 out, 2 and 4 in; the single moves are not batches.
+    assert!(trace("batches to Host: ").starts_with("3, "), "{stderr}");
     assert!(
-        trace("batches to Vram: ").starts_with(&format!("1, {bytes} bytes")),
+        trace("batches to Vram: ").starts_with(&format!("2, {} bytes", 2 * bytes)),
         "{stderr}"
     );
     // Every move's host memory after the first batch's came back from the pool.
-    assert!(trace("moves to Host: ").starts_with(&format!("{} chunks", 2 * CHUNKS + 2)));
+    let to_host = 3 * CHUNKS + 2;
+    assert!(trace("moves to Host: ").starts_with(&format!("{to_host} chunks")));
     assert!(
-        trace("host memory for ").starts_with(&format!("{} of {}", CHUNKS + 2, 2 * CHUNKS + 2)),
+        trace("host memory for ").starts_with(&format!("{} of {to_host}", to_host - CHUNKS)),
         "{stderr}"
     );
 }
@@ -364,4 +382,49 @@ fn without_turns_the_client_says_neither_busy_nor_idle() {
     fake.grant_until(2);
     assert_eq!(fake.next_within(Duration::from_millis(800)), None);
     fake.finish();
+}
+
+#[test]
+fn moves_that_find_no_vram_stay_in_host_memory_and_the_rest_come_back() {
+    // 16 chunks of 2 MiB and a 2 MiB scratch on a stand-in of 48 MiB.
+    let (mut fake, data) = Fake::one_buffer_suspended("no-vram", "48MiB", "32MiB");
+    let (failed, _, _) = fake.batch(1, all_chunks(data, 16, Location::Host));
+    assert!(failed.is_empty(), "{failed:?}");
+    // Another process takes 42 (40 and its 2 MiB scratch) of the 46 MiB of VRAM left:
+    // two chunks fit back.
+    let mut hog = Command::new(gpuswap_standin::client())
+        .args([
+            "--buffers",
+            "1",
+            "--size",
+            "40MiB",
+            "--rounds",
+            "1",
+            "--hold-ms",
+            "5000",
+        ])
+        .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
+        .env("GPUSWAP_STANDIN_VRAM", "48MiB")
+        .env("GPUSWAP_STANDIN_SHM", shm_name(&fake.dir))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let progress = std::io::BufRead::lines(std::io::BufReader::new(hog.stderr.take().unwrap()));
+    for line in progress {
+        if line.unwrap().contains("allocated") {
+            break;
+        }
+    }
+    let (failed, error, _) = fake.batch(2, all_chunks(data, 16, Location::Vram));
+    assert_eq!(failed, (2..16).collect::<Vec<u32>>());
+    assert!(
+        error.contains("cuMemCreate") && error.contains("Vram"),
+        "{error}"
+    );
+    fake.send(&DaemonMsg::Resume);
+    // The client reads every chunk where the batch left it, moved or not.
+    fake.finish();
+    let _ = hog.kill();
+    let _ = hog.wait();
 }
