@@ -217,10 +217,10 @@ impl Mover {
         if to == Location::Host {
             self.copy(pass);
             clock.lap(Phase::Copy);
-            pass.iter_mut().filter(|m| m.live()).for_each(remap);
+            remap(pass);
             clock.lap(Phase::Remap);
         } else {
-            pass.iter_mut().filter(|m| m.live()).for_each(remap);
+            remap(pass);
             clock.lap(Phase::Remap);
             self.copy(pass);
             pass.iter_mut().filter(|m| !m.live()).for_each(unremap);
@@ -317,13 +317,63 @@ fn swap_mapping(m: &Move, from: Memory, to: Memory) -> Result<(), String> {
     })
 }
 
-/// The chunk's address mapped to the new memory.
-fn remap(m: &mut Move) {
-    let Some(new) = m.new else { return };
-    match swap_mapping(m, m.site.memory, new) {
-        Ok(()) => m.remapped = true,
-        Err(e) => m.fail(e),
+/// Every live move's chunk address mapped to its new memory: an unmap and a map per
+/// chunk, the access granted once per run of adjacent chunks of a buffer. A move whose
+/// mapping fails gets its old memory back.
+fn remap(pass: &mut [Move]) {
+    let mut mapped = Vec::new();
+    for (i, m) in pass.iter_mut().enumerate() {
+        let Some(new) = m.new.filter(|_| m.live()) else {
+            continue;
+        };
+        let (at, len, old) = (m.site.at, m.site.len, m.site.memory);
+        let swapped = driver::unmap(at, len).and_then(|()| {
+            driver::map_only(at, len, new.handle()).inspect_err(|_| {
+                let _ = driver::map(at, len, old.handle());
+            })
+        });
+        match swapped {
+            Ok(()) => {
+                m.remapped = true;
+                mapped.push(i);
+            }
+            Err(e) => m.fail(e),
+        }
     }
+    let mut spans: Vec<Span> = mapped
+        .into_iter()
+        .map(|i| Span {
+            index: i,
+            buffer: pass[i].buffer,
+            at: pass[i].site.at,
+            len: pass[i].site.len,
+        })
+        .collect();
+    spans.sort_by_key(|s| s.at);
+    for run in adjacent_runs(&spans) {
+        let (first, last) = (run[0], run[run.len() - 1]);
+        if let Err(e) = driver::set_access(first.at, last.at + last.len - first.at) {
+            for s in run {
+                pass[s.index].fail(e.clone());
+                unremap(&mut pass[s.index]);
+            }
+        }
+    }
+}
+
+/// A remapped chunk: its move's index in the pass, its buffer, address and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    index: usize,
+    buffer: u64,
+    at: DevPtr,
+    len: u64,
+}
+
+/// `spans`, sorted by address, cut where the buffer changes or the next chunk does not
+/// start where the last ends.
+fn adjacent_runs(spans: &[Span]) -> impl Iterator<Item = &[Span]> {
+    spans.chunk_by(|a, b| a.buffer == b.buffer && a.at + a.len == b.at)
 }
 
 /// A failed move to VRAM that was remapped: its host memory, which still has the data,
@@ -618,6 +668,29 @@ mod tests {
         m.fail("first".into());
         m.fail("second".into());
         assert_eq!((m.moved_to(), m.error()), (None, Some("first")));
+    }
+
+    #[test]
+    fn access_is_granted_per_run_of_adjacent_chunks_of_one_buffer() {
+        let span = |index, buffer, at, len| Span {
+            index,
+            buffer,
+            at,
+            len,
+        };
+        // Chunks 0-1 of buffer 1, then a gap, chunk 3; buffer 2 starts where buffer 1's
+        // chunk 3 ends but is another reservation.
+        let spans = [
+            span(4, 1, 0, 2 * MIB),
+            span(0, 1, 2 * MIB, 2 * MIB),
+            span(1, 1, 6 * MIB, 2 * MIB),
+            span(2, 2, 8 * MIB, MIB),
+            span(3, 2, 9 * MIB, 2 * MIB),
+        ];
+        let runs: Vec<Vec<usize>> = adjacent_runs(&spans)
+            .map(|run| run.iter().map(|s| s.index).collect())
+            .collect();
+        assert_eq!(runs, [vec![4, 0], vec![1], vec![2, 3]]);
     }
 
     #[test]

@@ -104,7 +104,8 @@ impl Demand {
                 continue;
             }
             if let Some(wait_ns) = self.busy_for(now_ns()) {
-                std::thread::park_timeout(Duration::from_nanos(wait_ns));
+                // At least a millisecond: a tiny `idle_report_ns` must not spin.
+                std::thread::park_timeout(Duration::from_nanos(wait_ns.max(1_000_000)));
                 continue;
             }
             let _ = client.send_if(|| self.say_idle());

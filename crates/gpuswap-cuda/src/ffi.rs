@@ -256,11 +256,24 @@ pub mod driver {
 
     /// Maps `handle` at `va` and lets the device read and write it.
     pub fn map(va: DevPtr, bytes: u64, handle: u64) -> Result<(), String> {
+        map_only(va, bytes, handle)?;
+        set_access(va, bytes).inspect_err(|_| {
+            let _ = unmap(va, bytes);
+        })
+    }
+
+    /// Maps `handle` at `va`, without access yet ([`set_access`]).
+    pub fn map_only(va: DevPtr, bytes: u64, handle: u64) -> Result<(), String> {
         let map = real!(c"cuMemMap"; fn(DevPtr, usize, usize, u64, u64) -> CuResult);
+        // SAFETY: `va` lies in a reservation of ours, unmapped; `handle` is live.
+        check(unsafe { map(va, bytes as usize, 0, handle, 0) }, "cuMemMap")
+    }
+
+    /// Lets the device read and write `[va, va + bytes)`, mapped (it may span adjacent
+    /// mappings of one reservation, as PyTorch's expandable segments grant it).
+    pub fn set_access(va: DevPtr, bytes: u64) -> Result<(), String> {
         let access =
             real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const AccessDesc, usize) -> CuResult);
-        // SAFETY: `va` lies in a reservation of ours, unmapped; `handle` is live.
-        check(unsafe { map(va, bytes as usize, 0, handle, 0) }, "cuMemMap")?;
         let desc = AccessDesc {
             location: MemLocation {
                 kind: LOCATION_DEVICE,
@@ -268,12 +281,11 @@ pub mod driver {
             },
             flags: ACCESS_READWRITE,
         };
-        // SAFETY: one valid descriptor for the range just mapped.
-        let rc = unsafe { access(va, bytes as usize, &desc, 1) };
-        if rc != CUDA_SUCCESS {
-            let _ = unmap(va, bytes);
-        }
-        check(rc, "cuMemSetAccess")
+        // SAFETY: one valid descriptor for a mapped range of ours.
+        check(
+            unsafe { access(va, bytes as usize, &desc, 1) },
+            "cuMemSetAccess",
+        )
     }
 
     pub fn unmap(va: DevPtr, bytes: u64) -> Result<(), String> {
