@@ -13,28 +13,8 @@ use gpuswap_daemon::observe;
 const MIB: u64 = 1 << 20;
 
 /// The interposer beside the test's gpuswap binary (both in the profile's folder).
-/// Cargo builds a dependency's rlib only, so the cdylib is built here, once, by the
-/// cargo that runs the tests (its lock is free while tests run).
 fn interposer() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let profile_dir = Path::new(env!("CARGO_BIN_EXE_gpuswap")).parent().unwrap();
-            let target_dir = profile_dir.parent().unwrap();
-            let mut build = Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()));
-            build
-                .args(["build", "--quiet", "-p", "gpuswap-cuda", "--target-dir"])
-                .arg(target_dir);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            let status = build.status().unwrap();
-            assert!(status.success(), "building the interposer failed");
-            let lib = profile_dir.join("libgpuswap_cuda.so");
-            assert!(lib.exists(), "{} not built", lib.display());
-            lib
-        })
-        .clone()
+    gpuswap_standin::interposer(Path::new(env!("CARGO_BIN_EXE_gpuswap")).parent().unwrap())
 }
 
 /// One test's world: its socket, its stand-in accounting, its daemon.

@@ -205,9 +205,10 @@ impl Mover {
     /// Runs one pass (every move to one location), timed from `start`; `batch`: a
     /// `RelocateBatch`'s pass, reported as such in the trace. Each move ends moved
     /// (`Move::moved_to`) or failed with its chunk where it was (`Move::error`).
-    pub fn run(&self, pass: &mut [Move], start: Instant, batch: bool) {
+    /// Returns when its last remap and copy were over (before the releases).
+    pub fn run(&self, pass: &mut [Move], start: Instant, batch: bool) -> Instant {
         let Some(to) = pass.first().map(|m| m.to) else {
-            return;
+            return start;
         };
         let mut clock = PhaseClock::start();
         for m in pass.iter_mut() {
@@ -226,7 +227,7 @@ impl Mover {
             pass.iter_mut().filter(|m| !m.live()).for_each(unremap);
             clock.lap(Phase::Copy);
         }
-        let elapsed_ns = start.elapsed().as_nanos() as u64;
+        let moved_at = Instant::now();
         for m in pass.iter_mut() {
             release(m);
         }
@@ -241,8 +242,10 @@ impl Mover {
             lock(&MOVES).record(to, moved.len() as u64, bytes, &clock.ns);
         }
         if batch && bytes > 0 {
+            let elapsed_ns = moved_at.duration_since(start).as_nanos() as u64;
             lock(&BATCHES).record(to, bytes, elapsed_ns);
         }
+        moved_at
     }
 
     /// Queues every live move's copy (into host memory's window, or out of it into the

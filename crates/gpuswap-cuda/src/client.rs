@@ -475,9 +475,9 @@ impl Client {
             })
         });
         let mut failed = plan.refused;
-        let mut start = arrival;
+        let (mut start, mut moved_at) = (arrival, arrival);
         for mut pass in plan.passes {
-            self.mover.run(&mut pass, start, batch);
+            moved_at = self.mover.run(&mut pass, start, batch);
             start = Instant::now();
             for m in &pass {
                 match (m.moved_to(), m.error()) {
@@ -492,7 +492,7 @@ impl Client {
                 }
             }
         }
-        let elapsed_ns = arrival.elapsed().as_nanos() as u64;
+        let elapsed_ns = moved_at.duration_since(arrival).as_nanos() as u64;
         failed.sort_by_key(|f| f.0);
         (failed, elapsed_ns)
     }

@@ -17,17 +17,10 @@ use gpuswap_wire::{
 const MIB: u64 = 1 << 20;
 const CHUNK_BYTES: u64 = 2 * MIB;
 
-/// The interposer built beside this test (`<profile>/libgpuswap_cuda.so`).
+/// The interposer, built for this test's profile (`<profile>/deps/<this test>`).
 fn interposer() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let lib = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("libgpuswap_cuda.so");
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
+    gpuswap_standin::interposer(exe.parent().unwrap().parent().unwrap())
 }
 
 /// One test's fake daemon and the client it serves.
