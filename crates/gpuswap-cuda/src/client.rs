@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
 use crate::batch::{self, Memory};
-use crate::demand::Demand;
+use crate::demand::{Demand, Outbox};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
@@ -140,17 +140,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Client {
     fn send(&self, msg: &ClientMsg) -> Result<(), String> {
-        self.send_if(|| Some(msg.clone()))
-    }
-
-    /// Sends what `decide` says, deciding under the connection's lock: messages that
-    /// report a state (busy, idle) leave in the order the state changed.
-    pub(crate) fn send_if(&self, decide: impl FnOnce() -> Option<ClientMsg>) -> Result<(), String> {
-        let mut out = lock(&self.out);
-        match decide() {
-            Some(msg) => wire::write_frame(&mut *out, &msg).map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+        wire::write_frame(&mut *lock(&self.out), msg).map_err(|e| e.to_string())
     }
 
     /// Holds the gate for a call that starts GPU work (a launch, copy or memset): it
@@ -495,6 +485,22 @@ impl Client {
         let elapsed_ns = moved_at.duration_since(arrival).as_nanos() as u64;
         failed.sort_by_key(|f| f.0);
         (failed, elapsed_ns)
+    }
+}
+
+impl Outbox for Client {
+    /// Decides under the connection's lock: messages that report a state (busy, idle)
+    /// leave in the order the state changed.
+    fn send_if(&self, decide: &mut dyn FnMut() -> Option<ClientMsg>) -> Result<(), String> {
+        let mut out = lock(&self.out);
+        match decide() {
+            Some(msg) => wire::write_frame(&mut *out, &msg).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost().is_some()
     }
 }
 

@@ -19,7 +19,14 @@ use std::time::Duration;
 
 use gpuswap_wire::ClientMsg;
 
-use crate::client::Client;
+/// Where the reports go: the daemon's connection.
+pub(crate) trait Outbox: Sync {
+    /// Sends what `decide` says, deciding under the connection's lock.
+    fn send_if(&self, decide: &mut dyn FnMut() -> Option<ClientMsg>) -> Result<(), String>;
+
+    /// Whether the daemon is gone (then nothing more is said).
+    fn is_lost(&self) -> bool;
+}
 
 /// What the process said last and when its work last started.
 pub(crate) struct Demand {
@@ -57,7 +64,7 @@ impl Demand {
     }
 
     /// Starts the thread that says `Idle`.
-    pub fn start_timer(&'static self, client: &'static Client) -> Result<(), String> {
+    pub fn start_timer(&'static self, client: &'static dyn Outbox) -> Result<(), String> {
         let thread = std::thread::Builder::new()
             .name("gpuswap-idle".into())
             .spawn(move || self.watch(client))
@@ -67,14 +74,14 @@ impl Demand {
     }
 
     /// A call is about to start GPU work: noted, and `Busy` said if the process was idle.
-    pub fn before_gate(&self, client: &Client) {
+    pub fn before_gate(&self, client: &dyn Outbox) {
         self.at_gate.fetch_add(1, SeqCst);
         self.last_start_ns.store(now_ns(), SeqCst);
         if self.busy.load(SeqCst) {
             return;
         }
         // A lost daemon hears nothing more; the reader thread says so.
-        let _ = client.send_if(|| (!self.busy.swap(true, SeqCst)).then_some(ClientMsg::Busy));
+        let _ = client.send_if(&mut || (!self.busy.swap(true, SeqCst)).then_some(ClientMsg::Busy));
         if let Some(timer) = self.timer.get() {
             timer.unpark();
         }
@@ -97,8 +104,8 @@ impl Demand {
 
     /// The timer thread: says `Idle` when the process has been quiet long enough, until
     /// the daemon is lost.
-    fn watch(&self, client: &Client) {
-        while client.lost().is_none() {
+    fn watch(&self, client: &dyn Outbox) {
+        while !client.is_lost() {
             if !self.busy.load(SeqCst) {
                 std::thread::park();
                 continue;
@@ -108,7 +115,7 @@ impl Demand {
                 std::thread::park_timeout(Duration::from_nanos(wait_ns.max(1_000_000)));
                 continue;
             }
-            let _ = client.send_if(|| self.say_idle());
+            let _ = client.send_if(&mut || self.say_idle());
         }
     }
 
