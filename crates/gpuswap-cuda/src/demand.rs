@@ -5,8 +5,8 @@
 //! until its first `Busy`) sends `Busy`, before it waits at the suspension gate, so that
 //! a tenant held at its gate is known to want the GPU. A timer thread sends `Idle` once
 //! no work started for `idle_report_ns` and no call waits at the gate. The launch path
-//! costs two atomic additions and a clock read; the connection's lock is taken only to
-//! change the state.
+//! costs two clock reads (vDSO) and four atomic operations; the connection's lock is
+//! taken only to change the state.
 //!
 //! The state changes under the connection's lock, where the message is written, so the
 //! daemon reads them in the order they happened. A start racing the timer's decision is
