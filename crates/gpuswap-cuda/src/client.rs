@@ -8,16 +8,13 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
+use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
+use crate::batch::{self, Memory};
+use crate::demand::{Demand, Outbox};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
-
-/// One chunk as mapped now.
-struct Chunk {
-    handle: u64,
-}
 
 /// A buffer the daemon placed.
 struct Buffer {
@@ -26,7 +23,8 @@ struct Buffer {
     /// Bytes reserved (whole granules).
     bytes: u64,
     chunk_bytes: u64,
-    chunks: Vec<Chunk>,
+    /// The memory mapped at each chunk now.
+    chunks: Vec<Memory>,
     ctx: usize,
 }
 
@@ -60,8 +58,10 @@ pub struct Client {
     /// takes no lock.
     lost: OnceLock<String>,
     contexts: Mutex<Vec<usize>>,
-    /// A scratch reservation of one chunk for relocations.
-    scratch: Mutex<Option<(DevPtr, u64)>>,
+    /// What chunk moves keep between them.
+    mover: batch::Mover,
+    /// Busy and idle reports, when the daemon asked for them.
+    demand: Option<Demand>,
 }
 
 /// Connects and introduces the process. Called after the real `cuInit` succeeded.
@@ -89,14 +89,19 @@ pub fn connect() -> Result<&'static Client, String> {
         granularity_bytes: granularity,
     };
     wire::write_frame(&mut stream, &hello).map_err(talk)?;
-    let vram_bytes = match wire::read_frame(&mut stream).map_err(talk)? {
-        DaemonMsg::Welcome { vram_bytes, .. } => vram_bytes,
+    let (vram_bytes, idle_report_ns) = match wire::read_frame(&mut stream).map_err(talk)? {
+        DaemonMsg::Welcome {
+            vram_bytes,
+            idle_report_ns,
+            ..
+        } => (vram_bytes, idle_report_ns),
         DaemonMsg::Refused { reason } => {
             return Err(format!("the gpuswap daemon at {shown} refused: {reason}"));
         }
         other => return Err(format!("unexpected answer from {shown}: {other:?}")),
     };
     stream.set_read_timeout(None).map_err(|e| talk(e.into()))?;
+    host_pool::set_default_bytes(vram_bytes);
     let reader = stream.try_clone().map_err(|e| talk(e.into()))?;
     let client: &'static Client = Box::leak(Box::new(Client {
         out: Mutex::new(stream),
@@ -109,12 +114,16 @@ pub fn connect() -> Result<&'static Client, String> {
         gate: RwLock::new(()),
         lost: OnceLock::new(),
         contexts: Mutex::new(Vec::new()),
-        scratch: Mutex::new(None),
+        mover: batch::Mover::default(),
+        demand: (idle_report_ns > 0).then(|| Demand::new(idle_report_ns)),
     }));
     std::thread::Builder::new()
         .name("gpuswap-client".into())
         .spawn(move || client.serve(reader))
         .map_err(|e| format!("cannot start the interposer's thread: {e}"))?;
+    if let Some(demand) = &client.demand {
+        demand.start_timer(client)?;
+    }
     Ok(client)
 }
 
@@ -132,6 +141,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Client {
     fn send(&self, msg: &ClientMsg) -> Result<(), String> {
         wire::write_frame(&mut *lock(&self.out), msg).map_err(|e| e.to_string())
+    }
+
+    /// Holds the gate for a call that starts GPU work (a launch, copy or memset): it
+    /// waits while the process is suspended, and says the process is busy first when
+    /// the daemon asked (`Demand`).
+    pub fn start_work(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        if let Some(demand) = &self.demand {
+            demand.before_gate(self);
+        }
+        let held = self
+            .gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(demand) = &self.demand {
+            demand.after_gate();
+        }
+        held
     }
 
     /// Why the daemon is gone, if it is: then allocations pass through unmanaged.
@@ -244,6 +270,7 @@ impl Client {
                 Ok(msg) => msg,
                 Err(e) => return e.to_string(),
             };
+            let arrival = Instant::now();
             let reply = match msg {
                 DaemonMsg::Granted {
                     request,
@@ -290,10 +317,23 @@ impl Client {
                     buffer,
                     chunk,
                     to,
-                } => Some(match self.relocate(buffer, chunk as usize, to) {
-                    Ok(()) => ClientMsg::Relocated { copy },
-                    Err(error) => ClientMsg::RelocateFailed { copy, error },
-                }),
+                } => {
+                    let moves = [ChunkMove { buffer, chunk, to }];
+                    let (mut failed, _) = self.relocate(&moves, arrival, false);
+                    Some(match failed.pop() {
+                        None => ClientMsg::Relocated { copy },
+                        Some((_, error)) => ClientMsg::RelocateFailed { copy, error },
+                    })
+                }
+                DaemonMsg::RelocateBatch { batch, moves } => {
+                    let (failed, elapsed_ns) = self.relocate(&moves, arrival, true);
+                    Some(ClientMsg::RelocatedBatch {
+                        batch,
+                        error: failed.first().map(|f| f.1.clone()).unwrap_or_default(),
+                        failed: failed.into_iter().map(|f| f.0).collect(),
+                        elapsed_ns,
+                    })
+                }
                 DaemonMsg::Kill { reason } => {
                     diag::die(&format!("the gpuswap daemon ended this process: {reason}"))
                 }
@@ -363,17 +403,18 @@ impl Client {
         };
         for (index, location) in wire::chunks_of(placement).enumerate() {
             let (at, len) = buffer.span(index);
-            let mapped = driver::create(len, memory_kind(location))
-                .map_err(|rc| format!("cuMemCreate of {len} bytes failed with CUDA error {rc}"))
-                .and_then(|handle| match driver::map(at, len, handle) {
-                    Ok(()) => Ok(handle),
-                    Err(e) => {
-                        let _ = driver::release(handle);
-                        Err(e)
+            let mapped =
+                Memory::take(len, location, ctx, false).and_then(|memory| {
+                    match driver::map(at, len, memory.handle()) {
+                        Ok(()) => Ok(memory),
+                        Err(e) => {
+                            let _ = memory.let_go();
+                            Err(e)
+                        }
                     }
                 });
             match mapped {
-                Ok(handle) => buffer.chunks.push(Chunk { handle }),
+                Ok(memory) => buffer.chunks.push(memory),
                 Err(e) => {
                     let _ = unmap_buffer(&buffer);
                     return Err(e);
@@ -395,208 +436,80 @@ impl Client {
         result
     }
 
-    /// Moves one chunk: new memory at `to`, mapped at a scratch range, the copy, then
-    /// the new memory mapped at the chunk's own address and the old released. The
-    /// address never changes, so the program's pointers stay valid.
-    fn relocate(&self, id: u64, index: usize, to: Location) -> Result<(), String> {
-        let mut buffers = lock(&self.buffers);
-        let buffer = buffers
-            .values_mut()
-            .find(|b| b.id == id)
-            .ok_or_else(|| format!("no buffer {id} here"))?;
-        let old = buffer
-            .chunks
-            .get(index)
-            .map(|c| c.handle)
-            .ok_or_else(|| format!("buffer {id} has no chunk {index}"))?;
-        let (at, len) = buffer.span(index);
-        let mut clock = PhaseClock::start();
-        driver::set_context(buffer.ctx as Handle)?;
-        let ready = match to {
-            Location::Host => host_pool::take(len, buffer.ctx),
-            Location::Vram => None,
-        };
-        let new = match ready {
-            Some(handle) => handle,
-            None => driver::create(len, memory_kind(to)).map_err(|rc| {
-                format!("cuMemCreate of {len} bytes in {to:?} failed with CUDA error {rc}")
-            })?,
-        };
-        clock.lap(Phase::Create);
-        let copied = self.with_scratch(len, |scratch| {
-            driver::map(scratch, len, new)?;
-            let copied = driver::copy(scratch, at, len);
-            driver::unmap(scratch, len).and(copied)
-        });
-        if let Err(e) = copied {
-            let _ = driver::release(new);
-            return Err(e);
-        }
-        clock.lap(Phase::Copy);
-        if let Err(e) = driver::unmap(at, len) {
-            let _ = driver::release(new);
-            return Err(e);
-        }
-        if let Err(e) = driver::map(at, len, new) {
-            // Put the old memory back: the data is still there.
-            let _ = driver::map(at, len, old);
-            let _ = driver::release(new);
-            return Err(e);
-        }
-        clock.lap(Phase::Remap);
-        // The chunk lives in the new memory now, whatever the release of the old says.
-        // Host memory left behind is kept for the next eviction while the pool has room.
-        buffer.chunks[index] = Chunk { handle: new };
-        let kept = to == Location::Vram && host_pool::give(len, old);
-        if !kept && let Err(e) = driver::release(old) {
-            diag::warn(&format!("releasing a moved chunk's old memory: {e}"));
-        }
-        clock.lap(Phase::Release);
-        lock(&MOVES).record(to, len, &clock.ns);
-        Ok(())
-    }
-
-    fn with_scratch(
+    /// Carries out the daemon's moves (the process is suspended), timed from the
+    /// command's `arrival`; `batch`: a `RelocateBatch`, reported as such in the trace.
+    /// Returns each failed move's index with its error, by index, and the time from
+    /// `arrival` to the last remap.
+    fn relocate(
         &self,
-        len: u64,
-        f: impl FnOnce(DevPtr) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let mut scratch = lock(&self.scratch);
-        let va = match *scratch {
-            Some((va, bytes)) if bytes >= len => va,
-            other => {
-                if let Some((va, bytes)) = other {
-                    driver::unreserve(va, bytes)?;
-                    *scratch = None;
+        moves: &[ChunkMove],
+        arrival: Instant,
+        batch: bool,
+    ) -> (Vec<(u32, String)>, u64) {
+        let mut buffers = lock(&self.buffers);
+        let plan = batch::plan(moves, |id, chunk| {
+            let buffer = buffers
+                .values()
+                .find(|b| b.id == id)
+                .ok_or_else(|| format!("no buffer {id} here"))?;
+            let memory = *buffer
+                .chunks
+                .get(chunk as usize)
+                .ok_or_else(|| format!("buffer {id} has no chunk {chunk}"))?;
+            let (at, len) = buffer.span(chunk as usize);
+            Ok(batch::Site {
+                ctx: buffer.ctx,
+                at,
+                len,
+                memory,
+            })
+        });
+        let mut failed = plan.refused;
+        let (mut start, mut moved_at) = (arrival, arrival);
+        for mut pass in plan.passes {
+            moved_at = self.mover.run(&mut pass, start, batch);
+            start = Instant::now();
+            for m in &pass {
+                match (m.moved_to(), m.error()) {
+                    (Some(new), _) => {
+                        let buffer = buffers.values_mut().find(|b| b.id == m.buffer);
+                        let chunk = buffer.and_then(|b| b.chunks.get_mut(m.chunk as usize));
+                        if let Some(chunk) = chunk {
+                            *chunk = new;
+                        }
+                    }
+                    (None, error) => failed.push((m.index, error.unwrap_or("?").to_owned())),
                 }
-                let va = driver::reserve(len, self.granularity)?;
-                *scratch = Some((va, len));
-                va
             }
-        };
-        f(va)
-    }
-}
-
-/// The steps of one chunk's move, in order.
-#[derive(Clone, Copy)]
-enum Phase {
-    /// Making the buffer's context current, then `cuMemCreate` of the new memory (or, for
-    /// host memory, a handle the pool kept ready).
-    Create,
-    /// Taking the scratch range (reserving it on the first move or a longer chunk),
-    /// mapping the new memory there, the copy and its wait, the scratch unmapped.
-    Copy,
-    /// The chunk's address unmapped and mapped to the new memory.
-    Remap,
-    /// `cuMemRelease` of the old memory (or, for host memory, handing it to the pool).
-    Release,
-}
-
-impl Phase {
-    const ALL: [Phase; 4] = [Phase::Create, Phase::Copy, Phase::Remap, Phase::Release];
-
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Create => "create",
-            Phase::Copy => "copy",
-            Phase::Remap => "remap",
-            Phase::Release => "release",
         }
+        let elapsed_ns = moved_at.duration_since(arrival).as_nanos() as u64;
+        failed.sort_by_key(|f| f.0);
+        (failed, elapsed_ns)
     }
 }
 
-/// Nanoseconds per phase, indexed by `Phase as usize`.
-type PhaseNs = [u64; Phase::ALL.len()];
-
-/// Times the phases of one move.
-struct PhaseClock {
-    last: Instant,
-    ns: PhaseNs,
-}
-
-impl PhaseClock {
-    fn start() -> Self {
-        Self {
-            last: Instant::now(),
-            ns: [0; Phase::ALL.len()],
+impl Outbox for Client {
+    /// Decides under the connection's lock: messages that report a state (busy, idle)
+    /// leave in the order the state changed.
+    fn send_if(&self, decide: &mut dyn FnMut() -> Option<ClientMsg>) -> Result<(), String> {
+        let mut out = lock(&self.out);
+        match decide() {
+            Some(msg) => wire::write_frame(&mut *out, &msg).map_err(|e| e.to_string()),
+            None => Ok(()),
         }
     }
 
-    /// Ends `phase` now.
-    fn lap(&mut self, phase: Phase) {
-        let now = Instant::now();
-        self.ns[phase as usize] = now.duration_since(self.last).as_nanos() as u64;
-        self.last = now;
-    }
-}
-
-/// Where the process's chunk moves that succeeded spent their time, per direction (to
-/// VRAM, to host memory): the real-GPU check reads it to find a move's cost
-/// (`GPUSWAP_TRACE=1`).
-struct MoveTimes {
-    chunks: [u64; 2],
-    bytes: [u64; 2],
-    phase_ns: [PhaseNs; 2],
-}
-
-static MOVES: Mutex<MoveTimes> = Mutex::new(MoveTimes {
-    chunks: [0; 2],
-    bytes: [0; 2],
-    phase_ns: [[0; Phase::ALL.len()]; 2],
-});
-
-impl MoveTimes {
-    fn record(&mut self, to: Location, bytes: u64, phase_ns: &PhaseNs) {
-        diag::add_report(diag::Report::Moves, move_report);
-        let d = to as usize;
-        self.chunks[d] += 1;
-        self.bytes[d] += bytes;
-        for (sum, ns) in self.phase_ns[d].iter_mut().zip(phase_ns) {
-            *sum += ns;
-        }
-    }
-}
-
-/// The moves' times per chunk and phase, for the trace; `None` before any move.
-fn move_report() -> Option<String> {
-    let moves = lock(&MOVES);
-    let lines: Vec<String> = [Location::Vram, Location::Host]
-        .into_iter()
-        .filter(|&to| moves.chunks[to as usize] > 0)
-        .map(|to| {
-            let d = to as usize;
-            let n = moves.chunks[d];
-            let phases: Vec<String> = Phase::ALL
-                .iter()
-                .zip(moves.phase_ns[d])
-                .map(|(phase, ns)| format!("{} {:.1}", phase.name(), ns as f64 / 1e3 / n as f64))
-                .collect();
-            format!(
-                "moves to {to:?}: {n} chunks, {} bytes; us per chunk: {}",
-                moves.bytes[d],
-                phases.join(", ")
-            )
-        })
-        .collect();
-    (!lines.is_empty()).then(|| lines.join("; "))
-}
-
-fn memory_kind(location: Location) -> std::ffi::c_int {
-    match location {
-        Location::Vram => ffi::LOCATION_DEVICE,
-        Location::Host => ffi::LOCATION_HOST,
+    fn is_lost(&self) -> bool {
+        self.lost().is_some()
     }
 }
 
 /// Unmaps and releases every chunk, then the reservation.
 fn unmap_buffer(buffer: &Buffer) -> Result<(), String> {
     let mut result = Ok(());
-    for (index, chunk) in buffer.chunks.iter().enumerate() {
+    for (index, memory) in buffer.chunks.iter().enumerate() {
         let (at, len) = buffer.span(index);
-        result = result
-            .and(driver::unmap(at, len))
-            .and(driver::release(chunk.handle));
+        result = result.and(driver::unmap(at, len)).and(memory.let_go());
     }
     result.and(driver::unreserve(buffer.va, buffer.bytes))
 }

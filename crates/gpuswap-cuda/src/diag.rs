@@ -64,8 +64,10 @@ pub(crate) fn trace_note(note: &'static str) {
 /// The reports of the exit trace, in the order it prints them (after the call counts).
 #[derive(Clone, Copy)]
 pub(crate) enum Report {
-    /// The chunk moves' times (`client`).
+    /// The chunk moves' times (`batch`).
     Moves,
+    /// The bulk moves' bytes per second (`batch`).
+    Batches,
     /// The evictions served from the host pool (`host_pool`).
     HostPool,
 }

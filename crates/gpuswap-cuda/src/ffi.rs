@@ -256,11 +256,24 @@ pub mod driver {
 
     /// Maps `handle` at `va` and lets the device read and write it.
     pub fn map(va: DevPtr, bytes: u64, handle: u64) -> Result<(), String> {
+        map_only(va, bytes, handle)?;
+        set_access(va, bytes).inspect_err(|_| {
+            let _ = unmap(va, bytes);
+        })
+    }
+
+    /// Maps `handle` at `va`, without access yet ([`set_access`]).
+    pub fn map_only(va: DevPtr, bytes: u64, handle: u64) -> Result<(), String> {
         let map = real!(c"cuMemMap"; fn(DevPtr, usize, usize, u64, u64) -> CuResult);
+        // SAFETY: `va` lies in a reservation of ours, unmapped; `handle` is live.
+        check(unsafe { map(va, bytes as usize, 0, handle, 0) }, "cuMemMap")
+    }
+
+    /// Lets the device read and write `[va, va + bytes)`, mapped (it may span adjacent
+    /// mappings of one reservation, as PyTorch's expandable segments grant it).
+    pub fn set_access(va: DevPtr, bytes: u64) -> Result<(), String> {
         let access =
             real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const AccessDesc, usize) -> CuResult);
-        // SAFETY: `va` lies in a reservation of ours, unmapped; `handle` is live.
-        check(unsafe { map(va, bytes as usize, 0, handle, 0) }, "cuMemMap")?;
         let desc = AccessDesc {
             location: MemLocation {
                 kind: LOCATION_DEVICE,
@@ -268,12 +281,11 @@ pub mod driver {
             },
             flags: ACCESS_READWRITE,
         };
-        // SAFETY: one valid descriptor for the range just mapped.
-        let rc = unsafe { access(va, bytes as usize, &desc, 1) };
-        if rc != CUDA_SUCCESS {
-            let _ = unmap(va, bytes);
-        }
-        check(rc, "cuMemSetAccess")
+        // SAFETY: one valid descriptor for a mapped range of ours.
+        check(
+            unsafe { access(va, bytes as usize, &desc, 1) },
+            "cuMemSetAccess",
+        )
     }
 
     pub fn unmap(va: DevPtr, bytes: u64) -> Result<(), String> {
@@ -282,12 +294,26 @@ pub mod driver {
         check(unsafe { f(va, bytes as usize) }, "cuMemUnmap")
     }
 
-    /// Copies between device addresses and waits for the copy.
-    pub fn copy(dst: DevPtr, src: DevPtr, bytes: u64) -> Result<(), String> {
-        let f = real!(c"cuMemcpyDtoD_v2"; fn(DevPtr, DevPtr, usize) -> CuResult);
-        // SAFETY: both ranges are mapped and accessible, and no kernel of the process
-        // runs (it is suspended and drained).
-        check(unsafe { f(dst, src, bytes as usize) }, "cuMemcpyDtoD")?;
-        synchronize()
+    /// A stream of the current context that does not wait for the legacy default
+    /// stream (`CU_STREAM_NON_BLOCKING`): the interposer's moves never queue behind the
+    /// program's work.
+    pub fn stream_create() -> Result<Handle, String> {
+        let f = real!(c"cuStreamCreate"; fn(*mut Handle, std::ffi::c_uint) -> CuResult);
+        let mut stream: Handle = std::ptr::null_mut();
+        // SAFETY: `stream` is valid for a write; 1 is CU_STREAM_NON_BLOCKING.
+        check(unsafe { f(&mut stream, 1) }, "cuStreamCreate")?;
+        Ok(stream)
+    }
+
+    /// Queues a copy between device addresses on `stream`; it is done once the stream is
+    /// synchronized.
+    pub fn copy_async(dst: DevPtr, src: DevPtr, bytes: u64, stream: Handle) -> Result<(), String> {
+        let f = real!(c"cuMemcpyDtoDAsync_v2"; fn(DevPtr, DevPtr, usize, Handle) -> CuResult);
+        // SAFETY: both ranges are mapped and accessible and stay so until the stream is
+        // synchronized, and no kernel of the process runs (it is suspended and drained).
+        check(
+            unsafe { f(dst, src, bytes as usize, stream) },
+            "cuMemcpyDtoDAsync",
+        )
     }
 }

@@ -52,6 +52,11 @@ fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     })
 }
 
+/// [`gate`] for a call that starts GPU work, which the daemon's turns count as demand.
+fn work_gate() -> Option<RwLockReadGuard<'static, ()>> {
+    managed().map(Client::start_work)
+}
+
 fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
     diag::trace_call(name);
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
@@ -287,7 +292,7 @@ macro_rules! gated {
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
                 guarded(stringify!($name), || {
                     let real = real!(cname(concat!(stringify!($name), "\0")); fn($($ty),*) -> CuResult);
-                    let _held = gate();
+                    let _held = work_gate();
                     // SAFETY: forwarded as given.
                     unsafe { real($($arg),*) }
                 })

@@ -1,27 +1,53 @@
-//! Pinned host memory kept ready for evictions, when `GPUSWAP_HOST_POOL` asks for it.
-//! Creating a chunk's host memory (`cuMemCreate` of a host location pins its pages) was
-//! 52-80 % of an eviction on an H100 (docs/real-gpu.md: 187 us per MiB, where the rest
-//! of the move takes 43.6 us per MiB), so a thread pins chunks ahead while the
-//! process copies, and moves back to VRAM keep their host memory for the next eviction
-//! instead of releasing it.
+//! Pinned host memory kept for evictions. Creating a chunk's host memory (`cuMemCreate`
+//! of a host location pins its pages) was 52-80 % of an eviction on an H100
+//! (docs/real-gpu.md: 187 us per MiB, where the rest of the move takes 43.6 us per MiB),
+//! so moves back to VRAM keep their host memory for the next eviction instead of
+//! releasing it: under the daemon's turns a tenant's overflow goes out and comes back at
+//! every handover, and after the first it finds its pinned memory ready.
 //!
-//! `GPUSWAP_HOST_POOL` sets the bytes kept ready (bytes, or with a unit such as MiB);
-//! unset or `0`, there is no pool and every move creates its own. Off by default: on the
-//! H100 a 64 MiB pool made 2 MiB evictions 1.7 times faster and 8 MiB ones 1.1 times
-//! slower (one run each; the driver appears to serialize the pinning with the copies,
-//! whose phase grew by what the creation saved), and it pins host memory the daemon
-//! does not count: each process may hold that much beyond what the daemon placed there.
-//! The thread starts at the process's first eviction.
+//! `GPUSWAP_HOST_POOL` sets the most bytes kept (bytes, or with a unit such as MiB):
+//! - unset: the daemon's VRAM (`Welcome::vram_bytes`), as much as the process's data
+//!   may hold in host memory when the daemon sends nothing better; nothing is pinned
+//!   ahead;
+//! - a size: that much, and a thread pins chunks ahead up to it while the process copies
+//!   (it starts at the first eviction). On the H100 a 64 MiB pool pinned ahead made
+//!   2 MiB evictions 1.7 times faster and 8 MiB ones 1.1 times slower (one run each; the
+//!   driver appears to serialize the pinning with the copies);
+//! - `0`: none; every move creates its own.
+//!
+//! Kept memory is pinned host memory the daemon does not count: each process may hold
+//! up to the pool's size beyond what the daemon placed in host memory.
+//!
+//! Every chunk of host memory is mapped for good at a window of its own in the device's
+//! address space (`HostChunk`), besides the chunk's address while it holds a chunk's
+//! data: a move copies into it or out of it there, with no mapping of its own, and the
+//! window stays mapped while the pool keeps it. (One large host handle mapped chunk by
+//! chunk at offsets would need a window per handle only, but CUDA documented the
+//! offset of `cuMemMap` as "must be zero" before 12.x and a slab's chunks could not be
+//! unpinned one by one.)
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use crate::diag;
-use crate::ffi::{self, Handle, driver};
+use crate::ffi::{self, DevPtr, Handle, driver};
 
-/// The ready handles and what the pinning thread needs to know.
+/// Pinned host memory of one chunk, mapped for good at a window of the device's address
+/// space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostChunk {
+    /// The memory.
+    pub handle: u64,
+    /// Where it is mapped for the moves' copies.
+    pub window: DevPtr,
+    /// Its length (whole granules).
+    pub len: u64,
+}
+
+/// The ready memory and what the pinning thread needs to know.
 struct Pool {
-    /// Ready handles with their sizes.
-    ready: Vec<(u64, u64)>,
+    /// Ready host memory.
+    ready: Vec<HostChunk>,
     ready_bytes: u64,
     /// The size the thread pins: the largest an eviction asked for (a buffer's last
     /// chunk may be shorter).
@@ -52,21 +78,35 @@ fn lock() -> std::sync::MutexGuard<'static, Pool> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// `GPUSWAP_HOST_POOL`: bytes, or a number with a unit (`64MiB`); unset, none. An
+/// The pool's size when `GPUSWAP_HOST_POOL` is unset: the daemon's VRAM, set at the
+/// connection.
+static DEFAULT_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Sizes the pool, unless `GPUSWAP_HOST_POOL` does, by the VRAM the daemon manages.
+pub(crate) fn set_default_bytes(vram_bytes: u64) {
+    DEFAULT_BYTES.store(vram_bytes, Ordering::Relaxed);
+}
+
+/// `GPUSWAP_HOST_POOL`: bytes, or a number with a unit (`64MiB`); `None` when unset. An
 /// unreadable value is said once and no pool kept.
-fn pool_bytes() -> u64 {
-    static BYTES: OnceLock<u64> = OnceLock::new();
-    *BYTES.get_or_init(|| match std::env::var("GPUSWAP_HOST_POOL") {
-        Err(_) => 0,
-        Ok(text) => parse_bytes(&text).unwrap_or_else(|e| {
+fn asked_bytes() -> Option<u64> {
+    static BYTES: OnceLock<Option<u64>> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let text = std::env::var("GPUSWAP_HOST_POOL").ok()?;
+        Some(parse_bytes(&text).unwrap_or_else(|e| {
             diag::warn(&format!(
                 "GPUSWAP_HOST_POOL={text:?} is not a size; expected bytes, or {}; no host \
                  memory is kept ready",
                 e.expected
             ));
             0
-        }),
+        }))
     })
+}
+
+/// The most bytes kept.
+fn pool_bytes() -> u64 {
+    asked_bytes().unwrap_or_else(|| DEFAULT_BYTES.load(Ordering::Relaxed))
 }
 
 /// A bare number is bytes (what this variable always took); anything else is a size as
@@ -78,10 +118,53 @@ fn parse_bytes(text: &str) -> Result<u64, gpuswap_units::UnitError> {
     }
 }
 
-/// Host memory of `len` bytes for an eviction of a buffer in context `ctx`: a ready
-/// handle, or `None` when the move must create its own. Wakes the pinning thread
+/// Host memory of `len` bytes for a chunk of a buffer in context `ctx` (current): kept
+/// memory of that size if the pool has some, else new. `eviction`: a move's, counted in
+/// the trace's pool line.
+pub(crate) fn take(len: u64, ctx: usize, eviction: bool) -> Result<HostChunk, String> {
+    match take_kept(len, ctx, eviction) {
+        Some(kept) => Ok(kept),
+        None => create(len),
+    }
+}
+
+/// New host memory of `len` bytes, mapped at its window.
+fn create(len: u64) -> Result<HostChunk, String> {
+    let handle = driver::create(len, ffi::LOCATION_HOST)
+        .map_err(|rc| format!("cuMemCreate of {len} bytes in Host failed with CUDA error {rc}"))?;
+    let window = driver::reserve(len, 0).and_then(|window| {
+        driver::map(window, len, handle)
+            .map(|()| window)
+            .inspect_err(|_| {
+                let _ = driver::unreserve(window, len);
+            })
+    });
+    match window {
+        Ok(window) => Ok(HostChunk {
+            handle,
+            window,
+            len,
+        }),
+        Err(e) => {
+            let _ = driver::release(handle);
+            Err(e)
+        }
+    }
+}
+
+/// Unmaps host memory from its window and releases it.
+fn destroy(chunk: HostChunk) {
+    let released = driver::unmap(chunk.window, chunk.len)
+        .and(driver::unreserve(chunk.window, chunk.len))
+        .and(driver::release(chunk.handle));
+    if let Err(e) = released {
+        diag::warn(&format!("releasing host memory: {e}"));
+    }
+}
+
+/// Kept memory of `len` bytes; with `GPUSWAP_HOST_POOL` set, wakes the pinning thread
 /// (starting it at the first call) to fill the pool again.
-pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
+fn take_kept(len: u64, ctx: usize, eviction: bool) -> Option<HostChunk> {
     if pool_bytes() == 0 {
         return None;
     }
@@ -89,34 +172,44 @@ pub(crate) fn take(len: u64, ctx: usize) -> Option<u64> {
     let mut pool = lock();
     pool.chunk_bytes = pool.chunk_bytes.max(len);
     pool.ctx = ctx;
-    if !pool.started {
+    if !pool.started && asked_bytes().is_some() {
         pool.started = std::thread::Builder::new()
             .name("gpuswap-pinner".into())
             .spawn(pin_ahead)
             .is_ok();
     }
-    let found = pool.ready.iter().position(|&(bytes, _)| bytes == len);
+    let found = pool.ready.iter().position(|c| c.len == len);
     let taken = found.map(|at| pool.ready.swap_remove(at));
-    match taken {
-        Some((bytes, _)) => {
-            pool.ready_bytes -= bytes;
-            pool.hits += 1;
-        }
-        None => pool.misses += 1,
+    if let Some(chunk) = taken {
+        pool.ready_bytes -= chunk.len;
+    }
+    if eviction {
+        *(if taken.is_some() {
+            &mut pool.hits
+        } else {
+            &mut pool.misses
+        }) += 1;
     }
     BELOW.notify_one();
-    taken.map(|(_, handle)| handle)
+    taken
 }
 
-/// Keeps a moved chunk's old host memory of `len` bytes for the next eviction; `false`
-/// when the pool is full (the caller releases it).
-pub(crate) fn give(len: u64, handle: u64) -> bool {
+/// Host memory a chunk no longer holds: kept for the next eviction, or released when
+/// the pool is full.
+pub(crate) fn give(chunk: HostChunk) {
+    if !keep(chunk) {
+        destroy(chunk);
+    }
+}
+
+/// Keeps host memory for the next eviction; `false` when the pool is full.
+fn keep(chunk: HostChunk) -> bool {
     let mut pool = lock();
-    if pool.ready_bytes + len > pool_bytes() {
+    if pool.ready_bytes + chunk.len > pool_bytes() {
         return false;
     }
-    pool.ready.push((len, handle));
-    pool.ready_bytes += len;
+    pool.ready.push(chunk);
+    pool.ready_bytes += chunk.len;
     true
 }
 
@@ -133,16 +226,11 @@ fn pin_ahead() {
             }
             (pool.chunk_bytes, pool.ctx)
         };
-        let created = driver::set_context(ctx as Handle)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                driver::create(len, ffi::LOCATION_HOST)
-                    .map_err(|rc| format!("cuMemCreate failed with CUDA error {rc}"))
-            });
+        let created = driver::set_context(ctx as Handle).and_then(|()| create(len));
         match created {
-            Ok(handle) => {
-                if !give(len, handle) {
-                    let _ = driver::release(handle);
+            Ok(chunk) => {
+                if !keep(chunk) {
+                    destroy(chunk);
                 }
             }
             Err(e) => {
@@ -160,8 +248,14 @@ fn report() -> Option<String> {
     let pool = lock();
     let all = pool.hits + pool.misses;
     (all > 0).then(|| {
+        let pinned = if asked_bytes().is_some() {
+            "pinned ahead"
+        } else {
+            "kept from moves back, none pinned ahead"
+        };
         format!(
-            "host memory for {} of {all} evictions came from the pool ({} MiB kept ready)",
+            "host memory for {} of {all} evictions came from the pool (at most {} MiB, \
+             {pinned})",
             pool.hits,
             pool_bytes() >> 20
         )

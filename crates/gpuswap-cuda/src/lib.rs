@@ -14,18 +14,24 @@
 //!   daemon's commands;
 //! - `hooks`: the exported driver entry points, `cuGetProcAddress` and `dlsym` (the CUDA
 //!   runtime finds the driver through them, so `cudaMalloc` reaches `cuMemAlloc_v2`);
-//! - `host_pool`: pinned host memory kept ready for evictions.
+//! - `batch`: chunk moves, one or a batch at a time, with their copies in flight
+//!   together;
+//! - `demand`: the busy and idle reports of the daemon's turns;
+//! - `host_pool`: pinned host memory kept across moves for evictions.
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_PASSTHROUGH=1` (forward
 //! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
 //! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
-//! `GPUSWAP_HOST_POOL` (pinned host memory kept ready for evictions, e.g. `64MiB`;
-//! unset, none),
+//! `GPUSWAP_HOST_POOL` (pinned host memory kept for evictions: unset, host memory that
+//! moves back to VRAM is kept, up to the daemon's VRAM, for the next eviction; a size
+//! such as `64MiB` caps it and pins that much ahead; `0`, none kept),
 //! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
-//! with the interposer's notes at exit, to see which paths a program takes, and the
-//! time its chunk moves took per phase).
+//! with the interposer's notes at exit, to see which paths a program takes, the time
+//! its chunk moves took per phase, and its bulk moves' count, bytes and GB/s per batch).
 
+mod batch;
 mod client;
+mod demand;
 mod diag;
 mod ffi;
 mod hooks;

@@ -58,11 +58,18 @@ const DEPENDENCIES: Table = &[
 ];
 
 /// The workspace crates `[dev-dependencies]` add on top of `DEPENDENCIES`.
-const DEV_DEPENDENCIES: Table = &[(
-    "gpuswap-cli",
-    // The end-to-end tests run the interposer and the libcuda stand-in.
-    &["gpuswap-cuda", "gpuswap-standin"],
-)];
+const DEV_DEPENDENCIES: Table = &[
+    (
+        "gpuswap-cli",
+        // The end-to-end tests run the interposer and the libcuda stand-in.
+        &["gpuswap-cuda", "gpuswap-standin"],
+    ),
+    (
+        "gpuswap-cuda",
+        // A fake daemon's tests run the stand-in's client under the interposer.
+        &["gpuswap-standin"],
+    ),
+];
 
 /// Edges no table may hold, in tests or not.
 const FORBIDDEN: &[Forbidden] = &[

@@ -2,9 +2,13 @@
  * standin.c: a CPU stand-in for NVIDIA's CUDA driver library (libcuda.so.1).
  *
  * A test double, not a simulator: it lets CI machines without a GPU run driver-API
- * programs (and an LD_PRELOAD interposer in front of them). Everything runs
- * synchronously on the calling thread: async copies and launches finish before they
- * return, streams and modules are mere tokens, synchronize calls do nothing.
+ * programs (and an LD_PRELOAD interposer in front of them). Everything runs on the
+ * calling thread: launches and copies finish before they return, but device-to-device
+ * async copies, which a real GPU's copy engines run while the host goes on, are queued
+ * and run together at the next synchronize (or before any call that could see or change
+ * their memory), so several are in flight at once as on a GPU. Streams and modules are
+ * tokens; every synchronize waits for every queued copy, which a real driver may also
+ * have finished by then.
  *
  * Memory. Device pointers are real addresses of this process. cuMemAddressReserve
  * reserves address space (PROT_NONE); cuMemCreate makes a memfd, so one handle can be
@@ -103,6 +107,19 @@ static struct CUctx_st g_primary;        /* device 0's primary context */
 static unsigned g_primary_refs;
 static struct CUctx_st *g_contexts; /* made by cuCtxCreate_v2 */
 static __thread CUcontext tls_ctx;
+
+struct queued_copy { /* a device-to-device async copy not yet run */
+    uintptr_t dst, src;
+    size_t n;
+};
+static struct queued_copy *g_queue;
+static size_t g_queued, g_queue_cap;
+/* A queued copy whose ranges were gone when it ran: returned by the next synchronize,
+ * as a real GPU reports a failed async operation at the next synchronizing call. */
+static CUresult g_async_error = CUDA_SUCCESS;
+
+static void run_queued_copies(void);
+static CUresult synchronize_locked(void);
 
 enum { K_FILL, K_CHECKSUM, K_AXPY, K_COUNT };
 static struct CUfunc_st g_kernels[K_COUNT] = {{"gpuswap_fill"}, {"gpuswap_checksum"},
@@ -574,7 +591,7 @@ API CUresult cuCtxGetDevice(CUdevice *device)
 API CUresult cuCtxSynchronize(void)
 {
     ENTER(1);
-    return end(CUDA_SUCCESS);
+    return end(synchronize_locked());
 }
 
 API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
@@ -597,7 +614,7 @@ API CUresult cuStreamSynchronize(CUstream hStream)
 {
     (void)hStream;
     ENTER(1);
-    return end(CUDA_SUCCESS);
+    return end(synchronize_locked());
 }
 
 /* ---------------------------------------------------- mappings and ranges */
@@ -913,6 +930,7 @@ API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     ENTER(0);
+    run_queued_copies();
     return end(do_unmap(ptr, size));
 }
 
@@ -920,6 +938,7 @@ API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc 
                             size_t count)
 {
     ENTER(0);
+    run_queued_copies();
     return end(do_set_access(ptr, size, desc, count));
 }
 
@@ -962,6 +981,7 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult r;
     ENTER(1);
+    run_queued_copies();
     struct reservation *v = reservation_at(dptr);
     FAIL_IF(v == NULL || v->base != dptr || !v->from_alloc, CUDA_ERROR_INVALID_VALUE);
     if ((r = do_unmap(v->base, v->size)) == CUDA_SUCCESS)
@@ -981,6 +1001,66 @@ API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 
 enum { HOST = 0, DEV = 1, UVA = 2 };
 
+/* Test hook (GPUSWAP_STANDIN_COPY_DELAY_MS): a slow device-to-device copy, slept
+ * without the lock. Locked on entry and return. */
+static void copy_delay(void)
+{
+    struct timespec ts = {(time_t)(g_copy_delay_ms / 1000),
+                          (long)(g_copy_delay_ms % 1000) * 1000000L};
+    if (g_copy_delay_ms == 0)
+        return;
+    pthread_mutex_unlock(&g_mu);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&g_mu);
+}
+
+/* Runs every queued copy (locked). They were in flight together, so the copy delay is
+ * slept once for all of them. A copy whose ranges are no longer mapped is skipped and
+ * its error kept for the next synchronize. */
+static void run_queued_copies(void)
+{
+    if (g_queued == 0)
+        return;
+    copy_delay();
+    /* Another thread may have run the queue while this one slept. */
+    for (size_t i = 0; i < g_queued; i++) {
+        struct queued_copy *c = &g_queue[i];
+        if (range_ok(c->dst, c->n, RW) && range_ok(c->src, c->n, RO))
+            memmove((void *)c->dst, (const void *)c->src, c->n);
+        else if (g_async_error == CUDA_SUCCESS)
+            g_async_error = CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    g_queued = 0;
+}
+
+/* Waits for the queued copies (locked) and returns the first error of one since the
+ * last synchronize. */
+static CUresult synchronize_locked(void)
+{
+    run_queued_copies();
+    CUresult r = g_async_error;
+    g_async_error = CUDA_SUCCESS;
+    return r;
+}
+
+/* Queues a device-to-device copy: its ranges are checked now, its bytes move at the
+ * next synchronize. */
+static CUresult copy_async(uintptr_t dst, uintptr_t src, size_t n)
+{
+    ENTER(1);
+    FAIL_IF(n == 0, CUDA_SUCCESS);
+    FAIL_IF(!range_ok(dst, n, RW) || !range_ok(src, n, RO), CUDA_ERROR_INVALID_VALUE);
+    if (g_queued == g_queue_cap) {
+        size_t cap = g_queue_cap ? 2 * g_queue_cap : 64;
+        struct queued_copy *q = realloc(g_queue, cap * sizeof *q);
+        FAIL_IF(q == NULL, CUDA_ERROR_OUT_OF_MEMORY);
+        g_queue = q, g_queue_cap = cap;
+    }
+    g_queue[g_queued++] = (struct queued_copy){dst, src, n};
+    return end(CUDA_SUCCESS);
+}
+
 /* One copy. UVA (cuMemcpy): an address inside a reservation is device memory. */
 static CUresult copy(uintptr_t dst, int dst_side, uintptr_t src, int src_side, size_t n)
 {
@@ -989,14 +1069,9 @@ static CUresult copy(uintptr_t dst, int dst_side, uintptr_t src, int src_side, s
         dst_side = reservation_at(dst) ? DEV : HOST;
         src_side = reservation_at(src) ? DEV : HOST;
     }
-    if (dst_side == DEV && src_side == DEV && g_copy_delay_ms > 0 && n > 0) {
-        struct timespec ts = {(time_t)(g_copy_delay_ms / 1000),
-                              (long)(g_copy_delay_ms % 1000) * 1000000L};
-        pthread_mutex_unlock(&g_mu); /* test hook: a slow device-to-device copy */
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-        }
-        pthread_mutex_lock(&g_mu);
-    }
+    run_queued_copies();
+    if (dst_side == DEV && src_side == DEV && n > 0)
+        copy_delay();
     FAIL_IF(n == 0, CUDA_SUCCESS);
     FAIL_IF((dst_side == HOST && dst == 0) || (src_side == HOST && src == 0) ||
                 (dst_side == DEV && !range_ok(dst, n, RW)) ||
@@ -1026,7 +1101,8 @@ API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
     return copy(dst, UVA, src, UVA, ByteCount);
 }
 
-/* The async forms finish before they return; the stream is ignored. */
+/* Async copies from or to host memory finish before they return; the stream is
+ * ignored. */
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                   CUstream hStream)
 {
@@ -1042,17 +1118,24 @@ API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t B
 API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                                   CUstream hStream)
 {
-    return (void)hStream, copy(dstDevice, DEV, srcDevice, DEV, ByteCount);
+    return (void)hStream, copy_async(dstDevice, srcDevice, ByteCount);
 }
 
+/* Queued between device ranges; with a host side it finishes before it returns, as a
+ * real driver's copy from or to pageable host memory does. */
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
-    return (void)hStream, copy(dst, UVA, src, UVA, ByteCount);
+    (void)hStream;
+    pthread_mutex_lock(&g_mu);
+    int both_device = reservation_at(dst) != NULL && reservation_at(src) != NULL;
+    pthread_mutex_unlock(&g_mu);
+    return both_device ? copy_async(dst, src, ByteCount) : copy(dst, UVA, src, UVA, ByteCount);
 }
 
 API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     ENTER(1);
+    run_queued_copies();
     FAIL_IF(!range_ok(dstDevice, N, RW), CUDA_ERROR_INVALID_VALUE);
     memset((void *)dstDevice, uc, N);
     return end(CUDA_SUCCESS);
@@ -1061,6 +1144,7 @@ API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
     ENTER(1);
+    run_queued_copies();
     FAIL_IF(dstDevice % 4 != 0 || N > SIZE_MAX / 4 || !range_ok(dstDevice, N * 4, RW),
             CUDA_ERROR_INVALID_VALUE);
     for (size_t i = 0; i < N; i++)
@@ -1177,6 +1261,7 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
     int k = 0;
     (void)sharedMemBytes, (void)hStream, (void)extra;
     ENTER(1);
+    run_queued_copies();
     while (k < K_COUNT && f != &g_kernels[k])
         k++;
     FAIL_IF(k == K_COUNT, CUDA_ERROR_INVALID_HANDLE);

@@ -8,6 +8,9 @@
  *
  * and checks that the bytes at the original address are intact, that both mappings of
  * the host handle show the same bytes, and what cuMemGetInfo_v2 says at each step.
+ * Then it moves IN_FLIGHT device chunks into one host handle mapped granule by granule
+ * at offsets, with all the async copies in flight on one stream and one synchronize, as
+ * gpuswap's bulk moves do, and prints how long the copies took.
  * Runs against the stand-in or a real driver; checks of stand-in-only behaviour (exact
  * free-memory figures, errors instead of faults) run only on the stand-in.
  * Exit status 0 when every check passes, 1 otherwise.
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_subset.h"
 #include "gpuswap_common.h"
@@ -42,6 +46,79 @@ static int failures;
             failures++;                                                                       \
         }                                                                                     \
     } while (0)
+
+#define IN_FLIGHT 4 /* device chunks moved together */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static size_t mem_free(void);
+
+/* IN_FLIGHT device chunks, each filled with its own pattern, copied into one host handle
+ * mapped granule by granule at offsets (the whole handle at once where a driver refuses
+ * offsets), the copies queued on one stream and waited for once; checks every byte. */
+static void in_flight_together(size_t g, const CUmemAllocationProp *dprop,
+                               const CUmemAllocationProp *hprop, uint32_t *back)
+{
+    CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle dev[IN_FLIGHT], host;
+    CUdeviceptr src, dst;
+    CUstream stream;
+    size_t f0 = mem_free();
+    int offsets = 1;
+    CK(cuMemAddressReserve(&src, IN_FLIGHT * g, 0, 0, 0));
+    CK(cuMemAddressReserve(&dst, IN_FLIGHT * g, 0, 0, 0));
+    CK(cuMemCreate(&host, IN_FLIGHT * g, hprop, 0));
+    for (size_t i = 0; i < IN_FLIGHT; i++) {
+        CUresult r = offsets ? cuMemMap(dst + i * g, g, i * g, host, 0) : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS && i == 0) {
+            fprintf(stderr, "vmm-probe: cuMemMap at an offset gave %d; mapping whole\n", (int)r);
+            offsets = 0;
+            CK(cuMemMap(dst, IN_FLIGHT * g, 0, host, 0));
+            CK(cuMemSetAccess(dst, IN_FLIGHT * g, &rw, 1));
+        } else if (offsets) {
+            CK(r);
+            CK(cuMemSetAccess(dst + i * g, g, &rw, 1));
+        }
+        CK(cuMemCreate(&dev[i], g, dprop, 0));
+        CK(cuMemMap(src + i * g, g, 0, dev[i], 0));
+        CK(cuMemSetAccess(src + i * g, g, &rw, 1));
+        for (size_t w = 0; w < g / 4; w++)
+            back[w] = gpuswap_pattern((uint32_t)(100 + i), w);
+        CK(cuMemcpyHtoD_v2(src + i * g, back, g));
+    }
+    CK(cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */));
+    double t0 = now_ms();
+    for (size_t i = 0; i < IN_FLIGHT; i++)
+        CK(cuMemcpyDtoDAsync_v2(dst + i * g, src + i * g, g, stream));
+    CK(cuStreamSynchronize(stream));
+    fprintf(stderr, "vmm-probe: %d async copies in flight took %.0f ms\n", IN_FLIGHT,
+            now_ms() - t0);
+    for (size_t i = 0; i < IN_FLIGHT; i++) {
+        CK(cuMemcpyDtoH_v2(back, dst + i * g, g));
+        size_t w = 0;
+        while (w < g / 4 && back[w] == gpuswap_pattern((uint32_t)(100 + i), w))
+            w++;
+        CHECK(w == g / 4, "chunk %zu copied in flight differs at word %zu", i, w);
+    }
+    CK(cuStreamDestroy_v2(stream));
+    for (size_t i = 0; i < IN_FLIGHT; i++) {
+        CK(cuMemUnmap(src + i * g, g));
+        CK(cuMemRelease(dev[i]));
+        if (offsets)
+            CK(cuMemUnmap(dst + i * g, g));
+    }
+    if (!offsets)
+        CK(cuMemUnmap(dst, IN_FLIGHT * g));
+    CK(cuMemRelease(host));
+    CK(cuMemAddressFree(src, IN_FLIGHT * g));
+    CK(cuMemAddressFree(dst, IN_FLIGHT * g));
+    CHECK(mem_free() == f0, "free memory changed across the copies in flight");
+}
 
 static size_t mem_free(void)
 {
@@ -164,6 +241,8 @@ int main(void)
     CHECK(cuGetProcAddress_v2("cuGetProcAddress", &pfn, 11080, 0, NULL) == CUDA_SUCCESS &&
               pfn == (void *)&cuGetProcAddress,
           "a CUDA 11.8 caller did not get the legacy cuGetProcAddress");
+
+    in_flight_together(g, &dprop, &hprop, back);
 
     /* Stand-in only: bad addresses are errors, not faults; unsupported calls say so. */
     if (standin) {

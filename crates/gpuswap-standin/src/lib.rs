@@ -52,3 +52,29 @@ pub fn client() -> PathBuf {
 pub fn vmm_probe() -> PathBuf {
     dir().join("gpuswap-vmm-probe")
 }
+
+/// The gpuswap interposer, `libgpuswap_cuda.so`, for tests that run programs under it:
+/// built once per test process into `profile_dir` (`<target>/<profile>`, where it
+/// lands). Cargo builds a dependency's rlib only, so the cdylib is built here, by the
+/// cargo that runs the tests (`CARGO`; its lock is free while tests run).
+pub fn interposer(profile_dir: &Path) -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target_dir = profile_dir.parent().expect("a profile folder has a parent");
+            let cargo = std::env::var_os("CARGO").unwrap_or("cargo".into());
+            let mut build = std::process::Command::new(cargo);
+            build
+                .args(["build", "--quiet", "-p", "gpuswap-cuda", "--target-dir"])
+                .arg(target_dir);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("cargo runs");
+            assert!(status.success(), "building the interposer failed");
+            let lib = profile_dir.join("libgpuswap_cuda.so");
+            assert!(lib.exists(), "{} not built", lib.display());
+            lib
+        })
+        .clone()
+}

@@ -248,3 +248,20 @@ fn copy_delay_slows_device_to_device_copies() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert!(elapsed >= Duration::from_millis(600), "took {elapsed:?}");
 }
+
+#[test]
+fn async_copies_are_in_flight_together_until_one_synchronize() {
+    let shm = Shm::new("in-flight");
+    // Four device-to-device copies queued on a stream: the delay is slept once for the
+    // lot, as copies in flight together on a GPU's copy engines overlap.
+    let out = run(command(&gpuswap_standin::vmm_probe(), &shm, "64MiB")
+        .env("GPUSWAP_STANDIN_COPY_DELAY_MS", "300"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ms: f64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("vmm-probe: 4 async copies in flight took "))
+        .and_then(|rest| rest.strip_suffix(" ms")?.parse().ok())
+        .unwrap_or_else(|| panic!("no in-flight line: {stderr}"));
+    assert!((300.0..1200.0).contains(&ms), "took {ms} ms: {stderr}");
+}
