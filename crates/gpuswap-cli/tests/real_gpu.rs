@@ -498,7 +498,7 @@ fn two_run_in_one_turn(snap: &serde_json::Value) -> bool {
         && tenants.len() == 2
         && tenants
             .iter()
-            .all(|t| t["busy"] == true && t["turn"] != "held")
+            .all(|t| t["busy"] == true && t["suspended"] == false)
 }
 
 /// A world under turns (a quantum of 500 ms) with tenants "a" and "b" that each fit
@@ -539,7 +539,6 @@ fn turns_pair(name: &str, a_env: &[(&str, &str)]) -> (World, Vec<(&'static str, 
 }
 
 #[test]
-#[ignore = "needs the daemon's turns (issue 38)"]
 fn two_tenants_that_fit_only_alone_take_turns_and_keep_every_byte() {
     let (w, mut children) = turns_pair("turns", &[]);
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -571,7 +570,6 @@ fn two_tenants_that_fit_only_alone_take_turns_and_keep_every_byte() {
 }
 
 #[test]
-#[ignore = "needs the daemon's turns (issue 38)"]
 fn a_tenant_killed_in_a_handover_leaves_the_other_intact() {
     // "a"'s copies sleep 300 ms (once per batch pass), so a handover that moves its
     // chunks lasts that long: it is killed while it is suspended after a handover.

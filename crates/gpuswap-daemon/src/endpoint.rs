@@ -882,7 +882,7 @@ impl Endpoint {
                     drain_ns: c.drain_ns,
                     suspended: c.suspended,
                     contract: contract_row(&m.contract(tenant)),
-                    turn: turn(m, tenant),
+                    turn: turn(m, tenant, c.suspended),
                     busy: c.busy,
                 }
             })
@@ -1027,13 +1027,14 @@ fn wire_location(l: gpuswap_core::Location) -> wire::Location {
     }
 }
 
-/// What `gpuswap top` shows of a tenant's turn.
-fn turn(m: &Manager, tenant: TenantId) -> String {
+/// What `gpuswap top` shows of a tenant's turn: a tenant suspended while another
+/// holds the GPU is held, parked already or on its way there.
+fn turn(m: &Manager, tenant: TenantId, suspended: bool) -> String {
     match (m.config().gpu_time, m.holder()) {
         (GpuTime::Concurrent, _) => String::new(),
         (_, None) => "running".into(),
         (_, Some(h)) if h == tenant => "holder".into(),
-        _ if m.parked(tenant) => "held".into(),
+        _ if m.parked(tenant) || suspended => "held".into(),
         _ => "running".into(),
     }
 }
