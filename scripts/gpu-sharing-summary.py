@@ -144,14 +144,18 @@ def moves(snaps):
     """Handovers, bulk moves and their GB/s from the snapshots (fields that an older
     daemon lacks are left out)."""
     out = {}
-    last = snaps[-1] if snaps else {}
-    if "gpu_time" in last:
+    said = [s["gpu_time"] for s in snaps if "gpu_time" in s]
+    if said:
         # What the daemon says it did, beside what the step asked of it.
-        out["daemon_gpu_time"] = last["gpu_time"]
+        out["daemon_gpu_time"] = said[-1]
     for key in ("handovers", "batch_moved_bytes"):
         values = [s[key] for s in snaps if key in s]
         if values:
             out[key] = max(values)
+    turns = [[t.get("turn") for t in s.get("tenants") or []] for s in snaps]
+    if any(any(turn) for turn in turns):
+        # Under turns one tenant at most holds the GPU at any moment.
+        out["most_holders_seen"] = max(turn.count("holder") for turn in turns)
     # A snapshot keeps the latest 16 batches: the union over the snapshots, in order.
     seen, batches = set(), []
     for snap in snaps:
@@ -160,7 +164,7 @@ def moves(snaps):
             if key not in seen:
                 seen.add(key)
                 batches.append(b)
-    if batches or "batches" in last:
+    if any("batches" in snap for snap in snaps):
         out["batches"] = len(batches)
         by_dir = {}
         for b in batches:
@@ -325,6 +329,7 @@ def selftest():
             {"tenant": 1, "to_host_chunks": 0, "to_vram_chunks": 300, "bytes": 300 << 21, "elapsed_ns": 1, "gb_per_s": 26.0},
             {"tenant": 1, "to_host_chunks": 0, "to_vram_chunks": 10, "bytes": 10 << 21, "elapsed_ns": 1, "gb_per_s": 3.0}]}))
         write(d, "top-gpt-turns-2.json", "error: no daemon")
+        write(d, "top-gpt-turns-3.json", json.dumps({"tenants": [{"turn": "holder"}, {"turn": "held"}]}))
         write(d, "daemon-gpt-turns.log", 'gpuswapd: tenant 0 connected: pid 7, "gpt-turns-p"\n'
               "gpuswapd: tenant 0 (pid 7) gone: disconnected; 5 bytes evicted, 6 returned, 3 chunk moves taking 1.0 ms\n")
         t = pair_summary(d, "gpt", "turns", 36 << 30)
@@ -334,6 +339,7 @@ def selftest():
         assert t["same_as_alone"] == {"p": True, "q": True} and t["g1"] is True, t
         assert t["handovers"] == 2 and t["batches"] == 3 and t["g4"] is True, t
         assert t["gpu_time"] == "turns" and t["daemon_gpu_time"] == "turns", t
+        assert t["most_holders_seen"] == 1, t
         assert t["batch_gb_per_s"]["to_vram"]["min"] == 3.0 and t["g4_by_direction"]["to_vram"] is True, t
         assert t["daemon_totals"] == {"gpt-turns-p": {"evicted_bytes": 5, "returned_bytes": 6, "chunk_moves": 3}}, t
         assert t["each_fits_alone"] is True and t["pair_exceeds_vram"] is True, t
@@ -346,7 +352,7 @@ def selftest():
         assert c["lower_bound"] and c["makespan_s"] == 30.0 and c["slowdown"]["q"] == 2.5, c
         assert c["same_as_alone"] == {"p": False, "q": None} and c["g1"] is False, c
         assert c["g4_by_direction"] == {"to_host": False, "to_vram": None} and c["g4"] is False, c
-        assert "handovers" not in c, c
+        assert "handovers" not in c and "most_holders_seen" not in c, c
         # A lower bound within the goals says nothing; a finished pair without batches has no G4.
         job(d, "gpt-concurrent", "p", gpt(11.0, 4))
         job(d, "gpt-concurrent", "q", gpt(15.0, 5, lower_bound=True))
