@@ -2,7 +2,7 @@
 # The real-GPU check of gpuswapd and the interposer (issue 23), for a machine with an
 # NVIDIA GPU, CUDA's compiler and PyTorch, and no Rust: run scripts/gpu-bundle.sh where
 # Rust is, bring gpu-bundle/ and scripts/ along, then
-#   bash scripts/gpu-check.sh [BUNDLE] [OUT]
+#   bash scripts/gpu-check.sh [--quick] [BUNDLE] [OUT]
 # Steps (each bounded, about 6 minutes in all on an H100/H200):
 #   1. the calibration kit (copy bandwidth, VMM map/unmap latency, host-backed VMM);
 #   2. the end-to-end client alone against the real driver (checksums);
@@ -16,10 +16,27 @@
 #      and 32 MiB (GPUSWAP_CHECK_CHUNKS, e.g. "2MiB 64MiB", picks others): where a chunk
 #      move's time goes (the interposer's per-phase times, the daemon's command-to-answer
 #      and drain times) and how it scales with size.
-# GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps.
+#   7. (sharing, not in the default; at most 5 minutes on an H200, about half with
+#      --quick) issue 38's benchmark: two pairs of PyTorch jobs that each fit the
+#      managed VRAM alone but not together, step 4's matrix products (--vram 16GiB) and
+#      GPT-style trainers of 0.9 B parameters (scripts/gpu-gpt-tenant.py, --vram 36GiB).
+#      Each job alone under the daemon, the two alone one after the other
+#      (back-to-back), then the pair with `--set gpu_time=turns` and with
+#      `--set gpu_time=concurrent`: makespan, slowdowns, STP, ANTT, handovers, bytes
+#      moved and GB/s per bulk move, whether each job's loss and checksum are those of
+#      its run alone, and issue 38's goals G1 and G4 (scripts/gpu-sharing-summary.py
+#      does the arithmetic). GPUSWAP_CHECK_SHARING (default "mm gpt") picks the pairs.
+# GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps;
+# GPUSWAP_CHECK_STEPS=sharing runs step 7 alone. --quick (or GPUSWAP_CHECK_QUICK=1)
+# halves step 7's durations (the jobs' rounds and steps, and the caps).
 # Results: OUT/summary.jsonl (one line per step) and each step's log, all of it also
 # in OUT/results.tar.gz.
 set -uo pipefail
+quick=${GPUSWAP_CHECK_QUICK:-0}
+if [ "${1:-}" = --quick ]; then
+    quick=1
+    shift
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$(realpath "${1:-$here/gpu-bundle}")
 out=$(realpath -m "${2:-${OUT:-$here/gpu-check-out}}")
@@ -57,12 +74,38 @@ export GPUSWAP_SOCKET=$out/gpuswap.sock
 start_daemon() {  # VRAM NAME [more daemon options]
     local vram=$1 name=$2
     shift 2
+    # A killed daemon leaves its socket file: waiting for the socket must not find it.
+    rm -f "$GPUSWAP_SOCKET"
     "$bundle/gpuswap" daemon --socket "$GPUSWAP_SOCKET" --vram "$vram" "$@" \
         > "daemon-$name.log" 2>&1 &
     daemon=$!
-    for _ in $(seq 50); do [ -S "$GPUSWAP_SOCKET" ] && break; sleep 0.1; done
+    for _ in $(seq 50); do
+        [ -S "$GPUSWAP_SOCKET" ] && break
+        kill -0 "$daemon" 2> /dev/null || break
+        sleep 0.1
+    done
 }
 stop_daemon() { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; }
+# Whether any of the given processes is still running.
+any_alive() {
+    local pid
+    for pid in "$@"; do kill -0 "$pid" 2> /dev/null && return 0; done
+    return 1
+}
+# Lets the tenants waiting at $out/barrier go once each given seed's ready file is
+# there, or after a minute, or as soon as none of the processes in $waiting (if any)
+# is alive to get ready.
+waiting=()
+release() {
+    for _ in $(seq 1200); do
+        local all=1
+        for s in "$@"; do [ -f "$out/barrier/$s.ready" ] || all=0; done
+        [ $all = 1 ] && break
+        if [ ${#waiting[@]} -gt 0 ] && ! any_alive "${waiting[@]}"; then break; fi
+        sleep 0.05
+    done
+    touch "$out/barrier/go"
+}
 pre="$bundle/libgpuswap_cuda.so"
 if want e2e; then
 start_daemon 8GiB e2e
@@ -113,15 +156,6 @@ elif python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; t
         GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=$1 LD_PRELOAD=$pre timeout 200 \
             python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --seed "$2" --barrier "$out/barrier"
     }
-    release() {  # waits for the given seeds' ready files, then lets them go
-        for _ in $(seq 1200); do
-            local all=1
-            for s in "$@"; do [ -f "$out/barrier/$s.ready" ] || all=0; done
-            [ $all = 1 ] && break
-            sleep 0.05
-        done
-        touch "$out/barrier/go"
-    }
     start_daemon 16GiB torch
     rm -rf "$out/barrier" && mkdir "$out/barrier"
     torch_tenant alone 1 > torch-alone.json 2> torch-alone.err &
@@ -170,5 +204,109 @@ if want kill; then
     empty=$(python3 -c "import json; d=json.load(open('top-after-kill.json')); print(str(not d['tenants'] and d['vram_used_bytes']==0 and d['host_used_bytes']==0).lower())")
     note "{\"step\":\"kill-victim\",\"killed_mid_relocation\":\"$killed\",\"rc_requester\":$rr,\"daemon_empty_after\":$empty,\"requester\":$(cat requester.json 2> /dev/null || echo null)}"
     stop_daemon
+fi
+# 7. Sharing (issue 38): pairs that fit alone but not together, alone, back-to-back,
+#    under turns and concurrent. A run RUN leaves RUN-WHO.{json,err,rc,cap,killed},
+#    top-RUN-N.json and daemon-RUN.log; gpu-sharing-summary.py reads them.
+summary_of() { python3 "$here/scripts/gpu-sharing-summary.py" "$@"; }
+sharing_daemon() {  # VRAM [daemon options]: starts run $run's daemon, or says it did not
+    rm -f "$run.nodaemon" "$run"-[pq].{json,err,rc,cap,killed} "top-$run"-*.json
+    start_daemon "$1" "$run" "${@:2}"
+    kill -0 "$daemon" 2> /dev/null && [ -S "$GPUSWAP_SOCKET" ] && return 0
+    touch "$run.nodaemon"
+    return 1
+}
+# Starts run $run's tenant WHO in the background. CAP seconds past the barrier it stops
+# itself and reports a lower bound; the timeout only covers what comes before.
+sharing_tenant() {  # WHO SEED CAP SCRIPT [ARGS]
+    local who=$1 seed=$2 cap=$3 base=$run-$1
+    shift 3
+    echo "$cap" > "$base.cap"
+    GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=$base LD_PRELOAD=$pre timeout -k 5 $((cap + 120)) \
+        python3 "$@" --seed "$seed" --cap-s "$cap" --barrier "$out/barrier" \
+        > "$base.json" 2> "$base.err" &
+    waiting+=($!)
+    whos+=("$who")
+    caps+=("$cap")
+}
+# Lets run $run's tenants go together, takes the daemon's snapshot each second, ends a
+# tenant still running 10 s past its cap (one blocked in the driver cannot stop itself),
+# and records the exit statuses and a last snapshot.
+sharing_go() {  # SEED...
+    release "$@"
+    local started=$SECONDS i=0 k
+    while any_alive "${waiting[@]}"; do
+        for k in "${!waiting[@]}"; do
+            if kill -0 "${waiting[$k]}" 2> /dev/null && ((SECONDS - started > caps[k] + 10)) \
+                && [ ! -e "$run-${whos[$k]}.killed" ]; then
+                touch "$run-${whos[$k]}.killed"
+                kill -TERM "${waiting[$k]}"
+            fi
+        done
+        timeout 5 "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > "top-$run-$i.json" 2>&1
+        i=$((i + 1))
+        sleep 1
+    done
+    for k in "${!waiting[@]}"; do
+        wait "${waiting[$k]}"
+        echo $? > "$run-${whos[$k]}.rc"
+    done
+    timeout 5 "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > "top-$run-$i.json" 2>&1
+    waiting=() whos=() caps=()
+}
+pair_cap() {  # ALONE_JSON: a pair tenant's cap in seconds, from its time alone
+    summary_of cap --alone "$1" --times "$cap_times" --floor "$cap_floor" \
+        --ceiling "$cap_ceiling" --default "$cap_ceiling" || echo "$cap_ceiling"
+}
+fresh_barrier() { rm -rf "$out/barrier" && mkdir "$out/barrier"; }
+# One workload: p and q alone one after the other, then the pair under each gpu_time.
+sharing_workload() {  # NAME VRAM_GIB SEED_P SEED_Q SCRIPT [ARGS]
+    local wl=$1 gib=$2 seed_p=$3 seed_q=$4 gpu_time cap_p cap_q
+    shift 4
+    run=$wl-alone
+    if sharing_daemon "${gib}GiB"; then
+        fresh_barrier
+        sharing_tenant p "$seed_p" "$alone_limit" "$@"
+        sharing_go "$seed_p"
+        fresh_barrier
+        sharing_tenant q "$seed_q" "$alone_limit" "$@"
+        sharing_go "$seed_q"
+        stop_daemon
+    fi
+    note "$(summary_of alone --dir "$out" --workload "$wl" || echo "{\"step\":\"sharing-alone\",\"run\":\"$run\",\"rc\":\"no summary\"}")"
+    cap_p=$(pair_cap "$wl-alone-p.json")
+    cap_q=$(pair_cap "$wl-alone-q.json")
+    for gpu_time in turns concurrent; do
+        run=$wl-$gpu_time
+        if sharing_daemon "${gib}GiB" --set "gpu_time=$gpu_time"; then
+            fresh_barrier
+            sharing_tenant p "$seed_p" "$cap_p" "$@"
+            sharing_tenant q "$seed_q" "$cap_q" "$@"
+            sharing_go "$seed_p" "$seed_q"
+            stop_daemon
+        fi
+        note "$(summary_of pair --dir "$out" --workload "$wl" --gpu-time "$gpu_time" \
+            --vram-bytes $((gib << 30)) || echo "{\"step\":\"sharing-pair\",\"run\":\"$run\",\"rc\":\"no summary\"}")"
+    done
+}
+if ! want sharing; then
+    :
+elif python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
+    # Full durations: a matrix job 3 s alone (step 4's), a GPT job 60 steps (about
+    # 10 s); a pair's cap 6x a job's time alone, within 30-60 s; --quick halves them.
+    mm_rounds=300 gpt_steps=60 alone_limit=120 cap_times=6 cap_floor=30 cap_ceiling=60
+    if [ "$quick" = 1 ]; then
+        mm_rounds=150 gpt_steps=30 alone_limit=60 cap_floor=15 cap_ceiling=30
+    fi
+    whos=() caps=()
+    for wl in ${GPUSWAP_CHECK_SHARING:-mm gpt}; do
+        case $wl in
+            mm) sharing_workload mm 16 2 3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --rounds "$mm_rounds" ;;
+            gpt) sharing_workload gpt 36 4 5 "$here/scripts/gpu-gpt-tenant.py" --steps "$gpt_steps" ;;
+            *) note "{\"step\":\"sharing\",\"rc\":\"unknown workload $wl\"}" ;;
+        esac
+    done
+else
+    note "{\"step\":\"sharing\",\"rc\":\"no PyTorch with CUDA\"}"
 fi
 tar czf "$out/results.tar.gz" --exclude results.tar.gz --exclude calib --exclude gpuswap.sock -C "$out" .

@@ -1,0 +1,32 @@
+"""What the PyTorch tenants of scripts/gpu-check.sh share (gpu-torch-tenant.py,
+gpu-gpt-tenant.py): the start time, deterministic cuBLAS, the common flags and the
+barrier. Import it before torch."""
+import argparse
+import os
+import time
+
+# The process's start, for the JSON's t_start: torch's import takes seconds.
+STARTED = time.time()
+# cuBLAS is deterministic only with a fixed workspace; it reads this when it starts.
+os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+
+
+def arguments():
+    """A parser with the flags every tenant takes."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--barrier", help="write DIR/SEED.ready once set up, then wait for DIR/go")
+    parser.add_argument("--cap-s", type=float, help="stop after this long past the start and say so")
+    parser.add_argument("--device", default="cuda", help="cpu for a dry run without a GPU")
+    return parser
+
+
+def wait_at_barrier(args):
+    """Says this tenant is ready and waits (two minutes at most) for the go, so that a
+    pair computes at the same time with both set up; returns the time of the go."""
+    if args.barrier:
+        open(os.path.join(args.barrier, f"{args.seed}.ready"), "w").close()
+        deadline = time.time() + 120
+        while not os.path.exists(os.path.join(args.barrier, "go")) and time.time() < deadline:
+            time.sleep(0.01)
+    return time.time()
