@@ -16,8 +16,9 @@
 #      and 32 MiB (GPUSWAP_CHECK_CHUNKS, e.g. "2MiB 64MiB", picks others): where a chunk
 #      move's time goes (the interposer's per-phase times, the daemon's command-to-answer
 #      and drain times) and how it scales with size.
-#   7. (sharing, not in the default; at most 5 minutes on an H200, about half with
-#      --quick) issue 38's benchmark: two pairs of PyTorch jobs that each fit the
+#   7. (sharing, not in the default; its caps keep it within about 5 minutes on an
+#      H200 by estimate, not yet run there; about half with --quick) issue 38's
+#      benchmark: two pairs of PyTorch jobs that each fit the
 #      managed VRAM alone but not together, step 4's matrix products (--vram 16GiB) and
 #      GPT-style trainers of 0.9 B parameters (scripts/gpu-gpt-tenant.py, --vram 36GiB).
 #      Each job alone under the daemon, the two alone one after the other
