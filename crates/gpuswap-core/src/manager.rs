@@ -257,6 +257,10 @@ impl Manager {
     /// A tenant asks for memory. The answer is queued for [`Manager::poll_action`]; while
     /// a relocation runs, the request waits for it.
     pub fn handle_alloc(&mut self, req: AllocRequest) {
+        // Turns first: an allocation that makes the demanding tenants' memory overflow
+        // is placed once the GPU has a holder, so that it takes no running tenant's
+        // VRAM on its way.
+        self.take_turns(Some((req.tenant, req.bytes)));
         if self.relocation.running() {
             self.waiting.push_back(req);
         } else {
@@ -321,7 +325,7 @@ impl Manager {
         self.finish(finished);
         self.schedule(|s, out| s.exited(tenant.0 as usize, out));
         self.withdraw_unsent(tenant);
-        self.take_turns();
+        self.take_turns(None);
     }
 
     /// A tenant starts under `contract`. A driver that serves tenants for a long time
@@ -490,7 +494,7 @@ impl Manager {
             return;
         }
         turns.set_busy(tenant, busy, now_ns);
-        self.take_turns();
+        self.take_turns(None);
     }
 
     /// Time passed to `now_ns` (the time [`Manager::poll_timeout`] named, or later).
@@ -499,20 +503,26 @@ impl Manager {
         self.run_policy(|policy, ctx| policy.on_timeout(ctx, now_ns));
         if let Some(turns) = &mut self.turns {
             turns.tick(now_ns);
-            self.take_turns();
+            self.take_turns(None);
         }
     }
 
     /// Under turns, and while no relocation runs: starts the job that parks, hands
-    /// over or ends turns as the turns machine decides now.
-    fn take_turns(&mut self) {
+    /// over or ends turns as the turns machine decides now, counting an `incoming`
+    /// allocation (its tenant and bytes) in the tenant's footprint.
+    fn take_turns(&mut self, incoming: Option<(TenantId, u64)>) {
         let Some(turns) = &mut self.turns else { return };
         if self.relocation.running() {
             return;
         }
         let relocation = &self.relocation;
         let moves = self.policy.moves_chunks();
-        let steps = turns.plan(&mut self.books, &|t| relocation.is_parked(t), moves);
+        let steps = turns.plan(
+            &mut self.books,
+            &|t| relocation.is_parked(t),
+            moves,
+            incoming,
+        );
         if steps.is_empty() {
             return;
         }
@@ -841,12 +851,13 @@ impl Manager {
             if let Some((tenant, launch)) = self.waiting_launches.pop_front() {
                 self.prepare_launch(tenant, launch);
             } else if let Some(req) = self.waiting.pop_front() {
+                // Its turns were taken when it came: served now, whatever they say.
                 self.serve(req);
             } else {
                 break;
             }
         }
-        self.take_turns();
+        self.take_turns(None);
     }
 }
 

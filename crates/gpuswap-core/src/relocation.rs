@@ -219,6 +219,15 @@ impl Relocation {
         self.parked.get(tenant.0 as usize).copied().unwrap_or(false)
     }
 
+    /// The parked tenants.
+    pub(crate) fn parked(&self) -> impl Iterator<Item = TenantId> + '_ {
+        self.parked
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p)
+            .map(|(i, _)| TenantId(i as u32))
+    }
+
     fn set_parked(&mut self, tenant: TenantId, parked: bool) {
         let i = tenant.0 as usize;
         if self.parked.len() <= i {

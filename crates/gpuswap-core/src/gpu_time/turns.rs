@@ -137,10 +137,14 @@ impl Turns {
     }
 
     /// A turn's job ended: its length is the handover time the automatic quantum
-    /// follows.
+    /// follows, and the holder's turn starts now that it runs (a handover longer than
+    /// a quantum must not end the turn before it began).
     pub(crate) fn job_done(&mut self) {
         if let Some(since) = self.handover_since_ns.take() {
             self.last_handover_ns = self.now_ns.saturating_sub(since);
+            if let Some(h) = self.holder.as_mut() {
+                h.since_ns = self.now_ns;
+            }
         }
     }
 
@@ -189,7 +193,7 @@ impl Turns {
 
     /// Whether the demanding tenants need turns: their memory does not fit in VRAM
     /// (or, with `always`, two of them demand at all).
-    fn over(&self, books: &Books) -> bool {
+    fn over(&self, books: &Books, incoming: Option<(TenantId, u64)>) -> bool {
         let mut tenants: Vec<TenantId> = self.demanding().collect();
         tenants.sort_unstable();
         tenants.dedup();
@@ -200,7 +204,8 @@ impl Turns {
             .iter()
             .map(|t| {
                 let u = books.usage(*t);
-                u.vram_bytes + u.host_bytes
+                let coming = incoming.filter(|(i, _)| i == t).map_or(0, |(_, b)| b);
+                u.vram_bytes + u.host_bytes + coming
             })
             .sum();
         footprint_bytes > books.vram_capacity_bytes
@@ -221,8 +226,8 @@ impl Turns {
             })
     }
 
-    fn decide(&self, books: &Books) -> Decision {
-        let over = self.over(books);
+    fn decide(&self, books: &Books, incoming: Option<(TenantId, u64)>) -> Decision {
+        let over = self.over(books, incoming);
         let Some(h) = self.holder else {
             return match self.next_holder(books, None) {
                 Some(t) if over => Decision::HandTo(t),
@@ -243,15 +248,20 @@ impl Turns {
 
     /// The job that brings the GPU where it should be now, if any: parks the busy
     /// tenants that run beside the holder, hands over (moving memory when `moves`:
-    /// the mode relocates chunks), or ends turns. `parked` says who is parked now.
+    /// the mode relocates chunks), or ends turns. `parked` says who is parked now;
+    /// `incoming` is an allocation about to be placed, counted in its tenant's
+    /// footprint.
     pub(crate) fn plan(
         &mut self,
         books: &mut Books,
         parked: &dyn Fn(TenantId) -> bool,
         moves: bool,
+        incoming: Option<(TenantId, u64)>,
     ) -> Vec<Step> {
         let mut steps: Vec<Step> = Vec::new();
-        match self.decide(books) {
+        match self.decide(books, incoming) {
+            // An allocation may start turns, never end them: it may yet fail.
+            Decision::End if incoming.is_some() => {}
             Decision::End => {
                 // Everyone who demands fits: the parked tenants run again, with their
                 // data back in free VRAM in bulk rather than by the mode's slow return.

@@ -466,7 +466,9 @@ impl Engine {
             if tenant.state == State::Done && self.manager.buffers_of(tenant.id).next().is_some() {
                 return Err(format!("{} ended but still owns buffers", tenant.name));
             }
-            let parked = self.manager.parked(tenant.id);
+            // While the policy's time runs, the manager's later actions (a resumption
+            // among them) wait to be carried out.
+            let parked = self.manager.parked(tenant.id) || self.policy_running;
             if tenant.suspended && (tenant.state == State::Done || !(relocating || parked)) {
                 return Err(format!(
                     "{} is left suspended ({}; no relocation runs: {})",

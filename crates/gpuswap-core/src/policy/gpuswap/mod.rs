@@ -109,6 +109,11 @@ impl Gpuswap {
         let yields = ctx
             .turns
             .is_some_and(|t| t.yields(req.tenant, ctx.relocation.is_parked(req.tenant)));
+        // And the holder takes from the parked tenants first: their data is cold.
+        let parked: Vec<TenantId> = match ctx.turns.and_then(|t| t.holder()) {
+            Some(holder) if holder == req.tenant => ctx.relocation.parked().collect(),
+            _ => Vec::new(),
+        };
         let books = &mut *ctx.books;
         while books.over_committed() {
             books.sort_tenants();
@@ -117,7 +122,9 @@ impl Gpuswap {
                 .flatten();
             let chosen_victim = match own_first {
                 Some(_) => None,
-                None => self.victim.choose(books, req.tenant),
+                None => {
+                    parked_giver(books, &parked).or_else(|| self.victim.choose(books, req.tenant))
+                }
             };
             let (victim, chunk) = match chosen_victim {
                 Some(victim) => {
@@ -270,6 +277,16 @@ impl Gpuswap {
         }
         ctx.relocate(Purpose::Swap, Then::Nothing, moves);
     }
+}
+
+/// Of `parked`, the tenant holding the most VRAM that may give a chunk.
+fn parked_giver(books: &crate::accounting::Books, parked: &[TenantId]) -> Option<TenantId> {
+    parked
+        .iter()
+        .filter_map(|t| books.tenant(*t).map(|b| (*t, b)))
+        .filter(|(_, b)| b.can_give(books.chunk_bytes))
+        .max_by_key(|(t, b)| (b.usage.vram_bytes, std::cmp::Reverse(*t)))
+        .map(|(t, _)| t)
 }
 
 /// A chunk of the requester's new buffer still planned in VRAM, when its host limit has
