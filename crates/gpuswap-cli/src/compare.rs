@@ -15,7 +15,9 @@ use crate::scenario;
 #[command(
     after_help = "Examples:\n  gpuswap compare scenarios/quickstart.toml --managers native,gpuswap\n  \
      gpuswap compare scenarios/quickstart.toml --managers \
-     gpuswap:victim=largest-share,gpuswap:victim=access-rate"
+     gpuswap:victim=largest-share,gpuswap:victim=access-rate\n  \
+     gpuswap compare scenarios/real/torch-pair.toml --managers \
+     \"gpuswap:gpu_time=concurrent,gpuswap:gpu_time=turns\""
 )]
 pub struct CompareArgs {
     /// The scenario (TOML); its `[manager]` table is replaced by each manager in turn.
