@@ -171,6 +171,7 @@ pub fn table(snap: &Snapshot) -> String {
         format_bytes(snap.host_used_bytes),
         format_bytes(snap.host_bytes),
     );
+    out += &turns_text(snap);
     let contract = |t: &TenantRow| contract_text(&t.contract);
     let mut columns: Vec<Column<'_, TenantRow>> = Vec::new();
     columns.extend_from_slice(&[
@@ -192,6 +193,9 @@ pub fn table(snap: &Snapshot) -> String {
             if t.suspended { "yes" } else { "" }.to_owned()
         }),
     ]);
+    if snap.gpu_time == "turns" {
+        columns.push(("turn", &|t| t.turn.clone()));
+    }
     if snap.tenants.iter().any(|t| !contract(t).is_empty()) {
         columns.push(("contract", &contract));
     }
@@ -200,6 +204,36 @@ pub fn table(snap: &Snapshot) -> String {
         out += "(no tenant connected)\n";
     }
     out
+}
+
+/// Under turns: who holds the GPU, the handovers, and the bulk moves' speed (the
+/// latest, and the range over those the snapshot lists); "" otherwise.
+fn turns_text(snap: &Snapshot) -> String {
+    if snap.gpu_time != "turns" {
+        return String::new();
+    }
+    let holder = snap
+        .holder
+        .map_or("nobody".to_owned(), |t| format!("tenant {t}"));
+    let mut out = format!(
+        "turns: {holder} holds the GPU, {} handovers, {} moved in bulk\n",
+        snap.handovers,
+        format_bytes(snap.batch_moved_bytes)
+    );
+    let speeds = snap.batches.iter().map(|b| b.gb_per_s);
+    if let (Some(last), Some(min), Some(max)) = (
+        snap.batches.last(),
+        speeds.clone().reduce(f64::min),
+        speeds.reduce(f64::max),
+    ) {
+        out += &format!(
+            "bulk moves: the latest {} at {:.1} GB/s; the last {}: {min:.1} to {max:.1} GB/s\n",
+            format_bytes(last.bytes),
+            last.gb_per_s,
+            snap.batches.len()
+        );
+    }
+    out + "\n"
 }
 
 /// A snapshot's contract in words ("" for none).
@@ -214,4 +248,48 @@ fn contract_text(row: &ContractRow) -> String {
         priority_class: row.priority_class,
     };
     crate::contract_keys::describe(&contract)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuswap_wire::BatchRow;
+
+    #[test]
+    fn top_shows_turns_and_bulk_speeds_only_under_turns() {
+        let mut snap = Snapshot {
+            mode: "gpuswap".into(),
+            chunk_bytes: 2 << 20,
+            tenants: vec![TenantRow {
+                tenant: 1,
+                turn: "held".into(),
+                ..TenantRow::default()
+            }],
+            ..Snapshot::default()
+        };
+        assert!(!table(&snap).contains("turns:"));
+        assert!(!table(&snap).contains("held"));
+        snap.gpu_time = "turns".into();
+        snap.holder = Some(0);
+        snap.handovers = 3;
+        snap.batch_moved_bytes = 3 << 30;
+        snap.batches = [20.5, 31.0, 27.25]
+            .into_iter()
+            .map(|gb_per_s| BatchRow {
+                bytes: 512 << 20,
+                gb_per_s,
+                ..BatchRow::default()
+            })
+            .collect();
+        let text = table(&snap);
+        assert!(
+            text.contains("turns: tenant 0 holds the GPU, 3 handovers, 3.0 GiB moved in bulk"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the latest 512.0 MiB at 27.2 GB/s; the last 3: 20.5 to 31.0 GB/s"),
+            "{text}"
+        );
+        assert!(text.contains("held"), "{text}");
+    }
 }
