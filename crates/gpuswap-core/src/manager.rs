@@ -666,9 +666,11 @@ impl Manager {
         let scheduling = self.scheduling.as_ref().and_then(Scheduling::next_timeout);
         let policy = self.policy.next_timeout(&self.books);
         // A turn's decision waits for the running job's end, which takes it anyway.
-        let turns = (!self.relocation.running())
-            .then(|| self.turns.as_ref()?.next_timeout(&self.books))
-            .flatten();
+        let turns = self
+            .turns
+            .as_ref()
+            .filter(|_| !self.relocation.running())
+            .and_then(|t| t.next_timeout(&self.books));
         policy.into_iter().chain(scheduling).chain(turns).min()
     }
 

@@ -217,10 +217,17 @@ impl Engine {
     /// Tenant `t` is about to give the GPU work: under turns the manager hears first
     /// that it is busy, so that a tenant it parks has its work held. True when that
     /// ended the tenant.
+    #[inline]
     fn demand_starts(&mut self, t: usize) -> bool {
         if !self.needs.gpu_demand || self.tenants[t].busy_said {
             return false;
         }
+        self.tell_busy(t)
+    }
+
+    /// [`Engine::demand_starts`]'s telling, out of the hot path.
+    #[cold]
+    fn tell_busy(&mut self, t: usize) -> bool {
         self.tenants[t].busy_said = true;
         self.manager
             .handle_gpu_busy(self.tenants[t].id, self.now_ns);
@@ -230,13 +237,16 @@ impl Engine {
 
     /// Under turns, tells the manager when tenant `t` has no GPU work left: no kernel
     /// queued, held or running and no memcpy. True when it told (actions may follow).
+    #[inline]
     pub(super) fn demand_ends(&mut self, t: usize) -> bool {
+        self.needs.gpu_demand && self.tell_idle(t)
+    }
+
+    /// [`Engine::demand_ends`]'s check and telling, out of the hot path.
+    #[cold]
+    fn tell_idle(&mut self, t: usize) -> bool {
         let tenant = &mut self.tenants[t];
-        if !self.needs.gpu_demand
-            || !tenant.busy_said
-            || tenant.in_flight > 0
-            || tenant.copies_in_flight > 0
-        {
+        if !tenant.busy_said || tenant.in_flight > 0 || tenant.copies_in_flight > 0 {
             return false;
         }
         tenant.busy_said = false;
