@@ -39,6 +39,20 @@ impl LimitArgs {
     }
 }
 
+/// How [`explain`] says to raise the event limit.
+const RAISE_EVENTS: &str = "--max-events N";
+
+/// How [`explain`] says to raise the page-touch limit.
+const RAISE_PAGE_TOUCHES: &str = "--max-page-touches N";
+
+/// Whether a run's error (as [`explain`] wrote it) is a stop at a limit that `capped`
+/// lowered below `own`: a cap put on the run from outside (a dry run's), not its own.
+pub fn stopped_by_cap(error: &str, own: &RunLimits, capped: &RunLimits) -> bool {
+    let said = |flag: &str| error.ends_with(&format!("raise it with {flag}"));
+    (said(RAISE_EVENTS) && capped.max_events < own.max_events)
+        || (said(RAISE_PAGE_TOUCHES) && capped.max_page_touches < own.max_page_touches)
+}
+
 /// What to print for a run that ended without a report: a limit says which and how to
 /// raise it; a broken invariant is an internal error, named with the scenario and the
 /// seed that reproduce it.
@@ -46,9 +60,9 @@ pub fn explain(error: &SimError, file: &Path, seed: u64) -> String {
     match error {
         SimError::Limit(limit) => {
             let raise = match limit.limit {
-                Limit::Events => "--max-events N",
+                Limit::Events => RAISE_EVENTS,
                 Limit::SimTime => "--max-sim-time DURATION",
-                Limit::PageTouches => "--max-page-touches N",
+                Limit::PageTouches => RAISE_PAGE_TOUCHES,
             };
             // A tenant that starts beyond the limit stops the run at its start: say
             // when that was, not only how far the others got.

@@ -120,7 +120,8 @@ pub fn run(args: &SweepArgs) -> Result<(), SweepError> {
         .clone()
         .unwrap_or_else(|| Path::new("results").join(plan.name()));
     if args.dry_run {
-        let (text, failed) = dry_run(&plan, args.shard, &out, args.jobs);
+        let caps = (DRY_RUN_MAX_EVENTS, DRY_RUN_MAX_PAGE_TOUCHES);
+        let (text, failed) = dry_run(&mut plan, args.shard, &out, args.jobs, caps);
         crate::stdout::write(&text).map_err(SweepError::Output)?;
         return match failed {
             0 => Ok(()),
@@ -230,8 +231,17 @@ fn resume<'a>(
 /// What `--dry-run` says, and how many of its timed runs failed: the grid (of the
 /// shard, with one), the runs, and a wall-time estimate from timing one run of as many
 /// points as about 10 s allows, spread over the grid (their solo baselines included, as
-/// the sweep computes them too), given as a range: points can differ a hundredfold.
-fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -> (String, usize) {
+/// the sweep computes them too), given as a range: points can differ a hundredfold. A
+/// timed run stops at `caps` (events, page touches: [`DRY_RUN_MAX_EVENTS`] and
+/// [`DRY_RUN_MAX_PAGE_TOUCHES`]), so that one long point cannot hold the dry run for
+/// minutes; its time is then a lower bound.
+fn dry_run(
+    plan: &mut Plan,
+    shard: Option<Shard>,
+    out: &Path,
+    jobs: Option<usize>,
+    (max_events, max_page_touches): (u64, u64),
+) -> (String, usize) {
     let axes: Vec<String> = plan
         .axes
         .iter()
@@ -272,7 +282,11 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
     );
     let baselines = gpuswap_sim::report::Baselines::default();
     let tenants = plan.tenants();
+    let sweep_limits = plan.limits;
+    plan.limits.max_events = sweep_limits.max_events.min(max_events);
+    plan.limits.max_page_touches = sweep_limits.max_page_touches.min(max_page_touches);
     let mut timed: Vec<(usize, f64)> = Vec::new();
+    let mut capped = 0;
     let mut failed = 0;
     let started = std::time::Instant::now();
     for point in spread(&held_points) {
@@ -282,16 +296,41 @@ fn dry_run(plan: &Plan, shard: Option<Shard>, out: &Path, jobs: Option<usize>) -
         let run_started = std::time::Instant::now();
         let row = plan.run_point(point, 0, &baselines, &tenants);
         let s = run_started.elapsed().as_secs_f64();
-        if let Err(e) = &row.result {
-            failed += 1;
-            text += &format!("point {point}: one run took {s:.2} s here (failed: {e})\n");
+        match &row.result {
+            // The dry run's own cap, not the sweep's: the point runs longer than this.
+            Err(e) if crate::limits::stopped_by_cap(e, &sweep_limits, &plan.limits) => {
+                capped += 1;
+                text += &format!(
+                    "point {point}: one run took more than {s:.2} s here (stopped at the dry run's cap of {max_events} events or {max_page_touches} page touches)\n"
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                text += &format!("point {point}: one run took {s:.2} s here (failed: {e})\n");
+            }
+            Ok(_) => {}
         }
         timed.push((point, s));
     }
+    plan.limits = sweep_limits;
     let threads = jobs.unwrap_or_else(rayon::current_num_threads).max(1);
     text += &estimate(&timed, held, plan.runs as usize, threads);
+    if capped > 0 {
+        text += &format!(
+            "{capped} timed runs stopped at the dry run's cap: the estimate is a lower bound\n"
+        );
+    }
     (text, failed)
 }
+
+/// The most events a dry run's timed run simulates: about a second of wall time on
+/// this project's 2-core machines (`gpuswap bench`: about 15 million events a second
+/// a thread).
+const DRY_RUN_MAX_EVENTS: u64 = 20_000_000;
+
+/// The most page touches a dry run's timed unified-memory run walks: about a second
+/// too (`gpuswap bench --uvm`: about 15 ns a page touch).
+const DRY_RUN_MAX_PAGE_TOUCHES: u64 = 60_000_000;
 
 /// `--dry-run` times one run of points until this much time has gone (or every point
 /// is timed)...
@@ -401,6 +440,32 @@ mod tests {
             "{lines}"
         );
         assert_eq!(format_duration(7200.0), "2.0 h");
+    }
+
+    /// A point whose run is long is timed up to the dry run's cap and said to be a lower
+    /// bound, not run to its end (a `repeat = 4000` scenario once held a dry run for six
+    /// minutes where it promises about ten seconds).
+    #[test]
+    fn a_dry_run_stops_a_long_point_at_its_cap_and_says_the_estimate_is_a_floor() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/quickstart.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut plan = Plan::new(&path, &text, &[], None).unwrap();
+        let sweep_limits = plan.limits;
+        let out = Path::new("unused");
+        let (said, failed) = dry_run(&mut plan, None, out, Some(1), (10, u64::MAX));
+        assert_eq!(failed, 0, "{said}");
+        assert!(
+            said.contains("stopped at the dry run's cap of 10 events"),
+            "{said}"
+        );
+        assert!(said.contains("the estimate is a lower bound"), "{said}");
+        assert_eq!(
+            plan.limits, sweep_limits,
+            "the sweep's own limits come back"
+        );
+        // Uncapped, the same point runs to its end.
+        let (said, _) = dry_run(&mut plan, None, out, Some(1), (u64::MAX, u64::MAX));
+        assert!(!said.contains("cap"), "{said}");
     }
 
     #[test]
