@@ -2267,20 +2267,23 @@ fn merge_names_missing_points_duplicated_shards_and_other_sweeps() {
     let text = std::fs::read_to_string(&results).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let column = header.iter().position(|c| *c == "makespan_ns").unwrap();
-    let mut lines: Vec<String> = text.lines().map(String::from).collect();
-    let mut cells: Vec<String> = lines[1].split(',').map(String::from).collect();
-    cells[column] = "inf".into();
-    lines[1] = cells.join(",");
-    std::fs::write(&results, lines.join("\n") + "\n").unwrap();
-    let infinite = merge(&[&parts[0], &parts[1], &parts[2]]);
-    assert_fails(
-        &infinite,
-        2,
-        &format!(
-            "{}: point 1, run 1, column makespan_ns: \"inf\" is not a finite number",
-            results.display()
-        ),
-    );
+    // So are a negative one and one beyond any 64-bit count (both once merged).
+    for bad in ["inf", "-1", "1e300"] {
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        let mut cells: Vec<String> = lines[1].split(',').map(String::from).collect();
+        cells[column] = bad.into();
+        lines[1] = cells.join(",");
+        std::fs::write(&results, lines.join("\n") + "\n").unwrap();
+        let refused = merge(&[&parts[0], &parts[1], &parts[2]]);
+        assert_fails(
+            &refused,
+            2,
+            &format!(
+                "{}: point 1, run 1, column makespan_ns: \"{bad}\" is not a figure a run measures (a finite number from 0 to 2^64)",
+                results.display()
+            ),
+        );
+    }
     // A failed merge leaves nothing half-written behind.
     assert!(
         folder_files(&out).is_empty(),

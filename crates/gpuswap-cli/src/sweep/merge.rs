@@ -261,17 +261,18 @@ impl ShardTables {
                 results.len()
             )));
         }
-        // A run never measures an infinite or undefined figure; one would also make
-        // the plots' axes endless.
+        // A run never measures an infinite, undefined or negative figure, nor one beyond
+        // the 64-bit counts its times, bytes and events are kept in: one would make the
+        // plots' axes endless or the summaries nonsense.
         for (run, record) in results.iter().enumerate() {
             let bad = record
                 .iter()
                 .enumerate()
                 .skip(self.error_column + 1)
-                .find(|(_, c)| c.parse::<f64>().is_ok_and(|v| !v.is_finite()));
+                .find(|(_, c)| c.parse::<f64>().is_ok_and(|v| !measurable(v)));
             if let Some((column, cell)) = bad {
                 return Err(SweepError::BadInput(format!(
-                    "{}: point {p}, run {}, column {}: {cell:?} is not a finite number",
+                    "{}: point {p}, run {}, column {}: {cell:?} is not a figure a run measures (a finite number from 0 to 2^64)",
                     self.results.path.display(),
                     run + 1,
                     self.header[column]
@@ -294,6 +295,12 @@ impl ShardTables {
         self.results.finish()?;
         self.patterns.map_or(Ok(()), Records::finish)
     }
+}
+
+/// Whether `v` can be a figure of a run: every figure (times in ns, bytes, counts,
+/// ratios) is finite, at least 0 and within the `u64` the simulator counts in.
+fn measurable(v: f64) -> bool {
+    v.is_finite() && (0.0..=u64::MAX as f64).contains(&v)
 }
 
 /// A CSV file's records, read in order.
