@@ -67,9 +67,30 @@ struct Measured {
     wall_s: Vec<f64>,
     wall_s_min: f64,
     wall_s_median: f64,
-    /// From the median sample.
+    /// CPU time (user and system, every thread) of each sample, in order: on a loaded
+    /// machine wall time is several times the work, CPU time is not. Empty where
+    /// /proc/self/stat cannot be read.
+    cpu_s: Vec<f64>,
+    /// From the median sample: events per second of wall time.
     events_per_s: f64,
+    /// Wall time per event, from the median sample (all threads together).
     ns_per_event: f64,
+    /// CPU time per event, from the sample of median CPU time; `None` without CPU
+    /// times.
+    cpu_ns_per_event: Option<f64>,
+}
+
+/// The process's CPU time so far (user and system, every thread), from
+/// /proc/self/stat's `utime` and `stime` (proc(5)), in clock ticks of `USER_HZ`, which
+/// Linux fixes at 100 for user space; `None` where it cannot be read.
+fn cpu_time_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: fields are counted after its ')'.
+    let after = &stat[stat.rfind(')')? + 2..];
+    let mut fields = after.split(' ').skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }
 
 /// Runs the benchmark sweep and prints wall time, runs and simulated events per second.
@@ -103,9 +124,11 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
     let plan = Plan::new(Path::new("<bench sweep>"), SWEEP, &vary, Some(args.runs))?;
     let apps = plan.values("tenant.app").map_or(1, <[_]>::len);
     let mut wall_s = Vec::new();
+    let mut cpu_s = Vec::new();
     let (mut runs, mut failed, mut events) = (0, 0, 0u64);
     for _ in 0..args.samples {
         let started = Instant::now();
+        let cpu_started = cpu_time_s();
         (runs, failed, events) = (0, 0, 0);
         let points: Vec<usize> = (0..plan.points.len()).collect();
         plan.execute(&points, args.jobs, false, |_, rows| {
@@ -119,7 +142,15 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
             Ok(())
         })?;
         wall_s.push(started.elapsed().as_secs_f64());
+        if let (Some(before), Some(after)) = (cpu_started, cpu_time_s()) {
+            cpu_s.push(after - before);
+        }
     }
+    let cpu_median = {
+        let mut sorted = cpu_s.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted.get(sorted.len() / 2).copied()
+    };
     let mut sorted = wall_s.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
@@ -132,7 +163,9 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
         wall_s_median: median,
         events_per_s: events as f64 / median,
         ns_per_event: median * 1e9 / events.max(1) as f64,
+        cpu_ns_per_event: cpu_median.map(|cpu| cpu * 1e9 / events.max(1) as f64),
         wall_s,
+        cpu_s,
     };
     let text = if args.json {
         serde_json::to_string_pretty(&measured).expect("figures serialize") + "\n"
@@ -149,12 +182,17 @@ pub fn run(args: &BenchArgs) -> Result<(), SweepError> {
         };
         format!(
             "runtime vs memory: {apps} apps x 25 sizes x 2 policies x {} runs = {runs} runs ({failed} failed)\n\
-             wall time {median:.2} s{spread} on {} threads: {:.0} runs/s, {:.2e} simulated events/s, {:.1} ns per event ({events} events)\n",
+             wall time {median:.2} s{spread} on {} threads: {:.0} runs/s, {:.2e} simulated events/s, {:.1} ns of wall time per event ({events} events){}\n",
             args.runs,
             measured.threads,
             runs as f64 / median,
             measured.events_per_s,
             measured.ns_per_event,
+            match (cpu_median, measured.cpu_ns_per_event) {
+                (Some(cpu), Some(per_event)) =>
+                    format!("; CPU time {cpu:.2} s, {per_event:.1} ns per event"),
+                _ => String::new(),
+            },
         )
     };
     crate::stdout::write(&text).map_err(SweepError::Output)

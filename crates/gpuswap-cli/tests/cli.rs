@@ -632,9 +632,11 @@ fn bench_reports_runs_and_event_rate() {
         "{text}"
     );
     assert!(
-        text.contains("simulated events/s") && text.contains("ns per event"),
+        text.contains("simulated events/s") && text.contains("ns of wall time per event"),
         "{text}"
     );
+    // Wall time on a loaded machine is several times the work: CPU time comes too.
+    assert!(text.contains("; CPU time "), "{text}");
     let bad = gpuswap(&["bench", "--apps", "doom"]);
     assert_fails(&bad, 2, "doom");
     // Samples give the spread; --json the figures for scripts.
@@ -657,6 +659,9 @@ fn bench_reports_runs_and_event_rate() {
     assert!(events > 0.0 && median >= figures["wall_s_min"].as_f64().unwrap());
     let ns = figures["ns_per_event"].as_f64().unwrap();
     assert!((ns - median * 1e9 / events).abs() < 1e-6 * ns, "{figures}");
+    assert_eq!(figures["cpu_s"].as_array().unwrap().len(), 2, "{figures}");
+    let cpu_ns = figures["cpu_ns_per_event"].as_f64().unwrap();
+    assert!(cpu_ns > 0.0, "{figures}");
 }
 
 #[test]
