@@ -14,6 +14,7 @@ mod backend;
 pub mod check;
 mod config;
 pub mod endpoint;
+pub mod fuzz;
 mod serve;
 mod socket;
 
