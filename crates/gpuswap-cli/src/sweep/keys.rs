@@ -6,8 +6,8 @@ use toml::Value;
 /// Turns a value written as text into a TOML value: one written as TOML (a whole
 /// table `{ mode = "gdev" }`, a list `[...]`, a quoted string) is read as such; bare
 /// text takes the type the scenario uses at `path` (or an integer for `seed`, `repeat`
-/// and `count`, a number for `oversubscription`, `subscription` and `trace_bandwidth`,
-/// a string otherwise).
+/// and `count`, a number for `oversubscription`, `subscription`, `trace_bandwidth` and
+/// `link_scale`, a string otherwise).
 pub(super) fn typed(text: String, path: &str, scenario: &toml::Table) -> Result<Value, String> {
     if text.starts_with(['{', '[', '"', '\'']) {
         // A value alone is no TOML document: it is read as the value of a key.
@@ -34,9 +34,14 @@ fn bare(text: String, path: &str, scenario: &toml::Table) -> Value {
     let wants_float = match existing {
         Some(Value::Float(_)) => true,
         Some(_) => false,
-        None => [".oversubscription", ".subscription", ".trace_bandwidth"]
-            .iter()
-            .any(|k| path.ends_with(k)),
+        None => [
+            ".oversubscription",
+            ".subscription",
+            ".trace_bandwidth",
+            ".link_scale",
+        ]
+        .iter()
+        .any(|k| path.ends_with(k)),
     };
     match (text.parse::<i64>(), text.parse::<f64>()) {
         (Ok(n), _) if wants_integer => Value::Integer(n),
@@ -227,7 +232,12 @@ mod tests {
     #[test]
     fn ratios_and_shares_vary_as_numbers_even_when_the_scenario_leaves_them_out() {
         let s: toml::Table = toml::from_str("[[tenant]]\ntrace = \"t.pickle\"\n").unwrap();
-        for path in ["tenant[0].trace_bandwidth", "device.subscription"] {
+        // `device.link_scale` was once varied as text and refused with a type error.
+        for path in [
+            "tenant[0].trace_bandwidth",
+            "device.subscription",
+            "device.link_scale",
+        ] {
             assert_eq!(
                 typed("0.25".into(), path, &s),
                 Ok(Value::Float(0.25)),
