@@ -219,7 +219,9 @@ fn split_manager(manager: &str) -> Result<(&str, Settings), String> {
 }
 
 /// `gpuswap compare` on a VM scenario: the same VMs under each placement algorithm
-/// (`--managers` names placements; default: all of them), as a table.
+/// (`--managers` names placements; default: all of them), as a table, or with `--json`
+/// as `{"managers", "reports", "left_out"}` like a tenants' comparison, a `run --json`
+/// report per placement.
 pub fn run_vgpu(args: &CompareArgs, text: &str) -> Result<String, CompareError> {
     use gpuswap_core::placement::{PLACEMENTS, find_placement};
     let loaded = crate::vgpu_scenario::parse(&args.scenario, text)
@@ -244,6 +246,22 @@ pub fn run_vgpu(args: &CompareArgs, text: &str) -> Result<String, CompareError> 
         let outcome = gpuswap_vgpu::engine::simulate(config)
             .map_err(|e| CompareError::Run(format!("{}: {name}: {e}", args.scenario.display())))?;
         outcomes.push((placement.name, outcome));
+    }
+    if args.json {
+        let reports: Vec<_> = outcomes
+            .iter()
+            .map(|(name, outcome)| {
+                let mut config = loaded.config.clone();
+                config.placement = find_placement(name).expect("found above");
+                crate::vm_figures::report_json(&loaded.name, &config, outcome)
+            })
+            .collect();
+        let json = serde_json::json!({
+            "managers": names,
+            "reports": reports,
+            "left_out": null,
+        });
+        return Ok(serde_json::to_string_pretty(&json).expect("reports serialize") + "\n");
     }
     Ok(crate::render::vgpu_compare_table(
         &loaded.name,

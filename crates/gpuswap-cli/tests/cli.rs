@@ -2802,3 +2802,27 @@ fn turns_on_the_torch_pair_come_within_one_and_a_bit_of_back_to_back() {
         "{err}"
     );
 }
+
+/// `compare --json` on a VM scenario gives JSON, as for tenants (it printed the text
+/// table): a `run --json` report per placement, the scenario's own equal to `run`'s.
+#[test]
+fn compare_json_of_a_vm_scenario_is_a_report_per_placement() {
+    let path = repo_file("scenarios/vgpu/placement.toml");
+    let out = gpuswap(&["compare", "--json", &path]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let compared: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let managers = compared["managers"].as_array().unwrap();
+    let reports = compared["reports"].as_array().unwrap();
+    assert_eq!(managers.len(), reports.len());
+    assert!(managers.len() >= 2, "{compared}");
+    for (name, report) in managers.iter().zip(reports) {
+        assert_eq!(&report["placement"], name);
+    }
+    let run: serde_json::Value =
+        serde_json::from_slice(&gpuswap(&["run", "--json", &path]).stdout).unwrap();
+    let own = reports
+        .iter()
+        .find(|r| r["placement"] == run["placement"])
+        .expect("the scenario's placement is compared");
+    assert_eq!(own, &run);
+}

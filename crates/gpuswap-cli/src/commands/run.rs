@@ -151,27 +151,8 @@ fn run_vgpu(path: &Path, text: &str, flags: &RunArgs) -> ExitCode {
         Err(e) => return fail(format!("{}: {e}", path.display()), 1),
     };
     if flags.json {
-        return emit_json(&serde_json::json!({
-            "scenario": loaded.name,
-            "device": loaded.config.preset.name,
-            "placement": loaded.config.placement.name,
-            "vms": outcome.vms.iter().map(|v| {
-                let mut value = serde_json::to_value(v).expect("outcomes serialize");
-                // A VM that rendered no frame (refused) has no frame rate, not 0.
-                value["fps"] = serde_json::json!(crate::vm_figures::fps(v));
-                value
-            }).collect::<Vec<_>>(),
-            "system": {
-                "switches": outcome.switches,
-                "slot_copies": outcome.slot_copies,
-                "entries_copied": outcome.entries_copied,
-                "switch_cycles": outcome.switch_cycles,
-                "cycles_per_switch": (outcome.switches > 0).then(|| outcome.cycles_per_switch()),
-                "reallocations": outcome.reallocations,
-                "idle_releases": outcome.idle_releases,
-                "makespan_ns": outcome.makespan_ns,
-            },
-        }));
+        let report = crate::vm_figures::report_json(&loaded.name, &loaded.config, &outcome);
+        return emit_json(&report);
     }
     emit(&render::vgpu_table(
         &loaded.name,
