@@ -183,6 +183,20 @@ impl Books {
         })
     }
 
+    /// Whether `tenant` may move `giving_bytes` more of its VRAM to host memory: the
+    /// host memory free and its `host_limit` have room, and it keeps its guarantee.
+    pub(crate) fn may_give(&self, tenant: TenantId, giving_bytes: u64) -> bool {
+        let host_room = self
+            .host_free_bytes()
+            .min(self.host_room_under_limit(tenant));
+        giving_bytes <= host_room
+            && keeps_guarantee(
+                self.usage(tenant).vram_bytes,
+                self.contract(tenant).vram_guarantee_bytes,
+                giving_bytes,
+            )
+    }
+
     /// Host memory `tenant`'s data may still take under its `host_limit`.
     pub(crate) fn host_room_under_limit(&self, tenant: TenantId) -> u64 {
         self.tenant(tenant).map_or(u64::MAX, |t| {

@@ -15,7 +15,6 @@
 use super::settings::{AUTO_QUANTUM_HANDOVERS, MIN_AUTO_QUANTUM_NS, Quantum, TurnSettings};
 use crate::accounting::Books;
 use crate::buffer::Location;
-use crate::contract::keeps_guarantee;
 use crate::ids::TenantId;
 use crate::lists::ChunkRef;
 use crate::relocation::{After, Move};
@@ -358,15 +357,7 @@ fn make_room(books: &mut Books, tenant: TenantId, need_bytes: u64) -> Vec<Move> 
             break;
         }
         let bytes = books.chunk(r).expect("listed").bytes;
-        let host_room = books
-            .host_free_bytes()
-            .min(books.host_room_under_limit(tenant));
-        let keeps = keeps_guarantee(
-            books.usage(tenant).vram_bytes,
-            books.contract(tenant).vram_guarantee_bytes,
-            bytes,
-        );
-        if bytes > host_room || !keeps {
+        if !books.may_give(tenant, bytes) {
             break;
         }
         books.plan_move(r, Location::Host);

@@ -8,7 +8,6 @@ pub(crate) mod victim;
 
 use super::hooks::{Ctx, MemoryPolicy, Placed, check_host_limit, check_host_room, host_part_bytes};
 use crate::buffer::Location;
-use crate::contract::keeps_guarantee;
 use crate::ids::{BufferId, TenantId};
 use crate::lists::ChunkRef;
 use crate::protocol::{Action, AllocError, AllocRequest, Execution, KernelStats, Purpose};
@@ -244,17 +243,9 @@ impl Gpuswap {
                 continue;
             };
             // A longer cold chunk takes more host memory than the hot one gives back.
+            // Nor below the tenant's guarantee.
             let cold_bytes = books.chunk(cold).expect("listed").bytes;
-            let host_room = books
-                .host_free_bytes()
-                .min(books.host_room_under_limit(tenant));
-            // Nor may the exchange take the tenant below its guarantee.
-            let keeps = keeps_guarantee(
-                books.usage(tenant).vram_bytes,
-                books.contract(tenant).vram_guarantee_bytes,
-                cold_bytes - bytes,
-            );
-            if cold_bytes - bytes > host_room || !keeps {
+            if !books.may_give(tenant, cold_bytes - bytes) {
                 continue;
             }
             books.plan_move(cold, Location::Host);
