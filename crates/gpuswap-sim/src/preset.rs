@@ -253,6 +253,7 @@ pub fn all() -> Vec<Preset> {
         v100_pcie_32gb(),
         a100_80gb(),
         h100_pcie_80gb(),
+        h100_sxm(),
         h200(),
         gh200(),
     ]
@@ -634,6 +635,66 @@ fn h100_pcie_80gb() -> Preset {
     .with_full_stack()
 }
 
+/// The H100 SXM5 80 GB of the dated H100 runs in docs/real-gpu.md (2026-11-26): the
+/// GH100 with five HBM3 stacks, on PCIe to an x86 host. Figures from those runs cite
+/// their file (`docs/real-gpu/2026-11-26-h100-moves/`).
+fn h100_sxm() -> Preset {
+    use common::*;
+    let base = unified_memory_gpu();
+    Preset {
+        name: "h100-sxm",
+        description: "H100 SXM5 80 GB (Hopper): HBM3, PCIe 5.0 x16",
+        // docs/real-gpu/2026-11-26-h100-moves/summary.jsonl: "NVIDIA H100 80GB HBM3,
+        // 81559 MiB" (nvidia-smi's total).
+        vram_bytes: 81_559 * MIB,
+        // NVIDIA H100 datasheet, SXM5: 3.35 TB/s (peak; no run measured it).
+        vram_bytes_per_s: 3.35e12,
+        dram: DramSpec {
+            // Accel-Sim's SM90_H100 configuration: 8-byte HBM channels, burst 4
+            // (32-byte atom), its HBM3 timing tCCD 1, tRRD 6: 32 x 6 / 1 = 192 bytes.
+            row_switch_bytes: 192,
+            ..base.dram
+        },
+        // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: CUDA's totalGlobalMem
+        // 85017493504 bytes (81079.9 MiB) of nvidia-smi's 81559 MiB: 479 MiB the driver
+        // keeps.
+        driver_reserved_bytes: 479 * MIB,
+        // unconfirmed: the H200 machine's 128 GiB (docs/real-gpu.md, "How it was run");
+        // the H100 runs did not record theirs.
+        host_memory_bytes: 128 * GIB,
+        link: LinkSpec {
+            name: "PCIe 5.0 x16",
+            // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: pinned copies of 256 MiB,
+            // H2D 54.97 GB/s, D2H 54.84 GB/s.
+            h2d_bytes_per_s: 54.97e9,
+            d2h_bytes_per_s: 54.84e9,
+            // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: dependent reads of mapped
+            // host memory, 1198.6 ns each.
+            latency_ns: 1_199,
+            ..base.link
+        },
+        // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: 3 copy engines.
+        copy_engines: 3,
+        // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: pinned copies of 4 KiB took
+        // 5.02 us H2D and 3.87 us D2H, 0.07 us of it the bytes at the peaks above: about
+        // 4.4 us of fixed cost per copy, the mean of the two directions.
+        copy_setup_ns: 4_400,
+        // Measured on this GPU by its daemon (`H100_RELOCATION_FIXED_NS`).
+        relocation_fixed_ns: H100_RELOCATION_FIXED_NS,
+        relocation_ns_per_page: H100_RELOCATION_NS_PER_PAGE,
+        // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: 132 SMs; 128 FP32 cores each
+        // at 1980 MHz boost (NVIDIA H100 datasheet, SXM5: FP32 67 TFLOPS).
+        sms: 132,
+        // GPGPU-Sim SM90_H100 configuration, L1D "A:512:64": 512 per SM.
+        pending_reads_per_sm: 512,
+        // docs/real-gpu/2026-11-26-h100-moves/calib.jsonl: l2_bytes 52428800 = 50 MiB.
+        l2_bytes: 50 * MIB,
+        ops_per_s: 16896.0 * 1.98e9,
+        ..base
+    }
+    .with_full_stack()
+}
+
 /// The H200 SXM, the GPU of the dated runs in docs/real-gpu.md: the H100 SXM5's GH100
 /// with HBM3e, on PCIe to an x86 host. Figures from those runs cite their file.
 fn h200() -> Preset {
@@ -801,6 +862,7 @@ mod tests {
             "v100-pcie-32gb",
             "a100-80gb",
             "h100-pcie-80gb",
+            "h100-sxm",
             "h200",
             "gh200",
         ] {
