@@ -143,6 +143,11 @@ impl Manager {
         self.turns.as_ref().map_or(0, Turns::handovers)
     }
 
+    /// Under turns: whether the driver last said `tenant` has GPU work.
+    pub fn busy(&self, tenant: TenantId) -> bool {
+        self.turns.as_ref().is_some_and(|t| t.is_busy(tenant))
+    }
+
     /// Whether `tenant` is parked: held suspended between relocation jobs (under turns,
     /// while another tenant holds the GPU).
     pub fn parked(&self, tenant: TenantId) -> bool {

@@ -181,3 +181,80 @@ fn a_failed_bulk_move_is_asked_again_with_only_its_failures() {
         "an old batch"
     );
 }
+
+/// Demand, allocations, frees, exits and time at random: after every event the books
+/// hold, and once no relocation runs, nobody who is busy runs beside the holder.
+mod random {
+    use super::*;
+    use crate::ids::BufferId;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Event {
+        Busy(u32),
+        Idle(u32),
+        Alloc(u32, u64),
+        Free(u32, usize),
+        Exit(u32),
+        Wait(u64),
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            (0..3u32).prop_map(Event::Busy),
+            (0..3u32).prop_map(Event::Idle),
+            (0..3u32, 1..40u64).prop_map(|(t, mib)| Event::Alloc(t, mib)),
+            (0..3u32, 0..4usize).prop_map(|(t, i)| Event::Free(t, i)),
+            (0..3u32).prop_map(Event::Exit),
+            (1..3000u64).prop_map(|ms| Event::Wait(ms * 1_000_000)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::proptest_cases(64)))]
+        #[test]
+        fn nobody_busy_runs_beside_the_holder(events in proptest::collection::vec(event(), 1..80)) {
+            let mut m = manager(SECOND / 2);
+            let mut now = 0u64;
+            let mut request = 0u64;
+            for e in events {
+                match e {
+                    Event::Busy(t) => m.handle_gpu_busy(TenantId(t), now),
+                    Event::Idle(t) => m.handle_gpu_idle(TenantId(t), now),
+                    Event::Alloc(t, mib) => {
+                        request += 1;
+                        m.handle_alloc(AllocRequest {
+                            request: RequestId(request),
+                            tenant: TenantId(t),
+                            bytes: mib * MIB,
+                            kind: BufferKind::Device,
+                            priority: None,
+                            chunk_priorities: Vec::new(),
+                        });
+                    }
+                    Event::Free(t, i) => {
+                        let ids: Vec<BufferId> = m.buffers_of(TenantId(t)).map(|b| b.id).collect();
+                        if let Some(id) = ids.get(i) {
+                            m.handle_free(TenantId(t), *id).unwrap();
+                        }
+                    }
+                    Event::Exit(t) => m.handle_tenant_exit(TenantId(t)),
+                    Event::Wait(ns) => {
+                        now += ns;
+                        if m.poll_timeout().is_some_and(|at| at <= now) {
+                            m.handle_timeout(now);
+                        }
+                    }
+                }
+                drive(&mut m, now);
+                prop_assert!(m.check_invariants().is_ok(), "{:?}", m.check_invariants());
+                if let (Some(holder), false) = (m.holder(), m.relocating()) {
+                    for t in (0..3).map(TenantId) {
+                        let runs_beside = t != holder && !m.parked(t) && m.busy(t);
+                        prop_assert!(!runs_beside, "{t} runs beside {holder}");
+                    }
+                }
+            }
+        }
+    }
+}
