@@ -600,3 +600,26 @@ fn a_tenant_killed_in_a_handover_leaves_the_other_intact() {
     a.wait().unwrap();
     w.assert_empty();
 }
+
+#[test]
+fn a_refusal_for_a_limit_or_no_room_is_out_of_memory_to_the_program() {
+    // PyTorch frees its cache and retries on CUDA_ERROR_OUT_OF_MEMORY, and raises its
+    // OutOfMemoryError; CUDA_ERROR_INVALID_VALUE reads as a bug in the program.
+    let contracts = "[process.limited]\nmemory_limit = \"8MiB\"\n\n\
+                     [process.hostless]\nhost_limit = \"4MiB\"\n";
+    let w = World::with_contracts("oom-errors", 64, Some(contracts));
+    for (name, size, buffers) in [("limited", "8MiB", "2"), ("hostless", "24MiB", "3")] {
+        let out = w
+            .client(64, &["--buffers", buffers, "--size", size, "--rounds", "1"])
+            .env("GPUSWAP_TENANT_NAME", name)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("cuMemAlloc") && stderr.contains("CUDA_ERROR_OUT_OF_MEMORY"),
+            "{name}: {stderr}"
+        );
+    }
+    w.assert_empty();
+}
