@@ -623,3 +623,41 @@ fn a_refusal_for_a_limit_or_no_room_is_out_of_memory_to_the_program() {
     }
     w.assert_empty();
 }
+
+#[test]
+fn a_socket_folder_others_may_write_in_is_refused_by_the_daemon_and_its_clients() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new("open-folder", 64);
+    // Anyone could have put a socket of theirs there, or could replace the daemon's.
+    std::fs::set_permissions(&w.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = w
+        .client(64, &["--buffers", "1", "--size", "4MiB", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("writable by others") && stderr.contains("cuInit"),
+        "{stderr}"
+    );
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["daemon", "--quiet", "--vram", "64MiB", "--socket"])
+        .arg(w.dir.join("second.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = daemon.kill();
+            panic!("the daemon listens in a folder others may write in");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = daemon.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("writable by others"),
+        "{stderr}"
+    );
+}

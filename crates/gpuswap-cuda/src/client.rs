@@ -15,6 +15,7 @@ use crate::demand::{Demand, Outbox};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
+use crate::trust;
 
 /// A buffer the daemon placed.
 struct Buffer {
@@ -76,6 +77,7 @@ pub fn connect() -> Result<&'static Client, String> {
              without it"
         )
     })?;
+    trust::daemon(&stream, &path)?;
     let talk = |e: wire::FrameError| format!("talking to the gpuswap daemon at {shown}: {e}");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

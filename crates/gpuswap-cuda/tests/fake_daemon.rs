@@ -47,16 +47,8 @@ impl Fake {
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("d.sock");
         let listener = UnixListener::bind(&socket).unwrap();
-        let client = Command::new(gpuswap_standin::client())
-            .args(args)
-            .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
-            .env("LD_PRELOAD", interposer())
-            .env("GPUSWAP_SOCKET", &socket)
-            .env("GPUSWAP_STANDIN_VRAM", vram)
-            .env("GPUSWAP_STANDIN_SHM", shm_name(&dir))
+        let client = under_interposer(&dir, vram, args)
             .env("GPUSWAP_TRACE", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let (mut stream, _) = listener.accept().unwrap();
@@ -199,6 +191,21 @@ impl Fake {
         assert_eq!(json["ok"], true, "{json}");
         stderr
     }
+}
+
+/// The stand-in's client with `args` under the interposer, its daemon's socket
+/// `dir/d.sock`, on a stand-in of `vram` of its own (`dir`'s shared-memory table).
+fn under_interposer(dir: &Path, vram: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(gpuswap_standin::client());
+    c.args(args)
+        .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
+        .env("LD_PRELOAD", interposer())
+        .env("GPUSWAP_SOCKET", dir.join("d.sock"))
+        .env("GPUSWAP_STANDIN_VRAM", vram)
+        .env("GPUSWAP_STANDIN_SHM", shm_name(dir))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
 
 fn shm_name(dir: &Path) -> String {
@@ -420,4 +427,106 @@ fn moves_that_find_no_vram_stay_in_host_memory_and_the_rest_come_back() {
     fake.finish();
     let _ = hog.kill();
     let _ = hog.wait();
+}
+
+/// A process of another user listening on a socket: a squatter, or a daemon run as a
+/// service user. It answers every connection with `Refused`, which tells a client that
+/// trusted it.
+struct Squatter {
+    pid: libc::pid_t,
+}
+
+impl Squatter {
+    /// Listens on `path` as `uid`; `None` when this test cannot take another uid (it
+    /// does not run as root).
+    fn start(path: &Path, uid: u32) -> Option<Squatter> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        // Bound here; the child listens again after taking the uid, and the kernel
+        // records the credentials of the last listen (what a client's SO_PEERCRED reads).
+        let listener = UnixListener::bind(path).unwrap();
+        let mut refusal = Vec::new();
+        let said = DaemonMsg::Refused {
+            reason: "the squatter answered".into(),
+        };
+        wire::write_frame(&mut refusal, &said).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+        // SAFETY: the child makes system calls only (another thread of the test may
+        // hold a lock the child would never see released) and ends with _exit.
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                if libc::setgid(uid) != 0 || libc::setuid(uid) != 0 || libc::listen(fd, 16) != 0 {
+                    libc::_exit(1);
+                }
+                loop {
+                    let conn = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
+                    if conn >= 0 {
+                        // The hello first: a client's write must not find the socket shut.
+                        let mut hello = [0u8; 4096];
+                        libc::read(conn, hello.as_mut_ptr().cast(), hello.len());
+                        libc::write(conn, refusal.as_ptr().cast(), refusal.len());
+                        libc::close(conn);
+                    }
+                }
+            },
+            pid => {
+                assert!(pid > 0, "fork failed");
+                Some(Squatter { pid })
+            }
+        }
+    }
+}
+
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        // SAFETY: our own child, killed and reaped once.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+#[test]
+fn a_socket_of_another_user_is_refused_unless_named_as_the_daemon_user() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-fake-{}-squat", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // nobody, as in /etc/passwd.
+    let Some(_squatter) = Squatter::start(&dir.join("d.sock"), 65534) else {
+        eprintln!("skipped: taking another uid needs root");
+        return;
+    };
+    let run = |daemon_user: Option<&str>| {
+        let mut client = under_interposer(&dir, "64MiB", &["--buffers", "1", "--rounds", "1"]);
+        if let Some(user) = daemon_user {
+            client.env("GPUSWAP_DAEMON_USER", user);
+        }
+        let out = client.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
+    };
+    // Another user's socket: refused before the process says who it is.
+    let (code, stderr) = run(None);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("uid 65534") && stderr.contains("GPUSWAP_DAEMON_USER"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("squatter"), "it said hello: {stderr}");
+    // The daemon user an operator names, by uid or name, is trusted.
+    for user in ["65534", "nobody"] {
+        let (code, stderr) = run(Some(user));
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("the squatter answered"), "{user}: {stderr}");
+    }
+    let (_, stderr) = run(Some("no-such-user-of-gpuswap"));
+    assert!(
+        stderr.contains("GPUSWAP_DAEMON_USER=\"no-such-user-of-gpuswap\""),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(format!("/dev/shm{}", shm_name(&dir)));
+    let _ = std::fs::remove_dir_all(&dir);
 }
