@@ -661,3 +661,42 @@ fn a_socket_folder_others_may_write_in_is_refused_by_the_daemon_and_its_clients(
         "{stderr}"
     );
 }
+
+#[test]
+fn a_stopped_daemon_is_given_up_after_the_timeout_and_holds_nothing_when_continued() {
+    let w = World::new("daemon-stopped", 64);
+    let args = [
+        "--buffers",
+        "2",
+        "--size",
+        "8MiB",
+        "--rounds",
+        "2",
+        "--hold-ms",
+        "1000",
+    ];
+    let client = w
+        .client(64, &args)
+        .env("GPUSWAP_DAEMON_TIMEOUT", "300ms")
+        .spawn()
+        .unwrap();
+    w.wait_buffers(3);
+    let daemon = w.daemon.id().to_string();
+    let signal = |name: &str| {
+        let sent = Command::new("kill").args([name, &daemon]).status().unwrap();
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    let out = client.wait_with_output().unwrap();
+    signal("-CONT");
+    verified(&out, "orphan");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "lost the gpuswap daemon (its process, pid {daemon}, has stopped"
+        )),
+        "{stderr}"
+    );
+    // Given up, the connection is shut: the daemon, continued, frees the process's books.
+    w.assert_empty();
+}

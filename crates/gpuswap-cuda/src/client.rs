@@ -15,6 +15,7 @@ use crate::demand::{Demand, Outbox};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
+use crate::liveness;
 use crate::trust;
 
 /// A buffer the daemon placed.
@@ -58,6 +59,10 @@ pub struct Client {
     /// Set once, when the connection to the daemon is lost: every launch asks, so a read
     /// takes no lock.
     lost: OnceLock<String>,
+    /// The connection, to shut from any thread without waiting for a writer.
+    control: UnixStream,
+    /// Why the interposer gave the daemon up itself (it showed no sign of life).
+    gave_up: OnceLock<String>,
     contexts: Mutex<Vec<usize>>,
     /// What chunk moves keep between them.
     mover: batch::Mover,
@@ -77,7 +82,7 @@ pub fn connect() -> Result<&'static Client, String> {
              without it"
         )
     })?;
-    trust::daemon(&stream, &path)?;
+    let daemon = trust::daemon(&stream, &path)?;
     let talk = |e: wire::FrameError| format!("talking to the gpuswap daemon at {shown}: {e}");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -105,6 +110,7 @@ pub fn connect() -> Result<&'static Client, String> {
     stream.set_read_timeout(None).map_err(|e| talk(e.into()))?;
     host_pool::set_default_bytes(vram_bytes);
     let reader = stream.try_clone().map_err(|e| talk(e.into()))?;
+    let control = stream.try_clone().map_err(|e| talk(e.into()))?;
     let client: &'static Client = Box::leak(Box::new(Client {
         out: Mutex::new(stream),
         vram_bytes,
@@ -115,6 +121,8 @@ pub fn connect() -> Result<&'static Client, String> {
         next_request: std::sync::atomic::AtomicU64::new(1),
         gate: RwLock::new(()),
         lost: OnceLock::new(),
+        control,
+        gave_up: OnceLock::new(),
         contexts: Mutex::new(Vec::new()),
         mover: batch::Mover::default(),
         demand: (idle_report_ns > 0).then(|| Demand::new(idle_report_ns)),
@@ -126,6 +134,11 @@ pub fn connect() -> Result<&'static Client, String> {
     if let Some(demand) = &client.demand {
         demand.start_timer(client)?;
     }
+    liveness::watch(
+        daemon.pid,
+        || client.lost().is_some(),
+        |why| client.give_up(why),
+    )?;
     Ok(client)
 }
 
@@ -160,6 +173,13 @@ impl Client {
             demand.after_gate();
         }
         held
+    }
+
+    /// Gives the daemon up for `why`: the connection is shut, and the reader thread
+    /// takes the "daemon lost" path (it fails what waits and lifts a suspension).
+    fn give_up(&self, why: String) {
+        let _ = self.gave_up.set(why);
+        let _ = self.control.shutdown(std::net::Shutdown::Both);
     }
 
     /// Why the daemon is gone, if it is: then allocations pass through unmanaged.
@@ -248,6 +268,7 @@ impl Client {
             Ok(why) => why,
             Err(_) => "internal error (a panic) in the interposer's thread".to_owned(),
         };
+        let why = self.gave_up.get().cloned().unwrap_or(why);
         let why = format!("lost the gpuswap daemon ({why}); new allocations are unmanaged");
         diag::warn(&why);
         let _ = lock(&self.out).shutdown(std::net::Shutdown::Both);

@@ -18,11 +18,15 @@
 //!   together;
 //! - `demand`: the busy and idle reports of the daemon's turns;
 //! - `host_pool`: pinned host memory kept across moves for evictions;
+//! - `liveness`: the watch of the daemon's process, given up when it shows no sign of
+//!   life;
 //! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
 //!   listening process's uid).
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_DAEMON_USER` (the user,
-//! a name or a uid, of a daemon run as neither the process's user nor root), `GPUSWAP_PASSTHROUGH=1` (forward
+//! a name or a uid, of a daemon run as neither the process's user nor root),
+//! `GPUSWAP_DAEMON_TIMEOUT` (how long the daemon's process may be stopped or gone before
+//! the interposer gives it up, default `30s`; `0`, never), `GPUSWAP_PASSTHROUGH=1` (forward
 //! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
 //! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
 //! `GPUSWAP_HOST_POOL` (pinned host memory kept for evictions: unset, host memory that
@@ -39,6 +43,7 @@ mod diag;
 mod ffi;
 mod hooks;
 mod host_pool;
+mod liveness;
 mod trust;
 
 /// The names of the driver entry points the interposer exports, for documentation and

@@ -31,6 +31,8 @@ struct Fake {
     client: Option<Child>,
     /// (buffer, bytes) of every grant, in order.
     granted: Vec<(u64, u64)>,
+    /// The process the client takes for its daemon, when it is not the test's.
+    daemon: Option<ListenerProcess>,
 }
 
 impl Fake {
@@ -42,15 +44,36 @@ impl Fake {
 
     /// [`Fake::start`] on a stand-in of `vram` (its `GPUSWAP_STANDIN_VRAM`).
     fn start_in(name: &str, vram: &str, idle_report_ns: u64, args: &[&str]) -> Fake {
+        Self::start_with(name, vram, idle_report_ns, args, None)
+    }
+
+    /// [`Fake::start`] whose daemon, as the client's `SO_PEERCRED` names it, is a child
+    /// process of the test's ([`Fake::daemon`]), to stop or kill while the test goes on
+    /// answering, or not, on the socket; the client's `GPUSWAP_DAEMON_TIMEOUT` is
+    /// `timeout`.
+    fn watched(name: &str, timeout: &str, args: &[&str]) -> Fake {
+        Self::start_with(name, "2GiB", 0, args, Some(timeout))
+    }
+
+    fn start_with(
+        name: &str,
+        vram: &str,
+        idle_report_ns: u64,
+        args: &[&str],
+        daemon_timeout: Option<&str>,
+    ) -> Fake {
         let dir = std::env::temp_dir().join(format!("gpuswap-fake-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("d.sock");
         let listener = UnixListener::bind(&socket).unwrap();
-        let client = under_interposer(&dir, vram, args)
-            .env("GPUSWAP_TRACE", "1")
-            .spawn()
-            .unwrap();
+        let mut client = under_interposer(&dir, vram, args);
+        client.env("GPUSWAP_TRACE", "1");
+        let daemon = daemon_timeout.map(|timeout| {
+            client.env("GPUSWAP_DAEMON_TIMEOUT", timeout);
+            ListenerProcess::start(&listener, None, None)
+        });
+        let client = client.spawn().unwrap();
         let (mut stream, _) = listener.accept().unwrap();
         let hello: ClientMsg = wire::read_frame(&mut stream).unwrap();
         assert!(
@@ -80,6 +103,7 @@ impl Fake {
             incoming,
             client: Some(client),
             granted: Vec::new(),
+            daemon,
         }
     }
 
@@ -115,21 +139,7 @@ impl Fake {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.incoming.recv_timeout(left) {
-                Ok(ClientMsg::Alloc { request, bytes }) => {
-                    let buffer = self.granted.len() as u64 + 1;
-                    self.granted.push((buffer, bytes));
-                    let chunks = bytes.div_ceil(CHUNK_BYTES) as u32;
-                    self.send(&DaemonMsg::Granted {
-                        request,
-                        buffer,
-                        bytes,
-                        chunk_bytes: CHUNK_BYTES,
-                        placement: vec![Placement {
-                            chunks,
-                            location: Location::Vram,
-                        }],
-                    });
-                }
+                Ok(ClientMsg::Alloc { request, bytes }) => self.grant(request, bytes),
                 Ok(ClientMsg::Free { .. }) => {}
                 Ok(msg) => return Some(msg),
                 Err(RecvTimeoutError::Timeout) => return None,
@@ -140,6 +150,23 @@ impl Fake {
                 }
             }
         }
+    }
+
+    /// Grants an allocation in VRAM.
+    fn grant(&mut self, request: u64, bytes: u64) {
+        let buffer = self.granted.len() as u64 + 1;
+        self.granted.push((buffer, bytes));
+        let chunks = bytes.div_ceil(CHUNK_BYTES) as u32;
+        self.send(&DaemonMsg::Granted {
+            request,
+            buffer,
+            bytes,
+            chunk_bytes: CHUNK_BYTES,
+            placement: vec![Placement {
+                chunks,
+                location: Location::Vram,
+            }],
+        });
     }
 
     /// The client's next message other than an allocation, within a minute.
@@ -429,57 +456,57 @@ fn moves_that_find_no_vram_stay_in_host_memory_and_the_rest_come_back() {
     let _ = hog.wait();
 }
 
-/// A process of another user listening on a socket: a squatter, or a daemon run as a
-/// service user. It answers every connection with `Refused`, which tells a client that
-/// trusted it.
-struct Squatter {
+/// A child process listening on a socket the test bound: the process a client's
+/// `SO_PEERCRED` names as its daemon (the kernel records the credentials of a
+/// socket's last `listen`). Killed when dropped.
+struct ListenerProcess {
     pid: libc::pid_t,
 }
 
-impl Squatter {
-    /// Listens on `path` as `uid`; `None` when this test cannot take another uid (it
-    /// does not run as root).
-    fn start(path: &Path, uid: u32) -> Option<Squatter> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return None;
-        }
-        // Bound here; the child listens again after taking the uid, and the kernel
-        // records the credentials of the last listen (what a client's SO_PEERCRED reads).
-        let listener = UnixListener::bind(path).unwrap();
-        let mut refusal = Vec::new();
-        let said = DaemonMsg::Refused {
-            reason: "the squatter answered".into(),
-        };
-        wire::write_frame(&mut refusal, &said).unwrap();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+impl ListenerProcess {
+    /// Listens on `listener` in a child, as `uid` if given; with `answer`, the child
+    /// accepts every connection, reads its hello and writes `answer`; without, it
+    /// accepts nothing and leaves the connections to the test.
+    fn start(listener: &UnixListener, uid: Option<u32>, answer: Option<Vec<u8>>) -> Self {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(listener);
         // SAFETY: the child makes system calls only (another thread of the test may
-        // hold a lock the child would never see released) and ends with _exit.
+        // hold a lock the child would never see released) and never returns.
         match unsafe { libc::fork() } {
             0 => unsafe {
-                if libc::setgid(uid) != 0 || libc::setuid(uid) != 0 || libc::listen(fd, 16) != 0 {
+                let took = uid.is_none_or(|uid| libc::setgid(uid) == 0 && libc::setuid(uid) == 0);
+                if !took || libc::listen(fd, 16) != 0 {
                     libc::_exit(1);
                 }
                 loop {
+                    let Some(answer) = &answer else {
+                        libc::pause();
+                        continue;
+                    };
                     let conn = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
                     if conn >= 0 {
                         // The hello first: a client's write must not find the socket shut.
                         let mut hello = [0u8; 4096];
                         libc::read(conn, hello.as_mut_ptr().cast(), hello.len());
-                        libc::write(conn, refusal.as_ptr().cast(), refusal.len());
+                        libc::write(conn, answer.as_ptr().cast(), answer.len());
                         libc::close(conn);
                     }
                 }
             },
             pid => {
                 assert!(pid > 0, "fork failed");
-                Some(Squatter { pid })
+                ListenerProcess { pid }
             }
         }
     }
+
+    /// Sends the process `signal`.
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: our own child.
+        unsafe { libc::kill(self.pid, signal) };
+    }
 }
 
-impl Drop for Squatter {
+impl Drop for ListenerProcess {
     fn drop(&mut self) {
         // SAFETY: our own child, killed and reaped once.
         unsafe {
@@ -489,13 +516,31 @@ impl Drop for Squatter {
     }
 }
 
+/// A process of another user listening on `path`: a squatter, or a daemon run as a
+/// service user. It answers every connection with `Refused`, which tells a client
+/// that trusted it; `None` when this test cannot take another uid (it does not run as
+/// root).
+fn squat(path: &Path, uid: u32) -> Option<ListenerProcess> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let listener = UnixListener::bind(path).unwrap();
+    let mut refusal = Vec::new();
+    let said = DaemonMsg::Refused {
+        reason: "the squatter answered".into(),
+    };
+    wire::write_frame(&mut refusal, &said).unwrap();
+    Some(ListenerProcess::start(&listener, Some(uid), Some(refusal)))
+}
+
 #[test]
 fn a_socket_of_another_user_is_refused_unless_named_as_the_daemon_user() {
     let dir = std::env::temp_dir().join(format!("gpuswap-fake-{}-squat", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // nobody, as in /etc/passwd.
-    let Some(_squatter) = Squatter::start(&dir.join("d.sock"), 65534) else {
+    let Some(_squatter) = squat(&dir.join("d.sock"), 65534) else {
         eprintln!("skipped: taking another uid needs root");
         return;
     };
@@ -529,4 +574,59 @@ fn a_socket_of_another_user_is_refused_unless_named_as_the_daemon_user() {
     );
     let _ = std::fs::remove_file(format!("/dev/shm{}", shm_name(&dir)));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The first allocation's request and size, unanswered.
+fn first_alloc(fake: &Fake) -> (u64, u64) {
+    match fake.incoming.recv_timeout(Duration::from_secs(60)) {
+        Ok(ClientMsg::Alloc { request, bytes }) => (request, bytes),
+        other => panic!("expected an allocation, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_daemon_that_lives_is_waited_for_however_long_it_takes_to_answer() {
+    let args = ["--buffers", "1", "--size", "4MiB", "--rounds", "1"];
+    let mut fake = Fake::watched("silent-alive", "300ms", &args);
+    let (request, bytes) = first_alloc(&fake);
+    // Deciding, or waiting for another tenant's relocation: alive, so the wait goes on
+    // past the timeout many times over.
+    std::thread::sleep(Duration::from_millis(1500));
+    let client = fake.client.as_mut().unwrap();
+    assert!(client.try_wait().unwrap().is_none(), "the client gave up");
+    fake.grant(request, bytes);
+    fake.grant_until(2);
+    let stderr = fake.finish();
+    assert!(!stderr.contains("lost the gpuswap daemon"), "{stderr}");
+}
+
+#[test]
+fn a_daemon_stopped_or_gone_is_given_up_after_the_timeout() {
+    let args = ["--buffers", "1", "--size", "4MiB", "--rounds", "1"];
+    for (name, signal, state) in [
+        ("silent-stopped", libc::SIGSTOP, "stopped"),
+        ("silent-gone", libc::SIGKILL, "ended"),
+    ] {
+        let mut fake = Fake::watched(name, "300ms", &args);
+        first_alloc(&fake);
+        // Its socket stays open (the test holds it): only its process tells.
+        fake.daemon.as_ref().unwrap().signal(signal);
+        let started = Instant::now();
+        let client = fake.client.as_mut().unwrap();
+        while client.try_wait().unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{name}: the client still waits for a daemon {state}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = fake.client.take().unwrap().wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The waiting allocation fails; the program could go on unmanaged.
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("lost the gpuswap daemon") && stderr.contains(state),
+            "{name}: {stderr}"
+        );
+    }
 }
