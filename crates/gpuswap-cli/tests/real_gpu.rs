@@ -700,3 +700,43 @@ fn a_stopped_daemon_is_given_up_after_the_timeout_and_holds_nothing_when_continu
     // Given up, the connection is shut: the daemon, continued, frees the process's books.
     w.assert_empty();
 }
+
+#[test]
+fn a_forked_child_does_not_keep_its_dead_parents_memory_booked() {
+    let w = World::new("fork", 64);
+    // The child lives 20 s, as a DataLoader worker outlives a crashed trainer.
+    let args = [
+        "--buffers",
+        "2",
+        "--size",
+        "8MiB",
+        "--hold-ms",
+        "20000",
+        "--fork-child-ms",
+        "20000",
+    ];
+    let mut parent = w.client(64, &args).spawn().unwrap();
+    // Read on (the parent must not write into a closed pipe).
+    let mut progress =
+        std::io::BufRead::lines(std::io::BufReader::new(parent.stderr.take().unwrap()));
+    let child: u32 = progress
+        .find_map(|line| {
+            line.unwrap()
+                .strip_prefix("e2e-client: forked child ")?
+                .parse()
+                .ok()
+        })
+        .expect("the client forks");
+    // The child holds the pipe as long as it lives.
+    std::thread::spawn(move || progress.for_each(drop));
+    w.wait_buffers(3);
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    // Only the child holds a copy of the connection now: closed at the fork, it does
+    // not keep the parent booked.
+    let empty = std::panic::catch_unwind(|| w.assert_empty());
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status();
+    empty.unwrap();
+}

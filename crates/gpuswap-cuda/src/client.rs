@@ -4,6 +4,7 @@
 //! so a buffer is mapped before any command can move one of its chunks.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -61,6 +62,9 @@ pub struct Client {
     lost: OnceLock<String>,
     /// The connection, to shut from any thread without waiting for a writer.
     control: UnixStream,
+    /// Every descriptor of the connection (the writer's, the reader's, `control`), for a
+    /// forked child to close without taking a lock.
+    fds: [RawFd; 3],
     /// Why the interposer gave the daemon up itself (it showed no sign of life).
     gave_up: OnceLock<String>,
     contexts: Mutex<Vec<usize>>,
@@ -111,6 +115,7 @@ pub fn connect() -> Result<&'static Client, String> {
     host_pool::set_default_bytes(vram_bytes);
     let reader = stream.try_clone().map_err(|e| talk(e.into()))?;
     let control = stream.try_clone().map_err(|e| talk(e.into()))?;
+    let fds = [&stream, &reader, &control].map(AsRawFd::as_raw_fd);
     let client: &'static Client = Box::leak(Box::new(Client {
         out: Mutex::new(stream),
         vram_bytes,
@@ -122,6 +127,7 @@ pub fn connect() -> Result<&'static Client, String> {
         gate: RwLock::new(()),
         lost: OnceLock::new(),
         control,
+        fds,
         gave_up: OnceLock::new(),
         contexts: Mutex::new(Vec::new()),
         mover: batch::Mover::default(),
@@ -180,6 +186,17 @@ impl Client {
     fn give_up(&self, why: String) {
         let _ = self.gave_up.set(why);
         let _ = self.control.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// In a child after `fork`, closes the child's copies of the connection (never
+    /// shuts it: the connection is the parent's). Only `close`: a thread of the parent
+    /// may have held any lock at the fork.
+    pub fn close_in_child(&self) {
+        for fd in self.fds {
+            // SAFETY: the child's copies of descriptors it never uses again (a forked
+            // child manages nothing); close is async-signal-safe.
+            unsafe { libc::close(fd) };
+        }
     }
 
     /// Why the daemon is gone, if it is: then allocations pass through unmanaged.

@@ -469,6 +469,10 @@ impl ListenerProcess {
     /// accepts nothing and leaves the connections to the test.
     fn start(listener: &UnixListener, uid: Option<u32>, answer: Option<Vec<u8>>) -> Self {
         let fd = std::os::fd::AsRawFd::as_raw_fd(listener);
+        // The child says on `listened` that it listens: no client may connect before.
+        let mut listened = [0; 2];
+        // SAFETY: room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(listened.as_mut_ptr()) }, 0);
         // SAFETY: the child makes system calls only (another thread of the test may
         // hold a lock the child would never see released) and never returns.
         match unsafe { libc::fork() } {
@@ -477,6 +481,7 @@ impl ListenerProcess {
                 if !took || libc::listen(fd, 16) != 0 {
                     libc::_exit(1);
                 }
+                libc::write(listened[1], [1u8].as_ptr().cast(), 1);
                 loop {
                     let Some(answer) = &answer else {
                         libc::pause();
@@ -494,6 +499,15 @@ impl ListenerProcess {
             },
             pid => {
                 assert!(pid > 0, "fork failed");
+                let mut said = [0u8];
+                // SAFETY: reads one byte into `said`, then closes both ends once.
+                let read = unsafe {
+                    let read = libc::read(listened[0], said.as_mut_ptr().cast(), 1);
+                    libc::close(listened[0]);
+                    libc::close(listened[1]);
+                    read
+                };
+                assert_eq!(read, 1, "the listening child failed");
                 ListenerProcess { pid }
             }
         }
