@@ -112,7 +112,7 @@ pub fn connect() -> Result<&'static Client, String> {
         other => return Err(format!("unexpected answer from {shown}: {other:?}")),
     };
     stream.set_read_timeout(None).map_err(|e| talk(e.into()))?;
-    host_pool::set_default_bytes(vram_bytes);
+    host_pool::set_bound(vram_bytes);
     let reader = stream.try_clone().map_err(|e| talk(e.into()))?;
     let control = stream.try_clone().map_err(|e| talk(e.into()))?;
     let fds = [&stream, &reader, &control].map(AsRawFd::as_raw_fd);

@@ -31,7 +31,8 @@
 //! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
 //! `GPUSWAP_HOST_POOL` (pinned host memory kept for evictions: unset, host memory that
 //! moves back to VRAM is kept, up to the daemon's VRAM, for the next eviction; a size
-//! such as `64MiB` caps it and pins that much ahead; `0`, none kept),
+//! such as `64MiB` caps it and pins that much ahead, a size beyond the daemon's VRAM or
+//! the machine's available memory is cut to it with a warning; `0`, none kept),
 //! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
 //! with the interposer's notes at exit, to see which paths a program takes, the time
 //! its chunk moves took per phase, and its bulk moves' count, bytes and GB/s per batch).

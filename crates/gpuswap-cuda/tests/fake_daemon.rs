@@ -44,7 +44,7 @@ impl Fake {
 
     /// [`Fake::start`] on a stand-in of `vram` (its `GPUSWAP_STANDIN_VRAM`).
     fn start_in(name: &str, vram: &str, idle_report_ns: u64, args: &[&str]) -> Fake {
-        Self::start_with(name, vram, idle_report_ns, args, None)
+        Self::start_with(name, vram, idle_report_ns, args, &[], false)
     }
 
     /// [`Fake::start`] whose daemon, as the client's `SO_PEERCRED` names it, is a child
@@ -52,15 +52,19 @@ impl Fake {
     /// answering, or not, on the socket; the client's `GPUSWAP_DAEMON_TIMEOUT` is
     /// `timeout`.
     fn watched(name: &str, timeout: &str, args: &[&str]) -> Fake {
-        Self::start_with(name, "2GiB", 0, args, Some(timeout))
+        let env = [("GPUSWAP_DAEMON_TIMEOUT", timeout)];
+        Self::start_with(name, "2GiB", 0, args, &env, true)
     }
 
+    /// [`Fake::start_in`] with the client's environment `env` added, and with
+    /// `own_process`, [`Fake::watched`]'s daemon process.
     fn start_with(
         name: &str,
         vram: &str,
         idle_report_ns: u64,
         args: &[&str],
-        daemon_timeout: Option<&str>,
+        env: &[(&str, &str)],
+        own_process: bool,
     ) -> Fake {
         let dir = std::env::temp_dir().join(format!("gpuswap-fake-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -68,11 +72,8 @@ impl Fake {
         let socket = dir.join("d.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let mut client = under_interposer(&dir, vram, args);
-        client.env("GPUSWAP_TRACE", "1");
-        let daemon = daemon_timeout.map(|timeout| {
-            client.env("GPUSWAP_DAEMON_TIMEOUT", timeout);
-            ListenerProcess::start(&listener, None, None)
-        });
+        client.env("GPUSWAP_TRACE", "1").envs(env.iter().copied());
+        let daemon = own_process.then(|| ListenerProcess::start(&listener, None, None));
         let client = client.spawn().unwrap();
         let (mut stream, _) = listener.accept().unwrap();
         let hello: ClientMsg = wire::read_frame(&mut stream).unwrap();
@@ -108,8 +109,14 @@ impl Fake {
     }
 
     /// A client of one buffer of `size` (and its scratch), granted, filled and
-    /// suspended on a stand-in of `vram`; returns it and the buffer's id.
-    fn one_buffer_suspended(name: &str, vram: &str, size: &str) -> (Fake, u64) {
+    /// suspended on a stand-in of `vram`, with `env` added to its environment; returns
+    /// it and the buffer's id.
+    fn one_buffer_suspended(
+        name: &str,
+        vram: &str,
+        size: &str,
+        env: &[(&str, &str)],
+    ) -> (Fake, u64) {
         let args = [
             "--buffers",
             "1",
@@ -120,7 +127,7 @@ impl Fake {
             "--hold-ms",
             "300",
         ];
-        let mut fake = Self::start_in(name, vram, 0, &args);
+        let mut fake = Self::start_with(name, vram, 0, &args, env, false);
         // The buffer, filled, then the client's scratch buffer.
         fake.grant_until(2);
         let data = fake.granted[0].0;
@@ -265,7 +272,7 @@ fn a_256_chunk_batch_moves_byte_for_byte_and_single_moves_still_work() {
     const CHUNKS: u32 = 256;
     let bytes = u64::from(CHUNKS) * CHUNK_BYTES;
     let size = format!("{}MiB", bytes / MIB);
-    let (mut fake, data) = Fake::one_buffer_suspended("batch", "2GiB", &size);
+    let (mut fake, data) = Fake::one_buffer_suspended("batch", "2GiB", &size, &[]);
 
     let (failed, error, out_ns) = fake.batch(1, all_chunks(data, CHUNKS, Location::Host));
     assert_eq!((failed.as_slice(), error.as_str()), (&[][..], ""));
@@ -414,7 +421,7 @@ fn without_turns_the_client_says_neither_busy_nor_idle() {
 #[test]
 fn moves_that_find_no_vram_stay_in_host_memory_and_the_rest_come_back() {
     // 16 chunks of 2 MiB and a 2 MiB scratch on a stand-in of 48 MiB.
-    let (mut fake, data) = Fake::one_buffer_suspended("no-vram", "48MiB", "32MiB");
+    let (mut fake, data) = Fake::one_buffer_suspended("no-vram", "48MiB", "32MiB", &[]);
     let (failed, _, _) = fake.batch(1, all_chunks(data, 16, Location::Host));
     assert!(failed.is_empty(), "{failed:?}");
     // Another process takes 42 (40 and its 2 MiB scratch) of the 46 MiB of VRAM left:
@@ -643,4 +650,26 @@ fn a_daemon_stopped_or_gone_is_given_up_after_the_timeout() {
             "{name}: {stderr}"
         );
     }
+}
+
+#[test]
+fn a_host_pool_beyond_the_daemons_vram_is_cut_to_it_with_a_warning() {
+    // 1 TiB of pinned host memory would take the machine's; the daemon's VRAM (2 GiB
+    // here) is the most of the process's data that goes to host memory.
+    let env = [("GPUSWAP_HOST_POOL", "1TiB")];
+    let (mut fake, data) = Fake::one_buffer_suspended("pool-bound", "2GiB", "4MiB", &env);
+    let (failed, _, _) = fake.batch(1, all_chunks(data, 2, Location::Host));
+    assert!(failed.is_empty(), "{failed:?}");
+    fake.send(&DaemonMsg::Resume);
+    let stderr = fake.finish();
+    assert!(
+        stderr.contains("GPUSWAP_HOST_POOL asks for 1024.0 GiB of pinned host memory"),
+        "{stderr}"
+    );
+    let most_mib: u64 = stderr
+        .split("came from the pool (at most ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no pool line in the trace: {stderr}"));
+    assert!(most_mib <= 2048, "{stderr}");
 }
