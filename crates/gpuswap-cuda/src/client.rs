@@ -225,7 +225,11 @@ impl Client {
         else {
             return Err((
                 ffi::CUDA_ERROR_OUT_OF_MEMORY,
-                format!("{bytes} bytes cannot be"),
+                format!(
+                    "{bytes} bytes cannot be rounded up to the allocation granularity of {} \
+                     bytes",
+                    self.granularity
+                ),
             ));
         };
         {

@@ -673,3 +673,32 @@ fn a_host_pool_beyond_the_daemons_vram_is_cut_to_it_with_a_warning() {
         .unwrap_or_else(|| panic!("no pool line in the trace: {stderr}"));
     assert!(most_mib <= 2048, "{stderr}");
 }
+
+#[test]
+fn an_allocation_too_large_to_round_says_why_and_is_out_of_memory() {
+    let mut fake = Fake::start("too-large", 0, &["--try-alloc", "18446744073709551615"]);
+    let out = fake.client.take().unwrap().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "18446744073709551615 bytes cannot be rounded up to the allocation granularity"
+        ) && stderr.contains("CUDA_ERROR_OUT_OF_MEMORY"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_driver_without_cuinit_is_named_plainly() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-fake-{}-no-driver", std::process::id()));
+    let out = under_interposer(&dir, "64MiB", &["--buffers", "1"])
+        .env("GPUSWAP_REAL_LIBCUDA", "/bin/ls")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the CUDA driver library /bin/ls has no cuInit") && !stderr.contains("c\""),
+        "{stderr}"
+    );
+}

@@ -12,6 +12,10 @@
  * does: the child makes no CUDA call, sleeps MS ms and exits; its pid is printed
  * ("e2e-client: forked child PID"). A parent that ends must be seen gone by the daemon.
  *
+ * With --try-alloc BYTES it only calls cuMemAlloc once with BYTES once its context is
+ * current, frees what it got and exits (0, or 2 with the error printed), to see how an
+ * allocation of any size is answered.
+ *
  * With --resolve runtime it finds the calls that allocate, free, copy and launch as the
  * CUDA runtime (libcudart) does: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2",
  * then each function by its base name; an interposer must answer both look-ups.
@@ -105,6 +109,7 @@ static void usage(const char *what, const char *arg)
             "usage: gpuswap-e2e-client [--buffers N] [--size BYTES] [--rounds R] [--seed S]\n"
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
             "                          [--resolve link|runtime] [--fork-child-ms MS]\n"
+            "                          [--try-alloc BYTES]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -116,7 +121,8 @@ static void usage(const char *what, const char *arg)
             "  --resolve runtime  find the calls through dlsym and cuGetProcAddress_v2, as\n"
             "                 libcudart does (default link: the symbols the program links)\n"
             "  --fork-child-ms MS  once allocated, fork a child that makes no CUDA call and\n"
-            "                 exits after MS ms\n",
+            "                 exits after MS ms\n"
+            "  --try-alloc BYTES  only allocate BYTES once (any number below 2^64) and exit\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -254,7 +260,7 @@ static void fork_child(uint64_t ms)
 int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
-    uint64_t fork_child_ms = 0;
+    uint64_t fork_child_ms = 0, try_alloc = 0;
     const char *ptx = NULL;
     int own_context = 0, resolve_runtime = 0;
     for (int i = 1; i < argc; i++) {
@@ -275,6 +281,8 @@ int main(int argc, char **argv)
             hold_ms = number(a, v, 86400000);
         else if (!strcmp(a, "--fork-child-ms"))
             fork_child_ms = number(a, v, 86400000);
+        else if (!strcmp(a, "--try-alloc"))
+            try_alloc = number(a, v, UINT64_MAX);
         else if (!strcmp(a, "--ptx") && v == NULL)
             usage("missing file after ", a);
         else if (!strcmp(a, "--ptx"))
@@ -310,6 +318,12 @@ int main(int argc, char **argv)
     else {
         CK(cuDevicePrimaryCtxRetain(&ctx, dev), -1, 0);
         CK(cuCtxSetCurrent(ctx), -1, 0);
+    }
+    if (try_alloc > 0) {
+        CUdeviceptr probe;
+        CK(cuMemAlloc_v2(&probe, (size_t)try_alloc), -1, 0);
+        CK(cuMemFree_v2(probe), -1, 0);
+        return 0;
     }
     if (ptx != NULL)
         CK(cuModuleLoadData(&mod, read_file(ptx)), -1, 0);
