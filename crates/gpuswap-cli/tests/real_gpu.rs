@@ -695,4 +695,142 @@ fn churn_loses_no_byte_and_leaves_nothing_booked() {
          (about {verified_bytes} bytes written and read back), nothing left booked"
     );
     assert!(verified_runs >= rounds * 2, "too few processes finished");
+#[test]
+fn a_refusal_for_a_limit_or_no_room_is_out_of_memory_to_the_program() {
+    // PyTorch frees its cache and retries on CUDA_ERROR_OUT_OF_MEMORY, and raises its
+    // OutOfMemoryError; CUDA_ERROR_INVALID_VALUE reads as a bug in the program.
+    let contracts = "[process.limited]\nmemory_limit = \"8MiB\"\n\n\
+                     [process.hostless]\nhost_limit = \"4MiB\"\n";
+    let w = World::with_contracts("oom-errors", 64, Some(contracts));
+    for (name, size, buffers) in [("limited", "8MiB", "2"), ("hostless", "24MiB", "3")] {
+        let out = w
+            .client(64, &["--buffers", buffers, "--size", size, "--rounds", "1"])
+            .env("GPUSWAP_TENANT_NAME", name)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("cuMemAlloc") && stderr.contains("CUDA_ERROR_OUT_OF_MEMORY"),
+            "{name}: {stderr}"
+        );
+    }
+    w.assert_empty();
+}
+
+#[test]
+fn a_socket_folder_others_may_write_in_is_refused_by_the_daemon_and_its_clients() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new("open-folder", 64);
+    // Anyone could have put a socket of theirs there, or could replace the daemon's.
+    std::fs::set_permissions(&w.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = w
+        .client(64, &["--buffers", "1", "--size", "4MiB", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("writable by others") && stderr.contains("cuInit"),
+        "{stderr}"
+    );
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["daemon", "--quiet", "--vram", "64MiB", "--socket"])
+        .arg(w.dir.join("second.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = daemon.kill();
+            panic!("the daemon listens in a folder others may write in");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = daemon.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("writable by others"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_stopped_daemon_is_given_up_after_the_timeout_and_holds_nothing_when_continued() {
+    let w = World::new("daemon-stopped", 64);
+    let args = [
+        "--buffers",
+        "2",
+        "--size",
+        "8MiB",
+        "--rounds",
+        "2",
+        "--hold-ms",
+        "1000",
+    ];
+    let client = w
+        .client(64, &args)
+        .env("GPUSWAP_DAEMON_TIMEOUT", "300ms")
+        .spawn()
+        .unwrap();
+    w.wait_buffers(3);
+    let daemon = w.daemon.id().to_string();
+    let signal = |name: &str| {
+        let sent = Command::new("kill").args([name, &daemon]).status().unwrap();
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    let out = client.wait_with_output().unwrap();
+    signal("-CONT");
+    verified(&out, "orphan");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "lost the gpuswap daemon (its process, pid {daemon}, has stopped"
+        )),
+        "{stderr}"
+    );
+    // Given up, the connection is shut: the daemon, continued, frees the process's books.
+    w.assert_empty();
+}
+
+#[test]
+fn a_forked_child_does_not_keep_its_dead_parents_memory_booked() {
+    let w = World::new("fork", 64);
+    // The child lives 20 s, as a DataLoader worker outlives a crashed trainer.
+    let args = [
+        "--buffers",
+        "2",
+        "--size",
+        "8MiB",
+        "--hold-ms",
+        "20000",
+        "--fork-child-ms",
+        "20000",
+    ];
+    let mut parent = w.client(64, &args).spawn().unwrap();
+    // Read on (the parent must not write into a closed pipe).
+    let mut progress =
+        std::io::BufRead::lines(std::io::BufReader::new(parent.stderr.take().unwrap()));
+    let child: u32 = progress
+        .find_map(|line| {
+            line.unwrap()
+                .strip_prefix("e2e-client: forked child ")?
+                .parse()
+                .ok()
+        })
+        .expect("the client forks");
+    // The child holds the pipe as long as it lives.
+    std::thread::spawn(move || progress.for_each(drop));
+    w.wait_buffers(3);
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    // Only the child holds a copy of the connection now: closed at the fork, it does
+    // not keep the parent booked.
+    let empty = std::panic::catch_unwind(|| w.assert_empty());
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status();
+    empty.unwrap();
 }

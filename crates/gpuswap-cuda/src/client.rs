@@ -4,6 +4,7 @@
 //! so a buffer is mapped before any command can move one of its chunks.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -15,6 +16,8 @@ use crate::demand::{Demand, Outbox};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
+use crate::liveness;
+use crate::trust;
 
 /// A buffer the daemon placed.
 struct Buffer {
@@ -57,6 +60,13 @@ pub struct Client {
     /// Set once, when the connection to the daemon is lost: every launch asks, so a read
     /// takes no lock.
     lost: OnceLock<String>,
+    /// The connection, to shut from any thread without waiting for a writer.
+    control: UnixStream,
+    /// Every descriptor of the connection (the writer's, the reader's, `control`), for a
+    /// forked child to close without taking a lock.
+    fds: [RawFd; 3],
+    /// Why the interposer gave the daemon up itself (it showed no sign of life).
+    gave_up: OnceLock<String>,
     contexts: Mutex<Vec<usize>>,
     /// What chunk moves keep between them.
     mover: batch::Mover,
@@ -76,6 +86,7 @@ pub fn connect() -> Result<&'static Client, String> {
              without it"
         )
     })?;
+    let daemon = trust::daemon(&stream, &path)?;
     let talk = |e: wire::FrameError| format!("talking to the gpuswap daemon at {shown}: {e}");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -101,8 +112,10 @@ pub fn connect() -> Result<&'static Client, String> {
         other => return Err(format!("unexpected answer from {shown}: {other:?}")),
     };
     stream.set_read_timeout(None).map_err(|e| talk(e.into()))?;
-    host_pool::set_default_bytes(vram_bytes);
+    host_pool::set_bound(vram_bytes);
     let reader = stream.try_clone().map_err(|e| talk(e.into()))?;
+    let control = stream.try_clone().map_err(|e| talk(e.into()))?;
+    let fds = [&stream, &reader, &control].map(AsRawFd::as_raw_fd);
     let client: &'static Client = Box::leak(Box::new(Client {
         out: Mutex::new(stream),
         vram_bytes,
@@ -113,6 +126,9 @@ pub fn connect() -> Result<&'static Client, String> {
         next_request: std::sync::atomic::AtomicU64::new(1),
         gate: RwLock::new(()),
         lost: OnceLock::new(),
+        control,
+        fds,
+        gave_up: OnceLock::new(),
         contexts: Mutex::new(Vec::new()),
         mover: batch::Mover::default(),
         demand: (idle_report_ns > 0).then(|| Demand::new(idle_report_ns)),
@@ -124,6 +140,11 @@ pub fn connect() -> Result<&'static Client, String> {
     if let Some(demand) = &client.demand {
         demand.start_timer(client)?;
     }
+    liveness::watch(
+        daemon.pid,
+        || client.lost().is_some(),
+        |why| client.give_up(why),
+    )?;
     Ok(client)
 }
 
@@ -160,6 +181,24 @@ impl Client {
         held
     }
 
+    /// Gives the daemon up for `why`: the connection is shut, and the reader thread
+    /// takes the "daemon lost" path (it fails what waits and lifts a suspension).
+    fn give_up(&self, why: String) {
+        let _ = self.gave_up.set(why);
+        let _ = self.control.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// In a child after `fork`, closes the child's copies of the connection (never
+    /// shuts it: the connection is the parent's). Only `close`: a thread of the parent
+    /// may have held any lock at the fork.
+    pub fn close_in_child(&self) {
+        for fd in self.fds {
+            // SAFETY: the child's copies of descriptors it never uses again (a forked
+            // child manages nothing); close is async-signal-safe.
+            unsafe { libc::close(fd) };
+        }
+    }
+
     /// Why the daemon is gone, if it is: then allocations pass through unmanaged.
     pub fn lost(&self) -> Option<&str> {
         self.lost.get().map(String::as_str)
@@ -186,7 +225,11 @@ impl Client {
         else {
             return Err((
                 ffi::CUDA_ERROR_OUT_OF_MEMORY,
-                format!("{bytes} bytes cannot be"),
+                format!(
+                    "{bytes} bytes cannot be rounded up to the allocation granularity of {} \
+                     bytes",
+                    self.granularity
+                ),
             ));
         };
         {
@@ -246,6 +289,7 @@ impl Client {
             Ok(why) => why,
             Err(_) => "internal error (a panic) in the interposer's thread".to_owned(),
         };
+        let why = self.gave_up.get().cloned().unwrap_or(why);
         let why = format!("lost the gpuswap daemon ({why}); new allocations are unmanaged");
         diag::warn(&why);
         let _ = lock(&self.out).shutdown(std::net::Shutdown::Both);

@@ -80,16 +80,45 @@ pub fn real_dlsym() -> DlsymFn {
 fn real_library() -> Option<usize> {
     static HANDLE: OnceLock<Option<usize>> = OnceLock::new();
     *HANDLE.get_or_init(|| {
-        let name = std::env::var("GPUSWAP_REAL_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".into());
+        let name = library_name();
         let c = std::ffi::CString::new(name.clone()).unwrap_or_default();
         // SAFETY: a NUL-terminated path; the handle is kept for the process's life.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
         if h.is_null() {
-            diag::warn(&format!("cannot load the CUDA driver library {name}"));
+            // SAFETY: dlerror returns null or a NUL-terminated message of this thread's
+            // last failure, read at once.
+            let error = unsafe { libc::dlerror() };
+            let why = if error.is_null() {
+                String::new()
+            } else {
+                // SAFETY: as above.
+                format!(": {}", unsafe { CStr::from_ptr(error) }.to_string_lossy())
+            };
+            diag::warn(&format!("cannot load the CUDA driver library {name}{why}"));
             return None;
         }
         Some(h as usize)
     })
+}
+
+/// The driver library's name: `GPUSWAP_REAL_LIBCUDA`, else `libcuda.so.1`.
+fn library_name() -> String {
+    std::env::var("GPUSWAP_REAL_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".into())
+}
+
+/// Ends the process: the driver has no function `name`, which the interposer cannot do
+/// without.
+pub fn missing(name: &CStr) -> ! {
+    let unloaded = if real_library().is_none() {
+        " (it could not be loaded)"
+    } else {
+        ""
+    };
+    diag::die(&format!(
+        "the CUDA driver library {} has no {}{unloaded}",
+        library_name(),
+        name.to_string_lossy()
+    ))
 }
 
 /// The real driver's function `name`, or 0 (no such function, or no driver).
@@ -106,7 +135,7 @@ macro_rules! real {
         static ADDR: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         let addr = *ADDR.get_or_init(|| $crate::ffi::real_symbol($name));
         if addr == 0 {
-            $crate::diag::die(concat!("the CUDA driver has no ", stringify!($name)));
+            $crate::ffi::missing($name);
         }
         // SAFETY: the driver exports `$name` with this signature (cuda.h).
         unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($arg),*) -> $ret>(addr) }

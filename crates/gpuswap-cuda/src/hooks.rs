@@ -26,8 +26,14 @@ static MODE: OnceLock<Mode> = OnceLock::new();
 /// parent's context in a child).
 static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The child's side of `fork`: it manages nothing, and closes its copy of the
+/// connection, so that a parent that ends is seen gone while the child lives (a program
+/// the child execs connects as a tenant of its own).
 extern "C" fn forked_child() {
     FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(Mode::Managed(c)) = MODE.get() {
+        c.close_in_child();
+    }
 }
 
 /// The daemon's client, connected or lost, unless this is a forked child.

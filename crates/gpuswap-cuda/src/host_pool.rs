@@ -9,6 +9,9 @@
 //! - unset: the daemon's VRAM (`Welcome::vram_bytes`), as much as the process's data
 //!   may hold in host memory when the daemon sends nothing better; nothing is pinned
 //!   ahead;
+//! - whatever it says, at most that (or the machine's available memory, if smaller): a
+//!   larger size is cut with a warning, as a pool without a bound would pin host memory
+//!   until the process's own calls fail;
 //! - a size: that much, and a thread pins chunks ahead up to it while the process copies
 //!   (it starts at the first eviction). On the H100 a 64 MiB pool pinned ahead made
 //!   2 MiB evictions 1.7 times faster and 8 MiB ones 1.1 times slower (one run each; the
@@ -78,13 +81,37 @@ fn lock() -> std::sync::MutexGuard<'static, Pool> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The pool's size when `GPUSWAP_HOST_POOL` is unset: the daemon's VRAM, set at the
-/// connection.
-static DEFAULT_BYTES: AtomicU64 = AtomicU64::new(0);
+/// The most the pool may keep, and its size when `GPUSWAP_HOST_POOL` is unset: the
+/// daemon's VRAM or the machine's available memory, the smaller, set at the connection.
+static BOUND_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// Sizes the pool, unless `GPUSWAP_HOST_POOL` does, by the VRAM the daemon manages.
-pub(crate) fn set_default_bytes(vram_bytes: u64) {
-    DEFAULT_BYTES.store(vram_bytes, Ordering::Relaxed);
+/// Bounds the pool by the VRAM the daemon manages (the most of the process's data the
+/// daemon places in host memory, its host budget as a tenant sees it) and by the
+/// memory the machine has available; says so when `GPUSWAP_HOST_POOL` asks for more.
+pub(crate) fn set_bound(vram_bytes: u64) {
+    let available = available_bytes();
+    let bound = vram_bytes.min(available.unwrap_or(u64::MAX));
+    BOUND_BYTES.store(bound, Ordering::Relaxed);
+    if let Some(asked) = asked_bytes().filter(|asked| *asked > bound) {
+        let why = if bound < vram_bytes {
+            "the memory this machine has available"
+        } else {
+            "the daemon's VRAM, the most of this process's data it places in host memory"
+        };
+        diag::warn(&format!(
+            "GPUSWAP_HOST_POOL asks for {} of pinned host memory; at most {} is kept ({why})",
+            gpuswap_units::format_bytes(asked),
+            gpuswap_units::format_bytes(bound)
+        ));
+    }
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes; `None` where it cannot be read.
+fn available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// `GPUSWAP_HOST_POOL`: bytes, or a number with a unit (`64MiB`); `None` when unset. An
@@ -106,7 +133,8 @@ fn asked_bytes() -> Option<u64> {
 
 /// The most bytes kept.
 fn pool_bytes() -> u64 {
-    asked_bytes().unwrap_or_else(|| DEFAULT_BYTES.load(Ordering::Relaxed))
+    let bound = BOUND_BYTES.load(Ordering::Relaxed);
+    asked_bytes().map_or(bound, |asked| asked.min(bound))
 }
 
 /// A bare number is bytes (what this variable always took); anything else is a size as

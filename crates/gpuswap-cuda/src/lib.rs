@@ -17,14 +17,22 @@
 //! - `batch`: chunk moves, one or a batch at a time, with their copies in flight
 //!   together;
 //! - `demand`: the busy and idle reports of the daemon's turns;
-//! - `host_pool`: pinned host memory kept across moves for evictions.
+//! - `host_pool`: pinned host memory kept across moves for evictions;
+//! - `liveness`: the watch of the daemon's process, given up when it shows no sign of
+//!   life;
+//! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
+//!   listening process's uid).
 //!
-//! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_PASSTHROUGH=1` (forward
+//! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_DAEMON_USER` (the user,
+//! a name or a uid, of a daemon run as neither the process's user nor root),
+//! `GPUSWAP_DAEMON_TIMEOUT` (how long the daemon's process may be stopped or gone before
+//! the interposer gives it up, default `30s`; `0`, never), `GPUSWAP_PASSTHROUGH=1` (forward
 //! everything, manage nothing), `GPUSWAP_TENANT_NAME` (the name reports show),
 //! `GPUSWAP_REAL_LIBCUDA` (the driver library to forward to, default `libcuda.so.1`),
 //! `GPUSWAP_HOST_POOL` (pinned host memory kept for evictions: unset, host memory that
 //! moves back to VRAM is kept, up to the daemon's VRAM, for the next eviction; a size
-//! such as `64MiB` caps it and pins that much ahead; `0`, none kept),
+//! such as `64MiB` caps it and pins that much ahead, a size beyond the daemon's VRAM or
+//! the machine's available memory is cut to it with a warning; `0`, none kept),
 //! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
 //! with the interposer's notes at exit, to see which paths a program takes, the time
 //! its chunk moves took per phase, and its bulk moves' count, bytes and GB/s per batch).
@@ -36,6 +44,8 @@ mod diag;
 mod ffi;
 mod hooks;
 mod host_pool;
+mod liveness;
+mod trust;
 
 /// The names of the driver entry points the interposer exports, for documentation and
 /// tests.

@@ -677,10 +677,7 @@ impl Endpoint {
                 error,
             } => {
                 if let Some(client) = self.answered(tenant, request) {
-                    let out_of_memory = matches!(
-                        error,
-                        AllocError::OutOfMemory { .. } | AllocError::OutOfHostMemory { .. }
-                    );
+                    let out_of_memory = !matches!(error, AllocError::ZeroBytes);
                     self.send_tenant(
                         tenant,
                         DaemonMsg::AllocFailed {

@@ -62,6 +62,7 @@ enum Arrival {
 pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), DaemonError> {
     check_policy(&config.policy).map_err(DaemonError::Policy)?;
     let path = config.socket.clone();
+    wire::prepare_socket_dir(&path, socket::euid()).map_err(DaemonError::Policy)?;
     let listener = listen(&path)?;
     let (tx, rx) = mpsc::channel::<Arrival>();
     std::thread::Builder::new()

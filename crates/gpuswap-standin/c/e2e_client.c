@@ -8,6 +8,14 @@
  * a GPU machine (there run it with --ptx e2e_kernels.ptx). Before the rounds it checks
  * gpuswap_axpy once on a small scratch buffer.
  *
+ * With --fork-child-ms MS it forks once its buffers are allocated, as PyTorch's DataLoader
+ * does: the child makes no CUDA call, sleeps MS ms and exits; its pid is printed
+ * ("e2e-client: forked child PID"). A parent that ends must be seen gone by the daemon.
+ *
+ * With --try-alloc BYTES it only calls cuMemAlloc once with BYTES once its context is
+ * current, frees what it got and exits (0, or 2 with the error printed), to see how an
+ * allocation of any size is answered.
+ *
  * With --resolve runtime it finds the calls that allocate, free, copy and launch as the
  * CUDA runtime (libcudart) does: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2",
  * then each function by its base name; an interposer must answer both look-ups.
@@ -22,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_subset.h"
 #include "gpuswap_common.h"
@@ -99,7 +108,8 @@ static void usage(const char *what, const char *arg)
             "e2e-client: %s%s\n"
             "usage: gpuswap-e2e-client [--buffers N] [--size BYTES] [--rounds R] [--seed S]\n"
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
-            "                          [--resolve link|runtime]\n"
+            "                          [--resolve link|runtime] [--fork-child-ms MS]\n"
+            "                          [--try-alloc BYTES]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -109,7 +119,10 @@ static void usage(const char *what, const char *arg)
             "  --ptx FILE     load this PTX as the module (default: the stand-in's built-in)\n"
             "  --own-context  use cuCtxCreate_v2 instead of the primary context\n"
             "  --resolve runtime  find the calls through dlsym and cuGetProcAddress_v2, as\n"
-            "                 libcudart does (default link: the symbols the program links)\n",
+            "                 libcudart does (default link: the symbols the program links)\n"
+            "  --fork-child-ms MS  once allocated, fork a child that makes no CUDA call and\n"
+            "                 exits after MS ms\n"
+            "  --try-alloc BYTES  only allocate BYTES once (any number below 2^64) and exit\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -228,9 +241,26 @@ static void check_axpy(CUdeviceptr scratch)
     }
 }
 
+/* A child that holds nothing of its own, as a DataLoader worker: it sleeps and exits. */
+static void fork_child(uint64_t ms)
+{
+    fflush(stderr);
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "e2e-client: fork failed\n");
+        exit(2);
+    }
+    if (child == 0) {
+        sleep_ms(ms);
+        _exit(0);
+    }
+    fprintf(stderr, "e2e-client: forked child %d\n", (int)child);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
+    uint64_t fork_child_ms = 0, try_alloc = 0;
     const char *ptx = NULL;
     int own_context = 0, resolve_runtime = 0;
     for (int i = 1; i < argc; i++) {
@@ -249,6 +279,10 @@ int main(int argc, char **argv)
             seed = number(a, v, UINT32_MAX);
         else if (!strcmp(a, "--hold-ms"))
             hold_ms = number(a, v, 86400000);
+        else if (!strcmp(a, "--fork-child-ms"))
+            fork_child_ms = number(a, v, 86400000);
+        else if (!strcmp(a, "--try-alloc"))
+            try_alloc = number(a, v, UINT64_MAX);
         else if (!strcmp(a, "--ptx") && v == NULL)
             usage("missing file after ", a);
         else if (!strcmp(a, "--ptx"))
@@ -285,6 +319,12 @@ int main(int argc, char **argv)
         CK(cuDevicePrimaryCtxRetain(&ctx, dev), -1, 0);
         CK(cuCtxSetCurrent(ctx), -1, 0);
     }
+    if (try_alloc > 0) {
+        CUdeviceptr probe;
+        CK(cuMemAlloc_v2(&probe, (size_t)try_alloc), -1, 0);
+        CK(cuMemFree_v2(probe), -1, 0);
+        return 0;
+    }
     if (ptx != NULL)
         CK(cuModuleLoadData(&mod, read_file(ptx)), -1, 0);
     else
@@ -299,6 +339,8 @@ int main(int argc, char **argv)
     }
     CK(cuMemAlloc_v2(&scratch, 4096 + 2 * AXPY_N * sizeof(float)), -1, 0);
     CK(cuCtxSynchronize(), -1, 0);
+    if (fork_child_ms > 0)
+        fork_child(fork_child_ms);
     fprintf(stderr, "e2e-client: allocated %" PRIu64 " buffers of %" PRIu64 " bytes\n", buffers,
             size);
     check_axpy(scratch);
