@@ -695,6 +695,8 @@ fn churn_loses_no_byte_and_leaves_nothing_booked() {
          (about {verified_bytes} bytes written and read back), nothing left booked"
     );
     assert!(verified_runs >= rounds * 2, "too few processes finished");
+}
+
 #[test]
 fn a_refusal_for_a_limit_or_no_room_is_out_of_memory_to_the_program() {
     // PyTorch frees its cache and retries on CUDA_ERROR_OUT_OF_MEMORY, and raises its
