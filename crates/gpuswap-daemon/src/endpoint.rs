@@ -15,6 +15,7 @@ use gpuswap_core::{
 };
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
+use crate::claims;
 use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
@@ -389,22 +390,21 @@ impl Endpoint {
     fn alloc(&mut self, conn: ConnId, tenant: TenantId, request: u64, bytes: u64) {
         let m = self.manager.as_ref().expect("a tenant exists");
         let most = m.config().vram_bytes.saturating_add(m.config().host_bytes);
-        if bytes > most {
-            // Beyond everything the daemon has: refused before the policies lay out
-            // chunks for it.
-            self.send(
-                conn,
-                DaemonMsg::AllocFailed {
-                    request,
-                    out_of_memory: true,
-                    error: format!(
-                        "{bytes} bytes asked; the daemon manages {most} bytes of VRAM \
-                         and host memory in all"
-                    ),
-                },
-            );
-            return;
-        }
+        let bytes = match claims::check_request(bytes, m.config().chunk_bytes, most) {
+            Ok(placed) => placed,
+            Err(error) => {
+                // Refused before the policies lay out chunks for it.
+                self.send(
+                    conn,
+                    DaemonMsg::AllocFailed {
+                        request,
+                        out_of_memory: true,
+                        error,
+                    },
+                );
+                return;
+            }
+        };
         let c = self.conns.get_mut(&conn).expect("present");
         let id = RequestId(self.next_request);
         self.next_request += 1;
@@ -509,9 +509,11 @@ impl Endpoint {
         }
     }
 
-    /// Builds the manager at the first hello when no VRAM size was given, and checks
-    /// that the device's granularity divides the chunk size.
+    /// Checks the hello's claims (a device no larger than any GPU, a granularity that
+    /// divides the chunk size) and builds the manager at the first hello when no VRAM
+    /// size was given.
     fn admit(&mut self, device_total_bytes: u64, granularity_bytes: u64) -> Result<(), String> {
+        claims::check_device(device_total_bytes)?;
         let chunk = self.config.chunk_bytes;
         if granularity_bytes == 0 || !chunk.is_multiple_of(granularity_bytes) {
             return Err(format!(

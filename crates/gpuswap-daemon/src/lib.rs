@@ -12,6 +12,7 @@
 
 mod backend;
 pub mod check;
+mod claims;
 mod config;
 pub mod endpoint;
 mod serve;

@@ -35,20 +35,33 @@ fn daemon(name: &str, vram_mib: u64) -> Daemon {
 
 /// A daemon whose processes get `contracts` by name.
 fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>) -> Daemon {
+    let mut config = config(name);
+    config.vram_bytes = Some(vram_mib * MIB);
+    config.contracts = contracts;
+    start(config)
+}
+
+/// The configuration of a test daemon named `name`: 1 TiB of host memory, 2 MiB
+/// chunks, and VRAM taken from the first tenant's device.
+fn config(name: &str) -> DaemonConfig {
     let dir = std::env::temp_dir().join(format!("gpuswapd-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("d.sock");
-    let config = DaemonConfig {
-        socket: socket.clone(),
-        vram_bytes: Some(vram_mib * MIB),
+    DaemonConfig {
+        socket: dir.join("d.sock"),
+        vram_bytes: None,
         host_bytes: 1 << 40,
         chunk_bytes: 2 * MIB,
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 50_000_000,
         verbose: false,
-        contracts,
+        contracts: BTreeMap::new(),
         gpu_time: Default::default(),
-    };
+    }
+}
+
+/// Starts a daemon on its own thread and waits for its socket.
+fn start(config: DaemonConfig) -> Daemon {
+    let socket = config.socket.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let thread =
@@ -555,4 +568,52 @@ fn a_frozen_peer_does_not_delay_another_peers_allocation() {
     eprintln!("the other peer was answered in {waited:?}");
     assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
     drop(frozen);
+}
+
+/// Sends `hello` on a new connection and returns the daemon's answer and the stream.
+fn say_hello(
+    socket: &Path,
+    device_total_bytes: u64,
+    granularity_bytes: u64,
+) -> (DaemonMsg, UnixStream) {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let hello = ClientMsg::Hello {
+        protocol: PROTOCOL_VERSION,
+        pid: 1,
+        name: "claims".into(),
+        device_total_bytes,
+        granularity_bytes,
+    };
+    wire::write_frame(&mut s, &hello).unwrap();
+    (wire::read_frame(&mut s).unwrap(), s)
+}
+
+/// One hello claiming a 2^64-byte device once set the budget of a daemon started
+/// without --vram, and a 1 PiB allocation then laid out 2^29 chunks: the daemon
+/// aborted. The claim is refused at the hello now, and the daemon serves on.
+#[test]
+fn a_hello_claiming_an_impossible_device_is_refused_and_the_daemon_lives() {
+    let d = start(config("claims"));
+    let (answer, mut s) = say_hello(&d.socket, u64::MAX, 2 * MIB);
+    let DaemonMsg::Refused { reason } = answer else {
+        // The old daemon welcomed it: the allocation that follows aborts it.
+        wire::write_frame(
+            &mut s,
+            &ClientMsg::Alloc {
+                request: 0,
+                bytes: 1 << 50,
+            },
+        )
+        .unwrap();
+        let _ = wire::read_frame::<DaemonMsg>(&mut s);
+        panic!("welcomed: {answer:?}")
+    };
+    assert!(reason.contains("more than any GPU"), "{reason}");
+    // A real device's hello is welcomed, and a 1 PiB request refused before any layout.
+    let mut t = Tenant::connect(&d.socket, "real");
+    let error = t.alloc(1 << 50).unwrap_err();
+    assert!(error.contains("bytes asked"), "{error}");
+    t.alloc(2 * MIB).unwrap();
+    assert_eq!(observe(&d.socket).unwrap().tenants.len(), 1);
 }
