@@ -62,6 +62,9 @@ pub enum EndpointEvent {
 struct Conn {
     pid: u32,
     name: String,
+    /// The device's allocation granularity, from the hello: allocations are rounded up
+    /// to it, as the process maps them.
+    granularity_bytes: u64,
     tenant: Option<TenantId>,
     suspended: bool,
     /// Allocations waiting for an answer: the core's request number, the client's, and
@@ -223,6 +226,7 @@ impl Endpoint {
                 let c = Conn {
                     pid,
                     name: String::new(),
+                    granularity_bytes: self.config.chunk_bytes,
                     tenant: None,
                     suspended: false,
                     pending: Vec::new(),
@@ -274,7 +278,7 @@ impl Endpoint {
                     self.refuse(conn, reason);
                     return;
                 }
-                self.start_tenant(conn, name);
+                self.start_tenant(conn, name, granularity_bytes);
             }
             (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
                 self.alloc(conn, tenant, request, bytes);
@@ -337,8 +341,9 @@ impl Endpoint {
     }
 
     /// An admitted hello: the connection becomes a tenant under the lowest free number,
-    /// with the contract configured for its name, and is welcomed.
-    fn start_tenant(&mut self, conn: ConnId, name: String) {
+    /// with the contract configured for its name and its device's granularity, and is
+    /// welcomed.
+    fn start_tenant(&mut self, conn: ConnId, name: String, granularity_bytes: u64) {
         let manager = self.manager.as_mut().expect("admit builds the manager");
         let number = match self.tenants.iter().position(Option::is_none) {
             Some(free) => free,
@@ -365,6 +370,7 @@ impl Endpoint {
         let c = self.conns.get_mut(&conn).expect("present");
         c.tenant = Some(tenant);
         c.name = name;
+        c.granularity_bytes = granularity_bytes;
         self.log(format!(
             "{tenant} connected: pid {}, {:?}",
             self.conns[&conn].pid, self.conns[&conn].name
@@ -390,7 +396,8 @@ impl Endpoint {
     fn alloc(&mut self, conn: ConnId, tenant: TenantId, request: u64, bytes: u64) {
         let m = self.manager.as_ref().expect("a tenant exists");
         let most = m.config().vram_bytes.saturating_add(m.config().host_bytes);
-        let bytes = match claims::check_request(bytes, m.config().chunk_bytes, most) {
+        let granularity = self.conns[&conn].granularity_bytes;
+        let bytes = match claims::check_request(bytes, granularity, m.config().chunk_bytes, most) {
             Ok(placed) => placed,
             Err(error) => {
                 // Refused before the policies lay out chunks for it.
@@ -515,13 +522,7 @@ impl Endpoint {
     fn admit(&mut self, device_total_bytes: u64, granularity_bytes: u64) -> Result<(), String> {
         claims::check_device(device_total_bytes)?;
         let chunk = self.config.chunk_bytes;
-        if granularity_bytes == 0 || !chunk.is_multiple_of(granularity_bytes) {
-            return Err(format!(
-                "the daemon's chunk size ({chunk} bytes) is not a multiple of the device's \
-                 allocation granularity ({granularity_bytes} bytes): restart it with \
-                 --chunk-size a multiple of it"
-            ));
-        }
+        claims::check_granularity(granularity_bytes, chunk)?;
         if self.manager.is_none() && device_total_bytes < chunk {
             return Err(format!(
                 "the device reports {device_total_bytes} bytes of memory, less than a chunk: \

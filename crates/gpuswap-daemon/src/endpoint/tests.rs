@@ -267,3 +267,56 @@ fn refusals_and_observations_come_before_their_close() {
     assert_eq!(snap.uptime_s, 1.5);
     assert_eq!(closes(&mut e), [3]);
 }
+
+/// Says hello on a new connection `conn` from a device of `granularity_bytes`, and
+/// returns the daemon's answer.
+fn hello_granular(e: &mut Endpoint, conn: ConnId, granularity_bytes: u64) -> DaemonMsg {
+    e.handle(
+        0,
+        Input::Accepted {
+            conn,
+            pid: 9,
+            uid: UID,
+        },
+    );
+    let hello = ClientMsg::Hello {
+        protocol: PROTOCOL_VERSION,
+        pid: 9,
+        name: "g".into(),
+        device_total_bytes: 1 << 30,
+        granularity_bytes,
+    };
+    e.handle(0, Input::Frame(conn, hello));
+    only(e, conn)
+}
+
+/// A granularity of 1 (or any that is not a power of two of a page or more) is
+/// refused with a message; the daemon counts what a process maps, its allocations
+/// rounded up to its granularity: six 1-byte allocations are six granules, not 6 bytes.
+#[test]
+fn granularities_are_checked_and_allocations_rounded_to_them() {
+    let mut e = endpoint(64, 50 * MS);
+    for (conn, bad) in [(1, 1), (2, 3 * 4096), (3, 2048)] {
+        let DaemonMsg::Refused { reason } = hello_granular(&mut e, conn, bad) else {
+            panic!("granularity {bad} welcomed")
+        };
+        assert!(reason.contains("not a power of two"), "{reason}");
+        assert_eq!(closes(&mut e), [conn]);
+    }
+    for (conn, granularity) in [(4, 2 * MIB), (5, 4096)] {
+        let welcome = hello_granular(&mut e, conn, granularity);
+        assert!(matches!(welcome, DaemonMsg::Welcome { .. }), "{welcome:?}");
+        for request in 0..6 {
+            alloc(&mut e, MS, conn, request, 1);
+            let DaemonMsg::Granted { bytes, .. } = only(&mut e, conn) else {
+                panic!("not granted")
+            };
+            assert_eq!(bytes, granularity);
+        }
+    }
+    let snap = e.snapshot();
+    let used: Vec<u64> = snap.tenants.iter().map(|t| t.vram_bytes).collect();
+    assert_eq!(used, [6 * 2 * MIB, 6 * 4096]);
+    assert_eq!(snap.vram_used_bytes, 6 * 2 * MIB + 6 * 4096);
+    e.check_invariants().unwrap();
+}
