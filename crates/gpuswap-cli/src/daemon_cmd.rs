@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
-use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
+use gpuswap_daemon::{
+    DEFAULT_MAX_CONNECTIONS, DaemonConfig, check_policy, observe, serve, socket_path,
+};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
 use gpuswap_wire::{ContractRow, Snapshot, TenantRow};
 
@@ -50,6 +52,10 @@ pub struct DaemonArgs {
     /// name in GPUSWAP_TENANT_NAME (else its program's name); others get no contract.
     #[arg(long, value_name = "FILE")]
     contracts: Option<PathBuf>,
+    /// The most connections served at once (processes, `gpuswap top`s, connections
+    /// yet to say hello); one more is refused with a message.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -113,6 +119,9 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     if args.chunk_size == 0 || args.return_interval == 0 {
         return Err("--chunk-size and --return-interval must be positive".into());
     }
+    if args.max_connections == 0 {
+        return Err("--max-connections must be positive".into());
+    }
     let contracts = match &args.contracts {
         None => Default::default(),
         Some(path) => crate::contract_keys::load_contracts(path, &policy, args.vram)?,
@@ -127,6 +136,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         verbose: !args.quiet,
         contracts,
         gpu_time,
+        max_connections: args.max_connections,
     };
     serve(config, &|| false).map_err(|e| e.to_string())
 }

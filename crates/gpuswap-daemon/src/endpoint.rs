@@ -21,6 +21,11 @@ use crate::config::DaemonConfig;
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
 
+/// How long a new connection may take to send its first frame (a hello, or an
+/// observer's request): a process says hello as it connects, so only a stuck or hostile
+/// peer reaches it, and closing it frees its place under `--max-connections`.
+pub(crate) const HELLO_TIMEOUT_NS: u64 = 10_000_000_000;
+
 /// Under turns, how long a process starts no GPU work before it says it is idle: long
 /// against the CPU gaps inside a training step, short against the 2 s after which an
 /// idle holder hands over. A design choice.
@@ -111,6 +116,10 @@ pub struct Endpoint {
     /// does not answer within [`ANSWER_TIMEOUT_NS`] is closed, so that one frozen process
     /// cannot stall every allocation.
     awaiting: Option<(ConnId, u64)>,
+    /// Connections that have not sent their first frame yet, by when they were
+    /// accepted, oldest first; entries of connections that since did are dropped when
+    /// they come first.
+    greeting: VecDeque<(u64, ConnId)>,
     /// Connections to close once the current event's actions are carried out.
     dying: Vec<(ConnId, String)>,
     /// Messages to send, in order, for [`Endpoint::poll_transmit`].
@@ -161,6 +170,7 @@ impl Endpoint {
             batches: VecDeque::new(),
             batch_moved_bytes: 0,
             awaiting: None,
+            greeting: VecDeque::new(),
             dying: Vec::new(),
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
@@ -171,18 +181,23 @@ impl Endpoint {
     }
 
     /// The earliest time (ns since the daemon started) at which the endpoint wants
-    /// [`Endpoint::handle_timeout`]: the manager's timer, or the deadline of the answer
-    /// it waits for.
+    /// [`Endpoint::handle_timeout`]: the manager's timer, the deadline of the answer
+    /// it waits for, or the oldest connection's hello deadline.
     pub fn poll_timeout(&self) -> Option<u64> {
         let timer = self.manager.as_ref().and_then(Manager::poll_timeout);
         let deadline = self
             .awaiting
             .map(|(_, since)| since.saturating_add(ANSWER_TIMEOUT_NS));
-        timer.into_iter().chain(deadline).min()
+        let hello = self
+            .greeting
+            .front()
+            .map(|(since, _)| since.saturating_add(HELLO_TIMEOUT_NS));
+        timer.into_iter().chain(deadline).chain(hello).min()
     }
 
-    /// Time passed to `now_ns`: the manager's timer runs if due, and the process the
-    /// manager waits on is closed if it has not answered in time.
+    /// Time passed to `now_ns`: the manager's timer runs if due, the process the
+    /// manager waits on is closed if it has not answered in time, and so are the
+    /// connections that have sent nothing since their hello deadline.
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
         if let Some(m) = self.manager.as_mut()
@@ -198,6 +213,15 @@ impl Endpoint {
                 conn,
                 format!("no answer within {} s", ANSWER_TIMEOUT_NS / 1_000_000_000),
             ));
+        }
+        while let Some(&(since, conn)) = self.greeting.front()
+            && now_ns.saturating_sub(since) >= HELLO_TIMEOUT_NS
+        {
+            self.greeting.pop_front();
+            if self.conns.get(&conn).is_some_and(|c| c.tenant.is_none()) {
+                let reason = format!("no hello within {} s", HELLO_TIMEOUT_NS / 1_000_000_000);
+                self.refuse(conn, reason);
+            }
         }
         self.drain();
     }
@@ -239,14 +263,29 @@ impl Endpoint {
                     drain_ns: 0,
                     busy: false,
                 };
-                if uid != self.euid {
-                    let reason = format!("uid {uid} may not use the daemon of uid {}", self.euid);
+                let most = self.config.max_connections;
+                let refusal = if uid != self.euid {
+                    Some(format!(
+                        "uid {uid} may not use the daemon of uid {}",
+                        self.euid
+                    ))
+                } else if self.conns.len() >= most {
+                    Some(format!(
+                        "the daemon serves at most {most} connections at once \
+                         (--max-connections)"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(reason) = refusal {
+                    self.log(format!("connection {conn} refused: {reason}"));
                     self.transmits
                         .push_back((conn, DaemonMsg::Refused { reason }));
                     self.closes.push_back(conn);
                     return;
                 }
                 self.conns.insert(conn, c);
+                self.greeting.push_back((now_ns, conn));
             }
             Input::Frame(conn, msg) => self.frame(conn, msg),
             Input::Gone(conn, why) => self.dying.push((conn, why)),
@@ -559,7 +598,8 @@ impl Endpoint {
     }
 
     /// Carries out the manager's actions, then closes dying connections (their exits
-    /// bring more actions), until nothing is left.
+    /// bring more actions), until nothing is left; then forgets the hello deadlines of
+    /// connections that have spoken or closed, oldest first.
     fn drain(&mut self) {
         loop {
             while let Some(action) = self.manager.as_mut().and_then(Manager::poll_action) {
@@ -569,6 +609,11 @@ impl Endpoint {
                 break;
             };
             self.close(conn, &why);
+        }
+        while let Some(&(_, conn)) = self.greeting.front()
+            && self.conns.get(&conn).is_none_or(|c| c.tenant.is_some())
+        {
+            self.greeting.pop_front();
         }
     }
 

@@ -27,7 +27,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use thiserror::Error;
 
 pub use backend::{SUPPLIES, check_policy};
-pub use config::DaemonConfig;
+pub use config::{DEFAULT_MAX_CONNECTIONS, DaemonConfig};
 pub use serve::{DaemonError, serve};
 
 /// Why a client could not talk to the daemon.

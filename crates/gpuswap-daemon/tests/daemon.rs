@@ -14,6 +14,9 @@ use gpuswap_daemon::{DaemonConfig, observe, serve};
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
 use proptest::prelude::*;
 
+mod common;
+use common::config;
+
 struct Daemon {
     socket: PathBuf,
     stop: Arc<AtomicBool>,
@@ -39,24 +42,6 @@ fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>)
     config.vram_bytes = Some(vram_mib * MIB);
     config.contracts = contracts;
     start(config)
-}
-
-/// The configuration of a test daemon named `name`: 1 TiB of host memory, 2 MiB
-/// chunks, and VRAM taken from the first tenant's device.
-fn config(name: &str) -> DaemonConfig {
-    let dir = std::env::temp_dir().join(format!("gpuswapd-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    DaemonConfig {
-        socket: dir.join("d.sock"),
-        vram_bytes: None,
-        host_bytes: 1 << 40,
-        chunk_bytes: 2 * MIB,
-        policy: PolicySettings::named("gpuswap"),
-        return_interval_ns: 50_000_000,
-        verbose: false,
-        contracts: BTreeMap::new(),
-        gpu_time: Default::default(),
-    }
 }
 
 /// Starts a daemon on its own thread and waits for its socket.
@@ -428,6 +413,7 @@ fn refusals_are_clear() {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     };
     let err = serve(config, &|| true).unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");

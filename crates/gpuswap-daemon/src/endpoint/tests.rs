@@ -25,6 +25,7 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         verbose: true,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     Endpoint::new(config, UID)
 }
@@ -318,5 +319,62 @@ fn granularities_are_checked_and_allocations_rounded_to_them() {
     let used: Vec<u64> = snap.tenants.iter().map(|t| t.vram_bytes).collect();
     assert_eq!(used, [6 * 2 * MIB, 6 * 4096]);
     assert_eq!(snap.vram_used_bytes, 6 * 2 * MIB + 6 * 4096);
+    e.check_invariants().unwrap();
+}
+
+fn accept(e: &mut Endpoint, now_ns: u64, conn: ConnId) {
+    e.handle(
+        now_ns,
+        Input::Accepted {
+            conn,
+            pid: 9,
+            uid: UID,
+        },
+    );
+}
+
+/// A connection that sends no first frame within 10 s is refused and closed at that
+/// deadline, which the endpoint's timer asks for; one that said hello in time stays.
+#[test]
+fn a_connection_without_a_hello_is_closed_at_the_hello_deadline() {
+    let mut e = endpoint(16, 3_600_000 * MS);
+    accept(&mut e, 5 * MS, 1);
+    hello(&mut e, 6 * MS, 2, "b");
+    let deadline = 5 * MS + 10_000 * MS;
+    assert_eq!(e.poll_timeout(), Some(deadline));
+    e.handle_timeout(deadline - 1);
+    assert!(closes(&mut e).is_empty());
+    e.handle_timeout(deadline);
+    let DaemonMsg::Refused { reason } = only(&mut e, 1) else {
+        panic!("not refused")
+    };
+    assert_eq!(reason, "no hello within 10 s");
+    assert_eq!(closes(&mut e), [1]);
+    e.handle_timeout(20_000 * MS);
+    assert!(closes(&mut e).is_empty(), "the tenant stays");
+    assert_eq!(e.poll_timeout(), None);
+    e.check_invariants().unwrap();
+}
+
+/// Beyond `max_connections` a connection is refused with a message that says so, and
+/// closed; once one ends, a new one is served.
+#[test]
+fn connections_beyond_the_cap_are_refused_clearly() {
+    let mut e = endpoint(16, 50 * MS);
+    e.config.max_connections = 2;
+    hello(&mut e, 0, 1, "a");
+    accept(&mut e, 0, 2);
+    accept(&mut e, 0, 3);
+    let DaemonMsg::Refused { reason } = only(&mut e, 3) else {
+        panic!("not refused")
+    };
+    assert_eq!(
+        reason,
+        "the daemon serves at most 2 connections at once (--max-connections)"
+    );
+    assert_eq!(closes(&mut e), [3]);
+    e.handle(MS, Input::Gone(2, "disconnected".into()));
+    assert_eq!(closes(&mut e), [2]);
+    hello(&mut e, MS, 4, "d");
     e.check_invariants().unwrap();
 }
