@@ -51,7 +51,10 @@ pub enum Input {
     },
     /// A frame arrived.
     Frame(ConnId, ClientMsg),
-    /// The connection ended, sent something unreadable or could not be written to.
+    /// The connection sent a frame that is no message of the protocol (or too long
+    /// to be one), and why: it is answered with `Refused`, then closed.
+    Unreadable(ConnId, String),
+    /// The connection ended or could not be written to.
     Gone(ConnId, String),
 }
 
@@ -288,6 +291,7 @@ impl Endpoint {
                 self.greeting.push_back((now_ns, conn));
             }
             Input::Frame(conn, msg) => self.frame(conn, msg),
+            Input::Unreadable(conn, why) => self.protocol_violation(conn, why),
             Input::Gone(conn, why) => self.dying.push((conn, why)),
         }
         self.drain();

@@ -218,9 +218,13 @@ fn read_loop(conn: ConnId, stream: Arc<UnixStream>, tx: mpsc::Sender<Arrival>) {
         let input = match wire::read_frame::<ClientMsg>(&mut &*stream) {
             Ok(msg) => Input::Frame(conn, msg),
             Err(wire::FrameError::Closed) => Input::Gone(conn, "disconnected".into()),
+            Err(e @ (wire::FrameError::Malformed(_) | wire::FrameError::TooLong(_))) => {
+                Input::Unreadable(conn, e.to_string())
+            }
             Err(e) => Input::Gone(conn, e.to_string()),
         };
-        let last = matches!(input, Input::Gone(..));
+        // After a bad frame the stream's frames are lost: nothing more is read.
+        let last = matches!(input, Input::Gone(..) | Input::Unreadable(..));
         if tx.send(Arrival::Input(input)).is_err() || last {
             return;
         }

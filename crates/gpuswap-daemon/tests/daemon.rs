@@ -603,3 +603,36 @@ fn a_hello_claiming_an_impossible_device_is_refused_and_the_daemon_lives() {
     t.alloc(2 * MIB).unwrap();
     assert_eq!(observe(&d.socket).unwrap().tenants.len(), 1);
 }
+
+/// A frame the daemon cannot read (its length is fine, its message is not one of the
+/// protocol's) is answered with the `Refused` the protocol promises, then closed.
+#[test]
+fn an_unreadable_frame_is_refused_before_the_close() {
+    let d = daemon("unreadable", 16);
+    for body in [&b"{\"Alloc\":"[..], b"not json", b"{\"Launch\":{}}"] {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        match wire::read_frame::<DaemonMsg>(&mut s) {
+            Ok(DaemonMsg::Refused { reason }) => {
+                assert!(
+                    reason.starts_with("protocol error: bad message"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(body)),
+        }
+        assert!(matches!(
+            wire::read_frame::<DaemonMsg>(&mut s),
+            Err(wire::FrameError::Closed)
+        ));
+    }
+    // Beyond the longest frame, too.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.write_all(&u32::MAX.to_le_bytes()).unwrap();
+    let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
+        panic!("not refused")
+    };
+    assert!(reason.contains("at most"), "{reason}");
+}
