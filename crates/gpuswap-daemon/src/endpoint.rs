@@ -155,9 +155,7 @@ impl Endpoint {
     /// An endpoint with no tenant serving the processes of user `euid`; the manager is
     /// built now if the VRAM size is known.
     pub fn new(config: DaemonConfig, euid: u32) -> Self {
-        let manager = config
-            .vram_bytes
-            .map(|v| Manager::new(manager_config(&config, v)));
+        let manager = config.vram_bytes.map(|v| manager(&config, v));
         Self {
             config,
             euid,
@@ -580,7 +578,7 @@ impl Endpoint {
                 "managing {vram} bytes of VRAM (nine tenths of the device's \
                  {device_total_bytes}; --vram sets it)"
             ));
-            self.manager = Some(Manager::new(manager_config(&self.config, vram)));
+            self.manager = Some(manager(&self.config, vram));
         }
         Ok(())
     }
@@ -1089,6 +1087,15 @@ fn turn(m: &Manager, tenant: TenantId, suspended: bool) -> String {
         _ if m.parked(tenant) || suspended => "held".into(),
         _ => "running".into(),
     }
+}
+
+/// The daemon's manager over `vram_bytes`: an allocation that fits in free VRAM is
+/// served while a relocation waits for a process (to drain, or to move a chunk), so
+/// that a slow or frozen victim holds up only what needs its memory.
+fn manager(config: &DaemonConfig, vram_bytes: u64) -> Manager {
+    let mut manager = Manager::new(manager_config(config, vram_bytes));
+    manager.set_serve_during_relocation(true);
+    manager
 }
 
 fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {

@@ -114,6 +114,17 @@ impl Tenant {
         wire::write_frame(&mut self.stream, msg).unwrap();
     }
 
+    /// Plays a peer that stops reading: requests beyond everything the daemon has are
+    /// refused at once, and thousands of refusals fill its socket, which it never reads.
+    fn fill_unread(&mut self) {
+        for request in 0..20_000 {
+            self.send(&ClientMsg::Alloc {
+                request,
+                bytes: u64::MAX,
+            });
+        }
+    }
+
     /// Serves the daemon's commands until the answer to an allocation comes.
     fn alloc(&mut self, bytes: u64) -> Result<u64, String> {
         let request = self.next;
@@ -532,30 +543,6 @@ fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     assert!(error.contains("page faults"), "{error}");
 }
 
-/// A peer that stops reading (frozen, or a slow consumer) holds up no one else: its
-/// answers queue in its own outbox, and another tenant's allocation is answered at once,
-/// not after the write timeout (10 s) that finally closes the frozen one.
-#[test]
-fn a_frozen_peer_does_not_delay_another_peers_allocation() {
-    let d = daemon("frozen", 64);
-    let mut frozen = Tenant::connect(&d.socket, "frozen");
-    // Requests beyond everything the daemon has are refused at once: thousands of
-    // refusals fill the frozen peer's socket, which it never reads.
-    for request in 0..20_000 {
-        frozen.send(&ClientMsg::Alloc {
-            request,
-            bytes: u64::MAX,
-        });
-    }
-    let asked = std::time::Instant::now();
-    let mut other = Tenant::connect(&d.socket, "other");
-    other.alloc(2 * MIB).unwrap();
-    let waited = asked.elapsed();
-    eprintln!("the other peer was answered in {waited:?}");
-    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
-    drop(frozen);
-}
-
 /// Sends `hello` on a new connection and returns the daemon's answer and the stream.
 fn say_hello(
     socket: &Path,
@@ -635,4 +622,57 @@ fn an_unreadable_frame_is_refused_before_the_close() {
         panic!("not refused")
     };
     assert!(reason.contains("at most"), "{reason}");
+}
+
+/// Five tenants that stop reading (frozen, or slow consumers) delay no one: their
+/// answers queue in their own outboxes, and `gpuswap top` and another tenant's
+/// allocation are answered at once, not after the write timeout (10 s) per message
+/// that once held the deciding thread for each of them in turn.
+#[test]
+fn frozen_peers_do_not_delay_top_or_another_peers_allocation() {
+    let d = daemon("frozen-top", 64);
+    let frozen: Vec<Tenant> = (0..5)
+        .map(|i| {
+            let mut t = Tenant::connect(&d.socket, &format!("frozen-{i}"));
+            t.fill_unread();
+            t
+        })
+        .collect();
+    let asked = std::time::Instant::now();
+    let snap = observe(&d.socket).unwrap();
+    let top = asked.elapsed();
+    assert_eq!(snap.tenants.len(), 5);
+    let mut other = Tenant::connect(&d.socket, "other");
+    other.alloc(2 * MIB).unwrap();
+    let both = asked.elapsed();
+    eprintln!("top answered in {top:?}, top and the allocation in {both:?}");
+    assert!(both < Duration::from_secs(2), "answered after {both:?}");
+    drop(frozen);
+}
+
+/// A victim that never answers its suspension (stopped, say) once held up every
+/// allocation until its 30 s answer deadline, even one that fits in free VRAM; such
+/// an allocation is granted at once now.
+#[test]
+fn a_silent_victim_does_not_delay_an_allocation_that_fits() {
+    let d = daemon("silent-victim", 32);
+    let mut victim = Tenant::connect(&d.socket, "victim");
+    victim.alloc(16 * MIB).unwrap();
+    let mut freer = Tenant::connect(&d.socket, "freer");
+    let freed = freer.alloc(8 * MIB).unwrap();
+    // B's 12 MiB need 4 MiB of the victim's: it is asked to suspend, and stays silent.
+    let mut b = Tenant::connect(&d.socket, "b");
+    b.send(&ClientMsg::Alloc {
+        request: 0,
+        bytes: 12 * MIB,
+    });
+    let msg: DaemonMsg = wire::read_frame(&mut victim.stream).unwrap();
+    assert_eq!(msg, DaemonMsg::Suspend);
+    freer.send(&ClientMsg::Free { buffer: freed });
+    let asked = std::time::Instant::now();
+    let mut c = Tenant::connect(&d.socket, "c");
+    c.alloc(4 * MIB).unwrap();
+    let waited = asked.elapsed();
+    eprintln!("an allocation that fits was answered in {waited:?}");
+    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
 }

@@ -378,3 +378,50 @@ fn connections_beyond_the_cap_are_refused_clearly() {
     hello(&mut e, MS, 4, "d");
     e.check_invariants().unwrap();
 }
+
+/// A victim that never answers its suspension holds up only what needs its VRAM: an
+/// allocation that fits in free VRAM, of a tenant the relocation does not move, is
+/// granted at once, not after the 30 s answer deadline; the victim's own waits.
+#[test]
+fn an_allocation_that_fits_is_served_while_a_relocation_waits() {
+    let mut e = endpoint(32, 3_600_000 * MS);
+    hello(&mut e, 0, 1, "a");
+    alloc(&mut e, 0, 1, 0, 16 * MIB);
+    transmits(&mut e);
+    hello(&mut e, 0, 3, "d");
+    alloc(&mut e, 0, 3, 0, 8 * MIB);
+    let DaemonMsg::Granted {
+        buffer: d_buffer, ..
+    } = only(&mut e, 3)
+    else {
+        panic!("not granted")
+    };
+    hello(&mut e, 0, 2, "b");
+    hello(&mut e, 0, 4, "c");
+    // B needs 4 MiB of A's (the largest share): A is asked to suspend and never answers.
+    alloc(&mut e, MS, 2, 0, 12 * MIB);
+    assert_eq!(transmits(&mut e), [(1, DaemonMsg::Suspend)]);
+    // D frees 8 MiB meanwhile: C's 4 MiB and D's 2 MiB fit, and are granted at once.
+    e.handle(
+        2 * MS,
+        Input::Frame(3, ClientMsg::Free { buffer: d_buffer }),
+    );
+    alloc(&mut e, 3 * MS, 4, 0, 4 * MIB);
+    assert!(
+        matches!(only(&mut e, 4), DaemonMsg::Granted { request: 0, .. }),
+        "C waits for A"
+    );
+    alloc(&mut e, 3 * MS, 3, 1, 2 * MIB);
+    assert!(matches!(
+        only(&mut e, 3),
+        DaemonMsg::Granted { request: 1, .. }
+    ));
+    e.check_invariants().unwrap();
+    // A's own allocation waits for its relocation, and so does what needs eviction.
+    alloc(&mut e, 4 * MS, 1, 1, 2 * MIB);
+    alloc(&mut e, 4 * MS, 4, 1, 8 * MIB);
+    assert!(transmits(&mut e).is_empty());
+    e.check_invariants().unwrap();
+    let snap = e.snapshot();
+    assert_eq!(snap.tenants[3].waits, 0, "C never waited");
+}
