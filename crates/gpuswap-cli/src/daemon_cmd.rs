@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
-use gpuswap_daemon::{DaemonConfig, check_policy, observe, serve, socket_path};
+use gpuswap_daemon::{
+    DEFAULT_MAX_CONNECTIONS, DaemonConfig, check_policy, observe, serve, socket_path,
+};
 use gpuswap_sim::units::{format_bytes, parse_bytes};
 use gpuswap_wire::{ContractRow, Snapshot, TenantRow};
 
@@ -50,6 +52,10 @@ pub struct DaemonArgs {
     /// name in GPUSWAP_TENANT_NAME (else its program's name); others get no contract.
     #[arg(long, value_name = "FILE")]
     contracts: Option<PathBuf>,
+    /// The most connections served at once (processes, `gpuswap top`s, connections
+    /// yet to say hello); one more is refused with a message.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -113,6 +119,9 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     if args.chunk_size == 0 || args.return_interval == 0 {
         return Err("--chunk-size and --return-interval must be positive".into());
     }
+    if args.max_connections == 0 {
+        return Err("--max-connections must be positive".into());
+    }
     let contracts = match &args.contracts {
         None => Default::default(),
         Some(path) => crate::contract_keys::load_contracts(path, &policy, args.vram)?,
@@ -127,6 +136,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         verbose: !args.quiet,
         contracts,
         gpu_time,
+        max_connections: args.max_connections,
     };
     serve(config, &|| false).map_err(|e| e.to_string())
 }
@@ -177,7 +187,7 @@ pub fn table(snap: &Snapshot) -> String {
     columns.extend_from_slice(&[
         ("tenant", &|t| t.tenant.to_string()),
         ("pid", &|t| t.pid.to_string()),
-        ("name", &|t| t.name.clone()),
+        ("name", &|t| shown_name(&t.name)),
         ("buffers", &|t| t.buffers.to_string()),
         ("vram", &|t| format_bytes(t.vram_bytes)),
         ("host", &|t| format_bytes(t.host_bytes)),
@@ -204,6 +214,18 @@ pub fn table(snap: &Snapshot) -> String {
         out += "(no tenant connected)\n";
     }
     out
+}
+
+/// A tenant's name as `top` shows it: a process names itself, so control characters
+/// and other unprintable ones (a terminal's escape sequences, bidirectional overrides)
+/// are written escaped, as Rust's `escape_debug` writes them, never as they are.
+fn shown_name(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '\\' | '"' | '\'' => c.to_string(),
+            _ => c.escape_debug().to_string(),
+        })
+        .collect()
 }
 
 /// Under turns: who holds the GPU, the handovers, and the bulk moves' speed (the
@@ -254,6 +276,28 @@ fn contract_text(row: &ContractRow) -> String {
 mod tests {
     use super::*;
     use gpuswap_wire::BatchRow;
+
+    /// A process names itself: control characters in its name (a terminal's escape
+    /// sequences among them) are shown escaped, never written to the terminal.
+    #[test]
+    fn top_escapes_control_characters_in_names() {
+        let snap = Snapshot {
+            tenants: vec![TenantRow {
+                name: "evil\x1b[2J\x1b]0;owned\x07\u{9b}31m\nname\u{202e}'\"\\".into(),
+                ..TenantRow::default()
+            }],
+            ..Snapshot::default()
+        };
+        let text = table(&snap);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains(r#"evil\u{1b}[2J\u{1b}]0;owned\u{7}\u{9b}31m\nname\u{202e}'"\"#),
+            "{text}"
+        );
+    }
 
     #[test]
     fn top_shows_turns_and_bulk_speeds_only_under_turns() {

@@ -70,6 +70,9 @@ pub struct Manager {
     scheduling: Option<Scheduling>,
     /// Turns, when `gpu_time` takes them.
     turns: Option<Turns>,
+    /// Whether an allocation that needs no relocation is served while one runs
+    /// ([`Manager::set_serve_during_relocation`]); off unless a driver turns it on.
+    serve_during_relocation: bool,
 }
 
 impl Manager {
@@ -123,7 +126,20 @@ impl Manager {
             waiting_launches: VecDeque::new(),
             scheduling,
             turns,
+            serve_during_relocation: false,
         }
+    }
+
+    /// Serves an allocation that fits in free VRAM at once while a relocation runs,
+    /// instead of queueing it behind the relocation: its tenant must be none whose
+    /// chunks the relocation moves, nor have a request of its own waiting, and tenants
+    /// must share the GPU concurrently (turns' jobs evict to park, so free VRAM in the
+    /// books is not yet free on the device). The daemon turns it on: on a real GPU a
+    /// victim may take up to its answer deadline to drain, and the allocations that need
+    /// none of its memory should not wait for it. The simulator leaves it off, and its
+    /// results stay those of a manager that queues every request.
+    pub fn set_serve_during_relocation(&mut self, on: bool) {
+        self.serve_during_relocation = on;
     }
 
     // ---- getters ----
@@ -266,7 +282,7 @@ impl Manager {
         // is placed once the GPU has a holder, so that it takes no running tenant's
         // VRAM on its way.
         self.take_turns(Some((req.tenant, req.bytes)));
-        if self.relocation.running() {
+        if self.relocation.running() && !self.fits_beside_relocation(&req) {
             self.waiting.push_back(req);
         } else {
             self.serve(req);
@@ -788,6 +804,24 @@ impl Manager {
                 error,
             })),
         }
+    }
+
+    /// Whether `req` may be served while a relocation runs
+    /// ([`Manager::set_serve_during_relocation`]): it fits in VRAM that is free in the
+    /// books and under its tenant's cap, so no policy evicts for it. Free VRAM in the
+    /// books is free on the device too: chunks leaving VRAM make room for the buffer
+    /// that waits for them, which is not mapped yet, and chunks coming back are booked
+    /// before they arrive.
+    fn fits_beside_relocation(&self, req: &AllocRequest) -> bool {
+        let moving = |b: &Buffer| b.chunks.iter().any(|c| c.moving_to.is_some());
+        self.serve_during_relocation
+            && self.turns.is_none()
+            && req.bytes > 0
+            && req.bytes <= self.books.vram_free_bytes()
+            && req.bytes <= self.books.vram_room_under_cap(req.tenant)
+            && self.relocation.pending_grant(req.tenant).is_none()
+            && !self.waiting.iter().any(|r| r.tenant == req.tenant)
+            && !self.books.buffers_of(req.tenant).any(moving)
     }
 
     /// Maps the buffer where its chunks are, then grants it; a managed buffer gets its

@@ -6,6 +6,11 @@ use std::path::PathBuf;
 use gpuswap_core::gpu_time::GpuTime;
 use gpuswap_core::{Contract, PolicySettings};
 
+/// The connections a daemon serves at once unless told otherwise: far more processes
+/// than share one GPU, few enough that their threads (two each) and files (one each)
+/// stay well inside a user's limits.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// What the daemon is started with.
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
@@ -29,4 +34,7 @@ pub struct DaemonConfig {
     pub contracts: BTreeMap<String, Contract>,
     /// How tenants share the GPU's time (`--set gpu_time=turns`).
     pub gpu_time: GpuTime,
+    /// The most connections served at once (tenants, observers and connections yet to
+    /// say hello); one more is refused with a message and closed.
+    pub max_connections: usize,
 }

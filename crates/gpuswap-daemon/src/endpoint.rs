@@ -15,10 +15,16 @@ use gpuswap_core::{
 };
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
+use crate::claims;
 use crate::config::DaemonConfig;
 
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
+
+/// How long a new connection may take to send its first frame (a hello, or an
+/// observer's request): a process says hello as it connects, so only a stuck or hostile
+/// peer reaches it, and closing it frees its place under `--max-connections`.
+pub(crate) const HELLO_TIMEOUT_NS: u64 = 10_000_000_000;
 
 /// Under turns, how long a process starts no GPU work before it says it is idle: long
 /// against the CPU gaps inside a training step, short against the 2 s after which an
@@ -45,7 +51,10 @@ pub enum Input {
     },
     /// A frame arrived.
     Frame(ConnId, ClientMsg),
-    /// The connection ended, sent something unreadable or could not be written to.
+    /// The connection sent a frame that is no message of the protocol (or too long
+    /// to be one), and why: it is answered with `Refused`, then closed.
+    Unreadable(ConnId, String),
+    /// The connection ended or could not be written to.
     Gone(ConnId, String),
 }
 
@@ -61,6 +70,9 @@ pub enum EndpointEvent {
 struct Conn {
     pid: u32,
     name: String,
+    /// The device's allocation granularity, from the hello: allocations are rounded up
+    /// to it, as the process maps them.
+    granularity_bytes: u64,
     tenant: Option<TenantId>,
     suspended: bool,
     /// Allocations waiting for an answer: the core's request number, the client's, and
@@ -107,6 +119,10 @@ pub struct Endpoint {
     /// does not answer within [`ANSWER_TIMEOUT_NS`] is closed, so that one frozen process
     /// cannot stall every allocation.
     awaiting: Option<(ConnId, u64)>,
+    /// Connections that have not sent their first frame yet, by when they were
+    /// accepted, oldest first; entries of connections that since did are dropped when
+    /// they come first.
+    greeting: VecDeque<(u64, ConnId)>,
     /// Connections to close once the current event's actions are carried out.
     dying: Vec<(ConnId, String)>,
     /// Messages to send, in order, for [`Endpoint::poll_transmit`].
@@ -139,9 +155,7 @@ impl Endpoint {
     /// An endpoint with no tenant serving the processes of user `euid`; the manager is
     /// built now if the VRAM size is known.
     pub fn new(config: DaemonConfig, euid: u32) -> Self {
-        let manager = config
-            .vram_bytes
-            .map(|v| Manager::new(manager_config(&config, v)));
+        let manager = config.vram_bytes.map(|v| manager(&config, v));
         Self {
             config,
             euid,
@@ -157,6 +171,7 @@ impl Endpoint {
             batches: VecDeque::new(),
             batch_moved_bytes: 0,
             awaiting: None,
+            greeting: VecDeque::new(),
             dying: Vec::new(),
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
@@ -167,18 +182,23 @@ impl Endpoint {
     }
 
     /// The earliest time (ns since the daemon started) at which the endpoint wants
-    /// [`Endpoint::handle_timeout`]: the manager's timer, or the deadline of the answer
-    /// it waits for.
+    /// [`Endpoint::handle_timeout`]: the manager's timer, the deadline of the answer
+    /// it waits for, or the oldest connection's hello deadline.
     pub fn poll_timeout(&self) -> Option<u64> {
         let timer = self.manager.as_ref().and_then(Manager::poll_timeout);
         let deadline = self
             .awaiting
             .map(|(_, since)| since.saturating_add(ANSWER_TIMEOUT_NS));
-        timer.into_iter().chain(deadline).min()
+        let hello = self
+            .greeting
+            .front()
+            .map(|(since, _)| since.saturating_add(HELLO_TIMEOUT_NS));
+        timer.into_iter().chain(deadline).chain(hello).min()
     }
 
-    /// Time passed to `now_ns`: the manager's timer runs if due, and the process the
-    /// manager waits on is closed if it has not answered in time.
+    /// Time passed to `now_ns`: the manager's timer runs if due, the process the
+    /// manager waits on is closed if it has not answered in time, and so are the
+    /// connections that have sent nothing since their hello deadline.
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
         if let Some(m) = self.manager.as_mut()
@@ -194,6 +214,15 @@ impl Endpoint {
                 conn,
                 format!("no answer within {} s", ANSWER_TIMEOUT_NS / 1_000_000_000),
             ));
+        }
+        while let Some(&(since, conn)) = self.greeting.front()
+            && now_ns.saturating_sub(since) >= HELLO_TIMEOUT_NS
+        {
+            self.greeting.pop_front();
+            if self.conns.get(&conn).is_some_and(|c| c.tenant.is_none()) {
+                let reason = format!("no hello within {} s", HELLO_TIMEOUT_NS / 1_000_000_000);
+                self.refuse(conn, reason);
+            }
         }
         self.drain();
     }
@@ -222,6 +251,7 @@ impl Endpoint {
                 let c = Conn {
                     pid,
                     name: String::new(),
+                    granularity_bytes: self.config.chunk_bytes,
                     tenant: None,
                     suspended: false,
                     pending: Vec::new(),
@@ -234,16 +264,32 @@ impl Endpoint {
                     drain_ns: 0,
                     busy: false,
                 };
-                if uid != self.euid {
-                    let reason = format!("uid {uid} may not use the daemon of uid {}", self.euid);
+                let most = self.config.max_connections;
+                let refusal = if uid != self.euid {
+                    Some(format!(
+                        "uid {uid} may not use the daemon of uid {}",
+                        self.euid
+                    ))
+                } else if self.conns.len() >= most {
+                    Some(format!(
+                        "the daemon serves at most {most} connections at once \
+                         (--max-connections)"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(reason) = refusal {
+                    self.log(format!("connection {conn} refused: {reason}"));
                     self.transmits
                         .push_back((conn, DaemonMsg::Refused { reason }));
                     self.closes.push_back(conn);
                     return;
                 }
                 self.conns.insert(conn, c);
+                self.greeting.push_back((now_ns, conn));
             }
             Input::Frame(conn, msg) => self.frame(conn, msg),
+            Input::Unreadable(conn, why) => self.protocol_violation(conn, why),
             Input::Gone(conn, why) => self.dying.push((conn, why)),
         }
         self.drain();
@@ -273,7 +319,7 @@ impl Endpoint {
                     self.refuse(conn, reason);
                     return;
                 }
-                self.start_tenant(conn, name);
+                self.start_tenant(conn, name, granularity_bytes);
             }
             (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
                 self.alloc(conn, tenant, request, bytes);
@@ -336,8 +382,9 @@ impl Endpoint {
     }
 
     /// An admitted hello: the connection becomes a tenant under the lowest free number,
-    /// with the contract configured for its name, and is welcomed.
-    fn start_tenant(&mut self, conn: ConnId, name: String) {
+    /// with the contract configured for its name and its device's granularity, and is
+    /// welcomed.
+    fn start_tenant(&mut self, conn: ConnId, name: String, granularity_bytes: u64) {
         let manager = self.manager.as_mut().expect("admit builds the manager");
         let number = match self.tenants.iter().position(Option::is_none) {
             Some(free) => free,
@@ -364,6 +411,7 @@ impl Endpoint {
         let c = self.conns.get_mut(&conn).expect("present");
         c.tenant = Some(tenant);
         c.name = name;
+        c.granularity_bytes = granularity_bytes;
         self.log(format!(
             "{tenant} connected: pid {}, {:?}",
             self.conns[&conn].pid, self.conns[&conn].name
@@ -389,22 +437,22 @@ impl Endpoint {
     fn alloc(&mut self, conn: ConnId, tenant: TenantId, request: u64, bytes: u64) {
         let m = self.manager.as_ref().expect("a tenant exists");
         let most = m.config().vram_bytes.saturating_add(m.config().host_bytes);
-        if bytes > most {
-            // Beyond everything the daemon has: refused before the policies lay out
-            // chunks for it.
-            self.send(
-                conn,
-                DaemonMsg::AllocFailed {
-                    request,
-                    out_of_memory: true,
-                    error: format!(
-                        "{bytes} bytes asked; the daemon manages {most} bytes of VRAM \
-                         and host memory in all"
-                    ),
-                },
-            );
-            return;
-        }
+        let granularity = self.conns[&conn].granularity_bytes;
+        let bytes = match claims::check_request(bytes, granularity, m.config().chunk_bytes, most) {
+            Ok(placed) => placed,
+            Err(error) => {
+                // Refused before the policies lay out chunks for it.
+                self.send(
+                    conn,
+                    DaemonMsg::AllocFailed {
+                        request,
+                        out_of_memory: true,
+                        error,
+                    },
+                );
+                return;
+            }
+        };
         let c = self.conns.get_mut(&conn).expect("present");
         let id = RequestId(self.next_request);
         self.next_request += 1;
@@ -509,17 +557,13 @@ impl Endpoint {
         }
     }
 
-    /// Builds the manager at the first hello when no VRAM size was given, and checks
-    /// that the device's granularity divides the chunk size.
+    /// Checks the hello's claims (a device no larger than any GPU, a granularity that
+    /// divides the chunk size) and builds the manager at the first hello when no VRAM
+    /// size was given.
     fn admit(&mut self, device_total_bytes: u64, granularity_bytes: u64) -> Result<(), String> {
+        claims::check_device(device_total_bytes)?;
         let chunk = self.config.chunk_bytes;
-        if granularity_bytes == 0 || !chunk.is_multiple_of(granularity_bytes) {
-            return Err(format!(
-                "the daemon's chunk size ({chunk} bytes) is not a multiple of the device's \
-                 allocation granularity ({granularity_bytes} bytes): restart it with \
-                 --chunk-size a multiple of it"
-            ));
-        }
+        claims::check_granularity(granularity_bytes, chunk)?;
         if self.manager.is_none() && device_total_bytes < chunk {
             return Err(format!(
                 "the device reports {device_total_bytes} bytes of memory, less than a chunk: \
@@ -534,7 +578,7 @@ impl Endpoint {
                 "managing {vram} bytes of VRAM (nine tenths of the device's \
                  {device_total_bytes}; --vram sets it)"
             ));
-            self.manager = Some(Manager::new(manager_config(&self.config, vram)));
+            self.manager = Some(manager(&self.config, vram));
         }
         Ok(())
     }
@@ -556,7 +600,8 @@ impl Endpoint {
     }
 
     /// Carries out the manager's actions, then closes dying connections (their exits
-    /// bring more actions), until nothing is left.
+    /// bring more actions), until nothing is left; then forgets the hello deadlines of
+    /// connections that have spoken or closed, oldest first.
     fn drain(&mut self) {
         loop {
             while let Some(action) = self.manager.as_mut().and_then(Manager::poll_action) {
@@ -566,6 +611,11 @@ impl Endpoint {
                 break;
             };
             self.close(conn, &why);
+        }
+        while let Some(&(_, conn)) = self.greeting.front()
+            && self.conns.get(&conn).is_none_or(|c| c.tenant.is_some())
+        {
+            self.greeting.pop_front();
         }
     }
 
@@ -1034,6 +1084,15 @@ fn turn(m: &Manager, tenant: TenantId, suspended: bool) -> String {
         _ if m.parked(tenant) || suspended => "held".into(),
         _ => "running".into(),
     }
+}
+
+/// The daemon's manager over `vram_bytes`: an allocation that fits in free VRAM is
+/// served while a relocation waits for a process (to drain, or to move a chunk), so
+/// that a slow or frozen victim holds up only what needs its memory.
+fn manager(config: &DaemonConfig, vram_bytes: u64) -> Manager {
+    let mut manager = Manager::new(manager_config(config, vram_bytes));
+    manager.set_serve_during_relocation(true);
+    manager
 }
 
 fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {

@@ -12,6 +12,7 @@
 
 mod backend;
 pub mod check;
+mod claims;
 mod config;
 pub mod endpoint;
 pub mod fuzz;
@@ -27,7 +28,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use thiserror::Error;
 
 pub use backend::{SUPPLIES, check_policy};
-pub use config::DaemonConfig;
+pub use config::{DEFAULT_MAX_CONNECTIONS, DaemonConfig};
 pub use serve::{DaemonError, serve};
 
 /// Why a client could not talk to the daemon.
@@ -57,30 +58,59 @@ pub enum ClientError {
 /// Asks the daemon at `socket` for its state (what `gpuswap top` shows).
 pub fn observe(socket: &Path) -> Result<wire::Snapshot, ClientError> {
     let path = socket.display().to_string();
-    let failed = |message: String| ClientError::Failed {
-        path: path.clone(),
-        message,
-    };
-    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Unreachable {
+    let stream = UnixStream::connect(socket).map_err(|source| ClientError::Unreachable {
         path: path.clone(),
         source,
     })?;
+    observe_on(stream, &path)
+}
+
+/// Asks for the daemon's state on a connection to the socket at `path`.
+fn observe_on(mut stream: UnixStream, path: &str) -> Result<wire::Snapshot, ClientError> {
+    let failed = |message: String| ClientError::Failed {
+        path: path.to_owned(),
+        message,
+    };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    wire::write_frame(
+    let written = wire::write_frame(
         &mut stream,
         &ClientMsg::Observe {
             protocol: PROTOCOL_VERSION,
         },
-    )
-    .map_err(|e| failed(e.to_string()))?;
-    match wire::read_frame::<DaemonMsg>(&mut stream).map_err(|e| failed(e.to_string()))? {
-        DaemonMsg::Snapshot(s) => Ok(s),
-        DaemonMsg::Refused { reason } => Err(failed(reason)),
-        other => Err(failed(format!("unexpected answer {other:?}"))),
+    );
+    // A daemon that refuses a connection as it comes (another user's, or one serving
+    // all it may) writes why and closes, often before the request is written: its
+    // reason says more than the write's "Broken pipe".
+    match (written, wire::read_frame::<DaemonMsg>(&mut stream)) {
+        (_, Ok(DaemonMsg::Refused { reason })) => Err(failed(reason)),
+        (Err(e), _) | (Ok(()), Err(e)) => Err(failed(e.to_string())),
+        (Ok(()), Ok(DaemonMsg::Snapshot(s))) => Ok(s),
+        (Ok(()), Ok(other)) => Err(failed(format!("unexpected answer {other:?}"))),
     }
 }
 
 /// The socket to use: the flag's, else `GPUSWAP_SOCKET`, else the default.
 pub fn socket_path(flag: Option<PathBuf>) -> PathBuf {
     wire::socket_path(flag, socket::euid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon that refuses a connection (another user's `gpuswap top`) writes why and
+    /// closes at once, often before the observer's request is written: the observer
+    /// shows the refusal, not the write's "Broken pipe".
+    #[test]
+    fn an_observer_refused_at_once_shows_why() {
+        let (client, mut daemon) = UnixStream::pair().unwrap();
+        let reason = "uid 1001 may not use the daemon of uid 1000".to_owned();
+        wire::write_frame(&mut daemon, &DaemonMsg::Refused { reason }).unwrap();
+        drop(daemon);
+        let error = observe_on(client, "d.sock").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "talking to the daemon at d.sock: uid 1001 may not use the daemon of uid 1000"
+        );
+    }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -25,6 +26,16 @@ use crate::socket;
 /// process as gone: a process stuck in its own code still reads (its reader thread is
 /// the interposer's), so only a dead or frozen one reaches it.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first pause of the accept loop after a failed `accept` (at the file limit,
+/// EMFILE or ENFILE, it fails at once for as long as the limit lasts); each further
+/// failure doubles it up to [`ACCEPT_PAUSE_MAX`]. Connections meanwhile wait in the
+/// socket's backlog, and a connection that ends frees a file.
+const ACCEPT_PAUSE_FIRST: Duration = Duration::from_millis(10);
+
+/// The longest pause of the accept loop: a waiting process is served within a second
+/// of a file becoming free.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// Why the daemon cannot start or stopped.
 #[derive(Debug, Error)]
@@ -63,18 +74,21 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
     check_policy(&config.policy).map_err(DaemonError::Policy)?;
     let path = config.socket.clone();
     wire::prepare_socket_dir(&path, socket::euid()).map_err(DaemonError::Policy)?;
+    // Each connection takes one of the daemon's files; the soft limit is often 1024
+    // where the hard one is far higher.
+    socket::raise_file_limit();
     let listener = listen(&path)?;
     let (tx, rx) = mpsc::channel::<Arrival>();
+    let verbose = config.verbose;
     std::thread::Builder::new()
         .name("gpuswapd-accept".into())
-        .spawn(move || accept_loop(listener, tx))
+        .spawn(move || accept_loop(listener, tx, verbose))
         .map_err(|source| DaemonError::Bind {
             path: path.clone(),
             source,
         })?;
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as u64;
-    let verbose = config.verbose;
     if verbose {
         log(format_args!(
             "listening on {} (mode {})",
@@ -143,18 +157,30 @@ fn listen(path: &Path) -> Result<UnixListener, DaemonError> {
     })
 }
 
-fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>) {
+/// Accepts connections and starts their threads. A failed accept (at the file limit,
+/// EMFILE or ENFILE) pauses the loop, longer at each failure in a row, instead of
+/// retrying at once for as long as the limit lasts.
+fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>, verbose: bool) {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
+    let mut pause = ACCEPT_PAUSE_FIRST;
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                back_off(&mut pause, &e, verbose);
+                continue;
+            }
+        };
         let conn = NEXT.fetch_add(1, Ordering::Relaxed);
         let Ok((pid, uid)) = socket::peer(&stream) else {
             continue;
         };
-        let Ok(out) = stream.try_clone() else {
-            continue;
-        };
-        let _ = out.set_write_timeout(Some(WRITE_TIMEOUT));
+        pause = ACCEPT_PAUSE_FIRST;
+        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        // One file for both threads (`&UnixStream` reads and writes): a connection takes
+        // one of the daemon's files, never a second that may be lacking.
+        let stream = Arc::new(stream);
+        let out = Arc::clone(&stream);
         let (outbox, queued) = mpsc::channel();
         let accepted = Arrival::Accepted {
             input: Input::Accepted { conn, pid, uid },
@@ -174,14 +200,32 @@ fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>) {
     }
 }
 
-fn read_loop(conn: ConnId, mut stream: UnixStream, tx: mpsc::Sender<Arrival>) {
+/// Pauses the accept loop after `e` (not after an interrupted call), for `pause`,
+/// then doubles it up to [`ACCEPT_PAUSE_MAX`]; the first of a row of failures is
+/// logged.
+fn back_off(pause: &mut Duration, e: &io::Error, verbose: bool) {
+    if e.kind() == io::ErrorKind::Interrupted {
+        return;
+    }
+    if verbose && *pause == ACCEPT_PAUSE_FIRST {
+        log(format_args!("cannot accept a connection: {e}; pausing"));
+    }
+    std::thread::sleep(*pause);
+    *pause = (*pause * 2).min(ACCEPT_PAUSE_MAX);
+}
+
+fn read_loop(conn: ConnId, stream: Arc<UnixStream>, tx: mpsc::Sender<Arrival>) {
     loop {
-        let input = match wire::read_frame::<ClientMsg>(&mut stream) {
+        let input = match wire::read_frame::<ClientMsg>(&mut &*stream) {
             Ok(msg) => Input::Frame(conn, msg),
             Err(wire::FrameError::Closed) => Input::Gone(conn, "disconnected".into()),
+            Err(e @ (wire::FrameError::Malformed(_) | wire::FrameError::TooLong(_))) => {
+                Input::Unreadable(conn, e.to_string())
+            }
             Err(e) => Input::Gone(conn, e.to_string()),
         };
-        let last = matches!(input, Input::Gone(..));
+        // After a bad frame the stream's frames are lost: nothing more is read.
+        let last = matches!(input, Input::Gone(..) | Input::Unreadable(..));
         if tx.send(Arrival::Input(input)).is_err() || last {
             return;
         }
@@ -193,13 +237,13 @@ fn read_loop(conn: ConnId, mut stream: UnixStream, tx: mpsc::Sender<Arrival>) {
 /// the process sees the end.
 fn write_loop(
     conn: ConnId,
-    mut out: UnixStream,
+    out: Arc<UnixStream>,
     queued: mpsc::Receiver<DaemonMsg>,
     tx: mpsc::Sender<Arrival>,
 ) {
     for msg in queued {
         // Unbuffered: the frame is written whole or not at all.
-        if let Err(e) = wire::write_frame(&mut out, &msg) {
+        if let Err(e) = wire::write_frame(&mut &*out, &msg) {
             // Reported before the shutdown, so that it comes before the reader's end.
             let _ = tx.send(Arrival::Input(Input::Gone(
                 conn,

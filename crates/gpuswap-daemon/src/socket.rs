@@ -24,6 +24,23 @@ pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
     bound
 }
 
+/// Raises this process's soft limit of open files to its hard limit, as far as the
+/// kernel allows; the limit stays as it was if that fails.
+pub fn raise_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given; setrlimit reads it.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// The peer's process and user ids, as the kernel recorded them at `connect`.
 pub fn peer(stream: &UnixStream) -> io::Result<(u32, u32)> {
     let mut cred = libc::ucred {

@@ -14,6 +14,9 @@ use gpuswap_daemon::{DaemonConfig, observe, serve};
 use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, Location, PROTOCOL_VERSION};
 use proptest::prelude::*;
 
+mod common;
+use common::config;
+
 struct Daemon {
     socket: PathBuf,
     stop: Arc<AtomicBool>,
@@ -35,20 +38,15 @@ fn daemon(name: &str, vram_mib: u64) -> Daemon {
 
 /// A daemon whose processes get `contracts` by name.
 fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>) -> Daemon {
-    let dir = std::env::temp_dir().join(format!("gpuswapd-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("d.sock");
-    let config = DaemonConfig {
-        socket: socket.clone(),
-        vram_bytes: Some(vram_mib * MIB),
-        host_bytes: 1 << 40,
-        chunk_bytes: 2 * MIB,
-        policy: PolicySettings::named("gpuswap"),
-        return_interval_ns: 50_000_000,
-        verbose: false,
-        contracts,
-        gpu_time: Default::default(),
-    };
+    let mut config = config(name);
+    config.vram_bytes = Some(vram_mib * MIB);
+    config.contracts = contracts;
+    start(config)
+}
+
+/// Starts a daemon on its own thread and waits for its socket.
+fn start(config: DaemonConfig) -> Daemon {
+    let socket = config.socket.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let thread =
@@ -114,6 +112,17 @@ impl Tenant {
 
     fn send(&mut self, msg: &ClientMsg) {
         wire::write_frame(&mut self.stream, msg).unwrap();
+    }
+
+    /// Plays a peer that stops reading: requests beyond everything the daemon has are
+    /// refused at once, and thousands of refusals fill its socket, which it never reads.
+    fn fill_unread(&mut self) {
+        for request in 0..20_000 {
+            self.send(&ClientMsg::Alloc {
+                request,
+                bytes: u64::MAX,
+            });
+        }
     }
 
     /// Serves the daemon's commands until the answer to an allocation comes.
@@ -415,6 +424,7 @@ fn refusals_are_clear() {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     };
     let err = serve(config, &|| true).unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");
@@ -533,26 +543,136 @@ fn policies_needing_what_a_real_gpu_does_not_report_are_refused() {
     assert!(error.contains("page faults"), "{error}");
 }
 
-/// A peer that stops reading (frozen, or a slow consumer) holds up no one else: its
-/// answers queue in its own outbox, and another tenant's allocation is answered at once,
-/// not after the write timeout (10 s) that finally closes the frozen one.
+/// Sends `hello` on a new connection and returns the daemon's answer and the stream.
+fn say_hello(
+    socket: &Path,
+    device_total_bytes: u64,
+    granularity_bytes: u64,
+) -> (DaemonMsg, UnixStream) {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let hello = ClientMsg::Hello {
+        protocol: PROTOCOL_VERSION,
+        pid: 1,
+        name: "claims".into(),
+        device_total_bytes,
+        granularity_bytes,
+    };
+    wire::write_frame(&mut s, &hello).unwrap();
+    (wire::read_frame(&mut s).unwrap(), s)
+}
+
+/// One hello claiming a 2^64-byte device once set the budget of a daemon started
+/// without --vram, and a 1 PiB allocation then laid out 2^29 chunks: the daemon
+/// aborted. The claim is refused at the hello now, and the daemon serves on.
 #[test]
-fn a_frozen_peer_does_not_delay_another_peers_allocation() {
-    let d = daemon("frozen", 64);
-    let mut frozen = Tenant::connect(&d.socket, "frozen");
-    // Requests beyond everything the daemon has are refused at once: thousands of
-    // refusals fill the frozen peer's socket, which it never reads.
-    for request in 0..20_000 {
-        frozen.send(&ClientMsg::Alloc {
-            request,
-            bytes: u64::MAX,
-        });
+fn a_hello_claiming_an_impossible_device_is_refused_and_the_daemon_lives() {
+    let d = start(config("claims"));
+    let (answer, mut s) = say_hello(&d.socket, u64::MAX, 2 * MIB);
+    let DaemonMsg::Refused { reason } = answer else {
+        // The old daemon welcomed it: the allocation that follows aborts it.
+        wire::write_frame(
+            &mut s,
+            &ClientMsg::Alloc {
+                request: 0,
+                bytes: 1 << 50,
+            },
+        )
+        .unwrap();
+        let _ = wire::read_frame::<DaemonMsg>(&mut s);
+        panic!("welcomed: {answer:?}")
+    };
+    assert!(reason.contains("more than any GPU"), "{reason}");
+    // A real device's hello is welcomed, and a 1 PiB request refused before any layout.
+    let mut t = Tenant::connect(&d.socket, "real");
+    let error = t.alloc(1 << 50).unwrap_err();
+    assert!(error.contains("bytes asked"), "{error}");
+    t.alloc(2 * MIB).unwrap();
+    assert_eq!(observe(&d.socket).unwrap().tenants.len(), 1);
+}
+
+/// A frame the daemon cannot read (its length is fine, its message is not one of the
+/// protocol's) is answered with the `Refused` the protocol promises, then closed.
+#[test]
+fn an_unreadable_frame_is_refused_before_the_close() {
+    let d = daemon("unreadable", 16);
+    for body in [&b"{\"Alloc\":"[..], b"not json", b"{\"Launch\":{}}"] {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        match wire::read_frame::<DaemonMsg>(&mut s) {
+            Ok(DaemonMsg::Refused { reason }) => {
+                assert!(
+                    reason.starts_with("protocol error: bad message"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(body)),
+        }
+        assert!(matches!(
+            wire::read_frame::<DaemonMsg>(&mut s),
+            Err(wire::FrameError::Closed)
+        ));
     }
+    // Beyond the longest frame, too.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.write_all(&u32::MAX.to_le_bytes()).unwrap();
+    let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
+        panic!("not refused")
+    };
+    assert!(reason.contains("at most"), "{reason}");
+}
+
+/// Five tenants that stop reading (frozen, or slow consumers) delay no one: their
+/// answers queue in their own outboxes, and `gpuswap top` and another tenant's
+/// allocation are answered at once, not after the write timeout (10 s) per message
+/// that once held the deciding thread for each of them in turn.
+#[test]
+fn frozen_peers_do_not_delay_top_or_another_peers_allocation() {
+    let d = daemon("frozen-top", 64);
+    let frozen: Vec<Tenant> = (0..5)
+        .map(|i| {
+            let mut t = Tenant::connect(&d.socket, &format!("frozen-{i}"));
+            t.fill_unread();
+            t
+        })
+        .collect();
     let asked = std::time::Instant::now();
+    let snap = observe(&d.socket).unwrap();
+    let top = asked.elapsed();
+    assert_eq!(snap.tenants.len(), 5);
     let mut other = Tenant::connect(&d.socket, "other");
     other.alloc(2 * MIB).unwrap();
-    let waited = asked.elapsed();
-    eprintln!("the other peer was answered in {waited:?}");
-    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
+    let both = asked.elapsed();
+    eprintln!("top answered in {top:?}, top and the allocation in {both:?}");
+    assert!(both < Duration::from_secs(2), "answered after {both:?}");
     drop(frozen);
+}
+
+/// A victim that never answers its suspension (stopped, say) once held up every
+/// allocation until its 30 s answer deadline, even one that fits in free VRAM; such
+/// an allocation is granted at once now.
+#[test]
+fn a_silent_victim_does_not_delay_an_allocation_that_fits() {
+    let d = daemon("silent-victim", 32);
+    let mut victim = Tenant::connect(&d.socket, "victim");
+    victim.alloc(16 * MIB).unwrap();
+    let mut freer = Tenant::connect(&d.socket, "freer");
+    let freed = freer.alloc(8 * MIB).unwrap();
+    // B's 12 MiB need 4 MiB of the victim's: it is asked to suspend, and stays silent.
+    let mut b = Tenant::connect(&d.socket, "b");
+    b.send(&ClientMsg::Alloc {
+        request: 0,
+        bytes: 12 * MIB,
+    });
+    let msg: DaemonMsg = wire::read_frame(&mut victim.stream).unwrap();
+    assert_eq!(msg, DaemonMsg::Suspend);
+    freer.send(&ClientMsg::Free { buffer: freed });
+    let asked = std::time::Instant::now();
+    let mut c = Tenant::connect(&d.socket, "c");
+    c.alloc(4 * MIB).unwrap();
+    let waited = asked.elapsed();
+    eprintln!("an allocation that fits was answered in {waited:?}");
+    assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
 }

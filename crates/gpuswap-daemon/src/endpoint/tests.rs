@@ -25,6 +25,7 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         verbose: true,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     Endpoint::new(config, UID)
 }
@@ -266,4 +267,161 @@ fn refusals_and_observations_come_before_their_close() {
     };
     assert_eq!(snap.uptime_s, 1.5);
     assert_eq!(closes(&mut e), [3]);
+}
+
+/// Says hello on a new connection `conn` from a device of `granularity_bytes`, and
+/// returns the daemon's answer.
+fn hello_granular(e: &mut Endpoint, conn: ConnId, granularity_bytes: u64) -> DaemonMsg {
+    e.handle(
+        0,
+        Input::Accepted {
+            conn,
+            pid: 9,
+            uid: UID,
+        },
+    );
+    let hello = ClientMsg::Hello {
+        protocol: PROTOCOL_VERSION,
+        pid: 9,
+        name: "g".into(),
+        device_total_bytes: 1 << 30,
+        granularity_bytes,
+    };
+    e.handle(0, Input::Frame(conn, hello));
+    only(e, conn)
+}
+
+/// A granularity of 1 (or any that is not a power of two of a page or more) is
+/// refused with a message; the daemon counts what a process maps, its allocations
+/// rounded up to its granularity: six 1-byte allocations are six granules, not 6 bytes.
+#[test]
+fn granularities_are_checked_and_allocations_rounded_to_them() {
+    let mut e = endpoint(64, 50 * MS);
+    for (conn, bad) in [(1, 1), (2, 3 * 4096), (3, 2048)] {
+        let DaemonMsg::Refused { reason } = hello_granular(&mut e, conn, bad) else {
+            panic!("granularity {bad} welcomed")
+        };
+        assert!(reason.contains("not a power of two"), "{reason}");
+        assert_eq!(closes(&mut e), [conn]);
+    }
+    for (conn, granularity) in [(4, 2 * MIB), (5, 4096)] {
+        let welcome = hello_granular(&mut e, conn, granularity);
+        assert!(matches!(welcome, DaemonMsg::Welcome { .. }), "{welcome:?}");
+        for request in 0..6 {
+            alloc(&mut e, MS, conn, request, 1);
+            let DaemonMsg::Granted { bytes, .. } = only(&mut e, conn) else {
+                panic!("not granted")
+            };
+            assert_eq!(bytes, granularity);
+        }
+    }
+    let snap = e.snapshot();
+    let used: Vec<u64> = snap.tenants.iter().map(|t| t.vram_bytes).collect();
+    assert_eq!(used, [6 * 2 * MIB, 6 * 4096]);
+    assert_eq!(snap.vram_used_bytes, 6 * 2 * MIB + 6 * 4096);
+    e.check_invariants().unwrap();
+}
+
+fn accept(e: &mut Endpoint, now_ns: u64, conn: ConnId) {
+    e.handle(
+        now_ns,
+        Input::Accepted {
+            conn,
+            pid: 9,
+            uid: UID,
+        },
+    );
+}
+
+/// A connection that sends no first frame within 10 s is refused and closed at that
+/// deadline, which the endpoint's timer asks for; one that said hello in time stays.
+#[test]
+fn a_connection_without_a_hello_is_closed_at_the_hello_deadline() {
+    let mut e = endpoint(16, 3_600_000 * MS);
+    accept(&mut e, 5 * MS, 1);
+    hello(&mut e, 6 * MS, 2, "b");
+    let deadline = 5 * MS + 10_000 * MS;
+    assert_eq!(e.poll_timeout(), Some(deadline));
+    e.handle_timeout(deadline - 1);
+    assert!(closes(&mut e).is_empty());
+    e.handle_timeout(deadline);
+    let DaemonMsg::Refused { reason } = only(&mut e, 1) else {
+        panic!("not refused")
+    };
+    assert_eq!(reason, "no hello within 10 s");
+    assert_eq!(closes(&mut e), [1]);
+    e.handle_timeout(20_000 * MS);
+    assert!(closes(&mut e).is_empty(), "the tenant stays");
+    assert_eq!(e.poll_timeout(), None);
+    e.check_invariants().unwrap();
+}
+
+/// Beyond `max_connections` a connection is refused with a message that says so, and
+/// closed; once one ends, a new one is served.
+#[test]
+fn connections_beyond_the_cap_are_refused_clearly() {
+    let mut e = endpoint(16, 50 * MS);
+    e.config.max_connections = 2;
+    hello(&mut e, 0, 1, "a");
+    accept(&mut e, 0, 2);
+    accept(&mut e, 0, 3);
+    let DaemonMsg::Refused { reason } = only(&mut e, 3) else {
+        panic!("not refused")
+    };
+    assert_eq!(
+        reason,
+        "the daemon serves at most 2 connections at once (--max-connections)"
+    );
+    assert_eq!(closes(&mut e), [3]);
+    e.handle(MS, Input::Gone(2, "disconnected".into()));
+    assert_eq!(closes(&mut e), [2]);
+    hello(&mut e, MS, 4, "d");
+    e.check_invariants().unwrap();
+}
+
+/// A victim that never answers its suspension holds up only what needs its VRAM: an
+/// allocation that fits in free VRAM, of a tenant the relocation does not move, is
+/// granted at once, not after the 30 s answer deadline; the victim's own waits.
+#[test]
+fn an_allocation_that_fits_is_served_while_a_relocation_waits() {
+    let mut e = endpoint(32, 3_600_000 * MS);
+    hello(&mut e, 0, 1, "a");
+    alloc(&mut e, 0, 1, 0, 16 * MIB);
+    transmits(&mut e);
+    hello(&mut e, 0, 3, "d");
+    alloc(&mut e, 0, 3, 0, 8 * MIB);
+    let DaemonMsg::Granted {
+        buffer: d_buffer, ..
+    } = only(&mut e, 3)
+    else {
+        panic!("not granted")
+    };
+    hello(&mut e, 0, 2, "b");
+    hello(&mut e, 0, 4, "c");
+    // B needs 4 MiB of A's (the largest share): A is asked to suspend and never answers.
+    alloc(&mut e, MS, 2, 0, 12 * MIB);
+    assert_eq!(transmits(&mut e), [(1, DaemonMsg::Suspend)]);
+    // D frees 8 MiB meanwhile: C's 4 MiB and D's 2 MiB fit, and are granted at once.
+    e.handle(
+        2 * MS,
+        Input::Frame(3, ClientMsg::Free { buffer: d_buffer }),
+    );
+    alloc(&mut e, 3 * MS, 4, 0, 4 * MIB);
+    assert!(
+        matches!(only(&mut e, 4), DaemonMsg::Granted { request: 0, .. }),
+        "C waits for A"
+    );
+    alloc(&mut e, 3 * MS, 3, 1, 2 * MIB);
+    assert!(matches!(
+        only(&mut e, 3),
+        DaemonMsg::Granted { request: 1, .. }
+    ));
+    e.check_invariants().unwrap();
+    // A's own allocation waits for its relocation, and so does what needs eviction.
+    alloc(&mut e, 4 * MS, 1, 1, 2 * MIB);
+    alloc(&mut e, 4 * MS, 4, 1, 8 * MIB);
+    assert!(transmits(&mut e).is_empty());
+    e.check_invariants().unwrap();
+    let snap = e.snapshot();
+    assert_eq!(snap.tenants[3].waits, 0, "C never waited");
 }
