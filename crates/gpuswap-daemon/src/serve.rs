@@ -172,7 +172,7 @@ fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>, verbose: bool)
             }
         };
         let conn = NEXT.fetch_add(1, Ordering::Relaxed);
-        let Ok((pid, uid)) = socket::peer(&stream) else {
+        let Ok((pid, uid)) = wire::peer_credentials(&stream) else {
             continue;
         };
         pause = ACCEPT_PAUSE_FIRST;

@@ -2,8 +2,7 @@
 //! with `SO_PEERCRED`. The only module of the daemon that talks to C.
 
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 /// The effective uid of this process.
@@ -41,27 +40,3 @@ pub fn raise_file_limit() {
     }
 }
 
-/// The peer's process and user ids, as the kernel recorded them at `connect`.
-pub fn peer(stream: &UnixStream) -> io::Result<(u32, u32)> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the fd is open
-    // for the lifetime of `stream`.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((cred.pid as u32, cred.uid))
-}
