@@ -9,13 +9,13 @@ use std::path::Path;
 use gpuswap_core::contract::{ContractError, Term};
 use gpuswap_core::registry::{Condition, POLICIES, PolicyEntry};
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
-use gpuswap_sim::units::{format_bytes, parse_bytes};
+use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;
 
 /// Every contract key: (key, value, default, help), for `gpuswap keys` and
 /// `gpuswap init`.
-pub const KEYS: [(&str, &str, &str, &str); 7] = [
+pub const KEYS: [(&str, &str, &str, &str); 8] = [
     (
         "vram_guarantee",
         "size: B, KiB, MiB, GiB",
@@ -39,6 +39,12 @@ pub const KEYS: [(&str, &str, &str, &str); 7] = [
         "fail | wait | spill",
         "fail",
         "at the memory_limit: fail the allocation, wait for the tenant's own frees (daemon only), or spill (VRAM capped at the limit, the rest in host memory)",
+    ),
+    (
+        "wait_timeout",
+        "duration: ns, us, ms, s",
+        "unset",
+        "with at_limit = \"wait\": how long an allocation waits for the tenant's own frees before it fails as out of memory (daemon only; unset: for ever, which suits only a program whose other threads free)",
     ),
     (
         "host_limit",
@@ -81,7 +87,8 @@ fn condition(entry: &PolicyEntry, term: Term) -> Option<&'static Condition> {
         .find(|c| c.terms.contains(term))
 }
 
-/// Which modes honour contract key `key`, in words (`at_limit` per value).
+/// Which modes honour contract key `key`, in words (`at_limit` per value; `wait_timeout`
+/// where `wait` is).
 pub fn modes_text(key: &str) -> String {
     if key == "at_limit" {
         return format!(
@@ -91,10 +98,16 @@ pub fn modes_text(key: &str) -> String {
             modes_honouring(Term::Wait)
         );
     }
+    if key == "wait_timeout" {
+        return format!(
+            "with at_limit = \"wait\": modes {}, under gpuswap daemon only",
+            modes_honouring(Term::Wait)
+        );
+    }
     let term = Term::ALL
         .into_iter()
         .find(|t| t.key() == key)
-        .expect("every contract key but at_limit names a term");
+        .expect("every contract key but at_limit and wait_timeout names a term");
     format!("modes {}", modes_honouring(term))
 }
 
@@ -107,6 +120,7 @@ pub struct ContractTable {
     pub(crate) vram_limit: Option<Spanned<String>>,
     pub(crate) memory_limit: Option<Spanned<String>>,
     pub(crate) at_limit: Option<Spanned<String>>,
+    pub(crate) wait_timeout: Option<Spanned<String>>,
     pub(crate) host_limit: Option<Spanned<String>>,
     pub(crate) weight: Option<Spanned<i64>>,
     pub(crate) priority_class: Option<Spanned<i64>>,
@@ -168,6 +182,14 @@ impl ContractTable {
                 )
             })?,
         };
+        let wait_timeout_ns = self
+            .wait_timeout
+            .as_ref()
+            .map(|v| {
+                parse_ns(v.get_ref())
+                    .map_err(|e| error(key("wait_timeout"), Some(v.span()), e.to_string()))
+            })
+            .transpose()?;
         let contract = Contract {
             vram_guarantee_bytes: bytes("vram_guarantee", &self.vram_guarantee)?.unwrap_or(0),
             vram_limit_bytes: bytes("vram_limit", &self.vram_limit)?,
@@ -177,6 +199,7 @@ impl ContractTable {
             weight: whole("weight", &self.weight, 1..1001)?.map_or(1, |w| w as u32),
             priority_class: whole("priority_class", &self.priority_class, 0..256)?
                 .map_or(0, |c| c as u8),
+            wait_timeout_ns,
         };
         contract.check().map_err(|e| {
             let (name, span) = match e {
@@ -188,6 +211,10 @@ impl ContractTable {
                 ContractError::AtLimitWithoutLimit(_) => {
                     ("at_limit", self.at_limit.as_ref().map(Spanned::span))
                 }
+                ContractError::WaitTimeoutWithoutWait => (
+                    "wait_timeout",
+                    self.wait_timeout.as_ref().map(Spanned::span),
+                ),
             };
             error(key(name), span, e.to_string())
         })?;

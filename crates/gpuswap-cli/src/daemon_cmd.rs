@@ -197,7 +197,11 @@ pub fn table(snap: &Snapshot) -> String {
             format!("{} ({:.1} ms)", t.relocations, t.relocation_ns as f64 / 1e6)
         }),
         ("waits", &|t| {
-            format!("{} ({:.1} ms)", t.waits, t.wait_ns as f64 / 1e6)
+            let now = match t.waiting_ns {
+                0 => String::new(),
+                ns => format!(", one waiting {:.1} s", ns as f64 / 1e9),
+            };
+            format!("{} ({:.1} ms{now})", t.waits, t.wait_ns as f64 / 1e6)
         }),
         ("suspended", &|t| {
             if t.suspended { "yes" } else { "" }.to_owned()
@@ -268,6 +272,7 @@ fn contract_text(row: &ContractRow) -> String {
         host_limit_bytes: row.host_limit_bytes,
         weight: row.weight,
         priority_class: row.priority_class,
+        wait_timeout_ns: row.wait_timeout_ns,
     };
     crate::contract_keys::describe(&contract)
 }

@@ -477,6 +477,7 @@ impl Template {
                 ("tenant.vram_limit", "\"512MiB\""),
                 ("tenant.memory_limit", "\"1GiB\""),
                 ("tenant.at_limit", "\"spill\""),
+                ("tenant.wait_timeout", "\"5s\""),
                 ("tenant.host_limit", "\"2GiB\""),
                 ("tenant.weight", "2"),
                 ("tenant.priority_class", "1"),

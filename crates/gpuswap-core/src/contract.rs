@@ -82,6 +82,11 @@ pub struct Contract {
     pub weight: u32,
     /// Tenants of a higher class are evicted last (`priority_class`).
     pub priority_class: u8,
+    /// With `at_limit = "wait"`: how long an allocation may wait for the tenant's own
+    /// frees before it fails as out of memory (`wait_timeout`); `None`: for ever. The
+    /// driver that knows time enforces it ([`crate::Manager::handle_wait_expired`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_timeout_ns: Option<u64>,
 }
 
 impl Default for Contract {
@@ -94,6 +99,7 @@ impl Default for Contract {
             host_limit_bytes: None,
             weight: 1,
             priority_class: 0,
+            wait_timeout_ns: None,
         }
     }
 }
@@ -227,6 +233,9 @@ pub enum ContractError {
     /// `at_limit` other than `fail` without a `memory_limit` to apply at.
     #[error("at_limit = \"{0}\" needs a memory_limit")]
     AtLimitWithoutLimit(&'static str),
+    /// `wait_timeout` without `at_limit = "wait"`, or of zero.
+    #[error("wait_timeout needs at_limit = \"wait\" and a duration above 0")]
+    WaitTimeoutWithoutWait,
 }
 
 impl Contract {
@@ -261,6 +270,12 @@ impl Contract {
         }
         if self.memory_limit_bytes.is_none() && self.at_limit != AtLimit::Fail {
             return Err(ContractError::AtLimitWithoutLimit(self.at_limit.name()));
+        }
+        if self
+            .wait_timeout_ns
+            .is_some_and(|ns| ns == 0 || self.at_limit != AtLimit::Wait)
+        {
+            return Err(ContractError::WaitTimeoutWithoutWait);
         }
         let limits = [
             ("vram_limit", self.vram_limit_bytes),
@@ -320,8 +335,11 @@ impl Contract {
             parts.push(format!("vram limit {}", bytes(b)));
         }
         if let Some(b) = self.memory_limit_bytes {
+            let wait = self.wait_timeout_ns.map_or(String::new(), |ns| {
+                format!(" up to {:.1} s", ns as f64 / 1e9)
+            });
             parts.push(format!(
-                "memory limit {} ({})",
+                "memory limit {} ({}{wait})",
                 bytes(b),
                 self.at_limit.name()
             ));

@@ -321,6 +321,7 @@ fn contract_strategy() -> impl Strategy<Value = Contract> {
                 host_limit_bytes: host.map(|h| h * MIB),
                 weight,
                 priority_class: class,
+                wait_timeout_ns: None,
             }
         })
 }

@@ -15,7 +15,7 @@ use crate::gpu_time::GpuTime;
 use crate::gpu_time::launch_gate::Scheduler;
 use crate::gpu_time::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
 use crate::gpu_time::turns::Turns;
-use crate::ids::{BufferId, CopyId, LaunchId, TenantId};
+use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::params::Needs;
 use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Placed};
 use crate::protocol::{
@@ -516,6 +516,38 @@ impl Manager {
         }
         turns.set_busy(tenant, busy, now_ns);
         self.take_turns(None);
+    }
+
+    /// The requests of `tenant` waiting at its `memory_limit` for its own frees
+    /// (`at_limit = "wait"`), in arrival order.
+    pub fn waiting_at_limit(&self, tenant: TenantId) -> impl Iterator<Item = RequestId> + '_ {
+        self.at_limit
+            .iter()
+            .filter(move |r| r.tenant == tenant)
+            .map(|r| r.request)
+    }
+
+    /// `tenant`'s `request`, waiting at its `memory_limit`, waited past its contract's
+    /// `wait_timeout` (the driver keeps the time): it fails as out of memory
+    /// ([`AllocError::WaitTimedOut`]). False, changing nothing, when that request does
+    /// not wait at the limit (answered, or waiting for a relocation instead).
+    pub fn handle_wait_expired(&mut self, tenant: TenantId, request: RequestId) -> bool {
+        let Some(at) = self
+            .at_limit
+            .iter()
+            .position(|r| r.tenant == tenant && r.request == request)
+        else {
+            return false;
+        };
+        let req = self.at_limit.remove(at).expect("found");
+        self.actions.push_back(Action::Reply(Reply::Fail {
+            request,
+            tenant,
+            error: AllocError::WaitTimedOut {
+                requested_bytes: req.bytes,
+            },
+        }));
+        true
     }
 
     /// Time passed to `now_ns` (the time [`Manager::poll_timeout`] named, or later).

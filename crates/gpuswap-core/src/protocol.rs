@@ -121,6 +121,15 @@ pub enum AllocError {
         /// Its limit.
         limit_bytes: u64,
     },
+    /// It waited at the tenant's `memory_limit` (`at_limit = "wait"`) for the tenant's
+    /// own frees longer than its `wait_timeout`.
+    #[error(
+        "over the memory_limit: requested {requested_bytes} bytes, and the tenant's own frees made no room for it within its wait_timeout"
+    )]
+    WaitTimedOut {
+        /// Size of the request.
+        requested_bytes: u64,
+    },
     /// VRAM is short and the tenants holding it cannot give enough without going under
     /// their guarantees or over their host limits.
     #[error(

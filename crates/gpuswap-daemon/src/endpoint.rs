@@ -31,6 +31,10 @@ pub(crate) const HELLO_TIMEOUT_NS: u64 = 10_000_000_000;
 /// idle holder hands over. A design choice.
 pub(crate) const IDLE_REPORT_NS: u64 = 100_000_000;
 
+/// An allocation answered after waiting this long is logged: long against a
+/// relocation of a few chunks, short against what a user notices.
+const LOGGED_WAIT_NS: u64 = 100_000_000;
+
 /// Bulk moves a snapshot lists.
 const BATCHES_SHOWN: usize = 16;
 
@@ -193,7 +197,50 @@ impl Endpoint {
             .greeting
             .front()
             .map(|(since, _)| since.saturating_add(HELLO_TIMEOUT_NS));
-        timer.into_iter().chain(deadline).chain(hello).min()
+        let wait = self.wait_deadlines().map(|(at, ..)| at).min();
+        timer
+            .into_iter()
+            .chain(deadline)
+            .chain(hello)
+            .chain(wait)
+            .min()
+    }
+
+    /// The allocations waiting at their tenant's `memory_limit` whose contract sets a
+    /// `wait_timeout`: (when it runs out, tenant, request).
+    fn wait_deadlines(&self) -> impl Iterator<Item = (u64, TenantId, RequestId)> + '_ {
+        let m = self.manager.as_ref();
+        self.conns.values().flat_map(move |c| {
+            let waits = c.tenant.zip(m).and_then(|(t, m)| {
+                let timeout = m.contract(t).wait_timeout_ns?;
+                let at_limit: Vec<RequestId> = m.waiting_at_limit(t).collect();
+                Some((t, timeout, at_limit))
+            });
+            c.pending.iter().filter_map(move |(request, _, asked)| {
+                let (t, timeout, at_limit) = waits.as_ref()?;
+                at_limit
+                    .contains(request)
+                    .then(|| (asked.saturating_add(*timeout), *t, *request))
+            })
+        })
+    }
+
+    /// Fails the allocations that waited at their tenant's limit past its
+    /// `wait_timeout` (as out of memory), with a log line each.
+    fn expire_waits(&mut self) {
+        let now = self.now_ns;
+        let expired: Vec<(u64, TenantId, RequestId)> = self
+            .wait_deadlines()
+            .filter(|(at, ..)| *at <= now)
+            .collect();
+        for (_, tenant, request) in expired {
+            let m = self.manager.as_mut().expect("a tenant exists");
+            if m.handle_wait_expired(tenant, request) {
+                self.log(format!(
+                    "{tenant}: an allocation waited at its memory_limit past its wait_timeout; it fails as out of memory"
+                ));
+            }
+        }
     }
 
     /// Time passed to `now_ns`: the manager's timer runs if due, the process the
@@ -206,6 +253,7 @@ impl Endpoint {
         {
             m.handle_timeout(now_ns);
         }
+        self.expire_waits();
         if let Some((conn, since)) = self.awaiting
             && now_ns.saturating_sub(since) >= ANSWER_TIMEOUT_NS
         {
@@ -868,6 +916,12 @@ impl Endpoint {
             c.waits += 1;
             c.wait_ns += waited;
         }
+        if waited >= LOGGED_WAIT_NS {
+            self.log(format!(
+                "{tenant}: an allocation was answered after waiting {:.1} ms",
+                waited as f64 / 1e6
+            ));
+        }
         Some(client)
     }
 
@@ -930,6 +984,12 @@ impl Endpoint {
                     suspended: c.suspended,
                     contract: contract_row(&m.contract(tenant)),
                     turn: turn(m, tenant, c.suspended),
+                    waiting_ns: c
+                        .pending
+                        .iter()
+                        .map(|(_, _, asked)| self.now_ns.saturating_sub(*asked))
+                        .max()
+                        .unwrap_or(0),
                     busy: c.busy,
                 }
             })
@@ -1118,6 +1178,7 @@ fn contract_row(c: &Contract) -> wire::ContractRow {
         host_limit_bytes: c.host_limit_bytes,
         weight: c.weight,
         priority_class: c.priority_class,
+        wait_timeout_ns: c.wait_timeout_ns,
     }
 }
 

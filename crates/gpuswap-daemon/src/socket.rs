@@ -39,4 +39,3 @@ pub fn raise_file_limit() {
         }
     }
 }
-

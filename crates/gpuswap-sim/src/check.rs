@@ -294,6 +294,7 @@ fn contract(rng: &mut ChaCha8Rng, honours: Terms, guarantee_mib: u64) -> Contrac
         host_limit_bytes,
         weight: if weight { rng.random_range(2..5) } else { 1 },
         priority_class: if class { rng.random_range(1..4) } else { 0 },
+        wait_timeout_ns: None,
     }
 }
 

@@ -407,6 +407,9 @@ pub struct TenantRow {
     /// Whether it has GPU work (as it last said, under turns).
     #[serde(default)]
     pub busy: bool,
+    /// How long its oldest unanswered allocation has waited (0: none waits).
+    #[serde(default)]
+    pub waiting_ns: u64,
     /// Its memory contract (all defaults: none).
     #[serde(default)]
     pub contract: ContractRow,
@@ -448,6 +451,8 @@ pub struct ContractRow {
     pub weight: u32,
     /// Higher: evicted last.
     pub priority_class: u8,
+    /// With `at_limit = "wait"`: how long an allocation may wait.
+    pub wait_timeout_ns: Option<u64>,
 }
 
 impl Default for ContractRow {
@@ -460,6 +465,7 @@ impl Default for ContractRow {
             host_limit_bytes: None,
             weight: 1,
             priority_class: 0,
+            wait_timeout_ns: None,
         }
     }
 }

@@ -425,3 +425,43 @@ fn an_allocation_that_fits_is_served_while_a_relocation_waits() {
     let snap = e.snapshot();
     assert_eq!(snap.tenants[3].waits, 0, "C never waited");
 }
+
+/// An allocation waiting at its tenant's memory_limit (`at_limit = "wait"`) fails as
+/// out of memory once its `wait_timeout` has run out: a single-threaded program used to
+/// wait for ever, with nothing to free while it waits.
+#[test]
+fn a_wait_at_the_limit_fails_as_out_of_memory_after_its_wait_timeout() {
+    let mut e = endpoint(64, 50 * MS);
+    let contract = gpuswap_core::Contract {
+        memory_limit_bytes: Some(4 * MIB),
+        at_limit: gpuswap_core::AtLimit::Wait,
+        wait_timeout_ns: Some(1_000 * MS),
+        ..Default::default()
+    };
+    e.config.contracts.insert("waiter".into(), contract);
+    hello(&mut e, 0, 1, "waiter");
+    alloc(&mut e, MS, 1, 1, 4 * MIB);
+    assert!(matches!(only(&mut e, 1), DaemonMsg::Granted { .. }));
+    alloc(&mut e, 2 * MS, 1, 2, 2 * MIB);
+    assert!(transmits(&mut e).is_empty(), "it waits for its own frees");
+    assert_eq!(e.poll_timeout(), Some(1_002 * MS), "the wait's deadline");
+    e.handle_timeout(1_001 * MS);
+    assert!(transmits(&mut e).is_empty(), "not yet");
+    // top shows the wait and how long it has lasted.
+    assert_eq!(e.snapshot().tenants[0].waiting_ns, 999 * MS);
+    e.handle_timeout(1_002 * MS);
+    match only(&mut e, 1) {
+        DaemonMsg::AllocFailed {
+            request: 2,
+            out_of_memory: true,
+            error,
+        } => assert!(error.contains("wait_timeout"), "{error}"),
+        other => panic!("not failed as out of memory: {other:?}"),
+    }
+    assert!(
+        logs(&mut e)
+            .iter()
+            .any(|l| l.contains("past its wait_timeout"))
+    );
+    e.check_invariants().unwrap();
+}
