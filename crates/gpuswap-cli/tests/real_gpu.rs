@@ -836,3 +836,23 @@ fn a_forked_child_does_not_keep_its_dead_parents_memory_booked() {
         .status();
     empty.unwrap();
 }
+
+/// A daemon at its connection cap refuses a process as it connects; the process says
+/// why (the daemon's reason), not "Broken pipe", and runs no CUDA call managed.
+#[test]
+fn a_process_beyond_the_connection_cap_is_told_why() {
+    let w = World::with_daemon_args("cap", 64, None, &["--max-connections", "1"]);
+    // One connection that says nothing holds the only place (until its hello deadline).
+    let _holder = std::os::unix::net::UnixStream::connect(w.socket()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let out = w
+        .client(64, &["--buffers", "1", "--size", "2MiB", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("at most 1 connections") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+}

@@ -99,8 +99,15 @@ pub fn connect() -> Result<&'static Client, String> {
         device_total_bytes: driver::total_memory()?,
         granularity_bytes: granularity,
     };
-    wire::write_frame(&mut stream, &hello).map_err(talk)?;
-    let (vram_bytes, idle_report_ns) = match wire::read_frame(&mut stream).map_err(talk)? {
+    // A daemon that refuses a connection as it arrives (the connection cap) writes its
+    // reason and closes: the hello's write may then fail, but the reason can be read.
+    let written = wire::write_frame(&mut stream, &hello);
+    let answer = wire::read_frame(&mut stream);
+    let answer = match (written, answer) {
+        (_, Ok(msg @ DaemonMsg::Refused { .. })) | (Ok(()), Ok(msg)) => msg,
+        (Err(e), _) | (Ok(()), Err(e)) => return Err(talk(e)),
+    };
+    let (vram_bytes, idle_report_ns) = match answer {
         DaemonMsg::Welcome {
             vram_bytes,
             idle_report_ns,
