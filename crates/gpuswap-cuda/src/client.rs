@@ -34,8 +34,8 @@ struct Buffer {
 impl Buffer {
     /// The chunk's address and length (whole granules; the last may be shorter).
     fn span(&self, index: usize) -> (DevPtr, u64) {
-        let offset = index as u64 * self.chunk_bytes;
-        (self.va + offset, self.chunk_bytes.min(self.bytes - offset))
+        let (offset, len) = wire::chunk_span(self.bytes, self.chunk_bytes, index as u64);
+        (self.va + offset, len)
     }
 }
 

@@ -63,7 +63,7 @@ pub fn check_request(
                  memory in all"
             )
         })?;
-    let chunks = placed.div_ceil(chunk_bytes);
+    let chunks = gpuswap_wire::chunk_count(placed, chunk_bytes);
     if chunks > u64::from(u32::MAX) {
         return Err(format!(
             "{bytes} bytes asked take {chunks} chunks of {chunk_bytes} bytes; a buffer has \

@@ -517,6 +517,20 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result
     Ok(serde_json::from_slice(&body)?)
 }
 
+/// How many chunks a buffer of `bytes` has when cut into chunks of `chunk_bytes` (the
+/// last may be shorter): the daemon and the interposer cut buffers alike, as the core
+/// does (`gpuswap_core::chunk_layout`, which the wire cannot import).
+pub fn chunk_count(bytes: u64, chunk_bytes: u64) -> u64 {
+    bytes.div_ceil(chunk_bytes)
+}
+
+/// Chunk `index` of a buffer of `bytes` cut into chunks of `chunk_bytes`: its offset in
+/// the buffer and its length (the last chunk may be shorter).
+pub fn chunk_span(bytes: u64, chunk_bytes: u64, index: u64) -> (u64, u64) {
+    let offset = index * chunk_bytes;
+    (offset, chunk_bytes.min(bytes - offset))
+}
+
 /// A buffer's placement as runs, from one location per chunk.
 pub fn runs(locations: impl IntoIterator<Item = Location>) -> Vec<Placement> {
     let mut out: Vec<Placement> = Vec::new();
@@ -647,6 +661,15 @@ mod tests {
         judge_socket_dir(Path::new("/run/gpuswap"), 999, 0o40755, &[1000, 999]).unwrap();
         assert!(socket_dir_checked(&base.join("missing/x.sock"), &[uid]).is_err());
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn chunks_cover_a_buffer_whole_and_only_the_last_is_shorter() {
+        assert_eq!(chunk_count(10, 4), 3);
+        assert_eq!(chunk_count(8, 4), 2);
+        assert_eq!(chunk_count(0, 4), 0);
+        let spans: Vec<_> = (0..3).map(|i| chunk_span(10, 4, i)).collect();
+        assert_eq!(spans, [(0, 4), (4, 4), (8, 2)]);
     }
 
     #[test]
