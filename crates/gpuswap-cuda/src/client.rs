@@ -17,7 +17,6 @@ use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
 use crate::liveness;
-use crate::trust;
 
 /// A buffer the daemon placed.
 struct Buffer {
@@ -86,7 +85,7 @@ pub fn connect() -> Result<&'static Client, String> {
              without it"
         )
     })?;
-    let daemon = trust::daemon(&stream, &path)?;
+    let daemon = wire::trusted_daemon(&stream, &path)?;
     let talk = |e: wire::FrameError| format!("talking to the gpuswap daemon at {shown}: {e}");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

@@ -45,7 +45,6 @@ mod ffi;
 mod hooks;
 mod host_pool;
 mod liveness;
-mod trust;
 
 /// The names of the driver entry points the interposer exports, for documentation and
 /// tests.

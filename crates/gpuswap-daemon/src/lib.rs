@@ -62,6 +62,11 @@ pub fn observe(socket: &Path) -> Result<wire::Snapshot, ClientError> {
         path: path.clone(),
         source,
     })?;
+    // Another user's socket could show anything: trusted as the interposer trusts it.
+    wire::trusted_daemon(&stream, socket).map_err(|message| ClientError::Failed {
+        path: path.clone(),
+        message,
+    })?;
     observe_on(stream, &path)
 }
 

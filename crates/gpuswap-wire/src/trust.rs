@@ -1,6 +1,7 @@
-//! Whom the interposer takes for its daemon. Before the process says who it is, the
-//! socket's folder must be one only trusted users can put a socket in
-//! (`gpuswap_wire::socket_dir_checked`), and the process answering on the socket must
+//! Whom a client (the interposer, `gpuswap top`) takes for its daemon. Before the
+//! process says who it is, the socket's folder must be one only trusted users can put
+//! a socket in
+//! (`super::socket::socket_dir_checked`), and the process answering on the socket must
 //! run as this user, as root, or as the daemon user an operator names in
 //! `GPUSWAP_DAEMON_USER` (a name or a uid): a socket of another user's would learn the
 //! process's name and pid, and could suspend or kill it.
@@ -9,8 +10,6 @@ use std::ffi::{CString, c_char};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use gpuswap_wire as wire;
-
 /// The environment variable naming the daemon's user when it is neither the process's
 /// user nor root.
 const DAEMON_USER_ENV: &str = "GPUSWAP_DAEMON_USER";
@@ -18,20 +17,22 @@ const DAEMON_USER_ENV: &str = "GPUSWAP_DAEMON_USER";
 /// The process listening on the daemon's socket, as the kernel recorded it when it
 /// listened (`SO_PEERCRED`, which a process cannot forge).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Peer {
+pub struct Peer {
+    /// Its process.
     pub pid: u32,
+    /// Its user.
     pub uid: u32,
 }
 
 /// Checks the folder of the socket at `path` and the process answering on `stream`;
 /// returns that process, the daemon.
-pub(crate) fn daemon(stream: &UnixStream, path: &Path) -> Result<Peer, String> {
+pub fn trusted_daemon(stream: &UnixStream, path: &Path) -> Result<Peer, String> {
     // SAFETY: geteuid has no preconditions.
     let own = unsafe { libc::geteuid() };
     let named = daemon_user()?;
     let trusted: Vec<u32> = std::iter::once(own).chain(named).collect();
-    wire::socket_dir_checked(path, &trusted)?;
-    let (pid, uid) = wire::peer_credentials(stream)
+    super::socket::socket_dir_checked(path, &trusted)?;
+    let (pid, uid) = super::socket::peer_credentials(stream)
         .map_err(|e| format!("cannot learn who answers on {}: {e}", path.display()))?;
     let peer = Peer { pid, uid };
     check_daemon_uid(peer, own, named).map_err(|why| format!("{} {why}", path.display()))?;
