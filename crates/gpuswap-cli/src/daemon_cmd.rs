@@ -19,7 +19,8 @@ use crate::table::{self, Column};
 #[derive(Args)]
 pub struct DaemonArgs {
     /// The Unix socket to listen on (created with mode 0600). Default: GPUSWAP_SOCKET,
-    /// else $XDG_RUNTIME_DIR/gpuswap.sock, else /tmp/gpuswap-UID.sock.
+    /// else $XDG_RUNTIME_DIR/gpuswap.sock, else /tmp/gpuswap-UID/gpuswap.sock (in a
+    /// folder of the user's own, made 0700).
     #[arg(long)]
     socket: Option<PathBuf>,
     /// VRAM to manage (e.g. 70GiB). Default: nine tenths of what the first process's
