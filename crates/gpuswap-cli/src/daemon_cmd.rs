@@ -83,8 +83,8 @@ fn bytes(text: &str) -> Result<u64, String> {
     parse_bytes(text).map_err(|e| e.to_string())
 }
 
-/// Half of the machine's memory, from /proc/meminfo.
-fn half_of_memory() -> Option<u64> {
+/// The machine's memory, from /proc/meminfo.
+fn machine_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = info
         .lines()
@@ -94,7 +94,7 @@ fn half_of_memory() -> Option<u64> {
         .trim()
         .parse()
         .ok()?;
-    Some(kib * 1024 / 2)
+    Some(kib * 1024)
 }
 
 /// Runs the daemon until it is killed; errors are for the user.
@@ -120,6 +120,21 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     if args.chunk_size == 0 || args.return_interval == 0 {
         return Err("--chunk-size and --return-interval must be positive".into());
     }
+    if args.vram == Some(0) {
+        return Err(
+            "--vram must be above 0 (leave it out to manage nine tenths of the device)".into(),
+        );
+    }
+    let memory = machine_memory();
+    if let (Some(host), Some(memory)) = (args.host, memory)
+        && host > memory
+    {
+        return Err(format!(
+            "--host {} is beyond this machine's memory ({}): evicted data could not fit",
+            format_bytes(host),
+            format_bytes(memory)
+        ));
+    }
     if args.max_connections == 0 {
         return Err("--max-connections must be positive".into());
     }
@@ -130,7 +145,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     let config = DaemonConfig {
         socket: socket_path(args.socket.clone()),
         vram_bytes: args.vram,
-        host_bytes: args.host.or_else(half_of_memory).unwrap_or(16 << 30),
+        host_bytes: args.host.or(memory.map(|m| m / 2)).unwrap_or(16 << 30),
         chunk_bytes: args.chunk_size,
         policy,
         return_interval_ns: args.return_interval,

@@ -983,6 +983,12 @@ fn the_daemon_refuses_a_zero_chunk_or_return_interval() {
             "--chunk-size and --return-interval must be positive",
         );
     }
+    // Nor does it start on no VRAM or on more host memory than the machine has
+    // (checked before the first client, issue 42).
+    let zero = gpuswap(&["daemon", "--vram", "0B", "--socket", "/tmp/never.sock"]);
+    assert_fails(&zero, 2, "--vram must be above 0");
+    let host = gpuswap(&["daemon", "--host", "1000TiB", "--socket", "/tmp/never.sock"]);
+    assert_fails(&host, 2, "is beyond this machine's memory");
 }
 
 #[test]

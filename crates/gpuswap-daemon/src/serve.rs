@@ -54,6 +54,11 @@ pub enum DaemonError {
     /// The mode needs what the daemon cannot provide.
     #[error("{0}")]
     Policy(String),
+    /// Something that is not a socket is at the socket's path: it is left alone.
+    #[error(
+        "{0} exists and is not a socket; the daemon will not delete it: remove it, or choose another path with --socket"
+    )]
+    NotASocket(PathBuf),
 }
 
 /// What the socket threads hand the deciding thread.
@@ -145,7 +150,11 @@ fn carry_out(endpoint: &mut Endpoint, outboxes: &mut BTreeMap<ConnId, mpsc::Send
 
 /// Binds the socket, taking over a stale socket file but never a live daemon's.
 fn listen(path: &Path) -> Result<UnixListener, DaemonError> {
-    if path.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        // Only a socket a daemon left behind is replaced, never a user's file.
+        if !std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+            return Err(DaemonError::NotASocket(path.to_owned()));
+        }
         if UnixStream::connect(path).is_ok() {
             return Err(DaemonError::InUse(path.to_owned()));
         }

@@ -676,3 +676,18 @@ fn a_silent_victim_does_not_delay_an_allocation_that_fits() {
     eprintln!("an allocation that fits was answered in {waited:?}");
     assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
 }
+
+/// A regular file at the socket's path is a user's, not a daemon's leftover: the daemon
+/// refuses to start and leaves it (it used to delete it).
+#[test]
+fn a_file_at_the_socket_path_is_left_alone_and_refused() {
+    let mut config = common::config("not-a-socket");
+    std::fs::write(&config.socket, "a user's notes").unwrap();
+    config.vram_bytes = Some(64 << 20);
+    let error = gpuswap_daemon::serve(config.clone(), &|| true).unwrap_err();
+    assert!(error.to_string().contains("is not a socket"), "{error}");
+    assert_eq!(
+        std::fs::read_to_string(&config.socket).unwrap(),
+        "a user's notes"
+    );
+}
