@@ -154,7 +154,13 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         gpu_time,
         max_connections: args.max_connections,
     };
-    serve(config, &|| false).map_err(|e| e.to_string())
+    let verbose = config.verbose;
+    let stop = gpuswap_daemon::stop_on_signals();
+    serve(config, &stop).map_err(|e| e.to_string())?;
+    if verbose {
+        eprintln!("gpuswapd: stopped by a signal; connections closed, socket removed");
+    }
+    Ok(())
 }
 
 /// `gpuswap top`: the table (or JSON), refreshed until interrupted.

@@ -2832,3 +2832,35 @@ fn compare_json_of_a_vm_scenario_is_a_report_per_placement() {
         .expect("the scenario's placement is compared");
     assert_eq!(own, &run);
 }
+
+/// SIGTERM stops the daemon cleanly (issue 42): it exits 0, says so, and removes its
+/// socket; a process it served carries on unmanaged (`real_gpu.rs` shows that part).
+#[test]
+fn sigterm_stops_the_daemon_cleanly_and_removes_its_socket() {
+    let dir = std::env::temp_dir().join(format!("gpuswap-sigterm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("d.sock");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["daemon", "--vram", "64MiB", "--socket"])
+        .arg(&socket)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = daemon.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("stopped by a signal"), "{stderr}");
+    assert!(!socket.exists(), "the socket is left behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -30,6 +30,7 @@ use thiserror::Error;
 pub use backend::{SUPPLIES, check_policy};
 pub use config::{DEFAULT_MAX_CONNECTIONS, DaemonConfig};
 pub use serve::{DaemonError, serve};
+pub use socket::stop_on_signals;
 
 /// Why a client could not talk to the daemon.
 #[derive(Debug, Error)]

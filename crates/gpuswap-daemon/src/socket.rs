@@ -4,6 +4,7 @@
 use std::io;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The effective uid of this process.
 pub fn euid() -> u32 {
@@ -38,4 +39,24 @@ pub fn raise_file_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
+}
+
+/// Set by SIGTERM or SIGINT once [`stop_on_signals`] has installed their handler.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The handler: only an atomic store, which is async-signal-safe (and cannot panic).
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGTERM and SIGINT ask the daemon to stop, cleanly, instead of ending it
+/// where it stands: returns what the serve loop asks (`serve`'s `stop`), which then
+/// closes every connection (each process carries on unmanaged) and removes the socket.
+pub fn stop_on_signals() -> fn() -> bool {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic; installing it has no other
+        // precondition.
+        unsafe { libc::signal(signal, on_stop_signal as *const () as libc::sighandler_t) };
+    }
+    || STOP.load(Ordering::SeqCst)
 }
