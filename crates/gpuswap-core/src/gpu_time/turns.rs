@@ -183,19 +183,18 @@ impl Turns {
         })
     }
 
+    /// The tenants that demand the GPU, by number. The holder is among the numbers:
+    /// it became holder busy, so its demand is recorded.
     fn demanding(&self) -> impl Iterator<Item = TenantId> + '_ {
         (0..self.demand.len())
             .map(|i| TenantId(i as u32))
-            .chain(self.holder.map(|h| h.tenant))
             .filter(|t| self.demands(*t))
     }
 
     /// Whether the demanding tenants need turns: their memory does not fit in VRAM
     /// (or, with `always`, two of them demand at all).
     fn over(&self, books: &Books, incoming: Option<(TenantId, u64)>) -> bool {
-        let mut tenants: Vec<TenantId> = self.demanding().collect();
-        tenants.sort_unstable();
-        tenants.dedup();
+        let tenants: Vec<TenantId> = self.demanding().collect();
         if self.settings.always {
             return tenants.len() >= 2;
         }
