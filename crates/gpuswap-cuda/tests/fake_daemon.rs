@@ -87,6 +87,7 @@ impl Fake {
             chunk_bytes: CHUNK_BYTES,
             vram_bytes: 2048 * MIB,
             idle_report_ns,
+            progress_report_ns: 0,
         };
         wire::write_frame(&mut stream, &welcome).unwrap();
         let (tx, incoming) = std::sync::mpsc::channel();

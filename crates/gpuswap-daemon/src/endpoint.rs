@@ -475,6 +475,7 @@ impl Endpoint {
                     GpuTime::Concurrent => 0,
                     GpuTime::Turns(_) => IDLE_REPORT_NS,
                 },
+                progress_report_ns: 0,
             },
         );
     }

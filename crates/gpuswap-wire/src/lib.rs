@@ -24,8 +24,10 @@ pub use trust::{Peer, trusted_daemon};
 
 /// The protocol's version; a client of another version is refused with a message that
 /// names both. Version 2 added turns (`Busy`, `Idle`, `Welcome::idle_report_ns`) and bulk
-/// moves (`RelocateBatch`, `RelocatedBatch`).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// moves (`RelocateBatch`, `RelocatedBatch`). Version 3 added progress telemetry
+/// (`Progress`, `Welcome::progress_report_ns`) and what a surviving process declares and
+/// reports of the device (issue 39, item 5).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The most moves one [`DaemonMsg::RelocateBatch`] carries: 1024 chunks of 2 MiB are
 /// 2 GiB, long enough to run the copy engines at full speed, and the frame (about 60
@@ -128,6 +130,31 @@ pub enum ClientMsg {
     /// The tenant has started no GPU work for `Welcome::idle_report_ns`. Sent only when
     /// that is not zero, once per change.
     Idle,
+    /// What the tenant did on the GPU since its last report, aggregated: sent every
+    /// `Welcome::progress_report_ns` while it has GPU work (never a message per launch).
+    Progress(Progress),
+}
+
+/// A tenant's GPU work over one report window ([`ClientMsg::Progress`]): what the daemon
+/// estimates each tenant's slowdown from (issue 40).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The window's length, from the previous report (or the connection) to this one.
+    pub window_ns: u64,
+    /// Kernel launches started in the window (a graph launch counts once).
+    pub launches: u64,
+    /// Their grid blocks.
+    pub blocks: u64,
+    /// Launches known complete in the window (from events recorded every so many
+    /// launches: a lower bound that catches up at the next recorded event).
+    pub completed: u64,
+    /// Grid blocks of the launches known complete.
+    pub completed_blocks: u64,
+    /// Time the program waited in synchronizations (stream, event, context) in the window.
+    pub sync_wait_ns: u64,
+    /// Whether, at the window's end, nothing was launched or copied for a while and all
+    /// recorded work had completed.
+    pub idle: bool,
 }
 
 /// Messages from the daemon to a client.
@@ -148,6 +175,10 @@ pub enum DaemonMsg {
         /// daemon's `gpu_time` does not take turns).
         #[serde(default)]
         idle_report_ns: u64,
+        /// How often the tenant sends [`ClientMsg::Progress`] while it has GPU work; 0:
+        /// never (the daemon does not use it).
+        #[serde(default)]
+        progress_report_ns: u64,
     },
     /// The connection is refused (bad version, another user, a bad frame); the daemon
     /// closes it.
