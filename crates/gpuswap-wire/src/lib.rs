@@ -137,7 +137,7 @@ pub enum ClientMsg {
 
 /// A tenant's GPU work over one report window ([`ClientMsg::Progress`]): what the daemon
 /// estimates each tenant's slowdown from (issue 40).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// The window's length, from the previous report (or the connection) to this one.
     pub window_ns: u64,
@@ -155,6 +155,12 @@ pub struct Progress {
     /// Whether, at the window's end, nothing was launched or copied for a while and all
     /// recorded work had completed.
     pub idle: bool,
+    /// The managed buffers the window's launches named in their parameters (a
+    /// pointer into the buffer among a launch's arguments), each once: the touch marks
+    /// the chunk policy keeps hot data local by. Empty where the interposer does not
+    /// scan.
+    #[serde(default)]
+    pub touched: Vec<u64>,
 }
 
 /// Messages from the daemon to a client.
