@@ -39,9 +39,13 @@ pub struct DaemonArgs {
     #[arg(long, default_value = "gpuswap")]
     mode: String,
     /// A parameter of the mode, KEY=VALUE (see `gpuswap policies`), or how tenants share
-    /// the GPU's time: gpu_time=concurrent|turns, quantum=auto|DURATION,
+    /// the GPU's time: gpu_time=auto|concurrent|turns (default auto in mode gpuswap:
+    /// share or take turns by measured progress), quantum=auto|DURATION,
     /// handover_after=DURATION (turns: one process holds the GPU while the others wait,
-    /// when their memory does not fit together); repeatable.
+    /// when their memory does not fit together), remote_cost=NUMBER (a remote read
+    /// against a local one; auto shares first below 16), idle=demote|keep and
+    /// demote_after=DURATION (an idle process gives its VRAM back under pressure,
+    /// default after 5s); repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// How often evicted data is checked for a way back into free VRAM.
@@ -97,11 +101,17 @@ fn machine_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The remote-read cost the daemon's automatic choice starts from until one is given
+/// (`--set remote_cost=`): our H200's, streaming remote reads at about 20 GB/s (19-21
+/// GB/s measured, docs/real-gpu.md) against HBM3e's 4.8 TB/s (NVIDIA's H200 datasheet).
+/// PCIe's order of magnitude: turns first.
+const ASSUMED_REMOTE_COST: f64 = 240.0;
+
 /// Runs the daemon until it is killed; errors are for the user.
 pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     let mut policy = PolicySettings::new(&args.mode, 1).map_err(|e| e.to_string())?;
     // The GPU-time keys are the daemon's, the others the mode's parameters.
-    let mut gpu_time: [Option<&str>; 3] = [None; 3];
+    let mut gpu_time: gpu_time_keys::Values = [None; 6];
     for pair in &args.set {
         let (key, value) = pair
             .split_once('=')
@@ -114,7 +124,15 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
             .set(key.trim(), value.trim())
             .map_err(|e| format!("--set {pair:?}: {e}"))?;
     }
-    let gpu_time = gpu_time_keys::settings(gpu_time[0], gpu_time[1], gpu_time[2])
+    let defaults = gpu_time_keys::Defaults {
+        gpu_time: if policy.name() == "gpuswap" {
+            "auto"
+        } else {
+            "concurrent"
+        },
+        remote_cost: ASSUMED_REMOTE_COST,
+    };
+    let (gpu_time, idle) = gpu_time_keys::settings(gpu_time, defaults)
         .map_err(|(key, message)| format!("--set {key}: {message}"))?;
     check_policy(&policy)?;
     if args.chunk_size == 0 || args.return_interval == 0 {
@@ -152,6 +170,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         verbose: !args.quiet,
         contracts,
         gpu_time,
+        idle,
         max_connections: args.max_connections,
     };
     let verbose = config.verbose;

@@ -180,7 +180,8 @@ fn verified(out: &Output, who: &str) -> serde_json::Value {
 
 #[test]
 fn three_processes_oversubscribe_and_keep_every_byte() {
-    let w = World::new("three", 64);
+    // Concurrent time: all three run at once with their overflow in host memory.
+    let w = World::with_daemon_args("three", 64, None, &["--set", "gpu_time=concurrent"]);
     // 3 x (3 x 12 MiB + a 2 MiB scratch) = 114 MiB asked of 64 MiB. The third runs
     // longest, so evicted data returns to it while it still checks its buffers; the
     // second finds the driver as libcudart does (dlsym, cuGetProcAddress).
@@ -282,7 +283,9 @@ fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
 
 /// The victim's trace after a pair whose victim copies slowly, with `victim_env`.
 fn slow_victims_trace(name: &str, victim_env: &[(&str, &str)]) -> String {
-    let w = World::new(name, 64);
+    // Concurrent time: the victim's chunks move one by one while it runs (under the
+    // default, auto, the pair would take turns and move in bulk).
+    let w = World::with_daemon_args(name, 64, None, &["--set", "gpu_time=concurrent"]);
     let (victim, requester) = pair_with_slow_victim(&w, "30", victim_env);
     verified(&requester.wait_with_output().unwrap(), "requester");
     let out = victim.wait_with_output().unwrap();

@@ -155,6 +155,7 @@ pub fn case(seed: u64) -> Case {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: gpu_time(seed),
+        idle: Default::default(),
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let programs = (0..n)

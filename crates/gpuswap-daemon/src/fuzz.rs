@@ -57,6 +57,7 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let mut endpoint = Endpoint::new(config, UID);

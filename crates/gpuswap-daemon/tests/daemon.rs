@@ -424,6 +424,7 @@ fn refusals_are_clear() {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     };
     let err = serve(config, &|| true).unwrap_err();

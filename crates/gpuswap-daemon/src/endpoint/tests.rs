@@ -25,6 +25,7 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         verbose: true,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     Endpoint::new(config, UID)
