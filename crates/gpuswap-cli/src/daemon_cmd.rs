@@ -248,8 +248,14 @@ pub fn table(snap: &Snapshot) -> String {
             if t.suspended { "yes" } else { "" }.to_owned()
         }),
     ]);
-    if snap.gpu_time == "turns" {
+    if !snap.choice.is_empty() {
         columns.push(("turn", &|t| t.turn.clone()));
+    }
+    if snap.gpu_time == "auto" {
+        columns.push(("slowdown", &|t| match t.slowdown {
+            0.0 => String::new(),
+            x => format!("{x:.2}x"),
+        }));
     }
     if snap.tenants.iter().any(|t| !contract(t).is_empty()) {
         columns.push(("contract", &contract));
@@ -273,16 +279,24 @@ fn shown_name(name: &str) -> String {
         .collect()
 }
 
-/// Under turns: who holds the GPU, the handovers, and the bulk moves' speed (the
-/// latest, and the range over those the snapshot lists); "" otherwise.
+/// Under turns or auto: the automatic choice, who holds the GPU, the handovers, and
+/// the bulk moves' speed (the latest, and the range over those the snapshot lists); ""
+/// otherwise.
 fn turns_text(snap: &Snapshot) -> String {
-    if snap.gpu_time != "turns" {
+    if snap.choice.is_empty() {
         return String::new();
+    }
+    let mut out = String::new();
+    if snap.gpu_time == "auto" {
+        out += &format!(
+            "auto: {} now, {} switches (each logged with its reason)\n",
+            snap.choice, snap.switches
+        );
     }
     let holder = snap
         .holder
         .map_or("nobody".to_owned(), |t| format!("tenant {t}"));
-    let mut out = format!(
+    out += &format!(
         "turns: {holder} holds the GPU, {} handovers, {} moved in bulk\n",
         snap.handovers,
         format_bytes(snap.batch_moved_bytes)
@@ -360,6 +374,7 @@ mod tests {
         assert!(!table(&snap).contains("turns:"));
         assert!(!table(&snap).contains("held"));
         snap.gpu_time = "turns".into();
+        snap.choice = "turns".into();
         snap.holder = Some(0);
         snap.handovers = 3;
         snap.batch_moved_bytes = 3 << 30;
@@ -381,5 +396,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("held"), "{text}");
+        assert!(
+            !text.contains("auto:") && !text.contains("slowdown"),
+            "{text}"
+        );
+        snap.gpu_time = "auto".into();
+        snap.choice = "share".into();
+        snap.switches = 2;
+        snap.tenants[0].slowdown = 1.734;
+        let text = table(&snap);
+        assert!(
+            text.contains("auto: share now, 2 switches (each logged with its reason)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slowdown") && text.contains("1.73x"),
+            "{text}"
+        );
     }
 }
