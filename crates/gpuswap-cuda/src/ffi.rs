@@ -425,17 +425,25 @@ pub mod driver {
     }
 
     /// Parameter `index` of kernel `func`: its (offset, size) in bytes
-    /// (`cuFuncGetParamInfo`, CUDA 12.4+); `None` past the last parameter or where the
-    /// driver does not say.
+    /// (`cuFuncGetParamInfo`, CUDA 12.4+; `cuKernelGetParamInfo` where `func` is a
+    /// `CUkernel`, which a CUDA 12 runtime may launch as a function); `None` past the
+    /// last parameter or where the driver does not say.
     pub fn param_info(func: Handle, index: usize) -> Option<(usize, usize)> {
         type ParamInfo = unsafe extern "C" fn(Handle, usize, *mut usize, *mut usize) -> CuResult;
-        static INFO: OnceLock<Option<ParamInfo>> = OnceLock::new();
-        // SAFETY: cuda.h's type of cuFuncGetParamInfo.
-        let f = (*INFO.get_or_init(|| unsafe { optional(c"cuFuncGetParamInfo") }))?;
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: both are valid for a write; the driver checks the function and index.
-        (unsafe { f(func, index, &mut offset, &mut size) } == CUDA_SUCCESS)
-            .then_some((offset, size))
+        static INFO: OnceLock<[Option<ParamInfo>; 2]> = OnceLock::new();
+        // SAFETY: cuda.h's type of both functions.
+        let info = INFO.get_or_init(|| unsafe {
+            [
+                optional(c"cuFuncGetParamInfo"),
+                optional(c"cuKernelGetParamInfo"),
+            ]
+        });
+        info.iter().flatten().find_map(|f| {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: both are valid for a write; the driver checks the handle and index.
+            (unsafe { f(func, index, &mut offset, &mut size) } == CUDA_SUCCESS)
+                .then_some((offset, size))
+        })
     }
 
     /// Queues a copy between device addresses on `stream`; it is done once the stream is

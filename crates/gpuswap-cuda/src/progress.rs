@@ -10,7 +10,8 @@
 //!   it is done (exact for a program on one stream, a lower bound across streams, since
 //!   an event covers its own stream's work). When the launches stop, the reporter
 //!   records a closing event on the legacy default stream, which waits for every
-//!   blocking stream, so the count catches up; a `cuCtxSynchronize` that returns
+//!   blocking stream, so the count catches up (launches on non-blocking streams are
+//!   then taken as complete too); a `cuCtxSynchronize` that returns
 //!   catches it up at once.
 //! - Synchronization waits: `cuStreamSynchronize`, `cuEventSynchronize` and
 //!   `cuCtxSynchronize` are timed with the monotonic clock.
@@ -300,7 +301,9 @@ impl Meter {
         while let Some(front) = events.in_flight.front() {
             if front.ctx != current {
                 if driver::set_context(front.ctx as Handle).is_err() {
-                    break;
+                    // Its context is gone, and its events with it.
+                    events.in_flight.pop_front();
+                    continue;
                 }
                 current = front.ctx;
             }
