@@ -12,11 +12,12 @@
 //! hints, not reference bits.
 //!
 //! The launch path takes no lock and allocates nothing: the table is an immutable
-//! snapshot, replaced whole when a buffer is added or removed (rare: allocations), read
+//! snapshot, replaced whole when a buffer is added or removed (rare: allocations; in a
+//! process of more than [`PUBLISH_AT_ONCE_MAX`] buffers, at the next report), read
 //! under a count of readers; a replaced snapshot is freed once no reader is counted,
 //! its marks carried into the window's touched set first.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -53,11 +54,11 @@ impl Table {
         }
     }
 
-    /// The marked buffers' ids, the marks cleared.
-    fn harvest(&self, into: &mut BTreeSet<u64>) {
+    /// The marked buffers (id, start), the marks cleared.
+    fn harvest(&self, into: &mut BTreeMap<u64, DevPtr>) {
         for (span, mark) in self.spans.iter().zip(&self.marks) {
             if mark.swap(false, Ordering::Relaxed) {
-                into.insert(span.id);
+                into.insert(span.id, span.start);
             }
         }
     }
@@ -68,19 +69,31 @@ static CURRENT: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 /// Launches reading [`CURRENT`] now.
 static READERS: AtomicUsize = AtomicUsize::new(0);
 
+/// Buffers up to which an allocation or free publishes a new snapshot at once. Beyond,
+/// the next report publishes it (a snapshot costs a copy of the table, which at every
+/// allocation of a program of many thousands of buffers would be quadratic), so a
+/// buffer allocated in that window is not marked until the next.
+const PUBLISH_AT_ONCE_MAX: usize = 4096;
+
 /// What the writers (allocations, frees, reports) keep, under a lock.
 struct Books {
+    /// Every buffer, by start: (end, id).
+    buffers: BTreeMap<DevPtr, (DevPtr, u64)>,
+    /// Whether `buffers` changed since the snapshot was published.
+    stale: bool,
     /// Replaced snapshots not yet freed, boxed: a launch may still read one where it
     /// was published.
     #[allow(clippy::vec_box)]
     retired: Vec<Box<Table>>,
-    /// Buffers marked in retired snapshots since the last report.
-    touched: BTreeSet<u64>,
+    /// Buffers marked in retired snapshots since the last report: id, start.
+    touched: BTreeMap<u64, DevPtr>,
 }
 
 static BOOKS: Mutex<Books> = Mutex::new(Books {
+    buffers: BTreeMap::new(),
+    stale: false,
     retired: Vec::new(),
-    touched: BTreeSet::new(),
+    touched: BTreeMap::new(),
 });
 
 /// Whether the table is kept (the daemon asked for progress reports).
@@ -95,31 +108,28 @@ fn books() -> std::sync::MutexGuard<'static, Books> {
     BOOKS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Publishes a snapshot changed by `change` (under the books' lock).
-fn replace(books: &mut Books, change: impl FnOnce(&mut Vec<Span>)) {
-    let old = CURRENT.load(Ordering::SeqCst);
-    // SAFETY: only writers, under the books' lock, replace or free the current
-    // snapshot, so it lives while this one reads it.
-    let mut spans: Vec<Span> = unsafe { old.as_ref() }
-        .map(|t| {
-            t.spans
-                .iter()
-                .map(|s| Span {
-                    start: s.start,
-                    end: s.end,
-                    id: s.id,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    change(&mut spans);
-    spans.sort_by_key(|s| s.start);
-    CURRENT.store(Box::into_raw(Table::new(spans)), Ordering::SeqCst);
+/// Publishes a snapshot of the books' buffers (under their lock) and retires the old.
+fn publish(books: &mut Books) {
+    let spans = books
+        .buffers
+        .iter()
+        .map(|(&start, &(end, id))| Span { start, end, id })
+        .collect();
+    let old = CURRENT.swap(Box::into_raw(Table::new(spans)), Ordering::SeqCst);
     if !old.is_null() {
-        // SAFETY: from `Box::into_raw` above, unpublished now, retired once.
+        // SAFETY: from `Box::into_raw`, unpublished now, retired once.
         books.retired.push(unsafe { Box::from_raw(old) });
     }
+    books.stale = false;
     reclaim(books);
+}
+
+/// After a change of the books' buffers: published at once while they are few.
+fn changed(books: &mut Books) {
+    books.stale = true;
+    if books.buffers.len() <= PUBLISH_AT_ONCE_MAX {
+        publish(books);
+    }
 }
 
 /// Frees the retired snapshots once no launch reads any: a launch counted itself a
@@ -138,38 +148,38 @@ fn reclaim(books: &mut Books) {
 /// A buffer of the process's, now mapped at `[va, va + bytes)`.
 pub(crate) fn added(id: u64, va: DevPtr, bytes: u64) {
     if ENABLED.load(Ordering::SeqCst) {
-        replace(&mut books(), |spans| {
-            spans.push(Span {
-                start: va,
-                end: va.saturating_add(bytes),
-                id,
-            })
-        });
+        let mut books = books();
+        books.buffers.insert(va, (va.saturating_add(bytes), id));
+        changed(&mut books);
     }
 }
 
 /// The buffer at `va` is freed.
 pub(crate) fn removed(va: DevPtr) {
     if ENABLED.load(Ordering::SeqCst) {
-        replace(&mut books(), |spans| spans.retain(|s| s.start != va));
+        let mut books = books();
+        if books.buffers.remove(&va).is_some() {
+            changed(&mut books);
+        }
     }
 }
 
 /// The buffers marked since the last call, each once, by id; the marks cleared.
 pub(crate) fn take_touched() -> Vec<u64> {
     let mut books = books();
+    if books.stale {
+        publish(&mut books);
+    }
     reclaim(&mut books);
     let mut touched = std::mem::take(&mut books.touched);
+    // Marks carried from retired snapshots may name buffers since freed.
+    touched.retain(|id, start| books.buffers.get(start).is_some_and(|b| b.1 == *id));
     let current = CURRENT.load(Ordering::SeqCst);
-    // SAFETY: as in `replace`: writers free snapshots only under the books' lock.
+    // SAFETY: writers free snapshots only under the books' lock, held here.
     if let Some(table) = unsafe { current.as_ref() } {
-        // Marks carried from retired snapshots name buffers since freed too.
-        touched.retain(|id| table.spans.iter().any(|s| s.id == *id));
         table.harvest(&mut touched);
-    } else {
-        touched.clear();
     }
-    touched.into_iter().collect()
+    touched.into_keys().collect()
 }
 
 /// Marks the buffers that a launch of `func` names among its parameters
@@ -322,18 +332,47 @@ mod tests {
         for v in [0xfff, 0x2000, 0x3fff, 0x4100, 0, u64::MAX] {
             table.mark(v);
         }
-        let mut touched = BTreeSet::new();
+        let mut touched = BTreeMap::new();
         table.harvest(&mut touched);
         assert!(touched.is_empty(), "{touched:?}");
         table.mark(0x1fff);
         table.mark(0x4000);
         table.mark(0x1000);
         table.harvest(&mut touched);
-        assert_eq!(touched.into_iter().collect::<Vec<_>>(), [7, 9]);
+        assert_eq!(
+            touched.into_iter().collect::<Vec<_>>(),
+            [(7, 0x1000), (9, 0x4000)]
+        );
         // Harvesting cleared the marks.
-        let mut again = BTreeSet::new();
+        let mut again = BTreeMap::new();
         table.harvest(&mut again);
         assert!(again.is_empty());
+    }
+
+    /// Marks `value` in the published snapshot, as a launch does.
+    fn mark_current(value: u64) {
+        READERS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: counted as a reader.
+        unsafe { CURRENT.load(Ordering::SeqCst).as_ref() }
+            .unwrap()
+            .mark(value);
+        READERS.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn marks_outlive_a_new_snapshot_and_a_freed_buffer_is_not_named() {
+        // The only test of the process-wide table.
+        enable();
+        added(1, 0x10_0000, 0x1000);
+        added(2, 0x20_0000, 0x1000);
+        mark_current(0x10_0010);
+        mark_current(0x20_0fff);
+        // A new snapshot: the marks of the old are carried; buffer 1 is gone.
+        added(3, 0x30_0000, 0x1000);
+        removed(0x10_0000);
+        mark_current(0x30_0000);
+        assert_eq!(take_touched(), [2, 3]);
+        assert_eq!(take_touched(), Vec::<u64>::new());
     }
 
     #[test]
