@@ -106,12 +106,13 @@ pub fn connect() -> Result<&'static Client, String> {
         (_, Ok(msg @ DaemonMsg::Refused { .. })) | (Ok(()), Ok(msg)) => msg,
         (Err(e), _) | (Ok(()), Err(e)) => return Err(talk(e)),
     };
-    let (vram_bytes, idle_report_ns) = match answer {
+    let (vram_bytes, idle_report_ns, progress_report_ns) = match answer {
         DaemonMsg::Welcome {
             vram_bytes,
             idle_report_ns,
+            progress_report_ns,
             ..
-        } => (vram_bytes, idle_report_ns),
+        } => (vram_bytes, idle_report_ns, progress_report_ns),
         DaemonMsg::Refused { reason } => {
             return Err(format!("the gpuswap daemon at {shown} refused: {reason}"));
         }
@@ -145,6 +146,9 @@ pub fn connect() -> Result<&'static Client, String> {
         .map_err(|e| format!("cannot start the interposer's thread: {e}"))?;
     if let Some(demand) = &client.demand {
         demand.start_timer(client)?;
+    }
+    if progress_report_ns > 0 {
+        crate::progress::start(progress_report_ns, client)?;
     }
     liveness::watch(
         daemon.pid,
@@ -269,6 +273,7 @@ impl Client {
     /// Frees a buffer of ours; `None` if `va` is not one.
     pub fn free(&self, va: DevPtr) -> Option<Result<(), String>> {
         let buffer = lock(&self.buffers).remove(&va)?;
+        crate::touch::removed(va);
         let result = unmap_buffer(&buffer);
         // The daemon's books follow even if the driver complained; a lost daemon has
         // no books to tell.
@@ -472,6 +477,7 @@ impl Client {
             }
         }
         lock(&self.buffers).insert(va, buffer);
+        crate::touch::added(id, va, bytes);
         Ok(va)
     }
 
