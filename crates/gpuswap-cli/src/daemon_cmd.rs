@@ -61,6 +61,11 @@ pub struct DaemonArgs {
     /// yet to say hello); one more is refused with a message.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Serve other users: the socket is made 0660 and given to this group (a name in
+    /// /etc/group or a number), whose members may connect, whatever their uid. Their
+    /// interposers must trust the daemon's user (GPUSWAP_DAEMON_USER) unless it is root.
+    #[arg(long, value_name = "GROUP")]
+    socket_group: Option<String>,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -171,6 +176,12 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         contracts,
         gpu_time,
         idle,
+        socket_group: args
+            .socket_group
+            .as_deref()
+            .map(gpuswap_daemon::group_id)
+            .transpose()
+            .map_err(|e| format!("--socket-group: {e}"))?,
         max_connections: args.max_connections,
     };
     let verbose = config.verbose;

@@ -158,6 +158,7 @@ pub fn case(seed: u64) -> Case {
         contracts: BTreeMap::new(),
         gpu_time,
         idle,
+        socket_group: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let programs = (0..n)

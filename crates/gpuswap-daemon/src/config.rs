@@ -36,6 +36,9 @@ pub struct DaemonConfig {
     pub gpu_time: GpuTime,
     /// What becomes of an idle tenant's memory (`--set idle=`, `--set demote_after=`).
     pub idle: Idle,
+    /// The group whose members may connect (`--socket-group`: the socket is 0660 and
+    /// peers of any uid are admitted); `None`: the daemon's own user only (0600).
+    pub socket_group: Option<u32>,
     /// The most connections served at once (tenants, observers and connections yet to
     /// say hello); one more is refused with a message and closed.
     pub max_connections: usize,

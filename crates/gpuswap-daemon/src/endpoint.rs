@@ -321,7 +321,7 @@ impl Endpoint {
                     last_progress_ns: now_ns,
                 };
                 let most = self.config.max_connections;
-                let refusal = if uid != self.euid {
+                let refusal = if uid != self.euid && self.config.socket_group.is_none() {
                     Some(format!(
                         "uid {uid} may not use the daemon of uid {}",
                         self.euid

@@ -21,6 +21,7 @@ pub fn config(name: &str) -> DaemonConfig {
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
         idle: Default::default(),
+        socket_group: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     }
 }
