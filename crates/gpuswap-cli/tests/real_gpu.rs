@@ -302,6 +302,38 @@ fn pool_line(stderr: &str) -> Option<(u64, u64)> {
     Some((words[0].parse().ok()?, words[2].parse().ok()?))
 }
 
+/// Issue 41, item 4: a pitched allocation is a managed one of pitch x height bytes; two
+/// programs of them oversubscribe VRAM, their chunks move, and every byte survives.
+#[test]
+fn pitched_allocations_are_managed_and_keep_every_byte() {
+    let w = World::with_daemon_args("pitched", 64, None, &["--set", "gpu_time=concurrent"]);
+    let args = [
+        "--pitched",
+        "--buffers",
+        "3",
+        "--size",
+        "12MiB",
+        "--rounds",
+        "3",
+        "--hold-ms",
+        "100",
+    ];
+    let a = w.client(64, &args).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let b = w
+        .client(64, &[&args[..], &["--seed", "7"]].concat())
+        .spawn()
+        .unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    verified(&a, "a");
+    verified(&b, "b");
+    let summary = String::from_utf8_lossy(&a.stderr) + String::from_utf8_lossy(&b.stderr);
+    assert!(
+        !summary.contains("not interposed") && !summary.contains("NOT_SUPPORTED"),
+        "{summary}"
+    );
+}
+
 #[test]
 fn the_trace_says_where_a_move_spends_its_time() {
     let stderr = slow_victims_trace("move-times", &[("GPUSWAP_HOST_POOL", "8MiB")]);

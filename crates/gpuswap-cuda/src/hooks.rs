@@ -129,44 +129,118 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuResult {
     guarded("cuMemAlloc_v2", || {
-        if let Some(Mode::Failed(e)) = MODE.get() {
-            diag::warn(e);
-            return ffi::CUDA_ERROR_NOT_INITIALIZED;
+        if let Some(rc) = failed_start() {
+            return rc;
         }
-        // The daemon manages device 0 (CUDA_VISIBLE_DEVICES picks which GPU that is);
-        // memory of the process's other devices is the driver's alone.
-        let device = ffi::driver::current_device();
-        let client = managed().filter(|_| device.is_none_or(|d| d == 0));
-        let Some(client) = client else {
-            if managed().is_some() {
-                refuse_once(
-                    "cuMemAlloc on a device other than 0",
-                    "passed through unmanaged",
-                );
-            }
+        let Some(client) = allocating_client("cuMemAlloc") else {
             let real = real!(c"cuMemAlloc_v2"; fn(*mut DevPtr, usize) -> CuResult);
             // SAFETY: forwarded as given.
             return unsafe { real(dptr, bytes) };
         };
-        if dptr.is_null() {
-            return ffi::CUDA_ERROR_INVALID_VALUE;
-        }
         if bytes == 0 {
             // As the driver answers a zero-byte request.
             return ffi::CUDA_ERROR_INVALID_VALUE;
         }
-        match client.alloc(bytes as u64) {
-            Ok(va) => {
-                // SAFETY: checked non-null; the caller gives a writable pointer.
-                unsafe { *dptr = va };
-                ffi::CUDA_SUCCESS
-            }
-            Err((rc, why)) => {
-                diag::warn(&format!("cuMemAlloc of {bytes} bytes failed: {why}"));
-                rc
-            }
-        }
+        // SAFETY: the caller gives `dptr` as cuda.h says.
+        unsafe { alloc_managed(client, dptr, bytes as u64) }
     })
+}
+
+/// The row alignment of a pitched allocation: 512 bytes, a multiple of every
+/// alignment a pitched row must meet (the texture pitch alignment, 32 bytes on current
+/// GPUs; the widest element, 16). cuMemAllocPitch promises a pitch that works with
+/// cuMemcpy2D, not a particular one, so any such multiple keeps its contract.
+const PITCH_ALIGN_BYTES: usize = 512;
+
+/// A pitched allocation (issue 41, item 4) is a managed allocation of `pitch * height`
+/// bytes, its pitch the width rounded up to [`PITCH_ALIGN_BYTES`].
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocPitch_v2(
+    dptr: *mut DevPtr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    elem: c_uint,
+) -> CuResult {
+    guarded("cuMemAllocPitch_v2", || {
+        if let Some(rc) = failed_start() {
+            return rc;
+        }
+        let Some(client) = allocating_client("cuMemAllocPitch") else {
+            let real = real!(c"cuMemAllocPitch_v2"; fn(*mut DevPtr, *mut usize, usize, usize, c_uint) -> CuResult);
+            // SAFETY: forwarded as given.
+            return unsafe { real(dptr, pitch, width, height, elem) };
+        };
+        // cuda.h: the element size is 4, 8 or 16 bytes; a zero extent is invalid.
+        let rows = width
+            .checked_next_multiple_of(PITCH_ALIGN_BYTES)
+            .filter(|_| matches!(elem, 4 | 8 | 16) && width > 0 && height > 0);
+        let Some(row_bytes) = rows else {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        };
+        let Some(bytes) = row_bytes.checked_mul(height) else {
+            return ffi::CUDA_ERROR_OUT_OF_MEMORY;
+        };
+        if pitch.is_null() {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: the caller gives `dptr` as cuda.h says.
+        let rc = unsafe { alloc_managed(client, dptr, bytes as u64) };
+        if rc == ffi::CUDA_SUCCESS {
+            // SAFETY: checked non-null; the caller gives a writable pointer.
+            unsafe { *pitch = row_bytes };
+        }
+        rc
+    })
+}
+
+/// The client that manages an allocation on the current device (the daemon manages
+/// device 0; `CUDA_VISIBLE_DEVICES` picks which GPU that is), or `None` to forward it
+/// to the driver (said once for another device's). See [`failed_start`] first.
+fn allocating_client(what: &str) -> Option<&'static client::Client> {
+    let device = ffi::driver::current_device();
+    let client = managed().filter(|_| device.is_none_or(|d| d == 0));
+    if client.is_none() && managed().is_some() {
+        refuse_once(
+            &format!("{what} on a device other than 0"),
+            "passed through unmanaged",
+        );
+    }
+    client
+}
+
+/// `CUDA_ERROR_NOT_INITIALIZED`, said again, when the connection to the daemon failed
+/// at `cuInit`: allocations then fail as `cuInit` did.
+fn failed_start() -> Option<CuResult> {
+    let Some(Mode::Failed(e)) = MODE.get() else {
+        return None;
+    };
+    diag::warn(e);
+    Some(ffi::CUDA_ERROR_NOT_INITIALIZED)
+}
+
+/// A managed allocation of `bytes` for the program, its address written at `dptr`.
+///
+/// # Safety
+/// `dptr` is null or writable.
+unsafe fn alloc_managed(client: &client::Client, dptr: *mut DevPtr, bytes: u64) -> CuResult {
+    if dptr.is_null() {
+        return ffi::CUDA_ERROR_INVALID_VALUE;
+    }
+    match client.alloc(bytes) {
+        Ok(va) => {
+            // SAFETY: checked non-null; the caller gives a writable pointer.
+            unsafe { *dptr = va };
+            ffi::CUDA_SUCCESS
+        }
+        Err((rc, why)) => {
+            diag::warn(&format!("an allocation of {bytes} bytes failed: {why}"));
+            rc
+        }
+    }
 }
 
 /// # Safety
@@ -330,7 +404,6 @@ refused! {
     cuMemAllocAsync_ptsz(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
     cuMemAllocFromPoolAsync(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
     cuMemAllocFromPoolAsync_ptsz(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocPitch_v2(dptr: *mut DevPtr, pitch: *mut usize, width: usize, height: usize, elem: c_uint) because "pitched allocations are not interposed";
     cuIpcGetMemHandle(handle: P, dptr: DevPtr) because "memory that moves cannot be shared with another process";
 }
 
@@ -535,6 +608,10 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         let mut t: Vec<(&'static CStr, usize)> = vec![
             (c"cuInit", cuInit as *const () as usize),
             (c"cuMemAlloc_v2", cuMemAlloc_v2 as *const () as usize),
+            (
+                c"cuMemAllocPitch_v2",
+                cuMemAllocPitch_v2 as *const () as usize,
+            ),
             (c"cuMemFree_v2", cuMemFree_v2 as *const () as usize),
             (c"cuMemGetInfo_v2", cuMemGetInfo_v2 as *const () as usize),
             (c"cuGetProcAddress", cuGetProcAddress as *const () as usize),

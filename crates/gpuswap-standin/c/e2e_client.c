@@ -115,7 +115,7 @@ static void usage(const char *what, const char *arg)
             "usage: gpuswap-e2e-client [--buffers N] [--size BYTES] [--rounds R] [--seed S]\n"
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
             "                          [--resolve link|runtime] [--fork-child-ms MS]\n"
-            "                          [--try-alloc BYTES] [--launches K]\n"
+            "                          [--try-alloc BYTES] [--launches K] [--pitched]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -129,7 +129,10 @@ static void usage(const char *what, const char *arg)
             "  --fork-child-ms MS  once allocated, fork a child that makes no CUDA call and\n"
             "                 exits after MS ms\n"
             "  --try-alloc BYTES  only allocate BYTES once (any number below 2^64) and exit\n"
-            "  --launches K   launch K small kernels on buffer 0, then copy and synchronize\n",
+            "  --launches K   launch K small kernels on buffer 0, then copy and synchronize\n"
+            "  --pitched      allocate each buffer as 2 rows of size/2 bytes with\n"
+            "                 cuMemAllocPitch_v2 (found at run time: the interposer's), and\n"
+            "                 check the pitch (a multiple of 512, at least a row)\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -280,10 +283,30 @@ static void fork_child(uint64_t ms)
     fprintf(stderr, "e2e-client: forked child %d\n", (int)child);
 }
 
+/* Buffer b as 2 rows of size/2 bytes from cuMemAllocPitch_v2, which the stand-in does
+ * not export: the interposer's, found at run time. The rows are contiguous enough for the
+ * rounds' size bytes, as the pitch is at least a row. */
+static void alloc_pitched(CUdeviceptr *dptr, uint64_t size, uint64_t b)
+{
+    CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned) =
+        (CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned))dlsym(
+            RTLD_DEFAULT, "cuMemAllocPitch_v2");
+    if (alloc_pitch == NULL) {
+        fprintf(stderr, "e2e-client: no cuMemAllocPitch_v2 (run it under the interposer)\n");
+        exit(2);
+    }
+    size_t pitch = 0, row = (size_t)(size / 2);
+    CK(alloc_pitch(dptr, &pitch, row, 2, 4), (long)b, 0);
+    if (pitch < row || pitch % 512 != 0) {
+        fprintf(stderr, "e2e-client: pitch %zu for rows of %zu bytes\n", pitch, row);
+        exit(1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
-    uint64_t fork_child_ms = 0, try_alloc = 0, launches = 0;
+    uint64_t fork_child_ms = 0, try_alloc = 0, launches = 0, pitched = 0;
     double launch_ns_each = 0;
     const char *ptx = NULL;
     int own_context = 0, resolve_runtime = 0;
@@ -291,6 +314,10 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--own-context")) {
             own_context = 1;
+            continue;
+        }
+        if (!strcmp(a, "--pitched")) {
+            pitched = 1;
             continue;
         }
         if (!strcmp(a, "--buffers"))
@@ -360,7 +387,10 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&f_axpy, mod, "gpuswap_axpy"), -1, 0);
 
     for (uint64_t b = 0; b < buffers; b++) {
-        CK(cuMemAlloc_v2(&buf[b], size), b, 0);
+        if (pitched)
+            alloc_pitched(&buf[b], size, b);
+        else
+            CK(cuMemAlloc_v2(&buf[b], size), b, 0);
         fill(buf[b], words, (uint32_t)(seed + b * 1000), (long)b, 0);
     }
     CK(cuMemAlloc_v2(&scratch, 4096 + 2 * AXPY_N * sizeof(float)), -1, 0);
