@@ -72,6 +72,7 @@ def run(args):
         print(json.dumps({"kind": "run", "ok": False, "ooms": 1, "oom_at": "load", "seed": args.seed}), flush=True)
         sys.exit(1)
     synchronize()
+    memory = torch.cuda.mem_get_info() if cuda else (None, None)
     go = gpu_tenant.wait_at_barrier(args)
     cells, ooms, previous_end, lower_bound = 0, 0, 0.0, False
     for at in pauses(args.seed, args.think_s, args.duration_s):
@@ -123,12 +124,7 @@ def run(args):
         "rounds": args.rounds,
         "think_s": args.think_s,
         "duration_s": args.duration_s,
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
-        "torch": torch.__version__,
-        "seed": args.seed,
-        "t_start": gpu_tenant.STARTED,
-        "t_go": go,
-        "t_end": end,
+        **gpu_tenant.facts(torch, args, go, end, memory),
     }), flush=True)
 
 

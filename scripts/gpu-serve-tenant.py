@@ -224,15 +224,7 @@ def serve(args):
         "params": sum(p.numel() for p in model.parameters()),
         "kv_cache_bytes": cache.numel() * cache.element_size(),
         "kv_slots": len(cache),
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
-        "mem_get_info_free": free,
-        "mem_get_info_total": total,
-        "torch": torch.__version__,
-        "seed": args.seed,
-        "t_start": gpu_tenant.STARTED,
-        "t_go": go,
-        "t_end": end,
+        **gpu_tenant.facts(torch, args, go, end, (free, total)),
     }), flush=True)
 
 

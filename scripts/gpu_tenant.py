@@ -33,6 +33,24 @@ def wait_at_barrier(args):
     return time.time()
 
 
+def facts(torch, args, go, end, memory=(None, None)):
+    """What every tenant's last line ends with: its memory peaks (on a GPU), what
+    cudaMemGetInfo said once it was set up (MEMORY: free and total bytes), the PyTorch
+    version, the seed, and its start, go and end."""
+    cuda = args.device == "cuda"
+    return {
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+        "mem_get_info_free": memory[0],
+        "mem_get_info_total": memory[1],
+        "torch": torch.__version__,
+        "seed": args.seed,
+        "t_start": STARTED,
+        "t_go": go,
+        "t_end": end,
+    }
+
+
 # 64 MiB per float32 matrix: large enough that a product is one efficient kernel.
 MATRIX_SIDE = 4096
 
