@@ -14,7 +14,9 @@ the whole cell's time and whether it met an out-of-memory error (the benchmark's
 0: a notebook under gpuswap waits or spills, it never fails); the run's line counts
 them and says whether every matrix still sums as it did at the start.
 
-`--selftest` checks the schedule without torch.
+`--selftest` checks the schedule without torch; a dry run on the CPU at a small size:
+
+    python3 gpu-notebook-tenant.py --device cpu --gib 0.0625 --rounds 1 --think-s 0.5 --duration-s 2
 """
 import gpu_tenant  # first: it sets what torch reads when it starts
 

@@ -19,7 +19,12 @@ wake-up. The run's line gives the idle windows (from the last request's end to t
 next burst's first arrival), from which the sharing summary measures the trainer beside
 it while the server idles.
 
-`--selftest` checks the schedule and the bookkeeping without torch.
+`--selftest` checks the schedule and the bookkeeping without torch; a dry run on the
+CPU at a small size takes seconds:
+
+    python3 gpu-serve-tenant.py --device cpu --layers 2 --d-model 64 --heads 4 --ffn 128 \
+        --vocab 100 --max-len 256 --kv-gib 0.01 --prompt 16 --new-tokens 4 --cycles 2 \
+        --idle-s 1 --active-s 1
 """
 import gpu_tenant  # first: it sets what torch reads when it starts
 
