@@ -170,6 +170,15 @@ def tenant(folder, run, who):
     return row
 
 
+def shown(row):
+    """A tenant's row as a summary line gives it: its result without lists of more than
+    16 entries (a trainer's step ends), which stay in the tenant's own file."""
+    result = row["result"]
+    if result:
+        result = {k: v for k, v in result.items() if not (isinstance(v, list) and len(v) > 16)}
+    return dict(row, result=result)
+
+
 def alone_summary(folder, workload):
     run = f"{workload}-alone"
     rows = {who: tenant(folder, run, who) for who in WHO}
@@ -187,7 +196,7 @@ def alone_summary(folder, workload):
         if starts[0] and ends[1] else None,
     }
     for who in WHO:
-        line[who] = rows[who]
+        line[who] = shown(rows[who])
     return line
 
 
@@ -363,7 +372,7 @@ def pair_summary(folder, workload, gpu_time, vram_bytes):
         line["makespan_x_back_to_back"] = round(line["makespan_s"] / line["back_to_back_s"], 3)
     line["same_as_alone"] = {w: same_result(pair[w]["result"], alone[w]["result"]) for w in WHO}
     line["rc"] = {w: pair[w]["rc"] for w in WHO}
-    line["tenants"] = pair
+    line["tenants"] = {w: shown(row) for w, row in pair.items()}
     line.update(moves(snapshots(folder, run)))
     line["switches_logged"] = daemon_switches(folder, run)
     line["daemon_totals"] = daemon_totals(folder, run)
@@ -436,7 +445,7 @@ def cold_run(folder, run, reference):
         if rows[w]["time_s"] is not None and not rows[w]["lower_bound"] and not rows[w]["finished"]
     ]
     entry["rc"] = {w: rows[w]["rc"] for w in WHO}
-    entry["tenants"] = rows
+    entry["tenants"] = {w: shown(row) for w, row in rows.items()}
     entry.update(moves(snaps))
     entry["switches_logged"] = daemon_switches(folder, run)
     entry["daemon_totals"] = daemon_totals(folder, run)
@@ -566,7 +575,7 @@ def burst_summary(folder, workload):
     vram = max((s.get("vram_bytes") or 0 for s in snaps), default=0)
     if vram and all(peaks):
         line["allocated_x_vram"] = round(sum(peaks) / vram, 3)
-    line["tenants"] = pair
+    line["tenants"] = {w: shown(row) for w, row in pair.items()}
     line.update(moves(snaps))
     line["switches_logged"] = daemon_switches(folder, run)
     line["daemon_totals"] = daemon_totals(folder, run)
@@ -799,6 +808,8 @@ def selftest_burst(d):
     assert b["trainer_share_idle"] == round(0.1 / 0.105, 3), b
     assert b["trainer_share_idle_past_demote_after"] == round(0.1 / 0.105, 3), b
     assert b["allocated_x_vram"] == 1.172 and b["demoted_snapshots"] == {"burst-pair-server": 1}, b
+    # The summary line leaves the trainer's step ends in its file.
+    assert "step_ends_s" not in b["tenants"]["trainer"]["result"] and b["tenants"]["trainer"]["result"]["t_go"], b
     fake_job(d, "burst-pair", "server", server, lines=fake_requests(0.9, 0.024, 0.0065))
     fake_job(d, "burst-pair", "trainer", fake_trainer(1000.0, 0.2, 0.3, windows))
     b = burst_summary(d, "burst")
