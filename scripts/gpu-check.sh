@@ -339,7 +339,9 @@ sharing_cold() {
 # $burst_active s of requests at 6 a second) alone, the GPT trainer alone for
 # $trainer_alone_s s, then the two together, the trainer training for as long as the
 # server's cycles last, in VRAM that holds the trainer's peak and half the server's (the
-# two alone ran in 64 GiB, which holds both). Each tenant's cap: its length and 30 s.
+# two alone ran in 64 GiB, which holds both). Each tenant's cap: its length and 30 s,
+# room for requests queued past the last burst; a server still serving then is slower
+# than any goal allows, and its latencies are a lower bound.
 sharing_burst() {
     local length=$((burst_cycles * (burst_idle + burst_active))) vram
     local serve=("$here/scripts/gpu-serve-tenant.py" --cycles "$burst_cycles"
@@ -372,7 +374,8 @@ sharing_burst() {
 }
 # G3 (issue 40): six notebooks of 7 GiB each (scripts/gpu-notebook-tenant.py) under
 # --vram 24GiB, 42 GiB asked of 24: cells at seeded exponential pauses of mean
-# $nb_think s for $nb_duration s. Each tenant's cap: its length and 30 s.
+# $nb_think s for $nb_duration s. Each tenant's cap: its length and 30 s, room for its
+# last cell (a second or so) and a wake-up many times the goal's.
 sharing_notebooks() {
     local i seeds=()
     run=notebooks
