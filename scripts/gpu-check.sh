@@ -16,20 +16,29 @@
 #      and 32 MiB (GPUSWAP_CHECK_CHUNKS, e.g. "2MiB 64MiB", picks others): where a chunk
 #      move's time goes (the interposer's per-phase times, the daemon's command-to-answer
 #      and drain times) and how it scales with size.
-#   7. (sharing, not in the default; its caps keep it within about 5 minutes on an
-#      H200 by estimate, not yet run there; about half with --quick) issue 38's
-#      benchmark: two pairs of PyTorch jobs that each fit the
+#   7. (sharing, not in the default; about 10 minutes on an H200 by estimate, not yet
+#      run there, about 5 with --quick; the caps and why are with the step below)
+#      issue 38's benchmark: two pairs of PyTorch jobs that each fit the
 #      managed VRAM alone but not together, step 4's matrix products (--vram 16GiB) and
 #      GPT-style trainers of 0.9 B parameters (scripts/gpu-gpt-tenant.py, --vram 36GiB).
 #      Each job alone under the daemon, the two alone one after the other
-#      (back-to-back), then the pair with `--set gpu_time=turns` and with
-#      `--set gpu_time=concurrent`: makespan, slowdowns, STP, ANTT, handovers, bytes
-#      moved and GB/s per bulk move, whether each job's loss and checksum are those of
-#      its run alone, and issue 38's goals G1 and G4 (scripts/gpu-sharing-summary.py
-#      does the arithmetic). GPUSWAP_CHECK_SHARING (default "mm gpt") picks the pairs.
+#      (back-to-back), then the pair under the daemon's default (gpu_time=auto), with
+#      `--set gpu_time=turns` and with `--set gpu_time=concurrent`: makespan, slowdowns,
+#      STP, ANTT, handovers, auto's choices and switches, bytes moved and GB/s per bulk
+#      move, whether each job's loss and checksum are those of its run alone, and issue
+#      38's goals G1 and G4. Then issue 40's: the GPT pair with a cold 12 GiB table each
+#      in VRAM their tables overflow against enough VRAM (G2: makespan within 1.05x); a
+#      bursty OPT-1.3B-shaped server beside a GPT trainer (scripts/gpu-serve-tenant.py;
+#      G3: p99 TTFT and time per token within 1.25x of the server alone, the trainer at
+#      90 % of its throughput alone while the server idles); six mostly idle 7 GiB
+#      notebooks under --vram 24GiB (scripts/gpu-notebook-tenant.py; cell latency,
+#      wake-up delay, out-of-memory errors: none). scripts/gpu-sharing-summary.py does
+#      the arithmetic. GPUSWAP_CHECK_SHARING (default "mm gpt cold burst notebooks")
+#      picks the workloads.
 # GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps;
 # GPUSWAP_CHECK_STEPS=sharing runs step 7 alone. --quick (or GPUSWAP_CHECK_QUICK=1)
-# halves step 7's durations (the jobs' rounds and steps, and the caps).
+# shortens step 7 (the jobs' rounds and steps, the server's cycles, the notebooks' time,
+# and the caps).
 # Results: OUT/summary.jsonl (one line per step) and each step's log, all of it also
 # in OUT/results.tar.gz.
 set -uo pipefail
@@ -206,12 +215,14 @@ if want kill; then
     note "{\"step\":\"kill-victim\",\"killed_mid_relocation\":\"$killed\",\"rc_requester\":$rr,\"daemon_empty_after\":$empty,\"requester\":$(cat requester.json 2> /dev/null || echo null)}"
     stop_daemon
 fi
-# 7. Sharing (issue 38): pairs that fit alone but not together, alone, back-to-back,
-#    under turns and concurrent. A run RUN leaves RUN-WHO.{json,err,rc,cap,killed},
-#    top-RUN-N.json and daemon-RUN.log; gpu-sharing-summary.py reads them.
+# 7. Sharing (issues 38 and 40). Issue 38's pairs that fit alone but not together:
+#    alone, back-to-back, and under auto (the default), turns and concurrent (G1); issue
+#    40's cold pair (G2), bursty server beside a trainer and idle notebooks (G3). A run
+#    RUN leaves RUN-WHO.{json,err,rc,cap,killed}, top-RUN-N.json and daemon-RUN.log;
+#    gpu-sharing-summary.py reads them.
 summary_of() { python3 "$here/scripts/gpu-sharing-summary.py" "$@"; }
 sharing_daemon() {  # VRAM [daemon options]: starts run $run's daemon, or says it did not
-    rm -f "$run.nodaemon" "$run"-[pq].{json,err,rc,cap,killed} "top-$run"-*.json
+    rm -f "$run.nodaemon" "$run"-*.{json,err,rc,cap,killed} "top-$run"-*.json
     start_daemon "$1" "$run" "${@:2}"
     kill -0 "$daemon" 2> /dev/null && [ -S "$GPUSWAP_SOCKET" ] && return 0
     touch "$run.nodaemon"
@@ -262,7 +273,7 @@ pair_cap() {  # ALONE_JSON: a pair tenant's cap in seconds, from its time alone
 fresh_barrier() { rm -rf "$out/barrier" && mkdir "$out/barrier"; }
 # One workload: p and q alone one after the other, then the pair under each gpu_time.
 sharing_workload() {  # NAME VRAM_GIB SEED_P SEED_Q SCRIPT [ARGS]
-    local wl=$1 gib=$2 seed_p=$3 seed_q=$4 gpu_time cap_p cap_q
+    local wl=$1 gib=$2 seed_p=$3 seed_q=$4 gpu_time cap_p cap_q how
     shift 4
     run=$wl-alone
     if sharing_daemon "${gib}GiB"; then
@@ -277,9 +288,13 @@ sharing_workload() {  # NAME VRAM_GIB SEED_P SEED_Q SCRIPT [ARGS]
     note "$(summary_of alone --dir "$out" --workload "$wl" || echo "{\"step\":\"sharing-alone\",\"run\":\"$run\",\"rc\":\"no summary\"}")"
     cap_p=$(pair_cap "$wl-alone-p.json")
     cap_q=$(pair_cap "$wl-alone-q.json")
-    for gpu_time in turns concurrent; do
+    # auto is the daemon's default (issue 40): its run gives no --set, as an operator
+    # who sets nothing runs it. G1 must hold there too.
+    for gpu_time in auto turns concurrent; do
         run=$wl-$gpu_time
-        if sharing_daemon "${gib}GiB" --set "gpu_time=$gpu_time"; then
+        how=(--set "gpu_time=$gpu_time")
+        [ "$gpu_time" = auto ] && how=()
+        if sharing_daemon "${gib}GiB" ${how[@]+"${how[@]}"}; then
             fresh_barrier
             sharing_tenant p "$seed_p" "$cap_p" "$@"
             sharing_tenant q "$seed_q" "$cap_q" "$@"
@@ -290,20 +305,132 @@ sharing_workload() {  # NAME VRAM_GIB SEED_P SEED_Q SCRIPT [ARGS]
             --vram-bytes $((gib << 30)) || echo "{\"step\":\"sharing-pair\",\"run\":\"$run\",\"rc\":\"no summary\"}")"
     done
 }
+# G2 (issue 40): the GPT pair, each with a cold 12 GiB table (allocated and filled
+# first, then untouched until its checksum after the timed steps), under the daemon's
+# default (auto) in VRAM that holds their hot sets at 0.9 of it (their peaks alone, from
+# the gpt workload's runs, over 0.9; 50 GiB without them) but not the tables (about
+# 1.35x), against the same pair with enough VRAM (the peaks and tables with a tenth to
+# spare; 76 GiB without them), both within what the device holds. Same seeds as the gpt
+# pair: each job's loss sequence must be that of its run alone. Caps as the gpt pair's.
+sharing_cold() {
+    local tight enough cap_p cap_q name vram
+    tight=$(summary_of vram --default-gib 50 --ceiling-gib "$device_gib" \
+        gpt-alone-p.json:1.111 gpt-alone-q.json:1.111 || echo 50)
+    enough=$(summary_of vram --default-gib 76 --ceiling-gib "$device_gib" --plus-gib 26.4 \
+        gpt-alone-p.json:1.1 gpt-alone-q.json:1.1 || echo 76)
+    cap_p=$(pair_cap gpt-alone-p.json)
+    cap_q=$(pair_cap gpt-alone-q.json)
+    for name in enough tight; do
+        run=cold-$name
+        vram=$enough
+        [ "$name" = tight ] && vram=$tight
+        if sharing_daemon "${vram}GiB"; then
+            fresh_barrier
+            sharing_tenant p 4 "$cap_p" "$gpt" --steps "$gpt_steps" --cold-gib 12
+            sharing_tenant q 5 "$cap_q" "$gpt" --steps "$gpt_steps" --cold-gib 12
+            sharing_go 4 5
+            stop_daemon
+        fi
+    done
+    note "$(summary_of cold --dir "$out" --workload cold --reference gpt-alone || echo '{"step":"sharing-cold","rc":"no summary"}')"
+}
+# G3 (issue 40): a server shaped like OPT-1.3B with a 6 GiB KV cache
+# (scripts/gpu-serve-tenant.py: $burst_cycles cycles of $burst_idle s idle and
+# $burst_active s of requests at 6 a second) alone, the GPT trainer alone for
+# $trainer_alone_s s, then the two together, the trainer training for as long as the
+# server's cycles last, in VRAM that holds the trainer's peak and half the server's (the
+# two alone ran in 64 GiB, which holds both). Each tenant's cap: its length and 30 s,
+# room for requests queued past the last burst; a server still serving then is slower
+# than any goal allows, and its latencies are a lower bound.
+sharing_burst() {
+    local length=$((burst_cycles * (burst_idle + burst_active))) vram
+    local serve=("$here/scripts/gpu-serve-tenant.py" --cycles "$burst_cycles"
+        --idle-s "$burst_idle" --active-s "$burst_active" --rate 6)
+    run=burst-server
+    if sharing_daemon "$((device_gib < 64 ? device_gib : 64))GiB"; then
+        fresh_barrier
+        sharing_tenant server 7 $((length + 30)) "${serve[@]}"
+        sharing_go 7
+        stop_daemon
+    fi
+    run=burst-trainer
+    if sharing_daemon "$((device_gib < 64 ? device_gib : 64))GiB"; then
+        fresh_barrier
+        sharing_tenant trainer 8 $((trainer_alone_s + 30)) "$gpt" --duration-s "$trainer_alone_s"
+        sharing_go 8
+        stop_daemon
+    fi
+    vram=$(summary_of vram --default-gib 28 --ceiling-gib "$device_gib" \
+        burst-trainer-trainer.json:1 burst-server-server.json:0.5 || echo 28)
+    run=burst-pair
+    if sharing_daemon "${vram}GiB"; then
+        fresh_barrier
+        sharing_tenant server 7 $((length + 30)) "${serve[@]}"
+        sharing_tenant trainer 8 $((length + 30)) "$gpt" --duration-s "$length"
+        sharing_go 7 8
+        stop_daemon
+    fi
+    note "$(summary_of burst --dir "$out" --workload burst || echo '{"step":"sharing-burst","rc":"no summary"}')"
+}
+# G3 (issue 40): six notebooks of 7 GiB each (scripts/gpu-notebook-tenant.py) under
+# --vram 24GiB, 42 GiB asked of 24: cells at seeded exponential pauses of mean
+# $nb_think s for $nb_duration s. Each tenant's cap: its length and 30 s, room for its
+# last cell (a second or so) and a wake-up many times the goal's.
+sharing_notebooks() {
+    local i seeds=()
+    run=notebooks
+    if sharing_daemon 24GiB; then
+        fresh_barrier
+        for i in 1 2 3 4 5 6; do
+            sharing_tenant "n$i" $((60 + i)) $((nb_duration + 30)) "$here/scripts/gpu-notebook-tenant.py" \
+                --gib 7 --think-s "$nb_think" --duration-s "$nb_duration"
+            seeds+=($((60 + i)))
+        done
+        sharing_go "${seeds[@]}"
+        stop_daemon
+    fi
+    note "$(summary_of notebooks --dir "$out" --workload notebooks || echo '{"step":"sharing-notebooks","rc":"no summary"}')"
+}
 if ! want sharing; then
     :
 elif python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
-    # Full durations: a matrix job 3 s alone (step 4's), a GPT job 60 steps (about
-    # 10 s); a pair's cap 6x a job's time alone, within 30-60 s; --quick halves them.
+    # Durations and caps, full (--quick). The step's length by estimate on an H200 (not
+    # yet run there), a torch process's start-up (import, context, model, fill) taken
+    # as 5-8 s: mm about 80 s (50), gpt 110 s (70), cold 60 s (40), burst 220 s (95),
+    # notebooks 110 s (50); in all about 10 minutes (about 5 with --quick, which must
+    # fit beside the other steps in the device's 15 minutes). A full run of all five
+    # is at the 10 minutes one device command may take: there, run it as two
+    # (GPUSWAP_CHECK_SHARING="mm gpt cold", then "burst notebooks" into the same OUT,
+    # where cold and burst find the runs alone they size their VRAM from).
+    # - A matrix job 3 s alone (step 4's), a GPT job 60 steps (about 10 s). A pair's cap
+    #   is 6x a job's time alone, within 30-60 s (15-30 s): a pair slower than that has
+    #   missed G1 anyway, and concurrent's 20x slowdown would otherwise take minutes.
+    # - G3's server: issue 40's 3 cycles of 20 s idle and 10 s of requests (3 of 7 s
+    #   and 4 s: idle still past the daemon's demote_after of 5 s, so that each burst
+    #   finds the server demoted); the trainer alone 15 s (6 s), enough for a steady
+    #   step time at about 0.1 s a step.
+    # - The notebooks: 90 s (30 s) of cells at pauses of mean 20 s (8 s), longer than
+    #   demote_after, so that most cells wake a demoted notebook.
     mm_rounds=300 gpt_steps=60 alone_limit=120 cap_times=6 cap_floor=30 cap_ceiling=60
+    burst_cycles=3 burst_idle=20 burst_active=10 trainer_alone_s=15 nb_duration=90 nb_think=20
     if [ "$quick" = 1 ]; then
         mm_rounds=150 gpt_steps=30 alone_limit=60 cap_floor=15 cap_ceiling=30
+        burst_idle=7 burst_active=4 trainer_alone_s=6 nb_duration=30 nb_think=8
     fi
+    # What the device holds, as the daemon's default takes it (nine tenths), in GiB:
+    # the most a run sized from measured peaks may ask.
+    device_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2> /dev/null | head -1)
+    [[ $device_mib =~ ^[0-9]+$ ]] || device_mib=81559
+    device_gib=$((device_mib * 9 / 10 / 1024))
+    gpt=$here/scripts/gpu-gpt-tenant.py
     whos=() caps=()
-    for wl in ${GPUSWAP_CHECK_SHARING:-mm gpt}; do
+    for wl in ${GPUSWAP_CHECK_SHARING:-mm gpt cold burst notebooks}; do
         case $wl in
             mm) sharing_workload mm 16 2 3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --rounds "$mm_rounds" ;;
-            gpt) sharing_workload gpt 36 4 5 "$here/scripts/gpu-gpt-tenant.py" --steps "$gpt_steps" ;;
+            gpt) sharing_workload gpt 36 4 5 "$gpt" --steps "$gpt_steps" ;;
+            cold) sharing_cold ;;
+            burst) sharing_burst ;;
+            notebooks) sharing_notebooks ;;
             *) note "{\"step\":\"sharing\",\"rc\":\"unknown workload $wl\"}" ;;
         esac
     done

@@ -18,6 +18,14 @@ batch 8), which gpu-check.sh's `--vram 36GiB` is sized from:
   about 24 GB (22.5 GiB) at the peak, before the caching allocator's rounding.
 So one fits 36 GiB with 10 GiB to spare and two (45 GiB) do not: each is about 0.6 of
 it, as issue 38's G1 asks. The JSON gives the measured peak (`peak_reserved_bytes`).
+
+Issue 40's benchmarks use two more flags. `--cold-gib 12` adds a cold table (G2): a
+float32 tensor allocated and filled before the model, then never touched until its
+checksum after the timed steps (a frozen embedding table or a replay buffer that a step
+does not read); it has its own generator, so the losses are those of the run without
+it. `--duration-s` trains until that long past the go instead of a number of steps (the
+trainer beside a bursty server, G3). `step_ends_s` gives each step's end from the go,
+from which the sharing summary takes the throughput in any window.
 """
 import gpu_tenant  # first: it sets what torch reads when it starts
 
@@ -38,6 +46,8 @@ parser.add_argument("--heads", type=int, default=16)
 parser.add_argument("--vocab", type=int, default=32000)
 parser.add_argument("--seq", type=int, default=512)
 parser.add_argument("--batch", type=int, default=8)
+parser.add_argument("--cold-gib", type=float, default=0.0, help="a cold table of this size (G2)")
+parser.add_argument("--duration-s", type=float, help="train until this long past the go (ignores --steps)")
 args = parser.parse_args()
 
 
@@ -125,9 +135,33 @@ def init_weights(module):
         nn.init.zeros_(module.bias)
 
 
+# The cold table's checksum is taken in pieces of 64 MiB, each summed in float64: a
+# float64 copy of the whole table would need twice its size in VRAM.
+COLD_PIECE = 16 << 20
+
+
+def cold_table(device):
+    """The cold table (None without --cold-gib), filled from its own generator."""
+    if args.cold_gib <= 0:
+        return None
+    gen = torch.Generator(device=device).manual_seed(args.seed + 2000)
+    table = torch.empty(int(args.cold_gib * 2**30) // 4, device=device)
+    return table.normal_(generator=gen)
+
+
+def checksum(table):
+    """TABLE's float64 sum, piece by piece (None without a table)."""
+    if table is None:
+        return None
+    return torch.stack([p.double().sum() for p in table.split(COLD_PIECE)]).sum().item()
+
+
 def main():
     cuda = args.device == "cuda"
     device = torch.device(args.device)
+    # First, as a frozen table loaded before the model: the longest time to turn cold.
+    cold = cold_table(device)
+    cold_sum = checksum(cold)
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True)
 
@@ -152,9 +186,16 @@ def main():
         free = total = None
     build_s = time.time() - gpu_tenant.STARTED
     go = gpu_tenant.wait_at_barrier(args)
-    losses, step_times = [], []
+    losses, step_times, step_ends = [], [], []
     lower_bound = False
-    for step in range(args.steps):
+    step = 0
+
+    def more():
+        if args.duration_s is None:
+            return step < args.steps
+        return time.time() - go < args.duration_s
+
+    while more():
         if args.cap_s is not None and time.time() - go >= args.cap_s:
             lower_bound = True
             break
@@ -168,13 +209,19 @@ def main():
         optimizer.zero_grad(set_to_none=False)
         losses.append(loss.item())  # waits for the step: the step times are the GPU's
         step_times.append(time.time() - started)
+        step_ends.append(round(time.time() - go, 4))
+        step += 1
     end = time.time()
-    checksum = torch.stack([p.detach().double().sum() for p in params]).sum().item()
+    params_sum = torch.stack([p.detach().double().sum() for p in params]).sum().item()
+    # After the timed steps: reading the cold table back costs a remote read of it.
+    cold_intact = None if cold is None else checksum(cold) == cold_sum
     steady = step_times[1:] or step_times
+    finished = len(losses) == args.steps if args.duration_s is None else not lower_bound
     print(json.dumps({
-        "ok": len(losses) == args.steps and all(map(math.isfinite, losses)),
+        "ok": finished and bool(losses) and all(map(math.isfinite, losses)) and cold_intact is not False,
         "steps": len(losses),
-        "steps_asked": args.steps,
+        "steps_asked": args.steps if args.duration_s is None else None,
+        "duration_s": args.duration_s,
         "lower_bound": lower_bound,
         "wall_s": round(end - go, 3),
         "step_s": round(sum(steady) / max(len(steady), 1), 4),
@@ -183,7 +230,10 @@ def main():
         "loss_first": losses[0] if losses else None,
         "loss": losses[-1] if losses else None,
         "loss_hash": hashlib.sha256(json.dumps(losses).encode()).hexdigest()[:16],
-        "checksum": checksum,
+        "checksum": params_sum,
+        "cold_bytes": 0 if cold is None else cold.numel() * 4,
+        "cold_intact": cold_intact,
+        "step_ends_s": step_ends,
         "params": sum(p.numel() for p in params),
         "layers": args.layers,
         "d_model": args.d_model,
@@ -191,15 +241,7 @@ def main():
         "seq": args.seq,
         "attention": attention_name,
         "optimizer": optimizer_name,
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
-        "mem_get_info_free": free,
-        "mem_get_info_total": total,
-        "torch": torch.__version__,
-        "seed": args.seed,
-        "t_start": gpu_tenant.STARTED,
-        "t_go": go,
-        "t_end": end,
+        **gpu_tenant.facts(torch, args, go, end, (free, total)),
     }), flush=True)
 
 

@@ -28,9 +28,9 @@ def synchronize():
 
 start = time.time()
 gen = torch.Generator(device=args.device).manual_seed(args.seed)
-side = 4096  # 64 MiB per float32 matrix
-count = int(args.gib * 2**30 // (side * side * 4))
-mats = [torch.randn(side, side, device=args.device, generator=gen) for _ in range(count)]
+side = gpu_tenant.MATRIX_SIDE
+mats = gpu_tenant.matrices(args.gib, args.device, gen)
+count = len(mats)
 sums = [m.double().sum().item() for m in mats]
 free, total = torch.cuda.mem_get_info() if cuda else (None, None)
 w = torch.randn(side, 64, device=args.device, generator=gen)

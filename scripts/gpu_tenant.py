@@ -1,6 +1,7 @@
 """What the PyTorch tenants of scripts/gpu-check.sh share (gpu-torch-tenant.py,
-gpu-gpt-tenant.py): the start time, deterministic cuBLAS, the common flags and the
-barrier. Import it before torch."""
+gpu-gpt-tenant.py, gpu-serve-tenant.py, gpu-notebook-tenant.py): the start time,
+deterministic cuBLAS, the common flags, the barrier and the matrices the matrix-product
+tenants hold. Import it before torch."""
 import argparse
 import os
 import time
@@ -30,3 +31,35 @@ def wait_at_barrier(args):
         while not os.path.exists(os.path.join(args.barrier, "go")) and time.time() < deadline:
             time.sleep(0.01)
     return time.time()
+
+
+def facts(torch, args, go, end, memory=(None, None)):
+    """What every tenant's last line ends with: its memory peaks (on a GPU), what
+    cudaMemGetInfo said once it was set up (MEMORY: free and total bytes), the PyTorch
+    version, the seed, and its start, go and end."""
+    cuda = args.device == "cuda"
+    return {
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+        "mem_get_info_free": memory[0],
+        "mem_get_info_total": memory[1],
+        "torch": torch.__version__,
+        "seed": args.seed,
+        "t_start": STARTED,
+        "t_go": go,
+        "t_end": end,
+    }
+
+
+# 64 MiB per float32 matrix: large enough that a product is one efficient kernel.
+MATRIX_SIDE = 4096
+
+
+def matrices(gib, device, gen):
+    """As many random float32 matrices of MATRIX_SIDE squared as fit in GIB, on DEVICE,
+    drawn from the generator GEN (deterministic for a seed)."""
+    import torch
+
+    side = MATRIX_SIDE
+    count = int(gib * 2**30 // (side * side * 4))
+    return [torch.randn(side, side, device=device, generator=gen) for _ in range(count)]
