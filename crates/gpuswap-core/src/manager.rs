@@ -937,3 +937,6 @@ impl Manager {
 #[cfg(test)]
 #[path = "manager_tests.rs"]
 mod tests;
+
+#[path = "held.rs"]
+mod held;

@@ -18,6 +18,8 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use crate::claims;
 use crate::config::DaemonConfig;
 
+mod held;
+
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
 
@@ -60,6 +62,8 @@ pub enum Input {
     Unreadable(ConnId, String),
     /// The connection ended or could not be written to.
     Gone(ConnId, String),
+    /// A process whose memory is counted as held ([`Endpoint::held_pids`]) exited.
+    Exited(u32),
 }
 
 /// What the daemon reports as it goes, for the serve loop to write.
@@ -135,6 +139,8 @@ pub struct Endpoint {
     closes: VecDeque<ConnId>,
     /// What happened, for [`Endpoint::poll_event`].
     events: VecDeque<EndpointEvent>,
+    /// Memory held outside the books.
+    held: held::Held,
     /// A deliberate bug, for the tests that show `gpuswap check --daemon` catches one.
     #[cfg(test)]
     pub(crate) mutation: Option<Mutation>,
@@ -180,6 +186,7 @@ impl Endpoint {
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
+            held: held::Held::default(),
             #[cfg(test)]
             mutation: None,
         }
@@ -339,6 +346,7 @@ impl Endpoint {
             Input::Frame(conn, msg) => self.frame(conn, msg),
             Input::Unreadable(conn, why) => self.protocol_violation(conn, why),
             Input::Gone(conn, why) => self.dying.push((conn, why)),
+            Input::Exited(pid) => self.exited(pid),
         }
         self.drain();
     }
@@ -368,6 +376,9 @@ impl Endpoint {
                     return;
                 }
                 self.start_tenant(conn, name, granularity_bytes);
+                // What the process still holds, it declares now.
+                let pid = self.conns[&conn].pid;
+                self.exited(pid);
             }
             (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
                 self.alloc(conn, tenant, request, bytes);
@@ -404,6 +415,10 @@ impl Endpoint {
             ) => self.relocated_batch(conn, tenant, batch, &failed, &error, elapsed_ns),
             (ClientMsg::Busy, Some(tenant)) => self.demand(tenant, true),
             (ClientMsg::Idle, Some(tenant)) => self.demand(tenant, false),
+            (ClientMsg::Held { buffers }, Some(tenant)) => self.adopt(conn, tenant, &buffers),
+            (ClientMsg::DeviceMemory { free_bytes, .. }, Some(_)) => {
+                self.device_memory(free_bytes);
+            }
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
                 self.relocate_failed(conn, tenant, copy, &error);
             }
@@ -666,6 +681,7 @@ impl Endpoint {
         {
             self.greeting.pop_front();
         }
+        self.rebudget();
     }
 
     fn close(&mut self, conn: ConnId, why: &str) {
@@ -698,6 +714,7 @@ impl Endpoint {
                 c.wait_ns as f64 / 1e6
             ));
             self.tenants[tenant.0 as usize] = None;
+            self.hold_tenant(c.pid, tenant);
             if self.copy.is_some_and(|(_, t, _)| t == tenant) {
                 self.copy = None;
             }
@@ -752,6 +769,9 @@ impl Endpoint {
                     .mapped
                     .remove(&buffer)
                     .expect("the core maps a buffer before it grants it");
+                if self.placed_again(tenant, request, buffer, bytes) {
+                    return;
+                }
                 #[cfg(test)]
                 if self.mutation == Some(Mutation::DropLateGrant) && self.waited(tenant, request) {
                     self.answered(tenant, request);
@@ -1010,6 +1030,8 @@ impl Endpoint {
             handovers: m.handovers(),
             batch_moved_bytes: self.batch_moved_bytes,
             batches: self.batches.iter().cloned().collect(),
+            held_by_gone_bytes: self.held_by_gone_bytes(),
+            vram_budget_bytes: m.vram_budget_bytes(),
         }
     }
 

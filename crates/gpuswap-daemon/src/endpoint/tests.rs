@@ -465,3 +465,6 @@ fn a_wait_at_the_limit_fails_as_out_of_memory_after_its_wait_timeout() {
     );
     e.check_invariants().unwrap();
 }
+
+/// Memory held outside the books: dropped processes, declarations, device reports.
+mod held;
