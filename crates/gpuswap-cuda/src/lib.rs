@@ -11,7 +11,8 @@
 //! - `ffi`: cuda.h's types and the real driver's functions (the only C calls besides
 //!   the exported hooks);
 //! - `client`: the daemon connection, the buffers, and the thread that carries out the
-//!   daemon's commands;
+//!   daemon's commands; `client::rejoin`, reconnection to a restarted daemon with the
+//!   buffers held declared, and the device's real free memory reported;
 //! - `hooks`: the exported driver entry points, `cuGetProcAddress` and `dlsym` (the CUDA
 //!   runtime finds the driver through them, so `cudaMalloc` reaches `cuMemAlloc_v2`);
 //! - `batch`: chunk moves, one or a batch at a time, with their copies in flight
