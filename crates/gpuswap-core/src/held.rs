@@ -4,12 +4,29 @@
 //! out shrinks below its configured size when memory it does not book is held (by
 //! processes it no longer serves, or outside it). The daemon drives both.
 
-use super::Manager;
+use crate::accounting::Books;
 use crate::buffer::{BufferKind, Location, chunk_layout};
 use crate::ids::{BufferId, RequestId, TenantId};
 use crate::protocol::AllocRequest;
 
-impl Manager {
+/// The manager's books as the driver of held memory sees them
+/// ([`Manager::held`](crate::Manager::held)).
+pub struct Held<'a> {
+    books: &'a mut Books,
+    /// The configured VRAM and host memory.
+    vram_bytes: u64,
+    host_bytes: u64,
+}
+
+impl<'a> Held<'a> {
+    pub(crate) fn new(books: &'a mut Books, vram_bytes: u64, host_bytes: u64) -> Self {
+        Self {
+            books,
+            vram_bytes,
+            host_bytes,
+        }
+    }
+
     /// Books a buffer of `tenant` of `bytes` whose chunks (as the manager's chunk size
     /// cuts it) already are where `locations` says, one per chunk: nothing moves and no
     /// action follows. Placements over the budget are booked as they are (the budget
@@ -22,7 +39,7 @@ impl Manager {
         bytes: u64,
         locations: &[Location],
     ) -> Result<BufferId, String> {
-        let chunk_bytes = self.config.chunk_bytes;
+        let chunk_bytes = self.books.chunk_bytes;
         let chunks = bytes.div_ceil(chunk_bytes);
         if bytes == 0 || chunks != locations.len() as u64 {
             return Err(format!(
@@ -63,23 +80,17 @@ impl Manager {
     /// booked now and the guarantees admitted stay, so the budget may have no room at
     /// all; a later call with a larger budget gives the room back. Nothing moves: what
     /// is over the budget is taken back only as tenants free it or are evicted for
-    /// others' allocations.
+    /// others' allocations. The budget in force is the VRAM used plus the VRAM free.
     pub fn set_vram_budget(&mut self, budget_bytes: u64) {
-        let budget = budget_bytes.min(self.config.vram_bytes);
-        self.books.set_budget(budget, self.config.host_bytes);
-    }
-
-    /// The VRAM the policies may fill now ([`Manager::set_vram_budget`]; the
-    /// configured `vram_bytes` unless a budget was set).
-    pub fn vram_budget_bytes(&self) -> u64 {
-        self.books.vram_capacity_bytes
+        let budget = budget_bytes.min(self.vram_bytes);
+        self.books.set_budget(budget, self.host_bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MIB, ManagerConfig, PolicySettings};
+    use crate::{MIB, Manager, ManagerConfig, PolicySettings};
 
     fn manager(vram_mib: u64) -> Manager {
         Manager::new(ManagerConfig {
@@ -100,21 +111,21 @@ mod tests {
         let t = TenantId(0);
         m.handle_tenant_start(t, Default::default()).unwrap();
         let (v, h) = (Location::Vram, Location::Host);
-        let id = m.adopt_buffer(t, 5 * MIB, &[v, h, v]).unwrap();
+        let id = m.held().adopt_buffer(t, 5 * MIB, &[v, h, v]).unwrap();
         assert_eq!(m.buffer(id).unwrap().bytes, 5 * MIB);
         assert_eq!(m.usage(t).vram_bytes, 3 * MIB);
         assert_eq!(m.usage(t).host_bytes, 2 * MIB);
         // 6 MiB more in VRAM than the 8 MiB there are: booked as they are.
-        m.adopt_buffer(t, 8 * MIB, &[v; 4]).unwrap();
+        m.held().adopt_buffer(t, 8 * MIB, &[v; 4]).unwrap();
         assert_eq!(m.vram_used_bytes(), 11 * MIB);
         assert_eq!(m.vram_free_bytes(), 0);
         m.check_invariants().unwrap();
-        let error = m.adopt_buffer(t, 4 * MIB, &[v]).unwrap_err();
+        let error = m.held().adopt_buffer(t, 4 * MIB, &[v]).unwrap_err();
         assert!(error.contains("has 2 chunks"), "{error}");
         // Freed, the budget is the configured VRAM again.
         m.handle_free(t, id).unwrap();
-        m.set_vram_budget(u64::MAX);
-        assert_eq!(m.vram_budget_bytes(), 8 * MIB);
+        m.held().set_vram_budget(u64::MAX);
+        assert_eq!(m.vram_used_bytes() + m.vram_free_bytes(), 8 * MIB);
         m.check_invariants().unwrap();
     }
 
@@ -123,8 +134,8 @@ mod tests {
         let mut m = manager(8);
         let t = TenantId(0);
         m.handle_tenant_start(t, Default::default()).unwrap();
-        m.set_vram_budget(2 * MIB);
-        assert_eq!(m.vram_budget_bytes(), 2 * MIB);
+        m.held().set_vram_budget(2 * MIB);
+        assert_eq!(m.vram_used_bytes() + m.vram_free_bytes(), 2 * MIB);
         m.handle_alloc(AllocRequest {
             request: RequestId(0),
             tenant: t,

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
+use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, HeldBuffer, PROTOCOL_VERSION};
 
 use crate::batch::{self, Memory};
 use crate::demand::{Demand, Outbox};
@@ -19,8 +19,7 @@ use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
 use crate::liveness;
 
-mod rejoin;
-use rejoin::Lost;
+use crate::rejoin::{self, Lost};
 
 /// A buffer the daemon placed.
 struct Buffer {
@@ -631,6 +630,122 @@ impl Client {
         let elapsed_ns = moved_at.duration_since(arrival).as_nanos() as u64;
         failed.sort_by_key(|f| f.0);
         (failed, elapsed_ns)
+    }
+}
+
+/// Reconnection and the device's reports.
+impl Client {
+    /// After a loss, tries to reconnect at [`rejoin::retry_pauses`]; returns the new
+    /// connection's reader and the messages read before it is served, or `None` once it
+    /// gave up (said once).
+    fn rejoin(&'static self) -> Option<(UnixStream, VecDeque<DaemonMsg>)> {
+        let mut last = String::new();
+        for pause in rejoin::retry_pauses() {
+            std::thread::sleep(pause);
+            match self.rejoin_once() {
+                Ok(joined) => return Some(joined),
+                Err(e) => last = e,
+            }
+        }
+        diag::warn(&format!(
+            "gave up reconnecting to the gpuswap daemon after {} s ({last}); allocations \
+             stay unmanaged",
+            rejoin::RETRY_FOR.as_secs()
+        ));
+        None
+    }
+
+    /// One reconnection: a daemon is joined, the buffers the process holds are declared
+    /// and take the ids it answers (those it does not adopt are never named to it), and
+    /// the connection replaces the lost one. The buffers stay locked meanwhile, so that
+    /// none is freed between its declaration and its new id.
+    fn rejoin_once(&'static self) -> Result<(UnixStream, VecDeque<DaemonMsg>), String> {
+        let Joined {
+            mut stream,
+            daemon_pid,
+            ..
+        } = join(self.granularity)?;
+        let connection = self.connection() + 1;
+        let mut buffers = lock(&self.buffers);
+        let vas: Vec<u64> = buffers.keys().copied().collect();
+        let held = buffers
+            .values()
+            .map(|b| HeldBuffer {
+                bytes: b.bytes,
+                chunk_bytes: b.chunk_bytes,
+                placement: wire::runs(b.chunks.iter().map(Memory::location)),
+            })
+            .collect();
+        let talk = |e: wire::FrameError| format!("declaring the buffers held: {e}");
+        let declarations = rejoin::declarations(held);
+        for msg in &declarations {
+            wire::write_frame(&mut stream, msg).map_err(talk)?;
+        }
+        let (mut ids, mut early) = (Vec::new(), VecDeque::new());
+        while ids.len() < vas.len() {
+            match wire::read_frame(&mut stream).map_err(talk)? {
+                DaemonMsg::Adopted { buffers } => ids.extend(buffers),
+                DaemonMsg::Refused { reason } => return Err(format!("refused: {reason}")),
+                other => early.push_back(other),
+            }
+        }
+        let adopted = ids.iter().flatten().count();
+        for (va, id) in vas.iter().zip(ids) {
+            let b = buffers.get_mut(va).expect("locked since declared");
+            (b.id, b.connection) = (id.unwrap_or(0), id.map_or(0, |_| connection));
+        }
+        let io = |e: std::io::Error| format!("reconnecting: {e}");
+        stream.set_read_timeout(None).map_err(io)?;
+        let reader = stream.try_clone().map_err(io)?;
+        let control = stream.try_clone().map_err(io)?;
+        {
+            let mut out = lock(&self.out);
+            let mut old_control = lock(&self.control);
+            for (fd, s) in self.fds.iter().zip([&stream, &reader, &control]) {
+                fd.store(s.as_raw_fd(), Ordering::Relaxed);
+            }
+            *old_control = control;
+            *out = stream;
+            self.connection.store(connection, Ordering::SeqCst);
+        }
+        drop(buffers);
+        self.lost.clear();
+        diag::warn(&format!(
+            "reconnected to the gpuswap daemon: {} buffers declared, {adopted} adopted",
+            vas.len()
+        ));
+        self.watch(daemon_pid, connection)?;
+        self.report_device(connection, false);
+        Ok((reader, early))
+    }
+
+    /// Reports the device's memory, as the real driver says, on connection
+    /// `connection`, at most every [`rejoin::REPORT_EVERY`] (and at once on a new connection).
+    /// `current`: the calling thread's context is the program's; else the first
+    /// context the program allocated in is made current (nothing is said before one).
+    fn report_device(&self, connection: u64, current: bool) {
+        let recent = |r: &(u64, Option<Instant>)| {
+            r.0 == connection && r.1.is_some_and(|at| at.elapsed() < rejoin::REPORT_EVERY)
+        };
+        if recent(&lock(&self.reported)) {
+            return;
+        }
+        if !current {
+            let Some(ctx) = lock(&self.contexts).first().copied() else {
+                return;
+            };
+            if driver::set_context(ctx as Handle).is_err() {
+                return;
+            }
+        }
+        let Some(msg) = rejoin::device_memory() else {
+            return;
+        };
+        let mut reported = lock(&self.reported);
+        if !recent(&reported) {
+            *reported = (connection, Some(Instant::now()));
+            let _ = self.send_on(connection, &msg);
+        }
     }
 }
 

@@ -17,8 +17,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
 use crate::claims;
 use crate::config::DaemonConfig;
-
-mod held;
+use crate::held::{self, Held};
 
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
@@ -140,7 +139,7 @@ pub struct Endpoint {
     /// What happened, for [`Endpoint::poll_event`].
     events: VecDeque<EndpointEvent>,
     /// Memory held outside the books.
-    held: held::Held,
+    held: Held,
     /// A deliberate bug, for the tests that show `gpuswap check --daemon` catches one.
     #[cfg(test)]
     pub(crate) mutation: Option<Mutation>,
@@ -186,7 +185,7 @@ impl Endpoint {
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
-            held: held::Held::default(),
+            held: Held::default(),
             #[cfg(test)]
             mutation: None,
         }
@@ -1030,8 +1029,8 @@ impl Endpoint {
             handovers: m.handovers(),
             batch_moved_bytes: self.batch_moved_bytes,
             batches: self.batches.iter().cloned().collect(),
-            held_by_gone_bytes: self.held_by_gone_bytes(),
-            vram_budget_bytes: m.vram_budget_bytes(),
+            held_by_gone_bytes: self.held.by_gone_bytes(),
+            vram_budget_bytes: m.vram_used_bytes() + m.vram_free_bytes(),
         }
     }
 
@@ -1202,6 +1201,115 @@ fn contract_row(c: &Contract) -> wire::ContractRow {
         weight: c.weight,
         priority_class: c.priority_class,
         wait_timeout_ns: c.wait_timeout_ns,
+    }
+}
+
+/// Memory held outside the books ([`Held`]): the endpoint's side.
+impl Endpoint {
+    /// Keeps the VRAM of a tenant whose connection closes counted until its process
+    /// exits, which the driver then says with [`Input::Exited`] (the serve loop watches
+    /// processes; without it the memory would stay counted for ever).
+    pub fn hold_until_exit(&mut self) {
+        self.held.watch = true;
+    }
+
+    /// The processes whose VRAM is counted as held: the driver says when each exits.
+    pub fn held_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.held.pids()
+    }
+
+    /// `tenant` of process `pid` closes: the VRAM its chunks are in stays counted until
+    /// the process exits, unless the process is still a tenant through another
+    /// connection (a process has one; the tests' tenants share theirs).
+    fn hold_tenant(&mut self, pid: u32, tenant: TenantId) {
+        let served = self
+            .conns
+            .values()
+            .any(|c| c.pid == pid && c.tenant.is_some());
+        let vram_bytes = match &self.manager {
+            Some(m) if !served => held::vram_in_place(m, tenant),
+            _ => 0,
+        };
+        self.hold(pid, vram_bytes);
+    }
+
+    /// Process `pid` holds `vram_bytes` the books do not: counted until it exits.
+    fn hold(&mut self, pid: u32, vram_bytes: u64) {
+        let waiting = self
+            .conns
+            .values()
+            .flat_map(|c| c.pending.iter().map(|p| p.0));
+        if let Some(line) = self.held.hold(pid, vram_bytes, waiting) {
+            self.log(line);
+        }
+    }
+
+    /// Process `pid` exited, or said hello to declare what it holds.
+    fn exited(&mut self, pid: u32) {
+        if let Some(line) = self.held.exited(pid) {
+            self.log(line);
+        }
+    }
+
+    /// A tenant reports the device's free memory.
+    fn device_memory(&mut self, free_bytes: u64) {
+        if let Some(m) = &self.manager {
+            self.held.device_memory(free_bytes, m, self.now_ns);
+        }
+    }
+
+    /// Hands the budget to the manager (after every input).
+    fn rebudget(&mut self) {
+        if let Some(m) = self.manager.as_mut() {
+            self.held.rebudget(m, self.now_ns);
+        }
+    }
+
+    /// Whether the grant of `buffer` for `request` was taken back to be placed again
+    /// under the budget (memory was found held since its placement).
+    fn placed_again(
+        &mut self,
+        tenant: TenantId,
+        request: RequestId,
+        buffer: BufferId,
+        bytes: u64,
+    ) -> bool {
+        let m = self.manager.as_mut().expect("a tenant exists");
+        let again = self
+            .held
+            .placed_again(m, tenant, request, buffer, bytes, self.now_ns);
+        if again {
+            self.log(format!(
+                "{tenant}: an allocation placed before memory was found held is placed again"
+            ));
+        }
+        again
+    }
+
+    /// A reconnecting process declares the buffers it holds: each is adopted where it
+    /// is and answered with its new id, or not (then its VRAM is counted as held by the
+    /// process until it exits).
+    fn adopt(&mut self, conn: ConnId, tenant: TenantId, buffers: &[wire::HeldBuffer]) {
+        let (pid, granularity) = (self.conns[&conn].pid, self.conns[&conn].granularity_bytes);
+        let m = self.manager.as_mut().expect("a tenant exists");
+        let mut refused = Vec::new();
+        let mut unbooked_vram_bytes = 0;
+        let answers: Vec<Option<u64>> = buffers
+            .iter()
+            .map(|b| match Held::adopt(m, tenant, granularity, b) {
+                Ok(id) => Some(id.0),
+                Err(why) => {
+                    unbooked_vram_bytes += held::vram_part(b);
+                    refused.push(why);
+                    None
+                }
+            })
+            .collect();
+        for why in refused {
+            self.log(format!("{tenant}: a declared buffer is not adopted: {why}"));
+        }
+        self.hold(pid, unbooked_vram_bytes);
+        self.send(conn, DaemonMsg::Adopted { buffers: answers });
     }
 }
 

@@ -187,13 +187,22 @@ fn memory_used_outside_the_daemon_is_not_given_out() {
         "the outside process allocates"
     );
     std::thread::spawn(move || progress.for_each(drop));
-    let args = ["--buffers", "2", "--size", "16MiB", "--rounds", "2"];
-    let out = w.client(&args, false).output().unwrap();
-    verified(&out, "tenant");
-    // The budget is what the device had free beside what the tenants held.
+    let args = [
+        "--buffers",
+        "2",
+        "--size",
+        "16MiB",
+        "--rounds",
+        "2",
+        "--hold-ms",
+        "1000",
+    ];
+    let tenant = w.client(&args, false).spawn().unwrap();
+    // The budget is what the device has free beside what the tenants hold.
     wait_for(&d.socket, "the budget of the device's room", |s| {
         s.vram_budget_bytes == 22 * MIB
     });
+    verified(&tenant.wait_with_output().unwrap(), "tenant");
     outside.kill().unwrap();
     outside.wait().unwrap();
 }

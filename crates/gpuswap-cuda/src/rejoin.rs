@@ -4,19 +4,13 @@
 //! process holds (cut into frames), and the device's real free memory, which the
 //! daemon bounds its budget by.
 
-use std::collections::VecDeque;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, HeldBuffer};
+use gpuswap_wire::{ClientMsg, HeldBuffer};
 
-use super::{Client, Joined, join, lock};
-use crate::batch::Memory;
-use crate::diag;
-use crate::ffi::{CUDA_SUCCESS, CuResult, Handle, driver, real};
+use crate::ffi::{CUDA_SUCCESS, CuResult, real};
 
 /// Why the daemon is lost, while it is: set at each loss, cleared at each reconnection.
 /// Every launch asks, so a read takes no lock: the reason is a leaked string, one per
@@ -57,7 +51,7 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// How long after a loss the process keeps trying: then it gives up cleanly and stays
 /// unmanaged (its buffers stay where they are).
-const RETRY_FOR: Duration = Duration::from_secs(60);
+pub(crate) const RETRY_FOR: Duration = Duration::from_secs(60);
 
 /// The pauses before each reconnection attempt after a loss, until [`RETRY_FOR`] has
 /// passed.
@@ -113,121 +107,6 @@ pub(crate) fn device_memory() -> Option<ClientMsg> {
         free_bytes: free as u64,
         total_bytes: total as u64,
     })
-}
-
-impl Client {
-    /// After a loss, tries to reconnect at [`retry_pauses`]; returns the new
-    /// connection's reader and the messages read before it is served, or `None` once it
-    /// gave up (said once).
-    pub(super) fn rejoin(&'static self) -> Option<(UnixStream, VecDeque<DaemonMsg>)> {
-        let mut last = String::new();
-        for pause in retry_pauses() {
-            std::thread::sleep(pause);
-            match self.rejoin_once() {
-                Ok(joined) => return Some(joined),
-                Err(e) => last = e,
-            }
-        }
-        diag::warn(&format!(
-            "gave up reconnecting to the gpuswap daemon after {} s ({last}); allocations \
-             stay unmanaged",
-            RETRY_FOR.as_secs()
-        ));
-        None
-    }
-
-    /// One reconnection: a daemon is joined, the buffers the process holds are declared
-    /// and take the ids it answers (those it does not adopt are never named to it), and
-    /// the connection replaces the lost one. The buffers stay locked meanwhile, so that
-    /// none is freed between its declaration and its new id.
-    fn rejoin_once(&'static self) -> Result<(UnixStream, VecDeque<DaemonMsg>), String> {
-        let Joined {
-            mut stream,
-            daemon_pid,
-            ..
-        } = join(self.granularity)?;
-        let connection = self.connection() + 1;
-        let mut buffers = lock(&self.buffers);
-        let vas: Vec<u64> = buffers.keys().copied().collect();
-        let held = buffers
-            .values()
-            .map(|b| HeldBuffer {
-                bytes: b.bytes,
-                chunk_bytes: b.chunk_bytes,
-                placement: wire::runs(b.chunks.iter().map(Memory::location)),
-            })
-            .collect();
-        let talk = |e: wire::FrameError| format!("declaring the buffers held: {e}");
-        let declarations = declarations(held);
-        for msg in &declarations {
-            wire::write_frame(&mut stream, msg).map_err(talk)?;
-        }
-        let (mut ids, mut early) = (Vec::new(), VecDeque::new());
-        while ids.len() < vas.len() {
-            match wire::read_frame(&mut stream).map_err(talk)? {
-                DaemonMsg::Adopted { buffers } => ids.extend(buffers),
-                DaemonMsg::Refused { reason } => return Err(format!("refused: {reason}")),
-                other => early.push_back(other),
-            }
-        }
-        let adopted = ids.iter().flatten().count();
-        for (va, id) in vas.iter().zip(ids) {
-            let b = buffers.get_mut(va).expect("locked since declared");
-            (b.id, b.connection) = (id.unwrap_or(0), id.map_or(0, |_| connection));
-        }
-        let io = |e: std::io::Error| format!("reconnecting: {e}");
-        stream.set_read_timeout(None).map_err(io)?;
-        let reader = stream.try_clone().map_err(io)?;
-        let control = stream.try_clone().map_err(io)?;
-        {
-            let mut out = lock(&self.out);
-            let mut old_control = lock(&self.control);
-            for (fd, s) in self.fds.iter().zip([&stream, &reader, &control]) {
-                fd.store(s.as_raw_fd(), Ordering::Relaxed);
-            }
-            *old_control = control;
-            *out = stream;
-            self.connection.store(connection, Ordering::SeqCst);
-        }
-        drop(buffers);
-        self.lost.clear();
-        diag::warn(&format!(
-            "reconnected to the gpuswap daemon: {} buffers declared, {adopted} adopted",
-            vas.len()
-        ));
-        self.watch(daemon_pid, connection)?;
-        self.report_device(connection, false);
-        Ok((reader, early))
-    }
-
-    /// Reports the device's memory, as the real driver says, on connection
-    /// `connection`, at most every [`REPORT_EVERY`] (and at once on a new connection).
-    /// `current`: the calling thread's context is the program's; else the first
-    /// context the program allocated in is made current (nothing is said before one).
-    pub(super) fn report_device(&self, connection: u64, current: bool) {
-        let recent = |r: &(u64, Option<Instant>)| {
-            r.0 == connection && r.1.is_some_and(|at| at.elapsed() < REPORT_EVERY)
-        };
-        if recent(&lock(&self.reported)) {
-            return;
-        }
-        if !current {
-            let Some(ctx) = lock(&self.contexts).first().copied() else {
-                return;
-            };
-            if driver::set_context(ctx as Handle).is_err() {
-                return;
-            }
-        }
-        let Some(msg) = device_memory() else {
-            return;
-        };
-        let mut reported = lock(&self.reported);
-        if !recent(&reported) {
-            *reported = (connection, Some(Instant::now()));
-            let _ = self.send_on(connection, &msg);
-        }
-    }
 }
 
 #[cfg(test)]
