@@ -721,7 +721,7 @@ impl Client {
 
     /// Reports the device's memory, as the real driver says, on connection
     /// `connection`, at most every [`rejoin::REPORT_EVERY`] (and at once on a new connection).
-    /// `current`: the calling thread's context is the program's; else the first
+    /// `current`: the calling thread's context is the program's; else the first live
     /// context the program allocated in is made current (nothing is said before one).
     fn report_device(&self, connection: u64, current: bool) {
         let recent = |r: &(u64, Option<Instant>)| {
@@ -730,13 +730,14 @@ impl Client {
         if recent(&lock(&self.reported)) {
             return;
         }
-        if !current {
-            let Some(ctx) = lock(&self.contexts).first().copied() else {
-                return;
-            };
-            if driver::set_context(ctx as Handle).is_err() {
-                return;
-            }
+        // The first context the program allocated in that is still alive.
+        let contexts = || lock(&self.contexts).clone();
+        if !current
+            && !contexts()
+                .into_iter()
+                .any(|ctx| driver::set_context(ctx as Handle).is_ok())
+        {
+            return;
         }
         let Some(msg) = rejoin::device_memory() else {
             return;

@@ -103,13 +103,24 @@ fn signal(child: &Child, name: &str) {
 /// A tenant frozen by SIGSTOP does not answer its suspension and is dropped after the
 /// answer deadline (30 s), but its process still holds its 34 MiB of VRAM: they stay
 /// counted until it exits, and the newcomer that waited lands in the VRAM left and in
-/// host memory, verifying every byte, where it used to get out of memory.
+/// host memory, verifying every byte, where it used to get out of memory. Continued,
+/// the frozen process reconnects and declares its buffers, and finishes verifying every
+/// byte of them through the daemon.
 #[test]
 fn a_frozen_tenants_memory_stays_counted_and_the_newcomer_is_not_refused() {
     let w = World::new("frozen", 64);
     let d = start(w.config.clone());
-    let hold = ["--buffers", "2", "--size", "16MiB", "--hold-ms", "120000"];
-    let mut frozen = w.client(&hold, false).spawn().unwrap();
+    let hold = [
+        "--buffers",
+        "2",
+        "--size",
+        "16MiB",
+        "--rounds",
+        "1",
+        "--hold-ms",
+        "50000",
+    ];
+    let frozen = w.client(&hold, false).spawn().unwrap();
     wait_for(&d.socket, "the first tenant's buffers", |s| {
         s.tenants.iter().map(|t| t.buffers).sum::<u64>() == 3
     });
@@ -123,11 +134,21 @@ fn a_frozen_tenants_memory_stays_counted_and_the_newcomer_is_not_refused() {
     });
     assert_eq!(snap.held_by_gone_bytes, 34 * MIB, "{snap:?}");
     assert_eq!(snap.vram_budget_bytes, 30 * MIB, "{snap:?}");
-    // Once it exits, its memory is free again.
-    frozen.kill().unwrap();
-    frozen.wait().unwrap();
+    signal(&frozen, "-CONT");
+    let snap = wait_for(&d.socket, "the continued tenant's buffers declared", |s| {
+        s.tenants.iter().map(|t| t.buffers).sum::<u64>() == 3
+    });
+    assert_eq!(
+        (snap.held_by_gone_bytes, snap.vram_used_bytes),
+        (0, 34 * MIB),
+        "{snap:?}"
+    );
+    let out = frozen.wait_with_output().unwrap();
+    verified(&out, "continued");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("3 buffers declared, 3 adopted"), "{stderr}");
     wait_for(&d.socket, "the memory freed", |s| {
-        s.held_by_gone_bytes == 0 && s.vram_budget_bytes == 64 * MIB
+        s.tenants.is_empty() && s.vram_used_bytes == 0 && s.vram_budget_bytes == 64 * MIB
     });
 }
 

@@ -54,7 +54,11 @@ fn logs(e: &mut Endpoint) -> Vec<String> {
 
 /// Connection `conn` connects and says hello at `now_ns`; returns its tenant number.
 fn hello(e: &mut Endpoint, now_ns: u64, conn: ConnId, name: &str) -> u32 {
-    let pid = 100 + conn as u32;
+    hello_as(e, now_ns, conn, 100 + conn as u32, name)
+}
+
+/// [`hello`] from process `pid`.
+fn hello_as(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) -> u32 {
     e.handle(
         now_ns,
         Input::Accepted {
@@ -514,6 +518,32 @@ fn a_dropped_process_holds_its_vram_until_it_exits() {
         (0, 16 * MIB)
     );
     assert!(e.held_pids().next().is_none());
+    e.check_invariants().unwrap();
+}
+
+/// A dropped process that reconnects says hello under its pid: its VRAM is no longer
+/// counted as held, for it declares what it holds, which is adopted.
+#[test]
+fn a_dropped_process_that_reconnects_declares_instead() {
+    let mut e = crowded(3_600_000 * MS);
+    e.hold_until_exit();
+    let deadline = 10 * MS + 30_000 * MS;
+    e.handle_timeout(deadline);
+    transmits(&mut e);
+    assert_eq!(e.snapshot().held_by_gone_bytes, 12 * MIB);
+    let conn = 9;
+    hello_as(&mut e, deadline, conn, 101, "a");
+    assert_eq!(e.snapshot().held_by_gone_bytes, 0);
+    let buffers = vec![held(12 * MIB, 2 * MIB, &[Location::Vram; 6])];
+    e.handle(deadline, Input::Frame(conn, ClientMsg::Held { buffers }));
+    let out = transmits(&mut e);
+    assert!(
+        out.iter().any(|(c, m)| *c == conn
+            && matches!(m, DaemonMsg::Adopted { buffers } if buffers[0].is_some())),
+        "{out:?}"
+    );
+    // B's 4 MiB and A's 12 MiB: the budget is the VRAM.
+    assert_eq!(e.snapshot().vram_used_bytes, 16 * MIB);
     e.check_invariants().unwrap();
 }
 
