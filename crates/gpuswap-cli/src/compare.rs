@@ -27,7 +27,9 @@ pub struct CompareArgs {
     /// manager is a mode at its default parameters, or a mode with settings of its
     /// `[manager]` keys, `MODE:KEY=VALUE[:KEY=VALUE...]` (`gpuswap:victim=access-rate`;
     /// a value is read as TOML, else as a string), so that settings of one mode can be
-    /// compared. The scenario's `chunk_size` and `return_interval` are kept.
+    /// compared (`gpuswap:gpu_time=auto,gpuswap:gpu_time=turns` compares ways of sharing
+    /// GPU time). The scenario's `chunk_size`, `return_interval` and GPU-time keys
+    /// (`gpu_time`, `quantum`, ...) are kept unless a manager sets them.
     #[arg(long, value_delimiter = ',')]
     pub managers: Vec<String>,
     /// Print the reports as JSON (`reports`: one `run --json` report per manager;
@@ -162,8 +164,9 @@ pub fn run(args: &CompareArgs, text: &str) -> Result<Comparison, CompareError> {
 }
 
 /// The scenario (`table`) with its manager replaced by `manager`: a mode at its default
-/// parameters, or `MODE:KEY=VALUE...` with those settings; the scenario's chunk size and
-/// return interval are kept.
+/// parameters, or `MODE:KEY=VALUE...` with those settings; the scenario's chunk size,
+/// return interval and GPU-time keys (`gpu_time`, ...) are kept unless the settings
+/// give them.
 fn build(
     path: &Path,
     table: &toml::Table,
@@ -183,9 +186,9 @@ fn build(
         })?;
     let mut built = toml::Table::new();
     built.insert("mode".into(), toml::Value::String(mode.to_owned()));
-    for kept in crate::sweep::EVERY_MODES_SETTINGS {
-        if let Some(value) = given.as_ref().and_then(|m| m.get(kept)) {
-            built.insert(kept.into(), value.clone());
+    for (key, value) in given.iter().flatten() {
+        if crate::sweep::is_every_modes_setting(key) {
+            built.insert(key.clone(), value.clone());
         }
     }
     built.extend(settings);
@@ -268,4 +271,26 @@ pub fn run_vgpu(args: &CompareArgs, text: &str) -> Result<String, CompareError> 
         &outcomes,
         crate::render::terminal_width(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuswap_core::gpu_time::GpuTime;
+
+    #[test]
+    fn a_compared_manager_keeps_the_scenarios_gpu_time_unless_it_sets_its_own() {
+        let table: toml::Table = toml::from_str(
+            "[device]\npreset = \"h100-pcie-80gb\"\n[manager]\nmode = \"gpuswap\"\n\
+             gpu_time = \"auto\"\nvictim = \"random\"\n\
+             [[tenant]]\nname = \"a\"\napp = \"stream\"\n",
+        )
+        .unwrap();
+        let path = Path::new("pair.toml");
+        let kept = build(path, &table, "fcfs").unwrap();
+        assert!(matches!(kept.config.manager.gpu_time, GpuTime::Auto(_)));
+        assert_eq!(kept.config.manager.policy.name(), "fcfs");
+        let own = build(path, &table, "gpuswap:gpu_time=turns").unwrap();
+        assert!(matches!(own.config.manager.gpu_time, GpuTime::Turns(_)));
+    }
 }

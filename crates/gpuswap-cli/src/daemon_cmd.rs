@@ -39,9 +39,13 @@ pub struct DaemonArgs {
     #[arg(long, default_value = "gpuswap")]
     mode: String,
     /// A parameter of the mode, KEY=VALUE (see `gpuswap policies`), or how tenants share
-    /// the GPU's time: gpu_time=concurrent|turns, quantum=auto|DURATION,
+    /// the GPU's time: gpu_time=auto|concurrent|turns (default auto in mode gpuswap:
+    /// share or take turns by measured progress), quantum=auto|DURATION,
     /// handover_after=DURATION (turns: one process holds the GPU while the others wait,
-    /// when their memory does not fit together); repeatable.
+    /// when their memory does not fit together), remote_cost=NUMBER (a remote read
+    /// against a local one; auto shares first below 16), idle=demote|keep and
+    /// demote_after=DURATION (an idle process gives its VRAM back under pressure,
+    /// default after 5s); repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// How often evicted data is checked for a way back into free VRAM.
@@ -57,6 +61,11 @@ pub struct DaemonArgs {
     /// yet to say hello); one more is refused with a message.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Serve other users: the socket is made 0660 and given to this group (a name in
+    /// /etc/group or a number), whose members may connect, whatever their uid. Their
+    /// interposers must trust the daemon's user (GPUSWAP_DAEMON_USER) unless it is root.
+    #[arg(long, value_name = "GROUP")]
+    socket_group: Option<String>,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -97,11 +106,17 @@ fn machine_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The remote-read cost the daemon's automatic choice starts from until one is given
+/// (`--set remote_cost=`): our H200's, streaming remote reads at about 20 GB/s (19-21
+/// GB/s measured, docs/real-gpu.md) against HBM3e's 4.8 TB/s (NVIDIA's H200 datasheet).
+/// PCIe's order of magnitude: turns first.
+const ASSUMED_REMOTE_COST: f64 = 240.0;
+
 /// Runs the daemon until it is killed; errors are for the user.
 pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     let mut policy = PolicySettings::new(&args.mode, 1).map_err(|e| e.to_string())?;
     // The GPU-time keys are the daemon's, the others the mode's parameters.
-    let mut gpu_time: [Option<&str>; 3] = [None; 3];
+    let mut gpu_time: gpu_time_keys::Values = [None; 6];
     for pair in &args.set {
         let (key, value) = pair
             .split_once('=')
@@ -114,7 +129,15 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
             .set(key.trim(), value.trim())
             .map_err(|e| format!("--set {pair:?}: {e}"))?;
     }
-    let gpu_time = gpu_time_keys::settings(gpu_time[0], gpu_time[1], gpu_time[2])
+    let defaults = gpu_time_keys::Defaults {
+        gpu_time: if policy.name() == "gpuswap" {
+            "auto"
+        } else {
+            "concurrent"
+        },
+        remote_cost: ASSUMED_REMOTE_COST,
+    };
+    let (gpu_time, idle) = gpu_time_keys::settings(gpu_time, defaults)
         .map_err(|(key, message)| format!("--set {key}: {message}"))?;
     check_policy(&policy)?;
     if args.chunk_size == 0 || args.return_interval == 0 {
@@ -152,6 +175,13 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         verbose: !args.quiet,
         contracts,
         gpu_time,
+        idle,
+        socket_group: args
+            .socket_group
+            .as_deref()
+            .map(gpuswap_daemon::group_id)
+            .transpose()
+            .map_err(|e| format!("--socket-group: {e}"))?,
         max_connections: args.max_connections,
     };
     let verbose = config.verbose;
@@ -246,8 +276,14 @@ pub fn table(snap: &Snapshot) -> String {
             if t.suspended { "yes" } else { "" }.to_owned()
         }),
     ]);
-    if snap.gpu_time == "turns" {
+    if !snap.choice.is_empty() {
         columns.push(("turn", &|t| t.turn.clone()));
+    }
+    if snap.gpu_time == "auto" {
+        columns.push(("slowdown", &|t| match t.slowdown {
+            0.0 => String::new(),
+            x => format!("{x:.2}x"),
+        }));
     }
     if snap.tenants.iter().any(|t| !contract(t).is_empty()) {
         columns.push(("contract", &contract));
@@ -271,16 +307,24 @@ fn shown_name(name: &str) -> String {
         .collect()
 }
 
-/// Under turns: who holds the GPU, the handovers, and the bulk moves' speed (the
-/// latest, and the range over those the snapshot lists); "" otherwise.
+/// Under turns or auto: the automatic choice, who holds the GPU, the handovers, and
+/// the bulk moves' speed (the latest, and the range over those the snapshot lists); ""
+/// otherwise.
 fn turns_text(snap: &Snapshot) -> String {
-    if snap.gpu_time != "turns" {
+    if snap.choice.is_empty() {
         return String::new();
+    }
+    let mut out = String::new();
+    if snap.gpu_time == "auto" {
+        out += &format!(
+            "auto: {} now, {} switches (each logged with its reason)\n",
+            snap.choice, snap.switches
+        );
     }
     let holder = snap
         .holder
         .map_or("nobody".to_owned(), |t| format!("tenant {t}"));
-    let mut out = format!(
+    out += &format!(
         "turns: {holder} holds the GPU, {} handovers, {} moved in bulk\n",
         snap.handovers,
         format_bytes(snap.batch_moved_bytes)
@@ -374,6 +418,7 @@ mod tests {
         assert!(!table(&snap).contains("turns:"));
         assert!(!table(&snap).contains("held"));
         snap.gpu_time = "turns".into();
+        snap.choice = "turns".into();
         snap.holder = Some(0);
         snap.handovers = 3;
         snap.batch_moved_bytes = 3 << 30;
@@ -395,5 +440,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("held"), "{text}");
+        assert!(
+            !text.contains("auto:") && !text.contains("slowdown"),
+            "{text}"
+        );
+        snap.gpu_time = "auto".into();
+        snap.choice = "share".into();
+        snap.switches = 2;
+        snap.tenants[0].slowdown = 1.734;
+        let text = table(&snap);
+        assert!(
+            text.contains("auto: share now, 2 switches (each logged with its reason)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slowdown") && text.contains("1.73x"),
+            "{text}"
+        );
     }
 }

@@ -99,9 +99,9 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "manager.gpu_time",
-        "concurrent or turns",
+        "concurrent, turns or auto",
         "concurrent",
-        "how tenants share the GPU's time: all at once, or, when the busy tenants' memory does not fit in VRAM, one holds the GPU with its memory in VRAM while the others wait (only the overflow moves at a handover)",
+        "how tenants share the GPU's time: all at once, or, when the busy tenants' memory does not fit in VRAM, one holds the GPU with its memory in VRAM while the others wait (only the overflow moves at a handover), or auto: share while the busy tenants' measured progress together stays within 1.05 of one tenant's at its best, take turns otherwise, probing the other way at most 2 % of the time",
     ),
     (
         "manager.quantum",
@@ -114,6 +114,24 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "duration: ns, us, ms, s",
         "2s",
         "turns: a holder with no GPU work this long hands over early",
+    ),
+    (
+        "manager.remote_cost",
+        "number, at least 1",
+        "the preset's VRAM over link bandwidth",
+        "auto: what a remote read costs against a local one; auto shares first up to 16 (a Grace-Hopper-like link), takes turns first above (PCIe)",
+    ),
+    (
+        "manager.idle",
+        "keep or demote",
+        "demote under turns and auto, keep under concurrent",
+        "demote: under memory pressure a tenant idle for demote_after gives its VRAM back above its guarantee, in bulk; its next GPU work waits until its memory is back, hottest first",
+    ),
+    (
+        "manager.demote_after",
+        "duration: ns, us, ms, s",
+        "5s",
+        "idle = demote: how long a tenant is idle before it gives its memory back",
     ),
     (
         "manager.optimum",
@@ -375,6 +393,9 @@ pub fn template() -> String {
         ("manager.gpu_time", "\"turns\""),
         ("manager.quantum", "\"auto\""),
         ("manager.handover_after", "\"2s\""),
+        ("manager.remote_cost", "9"),
+        ("manager.idle", "\"demote\""),
+        ("manager.demote_after", "\"5s\""),
     ]);
     out += &t.mode_params();
     out += "\n# [scheduler]\n";

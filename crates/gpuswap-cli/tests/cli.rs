@@ -2755,8 +2755,9 @@ fn progress_bars_stay_off_a_log() {
     }
 }
 
-/// Issue 38's simulator target: on the measured PyTorch pair, turns finish within 1.15x
-/// of running the two one after the other, neither slowed more than 2.3x, where
+/// Issue 38's simulator target: on the measured PyTorch pair, turns (and issue 40's auto,
+/// the scenario's own) finish within 1.15x of running the two one after the other, neither
+/// slowed more than 2.3x, where
 /// running them at once takes about 11x; and the exclusive quantum's alias refuses a
 /// second GPU-time setting.
 #[test]
@@ -2779,9 +2780,19 @@ fn turns_on_the_torch_pair_come_within_one_and_a_bit_of_back_to_back() {
     };
     let second = pair.match_indices("[[tenant]]").nth(1).unwrap().0;
     let (alone, _) = makespan("torch-alone.toml", &pair[..second]);
-    let turns_text = pair.replace("[manager]\n", "[manager]\ngpu_time = \"turns\"\n");
+    let auto = "gpu_time = \"auto\"";
+    assert!(pair.contains(auto), "the scenario says auto");
+    let turns_text = pair.replace(auto, "gpu_time = \"turns\"");
     let (turns, slowdowns) = makespan("torch-turns.toml", &turns_text);
-    let (concurrent, _) = makespan("torch-concurrent.toml", &pair);
+    let concurrent_text = pair.replace(auto, "gpu_time = \"concurrent\"");
+    let (concurrent, _) = makespan("torch-concurrent.toml", &concurrent_text);
+    // Issue 40's G1 stays met with the default: auto as close as turns.
+    let (auto_ns, _) = makespan("torch-auto.toml", &pair);
+    assert!(
+        auto_ns <= 1.15 * 2.0 * alone,
+        "auto {auto_ns} against {}",
+        2.0 * alone
+    );
     let back_to_back = 2.0 * alone;
     assert!(
         turns <= 1.15 * back_to_back,
@@ -2798,13 +2809,13 @@ fn turns_on_the_torch_pair_come_within_one_and_a_bit_of_back_to_back() {
         "{}",
         stderr(&out)
     );
-    let bad = pair.replace("[manager]\n", "[manager]\ngpu_time = \"both\"\n");
+    let bad = pair.replace(auto, "gpu_time = \"both\"");
     let path = temp_scenario("torch-bad.toml", &bad);
     let out = gpuswap(&["run", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("manager.gpu_time") && err.contains("concurrent, turns"),
+        err.contains("manager.gpu_time") && err.contains("concurrent, turns, auto"),
         "{err}"
     );
 }

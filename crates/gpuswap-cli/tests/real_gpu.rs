@@ -180,7 +180,8 @@ fn verified(out: &Output, who: &str) -> serde_json::Value {
 
 #[test]
 fn three_processes_oversubscribe_and_keep_every_byte() {
-    let w = World::new("three", 64);
+    // Concurrent time: all three run at once with their overflow in host memory.
+    let w = World::with_daemon_args("three", 64, None, &["--set", "gpu_time=concurrent"]);
     // 3 x (3 x 12 MiB + a 2 MiB scratch) = 114 MiB asked of 64 MiB. The third runs
     // longest, so evicted data returns to it while it still checks its buffers; the
     // second finds the driver as libcudart does (dlsym, cuGetProcAddress).
@@ -282,7 +283,9 @@ fn a_victim_killed_mid_relocation_frees_everything_and_the_other_goes_on() {
 
 /// The victim's trace after a pair whose victim copies slowly, with `victim_env`.
 fn slow_victims_trace(name: &str, victim_env: &[(&str, &str)]) -> String {
-    let w = World::new(name, 64);
+    // Concurrent time: the victim's chunks move one by one while it runs (under the
+    // default, auto, the pair would take turns and move in bulk).
+    let w = World::with_daemon_args(name, 64, None, &["--set", "gpu_time=concurrent"]);
     let (victim, requester) = pair_with_slow_victim(&w, "30", victim_env);
     verified(&requester.wait_with_output().unwrap(), "requester");
     let out = victim.wait_with_output().unwrap();
@@ -297,6 +300,38 @@ fn pool_line(stderr: &str) -> Option<(u64, u64)> {
         .find_map(|l| l.split("host memory for ").nth(1))?;
     let words: Vec<&str> = line.split(' ').collect();
     Some((words[0].parse().ok()?, words[2].parse().ok()?))
+}
+
+/// Issue 41, item 4: a pitched allocation is a managed one of pitch x height bytes; two
+/// programs of them oversubscribe VRAM, their chunks move, and every byte survives.
+#[test]
+fn pitched_allocations_are_managed_and_keep_every_byte() {
+    let w = World::with_daemon_args("pitched", 64, None, &["--set", "gpu_time=concurrent"]);
+    let args = [
+        "--pitched",
+        "--buffers",
+        "3",
+        "--size",
+        "12MiB",
+        "--rounds",
+        "3",
+        "--hold-ms",
+        "100",
+    ];
+    let a = w.client(64, &args).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let b = w
+        .client(64, &[&args[..], &["--seed", "7"]].concat())
+        .spawn()
+        .unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    verified(&a, "a");
+    verified(&b, "b");
+    let summary = String::from_utf8_lossy(&a.stderr) + String::from_utf8_lossy(&b.stderr);
+    assert!(
+        !summary.contains("not interposed") && !summary.contains("NOT_SUPPORTED"),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -102,6 +102,7 @@ mod tests {
             seed: 1,
             scheduling: Default::default(),
             gpu_time: Default::default(),
+            idle: Default::default(),
         })
     }
 

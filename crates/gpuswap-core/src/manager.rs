@@ -11,10 +11,10 @@ use std::collections::VecDeque;
 use crate::accounting::Books;
 use crate::buffer::{Buffer, BufferKind};
 use crate::contract::{AtLimit, Contract};
-use crate::gpu_time::GpuTime;
 use crate::gpu_time::launch_gate::Scheduler;
 use crate::gpu_time::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
 use crate::gpu_time::turns::Turns;
+use crate::gpu_time::{Choice, GpuTime, Idle, Progress, Switch};
 use crate::held::Held;
 use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::params::Needs;
@@ -48,6 +48,9 @@ pub struct ManagerConfig {
     pub scheduling: SchedulingConfig,
     /// How tenants share the GPU's time (`[manager] gpu_time`).
     pub gpu_time: GpuTime,
+    /// What becomes of an idle tenant's memory (`[manager] idle`); with concurrent GPU
+    /// time and `Keep`, the driver reports no demand at all.
+    pub idle: Idle,
 }
 
 /// The memory manager.
@@ -94,13 +97,11 @@ impl Manager {
             seed: config.seed,
         });
         let scheduler = crate::registry::build_scheduler(&config.policy);
-        let turns = match config.gpu_time {
-            GpuTime::Concurrent => None,
-            GpuTime::Turns(settings) => Some(Turns::new(settings)),
-        };
+        let turns = Turns::new(config.gpu_time, config.idle);
         let needs = config.policy.needs().union(Needs {
             gpu_demand: turns.is_some(),
             timers: turns.is_some(),
+            progress: turns.as_ref().is_some_and(Turns::wants_progress),
             ..Needs::NONE
         });
         let scheduling = config
@@ -163,6 +164,33 @@ impl Manager {
     /// Under turns: whether the driver last said `tenant` has GPU work.
     pub fn busy(&self, tenant: TenantId) -> bool {
         self.turns.as_ref().is_some_and(|t| t.is_busy(tenant))
+    }
+
+    /// How turns are taken now: `None` without a turns machine (concurrent GPU time,
+    /// idle tenants keep their memory), else the fixed way or the automatic choice's.
+    pub fn gpu_time_choice(&self) -> Option<Choice> {
+        self.turns.as_ref().map(Turns::choice)
+    }
+
+    /// Times the automatic choice changed.
+    pub fn gpu_time_switches(&self) -> u64 {
+        self.turns.as_ref().map_or(0, Turns::switches)
+    }
+
+    /// The next change of the automatic choice, with its reason, for the driver's log.
+    pub fn poll_switch(&mut self) -> Option<Switch> {
+        self.turns.as_mut().and_then(Turns::pop_switch)
+    }
+
+    /// `tenant`'s slowdown estimate from its progress reports (how many times slower
+    /// than its best it runs now), once measured.
+    pub fn slowdown_estimate(&self, tenant: TenantId) -> Option<f64> {
+        self.turns.as_ref().and_then(|t| t.estimate(tenant))
+    }
+
+    /// Whether `tenant` gave its memory back idle and waits for its next work.
+    pub fn demoted(&self, tenant: TenantId) -> bool {
+        self.turns.as_ref().is_some_and(|t| t.is_demoted(tenant))
     }
 
     /// Whether `tenant` is parked: held suspended between relocation jobs (under turns,
@@ -519,6 +547,30 @@ impl Manager {
         self.take_turns(None);
     }
 
+    /// `tenant`'s GPU work over a report window ending at `now_ns`, and the buffers its
+    /// launches named (ids the manager does not know are ignored): its slowdown
+    /// estimate and the touch marks hot data stays local by. Ignored unless the
+    /// manager wants progress (`Needs::progress`).
+    pub fn handle_progress(
+        &mut self,
+        tenant: TenantId,
+        progress: &Progress,
+        touched: &[BufferId],
+        now_ns: u64,
+    ) {
+        let Some(turns) = &mut self.turns else { return };
+        if !turns.wants_progress() {
+            return;
+        }
+        let known: Vec<BufferId> = touched
+            .iter()
+            .copied()
+            .filter(|b| self.books.buffer(*b).is_some_and(|b| b.tenant == tenant))
+            .collect();
+        turns.progress(&self.books, tenant, progress, &known, now_ns);
+        self.take_turns(None);
+    }
+
     /// The requests of `tenant` waiting at its `memory_limit` for its own frees
     /// (`at_limit = "wait"`), in arrival order.
     pub fn waiting_at_limit(&self, tenant: TenantId) -> impl Iterator<Item = RequestId> + '_ {
@@ -772,6 +824,9 @@ impl Manager {
         mapped: bool,
     ) -> Result<(), FreeError> {
         self.books.free(tenant, buffer)?;
+        if let Some(turns) = &mut self.turns {
+            turns.forget_buffer(buffer);
+        }
         if mapped {
             self.actions
                 .push_back(Action::Mapping(Mapping::Unmap { tenant, buffer }));

@@ -17,6 +17,7 @@ fn config(mode: &str, vram_mib: u64) -> ManagerConfig {
         seed: 1,
         scheduling: Default::default(),
         gpu_time: Default::default(),
+        idle: Default::default(),
     }
 }
 

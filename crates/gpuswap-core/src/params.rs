@@ -115,6 +115,10 @@ pub struct Needs {
     /// (`handle_gpu_busy`, `handle_gpu_idle`) and keeps a tenant suspended between
     /// relocation jobs (parked): what turns need.
     pub gpu_demand: bool,
+    /// The driver reports each tenant's progress per window and the buffers its
+    /// launches touched (`handle_progress`): what the automatic choice of GPU time
+    /// measures.
+    pub progress: bool,
 }
 
 impl Needs {
@@ -127,6 +131,7 @@ impl Needs {
         access_counts: false,
         kernel_estimates: false,
         gpu_demand: false,
+        progress: false,
     };
 
     /// Both sets of needs.
@@ -139,6 +144,7 @@ impl Needs {
             access_counts: self.access_counts || other.access_counts,
             kernel_estimates: self.kernel_estimates || other.kernel_estimates,
             gpu_demand: self.gpu_demand || other.gpu_demand,
+            progress: self.progress || other.progress,
         }
     }
 
@@ -153,6 +159,7 @@ impl Needs {
             access_counts: self.access_counts && !supplied.access_counts,
             kernel_estimates: self.kernel_estimates && !supplied.kernel_estimates,
             gpu_demand: self.gpu_demand && !supplied.gpu_demand,
+            progress: self.progress && !supplied.progress,
         }
     }
 
@@ -166,6 +173,7 @@ impl Needs {
             (self.access_counts, "access counts"),
             (self.kernel_estimates, "kernel estimates"),
             (self.gpu_demand, "GPU demand"),
+            (self.progress, "progress reports"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))

@@ -174,6 +174,7 @@ proptest! {
             seed: 3,
             scheduling: Default::default(),
             gpu_time: Default::default(),
+            idle: Default::default(),
         });
         let mut d = Driver::default();
         let mut requests = 0u64;

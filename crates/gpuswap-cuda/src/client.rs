@@ -96,6 +96,7 @@ struct Joined {
     daemon_pid: u32,
     vram_bytes: u64,
     idle_report_ns: u64,
+    progress_report_ns: u64,
 }
 
 /// Connects to the daemon at the socket, checks whom it trusts, says hello and reads
@@ -135,12 +136,14 @@ fn join(granularity: u64) -> Result<Joined, String> {
         DaemonMsg::Welcome {
             vram_bytes,
             idle_report_ns,
+            progress_report_ns,
             ..
         } => Ok(Joined {
             stream,
             daemon_pid: daemon.pid,
             vram_bytes,
             idle_report_ns,
+            progress_report_ns,
         }),
         DaemonMsg::Refused { reason } => {
             Err(format!("the gpuswap daemon at {shown} refused: {reason}"))
@@ -157,6 +160,7 @@ pub fn connect() -> Result<&'static Client, String> {
         daemon_pid,
         vram_bytes,
         idle_report_ns,
+        progress_report_ns,
     } = join(granularity)?;
     let talk = |e: std::io::Error| format!("talking to the gpuswap daemon: {e}");
     stream.set_read_timeout(None).map_err(talk)?;
@@ -190,6 +194,9 @@ pub fn connect() -> Result<&'static Client, String> {
         .map_err(|e| format!("cannot start the interposer's thread: {e}"))?;
     if let Some(demand) = &client.demand {
         demand.start_timer(client)?;
+    }
+    if progress_report_ns > 0 {
+        crate::progress::start(progress_report_ns, client)?;
     }
     client.watch(daemon_pid, 1)?;
     Ok(client)
@@ -339,6 +346,7 @@ impl Client {
     /// Frees a buffer of ours; `None` if `va` is not one.
     pub fn free(&self, va: DevPtr) -> Option<Result<(), String>> {
         let buffer = lock(&self.buffers).remove(&va)?;
+        crate::touch::removed(va);
         let result = unmap_buffer(&buffer);
         // The daemon's books follow even if the driver complained; a lost daemon has
         // no books to tell.
@@ -564,6 +572,7 @@ impl Client {
             }
         }
         lock(&self.buffers).insert(va, buffer);
+        crate::touch::added(id, va, bytes);
         Ok(va)
     }
 
@@ -693,6 +702,11 @@ impl Client {
         for (va, id) in vas.iter().zip(ids) {
             let b = buffers.get_mut(va).expect("locked since declared");
             (b.id, b.connection) = (id.unwrap_or(0), id.map_or(0, |_| connection));
+            // Touch hints name buffers by the daemon's ids: the new ones, or none.
+            crate::touch::removed(*va);
+            if let Some(id) = id {
+                crate::touch::added(id, *va, b.bytes);
+            }
         }
         let io = |e: std::io::Error| format!("reconnecting: {e}");
         stream.set_read_timeout(None).map_err(io)?;

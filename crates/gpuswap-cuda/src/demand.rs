@@ -42,7 +42,7 @@ pub(crate) struct Demand {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO call, no system call).
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -20,6 +20,7 @@ pub const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
 pub const CUDA_ERROR_NOT_INITIALIZED: CuResult = 3;
 pub const CUDA_ERROR_INVALID_CONTEXT: CuResult = 201;
+pub const CUDA_ERROR_NOT_READY: CuResult = 600;
 pub const CUDA_ERROR_NOT_SUPPORTED: CuResult = 801;
 pub const CUDA_ERROR_UNKNOWN: CuResult = 999;
 
@@ -56,6 +57,17 @@ pub struct AllocationProp {
 struct AccessDesc {
     location: MemLocation,
     flags: c_int,
+}
+
+/// `CUlaunchConfig` (cuda.h 11.8+), as `cuLaunchKernelEx` takes it.
+#[repr(C)]
+pub struct LaunchConfig {
+    pub grid: [std::ffi::c_uint; 3],
+    pub block: [std::ffi::c_uint; 3],
+    pub shared_bytes: std::ffi::c_uint,
+    pub stream: Handle,
+    pub attrs: *mut c_void,
+    pub num_attrs: std::ffi::c_uint,
 }
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
@@ -142,6 +154,17 @@ macro_rules! real {
     }};
 }
 pub(crate) use real;
+
+/// The driver's function `name` cast to `F`, or `None` where the driver has none (a
+/// feature the interposer can do without).
+///
+/// # Safety
+/// `F` is the function pointer type of `name` in cuda.h.
+unsafe fn optional<F: Copy>(name: &CStr) -> Option<F> {
+    let addr = real_symbol(name);
+    // SAFETY: a function pointer is an address (`F` is one: the caller's contract).
+    (addr != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&addr) })
+}
 
 fn check(rc: CuResult, what: &str) -> Result<(), String> {
     if rc == CUDA_SUCCESS {
@@ -332,6 +355,95 @@ pub mod driver {
         // SAFETY: `stream` is valid for a write; 1 is CU_STREAM_NON_BLOCKING.
         check(unsafe { f(&mut stream, 1) }, "cuStreamCreate")?;
         Ok(stream)
+    }
+
+    /// The driver's events and capture query, for the progress reports' completions;
+    /// `None` where the driver lacks one of them.
+    pub fn events() -> Option<&'static Events> {
+        static EVENTS: OnceLock<Option<Events>> = OnceLock::new();
+        EVENTS
+            .get_or_init(|| {
+                // SAFETY: each name's type as in cuda.h.
+                unsafe {
+                    Some(Events {
+                        create: optional(c"cuEventCreate")?,
+                        record: optional(c"cuEventRecord")?,
+                        query: optional(c"cuEventQuery")?,
+                        destroy: optional(c"cuEventDestroy_v2")?,
+                        is_capturing: optional(c"cuStreamIsCapturing")?,
+                    })
+                }
+            })
+            .as_ref()
+    }
+
+    /// The entry points of [`events`].
+    pub struct Events {
+        create: unsafe extern "C" fn(*mut Handle, std::ffi::c_uint) -> CuResult,
+        record: unsafe extern "C" fn(Handle, Handle) -> CuResult,
+        query: unsafe extern "C" fn(Handle) -> CuResult,
+        destroy: unsafe extern "C" fn(Handle) -> CuResult,
+        is_capturing: unsafe extern "C" fn(Handle, *mut c_int) -> CuResult,
+    }
+
+    impl Events {
+        /// An event of the current context that keeps no timing
+        /// (`CU_EVENT_DISABLE_TIMING`: the cheapest to record and query).
+        pub fn create(&self) -> Option<Handle> {
+            let mut event: Handle = std::ptr::null_mut();
+            // SAFETY: `event` is valid for a write; 2 is CU_EVENT_DISABLE_TIMING.
+            (unsafe { (self.create)(&mut event, 2) } == CUDA_SUCCESS).then_some(event)
+        }
+
+        /// Records `event` on `stream` (the program's, or 0 for the legacy default
+        /// stream of the current context).
+        pub fn record(&self, event: Handle, stream: Handle) -> bool {
+            // SAFETY: an event of ours; the driver checks the stream.
+            unsafe { (self.record)(event, stream) == CUDA_SUCCESS }
+        }
+
+        /// `CUDA_SUCCESS` once the work before the event is done, `CUDA_ERROR_NOT_READY`
+        /// before, another error if it cannot tell.
+        pub fn query(&self, event: Handle) -> CuResult {
+            // SAFETY: an event of ours.
+            unsafe { (self.query)(event) }
+        }
+
+        pub fn destroy(&self, event: Handle) {
+            // SAFETY: an event of ours, destroyed once.
+            unsafe { (self.destroy)(event) };
+        }
+
+        /// Whether `stream` is being captured into a graph (or the driver cannot say:
+        /// then it is left alone as if it were).
+        pub fn capturing(&self, stream: Handle) -> bool {
+            let mut status: c_int = 0;
+            // SAFETY: `status` is valid for a write; the driver checks the stream.
+            let rc = unsafe { (self.is_capturing)(stream, &mut status) };
+            rc != CUDA_SUCCESS || status != 0
+        }
+    }
+
+    /// Parameter `index` of kernel `func`: its (offset, size) in bytes
+    /// (`cuFuncGetParamInfo`, CUDA 12.4+; `cuKernelGetParamInfo` where `func` is a
+    /// `CUkernel`, which a CUDA 12 runtime may launch as a function); `None` past the
+    /// last parameter or where the driver does not say.
+    pub fn param_info(func: Handle, index: usize) -> Option<(usize, usize)> {
+        type ParamInfo = unsafe extern "C" fn(Handle, usize, *mut usize, *mut usize) -> CuResult;
+        static INFO: OnceLock<[Option<ParamInfo>; 2]> = OnceLock::new();
+        // SAFETY: cuda.h's type of both functions.
+        let info = INFO.get_or_init(|| unsafe {
+            [
+                optional(c"cuFuncGetParamInfo"),
+                optional(c"cuKernelGetParamInfo"),
+            ]
+        });
+        info.iter().flatten().find_map(|f| {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: both are valid for a write; the driver checks the handle and index.
+            (unsafe { f(func, index, &mut offset, &mut size) } == CUDA_SUCCESS)
+                .then_some((offset, size))
+        })
     }
 
     /// Queues a copy between device addresses on `stream`; it is done once the stream is

@@ -8,6 +8,7 @@ use std::sync::{OnceLock, RwLockReadGuard};
 use crate::client::{self, Client};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, real};
+use crate::progress::{self, Launch, Meter};
 
 /// How the process runs.
 enum Mode {
@@ -61,6 +62,11 @@ fn gate() -> Option<RwLockReadGuard<'static, ()>> {
 /// [`gate`] for a call that starts GPU work, which the daemon's turns count as demand.
 fn work_gate() -> Option<RwLockReadGuard<'static, ()>> {
     managed().map(Client::start_work)
+}
+
+/// The progress meter, while the daemon that asked for it is connected.
+fn meter() -> Option<&'static Meter> {
+    managed().and(progress::meter())
 }
 
 fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
@@ -123,44 +129,118 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytes: usize) -> CuResult {
     guarded("cuMemAlloc_v2", || {
-        if let Some(Mode::Failed(e)) = MODE.get() {
-            diag::warn(e);
-            return ffi::CUDA_ERROR_NOT_INITIALIZED;
+        if let Some(rc) = failed_start() {
+            return rc;
         }
-        // The daemon manages device 0 (CUDA_VISIBLE_DEVICES picks which GPU that is);
-        // memory of the process's other devices is the driver's alone.
-        let device = ffi::driver::current_device();
-        let client = managed().filter(|_| device.is_none_or(|d| d == 0));
-        let Some(client) = client else {
-            if managed().is_some() {
-                refuse_once(
-                    "cuMemAlloc on a device other than 0",
-                    "passed through unmanaged",
-                );
-            }
+        let Some(client) = allocating_client("cuMemAlloc") else {
             let real = real!(c"cuMemAlloc_v2"; fn(*mut DevPtr, usize) -> CuResult);
             // SAFETY: forwarded as given.
             return unsafe { real(dptr, bytes) };
         };
-        if dptr.is_null() {
-            return ffi::CUDA_ERROR_INVALID_VALUE;
-        }
         if bytes == 0 {
             // As the driver answers a zero-byte request.
             return ffi::CUDA_ERROR_INVALID_VALUE;
         }
-        match client.alloc(bytes as u64) {
-            Ok(va) => {
-                // SAFETY: checked non-null; the caller gives a writable pointer.
-                unsafe { *dptr = va };
-                ffi::CUDA_SUCCESS
-            }
-            Err((rc, why)) => {
-                diag::warn(&format!("cuMemAlloc of {bytes} bytes failed: {why}"));
-                rc
-            }
-        }
+        // SAFETY: the caller gives `dptr` as cuda.h says.
+        unsafe { alloc_managed(client, dptr, bytes as u64) }
     })
+}
+
+/// The row alignment of a pitched allocation: 512 bytes, a multiple of every
+/// alignment a pitched row must meet (the texture pitch alignment, 32 bytes on current
+/// GPUs; the widest element, 16). cuMemAllocPitch promises a pitch that works with
+/// cuMemcpy2D, not a particular one, so any such multiple keeps its contract.
+const PITCH_ALIGN_BYTES: usize = 512;
+
+/// A pitched allocation (issue 41, item 4) is a managed allocation of `pitch * height`
+/// bytes, its pitch the width rounded up to [`PITCH_ALIGN_BYTES`].
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocPitch_v2(
+    dptr: *mut DevPtr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    elem: c_uint,
+) -> CuResult {
+    guarded("cuMemAllocPitch_v2", || {
+        if let Some(rc) = failed_start() {
+            return rc;
+        }
+        let Some(client) = allocating_client("cuMemAllocPitch") else {
+            let real = real!(c"cuMemAllocPitch_v2"; fn(*mut DevPtr, *mut usize, usize, usize, c_uint) -> CuResult);
+            // SAFETY: forwarded as given.
+            return unsafe { real(dptr, pitch, width, height, elem) };
+        };
+        // cuda.h: the element size is 4, 8 or 16 bytes; a zero extent is invalid.
+        let rows = width
+            .checked_next_multiple_of(PITCH_ALIGN_BYTES)
+            .filter(|_| matches!(elem, 4 | 8 | 16) && width > 0 && height > 0);
+        let Some(row_bytes) = rows else {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        };
+        let Some(bytes) = row_bytes.checked_mul(height) else {
+            return ffi::CUDA_ERROR_OUT_OF_MEMORY;
+        };
+        if pitch.is_null() {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: the caller gives `dptr` as cuda.h says.
+        let rc = unsafe { alloc_managed(client, dptr, bytes as u64) };
+        if rc == ffi::CUDA_SUCCESS {
+            // SAFETY: checked non-null; the caller gives a writable pointer.
+            unsafe { *pitch = row_bytes };
+        }
+        rc
+    })
+}
+
+/// The client that manages an allocation on the current device (the daemon manages
+/// device 0; `CUDA_VISIBLE_DEVICES` picks which GPU that is), or `None` to forward it
+/// to the driver (said once for another device's). See [`failed_start`] first.
+fn allocating_client(what: &str) -> Option<&'static client::Client> {
+    let device = ffi::driver::current_device();
+    let client = managed().filter(|_| device.is_none_or(|d| d == 0));
+    if client.is_none() && managed().is_some() {
+        refuse_once(
+            &format!("{what} on a device other than 0"),
+            "passed through unmanaged",
+        );
+    }
+    client
+}
+
+/// `CUDA_ERROR_NOT_INITIALIZED`, said again, when the connection to the daemon failed
+/// at `cuInit`: allocations then fail as `cuInit` did.
+fn failed_start() -> Option<CuResult> {
+    let Some(Mode::Failed(e)) = MODE.get() else {
+        return None;
+    };
+    diag::warn(e);
+    Some(ffi::CUDA_ERROR_NOT_INITIALIZED)
+}
+
+/// A managed allocation of `bytes` for the program, its address written at `dptr`.
+///
+/// # Safety
+/// `dptr` is null or writable.
+unsafe fn alloc_managed(client: &client::Client, dptr: *mut DevPtr, bytes: u64) -> CuResult {
+    if dptr.is_null() {
+        return ffi::CUDA_ERROR_INVALID_VALUE;
+    }
+    match client.alloc(bytes) {
+        Ok(va) => {
+            // SAFETY: checked non-null; the caller gives a writable pointer.
+            unsafe { *dptr = va };
+            ffi::CUDA_SUCCESS
+        }
+        Err((rc, why)) => {
+            diag::warn(&format!("an allocation of {bytes} bytes failed: {why}"));
+            rc
+        }
+    }
 }
 
 /// # Safety
@@ -288,23 +368,25 @@ macro_rules! refused {
     };
 }
 
-/// Calls that start GPU work: they wait while the process is suspended.
-macro_rules! gated {
-    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+/// Entry points forwarded to the driver's function of the same name through a wrapper
+/// of this module, `fn(name, call)`, or `fn(name, call, launch)` for entries with a
+/// [`Launch`] after `=>`: the wrapper runs the call (gated, timed or counted) and
+/// returns its result. `$table` lists them.
+macro_rules! forwarded {
+    ($table:ident by $wrap:ident: $($name:ident($($arg:ident: $ty:ty),*) $(=> $launch:expr)?;)*) => {
         $(
             /// # Safety
             /// Called by C with cuda.h's contract.
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
-                guarded(stringify!($name), || {
+                $wrap(stringify!($name), || {
                     let real = real!(cname(concat!(stringify!($name), "\0")); fn($($ty),*) -> CuResult);
-                    let _held = work_gate();
                     // SAFETY: forwarded as given.
                     unsafe { real($($arg),*) }
-                })
+                } $(, || $launch)?)
             }
         )*
-        fn gated_table() -> Vec<(&'static CStr, usize)> {
+        fn $table() -> Vec<(&'static CStr, usize)> {
             vec![$((cname(concat!(stringify!($name), "\0")), $name as *const () as usize)),*]
         }
     };
@@ -322,19 +404,12 @@ refused! {
     cuMemAllocAsync_ptsz(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
     cuMemAllocFromPoolAsync(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
     cuMemAllocFromPoolAsync_ptsz(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocPitch_v2(dptr: *mut DevPtr, pitch: *mut usize, width: usize, height: usize, elem: c_uint) because "pitched allocations are not interposed";
     cuIpcGetMemHandle(handle: P, dptr: DevPtr) because "memory that moves cannot be shared with another process";
 }
 
-gated! {
-    cuLaunchKernel(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P, extra: *mut P);
-    cuLaunchKernel_ptsz(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P, extra: *mut P);
-    cuLaunchKernelEx(config: P, f: P, params: *mut P, extra: *mut P);
-    cuLaunchKernelEx_ptsz(config: P, f: P, params: *mut P, extra: *mut P);
-    cuLaunchCooperativeKernel(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P);
-    cuLaunchCooperativeKernel_ptsz(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P);
-    cuGraphLaunch(exec: P, stream: P);
-    cuGraphLaunch_ptsz(exec: P, stream: P);
+// Calls that start GPU work (copies, memsets, stream memory operations): they wait
+// while the process is suspended.
+forwarded! { gated_table by starts_work:
     cuMemcpy(dst: DevPtr, src: DevPtr, n: usize);
     cuMemcpy_ptds(dst: DevPtr, src: DevPtr, n: usize);
     cuMemcpyAsync(dst: DevPtr, src: DevPtr, n: usize, stream: P);
@@ -401,6 +476,131 @@ gated! {
     cuStreamBatchMemOp_v2_ptsz(stream: P, count: c_uint, ops: P, flags: c_uint);
 }
 
+// Launches: gated as other work, then counted.
+forwarded! { launches_table by launches:
+    cuLaunchKernel(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P, extra: *mut P) => kernel(f, [gx, gy, gz], stream, params, extra);
+    cuLaunchKernel_ptsz(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P, extra: *mut P) => kernel(f, [gx, gy, gz], stream, params, extra);
+    cuLaunchKernelEx(config: *const ffi::LaunchConfig, f: P, params: *mut P, extra: *mut P) => configured(config, f, params, extra);
+    cuLaunchKernelEx_ptsz(config: *const ffi::LaunchConfig, f: P, params: *mut P, extra: *mut P) => configured(config, f, params, extra);
+    cuLaunchCooperativeKernel(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P) => kernel(f, [gx, gy, gz], stream, params, std::ptr::null_mut());
+    cuLaunchCooperativeKernel_ptsz(f: P, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shm: c_uint, stream: P, params: *mut P) => kernel(f, [gx, gy, gz], stream, params, std::ptr::null_mut());
+    cuGraphLaunch(exec: P, stream: P) => kernel(std::ptr::null_mut(), [0, 0, 0], stream, std::ptr::null_mut(), std::ptr::null_mut());
+    cuGraphLaunch_ptsz(exec: P, stream: P) => kernel(std::ptr::null_mut(), [0, 0, 0], stream, std::ptr::null_mut(), std::ptr::null_mut());
+}
+
+/// A launch of `func` (null: a graph, which counts once and no blocks) on a grid of
+/// `grid` blocks.
+fn kernel(func: P, grid: [c_uint; 3], stream: P, params: *mut P, extra: *mut P) -> Launch {
+    Launch {
+        func,
+        stream,
+        blocks: grid.iter().map(|&d| u64::from(d)).product(),
+        params,
+        extra,
+    }
+}
+
+/// A `cuLaunchKernelEx` launch, its grid and stream in `config`.
+fn configured(config: *const ffi::LaunchConfig, func: P, params: *mut P, extra: *mut P) -> Launch {
+    // SAFETY: the driver accepted the launch, so `config` points at a CUlaunchConfig.
+    match unsafe { config.as_ref() } {
+        Some(c) => kernel(func, c.grid, c.stream, params, extra),
+        None => kernel(func, [0, 0, 0], std::ptr::null_mut(), params, extra),
+    }
+}
+
+forwarded! { context_syncs_table by waits_for_context:
+    cuCtxSynchronize();
+}
+
+forwarded! { syncs_table by waits:
+    cuStreamSynchronize(stream: P);
+    cuStreamSynchronize_ptsz(stream: P);
+    cuEventSynchronize(event: P);
+}
+
+forwarded! { capture_begins_table by begins_capture:
+    cuStreamBeginCapture(stream: P);
+    cuStreamBeginCapture_ptsz(stream: P);
+    cuStreamBeginCapture_v2(stream: P, mode: c_int);
+    cuStreamBeginCapture_v2_ptsz(stream: P, mode: c_int);
+    cuStreamBeginCaptureToGraph(stream: P, graph: P, deps: *const P, edges: *const c_void, n: usize, mode: c_int);
+    cuStreamBeginCaptureToGraph_ptsz(stream: P, graph: P, deps: *const P, edges: *const c_void, n: usize, mode: c_int);
+}
+
+forwarded! { capture_ends_table by ends_capture:
+    cuStreamEndCapture(stream: P, graph: *mut P);
+    cuStreamEndCapture_ptsz(stream: P, graph: *mut P);
+}
+
+/// Calls that start GPU work: they wait while the process is suspended, and count as
+/// work for the progress reports' idleness.
+fn starts_work(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
+    guarded(name, || {
+        let _held = work_gate();
+        let rc = call();
+        if let Some(meter) = meter() {
+            meter.worked();
+        }
+        rc
+    })
+}
+
+/// Launches: gated as other work, then counted with what `launch` says of them.
+fn launches(
+    name: &'static str,
+    call: impl FnOnce() -> CuResult,
+    launch: impl FnOnce() -> Launch,
+) -> CuResult {
+    guarded(name, || {
+        let _held = work_gate();
+        let rc = call();
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(meter) = meter()
+        {
+            // SAFETY: `launch` is made of the hook's own arguments, valid during its call.
+            unsafe { meter.launched(&launch()) };
+        }
+        rc
+    })
+}
+
+/// A synchronization of one stream or event: its wait timed.
+fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
+    guarded(name, || match meter() {
+        Some(meter) => meter.synchronize(false, call),
+        None => call(),
+    })
+}
+
+/// `cuCtxSynchronize`: its wait timed, and every launch before it complete when it
+/// returns.
+fn waits_for_context(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
+    guarded(name, || match meter() {
+        Some(meter) => meter.synchronize(true, call),
+        None => call(),
+    })
+}
+
+/// A stream starts being captured into a graph.
+fn begins_capture(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
+    guarded(name, || match meter() {
+        Some(meter) => meter.begin_capture(call),
+        None => call(),
+    })
+}
+
+/// A capture ends, whatever the driver answers.
+fn ends_capture(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
+    guarded(name, || {
+        let rc = call();
+        if let Some(meter) = meter() {
+            meter.end_capture();
+        }
+        rc
+    })
+}
+
 /// Every exported entry point by name.
 pub fn table() -> &'static [(&'static CStr, usize)] {
     static TABLE: OnceLock<Vec<(&'static CStr, usize)>> = OnceLock::new();
@@ -408,6 +608,10 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         let mut t: Vec<(&'static CStr, usize)> = vec![
             (c"cuInit", cuInit as *const () as usize),
             (c"cuMemAlloc_v2", cuMemAlloc_v2 as *const () as usize),
+            (
+                c"cuMemAllocPitch_v2",
+                cuMemAllocPitch_v2 as *const () as usize,
+            ),
             (c"cuMemFree_v2", cuMemFree_v2 as *const () as usize),
             (c"cuMemGetInfo_v2", cuMemGetInfo_v2 as *const () as usize),
             (c"cuGetProcAddress", cuGetProcAddress as *const () as usize),
@@ -418,6 +622,11 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         ];
         t.extend(refused_table());
         t.extend(gated_table());
+        t.extend(launches_table());
+        t.extend(context_syncs_table());
+        t.extend(syncs_table());
+        t.extend(capture_begins_table());
+        t.extend(capture_ends_table());
         t
     })
 }

@@ -17,6 +17,9 @@
 //! - `batch`: chunk moves, one or a batch at a time, with their copies in flight
 //!   together;
 //! - `demand`: the busy and idle reports of the daemon's turns;
+//! - `progress`: the progress reports (launches, completions, synchronization waits,
+//!   idleness), aggregated per window;
+//! - `touch`: the touch hints, which managed buffers a launch names in its parameters;
 //! - `host_pool`: pinned host memory kept across moves for evictions;
 //! - `liveness`: the watch of the daemon's process, given up when it shows no sign of
 //!   life;
@@ -35,7 +38,8 @@
 //! moves back to VRAM is kept, up to the daemon's VRAM, for the next eviction; a size
 //! such as `64MiB` caps it and pins that much ahead, a size beyond the daemon's VRAM or
 //! the machine's available memory is cut to it with a warning; `0`, none kept),
-//! `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
+//! `GPUSWAP_TOUCH=0` (progress reports name no touched buffers: launches' parameters
+//! are not scanned), `GPUSWAP_TRACE=1` (count the calls of every interposed entry point and print them
 //! with the interposer's notes at exit, to see which paths a program takes, the time
 //! its chunk moves took per phase, and its bulk moves' count, bytes and GB/s per batch).
 
@@ -47,7 +51,9 @@ mod ffi;
 mod hooks;
 mod host_pool;
 mod liveness;
+mod progress;
 mod rejoin;
+mod touch;
 
 /// The names of the driver entry points the interposer exports, for documentation and
 /// tests.

@@ -5,11 +5,13 @@ use gpuswap_core::{Needs, PolicySettings};
 
 /// What the daemon's backend supplies a manager, declared as the needs it meets: it
 /// sees allocations, frees, the wall clock (so timers) and whether each process has GPU
-/// work (its interposer's `Busy` and `Idle`, for turns), not kernels, page faults,
-/// reference bits or access counts.
+/// work (its interposer's `Busy` and `Idle`, for turns) and its progress with the
+/// buffers its launches named (`Progress`, for the automatic choice), not kernels, page
+/// faults, reference bits or access counts.
 pub const SUPPLIES: Needs = Needs {
     timers: true,
     gpu_demand: true,
+    progress: true,
     ..Needs::NONE
 };
 

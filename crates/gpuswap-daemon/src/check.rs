@@ -7,13 +7,14 @@
 //! simulated clock; the endpoint's and the manager's invariants are checked after every
 //! input, what each process receives is checked against the protocol's rules, and the
 //! end of the run against what it must leave. Half the cases take turns (`gpu_time =
-//! turns`, a short quantum): their processes say when they are busy and idle, and
-//! handovers park and move them in bulk. No socket, thread or clock: the same seed
+//! turns`, a short quantum, or `auto`, half of those demoting idle tenants): their
+//! processes say when they are busy and idle, and handovers park and move them in
+//! bulk; under `auto` they report progress, some of it late, missing or nonsense. No socket, thread or clock: the same seed
 //! always makes the same run.
 
 use std::collections::BTreeMap;
 
-use gpuswap_core::gpu_time::{GpuTime, Quantum, TurnSettings};
+use gpuswap_core::gpu_time::{AutoSettings, GpuTime, Idle, Quantum, TurnSettings};
 use gpuswap_core::registry::{ParamKind, find_policy};
 use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_wire::{ClientMsg, DaemonMsg, PROTOCOL_VERSION};
@@ -145,6 +146,7 @@ pub fn case(seed: u64) -> Case {
     } else {
         1 << 40
     };
+    let (gpu_time, idle) = gpu_time(seed);
     let config = DaemonConfig {
         socket: "unused.sock".into(),
         vram_bytes: Some(vram_chunks * CHUNK_BYTES),
@@ -154,7 +156,9 @@ pub fn case(seed: u64) -> Case {
         return_interval_ns: rng.random_range(1..100u64) * MS,
         verbose: false,
         contracts: BTreeMap::new(),
-        gpu_time: gpu_time(seed),
+        gpu_time,
+        idle,
+        socket_group: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let programs = (0..n)
@@ -193,21 +197,33 @@ pub fn case(seed: u64) -> Case {
     }
 }
 
-/// Turns in half the cases, with a quantum and an idle handover short against a case,
-/// drawn from a stream of their own so that the other draws make the cases they made
-/// before turns existed.
-fn gpu_time(seed: u64) -> GpuTime {
+/// Turns in half the cases (half of those chosen automatically, by progress reports,
+/// sometimes with idle demotion), with a quantum and an idle handover short against a
+/// case, drawn from a stream of their own so that the other draws make the cases they
+/// made before turns existed.
+fn gpu_time(seed: u64) -> (GpuTime, Idle) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5455_524e_5321);
     if rng.random_bool(0.5) {
-        return GpuTime::Concurrent;
+        return (GpuTime::Concurrent, Idle::Keep);
     }
-    GpuTime::Turns(TurnSettings {
+    let turns = TurnSettings {
         quantum: Quantum::Fixed {
             ns: rng.random_range(1..30u64) * MS,
         },
         handover_after_ns: rng.random_range(1..10u64) * MS,
         always: false,
-    })
+    };
+    if rng.random_bool(0.5) {
+        return (GpuTime::Turns(turns), Idle::Keep);
+    }
+    let idle = match rng.random_bool(0.5) {
+        true => Idle::Demote {
+            after_ns: rng.random_range(1..20u64) * MS,
+        },
+        false => Idle::Keep,
+    };
+    let share_first = rng.random_bool(0.5);
+    (GpuTime::Auto(AutoSettings { turns, share_first }), idle)
 }
 
 /// GPUswap with random parameters among those the daemon can run.
@@ -244,10 +260,11 @@ pub fn describe(case: &Case) -> String {
         .collect();
     let f = &case.faults;
     format!(
-        "{} ({}, gpu_time {}) vram {} MiB host {} MiB, {} processes of {} steps, frozen {}, slow {}, kill {:.2}, refuse {:.2}, answers up to {} us late",
+        "{} ({}, gpu_time {}, idle {}) vram {} MiB host {} MiB, {} processes of {} steps, frozen {}, slow {}, kill {:.2}, refuse {:.2}, answers up to {} us late",
         c.policy.name(),
         settings.join(", "),
         c.gpu_time.name(),
+        c.idle.name(),
         c.vram_bytes.unwrap_or(0) / MIB,
         c.host_bytes.min(1 << 40) / MIB,
         case.programs.len(),
@@ -312,6 +329,8 @@ struct Process {
     closed: bool,
     /// Under turns (the welcome's idle report): whether it last said it is busy.
     busy: Option<bool>,
+    /// Under auto (the welcome's progress report): it reports its progress.
+    reports: bool,
 }
 
 /// One run: the endpoint, the processes, and the events in flight by time.
@@ -533,6 +552,9 @@ impl<'a> Run<'a> {
                 self.frame(p, said);
             }
         }
+        if self.procs[p].reports && self.procs[p].busy == Some(true) {
+            self.report_progress(p);
+        }
         self.procs[p].next += 1;
         match step {
             Step::Alloc(chunks) => {
@@ -561,14 +583,58 @@ impl<'a> Run<'a> {
 
     /// Process `p` receives `msg` and answers as the interposer would, or as its faults
     /// say; what it receives must follow the protocol.
+    /// A busy process's progress report: most honest, some missing or late, some
+    /// nonsense (no window, absurd counts, buffers not its own), none of which may
+    /// starve anyone or break an invariant.
+    fn report_progress(&mut self, p: usize) {
+        let honest = gpuswap_wire::Progress {
+            window_ns: self.rng.random_range(1..200u64) * MS,
+            launches: self.rng.random_range(0..1000),
+            completed: self.rng.random_range(0..1000),
+            completed_blocks: self.rng.random_range(0..100_000),
+            touched: self.procs[p].live.clone(),
+            ..Default::default()
+        };
+        match self.rng.random_range(0..10) {
+            0..2 => {}
+            2 => {
+                let late_ns = self.rng.random_range(0..500u64) * MS;
+                self.send_late(
+                    p,
+                    Input::Frame(p as ConnId, ClientMsg::Progress(honest)),
+                    late_ns,
+                );
+            }
+            3 => {
+                let lie = gpuswap_wire::Progress {
+                    window_ns: [0, u64::MAX][self.rng.random_range(0..2)],
+                    launches: u64::MAX,
+                    blocks: u64::MAX,
+                    completed: u64::MAX,
+                    completed_blocks: [0, u64::MAX][self.rng.random_range(0..2)],
+                    sync_wait_ns: u64::MAX,
+                    idle: true,
+                    touched: (0..64).map(|_| self.rng.random()).collect(),
+                };
+                self.frame(p, ClientMsg::Progress(lie));
+            }
+            _ => self.frame(p, ClientMsg::Progress(honest)),
+        }
+    }
+
     fn receive(&mut self, p: usize, msg: DaemonMsg) -> Result<(), String> {
         let proc = &self.procs[p];
         if proc.ended || proc.frozen {
             return Ok(());
         }
         match msg {
-            DaemonMsg::Welcome { idle_report_ns, .. } => {
+            DaemonMsg::Welcome {
+                idle_report_ns,
+                progress_report_ns,
+                ..
+            } => {
                 self.procs[p].busy = (idle_report_ns > 0).then_some(false);
+                self.procs[p].reports = progress_report_ns > 0;
                 self.think(p);
             }
             DaemonMsg::Granted {

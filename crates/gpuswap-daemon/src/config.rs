@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use gpuswap_core::gpu_time::GpuTime;
+use gpuswap_core::gpu_time::{GpuTime, Idle};
 use gpuswap_core::{Contract, PolicySettings};
 
 /// The connections a daemon serves at once unless told otherwise: far more processes
@@ -34,6 +34,11 @@ pub struct DaemonConfig {
     pub contracts: BTreeMap<String, Contract>,
     /// How tenants share the GPU's time (`--set gpu_time=turns`).
     pub gpu_time: GpuTime,
+    /// What becomes of an idle tenant's memory (`--set idle=`, `--set demote_after=`).
+    pub idle: Idle,
+    /// The group whose members may connect (`--socket-group`: the socket is 0660 and
+    /// peers of any uid are admitted); `None`: the daemon's own user only (0600).
+    pub socket_group: Option<u32>,
     /// The most connections served at once (tenants, observers and connections yet to
     /// say hello); one more is refused with a message and closed.
     pub max_connections: usize,

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use gpuswap_core::gpu_time::GpuTime;
 use gpuswap_core::{
     Action, AllocError, AllocRequest, BufferId, BufferKind, Contract, CopyId, Dma, Execution,
     Manager, ManagerConfig, Mapping, Reply, RequestId, TenantId,
@@ -31,6 +30,11 @@ pub(crate) const HELLO_TIMEOUT_NS: u64 = 10_000_000_000;
 /// against the CPU gaps inside a training step, short against the 2 s after which an
 /// idle holder hands over. A design choice.
 pub(crate) const IDLE_REPORT_NS: u64 = 100_000_000;
+
+/// Under `gpu_time = auto`, how often a busy process reports its progress: 100 ms
+/// (issue 40: 50-100 ms), ten windows a second for the choice to read, a message a
+/// window whatever the launch rate.
+pub(crate) const PROGRESS_REPORT_NS: u64 = 100_000_000;
 
 /// An allocation answered after waiting this long is logged: long against a
 /// relocation of a few chunks, short against what a user notices.
@@ -95,6 +99,9 @@ struct Conn {
     drain_ns: u64,
     /// Under turns: whether it last said it is busy.
     busy: bool,
+    /// When its last progress report came (or it connected): its next report's window
+    /// is at most the time since.
+    last_progress_ns: u64,
 }
 
 /// The endpoint: the manager, the connections, and what waits to be polled out.
@@ -317,9 +324,10 @@ impl Endpoint {
                     suspensions: 0,
                     drain_ns: 0,
                     busy: false,
+                    last_progress_ns: now_ns,
                 };
                 let most = self.config.max_connections;
-                let refusal = if uid != self.euid {
+                let refusal = if uid != self.euid && self.config.socket_group.is_none() {
                     Some(format!(
                         "uid {uid} may not use the daemon of uid {}",
                         self.euid
@@ -418,6 +426,7 @@ impl Endpoint {
             (ClientMsg::DeviceMemory { free_bytes, .. }, Some(_)) => {
                 self.device_memory(free_bytes);
             }
+            (ClientMsg::Progress(p), Some(tenant)) => self.progress(tenant, &p),
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
                 self.relocate_failed(conn, tenant, copy, &error);
             }
@@ -470,6 +479,7 @@ impl Endpoint {
         self.tenants[number] = Some(conn);
         self.served += 1;
         let (chunk_bytes, vram_bytes) = (manager.config().chunk_bytes, manager.config().vram_bytes);
+        let needs = manager.needs();
         let c = self.conns.get_mut(&conn).expect("present");
         c.tenant = Some(tenant);
         c.name = name;
@@ -485,11 +495,12 @@ impl Endpoint {
                 tenant: tenant.0,
                 chunk_bytes,
                 vram_bytes,
-                idle_report_ns: match self.config.gpu_time {
-                    GpuTime::Concurrent => 0,
-                    GpuTime::Turns(_) => IDLE_REPORT_NS,
+                idle_report_ns: if needs.gpu_demand { IDLE_REPORT_NS } else { 0 },
+                progress_report_ns: if needs.progress {
+                    PROGRESS_REPORT_NS
+                } else {
+                    0
                 },
-                progress_report_ns: 0,
             },
         );
     }
@@ -604,6 +615,28 @@ impl Endpoint {
         }
     }
 
+    /// A tenant's progress report: the manager's estimate and touch marks hear it. The
+    /// window is the daemon's own (the time since the tenant's last report, at most the
+    /// one it claims), so a tenant cannot stretch or shrink time for the estimate.
+    fn progress(&mut self, tenant: TenantId, p: &wire::Progress) {
+        let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) else {
+            return;
+        };
+        let since = std::mem::replace(&mut c.last_progress_ns, self.now_ns);
+        let progress = gpuswap_core::gpu_time::Progress {
+            window_ns: p.window_ns.min(self.now_ns.saturating_sub(since)),
+            launches: p.launches,
+            blocks: p.blocks,
+            completed: p.completed,
+            completed_blocks: p.completed_blocks,
+            sync_wait_ns: p.sync_wait_ns,
+            idle: p.idle,
+        };
+        let touched: Vec<BufferId> = p.touched.iter().map(|b| BufferId(*b)).collect();
+        let m = self.manager.as_mut().expect("a tenant exists");
+        m.handle_progress(tenant, &progress, &touched, self.now_ns);
+    }
+
     /// A tenant could not move the chunk of relocation `copy`: logged, and the manager
     /// hears the copy failed.
     fn relocate_failed(&mut self, conn: ConnId, tenant: TenantId, copy: u64, error: &str) {
@@ -669,6 +702,13 @@ impl Endpoint {
         loop {
             while let Some(action) = self.manager.as_mut().and_then(Manager::poll_action) {
                 self.act(action);
+            }
+            while let Some(switch) = self.manager.as_mut().and_then(Manager::poll_switch) {
+                self.log(format!(
+                    "gpu time: {} ({})",
+                    switch.to.name(),
+                    switch.reason
+                ));
             }
             let Some((conn, why)) = self.dying.pop() else {
                 break;
@@ -1011,6 +1051,7 @@ impl Endpoint {
                         .max()
                         .unwrap_or(0),
                     busy: c.busy,
+                    slowdown: m.slowdown_estimate(tenant).unwrap_or(0.0),
                 }
             })
             .collect();
@@ -1025,6 +1066,10 @@ impl Endpoint {
             tenants_served: self.served,
             tenants,
             gpu_time: self.config.gpu_time.name().to_owned(),
+            choice: m
+                .gpu_time_choice()
+                .map_or(String::new(), |c| c.name().to_owned()),
+            switches: m.gpu_time_switches(),
             holder: m.holder().map(|t| t.0),
             handovers: m.handovers(),
             batch_moved_bytes: self.batch_moved_bytes,
@@ -1159,8 +1204,9 @@ fn wire_location(l: gpuswap_core::Location) -> wire::Location {
 /// What `gpuswap top` shows of a tenant's turn: a tenant suspended while another
 /// holds the GPU is held, parked already or on its way there.
 fn turn(m: &Manager, tenant: TenantId, suspended: bool) -> String {
-    match (m.config().gpu_time, m.holder()) {
-        (GpuTime::Concurrent, _) => String::new(),
+    match (m.gpu_time_choice(), m.holder()) {
+        (None, _) => String::new(),
+        _ if m.demoted(tenant) => "demoted".into(),
         (_, None) => "running".into(),
         (_, Some(h)) if h == tenant => "holder".into(),
         _ if m.parked(tenant) || suspended => "held".into(),
@@ -1187,6 +1233,7 @@ fn manager_config(config: &DaemonConfig, vram_bytes: u64) -> ManagerConfig {
         seed: 1,
         scheduling: Default::default(),
         gpu_time: config.gpu_time,
+        idle: config.idle,
     }
 }
 

@@ -57,6 +57,8 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
+        socket_group: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let mut endpoint = Endpoint::new(config, UID);

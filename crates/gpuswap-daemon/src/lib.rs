@@ -17,6 +17,7 @@ mod config;
 pub mod endpoint;
 pub mod fuzz;
 mod held;
+mod notify;
 mod serve;
 mod socket;
 
@@ -31,7 +32,7 @@ use thiserror::Error;
 pub use backend::{SUPPLIES, check_policy};
 pub use config::{DEFAULT_MAX_CONNECTIONS, DaemonConfig};
 pub use serve::{DaemonError, serve};
-pub use socket::stop_on_signals;
+pub use socket::{group_id, stop_on_signals};
 
 /// Why a client could not talk to the daemon.
 #[derive(Debug, Error)]

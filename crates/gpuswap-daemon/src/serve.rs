@@ -20,7 +20,7 @@ use thiserror::Error;
 use crate::backend::check_policy;
 use crate::config::DaemonConfig;
 use crate::endpoint::{ConnId, Endpoint, EndpointEvent, Input};
-use crate::socket;
+use crate::{notify, socket};
 
 /// How long the daemon waits for a process to take a message before it counts the
 /// process as gone: a process stuck in its own code still reads (its reader thread is
@@ -83,6 +83,12 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
     // where the hard one is far higher.
     socket::raise_file_limit();
     let listener = listen(&path)?;
+    if let Some(gid) = config.socket_group {
+        socket::share_with_group(&path, gid).map_err(|source| DaemonError::Bind {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let (tx, rx) = mpsc::channel::<Arrival>();
     let verbose = config.verbose;
     std::thread::Builder::new()
@@ -100,6 +106,9 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
             path.display(),
             config.policy.name()
         ));
+    }
+    if let Err(e) = notify::notify("READY=1") {
+        log(format_args!("could not tell systemd it is ready: {e}"));
     }
     let mut endpoint = Endpoint::new(config, socket::euid());
     endpoint.hold_until_exit();
@@ -129,6 +138,8 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
             carry_out(&mut endpoint, &mut outboxes);
         }
     }
+    // Best effort: systemd learns of the stop from the exit too.
+    let _ = notify::notify("STOPPING=1");
     let _ = std::fs::remove_file(&path);
     Ok(())
 }

@@ -25,6 +25,35 @@ pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
     bound
 }
 
+/// Opens the socket at `path` to the group `gid` (mode 0660, the group its owner): a
+/// system daemon serving other users. The connect permission is the kernel's check;
+/// the endpoint then admits peers of any uid.
+pub fn share_with_group(path: &Path, gid: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::os::unix::fs::chown(path, None, Some(gid))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+}
+
+/// The group id of `group`: a number, or a name looked up in /etc/group (the daemon
+/// links no NSS: a group served only by LDAP or sssd is given by number).
+pub fn group_id(group: &str) -> Result<u32, String> {
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(gid);
+    }
+    let table = std::fs::read_to_string("/etc/group")
+        .map_err(|e| format!("cannot read /etc/group to find group {group:?}: {e}"))?;
+    table
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(':');
+            let name = fields.next()?;
+            let gid = fields.nth(1)?.parse::<u32>().ok()?;
+            (name == group).then_some(gid)
+        })
+        .next()
+        .ok_or_else(|| format!("no group {group:?} in /etc/group (give its number instead)"))
+}
+
 /// Raises this process's soft limit of open files to its hard limit, as far as the
 /// kernel allows; the limit stays as it was if that fails.
 pub fn raise_file_limit() {

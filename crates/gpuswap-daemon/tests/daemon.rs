@@ -390,6 +390,8 @@ fn refusals_are_clear() {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
+        socket_group: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     };
     let err = serve(config, &|| true).unwrap_err();
@@ -645,6 +647,51 @@ fn a_silent_victim_does_not_delay_an_allocation_that_fits() {
 
 /// A regular file at the socket's path is a user's, not a daemon's leftover: the daemon
 /// refuses to start and leaves it (it used to delete it).
+#[test]
+fn a_socket_group_opens_the_socket_to_its_members_only() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut config = common::config("group");
+    config.vram_bytes = Some(64 << 20);
+    // Our own primary group: a group we may give the socket to.
+    let gid = std::fs::metadata(config.socket.parent().unwrap())
+        .unwrap()
+        .gid();
+    config.socket_group = Some(gid);
+    let socket = config.socket.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = std::sync::Arc::clone(&stop);
+    let daemon = std::thread::spawn(move || {
+        gpuswap_daemon::serve(config, &|| {
+            stopped.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The mode is set right after the bind: wait for it.
+    let meta = loop {
+        let meta = std::fs::metadata(&socket).unwrap();
+        if meta.permissions().mode() & 0o777 == 0o660 || std::time::Instant::now() > deadline {
+            break meta;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(meta.gid(), gid);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    daemon.join().unwrap().unwrap();
+    assert!(!socket.exists(), "the socket is removed at the stop");
+    assert_eq!(gpuswap_daemon::group_id("4242"), Ok(4242));
+    assert_eq!(gpuswap_daemon::group_id("root"), Ok(0));
+    assert!(
+        gpuswap_daemon::group_id("no-such-group-here")
+            .unwrap_err()
+            .contains("no group \"no-such-group-here\" in /etc/group")
+    );
+}
+
 #[test]
 fn a_file_at_the_socket_path_is_left_alone_and_refused() {
     let mut config = common::config("not-a-socket");

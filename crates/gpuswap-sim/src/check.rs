@@ -209,6 +209,7 @@ pub fn describe(config: &SimConfig) -> String {
             let turns = match m.gpu_time {
                 GpuTime::Turns(t) if t.always => " (exclusive turns)",
                 GpuTime::Turns(_) => " (turns)",
+                GpuTime::Auto(_) => " (auto)",
                 GpuTime::Concurrent => "",
             };
             format!(

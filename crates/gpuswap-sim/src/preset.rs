@@ -439,6 +439,13 @@ fn unified_memory_gpu() -> Preset {
 }
 
 impl Preset {
+    /// What a remote read costs against a local one, as bandwidths: VRAM's over the
+    /// link's host-to-device rate. What the automatic choice of GPU time starts from
+    /// (`[manager] remote_cost` overrides it).
+    pub fn remote_cost(&self) -> f64 {
+        self.vram_bytes_per_s / self.link.h2d_bytes_per_s
+    }
+
     /// This preset with the default stack for every thread its SMs hold at once: SMs x
     /// resident threads x 1 KiB (the default cudaLimitStackSize) per thread.
     fn with_full_stack(self) -> Self {

@@ -382,6 +382,7 @@ impl Baselines {
                 policy: PolicySettings::named(mode),
                 scheduling: Default::default(),
                 gpu_time: Default::default(),
+                idle: Default::default(),
                 seed: 0,
                 ..config.manager.clone()
             },

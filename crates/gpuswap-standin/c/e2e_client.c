@@ -16,6 +16,12 @@
  * current, frees what it got and exits (0, or 2 with the error printed), to see how an
  * allocation of any size is answered.
  *
+ * With --launches K it launches K checksum kernels over the first word of buffer 0 once
+ * the axpy check passed (the launch path's cost, printed per launch as
+ * "launch_ns_each"), then queues one device-to-device copy in the scratch buffer and
+ * waits for it with cuStreamSynchronize (a synchronize that waits for a copy in
+ * flight), before the rounds.
+ *
  * With --resolve runtime it finds the calls that allocate, free, copy and launch as the
  * CUDA runtime (libcudart) does: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2",
  * then each function by its base name; an interposer must answer both look-ups.
@@ -109,7 +115,7 @@ static void usage(const char *what, const char *arg)
             "usage: gpuswap-e2e-client [--buffers N] [--size BYTES] [--rounds R] [--seed S]\n"
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
             "                          [--resolve link|runtime] [--fork-child-ms MS]\n"
-            "                          [--try-alloc BYTES]\n"
+            "                          [--try-alloc BYTES] [--launches K] [--pitched]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -122,7 +128,11 @@ static void usage(const char *what, const char *arg)
             "                 libcudart does (default link: the symbols the program links)\n"
             "  --fork-child-ms MS  once allocated, fork a child that makes no CUDA call and\n"
             "                 exits after MS ms\n"
-            "  --try-alloc BYTES  only allocate BYTES once (any number below 2^64) and exit\n",
+            "  --try-alloc BYTES  only allocate BYTES once (any number below 2^64) and exit\n"
+            "  --launches K   launch K small kernels on buffer 0, then copy and synchronize\n"
+            "  --pitched      allocate each buffer as 2 rows of size/2 bytes with\n"
+            "                 cuMemAllocPitch_v2 (found at run time: the interposer's), and\n"
+            "                 check the pitch (a multiple of 512, at least a row)\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -241,6 +251,22 @@ static void check_axpy(CUdeviceptr scratch)
     }
 }
 
+/* K checksum kernels over buffer 0's first word, then a device-to-device copy in scratch
+ * waited for by cuStreamSynchronize; returns the launches' nanoseconds each. */
+static double launch_many(uint64_t k, CUdeviceptr buf, CUdeviceptr scratch)
+{
+    unsigned long long one = 1;
+    void *params[] = {&buf, &one, &scratch};
+    double t = now_ms();
+    for (uint64_t i = 0; i < k; i++)
+        CK(launch(f_checksum, params), 0, 0);
+    double each_ns = k ? (now_ms() - t) * 1e6 / (double)k : 0;
+    CK(cuMemcpyDtoDAsync_v2(scratch + 2048, scratch + 1024, 8, NULL), -1, 0);
+    CK(cuStreamSynchronize(NULL), -1, 0);
+    fprintf(stderr, "e2e-client: launched %" PRIu64 " kernels, %.1f ns each\n", k, each_ns);
+    return each_ns;
+}
+
 /* A child that holds nothing of its own, as a DataLoader worker: it sleeps and exits. */
 static void fork_child(uint64_t ms)
 {
@@ -257,16 +283,41 @@ static void fork_child(uint64_t ms)
     fprintf(stderr, "e2e-client: forked child %d\n", (int)child);
 }
 
+/* Buffer b as 2 rows of size/2 bytes from cuMemAllocPitch_v2, which the stand-in does
+ * not export: the interposer's, found at run time. The rows are contiguous enough for the
+ * rounds' size bytes, as the pitch is at least a row. */
+static void alloc_pitched(CUdeviceptr *dptr, uint64_t size, uint64_t b)
+{
+    CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned) =
+        (CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned))dlsym(
+            RTLD_DEFAULT, "cuMemAllocPitch_v2");
+    if (alloc_pitch == NULL) {
+        fprintf(stderr, "e2e-client: no cuMemAllocPitch_v2 (run it under the interposer)\n");
+        exit(2);
+    }
+    size_t pitch = 0, row = (size_t)(size / 2);
+    CK(alloc_pitch(dptr, &pitch, row, 2, 4), (long)b, 0);
+    if (pitch < row || pitch % 512 != 0) {
+        fprintf(stderr, "e2e-client: pitch %zu for rows of %zu bytes\n", pitch, row);
+        exit(1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
-    uint64_t fork_child_ms = 0, try_alloc = 0;
+    uint64_t fork_child_ms = 0, try_alloc = 0, launches = 0, pitched = 0;
+    double launch_ns_each = 0;
     const char *ptx = NULL;
     int own_context = 0, resolve_runtime = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--own-context")) {
             own_context = 1;
+            continue;
+        }
+        if (!strcmp(a, "--pitched")) {
+            pitched = 1;
             continue;
         }
         if (!strcmp(a, "--buffers"))
@@ -283,6 +334,8 @@ int main(int argc, char **argv)
             fork_child_ms = number(a, v, 86400000);
         else if (!strcmp(a, "--try-alloc"))
             try_alloc = number(a, v, UINT64_MAX);
+        else if (!strcmp(a, "--launches"))
+            launches = number(a, v, 1000000000);
         else if (!strcmp(a, "--ptx") && v == NULL)
             usage("missing file after ", a);
         else if (!strcmp(a, "--ptx"))
@@ -334,7 +387,10 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&f_axpy, mod, "gpuswap_axpy"), -1, 0);
 
     for (uint64_t b = 0; b < buffers; b++) {
-        CK(cuMemAlloc_v2(&buf[b], size), b, 0);
+        if (pitched)
+            alloc_pitched(&buf[b], size, b);
+        else
+            CK(cuMemAlloc_v2(&buf[b], size), b, 0);
         fill(buf[b], words, (uint32_t)(seed + b * 1000), (long)b, 0);
     }
     CK(cuMemAlloc_v2(&scratch, 4096 + 2 * AXPY_N * sizeof(float)), -1, 0);
@@ -344,6 +400,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "e2e-client: allocated %" PRIu64 " buffers of %" PRIu64 " bytes\n", buffers,
             size);
     check_axpy(scratch);
+    if (launches > 0)
+        launch_ns_each = launch_many(launches, buf[0], scratch);
 
     for (uint64_t r = 1; r <= rounds + 1; r++) { /* round rounds+1: the final check */
         if (r <= rounds)
@@ -369,7 +427,9 @@ int main(int argc, char **argv)
     CK(cuMemFree_v2(scratch), -1, 0);
     printf("{\"ok\":true,\"buffers\":%" PRIu64 ",\"bytes_per_buffer\":%" PRIu64
            ",\"rounds\":%" PRIu64 ",\"verified_bytes\":%" PRIu64 ",\"mem_info_free\":%zu"
-           ",\"mem_info_total\":%zu,\"elapsed_ms\":%.0f}\n",
-           buffers, size, rounds, verified, mem_free, mem_total, now_ms() - t0);
+           ",\"mem_info_total\":%zu,\"elapsed_ms\":%.0f,\"launches\":%" PRIu64
+           ",\"launch_ns_each\":%.1f}\n",
+           buffers, size, rounds, verified, mem_free, mem_total, now_ms() - t0, launches,
+           launch_ns_each);
     return 0;
 }

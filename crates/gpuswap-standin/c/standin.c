@@ -24,8 +24,8 @@
  * processes are cleared whenever the table is used, so a killed process frees its part.
  *
  * Threads: one global mutex serializes every call; the current context is per thread.
- * Environment: GPUSWAP_STANDIN_VRAM, GPUSWAP_STANDIN_SHM, GPUSWAP_STANDIN_COPY_DELAY_MS
- * (see README.md).
+ * Environment: GPUSWAP_STANDIN_VRAM, GPUSWAP_STANDIN_SHM, GPUSWAP_STANDIN_COPY_DELAY_MS,
+ * GPUSWAP_STANDIN_REMOTE_NS (see README.md).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -86,6 +86,12 @@ struct mapping { /* a handle mapped by cuMemMap */
 };
 
 struct CUctx_st { struct CUctx_st *next; };
+/* An event: complete once the queued copies it was recorded behind have run (launches
+ * and every other call finish before they return). */
+struct CUevent_st {
+    struct CUevent_st *next;
+    uint64_t waits_for; /* the g_drains count that completes it; 0: complete */
+};
 struct CUfunc_st { const char *name; };
 
 struct shm_table {
@@ -96,6 +102,7 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_inited;
 static uint64_t g_capacity;
 static unsigned long g_copy_delay_ms;
+static uint64_t g_remote_ns; /* GPUSWAP_STANDIN_REMOTE_NS: a kernel's access to host memory */
 static int g_shm_fd = -1;
 static struct shm_table *g_shm;
 static struct handle *g_handles;
@@ -117,6 +124,9 @@ static size_t g_queued, g_queue_cap;
 /* A queued copy whose ranges were gone when it ran: returned by the next synchronize,
  * as a real GPU reports a failed async operation at the next synchronizing call. */
 static CUresult g_async_error = CUDA_SUCCESS;
+/* How many times a non-empty queue of copies has run: what events wait for. */
+static uint64_t g_drains;
+static struct CUevent_st *g_events;
 
 static void run_queued_copies(void);
 static CUresult synchronize_locked(void);
@@ -277,7 +287,8 @@ static uint64_t vram_used(void)
 static CUresult read_config(void)
 {
     const char *v = getenv("GPUSWAP_STANDIN_VRAM"), *d = getenv("GPUSWAP_STANDIN_COPY_DELAY_MS");
-    uint64_t cap = (uint64_t)1 << 30, delay = 0;
+    const char *remote = getenv("GPUSWAP_STANDIN_REMOTE_NS");
+    uint64_t cap = (uint64_t)1 << 30, delay = 0, remote_ns = 0;
     char *end = NULL;
     if (v != NULL && (gpuswap_parse_size(v, &cap) != 0 || cap == 0)) {
         fprintf(stderr,
@@ -295,8 +306,19 @@ static CUresult read_config(void)
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
+    if (remote != NULL) {
+        errno = 0;
+        remote_ns = strtoull(remote, &end, 10);
+        if (*remote < '0' || *remote > '9' || *end != '\0' || errno != 0 ||
+            remote_ns > 1000000000) {
+            fprintf(stderr, "gpuswap stand-in: GPUSWAP_STANDIN_REMOTE_NS=\"%s\" is not valid; "
+                            "expected whole nanoseconds (0 to 1000000000)\n", remote);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
     g_capacity = cap;
     g_copy_delay_ms = (unsigned long)delay;
+    g_remote_ns = remote_ns;
     return CUDA_SUCCESS;
 }
 
@@ -363,6 +385,7 @@ static const struct {
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
@@ -615,6 +638,78 @@ API CUresult cuStreamSynchronize(CUstream hStream)
     (void)hStream;
     ENTER(1);
     return end(synchronize_locked());
+}
+
+/* The stand-in has no graphs: no stream is ever being captured. */
+API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    (void)hStream;
+    ENTER(1);
+    FAIL_IF(captureStatus == NULL, CUDA_ERROR_INVALID_VALUE);
+    *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    return end(CUDA_SUCCESS);
+}
+
+/* ----------------------------------------------------------------- events */
+
+static int event_valid(CUevent e)
+{
+    for (struct CUevent_st *x = g_events; x; x = x->next)
+        if (x == e)
+            return 1;
+    return 0;
+}
+
+/* Flags are accepted and ignored (no timing is kept). */
+API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    (void)Flags;
+    ENTER(1);
+    FAIL_IF(phEvent == NULL, CUDA_ERROR_INVALID_VALUE);
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    FAIL_IF(e == NULL, CUDA_ERROR_OUT_OF_MEMORY);
+    e->next = g_events;
+    g_events = e;
+    *phEvent = e;
+    return end(CUDA_SUCCESS);
+}
+
+/* Whatever the stream, the event completes once the copies queued now have run. */
+API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    (void)hStream;
+    ENTER(1);
+    FAIL_IF(!event_valid(hEvent), CUDA_ERROR_INVALID_HANDLE);
+    hEvent->waits_for = g_queued > 0 ? g_drains + 1 : 0;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuEventQuery(CUevent hEvent)
+{
+    ENTER(0);
+    FAIL_IF(!event_valid(hEvent), CUDA_ERROR_INVALID_HANDLE);
+    return end(g_drains >= hEvent->waits_for ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
+}
+
+API CUresult cuEventSynchronize(CUevent hEvent)
+{
+    ENTER(0);
+    FAIL_IF(!event_valid(hEvent), CUDA_ERROR_INVALID_HANDLE);
+    if (g_drains < hEvent->waits_for)
+        run_queued_copies();
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    ENTER(0);
+    struct CUevent_st **pp = &g_events;
+    while (*pp != NULL && *pp != hEvent)
+        pp = &(*pp)->next;
+    FAIL_IF(*pp == NULL, CUDA_ERROR_INVALID_HANDLE);
+    *pp = hEvent->next;
+    free(hEvent);
+    return end(CUDA_SUCCESS);
 }
 
 /* ---------------------------------------------------- mappings and ranges */
@@ -1032,6 +1127,7 @@ static void run_queued_copies(void)
             g_async_error = CUDA_ERROR_ILLEGAL_ADDRESS;
     }
     g_queued = 0;
+    g_drains++;
 }
 
 /* Waits for the queued copies (locked) and returns the first error of one since the
@@ -1215,7 +1311,81 @@ API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *n
     return end(CUDA_ERROR_NOT_FOUND);
 }
 
+/* Each built-in's parameters: (offset, size) in bytes, as cuFuncGetParamInfo reports
+ * them for the kernels of e2e_kernels.cu; size 0 ends the list. */
+static const size_t g_params[K_COUNT][5][2] = {
+    [K_FILL] = {{0, 8}, {8, 8}, {16, 4}},        /* dst, n_words, seed */
+    [K_CHECKSUM] = {{0, 8}, {8, 8}, {16, 8}},    /* src, n_words, out */
+    [K_AXPY] = {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, /* y, x, n, a */
+};
+
+static int kernel_index(CUfunction f)
+{
+    int k = 0;
+    while (k < K_COUNT && f != &g_kernels[k])
+        k++;
+    return k;
+}
+
+API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                size_t *paramSize)
+{
+    ENTER(0);
+    int k = kernel_index(func);
+    FAIL_IF(k == K_COUNT, CUDA_ERROR_INVALID_HANDLE);
+    FAIL_IF(paramOffset == NULL || paramSize == NULL || paramIndex >= 5 ||
+                g_params[k][paramIndex][1] == 0,
+            CUDA_ERROR_INVALID_VALUE);
+    *paramOffset = g_params[k][paramIndex][0];
+    *paramSize = g_params[k][paramIndex][1];
+    return end(CUDA_SUCCESS);
+}
+
+/* Elements of size elem_bytes in [a, a + n * elem_bytes) that lie in host memory
+ * (mappings of handles not in VRAM): a kernel's remote accesses (locked). */
+static uint64_t host_elements(uintptr_t a, uint64_t n, size_t elem_bytes)
+{
+    uint64_t bytes = 0, left = n * elem_bytes;
+    while (left > 0) {
+        struct mapping *m = mapping_at(a);
+        if (m == NULL)
+            break;
+        uint64_t here = m->va + m->size - a < left ? m->va + m->size - a : left;
+        if (!m->h->vram)
+            bytes += here;
+        a += here, left -= here;
+    }
+    return bytes / elem_bytes;
+}
+
 #define ARG(T, i) (*(T *)p[i])
+
+/* Accesses of built-in kernel k to host memory: every element of each array it reads or
+ * writes that lies in host-backed pages, each counted once per array (locked). */
+static uint64_t remote_accesses(int k, void **p)
+{
+    if (k == K_FILL)
+        return host_elements(ARG(CUdeviceptr, 0), ARG(unsigned long long, 1), 4);
+    if (k == K_CHECKSUM)
+        return host_elements(ARG(CUdeviceptr, 0), ARG(unsigned long long, 1), 4) +
+               host_elements(ARG(CUdeviceptr, 2), 1, 8);
+    return host_elements(ARG(CUdeviceptr, 0), ARG(unsigned long long, 2), 4) +
+           host_elements(ARG(CUdeviceptr, 1), ARG(unsigned long long, 2), 4);
+}
+
+/* GPUSWAP_STANDIN_REMOTE_NS: a kernel that read or wrote host memory takes that long
+ * per access, slept without the lock after it ran. Locked on entry and return. */
+static void remote_delay(uint64_t accesses)
+{
+    uint64_t ns = accesses * g_remote_ns;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    if (ns == 0)
+        return;
+    pthread_mutex_unlock(&g_mu);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&g_mu);
+}
 
 /* Runs built-in kernel k over its whole range (locked). Same results as
  * e2e_kernels.cu: axpy is built with -ffp-contract=off, the .cu uses __fmul_rn. */
@@ -1258,15 +1428,16 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                             void **kernelParams, void **extra)
 {
-    int k = 0;
     (void)sharedMemBytes, (void)hStream, (void)extra;
     ENTER(1);
     run_queued_copies();
-    while (k < K_COUNT && f != &g_kernels[k])
-        k++;
+    int k = kernel_index(f);
     FAIL_IF(k == K_COUNT, CUDA_ERROR_INVALID_HANDLE);
     FAIL_IF(kernelParams == NULL || !gridDimX || !gridDimY || !gridDimZ || !blockDimX ||
                 !blockDimY || !blockDimZ,
             CUDA_ERROR_INVALID_VALUE);
-    return end(run_kernel(k, kernelParams));
+    CUresult r = run_kernel(k, kernelParams);
+    if (r == CUDA_SUCCESS && g_remote_ns > 0)
+        remote_delay(remote_accesses(k, kernelParams));
+    return end(r);
 }

@@ -321,6 +321,13 @@ pub struct Snapshot {
     /// How tenants share GPU time: `concurrent` or `turns`.
     #[serde(default)]
     pub gpu_time: String,
+    /// Under turns or auto: how GPU time is taken now, `share` or `turns` (empty under
+    /// concurrent time).
+    #[serde(default)]
+    pub choice: String,
+    /// Under auto: times the choice changed.
+    #[serde(default)]
+    pub switches: u64,
     /// Under turns: the tenant holding the GPU, if one does.
     #[serde(default)]
     pub holder: Option<u32>,
@@ -382,12 +389,17 @@ pub struct TenantRow {
     /// Whether it is suspended now.
     pub suspended: bool,
     /// Under turns: `holder` (it has the GPU), `held` (parked while another holds it),
-    /// `running` (everyone's memory fits: no turns now); empty without turns.
+    /// `running` (everyone's memory fits: no turns now), `demoted` (idle, it gave its
+    /// VRAM back and waits for its next work); empty under concurrent time.
     #[serde(default)]
     pub turn: String,
     /// Whether it has GPU work (as it last said, under turns).
     #[serde(default)]
     pub busy: bool,
+    /// Under auto: its slowdown estimate from its progress (how many times slower than
+    /// its best it runs now); 0 until measured.
+    #[serde(default)]
+    pub slowdown: f64,
     /// How long its oldest unanswered allocation has waited (0: none waits).
     #[serde(default)]
     pub waiting_ns: u64,

@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use super::values::{ScenarioError, ValueError, paged_only, parsed, positive_ns};
 use crate::gpu_time_keys;
-use gpuswap_core::gpu_time::GpuTime;
+use gpuswap_core::gpu_time::{GpuTime, Idle};
 
 /// The `[manager]` table: the settings every mode has, and the chosen mode's own
 /// parameters (checked against the registry, which lists each mode's keys).
@@ -28,6 +28,9 @@ pub(super) struct ManagerTable {
     gpu_time: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
     handover_after: Option<Spanned<String>>,
+    remote_cost: Option<Spanned<toml::Value>>,
+    idle: Option<Spanned<String>>,
+    demote_after: Option<Spanned<String>>,
     #[serde(flatten)]
     params: BTreeMap<String, toml::Value>,
 }
@@ -44,6 +47,8 @@ pub(super) struct Manager {
     pub chunk_bytes: u64,
     /// How tenants share the GPU's time; `None` when the table leaves it out.
     pub gpu_time: Option<GpuTime>,
+    /// What becomes of an idle tenant's memory.
+    pub idle: Idle,
 }
 
 impl ManagerTable {
@@ -55,12 +60,15 @@ impl ManagerTable {
 
 /// The table's settings besides the mode, around `policy` (read first by
 /// [`policy_settings`], since the tenants' contracts are checked against it before them).
+/// `remote_cost` is the preset's, for `gpu_time = "auto"`.
 pub(super) fn parse(
     table: &ManagerTable,
     policy: PolicySettings,
+    remote_cost: f64,
     value_error: ValueError,
 ) -> Result<Manager, ScenarioError> {
     let optimum = optimum(table.optimum.as_ref(), &policy, value_error)?;
+    let (gpu_time, idle) = gpu_time(table, remote_cost, value_error)?;
     let return_interval_ns = match &table.return_interval {
         None => DEFAULT_RETURN_INTERVAL_NS,
         Some(t) => positive_ns(t, "manager.return_interval".into(), value_error)?,
@@ -85,39 +93,56 @@ pub(super) fn parse(
         optimum,
         return_interval_ns,
         chunk_bytes,
-        gpu_time: gpu_time(table, value_error)?,
+        gpu_time,
+        idle,
     })
 }
 
-/// The GPU-time keys, checked alike here and in `gpuswap daemon --set`.
+/// The GPU-time keys, checked alike here and in `gpuswap daemon --set`; the GPU time is
+/// `None` when none of them is written.
 fn gpu_time(
     table: &ManagerTable,
+    remote_cost: f64,
     value_error: ValueError,
-) -> Result<Option<GpuTime>, ScenarioError> {
-    let keys = [&table.gpu_time, &table.quantum, &table.handover_after];
-    if keys.iter().all(|k| k.is_none()) {
-        return Ok(None);
-    }
+) -> Result<(Option<GpuTime>, Idle), ScenarioError> {
+    let cost_text = table.remote_cost.as_ref().map(|v| match v.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    });
+    let keys = [
+        &table.gpu_time,
+        &table.quantum,
+        &table.handover_after,
+        &None,
+        &table.idle,
+        &table.demote_after,
+    ];
     fn text(k: &Option<Spanned<String>>) -> Option<&str> {
         k.as_ref().map(|v| v.get_ref().as_str())
     }
-    gpu_time_keys::settings(
-        text(&table.gpu_time),
-        text(&table.quantum),
-        text(&table.handover_after),
-    )
-    .map(Some)
-    .map_err(|(key, message)| {
-        let at = gpu_time_keys::KEYS
-            .iter()
-            .position(|k| *k == key)
-            .expect("one of the keys");
-        let span = keys[at]
-            .as_ref()
-            .or(table.gpu_time.as_ref())
-            .map(Spanned::span);
-        value_error(format!("manager.{key}"), span, message)
-    })
+    let mut values: gpu_time_keys::Values = keys.map(text);
+    values[3] = cost_text.as_deref();
+    let defaults = gpu_time_keys::Defaults {
+        gpu_time: "concurrent",
+        remote_cost,
+    };
+    let written = values.iter().any(Option::is_some);
+    gpu_time_keys::settings(values, defaults)
+        .map(|(gpu_time, idle)| (written.then_some(gpu_time), idle))
+        .map_err(|(key, message)| {
+            let span = match key {
+                "remote_cost" => table.remote_cost.as_ref().map(Spanned::span),
+                _ => {
+                    let at = gpu_time_keys::KEYS
+                        .iter()
+                        .position(|k| *k == key)
+                        .expect("one of the keys");
+                    keys[at].as_ref().map(Spanned::span)
+                }
+            }
+            .or(table.gpu_time.as_ref().map(Spanned::span));
+            value_error(format!("manager.{key}"), span, message)
+        })
 }
 
 /// The mode and its parameters as registry settings, for `tenants` (the tenants' total

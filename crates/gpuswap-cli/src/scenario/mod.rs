@@ -124,7 +124,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let policy =
         manager::policy_settings(&file.manager, total_weight, &device.preset, value_error)?;
     tenant::check_contracts(&contracts, &policy, &device, value_error)?;
-    let manager = manager::parse(&file.manager, policy, value_error)?;
+    let manager = manager::parse(
+        &file.manager,
+        policy,
+        device.preset.remote_cost(),
+        value_error,
+    )?;
     let tenants = tenant::parse(
         &file.tenant,
         &contracts,
@@ -147,6 +152,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     config.manager.seed = seed;
     config.sharing = device.sharing;
     config.manager.gpu_time = gpu_time;
+    config.manager.idle = manager.idle;
     config.manager.scheduling = scheduling;
     config.optimum = manager.optimum;
     Ok(Scenario {
@@ -166,7 +172,7 @@ fn gpu_time(
     value_error: ValueError,
 ) -> Result<GpuTime, ScenarioError> {
     let turns = device.exclusive_quantum_ns.is_some()
-        || matches!(manager.gpu_time, Some(GpuTime::Turns(_)));
+        || matches!(manager.gpu_time, Some(GpuTime::Turns(_) | GpuTime::Auto(_)));
     if turns && manager.policy.needs().launch_gating {
         let (key, span) = match &file.manager.gpu_time_span() {
             Some(span) => ("manager.gpu_time", Some(span.clone())),

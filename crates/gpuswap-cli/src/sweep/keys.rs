@@ -179,9 +179,11 @@ pub(super) fn apply(scenario: &mut toml::Table, path: &str, value: &Value) {
     }
 }
 
-/// The `[manager]` settings that mean the same in every mode; the others are a mode's
-/// own parameters.
-pub const EVERY_MODES_SETTINGS: [&str; 2] = ["chunk_size", "return_interval"];
+/// Whether a `[manager]` setting means the same in every mode (the chunk size, the
+/// return interval, the GPU-time keys); the others are a mode's own parameters.
+pub fn is_every_modes_setting(key: &str) -> bool {
+    ["chunk_size", "return_interval"].contains(&key) || crate::gpu_time_keys::KEYS.contains(&key)
+}
 
 fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
     let t = target(path).expect("checked when read");
@@ -195,7 +197,7 @@ fn apply_one(scenario: &mut toml::Table, path: &str, value: &Value) {
                         .get("mode")
                         .is_some_and(|m| existing.get("mode") != Some(m))
                 {
-                    existing.retain(|k, _| EVERY_MODES_SETTINGS.contains(&k));
+                    existing.retain(|k, _| is_every_modes_setting(k));
                 }
                 existing.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
             }

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 pub use error::SweepError;
 pub use execute::{progress_bar, without_lines};
 use folder::{SCENARIO_FILE, check_html, prepare_out, write_html, write_scenario};
-pub use keys::EVERY_MODES_SETTINGS;
+pub use keys::is_every_modes_setting;
 pub use manifest::check_finished;
 pub use merge::{MergeArgs, merge};
 pub use plan::Plan;

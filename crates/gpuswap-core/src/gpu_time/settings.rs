@@ -10,20 +10,95 @@ pub enum GpuTime {
     /// When the busy tenants' memory does not fit in VRAM, one holds the GPU with its
     /// memory in VRAM while the others wait, parked.
     Turns(TurnSettings),
+    /// Chosen by measurement (issue 40): share while the busy tenants' progress says
+    /// sharing does as much work as turns would, take turns otherwise, and probe the
+    /// other way now and then.
+    Auto(AutoSettings),
 }
 
 impl GpuTime {
     /// The names scenario files and `--set gpu_time=` use, in the order help lists them.
-    pub const NAMES: [&'static str; 2] = ["concurrent", "turns"];
+    pub const NAMES: [&'static str; 3] = ["concurrent", "turns", "auto"];
 
     /// The name scenario files use.
     pub fn name(self) -> &'static str {
         match self {
             Self::Concurrent => Self::NAMES[0],
             Self::Turns(_) => Self::NAMES[1],
+            Self::Auto(_) => Self::NAMES[2],
+        }
+    }
+
+    /// How turns go when they are taken (`None`: never).
+    pub fn turn_settings(self) -> Option<TurnSettings> {
+        match self {
+            Self::Concurrent => None,
+            Self::Turns(t) => Some(t),
+            Self::Auto(a) => Some(a.turns),
         }
     }
 }
+
+/// How the automatic choice goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoSettings {
+    /// How turns go when it takes them.
+    pub turns: TurnSettings,
+    /// Whether it shares before it has measured anything: a link whose remote reads
+    /// cost little against VRAM's ([`AutoSettings::from_remote_cost`]).
+    pub share_first: bool,
+}
+
+/// The largest remote-read cost (a remote read against a local one) at which the
+/// automatic choice shares first. A design choice: a link within 16x of VRAM (NVLink-C2C
+/// on Grace Hopper, 450 GB/s a direction against HBM3's 4 TB/s, about 9x) leaves a cold
+/// overflow cheap; PCIe (about 27 GB/s against 2-4.8 TB/s, 74-180x) does not.
+pub const SHARE_FIRST_MAX_REMOTE_COST: f64 = 16.0;
+
+impl AutoSettings {
+    /// The automatic choice for a link whose remote reads cost `remote_cost` times a
+    /// local one: turns first on PCIe, sharing first on a Grace-Hopper-like link.
+    pub fn from_remote_cost(turns: TurnSettings, remote_cost: f64) -> Self {
+        Self {
+            turns,
+            share_first: remote_cost <= SHARE_FIRST_MAX_REMOTE_COST,
+        }
+    }
+}
+
+/// What becomes of an idle tenant's memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Idle {
+    /// It keeps its VRAM.
+    #[default]
+    Keep,
+    /// Under memory pressure (another tenant demands the GPU with chunks in host memory,
+    /// or an allocation waits), a tenant idle this long gives its VRAM back above its
+    /// guarantee, in bulk, and is parked: its next GPU work waits until its memory is
+    /// back, the chunks it touched last first.
+    Demote {
+        /// How long idle before it gives memory back.
+        after_ns: u64,
+    },
+}
+
+impl Idle {
+    /// The names scenario files and `--set idle=` use.
+    pub const NAMES: [&'static str; 2] = ["keep", "demote"];
+
+    /// The name scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Keep => Self::NAMES[0],
+            Self::Demote { .. } => Self::NAMES[1],
+        }
+    }
+}
+
+/// How long a tenant is idle before it gives memory back under pressure: 5 s (issue 40:
+/// a notebook between cells, a server between bursts; long against a training step's
+/// CPU gaps). A design choice.
+pub const DEFAULT_DEMOTE_AFTER_NS: u64 = 5_000_000_000;
 
 /// How turns go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

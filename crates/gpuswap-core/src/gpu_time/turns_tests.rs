@@ -1,15 +1,27 @@
 //! Turns through the manager's interface: who holds, who is parked, what moves at a
 //! handover, and when turns end.
 
-use crate::gpu_time::{GpuTime, Quantum, TurnSettings};
+use crate::gpu_time::{GpuTime, Idle, Quantum, TurnSettings};
 use crate::ids::{RequestId, TenantId};
 use crate::protocol::{Action, AllocRequest, Dma, Execution, Purpose};
 use crate::{BufferKind, Location, MIB, Manager, ManagerConfig, PolicySettings};
 
-const SECOND: u64 = 1_000_000_000;
+pub(super) const SECOND: u64 = 1_000_000_000;
 
 /// Gpuswap on 100 MiB of VRAM in 2 MiB chunks, turns of `quantum_ns`.
-fn manager(quantum_ns: u64) -> Manager {
+pub(super) fn manager(quantum_ns: u64) -> Manager {
+    manager_with(
+        GpuTime::Turns(TurnSettings {
+            quantum: Quantum::Fixed { ns: quantum_ns },
+            handover_after_ns: SECOND,
+            always: false,
+        }),
+        Idle::Keep,
+    )
+}
+
+/// Gpuswap on 100 MiB of VRAM in 2 MiB chunks, with `gpu_time` and `idle`.
+pub(super) fn manager_with(gpu_time: GpuTime, idle: Idle) -> Manager {
     Manager::new(ManagerConfig {
         vram_bytes: 100 * MIB,
         host_bytes: 1 << 40,
@@ -18,17 +30,14 @@ fn manager(quantum_ns: u64) -> Manager {
         return_interval_ns: 1000 * SECOND,
         seed: 1,
         scheduling: Default::default(),
-        gpu_time: GpuTime::Turns(TurnSettings {
-            quantum: Quantum::Fixed { ns: quantum_ns },
-            handover_after_ns: SECOND,
-            always: false,
-        }),
+        gpu_time,
+        idle,
     })
 }
 
 /// Plays the driver: suspensions drain at once, bulk moves all succeed; returns the
 /// actions in order.
-fn drive(m: &mut Manager, now_ns: u64) -> Vec<Action> {
+pub(super) fn drive(m: &mut Manager, now_ns: u64) -> Vec<Action> {
     let mut seen = Vec::new();
     while let Some(action) = m.poll_action() {
         match &action {
@@ -48,7 +57,7 @@ fn drive(m: &mut Manager, now_ns: u64) -> Vec<Action> {
 }
 
 /// Tenant `t` allocates `mib` and starts working at `now_ns`.
-fn start(m: &mut Manager, t: u32, mib: u64, now_ns: u64) -> Vec<Action> {
+pub(super) fn start(m: &mut Manager, t: u32, mib: u64, now_ns: u64) -> Vec<Action> {
     m.handle_gpu_busy(TenantId(t), now_ns);
     let mut seen = drive(m, now_ns);
     m.handle_alloc(AllocRequest {
@@ -63,7 +72,7 @@ fn start(m: &mut Manager, t: u32, mib: u64, now_ns: u64) -> Vec<Action> {
     seen
 }
 
-fn moved_bytes(actions: &[Action], to: Location) -> u64 {
+pub(super) fn moved_bytes(actions: &[Action], to: Location) -> u64 {
     actions
         .iter()
         .filter_map(|a| match a {

@@ -17,6 +17,7 @@ pub fn config(vram_bytes: u64, chunk_bytes: u64) -> ManagerConfig {
         seed: 1,
         scheduling: Default::default(),
         gpu_time: Default::default(),
+        idle: Default::default(),
     }
 }
 

@@ -25,6 +25,8 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         verbose: true,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
+        socket_group: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     Endpoint::new(config, UID)
@@ -240,6 +242,19 @@ fn refusals_and_observations_come_before_their_close() {
         format!("uid {} may not use the daemon of uid {UID}", UID + 1)
     );
     assert_eq!(closes(&mut e), [1]);
+    // A daemon that serves a group (`--socket-group`) admits whom the socket's mode
+    // let connect, of any uid.
+    let mut shared = endpoint(16, 50 * MS);
+    shared.config.socket_group = Some(4242);
+    shared.handle(
+        0,
+        Input::Accepted {
+            conn: 1,
+            pid: 9,
+            uid: UID + 1,
+        },
+    );
+    assert!(transmits(&mut shared).is_empty() && closes(&mut shared).is_empty());
     e.handle(
         0,
         Input::Accepted {

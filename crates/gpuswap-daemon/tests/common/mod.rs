@@ -20,6 +20,8 @@ pub fn config(name: &str) -> DaemonConfig {
         verbose: false,
         contracts: BTreeMap::new(),
         gpu_time: Default::default(),
+        idle: Default::default(),
+        socket_group: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     }
 }

@@ -752,7 +752,7 @@ impl Engine {
             ideal_ns: running.ideal_ns,
             referenced: std::mem::take(&mut running.referenced).into_vec(),
         };
-        let (t, written) = (running.tenant, Rc::clone(&running.written));
+        let (t, written, site) = (running.tenant, Rc::clone(&running.written), running.site);
         let last = self.compute.running.len() - 1;
         if at != last {
             self.compute.running.swap(at, last);
@@ -761,6 +761,9 @@ impl Engine {
         self.kernel_writes_moved(&written, Write::Ends);
         self.manager
             .handle_kernel_finished(self.tenants[t].id, &stats);
+        if self.needs.progress {
+            self.tally_kernel(t, site);
+        }
         let record = self.recorder.tenant(t);
         record.longest_kernel_ns = record.longest_kernel_ns.max(stats.ns);
         let tenant = &mut self.tenants[t];

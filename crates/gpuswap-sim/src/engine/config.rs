@@ -274,6 +274,7 @@ impl SimConfig {
                 seed: 0,
                 scheduling: SchedulingConfig::default(),
                 gpu_time: Default::default(),
+                idle: Default::default(),
             },
             preset,
             tenants,

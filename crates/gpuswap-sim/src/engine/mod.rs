@@ -37,6 +37,7 @@ mod copy_engines;
 mod flows;
 mod interpreter;
 mod paging;
+mod progress;
 mod ready;
 mod recorder;
 mod wakes;
@@ -75,6 +76,8 @@ enum Event {
     Crash(usize),
     /// The driver reports the tenant drained, late (see `Faults`).
     ReportDrained(usize),
+    /// Busy tenants report their progress (`Needs::progress`).
+    ProgressReport,
 }
 
 /// Whether a kernel's fixed-part end or a link wake-up only passed one part of what its
@@ -336,6 +339,8 @@ pub struct Engine {
     /// Whether same-time events run in a shuffled order (`Faults::shuffle_ties`), kept
     /// apart from `chaos` because every scheduled event asks.
     shuffles_ties: bool,
+    /// Each tenant's progress since its last report (`Needs::progress`; else empty).
+    tallies: Vec<progress::Tally>,
 }
 
 impl Engine {
@@ -399,6 +404,13 @@ impl Engine {
             device_lock: DeviceLock::default(),
             shuffles_ties: chaos.as_ref().is_some_and(|c| c.shuffles()),
             chaos,
+            tallies: if needs.progress {
+                (0..tenant_count)
+                    .map(|_| progress::Tally::default())
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -498,6 +510,9 @@ impl Engine {
             let start = self.tenants[t].start_ns;
             self.schedule(start, Event::Step(t));
         }
+        if self.needs.progress {
+            self.schedule(progress::PROGRESS_REPORT_NS, Event::ProgressReport);
+        }
         let crashes: Vec<(usize, u64)> = self
             .chaos
             .as_ref()
@@ -546,6 +561,7 @@ impl Engine {
             Event::GatedLaunch(_) => {}
             Event::Crash(t) => self.crash(t),
             Event::ReportDrained(t) => self.report_drained(t),
+            Event::ProgressReport => self.report_progress(),
         }
         Ok(partial)
     }
