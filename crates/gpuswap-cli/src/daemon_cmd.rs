@@ -219,6 +219,22 @@ pub fn top(args: &TopArgs) -> Result<(), String> {
     }
 }
 
+/// The VRAM the daemon gives out, when less than it manages: what processes it no
+/// longer serves still hold, or what the device has free says so.
+fn held_text(snap: &Snapshot) -> String {
+    if snap.held_by_gone_bytes == 0
+        && (snap.vram_budget_bytes == 0 || snap.vram_budget_bytes >= snap.vram_bytes)
+    {
+        return String::new();
+    }
+    format!(
+        "VRAM given out now {}: {} held by processes no longer served (until they exit), \
+         the rest by what the device has free\n\n",
+        format_bytes(snap.vram_budget_bytes),
+        format_bytes(snap.held_by_gone_bytes),
+    )
+}
+
 /// The daemon's state as a table, one row per tenant.
 pub fn table(snap: &Snapshot) -> String {
     let mut out = format!(
@@ -233,6 +249,7 @@ pub fn table(snap: &Snapshot) -> String {
         format_bytes(snap.host_used_bytes),
         format_bytes(snap.host_bytes),
     );
+    out += &held_text(snap);
     out += &turns_text(snap);
     let contract = |t: &TenantRow| contract_text(&t.contract);
     let mut columns: Vec<Column<'_, TenantRow>> = Vec::new();
@@ -366,6 +383,22 @@ mod tests {
         );
         assert!(
             text.contains(r#"evil\u{1b}[2J\u{1b}]0;owned\u{7}\u{9b}31m\nname\u{202e}'"\"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn top_shows_memory_held_by_processes_no_longer_served() {
+        let mut snap = Snapshot {
+            vram_bytes: 64 << 20,
+            vram_budget_bytes: 64 << 20,
+            ..Snapshot::default()
+        };
+        assert!(!table(&snap).contains("given out"));
+        (snap.held_by_gone_bytes, snap.vram_budget_bytes) = (34 << 20, 30 << 20);
+        let text = table(&snap);
+        assert!(
+            text.contains("VRAM given out now 30.0 MiB: 34.0 MiB held"),
             "{text}"
         );
     }

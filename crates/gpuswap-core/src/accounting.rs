@@ -416,6 +416,36 @@ impl Books {
         id
     }
 
+    /// Books a buffer of `req.tenant` whose chunks already are where `locations` says,
+    /// one per chunk as [`chunk_layout`] cuts `req.bytes` (memory a process held under a
+    /// previous daemon): nothing is copied, and the capacities grow to what is booked if
+    /// it is more (the memory is held, whatever the budget says).
+    pub(crate) fn adopt_buffer(&mut self, req: &AllocRequest, locations: &[Location]) -> BufferId {
+        let id = self.create_buffer(req, req.bytes, false);
+        for (index, location) in locations.iter().enumerate() {
+            if *location == Location::Host {
+                self.place_in_host(ChunkRef {
+                    buffer: id,
+                    index: index as u32,
+                });
+            }
+        }
+        self.vram_capacity_bytes = self.vram_capacity_bytes.max(self.vram_used_bytes);
+        self.host_capacity_bytes = self.host_capacity_bytes.max(self.host_used_bytes);
+        id
+    }
+
+    /// Sets the VRAM the policies may fill to `budget_bytes`, but never below what is
+    /// booked in VRAM (booked memory is held; the budget then only has no room) nor
+    /// below the guarantees admitted (promises are kept); host memory back to
+    /// `host_bytes` where adoption grew it and nothing holds it any more.
+    pub(crate) fn set_budget(&mut self, budget_bytes: u64, host_bytes: u64) {
+        self.vram_capacity_bytes = budget_bytes
+            .max(self.vram_used_bytes)
+            .max(self.guaranteed_bytes);
+        self.host_capacity_bytes = host_bytes.max(self.host_used_bytes);
+    }
+
     /// Removes a buffer of `tenant` with every chunk of it.
     pub(crate) fn free(&mut self, tenant: TenantId, buffer: BufferId) -> Result<(), FreeError> {
         let owner = self

@@ -15,6 +15,7 @@ mod buffer;
 pub mod cache_hint;
 pub mod contract;
 pub mod gpu_time;
+mod held;
 mod ids;
 mod lists;
 mod manager;
@@ -33,6 +34,7 @@ pub use buffer::{
     SystemBuffer, chunk_layout,
 };
 pub use contract::{AtLimit, Contract};
+pub use held::Held;
 pub use ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 pub use lists::ChunkRef;
 pub use manager::{MAX_COPY_ATTEMPTS, Manager, ManagerConfig};

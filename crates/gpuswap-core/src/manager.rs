@@ -15,6 +15,7 @@ use crate::gpu_time::launch_gate::Scheduler;
 use crate::gpu_time::scheduling::{Decisions, Scheduling, SchedulingConfig, TenantSched};
 use crate::gpu_time::turns::Turns;
 use crate::gpu_time::{Choice, GpuTime, Idle, Progress, Switch};
+use crate::held::Held;
 use crate::ids::{BufferId, CopyId, LaunchId, RequestId, TenantId};
 use crate::params::Needs;
 use crate::policy::{Ctx, LaunchPrep, MemoryPolicy, Placed};
@@ -986,6 +987,16 @@ impl Manager {
             }
         }
         self.take_turns(None);
+    }
+
+    /// Memory held whatever the manager decides: buffers booked where they already are,
+    /// and the VRAM budget ([`Held`]).
+    pub fn held(&mut self) -> Held<'_> {
+        Held::new(
+            &mut self.books,
+            self.config.vram_bytes,
+            self.config.host_bytes,
+        )
     }
 }
 

@@ -3,13 +3,14 @@
 //! real driver. Commands are carried out in the order they arrive, on that one thread,
 //! so a buffer is mapped before any command can move one of its chunks.
 
-use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, RawFd};
+use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Condvar, Mutex, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
+use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, HeldBuffer, PROTOCOL_VERSION};
 
 use crate::batch::{self, Memory};
 use crate::demand::{Demand, Outbox};
@@ -18,9 +19,15 @@ use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
 use crate::liveness;
 
+use crate::rejoin::{self, Lost};
+
 /// A buffer the daemon placed.
 struct Buffer {
+    /// The daemon's id of it, on connection `connection`.
     id: u64,
+    /// The connection (its number) whose daemon knows the buffer as `id`; 0: none (a
+    /// daemon after a reconnection did not adopt it), so the daemon is never told of it.
+    connection: u64,
     va: DevPtr,
     /// Bytes reserved (whole granules).
     bytes: u64,
@@ -56,16 +63,24 @@ pub struct Client {
     next_request: std::sync::atomic::AtomicU64,
     /// Launches, copies and frees take it shared; a suspension holds it exclusively.
     pub gate: RwLock<()>,
-    /// Set once, when the connection to the daemon is lost: every launch asks, so a read
+    /// Set while the connection to the daemon is lost: every launch asks, so a read
     /// takes no lock.
-    lost: OnceLock<String>,
+    lost: Lost,
+    /// Set once the interposer stopped trying to reconnect: nothing more is said.
+    lost_for_good: AtomicBool,
+    /// The connection's number: 1, and one more at each reconnection. Buffers, the
+    /// daemon's watch and the reports name the connection they belong to.
+    connection: AtomicU64,
     /// The connection, to shut from any thread without waiting for a writer.
-    control: UnixStream,
+    control: Mutex<UnixStream>,
     /// Every descriptor of the connection (the writer's, the reader's, `control`), for a
     /// forked child to close without taking a lock.
-    fds: [RawFd; 3],
-    /// Why the interposer gave the daemon up itself (it showed no sign of life).
-    gave_up: OnceLock<String>,
+    fds: [AtomicI32; 3],
+    /// Why the interposer gave the connection up itself (the daemon showed no sign of
+    /// life).
+    gave_up: Mutex<Option<String>>,
+    /// The connection on which the device's memory was last reported, and when.
+    reported: Mutex<(u64, Option<Instant>)>,
     contexts: Mutex<Vec<usize>>,
     /// What chunk moves keep between them.
     mover: batch::Mover,
@@ -73,8 +88,20 @@ pub struct Client {
     demand: Option<Demand>,
 }
 
-/// Connects and introduces the process. Called after the real `cuInit` succeeded.
-pub fn connect() -> Result<&'static Client, String> {
+/// A connection to the daemon, trusted, introduced and welcomed (its read timeout still
+/// set for the rest of the introduction).
+struct Joined {
+    stream: UnixStream,
+    /// The daemon's process, as the kernel names the socket's peer.
+    daemon_pid: u32,
+    vram_bytes: u64,
+    idle_report_ns: u64,
+    progress_report_ns: u64,
+}
+
+/// Connects to the daemon at the socket, checks whom it trusts, says hello and reads
+/// the welcome.
+fn join(granularity: u64) -> Result<Joined, String> {
     // SAFETY: geteuid has no preconditions.
     let path = wire::socket_path(None, unsafe { libc::geteuid() });
     let shown = path.display();
@@ -90,7 +117,6 @@ pub fn connect() -> Result<&'static Client, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| talk(e.into()))?;
-    let granularity = driver::granularity()?;
     let hello = ClientMsg::Hello {
         protocol: PROTOCOL_VERSION,
         pid: std::process::id(),
@@ -106,23 +132,42 @@ pub fn connect() -> Result<&'static Client, String> {
         (_, Ok(msg @ DaemonMsg::Refused { .. })) | (Ok(()), Ok(msg)) => msg,
         (Err(e), _) | (Ok(()), Err(e)) => return Err(talk(e)),
     };
-    let (vram_bytes, idle_report_ns, progress_report_ns) = match answer {
+    match answer {
         DaemonMsg::Welcome {
             vram_bytes,
             idle_report_ns,
             progress_report_ns,
             ..
-        } => (vram_bytes, idle_report_ns, progress_report_ns),
+        } => Ok(Joined {
+            stream,
+            daemon_pid: daemon.pid,
+            vram_bytes,
+            idle_report_ns,
+            progress_report_ns,
+        }),
         DaemonMsg::Refused { reason } => {
-            return Err(format!("the gpuswap daemon at {shown} refused: {reason}"));
+            Err(format!("the gpuswap daemon at {shown} refused: {reason}"))
         }
-        other => return Err(format!("unexpected answer from {shown}: {other:?}")),
-    };
-    stream.set_read_timeout(None).map_err(|e| talk(e.into()))?;
+        other => Err(format!("unexpected answer from {shown}: {other:?}")),
+    }
+}
+
+/// Connects and introduces the process. Called after the real `cuInit` succeeded.
+pub fn connect() -> Result<&'static Client, String> {
+    let granularity = driver::granularity()?;
+    let Joined {
+        stream,
+        daemon_pid,
+        vram_bytes,
+        idle_report_ns,
+        progress_report_ns,
+    } = join(granularity)?;
+    let talk = |e: std::io::Error| format!("talking to the gpuswap daemon: {e}");
+    stream.set_read_timeout(None).map_err(talk)?;
     host_pool::set_bound(vram_bytes);
-    let reader = stream.try_clone().map_err(|e| talk(e.into()))?;
-    let control = stream.try_clone().map_err(|e| talk(e.into()))?;
-    let fds = [&stream, &reader, &control].map(AsRawFd::as_raw_fd);
+    let reader = stream.try_clone().map_err(talk)?;
+    let control = stream.try_clone().map_err(talk)?;
+    let fds = [&stream, &reader, &control].map(|s| AtomicI32::new(s.as_raw_fd()));
     let client: &'static Client = Box::leak(Box::new(Client {
         out: Mutex::new(stream),
         vram_bytes,
@@ -130,12 +175,15 @@ pub fn connect() -> Result<&'static Client, String> {
         buffers: Mutex::new(BTreeMap::new()),
         answers: Mutex::new(BTreeMap::new()),
         answered: Condvar::new(),
-        next_request: std::sync::atomic::AtomicU64::new(1),
+        next_request: AtomicU64::new(1),
         gate: RwLock::new(()),
-        lost: OnceLock::new(),
-        control,
+        lost: Lost::new(),
+        lost_for_good: AtomicBool::new(false),
+        connection: AtomicU64::new(1),
+        control: Mutex::new(control),
         fds,
-        gave_up: OnceLock::new(),
+        gave_up: Mutex::new(None),
+        reported: Mutex::new((0, None)),
         contexts: Mutex::new(Vec::new()),
         mover: batch::Mover::default(),
         demand: (idle_report_ns > 0).then(|| Demand::new(idle_report_ns)),
@@ -150,11 +198,7 @@ pub fn connect() -> Result<&'static Client, String> {
     if progress_report_ns > 0 {
         crate::progress::start(progress_report_ns, client)?;
     }
-    liveness::watch(
-        daemon.pid,
-        || client.lost().is_some(),
-        |why| client.give_up(why),
-    )?;
+    client.watch(daemon_pid, 1)?;
     Ok(client)
 }
 
@@ -174,6 +218,32 @@ impl Client {
         wire::write_frame(&mut *lock(&self.out), msg).map_err(|e| e.to_string())
     }
 
+    /// Sends `msg` only on connection `connection` (a message about a buffer of one
+    /// connection means nothing to the daemon of another).
+    fn send_on(&self, connection: u64, msg: &ClientMsg) -> Result<(), String> {
+        let mut out = lock(&self.out);
+        if connection == 0 || self.connection() != connection {
+            return Ok(());
+        }
+        wire::write_frame(&mut *out, msg).map_err(|e| e.to_string())
+    }
+
+    /// The current connection's number.
+    fn connection(&self) -> u64 {
+        self.connection.load(Ordering::SeqCst)
+    }
+
+    /// Watches the daemon of connection `connection`, process `pid`, until that
+    /// connection is lost, reporting the device's memory on the way.
+    fn watch(&'static self, pid: u32, connection: u64) -> Result<(), String> {
+        liveness::watch(
+            pid,
+            move || self.lost().is_some() || self.connection() != connection,
+            move |why| self.give_up(connection, why),
+            move || self.report_device(connection, false),
+        )
+    }
+
     /// Holds the gate for a call that starts GPU work (a launch, copy or memset): it
     /// waits while the process is suspended, and says the process is busy first when
     /// the daemon asked (`Demand`).
@@ -191,18 +261,22 @@ impl Client {
         held
     }
 
-    /// Gives the daemon up for `why`: the connection is shut, and the reader thread
+    /// Gives connection `connection` up for `why`: it is shut, and the reader thread
     /// takes the "daemon lost" path (it fails what waits and lifts a suspension).
-    fn give_up(&self, why: String) {
-        let _ = self.gave_up.set(why);
-        let _ = self.control.shutdown(std::net::Shutdown::Both);
+    fn give_up(&self, connection: u64, why: String) {
+        let control = lock(&self.control);
+        if self.connection() == connection {
+            *lock(&self.gave_up) = Some(why);
+            let _ = control.shutdown(std::net::Shutdown::Both);
+        }
     }
 
     /// In a child after `fork`, closes the child's copies of the connection (never
     /// shuts it: the connection is the parent's). Only `close`: a thread of the parent
     /// may have held any lock at the fork.
     pub fn close_in_child(&self) {
-        for fd in self.fds {
+        for fd in &self.fds {
+            let fd = fd.load(Ordering::Relaxed);
             // SAFETY: the child's copies of descriptors it never uses again (a forked
             // child manages nothing); close is async-signal-safe.
             unsafe { libc::close(fd) };
@@ -211,7 +285,7 @@ impl Client {
 
     /// Why the daemon is gone, if it is: then allocations pass through unmanaged.
     pub fn lost(&self) -> Option<&str> {
-        self.lost.get().map(String::as_str)
+        self.lost.get()
     }
 
     /// Allocates `bytes` through the daemon; returns the device address.
@@ -226,9 +300,7 @@ impl Client {
                 contexts.push(ctx as usize);
             }
         }
-        let request = self
-            .next_request
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
         let Some(bytes) = bytes
             .div_ceil(self.granularity)
             .checked_mul(self.granularity)
@@ -251,6 +323,7 @@ impl Client {
             }
             answers.insert(request, Answer::Waiting { ctx: ctx as usize });
         }
+        self.report_device(self.connection(), true);
         if let Err(e) = self.send(&ClientMsg::Alloc { request, bytes }) {
             lock(&self.answers).remove(&request);
             return Err((ffi::CUDA_ERROR_UNKNOWN, e));
@@ -277,7 +350,7 @@ impl Client {
         let result = unmap_buffer(&buffer);
         // The daemon's books follow even if the driver complained; a lost daemon has
         // no books to tell.
-        let told = self.send(&ClientMsg::Free { buffer: buffer.id });
+        let told = self.send_on(buffer.connection, &ClientMsg::Free { buffer: buffer.id });
         Some(result.and(if self.lost().is_some() { Ok(()) } else { told }))
     }
 
@@ -292,36 +365,57 @@ impl Client {
     }
 
     /// The reader thread: carries out the daemon's commands in order until the
-    /// connection ends, then fails what waits and lets the program go on unmanaged.
-    fn serve(&'static self, input: UnixStream) {
-        let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.serve_until_lost(input)
-        })) {
-            Ok(why) => why,
-            Err(_) => "internal error (a panic) in the interposer's thread".to_owned(),
-        };
-        let why = self.gave_up.get().cloned().unwrap_or(why);
-        let why = format!("lost the gpuswap daemon ({why}); new allocations are unmanaged");
-        diag::warn(&why);
-        let _ = lock(&self.out).shutdown(std::net::Shutdown::Both);
-        // Allocations waiting for an answer get none: fail them, under the lock that
-        // `alloc` checks the loss under.
-        let mut answers = lock(&self.answers);
-        let _ = self.lost.set(why.clone());
-        for answer in answers.values_mut() {
-            if matches!(answer, Answer::Waiting { .. }) {
-                *answer = Answer::Done(Err((ffi::CUDA_ERROR_UNKNOWN, why.clone())));
+    /// connection ends, then fails what waits and lets the program go on unmanaged
+    /// while it reconnects; a new connection is served the same way.
+    fn serve(&'static self, mut input: UnixStream) {
+        let mut early = VecDeque::new();
+        loop {
+            let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.serve_until_lost(input, early)
+            })) {
+                Ok(why) => why,
+                Err(_) => "internal error (a panic) in the interposer's thread".to_owned(),
+            };
+            let why = lock(&self.gave_up).take().unwrap_or(why);
+            let why = format!("lost the gpuswap daemon ({why}); new allocations are unmanaged");
+            diag::warn(&why);
+            let _ = lock(&self.out).shutdown(std::net::Shutdown::Both);
+            // Allocations waiting for an answer get none: fail them, under the lock that
+            // `alloc` checks the loss under.
+            let mut answers = lock(&self.answers);
+            self.lost.set(why.clone());
+            for answer in answers.values_mut() {
+                if matches!(answer, Answer::Waiting { .. }) {
+                    *answer = Answer::Done(Err((ffi::CUDA_ERROR_UNKNOWN, why.clone())));
+                }
+            }
+            self.answered.notify_all();
+            drop(answers);
+            match self.rejoin() {
+                Some((reader, messages)) => (input, early) = (reader, messages),
+                None => {
+                    self.lost_for_good.store(true, Ordering::SeqCst);
+                    return;
+                }
             }
         }
-        self.answered.notify_all();
     }
 
-    /// Carries out the daemon's messages until the connection ends; returns why.
-    fn serve_until_lost(&'static self, mut input: UnixStream) -> String {
+    /// Carries out the daemon's messages, `early` ones first (read before the
+    /// connection was served), until the connection ends; returns why.
+    fn serve_until_lost(
+        &'static self,
+        mut input: UnixStream,
+        mut early: VecDeque<DaemonMsg>,
+    ) -> String {
         // Held from `Suspend` to `Resume`; dropped when the daemon is lost.
         let mut suspended: Option<std::sync::RwLockWriteGuard<'_, ()>> = None;
         loop {
-            let msg = match wire::read_frame::<DaemonMsg>(&mut input) {
+            let msg = match early
+                .pop_front()
+                .map(Ok)
+                .unwrap_or_else(|| wire::read_frame::<DaemonMsg>(&mut input))
+            {
                 Ok(msg) => msg,
                 Err(e) => return e.to_string(),
             };
@@ -450,6 +544,7 @@ impl Client {
         let va = driver::reserve(bytes, self.granularity)?;
         let mut buffer = Buffer {
             id,
+            connection: self.connection(),
             va,
             bytes,
             chunk_bytes,
@@ -503,10 +598,11 @@ impl Client {
         batch: bool,
     ) -> (Vec<(u32, String)>, u64) {
         let mut buffers = lock(&self.buffers);
+        let connection = self.connection();
         let plan = batch::plan(moves, |id, chunk| {
             let buffer = buffers
                 .values()
-                .find(|b| b.id == id)
+                .find(|b| b.id == id && b.connection == connection)
                 .ok_or_else(|| format!("no buffer {id} here"))?;
             let memory = *buffer
                 .chunks
@@ -528,7 +624,9 @@ impl Client {
             for m in &pass {
                 match (m.moved_to(), m.error()) {
                     (Some(new), _) => {
-                        let buffer = buffers.values_mut().find(|b| b.id == m.buffer);
+                        let buffer = buffers
+                            .values_mut()
+                            .find(|b| b.id == m.buffer && b.connection == connection);
                         let chunk = buffer.and_then(|b| b.chunks.get_mut(m.chunk as usize));
                         if let Some(chunk) = chunk {
                             *chunk = new;
@@ -544,6 +642,128 @@ impl Client {
     }
 }
 
+/// Reconnection and the device's reports.
+impl Client {
+    /// After a loss, tries to reconnect at [`rejoin::retry_pauses`]; returns the new
+    /// connection's reader and the messages read before it is served, or `None` once it
+    /// gave up (said once).
+    fn rejoin(&'static self) -> Option<(UnixStream, VecDeque<DaemonMsg>)> {
+        let mut last = String::new();
+        for pause in rejoin::retry_pauses() {
+            std::thread::sleep(pause);
+            match self.rejoin_once() {
+                Ok(joined) => return Some(joined),
+                Err(e) => last = e,
+            }
+        }
+        diag::warn(&format!(
+            "gave up reconnecting to the gpuswap daemon after {} s ({last}); allocations \
+             stay unmanaged",
+            rejoin::RETRY_FOR.as_secs()
+        ));
+        None
+    }
+
+    /// One reconnection: a daemon is joined, the buffers the process holds are declared
+    /// and take the ids it answers (those it does not adopt are never named to it), and
+    /// the connection replaces the lost one. The buffers stay locked meanwhile, so that
+    /// none is freed between its declaration and its new id.
+    fn rejoin_once(&'static self) -> Result<(UnixStream, VecDeque<DaemonMsg>), String> {
+        let Joined {
+            mut stream,
+            daemon_pid,
+            ..
+        } = join(self.granularity)?;
+        let connection = self.connection() + 1;
+        let mut buffers = lock(&self.buffers);
+        let vas: Vec<u64> = buffers.keys().copied().collect();
+        let held = buffers
+            .values()
+            .map(|b| HeldBuffer {
+                bytes: b.bytes,
+                chunk_bytes: b.chunk_bytes,
+                placement: wire::runs(b.chunks.iter().map(Memory::location)),
+            })
+            .collect();
+        let talk = |e: wire::FrameError| format!("declaring the buffers held: {e}");
+        let declarations = rejoin::declarations(held);
+        for msg in &declarations {
+            wire::write_frame(&mut stream, msg).map_err(talk)?;
+        }
+        let (mut ids, mut early) = (Vec::new(), VecDeque::new());
+        while ids.len() < vas.len() {
+            match wire::read_frame(&mut stream).map_err(talk)? {
+                DaemonMsg::Adopted { buffers } => ids.extend(buffers),
+                DaemonMsg::Refused { reason } => return Err(format!("refused: {reason}")),
+                other => early.push_back(other),
+            }
+        }
+        let adopted = ids.iter().flatten().count();
+        for (va, id) in vas.iter().zip(ids) {
+            let b = buffers.get_mut(va).expect("locked since declared");
+            (b.id, b.connection) = (id.unwrap_or(0), id.map_or(0, |_| connection));
+            // Touch hints name buffers by the daemon's ids: the new ones, or none.
+            crate::touch::removed(*va);
+            if let Some(id) = id {
+                crate::touch::added(id, *va, b.bytes);
+            }
+        }
+        let io = |e: std::io::Error| format!("reconnecting: {e}");
+        stream.set_read_timeout(None).map_err(io)?;
+        let reader = stream.try_clone().map_err(io)?;
+        let control = stream.try_clone().map_err(io)?;
+        {
+            let mut out = lock(&self.out);
+            let mut old_control = lock(&self.control);
+            for (fd, s) in self.fds.iter().zip([&stream, &reader, &control]) {
+                fd.store(s.as_raw_fd(), Ordering::Relaxed);
+            }
+            *old_control = control;
+            *out = stream;
+            self.connection.store(connection, Ordering::SeqCst);
+        }
+        drop(buffers);
+        self.lost.clear();
+        diag::warn(&format!(
+            "reconnected to the gpuswap daemon: {} buffers declared, {adopted} adopted",
+            vas.len()
+        ));
+        self.watch(daemon_pid, connection)?;
+        self.report_device(connection, false);
+        Ok((reader, early))
+    }
+
+    /// Reports the device's memory, as the real driver says, on connection
+    /// `connection`, at most every [`rejoin::REPORT_EVERY`] (and at once on a new connection).
+    /// `current`: the calling thread's context is the program's; else the first live
+    /// context the program allocated in is made current (nothing is said before one).
+    fn report_device(&self, connection: u64, current: bool) {
+        let recent = |r: &(u64, Option<Instant>)| {
+            r.0 == connection && r.1.is_some_and(|at| at.elapsed() < rejoin::REPORT_EVERY)
+        };
+        if recent(&lock(&self.reported)) {
+            return;
+        }
+        // The first context the program allocated in that is still alive.
+        let contexts = || lock(&self.contexts).clone();
+        if !current
+            && !contexts()
+                .into_iter()
+                .any(|ctx| driver::set_context(ctx as Handle).is_ok())
+        {
+            return;
+        }
+        let Some(msg) = rejoin::device_memory() else {
+            return;
+        };
+        let mut reported = lock(&self.reported);
+        if !recent(&reported) {
+            *reported = (connection, Some(Instant::now()));
+            let _ = self.send_on(connection, &msg);
+        }
+    }
+}
+
 impl Outbox for Client {
     /// Decides under the connection's lock: messages that report a state (busy, idle)
     /// leave in the order the state changed.
@@ -555,8 +775,10 @@ impl Outbox for Client {
         }
     }
 
+    /// Lost for good only: while the interposer reconnects, what it says is lost with
+    /// the connection, and the timer goes on for the next one.
     fn is_lost(&self) -> bool {
-        self.lost().is_some()
+        self.lost_for_good.load(Ordering::SeqCst)
     }
 }
 

@@ -11,7 +11,7 @@
 //! - `ffi`: cuda.h's types and the real driver's functions (the only C calls besides
 //!   the exported hooks);
 //! - `client`: the daemon connection, the buffers, and the thread that carries out the
-//!   daemon's commands;
+//!   daemon's commands, and its reconnection to a restarted daemon;
 //! - `hooks`: the exported driver entry points, `cuGetProcAddress` and `dlsym` (the CUDA
 //!   runtime finds the driver through them, so `cudaMalloc` reaches `cuMemAlloc_v2`);
 //! - `batch`: chunk moves, one or a batch at a time, with their copies in flight
@@ -23,6 +23,8 @@
 //! - `host_pool`: pinned host memory kept across moves for evictions;
 //! - `liveness`: the watch of the daemon's process, given up when it shows no sign of
 //!   life;
+//! - `rejoin`: what reconnection needs (the lost state, the pace of attempts, the
+//!   declaration of the buffers held) and the device's real free memory;
 //! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
 //!   listening process's uid).
 //!
@@ -50,6 +52,7 @@ mod hooks;
 mod host_pool;
 mod liveness;
 mod progress;
+mod rejoin;
 mod touch;
 
 /// The names of the driver entry points the interposer exports, for documentation and

@@ -66,24 +66,30 @@ fn parse_stat(line: &str) -> Option<(char, u64)> {
 
 /// Watches the daemon's process `pid` on a thread of its own until `lost` says the
 /// daemon is lost; calls `give_up` with the reason once the process has shown no sign
-/// of life for the timeout. Watches nothing when the timeout is 0 or the process cannot
-/// be seen (the daemon is then waited for as long as it takes).
+/// of life for the timeout, and `tick` at every look (at least every second, for the
+/// client's periodic reports). Gives nothing up when the timeout is 0 or the process
+/// cannot be seen (the daemon is then waited for as long as it takes).
 pub(crate) fn watch(
     pid: u32,
     lost: impl Fn() -> bool + Send + 'static,
     give_up: impl FnOnce(String) + Send + 'static,
+    tick: impl Fn() + Send + 'static,
 ) -> Result<(), String> {
     let timeout = timeout();
-    let Some((_, start)) = stat(pid).filter(|_| pid != 0 && !timeout.is_zero()) else {
-        return Ok(());
-    };
-    let process = Process { pid, start };
+    let process = stat(pid)
+        .filter(|_| pid != 0 && !timeout.is_zero())
+        .map(|(_, start)| Process { pid, start });
     // Often enough to give up close to the timeout, seldom enough to cost nothing.
-    let every = (timeout / 5).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let every = match process {
+        Some(_) => (timeout / 5).clamp(Duration::from_millis(10), Duration::from_secs(1)),
+        None => Duration::from_secs(1),
+    };
     let silent = move || {
         let mut since: Option<(Instant, Sign)> = None;
         while !lost() {
             std::thread::sleep(every);
+            tick();
+            let Some(process) = &process else { continue };
             since = match process.look() {
                 Sign::Alive | Sign::Unseen => None,
                 sign => since.or(Some((Instant::now(), sign))),

@@ -95,7 +95,8 @@ fn record(
                 };
                 wire::write_frame(&mut stream, &granted).unwrap();
             }
-            ClientMsg::Free { .. } => {}
+            // The device's memory is reported every second: not telemetry.
+            ClientMsg::Free { .. } | ClientMsg::DeviceMemory { .. } => {}
             other => said.push(other),
         }
     }

@@ -16,6 +16,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 
 use crate::claims;
 use crate::config::DaemonConfig;
+use crate::held::{self, Held};
 
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
@@ -64,6 +65,8 @@ pub enum Input {
     Unreadable(ConnId, String),
     /// The connection ended or could not be written to.
     Gone(ConnId, String),
+    /// A process whose memory is counted as held ([`Endpoint::held_pids`]) exited.
+    Exited(u32),
 }
 
 /// What the daemon reports as it goes, for the serve loop to write.
@@ -142,6 +145,8 @@ pub struct Endpoint {
     closes: VecDeque<ConnId>,
     /// What happened, for [`Endpoint::poll_event`].
     events: VecDeque<EndpointEvent>,
+    /// Memory held outside the books.
+    held: Held,
     /// A deliberate bug, for the tests that show `gpuswap check --daemon` catches one.
     #[cfg(test)]
     pub(crate) mutation: Option<Mutation>,
@@ -187,6 +192,7 @@ impl Endpoint {
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
+            held: Held::default(),
             #[cfg(test)]
             mutation: None,
         }
@@ -347,6 +353,7 @@ impl Endpoint {
             Input::Frame(conn, msg) => self.frame(conn, msg),
             Input::Unreadable(conn, why) => self.protocol_violation(conn, why),
             Input::Gone(conn, why) => self.dying.push((conn, why)),
+            Input::Exited(pid) => self.exited(pid),
         }
         self.drain();
     }
@@ -376,6 +383,9 @@ impl Endpoint {
                     return;
                 }
                 self.start_tenant(conn, name, granularity_bytes);
+                // What the process still holds, it declares now.
+                let pid = self.conns[&conn].pid;
+                self.exited(pid);
             }
             (ClientMsg::Alloc { request, bytes }, Some(tenant)) => {
                 self.alloc(conn, tenant, request, bytes);
@@ -412,6 +422,10 @@ impl Endpoint {
             ) => self.relocated_batch(conn, tenant, batch, &failed, &error, elapsed_ns),
             (ClientMsg::Busy, Some(tenant)) => self.demand(tenant, true),
             (ClientMsg::Idle, Some(tenant)) => self.demand(tenant, false),
+            (ClientMsg::Held { buffers }, Some(tenant)) => self.adopt(conn, tenant, &buffers),
+            (ClientMsg::DeviceMemory { free_bytes, .. }, Some(_)) => {
+                self.device_memory(free_bytes);
+            }
             (ClientMsg::Progress(p), Some(tenant)) => self.progress(tenant, &p),
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
                 self.relocate_failed(conn, tenant, copy, &error);
@@ -706,6 +720,7 @@ impl Endpoint {
         {
             self.greeting.pop_front();
         }
+        self.rebudget();
     }
 
     fn close(&mut self, conn: ConnId, why: &str) {
@@ -738,6 +753,7 @@ impl Endpoint {
                 c.wait_ns as f64 / 1e6
             ));
             self.tenants[tenant.0 as usize] = None;
+            self.hold_tenant(c.pid, tenant);
             if self.copy.is_some_and(|(_, t, _)| t == tenant) {
                 self.copy = None;
             }
@@ -792,6 +808,9 @@ impl Endpoint {
                     .mapped
                     .remove(&buffer)
                     .expect("the core maps a buffer before it grants it");
+                if self.placed_again(tenant, request, buffer, bytes) {
+                    return;
+                }
                 #[cfg(test)]
                 if self.mutation == Some(Mutation::DropLateGrant) && self.waited(tenant, request) {
                     self.answered(tenant, request);
@@ -1055,6 +1074,8 @@ impl Endpoint {
             handovers: m.handovers(),
             batch_moved_bytes: self.batch_moved_bytes,
             batches: self.batches.iter().cloned().collect(),
+            held_by_gone_bytes: self.held.by_gone_bytes(),
+            vram_budget_bytes: m.vram_used_bytes() + m.vram_free_bytes(),
         }
     }
 
@@ -1227,6 +1248,115 @@ fn contract_row(c: &Contract) -> wire::ContractRow {
         weight: c.weight,
         priority_class: c.priority_class,
         wait_timeout_ns: c.wait_timeout_ns,
+    }
+}
+
+/// Memory held outside the books ([`Held`]): the endpoint's side.
+impl Endpoint {
+    /// Keeps the VRAM of a tenant whose connection closes counted until its process
+    /// exits, which the driver then says with [`Input::Exited`] (the serve loop watches
+    /// processes; without it the memory would stay counted for ever).
+    pub fn hold_until_exit(&mut self) {
+        self.held.watch = true;
+    }
+
+    /// The processes whose VRAM is counted as held: the driver says when each exits.
+    pub fn held_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.held.pids()
+    }
+
+    /// `tenant` of process `pid` closes: the VRAM its chunks are in stays counted until
+    /// the process exits, unless the process is still a tenant through another
+    /// connection (a process has one; the tests' tenants share theirs).
+    fn hold_tenant(&mut self, pid: u32, tenant: TenantId) {
+        let served = self
+            .conns
+            .values()
+            .any(|c| c.pid == pid && c.tenant.is_some());
+        let vram_bytes = match &self.manager {
+            Some(m) if !served => held::vram_in_place(m, tenant),
+            _ => 0,
+        };
+        self.hold(pid, vram_bytes);
+    }
+
+    /// Process `pid` holds `vram_bytes` the books do not: counted until it exits.
+    fn hold(&mut self, pid: u32, vram_bytes: u64) {
+        let waiting = self
+            .conns
+            .values()
+            .flat_map(|c| c.pending.iter().map(|p| p.0));
+        if let Some(line) = self.held.hold(pid, vram_bytes, waiting) {
+            self.log(line);
+        }
+    }
+
+    /// Process `pid` exited, or said hello to declare what it holds.
+    fn exited(&mut self, pid: u32) {
+        if let Some(line) = self.held.exited(pid) {
+            self.log(line);
+        }
+    }
+
+    /// A tenant reports the device's free memory.
+    fn device_memory(&mut self, free_bytes: u64) {
+        if let Some(m) = &self.manager {
+            self.held.device_memory(free_bytes, m, self.now_ns);
+        }
+    }
+
+    /// Hands the budget to the manager (after every input).
+    fn rebudget(&mut self) {
+        if let Some(m) = self.manager.as_mut() {
+            self.held.rebudget(m, self.now_ns);
+        }
+    }
+
+    /// Whether the grant of `buffer` for `request` was taken back to be placed again
+    /// under the budget (memory was found held since its placement).
+    fn placed_again(
+        &mut self,
+        tenant: TenantId,
+        request: RequestId,
+        buffer: BufferId,
+        bytes: u64,
+    ) -> bool {
+        let m = self.manager.as_mut().expect("a tenant exists");
+        let again = self
+            .held
+            .placed_again(m, tenant, request, buffer, bytes, self.now_ns);
+        if again {
+            self.log(format!(
+                "{tenant}: an allocation placed before memory was found held is placed again"
+            ));
+        }
+        again
+    }
+
+    /// A reconnecting process declares the buffers it holds: each is adopted where it
+    /// is and answered with its new id, or not (then its VRAM is counted as held by the
+    /// process until it exits).
+    fn adopt(&mut self, conn: ConnId, tenant: TenantId, buffers: &[wire::HeldBuffer]) {
+        let (pid, granularity) = (self.conns[&conn].pid, self.conns[&conn].granularity_bytes);
+        let m = self.manager.as_mut().expect("a tenant exists");
+        let mut refused = Vec::new();
+        let mut unbooked_vram_bytes = 0;
+        let answers: Vec<Option<u64>> = buffers
+            .iter()
+            .map(|b| match Held::adopt(m, tenant, granularity, b) {
+                Ok(id) => Some(id.0),
+                Err(why) => {
+                    unbooked_vram_bytes += held::vram_part(b);
+                    refused.push(why);
+                    None
+                }
+            })
+            .collect();
+        for why in refused {
+            self.log(format!("{tenant}: a declared buffer is not adopted: {why}"));
+        }
+        self.hold(pid, unbooked_vram_bytes);
+        self.send(conn, DaemonMsg::Adopted { buffers: answers });
     }
 }
 

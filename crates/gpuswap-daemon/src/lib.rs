@@ -16,6 +16,7 @@ mod claims;
 mod config;
 pub mod endpoint;
 pub mod fuzz;
+mod held;
 mod notify;
 mod serve;
 mod socket;

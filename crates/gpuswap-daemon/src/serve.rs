@@ -111,6 +111,8 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
         log(format_args!("could not tell systemd it is ready: {e}"));
     }
     let mut endpoint = Endpoint::new(config, socket::euid());
+    endpoint.hold_until_exit();
+    let mut watched = BTreeMap::<u32, socket::Watched>::new();
     let mut outboxes = BTreeMap::<ConnId, mpsc::Sender<DaemonMsg>>::new();
     // Wake at least this often to look at `stop`.
     let tick = Duration::from_millis(200);
@@ -132,6 +134,9 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
         }
         endpoint.handle_timeout(now_ns());
         carry_out(&mut endpoint, &mut outboxes);
+        if watch_exits(&mut endpoint, &mut watched, now_ns()) {
+            carry_out(&mut endpoint, &mut outboxes);
+        }
     }
     // Best effort: systemd learns of the stop from the exit too.
     let _ = notify::notify("STOPPING=1");
@@ -157,6 +162,31 @@ fn carry_out(endpoint: &mut Endpoint, outboxes: &mut BTreeMap<ConnId, mpsc::Send
             EndpointEvent::Log(line) => log(format_args!("{line}")),
         }
     }
+}
+
+/// Watches the processes whose memory the endpoint counts as held, and tells it of
+/// those that exited; returns whether any did. Looked at after every input and at
+/// least every tick: a process's memory is free for others within a tick of its exit.
+fn watch_exits(
+    endpoint: &mut Endpoint,
+    watched: &mut BTreeMap<u32, socket::Watched>,
+    now_ns: u64,
+) -> bool {
+    let held: Vec<u32> = endpoint.held_pids().collect();
+    watched.retain(|pid, _| held.contains(pid));
+    let mut any = false;
+    for pid in held {
+        if watched
+            .entry(pid)
+            .or_insert_with(|| socket::Watched::new(pid))
+            .exited()
+        {
+            watched.remove(&pid);
+            endpoint.handle(now_ns, Input::Exited(pid));
+            any = true;
+        }
+    }
+    any
 }
 
 /// Binds the socket, taking over a stale socket file but never a live daemon's.

@@ -2,6 +2,7 @@
 //! with `SO_PEERCRED`. The only module of the daemon that talks to C.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,4 +89,45 @@ pub fn stop_on_signals() -> fn() -> bool {
         unsafe { libc::signal(signal, on_stop_signal as *const () as libc::sighandler_t) };
     }
     || STOP.load(Ordering::SeqCst)
+}
+
+/// A process the daemon waits to see exit: by a pidfd where the kernel has them (Linux
+/// 5.3), which a pid reused by another process cannot fool, else by its pid.
+pub struct Watched {
+    pid: u32,
+    fd: Option<OwnedFd>,
+}
+
+impl Watched {
+    /// Starts watching process `pid` (one that has exited already is seen so at once).
+    pub fn new(pid: u32) -> Self {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        let fd = (fd >= 0).then(|| {
+            // SAFETY: a descriptor the call just opened, owned by nobody else.
+            unsafe { OwnedFd::from_raw_fd(fd as i32) }
+        });
+        Self { pid, fd }
+    }
+
+    /// Whether the process has exited (a zombie has: its memory is released).
+    pub fn exited(&self) -> bool {
+        match &self.fd {
+            Some(fd) => {
+                let mut poll = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; a zero timeout does not block.
+                let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+                ready > 0 && poll.revents & libc::POLLIN != 0
+            }
+            None => {
+                // SAFETY: signal 0 only checks that the process exists.
+                let rc = unsafe { libc::kill(self.pid as libc::pid_t, 0) };
+                rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            }
+        }
+    }
 }

@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::time::Duration;
 
 use gpuswap_core::{Contract, MIB, PolicySettings};
@@ -16,21 +14,9 @@ use proptest::prelude::*;
 
 mod common;
 use common::config;
-
-struct Daemon {
-    socket: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-    }
-}
+#[path = "common/serving.rs"]
+mod serving;
+use serving::{Daemon, start};
 
 fn daemon(name: &str, vram_mib: u64) -> Daemon {
     daemon_with(name, vram_mib, BTreeMap::new())
@@ -42,26 +28,6 @@ fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>)
     config.vram_bytes = Some(vram_mib * MIB);
     config.contracts = contracts;
     start(config)
-}
-
-/// Starts a daemon on its own thread and waits for its socket.
-fn start(config: DaemonConfig) -> Daemon {
-    let socket = config.socket.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let thread =
-        std::thread::spawn(move || serve(config, &|| flag.load(Ordering::Relaxed)).unwrap());
-    for _ in 0..200 {
-        if UnixStream::connect(&socket).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Daemon {
-        socket,
-        stop,
-        thread: Some(thread),
-    }
 }
 
 /// A tenant that does what the interposer does, after `delay` for each drain and

@@ -69,6 +69,12 @@ const DEV_DEPENDENCIES: Table = &[
         // A fake daemon's tests run the stand-in's client under the interposer.
         &["gpuswap-standin"],
     ),
+    (
+        "gpuswap-daemon",
+        // The tests of memory still held run the stand-in's client under the
+        // interposer against a daemon on the test's thread, restarted in place.
+        &["gpuswap-standin"],
+    ),
 ];
 
 /// Edges no table may hold, in tests or not.

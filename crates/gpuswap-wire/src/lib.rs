@@ -133,6 +133,35 @@ pub enum ClientMsg {
     /// What the tenant did on the GPU since its last report, aggregated: sent every
     /// `Welcome::progress_report_ns` while it has GPU work (never a message per launch).
     Progress(Progress),
+    /// The buffers the process holds under a previous daemon, declared at once after the
+    /// [`DaemonMsg::Welcome`] of a reconnection (the daemon restarted, or dropped the
+    /// process): the daemon books each where it is and answers [`DaemonMsg::Adopted`],
+    /// one answer per message. Several messages when one frame cannot hold them all.
+    Held {
+        /// The buffers, each as the process has it mapped.
+        buffers: Vec<HeldBuffer>,
+    },
+    /// The device's memory as the driver itself reports it (`cuMemGetInfo` of the real
+    /// driver, not the interposer's view): sent right after the [`DaemonMsg::Welcome`]
+    /// and then about every second. The daemon's budget is at most what is free plus what
+    /// its tenants hold, so memory that processes outside the daemon use is not promised.
+    DeviceMemory {
+        /// Free bytes on the device.
+        free_bytes: u64,
+        /// The device's memory.
+        total_bytes: u64,
+    },
+}
+
+/// One buffer of a [`ClientMsg::Held`] declaration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldBuffer {
+    /// Its size (whole granules, as it was granted).
+    pub bytes: u64,
+    /// The chunk size it was cut into (the daemon adopts it only with its own).
+    pub chunk_bytes: u64,
+    /// Where its chunks are now, in runs.
+    pub placement: Vec<Placement>,
 }
 
 /// A tenant's GPU work over one report window ([`ClientMsg::Progress`]): what the daemon
@@ -249,6 +278,14 @@ pub enum DaemonMsg {
     },
     /// The daemon's state, for observers.
     Snapshot(Snapshot),
+    /// Answer to [`ClientMsg::Held`]: the new id of each declared buffer, in order, for
+    /// its later frees and moves; `None`: not adopted (another chunk size, or beyond what
+    /// the tenant may hold), so the process keeps it unmanaged and never names it, and
+    /// the daemon counts its VRAM as held by the process until the process exits.
+    Adopted {
+        /// One entry per declared buffer.
+        buffers: Vec<Option<u64>>,
+    },
 }
 
 /// One move of a [`DaemonMsg::RelocateBatch`].
@@ -305,6 +342,15 @@ pub struct Snapshot {
     pub batches: Vec<BatchRow>,
     /// The connected tenants, by tenant number.
     pub tenants: Vec<TenantRow>,
+    /// VRAM still held by processes the daemon no longer serves (dropped, or holding
+    /// buffers it could not adopt), counted until each exits: given to nobody.
+    #[serde(default)]
+    pub held_by_gone_bytes: u64,
+    /// The VRAM the daemon gives out now: the smaller of `vram_bytes` less
+    /// `held_by_gone_bytes` and what the device really has free plus what the tenants
+    /// hold; 0 from a daemon that does not say.
+    #[serde(default)]
+    pub vram_budget_bytes: u64,
 }
 
 /// One connected tenant in a [`Snapshot`].
