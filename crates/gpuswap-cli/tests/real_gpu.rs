@@ -416,6 +416,30 @@ fn no_daemon_is_a_clear_error_at_the_first_call_and_passthrough_runs() {
     assert_eq!(json["mem_info_total"], 64 * MIB);
 }
 
+/// Issue 41, item 5: cuMemGetInfo tells a tenant its contract's truth: the total is its
+/// `vram_limit` where that is below the daemon's VRAM, the free memory that total less
+/// what it holds in VRAM.
+#[test]
+fn mem_get_info_says_the_contracts_vram_limit_and_what_is_held_in_vram() {
+    let contracts = "[process.capped]\nvram_limit = \"24MiB\"\n";
+    let w = World::with_contracts("meminfo", 64, Some(contracts));
+    let args = ["--buffers", "1", "--size", "8MiB", "--rounds", "1"];
+    let run = |name: &str| {
+        let out = w
+            .client(64, &args)
+            .env("GPUSWAP_TENANT_NAME", name)
+            .output();
+        verified(&out.unwrap(), name)
+    };
+    let json = run("capped");
+    assert_eq!(json["mem_info_total"], 24 * MIB);
+    // 8 MiB and a 2 MiB scratch buffer, all in VRAM.
+    assert_eq!(json["mem_info_free"], 14 * MIB);
+    let json = run("free");
+    assert_eq!(json["mem_info_total"], 64 * MIB);
+    assert_eq!(json["mem_info_free"], 54 * MIB);
+}
+
 #[test]
 fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
     let contracts = "[process.holder]\nvram_guarantee = \"16MiB\"\npriority_class = 1\n\n\

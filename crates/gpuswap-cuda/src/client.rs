@@ -54,7 +54,9 @@ enum Answer {
 /// The connection and everything it manages.
 pub struct Client {
     out: Mutex<UnixStream>,
-    pub vram_bytes: u64,
+    /// The process's view of the device's memory (`cuMemGetInfo`'s total): the smaller
+    /// of the daemon's VRAM and its contract's `vram_limit`.
+    pub view_bytes: u64,
     granularity: u64,
     /// Buffers by address.
     buffers: Mutex<BTreeMap<DevPtr, Buffer>>,
@@ -95,6 +97,8 @@ struct Joined {
     /// The daemon's process, as the kernel names the socket's peer.
     daemon_pid: u32,
     vram_bytes: u64,
+    /// The contract's `vram_limit` (0: none).
+    vram_limit_bytes: u64,
     idle_report_ns: u64,
     progress_report_ns: u64,
 }
@@ -137,11 +141,13 @@ fn join(granularity: u64) -> Result<Joined, String> {
             vram_bytes,
             idle_report_ns,
             progress_report_ns,
+            vram_limit_bytes,
             ..
         } => Ok(Joined {
             stream,
             daemon_pid: daemon.pid,
             vram_bytes,
+            vram_limit_bytes,
             idle_report_ns,
             progress_report_ns,
         }),
@@ -159,6 +165,7 @@ pub fn connect() -> Result<&'static Client, String> {
         stream,
         daemon_pid,
         vram_bytes,
+        vram_limit_bytes,
         idle_report_ns,
         progress_report_ns,
     } = join(granularity)?;
@@ -170,7 +177,10 @@ pub fn connect() -> Result<&'static Client, String> {
     let fds = [&stream, &reader, &control].map(|s| AtomicI32::new(s.as_raw_fd()));
     let client: &'static Client = Box::leak(Box::new(Client {
         out: Mutex::new(stream),
-        vram_bytes,
+        view_bytes: match vram_limit_bytes {
+            0 => vram_bytes,
+            limit => limit.min(vram_bytes),
+        },
         granularity: granularity.max(1),
         buffers: Mutex::new(BTreeMap::new()),
         answers: Mutex::new(BTreeMap::new()),
@@ -359,9 +369,19 @@ impl Client {
         lock(&self.buffers).contains_key(&va)
     }
 
-    /// Bytes of the process's buffers, wherever they are.
-    pub fn held_bytes(&self) -> u64 {
-        lock(&self.buffers).values().map(|b| b.bytes).sum()
+    /// Bytes of the process's buffers in VRAM now (what its view's free memory is
+    /// less of; the rest is in host memory).
+    pub fn vram_held_bytes(&self) -> u64 {
+        lock(&self.buffers)
+            .values()
+            .flat_map(|b| {
+                b.chunks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| matches!(m, Memory::Vram(_)))
+                    .map(|(i, _)| b.span(i).1)
+            })
+            .sum()
     }
 
     /// The reader thread: carries out the daemon's commands in order until the

@@ -286,8 +286,8 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
         }
         // SAFETY: checked non-null; the caller gives writable pointers.
         unsafe {
-            *total = client.vram_bytes as usize;
-            *free = client.vram_bytes.saturating_sub(client.held_bytes()) as usize;
+            *total = client.view_bytes as usize;
+            *free = client.view_bytes.saturating_sub(client.vram_held_bytes()) as usize;
         }
         ffi::CUDA_SUCCESS
     })

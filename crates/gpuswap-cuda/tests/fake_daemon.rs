@@ -88,6 +88,7 @@ impl Fake {
             vram_bytes: 2048 * MIB,
             idle_report_ns,
             progress_report_ns: 0,
+            vram_limit_bytes: 0,
         };
         wire::write_frame(&mut stream, &welcome).unwrap();
         let (tx, incoming) = std::sync::mpsc::channel();

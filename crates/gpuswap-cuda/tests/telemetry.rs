@@ -71,6 +71,7 @@ fn record(
         vram_bytes: 1 << 30,
         idle_report_ns: 0,
         progress_report_ns,
+        vram_limit_bytes: 0,
     };
     wire::write_frame(&mut stream, &welcome).unwrap();
     let (mut said, mut buffers) = (Vec::new(), 0u64);

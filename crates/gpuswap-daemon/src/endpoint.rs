@@ -501,6 +501,7 @@ impl Endpoint {
                 } else {
                     0
                 },
+                vram_limit_bytes: contract.vram_limit_bytes.unwrap_or(0),
             },
         );
     }

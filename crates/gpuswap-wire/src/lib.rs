@@ -214,6 +214,10 @@ pub enum DaemonMsg {
         /// never (the daemon does not use it).
         #[serde(default)]
         progress_report_ns: u64,
+        /// The tenant's contract's `vram_limit` (0: none): its view of the device's
+        /// memory is the smaller of this and `vram_bytes` (issue 41, item 5).
+        #[serde(default)]
+        vram_limit_bytes: u64,
     },
     /// The connection is refused (bad version, another user, a bad frame); the daemon
     /// closes it.
