@@ -41,6 +41,9 @@ pub struct TenantSpec {
     pub timing: Option<String>,
     /// Its memory contract, given to the manager when it starts (which may refuse it).
     pub contract: Contract,
+    /// How long it idles between repeats of its measured phase (a notebook between
+    /// cells, a server between bursts): no GPU work while it idles.
+    pub idle_between: IdleBetween,
 }
 
 impl TenantSpec {
@@ -58,8 +61,29 @@ impl TenantSpec {
             logged_faults_per_batch: None,
             timing: None,
             contract: Contract::default(),
+            idle_between: IdleBetween::None,
         }
     }
+}
+
+/// Idle time between a tenant's repeats of its measured phase, once the GPU has done
+/// the work of the repeat that ended (after the last repeat it does not idle).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdleBetween {
+    /// No idle time: the next repeat starts at once (every app before idle times).
+    #[default]
+    None,
+    /// The same time after every repeat.
+    Fixed {
+        /// The idle time.
+        ns: u64,
+    },
+    /// Exponentially distributed times of this mean (requests or cells arriving as a
+    /// Poisson process), drawn from the run's seed and the tenant's index.
+    Exponential {
+        /// The mean idle time.
+        mean_ns: u64,
+    },
 }
 
 /// How the device shares its compute engine among tenants' kernels.

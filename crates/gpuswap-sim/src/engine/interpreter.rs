@@ -1,7 +1,54 @@
 //! The tenant interpreter: runs a tenant's program until it blocks or waits for time.
 
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::config::IdleBetween;
 use super::copies::memcpy_link_bytes;
 use super::*;
+
+/// Mixed into the run's seed for the idle times' generator ("IDLEGAPS"), so that they
+/// draw apart from the other seeded choices of the run.
+const IDLE_SEED_TAG: u64 = 0x4944_4c45_4741_5053;
+
+/// A tenant's idle times between repeats, drawn in order.
+pub(super) struct IdleGaps {
+    /// The fixed time, or the mean of the drawn ones.
+    ns: u64,
+    /// The generator of exponential times, seeded with the run's seed on the tenant's
+    /// own stream (the same scenario and seed give the same times, whatever the other
+    /// tenants draw); none for fixed times.
+    rng: Option<ChaCha8Rng>,
+}
+
+impl IdleGaps {
+    /// Tenant `tenant`'s idle times in a run of `seed`; `None` when it does not idle.
+    pub(super) fn new(between: IdleBetween, seed: u64, tenant: usize) -> Option<Self> {
+        let (ns, drawn) = match between {
+            IdleBetween::None => return None,
+            IdleBetween::Fixed { ns } => (ns, false),
+            IdleBetween::Exponential { mean_ns } => (mean_ns, true),
+        };
+        let rng = drawn.then(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IDLE_SEED_TAG);
+            rng.set_stream(tenant as u64);
+            rng
+        });
+        Some(Self { ns, rng })
+    }
+
+    /// The next idle time.
+    fn next_ns(&mut self) -> u64 {
+        match &mut self.rng {
+            None => self.ns,
+            // Inverse transform sampling: -mean x ln(1 - u) for u uniform in [0, 1).
+            Some(rng) => {
+                let u: f64 = rng.random();
+                (-(1.0 - u).ln() * self.ns as f64).round() as u64
+            }
+        }
+    }
+}
 
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -54,6 +101,14 @@ impl Engine {
                     }
                 }
                 Instr::LoopEnd { start } => {
+                    if tenant.idle.is_some()
+                        && tenant.loops.last().is_some_and(|left| *left > 1)
+                        && start
+                            .checked_sub(1)
+                            .is_some_and(|i| matches!(tenant.instrs[i], Instr::PhaseStart))
+                    {
+                        return self.idle_between_repeats(t, start);
+                    }
                     let left = tenant.loops.last_mut().expect("loop started");
                     *left -= 1;
                     if *left == 0 {
@@ -73,6 +128,25 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The end of a repeat of the measured phase (the loop that opens it, as every app
+    /// writes it) that more repeats follow, for a tenant that idles between them: it
+    /// waits for its GPU work (a cell ends when its results are back), tells the manager
+    /// it has none, then steps again after its idle time.
+    fn idle_between_repeats(&mut self, t: usize, start: usize) {
+        let tenant = &mut self.tenants[t];
+        if tenant.in_flight > 0 {
+            tenant.state = State::WaitingChannel;
+            return;
+        }
+        *tenant.loops.last_mut().expect("loop started") -= 1;
+        tenant.pc = start + 1;
+        let idle_ns = tenant.idle.as_mut().expect("the tenant idles").next_ns();
+        if self.demand_ends(t) {
+            self.apply_actions();
+        }
+        self.schedule_step(t, idle_ns)
     }
 
     /// An allocation call: asks the manager for the buffer of slot `slot`; the tenant

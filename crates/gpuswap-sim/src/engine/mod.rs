@@ -42,9 +42,9 @@ mod recorder;
 mod wakes;
 
 pub use config::{
-    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, EvictionLatency, Faults, InvariantError, Limit,
-    LimitReached, Outcome, PagingOutcome, RunLimits, Sharing, SimConfig, SimError, TenantOutcome,
-    TenantSpec, VictimPause,
+    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, EvictionLatency, Faults, IdleBetween,
+    InvariantError, Limit, LimitReached, Outcome, PagingOutcome, RunLimits, Sharing, SimConfig,
+    SimError, TenantOutcome, TenantSpec, VictimPause,
 };
 
 use chaos::{Chaos, Trigger};
@@ -158,12 +158,14 @@ struct Tenant {
     held_since: Option<u64>,
     /// Whether the manager was last told it has GPU work (under turns).
     busy_said: bool,
+    /// Its idle times between repeats, when it has any (`TenantSpec::idle_between`).
+    idle: Option<interpreter::IdleGaps>,
 }
 
 impl Tenant {
     /// Tenant number `i`, from its specification, its program wrapped with `preset`'s
-    /// runtime.
-    fn new(i: usize, spec: TenantSpec, preset: &Preset) -> Self {
+    /// runtime; `seed` is the run's.
+    fn new(i: usize, spec: TenantSpec, preset: &Preset, seed: u64) -> Self {
         let program = with_runtime(&spec.program, preset);
         Tenant {
             id: TenantId(i as u32),
@@ -196,6 +198,7 @@ impl Tenant {
             endless: spec.endless,
             held_since: None,
             busy_said: false,
+            idle: interpreter::IdleGaps::new(spec.idle_between, seed, i),
         }
     }
 
@@ -343,6 +346,7 @@ impl Engine {
     pub fn new(config: SimConfig) -> Self {
         let optimum = config.optimum;
         let optimum_max_touches = config.optimum_max_touches;
+        let seed = config.manager.seed;
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
         let access_counters = config.preset.features.access_counters;
@@ -353,7 +357,7 @@ impl Engine {
             .tenants
             .into_iter()
             .enumerate()
-            .map(|(i, spec)| Tenant::new(i, spec, &preset))
+            .map(|(i, spec)| Tenant::new(i, spec, &preset, seed))
             .collect();
         let runtime = RuntimeKind::of(&preset, needs.launch_gating);
         let recorder = Recorder::new(
