@@ -1,6 +1,6 @@
 //! A tenant's idle time between repeats (`TenantSpec::idle_between`): each repeat but
 //! the last ends with the tenant idle for that long once its GPU work is done, exponential
-//! times are the same for the same seed, and under turns the idle tenant gives the GPU
+//! times are the same for the same seed and the tenant's own, and under turns the idle tenant gives the GPU
 //! up while it idles.
 
 use gpuswap_core::gpu_time::{GpuTime, TurnSettings};
@@ -11,7 +11,8 @@ use gpuswap_sim::{apps, preset};
 const SECOND_NS: u64 = 1_000_000_000;
 
 /// One stream tenant per entry of `idle`, each repeating its phase `repeat` times, on
-/// the GTX 480 with `vram_mib` of VRAM, under `gpu_time`, in a run of `seed`.
+/// the GTX 480 with `vram_mib` of VRAM, under `gpu_time`, with the manager seeded
+/// `seed`.
 fn run(idle: &[IdleBetween], repeat: u32, vram_mib: u64, gpu_time: GpuTime, seed: u64) -> Outcome {
     let gtx480 = preset::find("gtx480").unwrap();
     let program = apps::find("stream")
@@ -71,16 +72,18 @@ fn a_fixed_idle_time_delays_each_repeat_after_the_first_by_that_time() {
 
 #[test]
 fn exponential_idle_times_follow_the_seed_and_have_their_mean() {
-    let exp = [IdleBetween::Exponential {
+    let exp = |seed| IdleBetween::Exponential {
         mean_ns: SECOND_NS / 10,
-    }];
-    let a = run(&exp, 201, 1024, GpuTime::Concurrent, 7);
-    assert_eq!(
-        a,
-        run(&exp, 201, 1024, GpuTime::Concurrent, 7),
-        "same seed, same run"
-    );
-    let b = run(&exp, 201, 1024, GpuTime::Concurrent, 8);
+        seed,
+        stream: 0,
+    };
+    let a = run(&[exp(7)], 201, 1024, GpuTime::Concurrent, 0);
+    let again = run(&[exp(7)], 201, 1024, GpuTime::Concurrent, 0);
+    assert_eq!(a, again, "same seed, same run");
+    // The times are the tenant's: the manager's seed does not change them.
+    let reseeded = run(&[exp(7)], 201, 1024, GpuTime::Concurrent, 3);
+    assert_eq!(phase_ns(&a, 0), phase_ns(&reseeded, 0));
+    let b = run(&[exp(8)], 201, 1024, GpuTime::Concurrent, 0);
     assert_ne!(
         phase_ns(&a, 0),
         phase_ns(&b, 0),
@@ -88,7 +91,7 @@ fn exponential_idle_times_follow_the_seed_and_have_their_mean() {
     );
     // 200 idle times of mean 0.1 s: 20 s within a few standard deviations (1.4 s).
     let busy = phase_ns(
-        &run(&[IdleBetween::None], 201, 1024, GpuTime::Concurrent, 7),
+        &run(&[IdleBetween::None], 201, 1024, GpuTime::Concurrent, 0),
         0,
     );
     for out in [&a, &b] {
@@ -96,7 +99,12 @@ fn exponential_idle_times_follow_the_seed_and_have_their_mean() {
         assert!((15.0..25.0).contains(&idle_s), "{idle_s} s idle");
     }
     // Each tenant draws on its own stream: two alike tenants idle differently.
-    let pair = run(&[exp[0], exp[0]], 201, 1024, GpuTime::Concurrent, 7);
+    let other = IdleBetween::Exponential {
+        mean_ns: SECOND_NS / 10,
+        seed: 7,
+        stream: 1,
+    };
+    let pair = run(&[exp(7), other], 201, 1024, GpuTime::Concurrent, 0);
     assert_ne!(phase_ns(&pair, 0), phase_ns(&pair, 1));
 }
 

@@ -210,7 +210,7 @@ fn tenant(
         None => 0,
         Some(s) => parsed(s, key("start"), parse_ns, setting.value_error)?,
     };
-    let idle_between = idle_between(t, &key("idle_between"), setting.value_error)?;
+    let idle_between = idle_between(t, i, &key("idle_between"), setting.value_error)?;
     let name = name(t, i, &workload.app_name, others, setting.value_error)?;
     let (priorities, chunk_priorities) = priorities(t, &workload, &key, setting)?;
     let Workload {
@@ -347,10 +347,12 @@ fn repeat(t: &TenantTable, key: &str, value_error: ValueError) -> Result<u32, Sc
         })
 }
 
-/// How long a tenant idles between repeats: a duration, or `exp(DURATION)` for
-/// exponential times of that mean.
+/// How long tenant `i` idles between repeats: a duration, or `exp(DURATION)` for
+/// exponential times of that mean, drawn on the tenant's stream of the scenario's seed
+/// (which `Scenario::set_seed` gives them).
 fn idle_between(
     t: &TenantTable,
+    i: usize,
     key: &str,
     value_error: ValueError,
 ) -> Result<IdleBetween, ScenarioError> {
@@ -359,7 +361,11 @@ fn idle_between(
     };
     let text = value.get_ref().trim();
     let idle = match text.strip_prefix("exp(").and_then(|r| r.strip_suffix(')')) {
-        Some(mean) => parse_ns(mean.trim()).map(|mean_ns| IdleBetween::Exponential { mean_ns }),
+        Some(mean) => parse_ns(mean.trim()).map(|mean_ns| IdleBetween::Exponential {
+            mean_ns,
+            seed: 0,
+            stream: i as u64,
+        }),
         None => parse_ns(text).map(|ns| IdleBetween::Fixed { ns }),
     };
     idle.map_err(|_| {

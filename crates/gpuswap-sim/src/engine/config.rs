@@ -79,11 +79,33 @@ pub enum IdleBetween {
         ns: u64,
     },
     /// Exponentially distributed times of this mean (requests or cells arriving as a
-    /// Poisson process), drawn from the run's seed and the tenant's index.
+    /// Poisson process), drawn with ChaCha8 from the run's seed on the tenant's own
+    /// stream. They belong to the tenant, not to the run: its solo baseline, alone under
+    /// another seed, idles the same times.
     Exponential {
         /// The mean idle time.
         mean_ns: u64,
+        /// The seed of the run the tenant is part of.
+        seed: u64,
+        /// The tenant's index in that run: tenants alike draw different times.
+        stream: u64,
     },
+}
+
+impl IdleBetween {
+    /// The same idle times in a run of seed `seed`: exponential ones drawn anew.
+    pub fn with_seed(self, seed: u64) -> Self {
+        match self {
+            Self::Exponential {
+                mean_ns, stream, ..
+            } => Self::Exponential {
+                mean_ns,
+                seed,
+                stream,
+            },
+            other => other,
+        }
+    }
 }
 
 /// How the device shares its compute engine among tenants' kernels.

@@ -15,26 +15,30 @@ const IDLE_SEED_TAG: u64 = 0x4944_4c45_4741_5053;
 pub(super) struct IdleGaps {
     /// The fixed time, or the mean of the drawn ones.
     ns: u64,
-    /// The generator of exponential times, seeded with the run's seed on the tenant's
-    /// own stream (the same scenario and seed give the same times, whatever the other
-    /// tenants draw); none for fixed times.
+    /// The generator of exponential times (`IdleBetween::Exponential`); none for fixed
+    /// times.
     rng: Option<ChaCha8Rng>,
 }
 
 impl IdleGaps {
-    /// Tenant `tenant`'s idle times in a run of `seed`; `None` when it does not idle.
-    pub(super) fn new(between: IdleBetween, seed: u64, tenant: usize) -> Option<Self> {
-        let (ns, drawn) = match between {
-            IdleBetween::None => return None,
-            IdleBetween::Fixed { ns } => (ns, false),
-            IdleBetween::Exponential { mean_ns } => (mean_ns, true),
-        };
-        let rng = drawn.then(|| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IDLE_SEED_TAG);
-            rng.set_stream(tenant as u64);
-            rng
-        });
-        Some(Self { ns, rng })
+    /// The idle times `between` asks for; `None` when the tenant does not idle.
+    pub(super) fn new(between: IdleBetween) -> Option<Self> {
+        match between {
+            IdleBetween::None => None,
+            IdleBetween::Fixed { ns } => Some(Self { ns, rng: None }),
+            IdleBetween::Exponential {
+                mean_ns,
+                seed,
+                stream,
+            } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IDLE_SEED_TAG);
+                rng.set_stream(stream);
+                Some(Self {
+                    ns: mean_ns,
+                    rng: Some(rng),
+                })
+            }
+        }
     }
 
     /// The next idle time.

@@ -164,8 +164,8 @@ struct Tenant {
 
 impl Tenant {
     /// Tenant number `i`, from its specification, its program wrapped with `preset`'s
-    /// runtime; `seed` is the run's.
-    fn new(i: usize, spec: TenantSpec, preset: &Preset, seed: u64) -> Self {
+    /// runtime.
+    fn new(i: usize, spec: TenantSpec, preset: &Preset) -> Self {
         let program = with_runtime(&spec.program, preset);
         Tenant {
             id: TenantId(i as u32),
@@ -198,7 +198,7 @@ impl Tenant {
             endless: spec.endless,
             held_since: None,
             busy_said: false,
-            idle: interpreter::IdleGaps::new(spec.idle_between, seed, i),
+            idle: interpreter::IdleGaps::new(spec.idle_between),
         }
     }
 
@@ -346,7 +346,6 @@ impl Engine {
     pub fn new(config: SimConfig) -> Self {
         let optimum = config.optimum;
         let optimum_max_touches = config.optimum_max_touches;
-        let seed = config.manager.seed;
         let manager = Manager::new(config.manager);
         let needs = manager.needs();
         let access_counters = config.preset.features.access_counters;
@@ -357,7 +356,7 @@ impl Engine {
             .tenants
             .into_iter()
             .enumerate()
-            .map(|(i, spec)| Tenant::new(i, spec, &preset, seed))
+            .map(|(i, spec)| Tenant::new(i, spec, &preset))
             .collect();
         let runtime = RuntimeKind::of(&preset, needs.launch_gating);
         let recorder = Recorder::new(
