@@ -25,7 +25,9 @@
 //! activations' gradients passed between layers (`2 s b d` bytes a layer) and the input
 //! tokens (8 bytes each) are left out: a few MiB against GiB. No `Sync` in a step: a
 //! training loop only queues launches unless it reads the loss (which loops do every
-//! few steps for logging); the phase's closing `Sync` waits for the last step.
+//! few steps for logging); the phase's closing `Sync` waits for the last step. A repeat
+//! is `steps` steps (1 by default): a notebook cell that trains for a while, with the
+//! tenant's `idle_between` between cells.
 //!
 //! **Compute.** The forward pass is a multiply-add per weight per token and the
 //! attention's `2 x context x d` per token and layer (causal: the mean context is half
@@ -50,8 +52,8 @@ pub struct TrainStep;
 const HELP: &str = "default (gpt2, 1 sequence of 1024 tokens, no cold table), a model \
                     (gpt2, opt-1.3b, gpt2-xl), or comma-separated key=value pairs: \
                     model=NAME, batch=SEQUENCES per step (1 to 1024), seq=TOKENS per \
-                    sequence (1 to the model's positions), cold=SIZE of a table the steps \
-                    do not touch (B, KiB, MiB, GiB)";
+                    sequence (1 to the model's positions), steps=STEPS a repeat (1 to \
+                    100000), cold=SIZE of a table the steps do not touch (B, KiB, MiB, GiB)";
 /// fp32 master weights, momentum and variance: bytes per parameter.
 const OPTIMIZER_BYTES_PER_PARAM: u64 = 12;
 /// Activation bytes per token and model width kept per layer (Korthikanti et al.).
@@ -64,6 +66,8 @@ const BACKWARD_PER_FORWARD: u64 = 2;
 const ADAM_OPS_PER_PARAM: u64 = 20;
 /// Most sequences per step.
 const MAX_BATCH: u64 = 1024;
+/// Most steps a repeat.
+const MAX_STEPS: u64 = 100_000;
 
 impl AppModel for TrainStep {
     fn name(&self) -> &'static str {
@@ -91,6 +95,8 @@ struct Input {
     batch: u64,
     /// Tokens per sequence.
     seq: u64,
+    /// Steps a repeat: a notebook cell's, say.
+    steps: u64,
     /// The cold table's bytes (none when 0).
     cold_bytes: u64,
 }
@@ -101,6 +107,7 @@ impl Input {
         Self {
             model,
             batch: 1,
+            steps: 1,
             seq: model.positions,
             cold_bytes: 0,
         }
@@ -131,6 +138,7 @@ fn parse(size: &str) -> Result<Input, SizeError> {
         match key {
             "model" => input.model = model(value).map_err(err)?,
             "batch" => input.batch = count(key, value, MAX_BATCH).map_err(err)?,
+            "steps" => input.steps = count(key, value, MAX_STEPS).map_err(err)?,
             "seq" => seq = Some(value),
             "cold" => {
                 input.cold_bytes = parse_bytes(value).map_err(|e| err(format!("cold: {e}")))?
@@ -180,9 +188,9 @@ fn program(input: &Input, repeat: u32) -> Program {
     // Causal attention: the mean context is half the sequence.
     let layer_ops = tensor_ops(input.tokens() * m.layer_fma(input.seq / 2));
     let head_ops = tensor_ops(input.tokens() * m.head_fma());
-    let mut body = Vec::new();
+    let mut step = Vec::new();
     for l in 0..m.layers {
-        body.push(launch(
+        step.push(launch(
             "layer_forward",
             layer_ops,
             vec![
@@ -191,7 +199,7 @@ fn program(input: &Input, repeat: u32) -> Program {
             ],
         ));
     }
-    body.push(launch(
+    step.push(launch(
         "head_forward",
         head_ops,
         vec![
@@ -199,7 +207,7 @@ fn program(input: &Input, repeat: u32) -> Program {
             range(logits, 0, logits_bytes, false, true),
         ],
     ));
-    body.push(launch(
+    step.push(launch(
         "head_backward",
         BACKWARD_PER_FORWARD * head_ops,
         vec![
@@ -209,7 +217,7 @@ fn program(input: &Input, repeat: u32) -> Program {
         ],
     ));
     for l in (0..m.layers).rev() {
-        body.push(launch(
+        step.push(launch(
             "layer_backward",
             BACKWARD_PER_FORWARD * layer_ops,
             vec![
@@ -220,7 +228,7 @@ fn program(input: &Input, repeat: u32) -> Program {
         ));
     }
     let all = |slot, bytes, read, write| range(slot, 0, bytes, read, write);
-    body.push(launch(
+    step.push(launch(
         "adam",
         ADAM_OPS_PER_PARAM * params,
         vec![
@@ -240,6 +248,10 @@ fn program(input: &Input, repeat: u32) -> Program {
         setup.push(h2d(cold, input.cold_bytes));
     }
     let teardown = slots.into_iter().map(Op::Free).collect();
+    let body = vec![Op::Repeat {
+        times: input.steps as u32,
+        body: step,
+    }];
     p.ops = phased(setup, repeat, body, teardown);
     p
 }
@@ -290,6 +302,8 @@ mod tests {
         let body = phase_body(&p, 10);
         // A forward and a backward kernel per layer, the head's two and Adam.
         assert_eq!(launches(body), 12 * 2 + 2 + 1);
+        let cell = TrainStep.program("steps=50", 1, gtx480()).unwrap();
+        assert_eq!(launches(phase_body(&cell, 1)), 50 * (12 * 2 + 2 + 1));
         let t = traffic(body, p.buffers.len());
         let b: Vec<_> = p.buffers.iter().map(|b| b.bytes).collect();
         // Weights: read forward and backward (the embedding by the head, twice), then
@@ -319,8 +333,10 @@ mod tests {
         let p = TrainStep
             .program("model=opt-1.3b,seq=2048", 1, gtx480())
             .unwrap();
-        let body = phase_body(&p, 1);
-        let matrix_ops: u64 = body
+        let Op::Repeat { body: step, .. } = &phase_body(&p, 1)[0] else {
+            panic!("a repeat is steps");
+        };
+        let matrix_ops: u64 = step
             .iter()
             .filter_map(|op| match op {
                 Op::Launch(k) if k.name != "adam" => Some(k.ops),
@@ -340,6 +356,7 @@ mod tests {
         rejects(&TrainStep, "model=llama", "unknown model");
         rejects(&TrainStep, "model=gpt2,seq=1025", "1 to 1024");
         rejects(&TrainStep, "batch=0", "1 to 1024");
+        rejects(&TrainStep, "steps=100001", "1 to 100000");
         rejects(&TrainStep, "cold=12", "cold");
         rejects(&TrainStep, "depth=3", "unknown key");
         rejects(
