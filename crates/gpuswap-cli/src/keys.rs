@@ -206,6 +206,12 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
         "how often the app's main computation runs",
     ),
     (
+        "tenant.idle_between",
+        "duration: ns, us, ms, s; or exp(DURATION), exponential times of that mean drawn from the seed",
+        "unset: none",
+        "idle time between repeats, after the repeat's GPU work is done (a notebook between cells, a server between bursts)",
+    ),
+    (
         "tenant.start",
         "duration: ns, us, ms, s",
         "0s",
@@ -488,6 +494,9 @@ impl Template {
         }
         out += &self.commented(&[("tenant.size", "\"default\"")]);
         out += &self.set("tenant.repeat", "10");
+        if full {
+            out += &self.commented(&[("tenant.idle_between", "\"exp(20s)\"")]);
+        }
         out += &self.set("tenant.start", &format!("\"{start}\""));
         if full {
             out += &self.commented(&[

@@ -75,10 +75,14 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Sets the seed of the run: the report's and the manager's random choices'.
+    /// Sets the seed of the run: the report's, the manager's and the tenants' random
+    /// choices' (their exponential idle times).
     pub fn set_seed(&mut self, seed: u64) {
         self.seed = seed;
         self.config.manager.seed = seed;
+        for tenant in &mut self.config.tenants {
+            tenant.idle_between = tenant.idle_between.with_seed(seed);
+        }
     }
 }
 
@@ -149,18 +153,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     config.manager.chunk_bytes = manager.chunk_bytes;
     config.manager.host_bytes = device.host_bytes;
     config.manager.return_interval_ns = manager.return_interval_ns;
-    config.manager.seed = seed;
     config.sharing = device.sharing;
     config.manager.gpu_time = gpu_time;
     config.manager.idle = manager.idle;
     config.manager.scheduling = scheduling;
     config.optimum = manager.optimum;
-    Ok(Scenario {
+    let mut scenario = Scenario {
         has_sweep: file.sweep.is_some(),
         name: name_of(path),
         seed,
         config,
-    })
+    };
+    scenario.set_seed(seed);
+    Ok(scenario)
 }
 
 /// How tenants share the GPU's time: `[manager] gpu_time`, or its alias `[device]

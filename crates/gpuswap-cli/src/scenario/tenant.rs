@@ -8,7 +8,7 @@ use gpuswap_core::contract::{Contract, Term};
 use gpuswap_core::uvm::pages::{PAGE_BYTES, PAGES_PER_BLOCK};
 use gpuswap_core::{AtLimit, PolicySettings};
 use gpuswap_sim::apps;
-use gpuswap_sim::engine::TenantSpec;
+use gpuswap_sim::engine::{IdleBetween, TenantSpec};
 use gpuswap_sim::preset::Preset;
 use gpuswap_sim::program::Program;
 use gpuswap_sim::trace::torch::{Snapshot, SnapshotError};
@@ -45,6 +45,8 @@ pub(super) struct TenantTable {
     fault_log: Option<Spanned<String>>,
     size: Option<Spanned<String>>,
     repeat: Option<Spanned<i64>>,
+    /// Idle time between repeats: a duration, or `exp(DURATION)`.
+    idle_between: Option<Spanned<String>>,
     start: Option<Spanned<String>>,
     priorities_file: Option<Spanned<String>>,
     #[serde(default)]
@@ -208,6 +210,7 @@ fn tenant(
         None => 0,
         Some(s) => parsed(s, key("start"), parse_ns, setting.value_error)?,
     };
+    let idle_between = idle_between(t, i, &key("idle_between"), setting.value_error)?;
     let name = name(t, i, &workload.app_name, others, setting.value_error)?;
     let (priorities, chunk_priorities) = priorities(t, &workload, &key, setting)?;
     let Workload {
@@ -226,6 +229,7 @@ fn tenant(
         logged_faults_per_batch,
         timing,
         contract,
+        idle_between,
         ..TenantSpec::new(name, app_name, program)
     })
 }
@@ -343,6 +347,39 @@ fn repeat(t: &TenantTable, key: &str, value_error: ValueError) -> Result<u32, Sc
         })
 }
 
+/// How long tenant `i` idles between repeats: a duration, or `exp(DURATION)` for
+/// exponential times of that mean, drawn on the tenant's stream of the scenario's seed
+/// (which `Scenario::set_seed` gives them).
+fn idle_between(
+    t: &TenantTable,
+    i: usize,
+    key: &str,
+    value_error: ValueError,
+) -> Result<IdleBetween, ScenarioError> {
+    let Some(value) = &t.idle_between else {
+        return Ok(IdleBetween::None);
+    };
+    let text = value.get_ref().trim();
+    let idle = match text.strip_prefix("exp(").and_then(|r| r.strip_suffix(')')) {
+        Some(mean) => parse_ns(mean.trim()).map(|mean_ns| IdleBetween::Exponential {
+            mean_ns,
+            seed: 0,
+            stream: i as u64,
+        }),
+        None => parse_ns(text).map(|ns| IdleBetween::Fixed { ns }),
+    };
+    idle.map_err(|_| {
+        value_error(
+            key.into(),
+            Some(value.span()),
+            format!(
+                "expected a duration with a unit (\"20s\"; ns, us, ms or s), or \"exp(DURATION)\" for exponentially distributed idle times of that mean (\"exp(20s)\"); got {:?}",
+                value.get_ref()
+            ),
+        )
+    })
+}
+
 /// A tenant replaying the PyTorch memory snapshot `trace`: its workload name (the
 /// file's stem), program and timing (`Snapshot::timing`).
 fn trace_program(
@@ -393,7 +430,8 @@ fn fault_log(
     read_replayed(log, &key("fault_log"), setting, FaultLog::parse)
 }
 
-/// Refuses the keys that size an app (`size`, `repeat`) on a tenant replaying `what`.
+/// Refuses the keys that size an app (`size`, `repeat`, `idle_between`) on a tenant
+/// replaying `what`.
 fn refuse_app_keys(
     t: &TenantTable,
     what: &str,
@@ -403,6 +441,7 @@ fn refuse_app_keys(
     for (field, span) in [
         ("size", t.size.as_ref().map(Spanned::span)),
         ("repeat", t.repeat.as_ref().map(Spanned::span)),
+        ("idle_between", t.idle_between.as_ref().map(Spanned::span)),
     ] {
         if span.is_some() {
             return Err(value_error(

@@ -73,6 +73,7 @@ mod bfs;
 mod common;
 mod conv2d;
 mod corr;
+mod decode_step;
 mod fdtd2d;
 mod gaussian;
 mod gesummv;
@@ -94,6 +95,8 @@ mod srad_v1;
 mod srad_v2;
 mod sssp;
 mod stream;
+mod train_step;
+mod transformer;
 
 pub use model::{AppModel, PatternClass, SizeError};
 
@@ -126,6 +129,8 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &stream::Stream,
         &random::Random,
         &matmul::Matmul,
+        &train_step::TrainStep,
+        &decode_step::DecodeStep,
     ]
 }
 
@@ -424,6 +429,9 @@ mod tests {
                 "alloc" => 1800.0..=2000.0,
                 // pageDoS's buffer: our 1 GiB (the paper gives none).
                 "pagedos" => 1024.0..=1024.0,
+                // A transformer's steps: a real model's weights (GPT-2's 124 M for
+                // training, OPT-1.3B's 1.3 B for decoding), a few GiB.
+                "train-step" | "decode-step" => 2000.0..=4000.0,
                 _ if research => 1.0..=160.0,
                 _ if pilot => 100.0..=1100.0,
                 _ => 100.0..=250.0_f64,

@@ -41,6 +41,9 @@ pub struct TenantSpec {
     pub timing: Option<String>,
     /// Its memory contract, given to the manager when it starts (which may refuse it).
     pub contract: Contract,
+    /// How long it idles between repeats of its measured phase (a notebook between
+    /// cells, a server between bursts): no GPU work while it idles.
+    pub idle_between: IdleBetween,
 }
 
 impl TenantSpec {
@@ -58,6 +61,49 @@ impl TenantSpec {
             logged_faults_per_batch: None,
             timing: None,
             contract: Contract::default(),
+            idle_between: IdleBetween::None,
+        }
+    }
+}
+
+/// Idle time between a tenant's repeats of its measured phase, once the GPU has done
+/// the work of the repeat that ended (after the last repeat it does not idle).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdleBetween {
+    /// No idle time: the next repeat starts at once (every app before idle times).
+    #[default]
+    None,
+    /// The same time after every repeat.
+    Fixed {
+        /// The idle time.
+        ns: u64,
+    },
+    /// Exponentially distributed times of this mean (requests or cells arriving as a
+    /// Poisson process), drawn with ChaCha8 from the run's seed on the tenant's own
+    /// stream. They belong to the tenant, not to the run: its solo baseline, alone under
+    /// another seed, idles the same times.
+    Exponential {
+        /// The mean idle time.
+        mean_ns: u64,
+        /// The seed of the run the tenant is part of.
+        seed: u64,
+        /// The tenant's index in that run: tenants alike draw different times.
+        stream: u64,
+    },
+}
+
+impl IdleBetween {
+    /// The same idle times in a run of seed `seed`: exponential ones drawn anew.
+    pub fn with_seed(self, seed: u64) -> Self {
+        match self {
+            Self::Exponential {
+                mean_ns, stream, ..
+            } => Self::Exponential {
+                mean_ns,
+                seed,
+                stream,
+            },
+            other => other,
         }
     }
 }

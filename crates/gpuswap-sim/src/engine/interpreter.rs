@@ -1,7 +1,58 @@
 //! The tenant interpreter: runs a tenant's program until it blocks or waits for time.
 
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::config::IdleBetween;
 use super::copies::memcpy_link_bytes;
 use super::*;
+
+/// Mixed into the run's seed for the idle times' generator ("IDLEGAPS"), so that they
+/// draw apart from the other seeded choices of the run.
+const IDLE_SEED_TAG: u64 = 0x4944_4c45_4741_5053;
+
+/// A tenant's idle times between repeats, drawn in order.
+pub(super) struct IdleGaps {
+    /// The fixed time, or the mean of the drawn ones.
+    ns: u64,
+    /// The generator of exponential times (`IdleBetween::Exponential`); none for fixed
+    /// times.
+    rng: Option<ChaCha8Rng>,
+}
+
+impl IdleGaps {
+    /// The idle times `between` asks for; `None` when the tenant does not idle.
+    pub(super) fn new(between: IdleBetween) -> Option<Self> {
+        match between {
+            IdleBetween::None => None,
+            IdleBetween::Fixed { ns } => Some(Self { ns, rng: None }),
+            IdleBetween::Exponential {
+                mean_ns,
+                seed,
+                stream,
+            } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IDLE_SEED_TAG);
+                rng.set_stream(stream);
+                Some(Self {
+                    ns: mean_ns,
+                    rng: Some(rng),
+                })
+            }
+        }
+    }
+
+    /// The next idle time.
+    fn next_ns(&mut self) -> u64 {
+        match &mut self.rng {
+            None => self.ns,
+            // Inverse transform sampling: -mean x ln(1 - u) for u uniform in [0, 1).
+            Some(rng) => {
+                let u: f64 = rng.random();
+                (-(1.0 - u).ln() * self.ns as f64).round() as u64
+            }
+        }
+    }
+}
 
 impl Engine {
     /// Runs the tenant's program until it blocks or waits for time to pass.
@@ -54,6 +105,14 @@ impl Engine {
                     }
                 }
                 Instr::LoopEnd { start } => {
+                    if tenant.idle.is_some()
+                        && tenant.loops.last().is_some_and(|left| *left > 1)
+                        && start
+                            .checked_sub(1)
+                            .is_some_and(|i| matches!(tenant.instrs[i], Instr::PhaseStart))
+                    {
+                        return self.idle_between_repeats(t, start);
+                    }
                     let left = tenant.loops.last_mut().expect("loop started");
                     *left -= 1;
                     if *left == 0 {
@@ -73,6 +132,25 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The end of a repeat of the measured phase (the loop that opens it, as every app
+    /// writes it) that more repeats follow, for a tenant that idles between them: it
+    /// waits for its GPU work (a cell ends when its results are back), tells the manager
+    /// it has none, then steps again after its idle time.
+    fn idle_between_repeats(&mut self, t: usize, start: usize) {
+        let tenant = &mut self.tenants[t];
+        if tenant.in_flight > 0 {
+            tenant.state = State::WaitingChannel;
+            return;
+        }
+        *tenant.loops.last_mut().expect("loop started") -= 1;
+        tenant.pc = start + 1;
+        let idle_ns = tenant.idle.as_mut().expect("the tenant idles").next_ns();
+        if self.demand_ends(t) {
+            self.apply_actions();
+        }
+        self.schedule_step(t, idle_ns)
     }
 
     /// An allocation call: asks the manager for the buffer of slot `slot`; the tenant

@@ -43,9 +43,9 @@ mod recorder;
 mod wakes;
 
 pub use config::{
-    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, EvictionLatency, Faults, InvariantError, Limit,
-    LimitReached, Outcome, PagingOutcome, RunLimits, Sharing, SimConfig, SimError, TenantOutcome,
-    TenantSpec, VictimPause,
+    Crash, CrashPoint, DEFAULT_MAX_PAGE_TOUCHES, EvictionLatency, Faults, IdleBetween,
+    InvariantError, Limit, LimitReached, Outcome, PagingOutcome, RunLimits, Sharing, SimConfig,
+    SimError, TenantOutcome, TenantSpec, VictimPause,
 };
 
 use chaos::{Chaos, Trigger};
@@ -161,6 +161,8 @@ struct Tenant {
     held_since: Option<u64>,
     /// Whether the manager was last told it has GPU work (under turns).
     busy_said: bool,
+    /// Its idle times between repeats, when it has any (`TenantSpec::idle_between`).
+    idle: Option<interpreter::IdleGaps>,
 }
 
 impl Tenant {
@@ -199,6 +201,7 @@ impl Tenant {
             endless: spec.endless,
             held_since: None,
             busy_said: false,
+            idle: interpreter::IdleGaps::new(spec.idle_between),
         }
     }
 
