@@ -152,7 +152,9 @@ def latency_tables(old, new):
     print()
     # The old "no contention" scenario ran two instances: the new contention case.
     o = old / "eviction-latency"
-    if o.exists() and (new / "eviction-latency-contention").exists():
+    # Only a run from before the swap has two instances ("tenant.app") in that folder.
+    swapped = o.exists() and "tenant.app" not in read(o / "results.csv")[0]
+    if o.exists() and not swapped and (new / "eviction-latency-contention").exists():
         print("Two instances, old scenario (`eviction-latency.toml` before the swap) → new "
               "(`eviction-latency-contention.toml`), mean of the medians (largest maximum), ms:\n")
         print("| app | random | priority |")
@@ -204,17 +206,11 @@ def chunk_tables(old, new):
     print()
 
 
-def five_tables(new):
-    folder = new / "five-instances"
-    if not folder.exists():
-        print("(five-instances missing)\n")
-        return
-    print("### Five instances (new)\n")
-    print("Slowest measured phase (s), Jain's index over the five slowdowns, and relocated "
-          "MiB per instance (mean over instances and runs).\n")
+def five_instance_rows(folder):
+    """The five-instances table's lines: per app and limit, the slowest measured phase,
+    Jain's index over the five slowdowns and the MiB relocated per instance."""
     limits = ["1400MiB", "1000MiB", "700MiB", "400MiB", "200MiB"]
-    print("| app | " + " | ".join(f"{l}" for l in limits) + " |")
-    print("|---|" + "---|" * len(limits))
+    lines = ["| app | " + " | ".join(limits) + " |", "|---|" + "---|" * len(limits)]
     summary = {(r["tenant.app"], r["device.memory_limit"]): r for r in read(folder / "summary.csv")}
     evicted = {}
     for r in read(folder / "results.csv"):
@@ -232,7 +228,19 @@ def five_tables(new):
             e = evicted.get((app, l), [0.0])
             mean_mib = sum(e) / len(e) / 2**20
             cells.append(f"{s(r['slowest_phase_ns.mean'])} s, {float(r['jain_slowdown.mean']):.3f}, {mean_mib:.0f}")
-        print(f"| {app} | " + " | ".join(cells) + " |")
+        lines.append(f"| {app} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def five_tables(new):
+    folder = new / "five-instances"
+    if not folder.exists():
+        print("(five-instances missing)\n")
+        return
+    print("### Five instances (new)\n")
+    print("Slowest measured phase (s), Jain's index over the five slowdowns, and relocated "
+          "MiB per instance (mean over instances and runs).\n")
+    print("\n".join(five_instance_rows(folder)))
     print()
 
 

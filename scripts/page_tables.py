@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Regenerates the tables of the reproduction pages from the binary, so a page cannot
+drift from the figures it states.
+
+    scripts/page_tables.py [--bin BIN] [--out DIR] [--check | --write] [TABLE ...]
+
+Each regenerated table sits on its page between `<!-- table NAME -->` and
+`<!-- /table -->`. For each TABLE named (all by default; `--list` names them), the
+script runs the sweeps or comparisons the table comes from with BIN (default
+target/release/gpuswap) into DIR (default a temporary folder), then prints the table,
+or with --check compares it with the page's text (exit status 1 and a diff where they
+differ), or with --write puts it in the page. Every run is deterministic, so a page
+whose tables pass --check says what the binary gives.
+"""
+
+import argparse
+import csv
+import difflib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import repro_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+MIXED_SETS = ["11/2/2", "2/2/11", "3/6/6", "6/3/6", "6/6/3"]
+UVM_VARIANTS = ["tree-eviction", "lru-2mb", "zero-copy", "delayed-adaptive", "adaptive-coarse", "adaptive", "optimum"]
+UVM_CLASSES = ["streaming", "regular", "mixed", "random", "all"]
+
+
+def sweep(bin_path, scenario, out, *extra):
+    """Runs `gpuswap sweep` of a scenario under scenarios/ into out/<its name>."""
+    folder = out / Path(scenario).stem
+    if not (folder / "summary.csv").exists():
+        subprocess.run(
+            [str(bin_path), "sweep", str(ROOT / "scenarios" / scenario), "--out", str(folder), "--quiet", "--force", *extra],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return folder
+
+
+def read(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def evictions(bin_path, out):
+    """docs/reproduction.md, section 3: the instances' eviction latency at 100 MiB."""
+    specs = [
+        ("repro/eviction-latency.toml", "tenant[1].app"),
+        ("repro/eviction-latency-contention.toml", "tenant.app"),
+    ]
+    tables = [repro_tables.tenant_evictions(sweep(bin_path, s, out), key) for s, key in specs]
+    lines = [
+        "| app | alone, random | alone, priority | contention, random | contention, priority |",
+        "|---|---|---|---|---|",
+    ]
+    for app in repro_tables.APPS:
+        cells = []
+        for rows in tables:
+            for policy in ["random", "priority-buffer"]:
+                v = rows.get((app, policy))
+                cells.append(f"{repro_tables.ms(v[0])} ({repro_tables.ms(v[1])})" if v else "-")
+        lines.append(f"| {app} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def five_instances(bin_path, out):
+    """docs/reproduction.md, section 5: five instances against the limit."""
+    return repro_tables.five_instance_rows(sweep(bin_path, "repro/five-instances.toml", out))
+
+
+def uvm_rows(bin_path, out):
+    folder = sweep(bin_path, "uvm/adaptive.toml", out)
+    return read(folder / "normalized.csv")
+
+
+def level(text):
+    return f"{float(text):g}"
+
+
+def uvm_adaptive(bin_path, out):
+    """docs/uvm-reproduction.md: kernel time over the default's, per workload."""
+    head = "| level | app | class | " + " | ".join(UVM_VARIANTS) + " | faults default / adaptive |"
+    lines = [head, "|---|---|---|" + "---|" * (len(UVM_VARIANTS) + 1)]
+    for r in uvm_rows(bin_path, out):
+        if r["tenant.app"] == "geomean":
+            continue
+        cells = [f"{float(r[v]):.2f}" for v in UVM_VARIANTS]
+        faults = f"{r['default.far_faults']} / {r['adaptive.far_faults']}"
+        lines.append(f"| {level(r['device.oversubscription'])} | {r['tenant.app']} | {r['class']} | " + " | ".join(cells) + f" | {faults} |")
+    return lines
+
+
+def uvm_geomeans(bin_path, out):
+    """docs/uvm-reproduction.md: geometric means per pattern class."""
+    rows = {(r["device.oversubscription"], r["class"]): r for r in uvm_rows(bin_path, out) if r["tenant.app"] == "geomean"}
+    lines = ["| level | class | " + " | ".join(UVM_VARIANTS) + " |", "|---|---|" + "---|" * len(UVM_VARIANTS)]
+    for lvl in sorted({k[0] for k in rows}, key=float):
+        for cls in UVM_CLASSES:
+            r = rows[(lvl, cls)]
+            lines.append(f"| {level(lvl)} | {cls} | " + " | ".join(f"{float(r[v]):.2f}" for v in UVM_VARIANTS) + " |")
+    return lines
+
+
+def millions(x):
+    return f"{float(x) / 1e6:.2f} M"
+
+
+def vgpu_placement(bin_path, out):
+    """docs/dymgpu-reproduction.md, section 2: placement against the number of VMs."""
+    rows = read(sweep(bin_path, "vgpu/placement.toml", out) / "summary.csv")
+    by = {(r["manager.placement"], int(r["vm[2].count"])): r for r in rows}
+    lines = [
+        "| VMs | slots asked | gScale copies | dymgpu-size | dymgpu-util | cycles/switch gScale | size | util | mean fps gScale | size | util |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    # The page shows every other point from 4 VMs up (3 fixed VMs and COUNT benchmarks).
+    for count in [1, 3, 4, 5, 6, 8, 10, 12]:
+        copies = [float(by[(p, count)]["slot_copies.mean"]) for p in ["gscale", "dymgpu-size", "dymgpu-util"]]
+        cells = [str(count + 3), str(28 + 8 * count), f"{copies[0]:.0f}"]
+        cells += [f"{c:.0f} ({(c / copies[0] - 1) * 100:+.0f} %)" for c in copies[1:]]
+        cells += [millions(by[(p, count)]["cycles_per_switch.mean"]) for p in ["gscale", "dymgpu-size", "dymgpu-util"]]
+        cells += [f"{float(by[(p, count)]['mean_fps.mean']):.1f}" for p in ["gscale", "dymgpu-size", "dymgpu-util"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def grouped(n):
+    """An integer with a thin space every three digits, as the page writes counts."""
+    return f"{int(n):,}".replace(",", " ")
+
+
+def vgpu_mixed(bin_path, out):
+    """docs/dymgpu-reproduction.md, section 3: the five mixed-utilization sets."""
+    text = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "vgpu-mixed-sets.sh")],
+        env={**os.environ, "GPUSWAP_BIN": str(bin_path)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    sets = {}
+    name = None
+    for line in text.splitlines():
+        if line.startswith("== "):
+            name = line[3:]
+            sets[name] = {}
+        elif name and re.match(r"^(gscale|dymgpu-size|dymgpu-util) ", line):
+            f = line.split()
+            sets[name][f[0]] = {"fps": f[4], "switches": f[5], "copies": f[6], "cps": f[7]}
+    lines = [
+        "| set | gScale copies | dymgpu-size | dymgpu-util | switches gScale / DymGPU | cycles per switch gScale / DymGPU | mean fps gScale / DymGPU |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in MIXED_SETS:
+        g, z, u = sets[s]["gscale"], sets[s]["dymgpu-size"], sets[s]["dymgpu-util"]
+        lines.append(
+            f"| {s} | {grouped(g['copies'])} | {grouped(z['copies'])} | {grouped(u['copies'])} | "
+            f"{grouped(g['switches'])} / {grouped(z['switches'])} | {millions(g['cps'])} / {millions(z['cps'])} | "
+            f"{g['fps']} / {z['fps']} |"
+        )
+    return lines
+
+
+# name: (page, function)
+TABLES = {
+    "evictions": ("reproduction.md", evictions),
+    "five-instances": ("reproduction.md", five_instances),
+    "uvm-adaptive": ("uvm-reproduction.md", uvm_adaptive),
+    "uvm-geomeans": ("uvm-reproduction.md", uvm_geomeans),
+    "vgpu-placement": ("dymgpu-reproduction.md", vgpu_placement),
+    "vgpu-mixed": ("dymgpu-reproduction.md", vgpu_mixed),
+}
+
+
+def block(name):
+    return re.compile(rf"(<!-- table {re.escape(name)} -->\n)(.*?)(<!-- /table -->)", re.S)
+
+
+def committed(page_text, name):
+    m = block(name).search(page_text)
+    if m is None:
+        sys.exit(f"no `<!-- table {name} -->` block in the page")
+    return m.group(2)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tables", nargs="*", metavar="TABLE")
+    parser.add_argument("--bin", default=str(ROOT / "target" / "release" / "gpuswap"))
+    parser.add_argument("--out", help="where the sweeps write (reused when already there)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="compare with the pages; exit 1 on a difference")
+    mode.add_argument("--write", action="store_true", help="put the tables in the pages")
+    mode.add_argument("--list", action="store_true", help="name the tables and their pages")
+    args = parser.parse_args()
+    if args.list:
+        for name, (page, fn) in TABLES.items():
+            print(f"{name}\tdocs/{page}\t{fn.__doc__}")
+        return
+    names = args.tables or list(TABLES)
+    unknown = [n for n in names if n not in TABLES]
+    if unknown:
+        sys.exit(f"unknown table(s) {', '.join(unknown)}; --list names them")
+    bin_path = Path(args.bin).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(args.out) if args.out else Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        differ = False
+        for name in names:
+            page, fn = TABLES[name]
+            text = "\n".join(fn(bin_path, out)) + "\n"
+            path = DOCS / page
+            if args.check:
+                old = committed(path.read_text(), name)
+                if old != text:
+                    differ = True
+                    sys.stdout.writelines(
+                        difflib.unified_diff(old.splitlines(True), text.splitlines(True), f"docs/{page} ({name})", "the binary")
+                    )
+                else:
+                    print(f"{name}: docs/{page} agrees with the binary")
+            elif args.write:
+                page_text = path.read_text()
+                committed(page_text, name)
+                path.write_text(block(name).sub(lambda m: m.group(1) + text + m.group(3), page_text))
+                print(f"{name}: wrote docs/{page}")
+            else:
+                print(f"### {name} (docs/{page})\n\n{text}")
+        sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
