@@ -32,9 +32,10 @@ UVM_VARIANTS = ["tree-eviction", "lru-2mb", "zero-copy", "delayed-adaptive", "ad
 UVM_CLASSES = ["streaming", "regular", "mixed", "random", "all"]
 
 
-def sweep(bin_path, scenario, out, *extra):
-    """Runs `gpuswap sweep` of a scenario under scenarios/ into out/<its name>."""
-    folder = out / Path(scenario).stem
+def sweep(bin_path, scenario, out, *extra, name=None):
+    """Runs `gpuswap sweep` of a scenario under scenarios/ into out/NAME (default: the
+    scenario's name), unless an earlier table left it there."""
+    folder = out / (name or Path(scenario).stem)
     if not (folder / "summary.csv").exists():
         subprocess.run(
             [str(bin_path), "sweep", str(ROOT / "scenarios" / scenario), "--out", str(folder), "--quiet", "--force", *extra],
@@ -73,6 +74,38 @@ def evictions(bin_path, out):
 def five_instances(bin_path, out):
     """docs/reproduction.md, section 5: five instances against the limit."""
     return repro_tables.five_instance_rows(sweep(bin_path, "repro/five-instances.toml", out))
+
+
+GPUSWAP = "chunk_policy=random mode=gpuswap"
+GDEV_LIMITS = ["mode=gdev", "launch_limit=32 mode=gdev"]
+
+
+def phases(folder, key):
+    """{(manager, key's value): slowest measured phase in s} of a sweep."""
+    return {(r["manager"], r[key]): float(r["slowest_phase_ns.mean"]) / 1e9 for r in read(folder / "summary.csv")}
+
+
+def gdev_gap(bin_path, out):
+    """docs/reproduction.md, issue 25's item 7: Gdev's gap at 1400 MiB, launch limits 1 and 32."""
+    pair = phases(sweep(bin_path, "fidelity/gdev-gap.toml", out), "tenant.app")
+    lines = [
+        "| app | native = GPUswap | Gdev, limit 1 | Gdev, limit 32 | Gdev over GPUswap: limit 1 → 32 | alone: limit 1 → 32 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for app in repro_tables.APPS:
+        assert pair[("mode=native", app)] == pair[(GPUSWAP, app)], app
+        managers = f'manager={{ mode = "gpuswap", chunk_policy = "random" }},{{ mode = "gdev" }},{{ mode = "gdev", launch_limit = 32 }}'
+        folder = sweep(
+            bin_path, f"repro/{app}-memory.toml", out, "--runs", "1", "--vary", "device.memory_limit=1400MiB",
+            "--vary", f'tenant=[{{ name = "a", app = "{app}", repeat = 100 }}]', "--vary", managers, name=f"{app}-alone",
+        )
+        alone = {m: v for (m, _), v in phases(folder, "device.memory_limit").items()}
+        base = pair[(GPUSWAP, app)]
+        gaps = " → ".join(f"{(pair[(m, app)] / base - 1) * 100:+.1f} %" for m in GDEV_LIMITS)
+        alone_gaps = " → ".join(f"{(alone[m] / alone[GPUSWAP] - 1) * 100:+.1f} %" for m in GDEV_LIMITS)
+        cells = [f"{base:.3f}"] + [f"{pair[(m, app)]:.3f}" for m in GDEV_LIMITS] + [gaps, alone_gaps]
+        lines.append(f"| {app} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def uvm_rows(bin_path, out):
@@ -168,10 +201,41 @@ def vgpu_mixed(bin_path, out):
     return lines
 
 
+def pilot_instrumentation(bin_path, out):
+    """docs/pilot-reproduction.md, issue 25's item 3: PILOT's checks alone, small and medium inputs."""
+    rows = read(sweep(bin_path, "fidelity/pilot-instrumentation.toml", out) / "normalized.csv")
+    ratio = {}
+    for r in rows:
+        app, size = re.search(r'app = "([^"]+)", size = "([^"]+)"', r["tenant"]).groups()
+        ratio[(app, size)] = r["pilot"]
+    lines = ["| benchmark | small | medium |", "|---|---|---|"]
+    for app in dict.fromkeys(app for app, _ in ratio):
+        lines.append(f"| {app} | {ratio[(app, 'small')]} | {ratio[(app, 'medium')]} |")
+    return lines
+
+
+def pilot_mps(bin_path, out):
+    """docs/pilot-reproduction.md, issue 25's item 5: MPS against time slicing, three pairs at 75 %."""
+    folder = sweep(bin_path, "fidelity/pilot-mps-vs-time-slicing.toml", out)
+    ratios = {r["tenant"]: r["mps"] for r in read(folder / "normalized.csv")}
+    slowdowns = {}
+    for r in read(folder / "results.csv"):
+        pair = f"{float(r['tenant[0].slowdown']):.2f}, {float(r['tenant[1].slowdown']):.2f}"
+        slowdowns[(r["tenant"], r["device.sharing"])] = pair
+    lines = ["| pair | MPS / time slicing | slowdowns, time slicing | slowdowns, MPS |", "|---|---|---|---|"]
+    for tenants, ratio in ratios.items():
+        name = " + ".join(re.findall(r'app = "([^"]+)"', tenants))
+        lines.append(f"| {name} | {ratio} | {slowdowns[(tenants, 'time-slice')]} | {slowdowns[(tenants, 'mps')]} |")
+    return lines
+
+
 # name: (page, function)
 TABLES = {
+    "gdev-gap": ("reproduction.md", gdev_gap),
     "evictions": ("reproduction.md", evictions),
     "five-instances": ("reproduction.md", five_instances),
+    "pilot-instrumentation": ("pilot-reproduction.md", pilot_instrumentation),
+    "pilot-mps": ("pilot-reproduction.md", pilot_mps),
     "uvm-adaptive": ("uvm-reproduction.md", uvm_adaptive),
     "uvm-geomeans": ("uvm-reproduction.md", uvm_geomeans),
     "vgpu-placement": ("dymgpu-reproduction.md", vgpu_placement),
