@@ -71,6 +71,12 @@ def evictions(bin_path, out):
     return lines
 
 
+def chunk_size(bin_path, out):
+    """docs/reproduction.md, section 4: runtime and eviction latency against the chunk size."""
+    cells = repro_tables.chunk_cells(sweep(bin_path, "repro/chunk-size.toml", out))
+    return repro_tables.CHUNK_HEADER + [f"| {app} | " + " | ".join(c) + " |" for app, c in cells.items()]
+
+
 def five_instances(bin_path, out):
     """docs/reproduction.md, section 5: five instances against the limit."""
     return repro_tables.five_instance_rows(sweep(bin_path, "repro/five-instances.toml", out))
@@ -233,6 +239,7 @@ def pilot_mps(bin_path, out):
 TABLES = {
     "gdev-gap": ("reproduction.md", gdev_gap),
     "evictions": ("reproduction.md", evictions),
+    "chunk-size": ("reproduction.md", chunk_size),
     "five-instances": ("reproduction.md", five_instances),
     "pilot-instrumentation": ("pilot-reproduction.md", pilot_instrumentation),
     "pilot-mps": ("pilot-reproduction.md", pilot_mps),

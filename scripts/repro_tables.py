@@ -172,37 +172,41 @@ def latency_tables(old, new):
         print()
 
 
+CHUNK_HEADER = [
+    "| app | runtime 128 KiB | 4 MiB | 32 MiB | 128 MiB | latency 128 KiB | minimum (at) | 128 MiB |",
+    "|---|---|---|---|---|---|---|---|",
+]
+CHUNK_SIZES = ["128KiB", "256KiB", "512KiB", "1MiB", "2MiB", "4MiB", "8MiB", "16MiB", "32MiB", "64MiB", "128MiB"]
+
+
+def chunk_cells(folder):
+    """{app: the chunk-size table's cells}: runtime (s) at four sizes, then the mean
+    eviction latency (ms) at 128 KiB, its minimum with the size, and at 128 MiB."""
+    rows = {(r["tenant.app"], r["manager.chunk_size"]): r for r in read(folder / "summary.csv")}
+
+    def lat(app, size):
+        r = rows.get((app, size))
+        return float(r["eviction_mean_ns.mean"]) if r and r["eviction_mean_ns.mean"] else math.nan
+
+    out = {}
+    for app in APPS:
+        best = min(CHUNK_SIZES, key=lambda z: (math.isnan(lat(app, z)), lat(app, z)))
+        cells = [s(rows[(app, size)]["slowest_phase_ns.mean"]) for size in ["128KiB", "4MiB", "32MiB", "128MiB"]]
+        cells += [ms(lat(app, "128KiB")), f"{ms(lat(app, best))} ({best})", ms(lat(app, "128MiB"))]
+        out[app] = cells
+    return out
+
+
 def chunk_tables(old, new):
     o_dir, n_dir = old / "chunk-size", new / "chunk-size"
     if not (o_dir.exists() and n_dir.exists()):
         print("(chunk-size missing)\n")
         return
     print("### Chunk size (runtime s; eviction latency ms), old → new\n")
-    print("| app | runtime 128 KiB | 4 MiB | 32 MiB | 128 MiB | latency 128 KiB | minimum (at) | 128 MiB |")
-    print("|---|---|---|---|---|---|---|---|")
-    sizes = ["128KiB", "256KiB", "512KiB", "1MiB", "2MiB", "4MiB", "8MiB", "16MiB", "32MiB", "64MiB", "128MiB"]
-
-    def load(folder):
-        return {(r["tenant.app"], r["manager.chunk_size"]): r for r in read(folder / "summary.csv")}
-
-    o, n = load(o_dir), load(n_dir)
-
-    def lat(rows, app, size):
-        r = rows.get((app, size))
-        return float(r["eviction_mean_ns.mean"]) if r and r["eviction_mean_ns.mean"] else math.nan
-
-    def minimum(rows, app):
-        best = min(sizes, key=lambda z: (math.isnan(lat(rows, app, z)), lat(rows, app, z)))
-        return f"{ms(lat(rows, app, best))} ({best})"
-
+    print("\n".join(CHUNK_HEADER))
+    o, n = chunk_cells(o_dir), chunk_cells(n_dir)
     for app in APPS:
-        cells = []
-        for size in ["128KiB", "4MiB", "32MiB", "128MiB"]:
-            cells.append(f"{s(o[(app, size)]['slowest_phase_ns.mean'])} → {s(n[(app, size)]['slowest_phase_ns.mean'])}")
-        cells.append(f"{ms(lat(o, app, '128KiB'))} → {ms(lat(n, app, '128KiB'))}")
-        cells.append(f"{minimum(o, app)} → {minimum(n, app)}")
-        cells.append(f"{ms(lat(o, app, '128MiB'))} → {ms(lat(n, app, '128MiB'))}")
-        print(f"| {app} | " + " | ".join(cells) + " |")
+        print(f"| {app} | " + " | ".join(f"{a} → {b}" for a, b in zip(o[app], n[app])) + " |")
     print()
 
 
