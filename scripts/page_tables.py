@@ -16,6 +16,7 @@ whose tables pass --check says what the binary gives.
 import argparse
 import csv
 import difflib
+import math
 import os
 import re
 import subprocess
@@ -230,8 +231,51 @@ def pilot_mps(bin_path, out):
         slowdowns[(r["tenant"], r["device.sharing"])] = pair
     lines = ["| pair | MPS / time slicing | slowdowns, time slicing | slowdowns, MPS |", "|---|---|---|---|"]
     for tenants, ratio in ratios.items():
-        name = " + ".join(re.findall(r'app = "([^"]+)"', tenants))
-        lines.append(f"| {name} | {ratio} | {slowdowns[(tenants, 'time-slice')]} | {slowdowns[(tenants, 'mps')]} |")
+        lines.append(f"| {pair_name(tenants)} | {ratio} | {slowdowns[(tenants, 'time-slice')]} | {slowdowns[(tenants, 'mps')]} |")
+    return lines
+
+
+PILOT_SYSTEMS = ["pilot", "mfit", "amfit", "madvise"]
+
+
+def pair_name(tenants):
+    """corr + backprop, from a sweep's tenant list."""
+    return " + ".join(re.findall(r'app = "([^"]+)"', tenants))
+
+
+def pilot_rows(bin_path, out):
+    """normalized.csv of the PILOT sweep (about 5 minutes of CPU), workloads only."""
+    rows = read(sweep(bin_path, "pilot/pairs.toml", out) / "normalized.csv")
+    return [r for r in rows if r["tenant"].startswith("[")]
+
+
+def pilot_levels(bin_path, out):
+    """docs/pilot-reproduction.md, "Results": geometric means over MPS per subscription."""
+    rows = pilot_rows(bin_path, out)
+    lines = [
+        "| subscription | PILOT, no mitigation | MFit | AMFit | MAdvise | largest deviation from MPS |",
+        "|---|---|---|---|---|---|",
+    ]
+    for lvl in dict.fromkeys(r["device.subscription"] for r in rows):
+        at = [r for r in rows if r["device.subscription"] == lvl]
+        means = [math.exp(sum(math.log(float(r[k])) for r in at) / len(at)) for k in PILOT_SYSTEMS]
+        worst = max(abs(float(r[k]) - 1) for r in at for k in PILOT_SYSTEMS) * 100
+        lines.append(f"| {lvl} | " + " | ".join(f"{m:.3f}" for m in means) + f" | {worst:.1f} % |")
+    return lines
+
+
+def pilot_150(bin_path, out):
+    """docs/pilot-reproduction.md, "Results": per workload at 150 %, time and far faults."""
+    lines = [
+        "| tenants | PILOT, no mitigation | MFit | AMFit | MAdvise | far faults: MPS | MFit | AMFit | MAdvise |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in pilot_rows(bin_path, out):
+        if r["device.subscription"] != "1.5":
+            continue
+        cells = [f"{float(r[k]):.2f}" for k in PILOT_SYSTEMS]
+        cells += [r[f"{k}.far_faults"] for k in ["mps", "mfit", "amfit", "madvise"]]
+        lines.append(f"| {pair_name(r['tenant'])} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -243,6 +287,8 @@ TABLES = {
     "five-instances": ("reproduction.md", five_instances),
     "pilot-instrumentation": ("pilot-reproduction.md", pilot_instrumentation),
     "pilot-mps": ("pilot-reproduction.md", pilot_mps),
+    "pilot-levels": ("pilot-reproduction.md", pilot_levels),
+    "pilot-150": ("pilot-reproduction.md", pilot_150),
     "uvm-adaptive": ("uvm-reproduction.md", uvm_adaptive),
     "uvm-geomeans": ("uvm-reproduction.md", uvm_geomeans),
     "vgpu-placement": ("dymgpu-reproduction.md", vgpu_placement),
