@@ -14,7 +14,6 @@ whose tables pass --check says what the binary gives.
 """
 
 import argparse
-import csv
 import difflib
 import math
 import os
@@ -25,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import repro_tables
+from repro_tables import read
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -44,11 +44,6 @@ def sweep(bin_path, scenario, out, *extra, name=None):
             stdout=subprocess.DEVNULL,
         )
     return folder
-
-
-def read(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def evictions(bin_path, out):
