@@ -274,9 +274,29 @@ def pilot_150(bin_path, out):
     return lines
 
 
+def nn_orders(bin_path, out):
+    """docs/reproduction.md, nn's anomaly: random, the original priorities and the swapped ones."""
+    phase = {}
+    for scenario in ["repro/nn-memory.toml", "repro/nn-swapped-memory.toml"]:
+        for r in read(sweep(bin_path, scenario, out) / "summary.csv"):
+            if r["manager"] == repro_tables.GDEV:
+                continue
+            phase[(Path(scenario).stem, r["manager"], r["device.memory_limit"])] = float(r["slowest_phase_ns.mean"]) / 1e9
+    lines = ["| limit | random | priority, original | priority, swapped |", "|---|---|---|---|"]
+    for limit in ["520MiB", "400MiB", "280MiB", "200MiB", "120MiB", "80MiB", "40MiB"]:
+        cells = [
+            phase[("nn-memory", repro_tables.RANDOM, limit)],
+            phase[("nn-memory", repro_tables.PRIO, limit)],
+            phase[("nn-swapped-memory", repro_tables.PRIO, limit)],
+        ]
+        lines.append(f"| {limit[:-3]} MiB | " + " | ".join(f"{c:.2f} s" for c in cells) + " |")
+    return lines
+
+
 # name: (page, function)
 TABLES = {
     "gdev-gap": ("reproduction.md", gdev_gap),
+    "nn-orders": ("reproduction.md", nn_orders),
     "evictions": ("reproduction.md", evictions),
     "chunk-size": ("reproduction.md", chunk_size),
     "five-instances": ("reproduction.md", five_instances),
@@ -292,14 +312,20 @@ TABLES = {
 
 
 def block(name):
-    return re.compile(rf"(<!-- table {re.escape(name)} -->\n)(.*?)(<!-- /table -->)", re.S)
+    """A table's block; its markers' indent (a table inside a list item) is the table's."""
+    return re.compile(rf"^( *)(<!-- table {re.escape(name)} -->\n)(.*?)^\1(<!-- /table -->)", re.S | re.M)
 
 
 def committed(page_text, name):
+    """The table's text on the page, and the indent of its lines."""
     m = block(name).search(page_text)
     if m is None:
         sys.exit(f"no `<!-- table {name} -->` block in the page")
-    return m.group(2)
+    return m.group(3), m.group(1)
+
+
+def indented(text, indent):
+    return "".join(indent + line for line in text.splitlines(True))
 
 
 def main():
@@ -330,7 +356,8 @@ def main():
             text = "\n".join(fn(bin_path, out)) + "\n"
             path = DOCS / page
             if args.check:
-                old = committed(path.read_text(), name)
+                old, indent = committed(path.read_text(), name)
+                text = indented(text, indent)
                 if old != text:
                     differ = True
                     sys.stdout.writelines(
@@ -340,8 +367,10 @@ def main():
                     print(f"{name}: docs/{page} agrees with the binary")
             elif args.write:
                 page_text = path.read_text()
-                committed(page_text, name)
-                path.write_text(block(name).sub(lambda m: m.group(1) + text + m.group(3), page_text))
+                indent = committed(page_text, name)[1]
+                path.write_text(
+                    block(name).sub(lambda m: m.group(1) + m.group(2) + indented(text, indent) + m.group(1) + m.group(4), page_text)
+                )
                 print(f"{name}: wrote docs/{page}")
             else:
                 print(f"### {name} (docs/{page})\n\n{text}")
