@@ -293,6 +293,49 @@ def nn_orders(bin_path, out):
     return lines
 
 
+PILOT_LABELS = {
+    "instrumented=false policy=none": "MPS",
+    "instrumented=true policy=none": "PILOT",
+    "policy=mfit": "mfit",
+    "policy=amfit": "amfit",
+    "policy=madvise": "madvise",
+}
+
+
+def pilot_tenants(bin_path, out):
+    """docs/pilot-reproduction.md, "Results": per tenant at 150 %, slowdowns, preemptions, work lost and waits."""
+    rows = [r for r in read(sweep(bin_path, "pilot/pairs.toml", out) / "results.csv") if r["device.subscription"] == "1.5"]
+    lines = [
+        "| tenants | system | slowdown (first) | slowdown (second) | preemptions | wasted | waited |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for scheduler, label in PILOT_LABELS.items():
+        for r in (r for r in rows if r["scheduler"] == scheduler):
+            slow = [f"{float(r[f'tenant[{i}].slowdown']):.2f}" if r[f"tenant[{i}].slowdown"] else "-" for i in (0, 1)]
+
+            def total(key):
+                return sum(int(r[f"tenant[{i}].{key}"] or 0) for i in (0, 1))
+
+            cells = slow + [str(total("preemptions")), f"{total('wasted_ns') / 1e6:.0f} ms", f"{total('wait_ns') / 1e6:.0f} ms"]
+            lines.append(f"| {pair_name(r['tenant'])} | {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def pilot_mps_levels(bin_path, out):
+    """docs/pilot-reproduction.md, "Results": MPS's slowest phase at 100 % and 150 % over its own at 75 %."""
+    rows = read(sweep(bin_path, "pilot/pairs.toml", out) / "summary.csv")
+    phase = {
+        (r["tenant"], r["device.subscription"]): float(r["slowest_phase_ns.mean"])
+        for r in rows
+        if r["scheduler"] == "instrumented=false policy=none"
+    }
+    lines = ["| tenants | 100 % | 150 % |", "|---|---|---|"]
+    for tenants in dict.fromkeys(k[0] for k in phase):
+        base = phase[(tenants, "0.75")]
+        lines.append(f"| {pair_name(tenants)} | {phase[(tenants, '1.0')] / base:.2f} | {phase[(tenants, '1.5')] / base:.2f} |")
+    return lines
+
+
 # name: (page, function)
 TABLES = {
     "gdev-gap": ("reproduction.md", gdev_gap),
@@ -304,6 +347,8 @@ TABLES = {
     "pilot-mps": ("pilot-reproduction.md", pilot_mps),
     "pilot-levels": ("pilot-reproduction.md", pilot_levels),
     "pilot-150": ("pilot-reproduction.md", pilot_150),
+    "pilot-tenants": ("pilot-reproduction.md", pilot_tenants),
+    "pilot-mps-levels": ("pilot-reproduction.md", pilot_mps_levels),
     "uvm-adaptive": ("uvm-reproduction.md", uvm_adaptive),
     "uvm-geomeans": ("uvm-reproduction.md", uvm_geomeans),
     "vgpu-placement": ("dymgpu-reproduction.md", vgpu_placement),
