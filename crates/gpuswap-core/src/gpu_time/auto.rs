@@ -97,6 +97,11 @@ pub(crate) struct Auto {
     /// Sharing under overflow without a measured best for everyone: since when.
     unmeasured_since_ns: Option<u64>,
     next_probe_ns: u64,
+    /// A failed probe's start, until the job that brings turns back ends: its cost runs
+    /// to then (a kernel that reads remote memory may take long to drain).
+    restoring_since_ns: Option<u64>,
+    /// The gap factor of the last failure (the backoff it took).
+    restoring_backoff: u64,
     backoff: u64,
     switches: VecDeque<Switch>,
     count: u64,
@@ -113,6 +118,8 @@ impl Auto {
             probe_since_ns: None,
             unmeasured_since_ns: None,
             next_probe_ns: 0,
+            restoring_since_ns: None,
+            restoring_backoff: 1,
             backoff: 1,
             switches: VecDeque::new(),
             count: 0,
@@ -207,19 +214,37 @@ impl Auto {
         }
     }
 
-    /// Sharing failed (a probe, when `probe` says since when): the next probe waits.
+    /// Sharing failed (a probe, when `probe` says since when): the next probe waits, at
+    /// least until [`Auto::turns_back`] says what the probe cost in all.
     fn fail(&mut self, probe: Option<u64>, now_ns: u64) {
-        let length_ns = probe.map_or(PROBE_MAX_NS, |since| now_ns.saturating_sub(since));
-        self.next_probe_ns = now_ns.saturating_add(
-            length_ns
-                .max(1)
-                .saturating_mul(PROBE_GAP_FACTOR)
-                .saturating_mul(self.backoff),
-        );
+        let since = probe.unwrap_or(now_ns.saturating_sub(PROBE_MAX_NS));
+        self.restoring_since_ns = Some(since);
+        self.restoring_backoff = self.backoff;
+        self.turns_back(now_ns);
         if probe.is_some() {
             self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         }
         self.probe_since_ns = None;
+    }
+
+    /// A turn's job ended at `now_ns`: after a failed probe, the next probe waits
+    /// [`PROBE_GAP_FACTOR`] times (and the backoff) all the probe took, from its start
+    /// to the end of the job that brought turns back.
+    pub(crate) fn turns_back(&mut self, now_ns: u64) {
+        let Some(since) = self.restoring_since_ns else {
+            return;
+        };
+        let length_ns = now_ns.saturating_sub(since).max(1);
+        self.next_probe_ns = now_ns.saturating_add(
+            length_ns
+                .saturating_mul(PROBE_GAP_FACTOR)
+                .saturating_mul(self.restoring_backoff),
+        );
+    }
+
+    /// The probe's failure is over: turns run again.
+    pub(crate) fn settled(&mut self) {
+        self.restoring_since_ns = None;
     }
 
     fn switch(&mut self, to: Choice, at_ns: u64, reason: String) {

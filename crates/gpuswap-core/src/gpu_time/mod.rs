@@ -31,6 +31,6 @@ pub use auto::{Choice, Switch};
 pub use progress::Progress;
 pub use settings::{
     AUTO_QUANTUM_HANDOVERS, AutoSettings, DEFAULT_DEMOTE_AFTER_NS, DEFAULT_HANDOVER_AFTER_NS,
-    GpuTime, Idle, MIN_AUTO_QUANTUM_NS, NVSHARE_IDLE_RELEASE_NS, NVSHARE_QUANTUM_NS, Quantum,
-    SHARE_FIRST_MAX_REMOTE_COST, TurnSettings,
+    GpuTime, Idle, MAX_AUTO_QUANTUM_NS, MIN_AUTO_QUANTUM_NS, NVSHARE_IDLE_RELEASE_NS,
+    NVSHARE_QUANTUM_NS, Quantum, SHARE_FIRST_MAX_REMOTE_COST, TurnSettings,
 };

@@ -125,8 +125,9 @@ impl Default for TurnSettings {
 /// A turn's length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Quantum {
-    /// The larger of [`MIN_AUTO_QUANTUM_NS`] and [`AUTO_QUANTUM_HANDOVERS`] times the
-    /// handover last measured: a handover then costs at most 5 % of a turn.
+    /// [`AUTO_QUANTUM_HANDOVERS`] times the handover last measured, within
+    /// [`MIN_AUTO_QUANTUM_NS`] and [`MAX_AUTO_QUANTUM_NS`]: a handover then costs at most
+    /// 5 % of a turn, and nobody waits longer than nvshare's quantum.
     Auto,
     /// A fixed length.
     Fixed {
@@ -139,6 +140,11 @@ pub enum Quantum {
 /// measured PyTorch jobs, short against their runs, so that a pair's slowdowns stay
 /// even). A design choice.
 pub const MIN_AUTO_QUANTUM_NS: u64 = 2_000_000_000;
+
+/// The longest automatic quantum: nvshare's default, 30 s ([`NVSHARE_QUANTUM_NS`]). One
+/// slow handover (a victim that drains a kernel reading remote memory for seconds) must
+/// not make the others wait minutes.
+pub const MAX_AUTO_QUANTUM_NS: u64 = NVSHARE_QUANTUM_NS;
 
 /// An automatic quantum is this many handovers long. A design choice: 5 % overhead.
 pub const AUTO_QUANTUM_HANDOVERS: u64 = 20;

@@ -15,7 +15,8 @@
 use super::auto::{Auto, Choice, Review, Switch};
 use super::progress::{Estimates, Progress};
 use super::settings::{
-    AUTO_QUANTUM_HANDOVERS, GpuTime, Idle, MIN_AUTO_QUANTUM_NS, Quantum, TurnSettings,
+    AUTO_QUANTUM_HANDOVERS, GpuTime, Idle, MAX_AUTO_QUANTUM_NS, MIN_AUTO_QUANTUM_NS, Quantum,
+    TurnSettings,
 };
 use crate::accounting::Books;
 use crate::buffer::Location;
@@ -239,6 +240,9 @@ impl Turns {
     pub(crate) fn job_done(&mut self) {
         if std::mem::take(&mut self.turn_job) {
             self.estimates.unsettle(self.now_ns);
+            if let Mode::Auto(auto) = &mut self.mode {
+                auto.turns_back(self.now_ns);
+            }
         }
         if let Some(since) = self.handover_since_ns.take() {
             self.last_handover_ns = self.now_ns.saturating_sub(since);
@@ -294,8 +298,9 @@ impl Turns {
     fn quantum_ns(&self, books: &Books, tenant: TenantId) -> u64 {
         let base = match self.settings.quantum {
             Quantum::Fixed { ns } => ns,
-            Quantum::Auto => MIN_AUTO_QUANTUM_NS
-                .max(AUTO_QUANTUM_HANDOVERS.saturating_mul(self.last_handover_ns)),
+            Quantum::Auto => AUTO_QUANTUM_HANDOVERS
+                .saturating_mul(self.last_handover_ns)
+                .clamp(MIN_AUTO_QUANTUM_NS, MAX_AUTO_QUANTUM_NS),
         };
         base.saturating_mul(u64::from(books.contract(tenant).weight.max(1)))
     }
@@ -355,6 +360,8 @@ impl Turns {
         let Mode::Auto(auto) = &mut self.mode else {
             return;
         };
+        // Reviews run between jobs: a failed probe's turns are back by now.
+        auto.settled();
         let speeds = demanding.iter().map(|t| self.estimates.speed(*t, now_ns));
         auto.review(Review {
             now_ns,

@@ -267,3 +267,28 @@ mod random {
         }
     }
 }
+
+#[test]
+fn a_slow_handover_makes_the_automatic_quantum_long_but_never_past_nvshares() {
+    let mut m = manager_with(
+        GpuTime::Turns(TurnSettings {
+            quantum: Quantum::Auto,
+            handover_after_ns: SECOND,
+            always: false,
+        }),
+        Idle::Keep,
+    );
+    start(&mut m, 0, 60, 0);
+    start(&mut m, 1, 60, 0);
+    assert_eq!(m.holder(), Some(TenantId(0)));
+    // The first quantum is the shortest, 2 s; the handover then takes 10 s (a victim
+    // draining a slow kernel), and 20 handovers would be 200 s.
+    m.handle_timeout(2 * SECOND);
+    let handover = drive(&mut m, 12 * SECOND);
+    assert_eq!(m.holder(), Some(TenantId(1)));
+    assert!(!handover.is_empty());
+    assert_eq!(
+        m.poll_timeout(),
+        Some(12 * SECOND + crate::gpu_time::MAX_AUTO_QUANTUM_NS)
+    );
+}
