@@ -66,6 +66,11 @@ pub struct DaemonArgs {
     /// interposers must trust the daemon's user (GPUSWAP_DAEMON_USER) unless it is root.
     #[arg(long, value_name = "GROUP")]
     socket_group: Option<String>,
+    /// Serve metrics (OpenMetrics text, for Prometheus) over HTTP at ADDR's
+    /// `/metrics`: VRAM and host memory per tenant and in all, moves, waits, turns,
+    /// refusals, the snapshot's generation (`127.0.0.1:9402`; mind who can reach it).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -182,6 +187,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
             .map(gpuswap_daemon::group_id)
             .transpose()
             .map_err(|e| format!("--socket-group: {e}"))?,
+        metrics_listen: args.metrics_listen.clone(),
         max_connections: args.max_connections,
     };
     let verbose = config.verbose;

@@ -440,6 +440,102 @@ fn mem_get_info_says_the_contracts_vram_limit_and_what_is_held_in_vram() {
     assert_eq!(json["mem_info_free"], 54 * MIB);
 }
 
+/// `GET /metrics` over plain HTTP/1.0: the body.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.") && head.contains(" 200 "),
+        "{head}"
+    );
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    body.to_owned()
+}
+
+/// Issue 42, item 3: during an oversubscribed run the metrics parse as OpenMetrics and
+/// agree with `top --json` of the same generation.
+#[test]
+fn metrics_scraped_during_an_oversubscribed_run_agree_with_top() {
+    use openmetrics_parser::OpenMetricsValue;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let w = World::with_daemon_args(
+        "metrics",
+        64,
+        None,
+        &["--metrics-listen", &addr, "--set", "gpu_time=concurrent"],
+    );
+    let args = [
+        "--buffers",
+        "3",
+        "--size",
+        "12MiB",
+        "--rounds",
+        "2",
+        "--hold-ms",
+        "400",
+    ];
+    let a = w.client(64, &args).spawn().unwrap();
+    let b = w
+        .client(64, &[&args[..], &["--seed", "9"]].concat())
+        .spawn()
+        .unwrap();
+    w.wait_buffers(7);
+    let mut agreed = 0;
+    for _ in 0..200 {
+        let text = scrape(&addr);
+        let snap = observe(&w.socket()).unwrap();
+        let parsed = openmetrics_parser::openmetrics::parse_openmetrics(&text)
+            .unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        let value = |family: &str, tenant: Option<u32>| -> u64 {
+            let f = &parsed.families[family];
+            let sample = f
+                .iter_samples()
+                .find(|s| {
+                    let set = s.get_labelset().unwrap();
+                    tenant.is_none_or(|t| set.get_label_value("tenant") == Some(&t.to_string()))
+                })
+                .unwrap();
+            match &sample.value {
+                OpenMetricsValue::Gauge(n) => n.as_f64() as u64,
+                OpenMetricsValue::Counter(c) => c.value.as_f64() as u64,
+                other => panic!("{other:?}"),
+            }
+        };
+        if value("gpuswap_snapshot_generation", None) != snap.generation {
+            continue;
+        }
+        assert_eq!(value("gpuswap_vram_used_bytes", None), snap.vram_used_bytes);
+        assert_eq!(value("gpuswap_tenants", None), snap.tenants.len() as u64);
+        for t in &snap.tenants {
+            assert_eq!(
+                value("gpuswap_tenant_vram_bytes", Some(t.tenant)),
+                t.vram_bytes
+            );
+            assert_eq!(
+                value("gpuswap_tenant_host_bytes", Some(t.tenant)),
+                t.host_bytes
+            );
+            assert_eq!(value("gpuswap_tenant_moves", Some(t.tenant)), t.relocations);
+        }
+        agreed += 1;
+        if agreed >= 3 && snap.host_used_bytes > 0 {
+            break;
+        }
+    }
+    assert!(agreed >= 3, "no scrape met top at the same generation");
+    verified(&a.wait_with_output().unwrap(), "a");
+    verified(&b.wait_with_output().unwrap(), "b");
+}
+
 #[test]
 fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
     let contracts = "[process.holder]\nvram_guarantee = \"16MiB\"\npriority_class = 1\n\n\

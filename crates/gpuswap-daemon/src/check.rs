@@ -159,6 +159,7 @@ pub fn case(seed: u64) -> Case {
         gpu_time,
         idle,
         socket_group: None,
+        metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let programs = (0..n)

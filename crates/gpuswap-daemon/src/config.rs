@@ -39,6 +39,9 @@ pub struct DaemonConfig {
     /// The group whose members may connect (`--socket-group`: the socket is 0660 and
     /// peers of any uid are admitted); `None`: the daemon's own user only (0600).
     pub socket_group: Option<u32>,
+    /// Where to serve the metrics over HTTP (`--metrics-listen`, `127.0.0.1:9402`);
+    /// `None`: not at all.
+    pub metrics_listen: Option<String>,
     /// The most connections served at once (tenants, observers and connections yet to
     /// say hello); one more is refused with a message and closed.
     pub max_connections: usize,

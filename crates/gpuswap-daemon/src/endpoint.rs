@@ -121,6 +121,15 @@ pub struct Endpoint {
     mapped: BTreeMap<BufferId, (u64, u64, Vec<wire::Location>)>,
     next_request: u64,
     served: u64,
+    /// The books' version, which a snapshot carries: tenants' frames, tenants' ends and
+    /// the manager's timeouts count, observers do not (so a metrics scrape and a `top`
+    /// of the same moment show the same generation).
+    generation: u64,
+    /// Connections refused, by the kind of reason (`user`, `connections`, `no_hello`,
+    /// `hello`, `contract`, `protocol`).
+    refusals: BTreeMap<&'static str, u64>,
+    /// Allocations answered `AllocFailed`.
+    allocations_failed: u64,
     /// The outstanding relocation copy, its tenant (only that tenant may answer it) and
     /// when it was asked for.
     copy: Option<(CopyId, TenantId, u64)>,
@@ -182,6 +191,9 @@ impl Endpoint {
             mapped: BTreeMap::new(),
             next_request: 0,
             served: 0,
+            generation: 0,
+            refusals: BTreeMap::new(),
+            allocations_failed: 0,
             copy: None,
             batch: None,
             batches: VecDeque::new(),
@@ -264,6 +276,7 @@ impl Endpoint {
         if let Some(m) = self.manager.as_mut()
             && m.poll_timeout().is_some_and(|at| at <= now_ns)
         {
+            self.generation += 1;
             m.handle_timeout(now_ns);
         }
         self.expire_waits();
@@ -282,7 +295,7 @@ impl Endpoint {
             self.greeting.pop_front();
             if self.conns.get(&conn).is_some_and(|c| c.tenant.is_none()) {
                 let reason = format!("no hello within {} s", HELLO_TIMEOUT_NS / 1_000_000_000);
-                self.refuse(conn, reason);
+                self.refuse(conn, "no_hello", reason);
             }
         }
         self.drain();
@@ -328,19 +341,23 @@ impl Endpoint {
                 };
                 let most = self.config.max_connections;
                 let refusal = if uid != self.euid && self.config.socket_group.is_none() {
-                    Some(format!(
-                        "uid {uid} may not use the daemon of uid {}",
-                        self.euid
+                    Some((
+                        "user",
+                        format!("uid {uid} may not use the daemon of uid {}", self.euid),
                     ))
                 } else if self.conns.len() >= most {
-                    Some(format!(
-                        "the daemon serves at most {most} connections at once \
-                         (--max-connections)"
+                    Some((
+                        "connections",
+                        format!(
+                            "the daemon serves at most {most} connections at once \
+                             (--max-connections)"
+                        ),
                     ))
                 } else {
                     None
                 };
-                if let Some(reason) = refusal {
+                if let Some((kind, reason)) = refusal {
+                    *self.refusals.entry(kind).or_default() += 1;
                     self.log(format!("connection {conn} refused: {reason}"));
                     self.transmits
                         .push_back((conn, DaemonMsg::Refused { reason }));
@@ -364,6 +381,9 @@ impl Endpoint {
             return;
         };
         let tenant = c.tenant;
+        if !matches!(msg, ClientMsg::Observe { .. }) {
+            self.generation += 1;
+        }
         match (msg, tenant) {
             (ClientMsg::Observe { protocol }, None) => self.observe(conn, protocol),
             (
@@ -379,7 +399,7 @@ impl Endpoint {
                 if let Err(reason) = check_version(protocol)
                     .and_then(|()| self.admit(device_total_bytes, granularity_bytes))
                 {
-                    self.refuse(conn, reason);
+                    self.refuse(conn, "hello", reason);
                     return;
                 }
                 self.start_tenant(conn, name, granularity_bytes);
@@ -443,7 +463,7 @@ impl Endpoint {
     /// An observer's one frame: the snapshot (or why not), then the connection closes.
     fn observe(&mut self, conn: ConnId, protocol: u32) {
         let reply = match check_version(protocol) {
-            Ok(()) => DaemonMsg::Snapshot(self.snapshot()),
+            Ok(()) => DaemonMsg::Snapshot(Box::new(self.snapshot())),
             Err(reason) => DaemonMsg::Refused { reason },
         };
         if self.conns.contains_key(&conn) {
@@ -473,7 +493,7 @@ impl Endpoint {
             .unwrap_or_default();
         if let Err(e) = manager.handle_tenant_start(tenant, contract) {
             // The number was free here, so only the contract can be refused.
-            self.refuse(conn, format!("contract of {name:?}: {e}"));
+            self.refuse(conn, "contract", format!("contract of {name:?}: {e}"));
             return;
         }
         self.tenants[number] = Some(conn);
@@ -517,6 +537,7 @@ impl Endpoint {
             Ok(placed) => placed,
             Err(error) => {
                 // Refused before the policies lay out chunks for it.
+                self.allocations_failed += 1;
                 self.send(
                     conn,
                     DaemonMsg::AllocFailed {
@@ -680,13 +701,16 @@ impl Endpoint {
         Ok(())
     }
 
-    fn refuse(&mut self, conn: ConnId, reason: String) {
+    /// Refuses `conn` with `reason`, counted under `kind`.
+    fn refuse(&mut self, conn: ConnId, kind: &'static str, reason: String) {
+        *self.refusals.entry(kind).or_default() += 1;
         self.log(format!("connection {conn} refused: {reason}"));
         self.send(conn, DaemonMsg::Refused { reason });
         self.dying.push((conn, "refused".into()));
     }
 
     fn protocol_violation(&mut self, conn: ConnId, reason: String) {
+        *self.refusals.entry("protocol").or_default() += 1;
         if self.conns.contains_key(&conn) {
             let refused = DaemonMsg::Refused {
                 reason: format!("protocol error: {reason}"),
@@ -733,6 +757,7 @@ impl Endpoint {
             self.awaiting = None;
         }
         if let Some(tenant) = c.tenant {
+            self.generation += 1;
             let usage = self
                 .manager
                 .as_ref()
@@ -837,6 +862,7 @@ impl Endpoint {
             } => {
                 if let Some(client) = self.answered(tenant, request) {
                     let out_of_memory = !matches!(error, AllocError::ZeroBytes);
+                    self.allocations_failed += 1;
                     self.send_tenant(
                         tenant,
                         DaemonMsg::AllocFailed {
@@ -1010,7 +1036,15 @@ impl Endpoint {
         self.transmits.push_back((conn, msg));
     }
 
-    /// The state `gpuswap top` shows, as of the latest input.
+    /// The refusals by kind, as a snapshot carries them.
+    fn refusal_counts(&self) -> BTreeMap<String, u64> {
+        self.refusals
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect()
+    }
+
+    /// The state `gpuswap top` (and the metrics) show, as of the latest input.
     pub fn snapshot(&self) -> wire::Snapshot {
         let Some(m) = self.manager.as_ref() else {
             return wire::Snapshot {
@@ -1018,6 +1052,8 @@ impl Endpoint {
                 host_bytes: self.config.host_bytes,
                 chunk_bytes: self.config.chunk_bytes,
                 uptime_s: self.now_ns as f64 / 1e9,
+                generation: self.generation,
+                refusals: self.refusal_counts(),
                 ..Default::default()
             };
         };
@@ -1071,6 +1107,9 @@ impl Endpoint {
                 .gpu_time_choice()
                 .map_or(String::new(), |c| c.name().to_owned()),
             switches: m.gpu_time_switches(),
+            generation: self.generation,
+            refusals: self.refusal_counts(),
+            allocations_failed: self.allocations_failed,
             holder: m.holder().map(|t| t.0),
             handovers: m.handovers(),
             batch_moved_bytes: self.batch_moved_bytes,

@@ -59,6 +59,7 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,
+        metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     let mut endpoint = Endpoint::new(config, UID);

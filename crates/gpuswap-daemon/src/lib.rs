@@ -17,6 +17,7 @@ mod config;
 pub mod endpoint;
 pub mod fuzz;
 mod held;
+pub mod metrics;
 mod notify;
 mod serve;
 mod socket;
@@ -92,7 +93,7 @@ fn observe_on(mut stream: UnixStream, path: &str) -> Result<wire::Snapshot, Clie
     match (written, wire::read_frame::<DaemonMsg>(&mut stream)) {
         (_, Ok(DaemonMsg::Refused { reason })) => Err(failed(reason)),
         (Err(e), _) | (Ok(()), Err(e)) => Err(failed(e.to_string())),
-        (Ok(()), Ok(DaemonMsg::Snapshot(s))) => Ok(s),
+        (Ok(()), Ok(DaemonMsg::Snapshot(s))) => Ok(*s),
         (Ok(()), Ok(other)) => Err(failed(format!("unexpected answer {other:?}"))),
     }
 }

@@ -20,7 +20,7 @@ use thiserror::Error;
 use crate::backend::check_policy;
 use crate::config::DaemonConfig;
 use crate::endpoint::{ConnId, Endpoint, EndpointEvent, Input};
-use crate::{notify, socket};
+use crate::{metrics, notify, socket};
 
 /// How long the daemon waits for a process to take a message before it counts the
 /// process as gone: a process stuck in its own code still reads (its reader thread is
@@ -59,6 +59,14 @@ pub enum DaemonError {
         "{0} exists and is not a socket; the daemon will not delete it: remove it, or choose another path with --socket"
     )]
     NotASocket(PathBuf),
+    /// The metrics address could not be listened on.
+    #[error("--metrics-listen {addr}: {why}")]
+    Metrics {
+        /// The address.
+        addr: String,
+        /// Why.
+        why: String,
+    },
 }
 
 /// What the socket threads hand the deciding thread.
@@ -72,6 +80,8 @@ enum Arrival {
     },
     /// Anything else for the endpoint.
     Input(Input),
+    /// A metrics scrape waits for the current snapshot's text.
+    Metrics(mpsc::Sender<String>),
 }
 
 /// Runs the daemon until `stop` says so (never, for the command line).
@@ -82,6 +92,11 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
     // Each connection takes one of the daemon's files; the soft limit is often 1024
     // where the hard one is far higher.
     socket::raise_file_limit();
+    // The metrics' address first: a daemon that cannot serve them leaves no socket.
+    let (tx, rx) = mpsc::channel::<Arrival>();
+    if let Some(addr) = &config.metrics_listen {
+        serve_metrics(addr, tx.clone())?;
+    }
     let listener = listen(&path)?;
     if let Some(gid) = config.socket_group {
         socket::share_with_group(&path, gid).map_err(|source| DaemonError::Bind {
@@ -89,7 +104,6 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
             source,
         })?;
     }
-    let (tx, rx) = mpsc::channel::<Arrival>();
     let verbose = config.verbose;
     std::thread::Builder::new()
         .name("gpuswapd-accept".into())
@@ -128,6 +142,9 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
                 endpoint.handle(now_ns(), input);
             }
             Ok(Arrival::Input(input)) => endpoint.handle(now_ns(), input),
+            Ok(Arrival::Metrics(reply)) => {
+                let _ = reply.send(metrics::encode_snapshot(&endpoint.snapshot()));
+            }
             // A due timer is handled below, after an input or a timeout alike.
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -187,6 +204,45 @@ fn watch_exits(
         }
     }
     any
+}
+
+/// How long a scrape waits for the deciding thread: it answers between inputs, so
+/// within a few milliseconds unless the daemon is stopping.
+const SCRAPE_WAIT: Duration = Duration::from_secs(5);
+
+/// Serves `GET /metrics` on `addr` (HTTP, OpenMetrics text; `tiny_http`, a small
+/// blocking HTTP server: a scrape a few times a minute needs no async runtime) from a
+/// thread of its own, each scrape a snapshot the deciding thread takes between inputs.
+fn serve_metrics(addr: &str, tx: mpsc::Sender<Arrival>) -> Result<(), DaemonError> {
+    let error = |why: String| DaemonError::Metrics {
+        addr: addr.to_owned(),
+        why,
+    };
+    let server = tiny_http::Server::http(addr).map_err(|e| error(e.to_string()))?;
+    std::thread::Builder::new()
+        .name("gpuswapd-metrics".into())
+        .spawn(move || {
+            for request in server.incoming_requests() {
+                let (status, body) = if request.url() != "/metrics" {
+                    (404, "not found: the metrics are at /metrics\n".to_owned())
+                } else {
+                    let (reply, text) = mpsc::channel();
+                    let _ = tx.send(Arrival::Metrics(reply));
+                    match text.recv_timeout(SCRAPE_WAIT) {
+                        Ok(text) => (200, text),
+                        Err(_) => (503, "the daemon is stopping\n".to_owned()),
+                    }
+                };
+                let header = tiny_http::Header::from_bytes("Content-Type", metrics::CONTENT_TYPE)
+                    .expect("a valid header");
+                let response = tiny_http::Response::from_string(body)
+                    .with_status_code(status)
+                    .with_header(header);
+                let _ = request.respond(response);
+            }
+        })
+        .map_err(|e| error(e.to_string()))?;
+    Ok(())
 }
 
 /// Binds the socket, taking over a stale socket file but never a live daemon's.

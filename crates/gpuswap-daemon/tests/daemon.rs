@@ -392,6 +392,7 @@ fn refusals_are_clear() {
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,
+        metrics_listen: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     };
     let err = serve(config, &|| true).unwrap_err();
@@ -690,6 +691,21 @@ fn a_socket_group_opens_the_socket_to_its_members_only() {
             .unwrap_err()
             .contains("no group \"no-such-group-here\" in /etc/group")
     );
+}
+
+#[test]
+fn a_metrics_address_that_cannot_be_served_stops_the_daemon_before_its_socket() {
+    let mut config = common::config("bad-metrics");
+    config.metrics_listen = Some("not an address".into());
+    let socket = config.socket.clone();
+    let error = gpuswap_daemon::serve(config, &|| true).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("--metrics-listen not an address: "),
+        "{error}"
+    );
+    assert!(!socket.exists(), "no socket is left behind");
 }
 
 #[test]

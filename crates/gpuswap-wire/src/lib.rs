@@ -281,7 +281,7 @@ pub enum DaemonMsg {
         reason: String,
     },
     /// The daemon's state, for observers.
-    Snapshot(Snapshot),
+    Snapshot(Box<Snapshot>),
     /// Answer to [`ClientMsg::Held`]: the new id of each declared buffer, in order, for
     /// its later frees and moves; `None`: not adopted (another chunk size, or beyond what
     /// the tenant may hold), so the process keeps it unmanaged and never names it, and
@@ -332,6 +332,18 @@ pub struct Snapshot {
     /// Under auto: times the choice changed.
     #[serde(default)]
     pub switches: u64,
+    /// The books' version: it moves with tenants' messages, ends and the manager's
+    /// timeouts, not with observers, so a metrics scrape and a `top` of the same state
+    /// carry the same number.
+    #[serde(default)]
+    pub generation: u64,
+    /// Connections refused so far, by the kind of reason: `user`, `connections`,
+    /// `no_hello`, `hello` (version, device claims), `contract`, `protocol`.
+    #[serde(default)]
+    pub refusals: std::collections::BTreeMap<String, u64>,
+    /// Allocations answered `AllocFailed` so far.
+    #[serde(default)]
+    pub allocations_failed: u64,
     /// Under turns: the tenant holding the GPU, if one does.
     #[serde(default)]
     pub holder: Option<u32>,

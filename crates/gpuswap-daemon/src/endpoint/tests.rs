@@ -27,6 +27,7 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,
+        metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
     };
     Endpoint::new(config, UID)

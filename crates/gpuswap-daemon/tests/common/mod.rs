@@ -22,6 +22,7 @@ pub fn config(name: &str) -> DaemonConfig {
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,
+        metrics_listen: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
     }
 }
