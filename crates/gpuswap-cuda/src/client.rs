@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use gpuswap_wire::{self as wire, ChunkMove, ClientMsg, DaemonMsg, HeldBuffer, PROTOCOL_VERSION};
 
 use crate::batch::{self, Memory};
-use crate::demand::{Demand, Outbox};
+use crate::demand::{Demand, InCall, Outbox};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, driver};
 use crate::host_pool;
@@ -88,6 +88,12 @@ pub struct Client {
     mover: batch::Mover,
     /// Busy and idle reports, when the daemon asked for them.
     demand: Option<Demand>,
+}
+
+/// A call's hold on the gate for GPU work ([`Client::start_work`]), work until it goes.
+pub struct Work<'a> {
+    _call: Option<InCall<'a>>,
+    _gate: std::sync::RwLockReadGuard<'a, ()>,
 }
 
 /// A connection to the daemon, trusted, introduced and welcomed (its read timeout still
@@ -256,19 +262,26 @@ impl Client {
 
     /// Holds the gate for a call that starts GPU work (a launch, copy or memset): it
     /// waits while the process is suspended, and says the process is busy first when
-    /// the daemon asked (`Demand`).
-    pub fn start_work(&self) -> std::sync::RwLockReadGuard<'_, ()> {
-        if let Some(demand) = &self.demand {
-            demand.before_gate(self);
-        }
-        let held = self
+    /// the daemon asked (`Demand`); the call is work until the hold goes.
+    pub fn start_work(&self) -> Work<'_> {
+        let call = self.demand.as_ref().map(|d| d.before_gate(self));
+        let gate = self
             .gate
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(demand) = &self.demand {
             demand.after_gate();
         }
-        held
+        Work {
+            _call: call,
+            _gate: gate,
+        }
+    }
+
+    /// A synchronization's wait for the GPU, work for the busy and idle reports while
+    /// the returned guard lives.
+    pub fn waits(&self) -> Option<InCall<'_>> {
+        self.demand.as_ref().map(Demand::waits)
     }
 
     /// Gives connection `connection` up for `why`: it is shut, and the reader thread

@@ -4,9 +4,12 @@
 //! first one after the process said idle (or since it connected: a tenant counts as idle
 //! until its first `Busy`) sends `Busy`, before it waits at the suspension gate, so that
 //! a tenant held at its gate is known to want the GPU. A timer thread sends `Idle` once
-//! no work started for `idle_report_ns` and no call waits at the gate. The launch path
-//! costs two clock reads (vDSO) and four atomic operations; the connection's lock is
-//! taken only to change the state.
+//! no work started or ended for `idle_report_ns` and no such call is in progress, nor a
+//! synchronization waiting for the GPU: a launch that blocks (the stand-in runs its
+//! kernels in the call; a real driver's launch queue fills) or a wait for a long kernel
+//! (one slowed by remote memory) is work, and a tenant in it must not lose its turn or
+//! its memory as idle. The launch path costs three clock reads (vDSO) and four atomic
+//! operations; the connection's lock is taken only to change the state.
 //!
 //! The state changes under the connection's lock, where the message is written, so the
 //! daemon reads them in the order they happened. A start racing the timer's decision is
@@ -31,14 +34,26 @@ pub(crate) trait Outbox: Sync {
 /// What the process said last and when its work last started.
 pub(crate) struct Demand {
     idle_after_ns: u64,
-    /// Monotonic nanoseconds of the latest start of GPU work.
-    last_start_ns: AtomicU64,
-    /// Calls between `before_gate` and `after_gate`: waiting at the gate counts as work.
-    at_gate: AtomicU32,
+    /// Monotonic nanoseconds of the latest start or end of GPU work.
+    last_work_ns: AtomicU64,
+    /// Calls in progress that count as work: those that start GPU work, from before
+    /// their gate until they return, and synchronizations while they wait.
+    in_calls: AtomicU32,
     /// Whether the daemon was last told `Busy`.
     busy: AtomicBool,
     /// The timer thread, woken when the process becomes busy.
     timer: OnceLock<std::thread::Thread>,
+}
+
+/// A call in progress that counts as work ([`Demand::before_gate`], [`Demand::waits`]):
+/// when it goes, the call returned, and the quiet time starts.
+pub(crate) struct InCall<'a>(&'a Demand);
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.last_work_ns.store(now_ns(), SeqCst);
+        self.0.in_calls.fetch_sub(1, SeqCst);
+    }
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO call, no system call).
@@ -56,8 +71,8 @@ impl Demand {
     pub fn new(idle_after_ns: u64) -> Self {
         Self {
             idle_after_ns,
-            last_start_ns: AtomicU64::new(now_ns()),
-            at_gate: AtomicU32::new(0),
+            last_work_ns: AtomicU64::new(now_ns()),
+            in_calls: AtomicU32::new(0),
             busy: AtomicBool::new(false),
             timer: OnceLock::new(),
         }
@@ -74,31 +89,39 @@ impl Demand {
     }
 
     /// A call is about to start GPU work: noted, and `Busy` said if the process was idle.
-    pub fn before_gate(&self, client: &dyn Outbox) {
-        self.at_gate.fetch_add(1, SeqCst);
-        self.last_start_ns.store(now_ns(), SeqCst);
+    /// It counts as work until the returned guard goes, when the call returns.
+    pub fn before_gate(&self, client: &dyn Outbox) -> InCall<'_> {
+        let call = self.waits();
         if self.busy.load(SeqCst) {
-            return;
+            return call;
         }
         // A lost daemon hears nothing more; the reader thread says so.
         let _ = client.send_if(&mut || (!self.busy.swap(true, SeqCst)).then_some(ClientMsg::Busy));
         if let Some(timer) = self.timer.get() {
             timer.unpark();
         }
+        call
     }
 
     /// The call passed the gate: its work starts now.
     pub fn after_gate(&self) {
-        self.last_start_ns.store(now_ns(), SeqCst);
-        self.at_gate.fetch_sub(1, SeqCst);
+        self.last_work_ns.store(now_ns(), SeqCst);
+    }
+
+    /// A synchronization waits for the GPU: work until the returned guard goes. It
+    /// starts none, so an idle process stays idle.
+    pub fn waits(&self) -> InCall<'_> {
+        self.in_calls.fetch_add(1, SeqCst);
+        self.last_work_ns.store(now_ns(), SeqCst);
+        InCall(self)
     }
 
     /// How long until the process may be said idle; `None`: now.
     fn busy_for(&self, now_ns: u64) -> Option<u64> {
-        if self.at_gate.load(SeqCst) > 0 {
+        if self.in_calls.load(SeqCst) > 0 {
             return Some(self.idle_after_ns);
         }
-        let quiet_ns = now_ns.saturating_sub(self.last_start_ns.load(SeqCst));
+        let quiet_ns = now_ns.saturating_sub(self.last_work_ns.load(SeqCst));
         (quiet_ns < self.idle_after_ns).then(|| self.idle_after_ns - quiet_ns)
     }
 
@@ -121,14 +144,14 @@ impl Demand {
 
     /// Under the connection's lock: `Idle` if still quiet, else the state stays busy.
     fn say_idle(&self) -> Option<ClientMsg> {
-        let seen_ns = self.last_start_ns.load(SeqCst);
+        let seen_ns = self.last_work_ns.load(SeqCst);
         if !self.busy.swap(false, SeqCst) {
             return None;
         }
         // A start since the decision either sees `busy` false (and says `Busy` after
         // this) or is seen here (and the process stays busy).
         let started =
-            self.last_start_ns.load(SeqCst) != seen_ns || self.busy_for(now_ns()).is_some();
+            self.last_work_ns.load(SeqCst) != seen_ns || self.busy_for(now_ns()).is_some();
         if started {
             self.busy.store(true, SeqCst);
             return None;
@@ -144,10 +167,10 @@ mod tests {
     #[test]
     fn a_process_is_quiet_only_after_the_delay_and_never_while_a_call_waits_at_the_gate() {
         let d = Demand::new(1_000_000);
-        let start = d.last_start_ns.load(SeqCst);
+        let start = d.last_work_ns.load(SeqCst);
         assert_eq!(d.busy_for(start + 400_000), Some(600_000));
         assert_eq!(d.busy_for(start + 1_000_000), None);
-        d.at_gate.fetch_add(1, SeqCst);
+        d.in_calls.fetch_add(1, SeqCst);
         assert_eq!(d.busy_for(start + 5_000_000), Some(1_000_000));
     }
 
@@ -157,14 +180,29 @@ mod tests {
         // Never busy: nothing to say.
         assert_eq!(d.say_idle(), None);
         d.busy.store(true, SeqCst);
-        d.last_start_ns.store(0, SeqCst);
+        d.last_work_ns.store(0, SeqCst);
         assert_eq!(d.say_idle(), Some(ClientMsg::Idle));
         assert!(!d.busy.load(SeqCst));
         assert_eq!(d.say_idle(), None);
         // Busy again, with a call at the gate: the timer's decision is taken back.
         d.busy.store(true, SeqCst);
-        d.at_gate.fetch_add(1, SeqCst);
+        d.in_calls.fetch_add(1, SeqCst);
         assert_eq!(d.say_idle(), None);
         assert!(d.busy.load(SeqCst));
+    }
+
+    #[test]
+    fn a_call_that_runs_long_or_a_wait_for_the_gpu_is_work_until_it_returns() {
+        let d = Demand::new(1_000_000);
+        let call = d.waits();
+        let entered = d.last_work_ns.load(SeqCst);
+        // A kernel run in the call (the stand-in's) or waited for, past the delay.
+        assert_eq!(d.busy_for(entered + 5_000_000), Some(1_000_000));
+        drop(call);
+        // Quiet from the call's return, not from its start.
+        let returned = d.last_work_ns.load(SeqCst);
+        assert!(returned >= entered);
+        assert_eq!(d.busy_for(returned + 400_000), Some(600_000));
+        assert_eq!(d.busy_for(returned + 1_000_000), None);
     }
 }

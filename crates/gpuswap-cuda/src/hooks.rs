@@ -60,7 +60,7 @@ fn gate() -> Option<RwLockReadGuard<'static, ()>> {
 }
 
 /// [`gate`] for a call that starts GPU work, which the daemon's turns count as demand.
-fn work_gate() -> Option<RwLockReadGuard<'static, ()>> {
+fn work_gate() -> Option<client::Work<'static>> {
     managed().map(Client::start_work)
 }
 
@@ -565,20 +565,27 @@ fn launches(
     })
 }
 
-/// A synchronization of one stream or event: its wait timed.
+/// A synchronization of one stream or event: its wait timed, and work for the busy
+/// and idle reports while it waits.
 fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
-    guarded(name, || match meter() {
-        Some(meter) => meter.synchronize(false, call),
-        None => call(),
+    guarded(name, || {
+        let _waiting = managed().and_then(Client::waits);
+        match meter() {
+            Some(meter) => meter.synchronize(false, call),
+            None => call(),
+        }
     })
 }
 
-/// `cuCtxSynchronize`: its wait timed, and every launch before it complete when it
-/// returns.
+/// `cuCtxSynchronize`: its wait timed (and work, as [`waits`]), and every launch
+/// before it complete when it returns.
 fn waits_for_context(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
-    guarded(name, || match meter() {
-        Some(meter) => meter.synchronize(true, call),
-        None => call(),
+    guarded(name, || {
+        let _waiting = managed().and_then(Client::waits);
+        match meter() {
+            Some(meter) => meter.synchronize(true, call),
+            None => call(),
+        }
     })
 }
 

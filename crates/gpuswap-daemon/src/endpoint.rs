@@ -99,8 +99,8 @@ struct Conn {
     drain_ns: u64,
     /// Under turns: whether it last said it is busy.
     busy: bool,
-    /// When its last progress report came (or it connected): its next report's window
-    /// is at most the time since.
+    /// When its last progress report came (or it connected, or last said busy after
+    /// idle): its next report's window is at most the time since.
     last_progress_ns: u64,
 }
 
@@ -623,6 +623,12 @@ impl Endpoint {
     /// A tenant says it has GPU work, or none: the manager's turns hear it.
     fn demand(&mut self, tenant: TenantId, busy: bool) {
         if let Some(c) = self.conn_of(tenant).and_then(|c| self.conns.get_mut(&c)) {
+            // An idle process reports nothing, and its next window claims the time since
+            // its last report: its work starts now, and the idle time before it is no
+            // slowness of its (a woken tenant would read as stalled).
+            if busy && !c.busy {
+                c.last_progress_ns = self.now_ns;
+            }
             c.busy = busy;
         }
         let m = self.manager.as_mut().expect("a tenant exists");

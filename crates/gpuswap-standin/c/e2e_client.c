@@ -22,6 +22,10 @@
  * waits for it with cuStreamSynchronize (a synchronize that waits for a copy in
  * flight), before the rounds.
  *
+ * With --hot-buffers H the rounds verify and refill only the first H buffers; the others
+ * stay cold (filled at the start, verified at the end only), as a program's data it
+ * rarely touches, which a memory manager may leave in host memory.
+ *
  * With --resolve runtime it finds the calls that allocate, free, copy and launch as the
  * CUDA runtime (libcudart) does: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2",
  * then each function by its base name; an interposer must answer both look-ups.
@@ -116,6 +120,7 @@ static void usage(const char *what, const char *arg)
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
             "                          [--resolve link|runtime] [--fork-child-ms MS]\n"
             "                          [--try-alloc BYTES] [--launches K] [--pitched]\n"
+            "                          [--hot-buffers H]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -132,7 +137,8 @@ static void usage(const char *what, const char *arg)
             "  --launches K   launch K small kernels on buffer 0, then copy and synchronize\n"
             "  --pitched      allocate each buffer as 2 rows of size/2 bytes with\n"
             "                 cuMemAllocPitch_v2 (found at run time: the interposer's), and\n"
-            "                 check the pitch (a multiple of 512, at least a row)\n",
+            "                 check the pitch (a multiple of 512, at least a row)\n"
+            "  --hot-buffers H  the rounds touch only the first H buffers (default all)\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -306,7 +312,7 @@ static void alloc_pitched(CUdeviceptr *dptr, uint64_t size, uint64_t b)
 int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
-    uint64_t fork_child_ms = 0, try_alloc = 0, launches = 0, pitched = 0;
+    uint64_t fork_child_ms = 0, try_alloc = 0, launches = 0, pitched = 0, hot = UINT64_MAX;
     double launch_ns_each = 0;
     const char *ptx = NULL;
     int own_context = 0, resolve_runtime = 0;
@@ -336,6 +342,8 @@ int main(int argc, char **argv)
             try_alloc = number(a, v, UINT64_MAX);
         else if (!strcmp(a, "--launches"))
             launches = number(a, v, 1000000000);
+        else if (!strcmp(a, "--hot-buffers"))
+            hot = number(a, v, 100000);
         else if (!strcmp(a, "--ptx") && v == NULL)
             usage("missing file after ", a);
         else if (!strcmp(a, "--ptx"))
@@ -407,7 +415,11 @@ int main(int argc, char **argv)
         if (r <= rounds)
             sleep_ms(hold_ms);
         for (uint64_t b = 0; b < buffers; b++) {
-            verify(buf[b], words, (uint32_t)(seed + b * 1000 + r - 1), host, scratch, (long)b,
+            /* A cold buffer keeps its first contents until the final check. */
+            if (b >= hot && r <= rounds)
+                continue;
+            uint64_t last = b < hot ? r - 1 : 0;
+            verify(buf[b], words, (uint32_t)(seed + b * 1000 + last), host, scratch, (long)b,
                    (long)r);
             verified += size;
             if (r <= rounds)

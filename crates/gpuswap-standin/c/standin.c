@@ -25,7 +25,7 @@
  *
  * Threads: one global mutex serializes every call; the current context is per thread.
  * Environment: GPUSWAP_STANDIN_VRAM, GPUSWAP_STANDIN_SHM, GPUSWAP_STANDIN_COPY_DELAY_MS,
- * GPUSWAP_STANDIN_REMOTE_NS (see README.md).
+ * GPUSWAP_STANDIN_REMOTE_NS, GPUSWAP_STANDIN_TIME_SLICE (see README.md).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -103,6 +103,7 @@ static int g_inited;
 static uint64_t g_capacity;
 static unsigned long g_copy_delay_ms;
 static uint64_t g_remote_ns; /* GPUSWAP_STANDIN_REMOTE_NS: a kernel's access to host memory */
+static int g_time_slice;     /* GPUSWAP_STANDIN_TIME_SLICE: processes' kernels one at a time */
 static int g_shm_fd = -1;
 static struct shm_table *g_shm;
 static struct handle *g_handles;
@@ -288,6 +289,7 @@ static CUresult read_config(void)
 {
     const char *v = getenv("GPUSWAP_STANDIN_VRAM"), *d = getenv("GPUSWAP_STANDIN_COPY_DELAY_MS");
     const char *remote = getenv("GPUSWAP_STANDIN_REMOTE_NS");
+    const char *slice = getenv("GPUSWAP_STANDIN_TIME_SLICE");
     uint64_t cap = (uint64_t)1 << 30, delay = 0, remote_ns = 0;
     char *end = NULL;
     if (v != NULL && (gpuswap_parse_size(v, &cap) != 0 || cap == 0)) {
@@ -316,6 +318,12 @@ static CUresult read_config(void)
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
+    if (slice != NULL && strcmp(slice, "0") != 0 && strcmp(slice, "1") != 0) {
+        fprintf(stderr, "gpuswap stand-in: GPUSWAP_STANDIN_TIME_SLICE=\"%s\" is not valid; "
+                        "expected 0 or 1\n", slice);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    g_time_slice = slice != NULL && strcmp(slice, "1") == 0;
     g_capacity = cap;
     g_copy_delay_ms = (unsigned long)delay;
     g_remote_ns = remote_ns;
@@ -1387,6 +1395,23 @@ static void remote_delay(uint64_t accesses)
     pthread_mutex_lock(&g_mu);
 }
 
+/* GPUSWAP_STANDIN_TIME_SLICE: takes (F_WRLCK) or gives back (F_UNLCK) the device, one
+ * byte past the accounting table locked across the processes that share it (an open
+ * file description's lock, apart from the table's flock, and gone with the process), so
+ * that their kernels run one at a time, remote waits included, as one GPU time-slices
+ * the contexts of processes (without MPS). Waits without the lock: another thread may
+ * serve the daemon meanwhile. Locked on entry and return. */
+static void device_lock(short type)
+{
+    struct flock l = {.l_type = type, .l_whence = SEEK_SET, .l_start = sizeof *g_shm, .l_len = 1};
+    if (!g_time_slice)
+        return;
+    pthread_mutex_unlock(&g_mu);
+    while (fcntl(g_shm_fd, F_OFD_SETLKW, &l) != 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&g_mu);
+}
+
 /* Runs built-in kernel k over its whole range (locked). Same results as
  * e2e_kernels.cu: axpy is built with -ffp-contract=off, the .cu uses __fmul_rn. */
 static CUresult run_kernel(int k, void **p)
@@ -1436,8 +1461,10 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
     FAIL_IF(kernelParams == NULL || !gridDimX || !gridDimY || !gridDimZ || !blockDimX ||
                 !blockDimY || !blockDimZ,
             CUDA_ERROR_INVALID_VALUE);
+    device_lock(F_WRLCK);
     CUresult r = run_kernel(k, kernelParams);
     if (r == CUDA_SUCCESS && g_remote_ns > 0)
         remote_delay(remote_accesses(k, kernelParams));
+    device_lock(F_UNLCK);
     return end(r);
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use gpuswap_core::gpu_time::{AutoSettings, GpuTime};
 use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_wire::{ClientMsg, DaemonMsg, HeldBuffer, Location, PROTOCOL_VERSION, Placement, runs};
 
@@ -15,6 +16,11 @@ const MS: u64 = 1_000_000;
 /// An endpoint managing `vram_mib` of VRAM that returns evicted data every
 /// `return_interval_ns`, logging.
 fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
+    endpoint_timed(vram_mib, return_interval_ns, GpuTime::default())
+}
+
+/// [`endpoint`] with `gpu_time`.
+fn endpoint_timed(vram_mib: u64, return_interval_ns: u64, gpu_time: GpuTime) -> Endpoint {
     let config = DaemonConfig {
         socket: "unused.sock".into(),
         vram_bytes: Some(vram_mib * MIB),
@@ -24,7 +30,7 @@ fn endpoint(vram_mib: u64, return_interval_ns: u64) -> Endpoint {
         return_interval_ns,
         verbose: true,
         contracts: BTreeMap::new(),
-        gpu_time: Default::default(),
+        gpu_time,
         idle: Default::default(),
         socket_group: None,
         metrics_listen: None,
@@ -640,4 +646,38 @@ fn the_device_report_bounds_the_budget() {
     };
     assert_eq!(split(placement), (6 * MIB, 4 * MIB));
     e.check_invariants().unwrap();
+}
+
+/// A tenant's progress report of `blocks` completed blocks over `window_ns`.
+fn progress(e: &mut Endpoint, now_ns: u64, conn: ConnId, window_ns: u64, blocks: u64) {
+    let p = gpuswap_wire::Progress {
+        window_ns,
+        launches: blocks,
+        blocks,
+        completed: blocks,
+        completed_blocks: blocks,
+        ..Default::default()
+    };
+    e.handle(now_ns, Input::Frame(conn, ClientMsg::Progress(p)));
+}
+
+#[test]
+fn the_idle_time_before_a_tenants_work_is_no_slowness_of_its() {
+    let auto = GpuTime::Auto(AutoSettings {
+        turns: Default::default(),
+        share_first: true,
+    });
+    let mut e = endpoint_timed(64, 50 * MS, auto);
+    hello(&mut e, 0, 1, "a");
+    e.handle(0, Input::Frame(1, ClientMsg::Busy));
+    for i in 1..=3 {
+        progress(&mut e, i * 100 * MS, 1, 100 * MS, 1000);
+    }
+    e.handle(400 * MS, Input::Frame(1, ClientMsg::Idle));
+    // Idle 2 s, then busy for 100 ms: the window since its last report is 2.1 s long,
+    // and the interposer claims all of it.
+    e.handle(2300 * MS, Input::Frame(1, ClientMsg::Busy));
+    progress(&mut e, 2400 * MS, 1, 2100 * MS, 1000);
+    let slowdown = e.snapshot().tenants[0].slowdown;
+    assert!((1.0..1.1).contains(&slowdown), "slowdown {slowdown}");
 }
