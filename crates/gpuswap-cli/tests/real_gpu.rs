@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{MIB, World, verified};
+use gpuswap_daemon::observe;
 
 #[test]
 fn three_processes_oversubscribe_and_keep_every_byte() {

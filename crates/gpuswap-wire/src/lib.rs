@@ -127,7 +127,9 @@ pub enum ClientMsg {
     /// or waits at its gate for such work. Sent only when `Welcome::idle_report_ns` is
     /// not zero, once per change.
     Busy,
-    /// The tenant has started no GPU work for `Welcome::idle_report_ns`. Sent only when
+    /// The tenant has started no GPU work for `Welcome::idle_report_ns`, no call that
+    /// starts work is still running, and it waits for the GPU in no synchronization
+    /// (a slow kernel it waits for is work). Sent only when
     /// that is not zero, once per change.
     Idle,
     /// What the tenant did on the GPU since its last report, aggregated: sent every
