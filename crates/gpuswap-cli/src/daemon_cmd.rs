@@ -71,6 +71,11 @@ pub struct DaemonArgs {
     /// refusals, the snapshot's generation (`127.0.0.1:9402`; mind who can reach it).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// How log lines are written to standard error: text (a time stamp, the level,
+    /// the line) or json (one object a line). RUST_LOG filters them (`warn`, `info`:
+    /// the default; tracing's filter syntax).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -116,6 +121,42 @@ fn machine_memory() -> Option<u64> {
 /// GB/s measured, docs/real-gpu.md) against HBM3e's 4.8 TB/s (NVIDIA's H200 datasheet).
 /// PCIe's order of magnitude: turns first.
 const ASSUMED_REMOTE_COST: f64 = 240.0;
+
+/// How the daemon's log lines are written.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    /// A time stamp, the level and the line.
+    Text,
+    /// One JSON object a line (`timestamp`, `level`, `fields.message`).
+    Json,
+}
+
+/// Sends the daemon's log (tracing's events) to standard error in `format`, filtered
+/// by RUST_LOG (default `info`). A failed write loses the line, never the daemon (one
+/// that outlived its terminal).
+fn init_logs(format: LogFormat) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Err(_) => EnvFilter::new("info"),
+        Ok(text) => EnvFilter::try_new(&text)
+            .map_err(|e| format!("RUST_LOG={text:?}: {e} (for instance RUST_LOG=warn)"))?,
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        // Its own report of a failed write goes to the same failing standard error,
+        // through eprintln!, which panics there.
+        .log_internal_errors(false);
+    let installed = match format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().try_init(),
+    };
+    // A second daemon in one process (tests) keeps the first one's log.
+    drop(installed);
+    Ok(())
+}
 
 /// Runs the daemon until it is killed; errors are for the user.
 pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
@@ -190,11 +231,12 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         metrics_listen: args.metrics_listen.clone(),
         max_connections: args.max_connections,
     };
+    init_logs(args.log_format)?;
     let verbose = config.verbose;
     let stop = gpuswap_daemon::stop_on_signals();
     serve(config, &stop).map_err(|e| e.to_string())?;
     if verbose {
-        eprintln!("gpuswapd: stopped by a signal; connections closed, socket removed");
+        tracing::info!("stopped by a signal; connections closed, socket removed");
     }
     Ok(())
 }

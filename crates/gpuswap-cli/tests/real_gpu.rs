@@ -369,6 +369,52 @@ fn metrics_scraped_during_an_oversubscribed_run_agree_with_top() {
     verified(&b.wait_with_output().unwrap(), "b");
 }
 
+/// Issue 42, item 4: `--log-format json` writes one object a line, with a time stamp
+/// and a level: a connection and its end at info, a refusal at warn.
+#[test]
+fn json_logs_carry_a_time_stamp_and_a_level_per_line() {
+    let w = World::logged("json-logs", 64, &["--log-format", "json"]);
+    let args = ["--buffers", "1", "--size", "4MiB", "--rounds", "1"];
+    verified(&w.client(64, &args).output().unwrap(), "a");
+    let mut stream = std::os::unix::net::UnixStream::connect(w.socket()).unwrap();
+    let hello = gpuswap_wire::ClientMsg::Hello {
+        protocol: 999,
+        pid: 1,
+        name: "old".into(),
+        device_total_bytes: 1 << 30,
+        granularity_bytes: 2 * MIB,
+    };
+    gpuswap_wire::write_frame(&mut stream, &hello).unwrap();
+    let answer: gpuswap_wire::DaemonMsg = gpuswap_wire::read_frame(&mut stream).unwrap();
+    assert!(matches!(answer, gpuswap_wire::DaemonMsg::Refused { .. }));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines: Vec<serde_json::Value> = loop {
+        let log = w.log();
+        if log.contains("refused") || Instant::now() > deadline {
+            break log
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+                .collect();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let find = |what: &str| {
+        lines
+            .iter()
+            .find(|l| l["fields"]["message"].as_str().unwrap().contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} in {lines:?}"))
+    };
+    assert_eq!(find("connected: pid")["level"], "INFO");
+    assert_eq!(find("gone: disconnected")["level"], "INFO");
+    assert_eq!(find("refused")["level"], "WARN");
+    assert!(
+        find("listening on")["timestamp"]
+            .as_str()
+            .unwrap()
+            .starts_with("20")
+    );
+}
+
 #[test]
 fn top_shows_tenants_and_fails_clearly_without_a_daemon() {
     let contracts = "[process.holder]\nvram_guarantee = \"16MiB\"\npriority_class = 1\n\n\

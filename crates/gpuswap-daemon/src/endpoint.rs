@@ -72,9 +72,19 @@ pub enum Input {
 /// What the daemon reports as it goes, for the serve loop to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndpointEvent {
-    /// A line of the daemon's log (connections, refusals, exits with their figures);
-    /// only when the daemon is verbose.
-    Log(String),
+    /// A line of the daemon's log (connections, refusals, exits with their figures)
+    /// at its level; only when the daemon is verbose.
+    Log(Level, String),
+}
+
+/// How much a log line matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// What happened: connections, exits, waits, switches.
+    Info,
+    /// What an operator should look at: refusals, protocol errors, processes ended or
+    /// closed by the daemon.
+    Warn,
 }
 
 /// One connection.
@@ -358,7 +368,7 @@ impl Endpoint {
                 };
                 if let Some((kind, reason)) = refusal {
                     *self.refusals.entry(kind).or_default() += 1;
-                    self.log(format!("connection {conn} refused: {reason}"));
+                    self.warn(format!("connection {conn} refused: {reason}"));
                     self.transmits
                         .push_back((conn, DaemonMsg::Refused { reason }));
                     self.closes.push_back(conn);
@@ -710,7 +720,7 @@ impl Endpoint {
     /// Refuses `conn` with `reason`, counted under `kind`.
     fn refuse(&mut self, conn: ConnId, kind: &'static str, reason: String) {
         *self.refusals.entry(kind).or_default() += 1;
-        self.log(format!("connection {conn} refused: {reason}"));
+        self.warn(format!("connection {conn} refused: {reason}"));
         self.send(conn, DaemonMsg::Refused { reason });
         self.dying.push((conn, "refused".into()));
     }
@@ -769,21 +779,31 @@ impl Endpoint {
                 .as_ref()
                 .map(|m| m.usage(tenant))
                 .unwrap_or_default();
-            self.log(format!(
-                "{tenant} (pid {}) gone: {why}; {} bytes evicted, {} returned, {} chunk moves \
+            // A process that disconnected left as processes do; any other end (a
+            // protocol error, no answer, a failed write) is the daemon's doing.
+            let level = if why == "disconnected" {
+                Level::Info
+            } else {
+                Level::Warn
+            };
+            self.log_at(
+                level,
+                format!(
+                    "{tenant} (pid {}) gone: {why}; {} bytes evicted, {} returned, {} chunk moves \
                  taking {:.1} ms ({:.0} us each from command to answer), {} suspensions \
                  drained in {:.1} ms, {} allocations waited {:.1} ms",
-                c.pid,
-                usage.bytes_evicted,
-                usage.bytes_returned,
-                c.relocations,
-                c.relocation_ns as f64 / 1e6,
-                c.relocation_ns as f64 / 1e3 / c.relocations.max(1) as f64,
-                c.suspensions,
-                c.drain_ns as f64 / 1e6,
-                c.waits,
-                c.wait_ns as f64 / 1e6
-            ));
+                    c.pid,
+                    usage.bytes_evicted,
+                    usage.bytes_returned,
+                    c.relocations,
+                    c.relocation_ns as f64 / 1e6,
+                    c.relocation_ns as f64 / 1e3 / c.relocations.max(1) as f64,
+                    c.suspensions,
+                    c.drain_ns as f64 / 1e6,
+                    c.waits,
+                    c.wait_ns as f64 / 1e6
+                ),
+            );
             self.tenants[tenant.0 as usize] = None;
             self.hold_tenant(c.pid, tenant);
             if self.copy.is_some_and(|(_, t, _)| t == tenant) {
@@ -1223,8 +1243,16 @@ impl Endpoint {
     }
 
     fn log(&mut self, line: String) {
+        self.log_at(Level::Info, line);
+    }
+
+    fn warn(&mut self, line: String) {
+        self.log_at(Level::Warn, line);
+    }
+
+    fn log_at(&mut self, level: Level, line: String) {
         if self.config.verbose {
-            self.events.push_back(EndpointEvent::Log(line));
+            self.events.push_back(EndpointEvent::Log(level, line));
         }
     }
 }

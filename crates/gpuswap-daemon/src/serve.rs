@@ -19,7 +19,7 @@ use thiserror::Error;
 
 use crate::backend::check_policy;
 use crate::config::DaemonConfig;
-use crate::endpoint::{ConnId, Endpoint, EndpointEvent, Input};
+use crate::endpoint::{ConnId, Endpoint, EndpointEvent, Input, Level};
 use crate::{metrics, notify, socket};
 
 /// How long the daemon waits for a process to take a message before it counts the
@@ -115,14 +115,14 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as u64;
     if verbose {
-        log(format_args!(
+        tracing::info!(
             "listening on {} (mode {})",
             path.display(),
             config.policy.name()
-        ));
+        );
     }
     if let Err(e) = notify::notify("READY=1") {
-        log(format_args!("could not tell systemd it is ready: {e}"));
+        tracing::warn!("could not tell systemd it is ready: {e}");
     }
     let mut endpoint = Endpoint::new(config, socket::euid());
     endpoint.hold_until_exit();
@@ -176,7 +176,8 @@ fn carry_out(endpoint: &mut Endpoint, outboxes: &mut BTreeMap<ConnId, mpsc::Send
     }
     while let Some(event) = endpoint.poll_event() {
         match event {
-            EndpointEvent::Log(line) => log(format_args!("{line}")),
+            EndpointEvent::Log(Level::Info, line) => tracing::info!("{line}"),
+            EndpointEvent::Log(Level::Warn, line) => tracing::warn!("{line}"),
         }
     }
 }
@@ -314,7 +315,7 @@ fn back_off(pause: &mut Duration, e: &io::Error, verbose: bool) {
         return;
     }
     if verbose && *pause == ACCEPT_PAUSE_FIRST {
-        log(format_args!("cannot accept a connection: {e}; pausing"));
+        tracing::warn!("cannot accept a connection: {e}; pausing");
     }
     std::thread::sleep(*pause);
     *pause = (*pause * 2).min(ACCEPT_PAUSE_MAX);
@@ -359,12 +360,4 @@ fn write_loop(
         }
     }
     let _ = out.shutdown(std::net::Shutdown::Both);
-}
-
-/// Writes a line of the daemon's log to standard error. A daemon outlives the terminal
-/// that started it: a closed or full standard error loses the line, never the daemon
-/// (`eprintln!` would panic).
-fn log(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "gpuswapd: {args}");
 }

@@ -57,7 +57,7 @@ fn closes(e: &mut Endpoint) -> Vec<ConnId> {
 
 fn logs(e: &mut Endpoint) -> Vec<String> {
     std::iter::from_fn(|| e.poll_event())
-        .map(|EndpointEvent::Log(line)| line)
+        .map(|EndpointEvent::Log(_, line)| line)
         .collect()
 }
 
