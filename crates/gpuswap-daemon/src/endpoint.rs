@@ -514,8 +514,15 @@ impl Endpoint {
         c.tenant = Some(tenant);
         c.name = name;
         c.granularity_bytes = granularity_bytes;
+        let matched = if self.config.contracts.contains_key(&self.conns[&conn].name) {
+            "its contract [process.NAME] matched"
+        } else if self.config.contracts.is_empty() {
+            "no contracts"
+        } else {
+            "no contract of that name: the default"
+        };
         self.log(format!(
-            "{tenant} connected: pid {}, {:?}",
+            "{tenant} connected: pid {}, {:?}; {matched}",
             self.conns[&conn].pid, self.conns[&conn].name
         ));
         self.send(

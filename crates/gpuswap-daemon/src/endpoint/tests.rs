@@ -103,7 +103,9 @@ fn a_hello_is_welcomed_and_an_allocation_granted() {
     let tenant = hello(&mut e, 0, 3, "a");
     assert_eq!(
         logs(&mut e),
-        [format!("tenant {tenant} connected: pid 103, \"a\"")]
+        [format!(
+            "tenant {tenant} connected: pid 103, \"a\"; no contracts"
+        )]
     );
     alloc(&mut e, MS, 3, 7, 4 * MIB);
     match transmits(&mut e).as_slice() {
