@@ -383,6 +383,7 @@ fn json_logs_carry_a_time_stamp_and_a_level_per_line() {
         name: "old".into(),
         device_total_bytes: 1 << 30,
         granularity_bytes: 2 * MIB,
+        memory_limit_bytes: 0,
     };
     gpuswap_wire::write_frame(&mut stream, &hello).unwrap();
     let answer: gpuswap_wire::DaemonMsg = gpuswap_wire::read_frame(&mut stream).unwrap();
@@ -412,6 +413,60 @@ fn json_logs_carry_a_time_stamp_and_a_level_per_line() {
             .as_str()
             .unwrap()
             .starts_with("20")
+    );
+}
+
+/// Issue 42, item 7: HAMi-core's per-container limit is the process's memory limit, and
+/// HAMi-core's own interposer loaded beside ours is refused with a message.
+#[test]
+fn hami_cores_limit_is_honoured_and_its_library_refused() {
+    let w = World::new("hami", 64);
+    let try_alloc = |limit: &str, bytes: &str| {
+        w.client(64, &["--try-alloc", bytes])
+            .env("CUDA_DEVICE_MEMORY_LIMIT", limit)
+            .output()
+            .unwrap()
+    };
+    let under = try_alloc("16m", "8388608");
+    assert!(
+        under.status.success(),
+        "{}",
+        String::from_utf8_lossy(&under.stderr)
+    );
+    let over = try_alloc("8m", "16777216");
+    assert!(!over.status.success(), "16 MiB under an 8 MiB limit");
+    let bad = try_alloc("lots", "8388608");
+    assert!(!bad.status.success());
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("CUDA_DEVICE_MEMORY_LIMIT=\"lots\" is no memory limit"),
+        "{said}"
+    );
+    // A stand-in for HAMi-core's library: any shared object of its name.
+    let dir = std::env::temp_dir().join(format!("gpuswap-hami-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("vgpu.c");
+    std::fs::write(&source, "int hami_core_stand_in;\n").unwrap();
+    let library = dir.join("libvgpu.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        return; // No C compiler here: the unit test covers the detection.
+    }
+    let preload = format!("{}:{}", library.display(), common::interposer().display());
+    let out = w
+        .client(64, &["--try-alloc", "8388608"])
+        .env("LD_PRELOAD", preload)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("HAMi-core's libvgpu.so is loaded in this process too"),
+        "{said}"
     );
 }
 

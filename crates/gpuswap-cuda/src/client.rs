@@ -133,6 +133,7 @@ fn join(granularity: u64) -> Result<Joined, String> {
         name: std::env::var("GPUSWAP_TENANT_NAME").unwrap_or_else(|_| program_name()),
         device_total_bytes: driver::total_memory()?,
         granularity_bytes: granularity,
+        memory_limit_bytes: crate::hami::memory_limit()?.unwrap_or(0),
     };
     // A daemon that refuses a connection as it arrives (the connection cap) writes its
     // reason and closes: the hello's write may then fail, but the reason can be read.
@@ -166,6 +167,7 @@ fn join(granularity: u64) -> Result<Joined, String> {
 
 /// Connects and introduces the process. Called after the real `cuInit` succeeded.
 pub fn connect() -> Result<&'static Client, String> {
+    crate::hami::refuse_if_chained()?;
     let granularity = driver::granularity()?;
     let Joined {
         stream,

@@ -48,6 +48,7 @@ mod client;
 mod demand;
 mod diag;
 mod ffi;
+mod hami;
 mod hooks;
 mod host_pool;
 mod liveness;

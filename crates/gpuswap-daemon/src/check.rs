@@ -385,6 +385,7 @@ impl<'a> Run<'a> {
                 name: format!("p{p}"),
                 device_total_bytes: 1 << 30,
                 granularity_bytes: CHUNK_BYTES,
+                memory_limit_bytes: 0,
             };
             run.to_daemon_at[p] = program.start_ns;
             run.at(

@@ -402,6 +402,7 @@ impl Endpoint {
                     name,
                     device_total_bytes,
                     granularity_bytes,
+                    memory_limit_bytes,
                     ..
                 },
                 None,
@@ -412,7 +413,7 @@ impl Endpoint {
                     self.refuse(conn, "hello", reason);
                     return;
                 }
-                self.start_tenant(conn, name, granularity_bytes);
+                self.start_tenant(conn, name, granularity_bytes, memory_limit_bytes);
                 // What the process still holds, it declares now.
                 let pid = self.conns[&conn].pid;
                 self.exited(pid);
@@ -484,8 +485,15 @@ impl Endpoint {
 
     /// An admitted hello: the connection becomes a tenant under the lowest free number,
     /// with the contract configured for its name and its device's granularity, and is
-    /// welcomed.
-    fn start_tenant(&mut self, conn: ConnId, name: String, granularity_bytes: u64) {
+    /// welcomed. `memory_limit_bytes` (not 0): a limit the process's environment sets
+    /// (HAMi-core's variables), applied where it is below the contract's.
+    fn start_tenant(
+        &mut self,
+        conn: ConnId,
+        name: String,
+        granularity_bytes: u64,
+        memory_limit_bytes: u64,
+    ) {
         let manager = self.manager.as_mut().expect("admit builds the manager");
         let number = match self.tenants.iter().position(Option::is_none) {
             Some(free) => free,
@@ -495,12 +503,18 @@ impl Endpoint {
             }
         };
         let tenant = TenantId(number as u32);
-        let contract = self
+        let mut contract = self
             .config
             .contracts
             .get(&name)
             .copied()
             .unwrap_or_default();
+        if memory_limit_bytes > 0 {
+            let limit = contract
+                .memory_limit_bytes
+                .map_or(memory_limit_bytes, |l| l.min(memory_limit_bytes));
+            contract.memory_limit_bytes = Some(limit);
+        }
         if let Err(e) = manager.handle_tenant_start(tenant, contract) {
             // The number was free here, so only the contract can be refused.
             self.refuse(conn, "contract", format!("contract of {name:?}: {e}"));

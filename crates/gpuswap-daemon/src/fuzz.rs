@@ -107,6 +107,7 @@ fn message(kind: u8, bytes: &mut Bytes<'_>) -> ClientMsg {
             name: "fuzz".into(),
             device_total_bytes: bytes.u64(),
             granularity_bytes: bytes.u64(),
+            memory_limit_bytes: 0,
         },
         4 => ClientMsg::Observe {
             protocol: PROTOCOL_VERSION,

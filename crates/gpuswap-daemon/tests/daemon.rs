@@ -55,6 +55,7 @@ impl Tenant {
             name: name.into(),
             device_total_bytes: 1 << 30,
             granularity_bytes: 2 * MIB,
+            memory_limit_bytes: 0,
         };
         wire::write_frame(&mut stream, &hello).unwrap();
         let DaemonMsg::Welcome {
@@ -346,6 +347,7 @@ fn refused_hello(socket: &Path, protocol: u32, name: &str, granularity_bytes: u6
         name: name.into(),
         device_total_bytes: 1 << 30,
         granularity_bytes,
+        memory_limit_bytes: 0,
     };
     wire::write_frame(&mut s, &hello).unwrap();
     let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
@@ -526,6 +528,7 @@ fn say_hello(
         name: "claims".into(),
         device_total_bytes,
         granularity_bytes,
+        memory_limit_bytes: 0,
     };
     wire::write_frame(&mut s, &hello).unwrap();
     (wire::read_frame(&mut s).unwrap(), s)

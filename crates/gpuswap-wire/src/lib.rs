@@ -74,6 +74,11 @@ pub enum ClientMsg {
         device_total_bytes: u64,
         /// The driver's allocation granularity (`cuMemGetAllocationGranularity`).
         granularity_bytes: u64,
+        /// A memory limit the process's environment sets (HAMi-core's
+        /// `CUDA_DEVICE_MEMORY_LIMIT`); 0: none. The daemon applies the smaller of it and
+        /// the contract's `memory_limit`.
+        #[serde(default)]
+        memory_limit_bytes: u64,
     },
     /// First frame of an observer (`gpuswap top`): answered with one
     /// [`DaemonMsg::Snapshot`], then the daemon closes.
@@ -588,7 +593,7 @@ mod tests {
         fn frames_round_trip(request in any::<u64>(), bytes in any::<u64>(), name in ".{0,40}") {
             let msgs = vec![
                 ClientMsg::Alloc { request, bytes },
-                ClientMsg::Hello { protocol: 1, pid: 7, name, device_total_bytes: bytes, granularity_bytes: 2 << 20 },
+                ClientMsg::Hello { protocol: 1, pid: 7, name, device_total_bytes: bytes, granularity_bytes: 2 << 20, memory_limit_bytes: 0 },
             ];
             let mut wire = Vec::new();
             for m in &msgs {

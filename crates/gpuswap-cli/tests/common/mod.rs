@@ -14,7 +14,7 @@ use gpuswap_daemon::observe;
 pub const MIB: u64 = 1 << 20;
 
 /// The interposer beside the test's gpuswap binary (both in the profile's folder).
-fn interposer() -> PathBuf {
+pub fn interposer() -> PathBuf {
     gpuswap_standin::interposer(Path::new(env!("CARGO_BIN_EXE_gpuswap")).parent().unwrap())
 }
 

@@ -82,6 +82,7 @@ fn hello_as(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) -
         name: name.into(),
         device_total_bytes: 1 << 30,
         granularity_bytes: 2 * MIB,
+        memory_limit_bytes: 0,
     };
     e.handle(now_ns, Input::Frame(conn, hello));
     match transmits(e).as_slice() {
@@ -314,6 +315,7 @@ fn hello_granular(e: &mut Endpoint, conn: ConnId, granularity_bytes: u64) -> Dae
         name: "g".into(),
         device_total_bytes: 1 << 30,
         granularity_bytes,
+        memory_limit_bytes: 0,
     };
     e.handle(0, Input::Frame(conn, hello));
     only(e, conn)
