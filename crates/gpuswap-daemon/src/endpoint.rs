@@ -640,6 +640,15 @@ impl Endpoint {
             row.elapsed_ns = elapsed_ns;
             row.gb_per_s = row.bytes as f64 / elapsed_ns.max(1) as f64;
             self.batch_moved_bytes += row.bytes;
+            self.log(format!(
+                "{tenant}: bulk move {batch}: {} chunks to host memory, {} to VRAM, {:.1} MiB \
+                 in {:.1} ms ({:.1} GB/s)",
+                row.to_host_chunks,
+                row.to_vram_chunks,
+                row.bytes as f64 / (1 << 20) as f64,
+                elapsed_ns as f64 / 1e6,
+                row.gb_per_s
+            ));
             if self.batches.len() == BATCHES_SHOWN {
                 self.batches.pop_front();
             }
