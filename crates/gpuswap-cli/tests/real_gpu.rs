@@ -391,7 +391,8 @@ fn json_logs_carry_a_time_stamp_and_a_level_per_line() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let lines: Vec<serde_json::Value> = loop {
         let log = w.log();
-        if log.contains("refused") || Instant::now() > deadline {
+        // The first process's end may come after the refusal: wait for both.
+        if (log.contains("refused") && log.contains("gone:")) || Instant::now() > deadline {
             break log
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
