@@ -1,17 +1,11 @@
 //! The `gpuswap` binary, end to end: one test per command, plus determinism and bad input.
 
+mod binary;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Runs the binary with output to a pipe (wide tables, whatever `COLUMNS` the tests
-/// inherit).
-fn gpuswap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuswap"))
-        .args(args)
-        .env_remove("COLUMNS")
-        .output()
-        .expect("the binary runs")
-}
+use binary::{gpuswap, repo_file, stderr};
 
 /// Runs the binary as on a terminal `columns` wide.
 fn gpuswap_in(columns: usize, args: &[&str]) -> Output {
@@ -26,22 +20,10 @@ fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("utf-8 output")
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).expect("utf-8 output")
-}
-
 /// Asserts that the command exited with `code` and said `fragment` on stderr.
 fn assert_fails(out: &Output, code: i32, fragment: &str) {
     assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
     assert!(stderr(out).contains(fragment), "{}", stderr(out));
-}
-
-fn repo_file(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Writes a scenario to a fresh temporary file.

@@ -2,28 +2,11 @@
 //! files (its values, its errors, its seed) and the scenarios under `scenarios/real/`
 //! that run the `train-step` and `decode-step` apps.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod binary;
 
-fn gpuswap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuswap"))
-        .args(args)
-        .env_remove("COLUMNS")
-        .output()
-        .expect("the binary runs")
-}
+use std::path::PathBuf;
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn repo_file(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
-}
+use binary::{gpuswap, repo_file, stderr};
 
 /// Writes `text` to a fresh scenario file named `name`.
 fn scenario(name: &str, text: &str) -> PathBuf {

@@ -757,14 +757,13 @@ fn chunks_at(
 ) -> Vec<ChunkRef> {
     let mut buffers: Vec<_> = books.buffers_of(tenant).map(|b| b.id).collect();
     if est.has_touch_marks() {
-        buffers.sort_by_key(|b| {
-            let heat = est.touched_ns(*b).map_or(0, |t| t.saturating_add(1));
-            if hottest_first {
-                std::cmp::Reverse(heat)
-            } else {
-                std::cmp::Reverse(u64::MAX - heat)
-            }
-        });
+        // Never touched sorts as the coldest; the sorts are stable.
+        let heat = |b: &BufferId| est.touched_ns(*b).map_or(0, |t| t.saturating_add(1));
+        if hottest_first {
+            buffers.sort_by_key(|b| std::cmp::Reverse(heat(b)));
+        } else {
+            buffers.sort_by_key(heat);
+        }
     }
     buffers
         .into_iter()
