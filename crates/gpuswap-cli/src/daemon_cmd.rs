@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use gpuswap_core::gpu_time::GpuTime;
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
 use gpuswap_daemon::{
     DEFAULT_MAX_CONNECTIONS, DaemonConfig, check_policy, observe, serve, socket_path,
@@ -43,7 +44,8 @@ pub struct DaemonArgs {
     /// share or take turns by measured progress), quantum=auto|DURATION,
     /// handover_after=DURATION (turns: one process holds the GPU while the others wait,
     /// when their memory does not fit together), remote_cost=NUMBER (a remote read
-    /// against a local one; auto shares first below 16), idle=demote|keep and
+    /// against a local one; auto shares first below 16; default: measured by the first
+    /// process), idle=demote|keep and
     /// demote_after=DURATION (an idle process gives its VRAM back under pressure,
     /// default after 5s); repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -116,8 +118,9 @@ fn machine_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// The remote-read cost the daemon's automatic choice starts from until one is given
-/// (`--set remote_cost=`): our H200's, streaming remote reads at about 20 GB/s (19-21
+/// The remote-read cost the daemon's automatic choice starts from until the first
+/// tenant has measured it (`Welcome::probe_remote`) or when the measurement fails, unless
+/// one is given (`--set remote_cost=`): our H200's, streaming remote reads at about 20 GB/s (19-21
 /// GB/s measured, docs/real-gpu.md) against HBM3e's 4.8 TB/s (NVIDIA's H200 datasheet).
 /// PCIe's order of magnitude: turns first.
 const ASSUMED_REMOTE_COST: f64 = 240.0;
@@ -183,6 +186,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         },
         remote_cost: ASSUMED_REMOTE_COST,
     };
+    let cost_given = gpu_time[gpu_time_keys::REMOTE_COST].is_some();
     let (gpu_time, idle) = gpu_time_keys::settings(gpu_time, defaults)
         .map_err(|(key, message)| format!("--set {key}: {message}"))?;
     check_policy(&policy)?;
@@ -230,6 +234,8 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
             .map_err(|e| format!("--socket-group: {e}"))?,
         metrics_listen: args.metrics_listen.clone(),
         max_connections: args.max_connections,
+        // The first tenants measure the link unless the operator gave its cost.
+        probe_remote: matches!(gpu_time, GpuTime::Auto(_)) && !cost_given,
     };
     init_logs(args.log_format)?;
     let verbose = config.verbose;

@@ -18,6 +18,9 @@ pub const KEYS: [&str; 6] = [
     "demote_after",
 ];
 
+/// Where `remote_cost` is in [`KEYS`] and [`Values`].
+pub const REMOTE_COST: usize = 3;
+
 /// The keys' values as written (`None`: left out), in [`KEYS`]' order.
 pub type Values<'a> = [Option<&'a str>; 6];
 
@@ -38,6 +41,7 @@ pub fn settings(
     values: Values,
     defaults: Defaults,
 ) -> Result<(GpuTime, Idle), (&'static str, String)> {
+    debug_assert_eq!(KEYS[REMOTE_COST], "remote_cost");
     let [
         gpu_time,
         quantum,

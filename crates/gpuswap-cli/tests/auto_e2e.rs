@@ -232,3 +232,35 @@ fn an_idle_tenants_vram_goes_to_the_busy_one_and_comes_back_at_its_next_launch()
     // It idles and works twice; its last work may end before a snapshot sees it.
     assert!(wakes >= 1, "the idle tenant's memory never came back");
 }
+
+#[test]
+fn the_first_tenant_measures_the_link_and_the_choice_starts_from_it() {
+    let _one = one_at_a_time();
+    // Without a slow link the stand-in's host memory reads as fast as its VRAM; with
+    // 20 ns a word, dozens of times slower: PCIe's order, turns first.
+    for (remote_ns, first) in [("0", "share first"), (REMOTE_NS, "turns first")] {
+        let w = World::logged(&format!("probe-{remote_ns}"), 64, &[]);
+        let args = ["--buffers", "1", "--size", "2MiB", "--rounds", "1"];
+        let out = w
+            .client(64, &args)
+            .env("GPUSWAP_STANDIN_REMOTE_NS", remote_ns)
+            .output()
+            .unwrap();
+        verified(&out, "the probing tenant");
+        let log = w.log();
+        assert!(
+            log.contains("measured the link: a remote read takes"),
+            "{log}"
+        );
+        assert!(log.contains(first), "expected {first:?}:\n{log}");
+        // The second tenant is not asked again.
+        let again = w.client(64, &args).output().unwrap();
+        verified(&again, "the second tenant");
+        assert_eq!(
+            w.log().matches("measured the link").count(),
+            1,
+            "{}",
+            w.log()
+        );
+    }
+}

@@ -571,6 +571,20 @@ impl Manager {
         self.take_turns(None);
     }
 
+    /// The link's remote-read cost, measured at `now_ns` by a tenant's driver (a remote
+    /// read takes `remote_cost` local reads' time): under `gpu_time = "auto"`, a choice
+    /// that the tenants' speeds have not yet moved starts again from it (the switch, or
+    /// the choice kept, comes out of [`Manager::poll_switch`] with the figure). Ignored
+    /// otherwise.
+    pub fn handle_remote_cost(&mut self, remote_cost: f64, now_ns: u64) {
+        let Some(turns) = &mut self.turns else { return };
+        if !turns.wants_progress() {
+            return;
+        }
+        turns.measured_link(remote_cost, now_ns);
+        self.take_turns(None);
+    }
+
     /// The requests of `tenant` waiting at its `memory_limit` for its own frees
     /// (`at_limit = "wait"`), in arrival order.
     pub fn waiting_at_limit(&self, tenant: TenantId) -> impl Iterator<Item = RequestId> + '_ {

@@ -88,6 +88,9 @@ pub struct Client {
     mover: batch::Mover,
     /// Busy and idle reports, when the daemon asked for them.
     demand: Option<Demand>,
+    /// The daemon asked for the link's remote-read cost and it is not measured yet:
+    /// the first allocation measures it, in the program's context.
+    probe_remote: AtomicBool,
 }
 
 /// A call's hold on the gate for GPU work ([`Client::start_work`]), work until it goes.
@@ -107,6 +110,7 @@ struct Joined {
     vram_limit_bytes: u64,
     idle_report_ns: u64,
     progress_report_ns: u64,
+    probe_remote: bool,
 }
 
 /// Connects to the daemon at the socket, checks whom it trusts, says hello and reads
@@ -149,6 +153,7 @@ fn join(granularity: u64) -> Result<Joined, String> {
             idle_report_ns,
             progress_report_ns,
             vram_limit_bytes,
+            probe_remote,
             ..
         } => Ok(Joined {
             stream,
@@ -157,6 +162,7 @@ fn join(granularity: u64) -> Result<Joined, String> {
             vram_limit_bytes,
             idle_report_ns,
             progress_report_ns,
+            probe_remote,
         }),
         DaemonMsg::Refused { reason } => {
             Err(format!("the gpuswap daemon at {shown} refused: {reason}"))
@@ -176,6 +182,7 @@ pub fn connect() -> Result<&'static Client, String> {
         vram_limit_bytes,
         idle_report_ns,
         progress_report_ns,
+        probe_remote,
     } = join(granularity)?;
     let talk = |e: std::io::Error| format!("talking to the gpuswap daemon: {e}");
     stream.set_read_timeout(None).map_err(talk)?;
@@ -205,6 +212,7 @@ pub fn connect() -> Result<&'static Client, String> {
         contexts: Mutex::new(Vec::new()),
         mover: batch::Mover::default(),
         demand: (idle_report_ns > 0).then(|| Demand::new(idle_report_ns)),
+        probe_remote: AtomicBool::new(probe_remote),
     }));
     std::thread::Builder::new()
         .name("gpuswap-client".into())
@@ -349,6 +357,9 @@ impl Client {
             answers.insert(request, Answer::Waiting { ctx: ctx as usize });
         }
         self.report_device(self.connection(), true);
+        if self.probe_remote.swap(false, Ordering::Relaxed) {
+            self.measure_link();
+        }
         if let Err(e) = self.send(&ClientMsg::Alloc { request, bytes }) {
             lock(&self.answers).remove(&request);
             return Err((ffi::CUDA_ERROR_UNKNOWN, e));
@@ -365,6 +376,24 @@ impl Client {
                 .answered
                 .wait(answers)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Measures the link's remote-read cost for the daemon (in the current context,
+    /// before the program's first allocation), or says why not: the daemon then asks
+    /// the next process.
+    fn measure_link(&self) {
+        let started = Instant::now();
+        match crate::probe::remote_cost(self.granularity) {
+            Ok(remote_cost) => {
+                diag::trace_note("the link's remote-read cost was measured");
+                let _ = self.send(&ClientMsg::RemoteCost { remote_cost });
+            }
+            Err(e) => diag::warn(&format!(
+                "could not measure the link's remote-read cost in {:?}: {e}; the daemon \
+                 starts its automatic choice from its assumed figure",
+                started.elapsed()
+            )),
         }
     }
 

@@ -3,7 +3,7 @@
 //! real `dlsym` (ours shadows it). Every call into C made by this crate is in this
 //! module or in `hooks.rs`.
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 
 use crate::diag;
@@ -456,5 +456,83 @@ pub mod driver {
             unsafe { f(dst, src, bytes as usize, stream) },
             "cuMemcpyDtoDAsync",
         )
+    }
+
+    /// Loads `image` (PTX, compiled by the driver) as a module of the current context;
+    /// returns the module and its kernel `name`.
+    pub fn load_kernel(image: &CStr, name: &CStr) -> Result<(Handle, Handle), String> {
+        let load = real!(c"cuModuleLoadData"; fn(*mut Handle, *const c_void) -> CuResult);
+        let get = real!(c"cuModuleGetFunction"; fn(*mut Handle, Handle, *const c_char) -> CuResult);
+        let mut module: Handle = std::ptr::null_mut();
+        // SAFETY: `module` is valid for a write; `image` is NUL-terminated text.
+        check(
+            unsafe { load(&mut module, image.as_ptr().cast()) },
+            "cuModuleLoadData",
+        )?;
+        let mut func: Handle = std::ptr::null_mut();
+        // SAFETY: `func` is valid for a write; `module` was just loaded.
+        check(
+            unsafe { get(&mut func, module, name.as_ptr()) },
+            "cuModuleGetFunction",
+        )
+        .inspect_err(|_| {
+            let _ = unload(module);
+        })?;
+        Ok((module, func))
+    }
+
+    pub fn unload(module: Handle) -> Result<(), String> {
+        let f = real!(c"cuModuleUnload"; fn(Handle) -> CuResult);
+        // SAFETY: a module from `load_kernel`, unloaded once.
+        check(unsafe { f(module) }, "cuModuleUnload")
+    }
+
+    /// The current context's device's multiprocessors.
+    pub fn multiprocessors() -> Result<u32, String> {
+        let f = real!(c"cuDeviceGetAttribute"; fn(*mut c_int, c_int, c_int) -> CuResult);
+        let device = current_device().ok_or("no current context")?;
+        let mut count: c_int = 0;
+        // SAFETY: `count` is valid for a write; 16 is
+        // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.
+        check(unsafe { f(&mut count, 16, device) }, "cuDeviceGetAttribute")?;
+        Ok(count.max(1) as u32)
+    }
+
+    /// Launches `func` on a one-dimensional grid of `blocks` blocks of `threads` on
+    /// `stream`, its parameters each a pointer to the value.
+    pub fn launch(
+        func: Handle,
+        blocks: u32,
+        threads: u32,
+        stream: Handle,
+        params: &mut [*mut c_void],
+    ) -> Result<(), String> {
+        let f = real!(c"cuLaunchKernel"; fn(Handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, Handle, *mut *mut c_void, *mut *mut c_void) -> CuResult);
+        // SAFETY: `params` holds one valid pointer per parameter of `func`, read during
+        // the call; no shared memory, no extra.
+        check(
+            unsafe {
+                f(
+                    func,
+                    blocks,
+                    1,
+                    1,
+                    threads,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            "cuLaunchKernel",
+        )
+    }
+
+    pub fn stream_destroy(stream: Handle) -> Result<(), String> {
+        let f = real!(c"cuStreamDestroy_v2"; fn(Handle) -> CuResult);
+        // SAFETY: a stream from `stream_create`, destroyed once.
+        check(unsafe { f(stream) }, "cuStreamDestroy")
     }
 }

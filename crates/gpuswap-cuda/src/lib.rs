@@ -21,6 +21,8 @@
 //!   idleness), aggregated per window;
 //! - `touch`: the touch hints, which managed buffers a launch names in its parameters;
 //! - `host_pool`: pinned host memory kept across moves for evictions;
+//! - `probe`: the link's remote-read cost, measured once when the daemon asks (a kernel
+//!   of its own reads VRAM and pinned host memory);
 //! - `liveness`: the watch of the daemon's process, given up when it shows no sign of
 //!   life;
 //! - `rejoin`: what reconnection needs (the lost state, the pace of attempts, the
@@ -52,6 +54,7 @@ mod hami;
 mod hooks;
 mod host_pool;
 mod liveness;
+mod probe;
 mod progress;
 mod rejoin;
 mod touch;

@@ -89,6 +89,7 @@ impl Fake {
             idle_report_ns,
             progress_report_ns: 0,
             vram_limit_bytes: 0,
+            probe_remote: false,
         };
         wire::write_frame(&mut stream, &welcome).unwrap();
         let (tx, incoming) = std::sync::mpsc::channel();

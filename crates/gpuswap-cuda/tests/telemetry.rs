@@ -72,6 +72,7 @@ fn record(
         idle_report_ns: 0,
         progress_report_ns,
         vram_limit_bytes: 0,
+        probe_remote: false,
     };
     wire::write_frame(&mut stream, &welcome).unwrap();
     let (mut said, mut buffers) = (Vec::new(), 0u64);

@@ -147,7 +147,7 @@ pub fn case(seed: u64) -> Case {
         1 << 40
     };
     let (gpu_time, idle) = gpu_time(seed);
-    let config = DaemonConfig {
+    let mut config = DaemonConfig {
         socket: "unused.sock".into(),
         vram_bytes: Some(vram_chunks * CHUNK_BYTES),
         host_bytes,
@@ -161,6 +161,7 @@ pub fn case(seed: u64) -> Case {
         socket_group: None,
         metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
+        probe_remote: false,
     };
     let programs = (0..n)
         .map(|_| {
@@ -190,6 +191,8 @@ pub fn case(seed: u64) -> Case {
         max_delay_ns: [0, 1_000, 2 * MS, 40 * MS][rng.random_range(0..4)],
         slow: rng.random_bool(0.1).then(|| rng.random_range(0..n)),
     };
+    // Drawn last, so that the other draws make the cases they made before the probe.
+    config.probe_remote = rng.random_bool(0.5);
     Case {
         seed,
         config,
@@ -633,10 +636,18 @@ impl<'a> Run<'a> {
             DaemonMsg::Welcome {
                 idle_report_ns,
                 progress_report_ns,
+                probe_remote,
                 ..
             } => {
                 self.procs[p].busy = (idle_report_ns > 0).then_some(false);
                 self.procs[p].reports = progress_report_ns > 0;
+                if probe_remote {
+                    // Any figure in range, NVLink-C2C's or PCIe's or the extremes (a
+                    // lie): the choice it starts from must leave every invariant
+                    // standing. No draw, so the case's other draws stay as they were.
+                    let remote_cost = [1.0, 9.0, 240.0, 1e6][p % 4];
+                    self.frame(p, ClientMsg::RemoteCost { remote_cost });
+                }
                 self.think(p);
             }
             DaemonMsg::Granted {

@@ -36,6 +36,10 @@ pub(crate) const IDLE_REPORT_NS: u64 = 100_000_000;
 /// window whatever the launch rate.
 pub(crate) const PROGRESS_REPORT_NS: u64 = 100_000_000;
 
+/// The largest remote-read cost a tenant may report: a link a million times slower than
+/// VRAM is a broken measurement, not a link.
+const MAX_REMOTE_COST: f64 = 1e6;
+
 /// An allocation answered after waiting this long is logged: long against a
 /// relocation of a few chunks, short against what a user notices.
 const LOGGED_WAIT_NS: u64 = 100_000_000;
@@ -166,6 +170,10 @@ pub struct Endpoint {
     events: VecDeque<EndpointEvent>,
     /// Memory held outside the books.
     held: Held,
+    /// Whether tenants are still asked to measure the link's remote-read cost
+    /// (`Welcome::probe_remote`): from the start under `--set probe_remote`'s default,
+    /// until the first answer.
+    probe_remote: bool,
     /// A deliberate bug, for the tests that show `gpuswap check --daemon` catches one.
     #[cfg(test)]
     pub(crate) mutation: Option<Mutation>,
@@ -191,6 +199,7 @@ impl Endpoint {
     /// built now if the VRAM size is known.
     pub fn new(config: DaemonConfig, euid: u32) -> Self {
         let manager = config.vram_bytes.map(|v| manager(&config, v));
+        let probe_remote = config.probe_remote;
         Self {
             config,
             euid,
@@ -215,6 +224,7 @@ impl Endpoint {
             closes: VecDeque::new(),
             events: VecDeque::new(),
             held: Held::default(),
+            probe_remote,
             #[cfg(test)]
             mutation: None,
         }
@@ -458,6 +468,9 @@ impl Endpoint {
                 self.device_memory(free_bytes);
             }
             (ClientMsg::Progress(p), Some(tenant)) => self.progress(tenant, &p),
+            (ClientMsg::RemoteCost { remote_cost }, Some(tenant)) => {
+                self.remote_cost(conn, tenant, remote_cost);
+            }
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
                 self.relocate_failed(conn, tenant, copy, &error);
             }
@@ -553,6 +566,7 @@ impl Endpoint {
                     0
                 },
                 vram_limit_bytes: contract.vram_limit_bytes.unwrap_or(0),
+                probe_remote: self.probe_remote && needs.progress,
             },
         );
     }
@@ -703,6 +717,27 @@ impl Endpoint {
         let touched: Vec<BufferId> = p.touched.iter().map(|b| BufferId(*b)).collect();
         let m = self.manager.as_mut().expect("a tenant exists");
         m.handle_progress(tenant, &progress, &touched, self.now_ns);
+    }
+
+    /// A tenant's measurement of the link's remote-read cost: the first one the daemon
+    /// asked for sets where the automatic choice starts (later ones, which tenants that
+    /// connected before it sent may still send, are dropped). Outside 1 to
+    /// [`MAX_REMOTE_COST`], or never asked for: a protocol error.
+    fn remote_cost(&mut self, conn: ConnId, tenant: TenantId, remote_cost: f64) {
+        if !self.config.probe_remote || !(1.0..=MAX_REMOTE_COST).contains(&remote_cost) {
+            let why =
+                format!("remote cost {remote_cost} not asked for, or not in 1..={MAX_REMOTE_COST}");
+            self.protocol_violation(conn, why);
+            return;
+        }
+        if !std::mem::take(&mut self.probe_remote) {
+            return;
+        }
+        self.log(format!(
+            "{tenant} measured the link: a remote read takes {remote_cost:.1} local reads' time"
+        ));
+        let m = self.manager.as_mut().expect("a tenant exists");
+        m.handle_remote_cost(remote_cost, self.now_ns);
     }
 
     /// A tenant could not move the chunk of relocation `copy`: logged, and the manager

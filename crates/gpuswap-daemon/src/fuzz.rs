@@ -61,6 +61,7 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
         socket_group: None,
         metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
+        probe_remote: false,
     };
     let mut endpoint = Endpoint::new(config, UID);
     let mut now_ns = 0u64;

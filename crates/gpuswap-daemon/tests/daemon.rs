@@ -396,6 +396,7 @@ fn refusals_are_clear() {
         socket_group: None,
         metrics_listen: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
+        probe_remote: false,
     };
     let err = serve(config, &|| true).unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");

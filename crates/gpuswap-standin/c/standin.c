@@ -132,9 +132,9 @@ static struct CUevent_st *g_events;
 static void run_queued_copies(void);
 static CUresult synchronize_locked(void);
 
-enum { K_FILL, K_CHECKSUM, K_AXPY, K_COUNT };
-static struct CUfunc_st g_kernels[K_COUNT] = {{"gpuswap_fill"}, {"gpuswap_checksum"},
-                                              {"gpuswap_axpy"}};
+enum { K_FILL, K_CHECKSUM, K_AXPY, K_READ_PROBE, K_COUNT };
+static struct CUfunc_st g_kernels[K_COUNT] = {
+    {"gpuswap_fill"}, {"gpuswap_checksum"}, {"gpuswap_axpy"}, {"gpuswap_read_probe"}};
 
 static int ctx_valid(CUcontext c)
 {
@@ -1320,11 +1320,13 @@ API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *n
 }
 
 /* Each built-in's parameters: (offset, size) in bytes, as cuFuncGetParamInfo reports
- * them for the kernels of e2e_kernels.cu; size 0 ends the list. */
+ * them for the kernels of e2e_kernels.cu (and the interposer's probe.ptx); size 0 ends
+ * the list. */
 static const size_t g_params[K_COUNT][5][2] = {
     [K_FILL] = {{0, 8}, {8, 8}, {16, 4}},        /* dst, n_words, seed */
     [K_CHECKSUM] = {{0, 8}, {8, 8}, {16, 8}},    /* src, n_words, out */
     [K_AXPY] = {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, /* y, x, n, a */
+    [K_READ_PROBE] = {{0, 8}, {8, 8}, {16, 8}},  /* src, n_words, out */
 };
 
 static int kernel_index(CUfunction f)
@@ -1373,6 +1375,8 @@ static uint64_t host_elements(uintptr_t a, uint64_t n, size_t elem_bytes)
 static uint64_t remote_accesses(int k, void **p)
 {
     if (k == K_FILL)
+        return host_elements(ARG(CUdeviceptr, 0), ARG(unsigned long long, 1), 4);
+    if (k == K_READ_PROBE)
         return host_elements(ARG(CUdeviceptr, 0), ARG(unsigned long long, 1), 4);
     if (k == K_CHECKSUM)
         return host_elements(ARG(CUdeviceptr, 0), ARG(unsigned long long, 1), 4) +
@@ -1434,6 +1438,19 @@ static CUresult run_kernel(int k, void **p)
         memcpy(&o, (void *)out, 8);
         o += sum;
         memcpy((void *)out, &o, 8);
+    } else if (k == K_READ_PROBE) { /* (src, n_words, out) */
+        const uint32_t *src = (const uint32_t *)ARG(CUdeviceptr, 0);
+        uint64_t n = ARG(unsigned long long, 1), sum = 0;
+        uintptr_t out = ARG(CUdeviceptr, 2);
+        if (n > SIZE_MAX / 4 || !range_ok((uintptr_t)src, n * 4, RO))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (uint64_t i = 0; i < n; i++)
+            sum += ((const volatile uint32_t *)src)[i];
+        if (sum == UINT64_MAX) {
+            if (!range_ok(out, 8, RW))
+                return CUDA_ERROR_ILLEGAL_ADDRESS;
+            memcpy((void *)out, &sum, 8);
+        }
     } else { /* K_AXPY: (y, x, n, a) */
         float *y = (float *)ARG(CUdeviceptr, 0), a = ARG(float, 3);
         const float *x = (const float *)ARG(CUdeviceptr, 1);

@@ -26,8 +26,9 @@ pub use trust::{Peer, trusted_daemon};
 /// names both. Version 2 added turns (`Busy`, `Idle`, `Welcome::idle_report_ns`) and bulk
 /// moves (`RelocateBatch`, `RelocatedBatch`). Version 3 added progress telemetry
 /// (`Progress`, `Welcome::progress_report_ns`) and what a surviving process declares and
-/// reports of the device (issue 39, item 5).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// reports of the device (issue 39, item 5). Version 4 added the remote-read probe
+/// (`Welcome::probe_remote`, `RemoteCost`).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The most moves one [`DaemonMsg::RelocateBatch`] carries: 1024 chunks of 2 MiB are
 /// 2 GiB, long enough to run the copy engines at full speed, and the frame (about 60
@@ -158,6 +159,14 @@ pub enum ClientMsg {
         /// The device's memory.
         total_bytes: u64,
     },
+    /// Answer to `Welcome::probe_remote`: how many times longer the device's kernels
+    /// took to read host memory mapped into the device than its own memory, measured
+    /// once by the process before its first allocation. The daemon's automatic choice
+    /// starts from it (share first on a link whose remote reads cost little).
+    RemoteCost {
+        /// The ratio of a remote to a local read's time, at least 1.
+        remote_cost: f64,
+    },
 }
 
 /// One buffer of a [`ClientMsg::Held`] declaration.
@@ -225,6 +234,11 @@ pub enum DaemonMsg {
         /// memory is the smaller of this and `vram_bytes` (issue 41, item 5).
         #[serde(default)]
         vram_limit_bytes: u64,
+        /// Measure the device's remote-read cost before the first allocation and send
+        /// [`ClientMsg::RemoteCost`]: the daemon asks until one process has answered,
+        /// unless its operator gave the cost (`--set remote_cost=`).
+        #[serde(default)]
+        probe_remote: bool,
     },
     /// The connection is refused (bad version, another user, a bad frame); the daemon
     /// closes it.

@@ -22,6 +22,8 @@
 
 use std::collections::VecDeque;
 
+use super::settings::shares_first;
+
 /// How far below 1 the demanding tenants' summed speed may fall while they share: the
 /// sharing then does at least 1 / 1.05 of the work turns would (issue 40: "shares while
 /// every busy tenant's estimate stays within 1.05").
@@ -138,6 +140,31 @@ impl Auto {
     /// The next change not yet taken by the driver.
     pub(crate) fn pop_switch(&mut self) -> Option<Switch> {
         self.switches.pop_front()
+    }
+
+    /// The link's remote-read cost was measured at `remote_cost` (a remote read takes
+    /// that many local reads' time): a choice that measurement has not yet moved starts
+    /// again from it, as [`AutoSettings::from_remote_cost`] would have started.
+    ///
+    /// [`AutoSettings::from_remote_cost`]: super::AutoSettings::from_remote_cost
+    pub(crate) fn measured_link(&mut self, remote_cost: f64, now_ns: u64) {
+        let start = if shares_first(remote_cost) {
+            Choice::Share
+        } else {
+            Choice::Turns
+        };
+        let reason = format!(
+            "remote reads measured at {remote_cost:.1} times a local read: {} first",
+            start.name()
+        );
+        if self.count > 0 {
+            let kept = format!("{reason}, but the tenants' speeds already chose");
+            self.note(self.choice, now_ns, kept);
+        } else if start == self.choice {
+            self.note(start, now_ns, reason);
+        } else {
+            self.switch(start, now_ns, reason);
+        }
     }
 
     /// When the choice wants to look again, if the moment may change it.

@@ -61,9 +61,15 @@ impl AutoSettings {
     pub fn from_remote_cost(turns: TurnSettings, remote_cost: f64) -> Self {
         Self {
             turns,
-            share_first: remote_cost <= SHARE_FIRST_MAX_REMOTE_COST,
+            share_first: shares_first(remote_cost),
         }
     }
+}
+
+/// Whether the automatic choice shares first on a link whose remote reads cost
+/// `remote_cost` times a local one.
+pub(crate) fn shares_first(remote_cost: f64) -> bool {
+    remote_cost <= SHARE_FIRST_MAX_REMOTE_COST
 }
 
 /// What becomes of an idle tenant's memory.

@@ -153,6 +153,14 @@ impl Turns {
             .is_some_and(|d| d.demoted)
     }
 
+    /// The link's remote-read cost was measured: the automatic choice starts from it.
+    pub(crate) fn measured_link(&mut self, remote_cost: f64, now_ns: u64) {
+        self.tick(now_ns);
+        if let Mode::Auto(auto) = &mut self.mode {
+            auto.measured_link(remote_cost, self.now_ns);
+        }
+    }
+
     /// `tenant`'s progress over a window ending at `now_ns`, and the buffers its
     /// launches named.
     pub(crate) fn progress(

@@ -35,6 +35,7 @@ fn endpoint_timed(vram_mib: u64, return_interval_ns: u64, gpu_time: GpuTime) -> 
         socket_group: None,
         metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
+        probe_remote: false,
     };
     Endpoint::new(config, UID)
 }
@@ -68,6 +69,14 @@ fn hello(e: &mut Endpoint, now_ns: u64, conn: ConnId, name: &str) -> u32 {
 
 /// [`hello`] from process `pid`.
 fn hello_as(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) -> u32 {
+    match welcome(e, now_ns, conn, pid, name) {
+        DaemonMsg::Welcome { tenant, .. } => tenant,
+        other => panic!("not welcomed: {other:?}"),
+    }
+}
+
+/// [`hello_as`]'s answer, whatever it is.
+fn welcome(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) -> DaemonMsg {
     e.handle(
         now_ns,
         Input::Accepted {
@@ -85,10 +94,7 @@ fn hello_as(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) -
         memory_limit_bytes: 0,
     };
     e.handle(now_ns, Input::Frame(conn, hello));
-    match transmits(e).as_slice() {
-        [(c, DaemonMsg::Welcome { tenant, .. })] if *c == conn => *tenant,
-        other => panic!("not welcomed: {other:?}"),
-    }
+    only(e, conn)
 }
 
 fn alloc(e: &mut Endpoint, now_ns: u64, conn: ConnId, request: u64, bytes: u64) {
@@ -684,4 +690,67 @@ fn the_idle_time_before_a_tenants_work_is_no_slowness_of_its() {
     progress(&mut e, 2400 * MS, 1, 2100 * MS, 1000);
     let slowdown = e.snapshot().tenants[0].slowdown;
     assert!((1.0..1.1).contains(&slowdown), "slowdown {slowdown}");
+}
+
+/// Whether connection `conn`'s hello at `now_ns` is welcomed with a request to measure
+/// the link.
+fn asked_to_probe(e: &mut Endpoint, now_ns: u64, conn: ConnId) -> bool {
+    match welcome(e, now_ns, conn, 100 + conn as u32, "t") {
+        DaemonMsg::Welcome { probe_remote, .. } => probe_remote,
+        other => panic!("not welcomed: {other:?}"),
+    }
+}
+
+#[test]
+fn the_first_measured_link_sets_where_auto_starts_and_nothing_else_is_taken() {
+    let auto = GpuTime::Auto(AutoSettings {
+        turns: Default::default(),
+        share_first: false,
+    });
+    let mut e = endpoint_timed(64, 50 * MS, auto);
+    e.config.probe_remote = true;
+    e.probe_remote = true;
+    assert!(asked_to_probe(&mut e, 0, 1));
+    assert!(asked_to_probe(&mut e, 0, 2));
+    assert_eq!(e.snapshot().choice, "turns");
+    logs(&mut e);
+    // A Grace-Hopper-like link: share first.
+    let cheap = ClientMsg::RemoteCost { remote_cost: 9.0 };
+    e.handle(MS, Input::Frame(1, cheap));
+    assert_eq!(e.snapshot().choice, "share");
+    let said = logs(&mut e).join("\n");
+    assert!(
+        said.contains("a remote read takes 9.0 local reads' time"),
+        "{said}"
+    );
+    assert!(said.contains("share first"), "{said}");
+    // The other tenant, asked before the answer came, answers too: dropped.
+    e.handle(
+        2 * MS,
+        Input::Frame(2, ClientMsg::RemoteCost { remote_cost: 240.0 }),
+    );
+    assert_eq!(e.snapshot().choice, "share");
+    assert!(closes(&mut e).is_empty());
+    // Nobody later is asked.
+    assert!(!asked_to_probe(&mut e, 3 * MS, 3));
+    // Nonsense is a protocol error.
+    for (conn, remote_cost) in [(1, 0.5), (2, f64::NAN)] {
+        e.handle(
+            4 * MS,
+            Input::Frame(conn, ClientMsg::RemoteCost { remote_cost }),
+        );
+        assert_eq!(closes(&mut e), [conn]);
+    }
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_measured_link_nobody_asked_for_is_a_protocol_error() {
+    let mut e = endpoint(64, 50 * MS);
+    assert!(!asked_to_probe(&mut e, 0, 1));
+    e.handle(
+        MS,
+        Input::Frame(1, ClientMsg::RemoteCost { remote_cost: 9.0 }),
+    );
+    assert_eq!(closes(&mut e), [1]);
 }

@@ -24,5 +24,6 @@ pub fn config(name: &str) -> DaemonConfig {
         socket_group: None,
         metrics_listen: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
+        probe_remote: false,
     }
 }
