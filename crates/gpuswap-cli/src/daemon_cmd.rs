@@ -19,11 +19,18 @@ use crate::table::{self, Column};
 /// `gpuswap daemon`'s flags.
 #[derive(Args)]
 pub struct DaemonArgs {
-    /// The Unix socket to listen on (created with mode 0600). Default: GPUSWAP_SOCKET,
-    /// else $XDG_RUNTIME_DIR/gpuswap.sock, else /tmp/gpuswap-UID/gpuswap.sock (in a
-    /// folder of the user's own, made 0700).
+    /// The Unix socket to listen on (created with mode 0600). Default: with --device,
+    /// $XDG_RUNTIME_DIR/gpuswap/UUID.sock (/tmp/gpuswap-UID/UUID.sock without it;
+    /// /run/gpuswap/UUID.sock for root), where a process of that GPU finds it; else
+    /// GPUSWAP_SOCKET, else $XDG_RUNTIME_DIR/gpuswap.sock, else
+    /// /tmp/gpuswap-UID/gpuswap.sock (in a folder of the user's own, made 0700).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// The GPU to serve, by its UUID (`nvidia-smi -L`: GPU-xxxxxxxx-...): one daemon per
+    /// GPU. Processes find it by their device's UUID, and a process of another GPU is
+    /// refused. Default: whichever device its processes use, at the default socket.
+    #[arg(long, value_name = "UUID", value_parser = gpuswap_wire::parse_uuid)]
+    device: Option<String>,
     /// VRAM to manage (e.g. 70GiB). Default: nine tenths of what the first process's
     /// device reports, the rest left to CUDA contexts and unmanaged memory.
     #[arg(long, value_parser = bytes)]
@@ -86,7 +93,9 @@ pub struct DaemonArgs {
 /// `gpuswap top`'s flags.
 #[derive(Args)]
 pub struct TopArgs {
-    /// The daemon's socket (default as for `gpuswap daemon`).
+    /// The daemon's socket. Default: GPUSWAP_SOCKET, else every local daemon (each
+    /// GPU's, $XDG_RUNTIME_DIR/gpuswap/ and /run/gpuswap/, and the default socket's),
+    /// one table each, like nvidia-smi.
     #[arg(long)]
     socket: Option<PathBuf>,
     /// Print the daemon's state once as JSON and exit.
@@ -216,7 +225,10 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         Some(path) => crate::contract_keys::load_contracts(path, &policy, args.vram)?,
     };
     let config = DaemonConfig {
-        socket: socket_path(args.socket.clone()),
+        socket: match (&args.socket, &args.device) {
+            (None, Some(uuid)) => gpuswap_daemon::device_socket(uuid),
+            (flag, _) => socket_path(flag.clone()),
+        },
         vram_bytes: args.vram,
         host_bytes: args.host.or(memory.map(|m| m / 2)).unwrap_or(16 << 30),
         chunk_bytes: args.chunk_size,
@@ -236,6 +248,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         max_connections: args.max_connections,
         // The first tenants measure the link unless the operator gave its cost.
         probe_remote: matches!(gpu_time, GpuTime::Auto(_)) && !cost_given,
+        device_uuid: args.device.clone(),
     };
     init_logs(args.log_format)?;
     let verbose = config.verbose;
@@ -247,24 +260,52 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `gpuswap top`: the table (or JSON), refreshed until interrupted.
+/// `gpuswap top`: the table (or JSON), refreshed until interrupted. Without `--socket`
+/// or GPUSWAP_SOCKET it shows every local daemon, one table each under its GPU's UUID.
 pub fn top(args: &TopArgs) -> Result<(), String> {
-    let socket = socket_path(args.socket.clone());
+    let sockets = match (&args.socket, std::env::var_os(gpuswap_wire::SOCKET_ENV)) {
+        (None, None) => match gpuswap_daemon::local_sockets() {
+            found if found.is_empty() => vec![socket_path(None)],
+            found => found,
+        },
+        (flag, _) => vec![socket_path(flag.clone())],
+    };
     if args.json {
-        let snap = observe(&socket).map_err(|e| e.to_string())?;
+        let [socket] = sockets.as_slice() else {
+            return Err(format!(
+                "--json shows one daemon, and {} are running: name one with --socket ({})",
+                sockets.len(),
+                sockets
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        let snap = observe(socket).map_err(|e| e.to_string())?;
         let text = serde_json::to_string_pretty(&snap).map_err(|e| e.to_string())?;
         return crate::stdout::write(&(text + "\n")).map_err(|e| e.to_string());
     }
     let mut shown = 0;
     loop {
-        let snap = observe(&socket).map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        for socket in &sockets {
+            if let [_, _, ..] = sockets.as_slice() {
+                text += &format!("== {}\n", socket.display());
+            }
+            match observe(socket) {
+                Ok(snap) => text += &table(&snap),
+                Err(e) if sockets.len() > 1 => text += &format!("{e}\n\n"),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
         // Clear the screen and home the cursor, as top does, when it is a terminal.
         let clear = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             "\x1b[H\x1b[2J"
         } else {
             ""
         };
-        crate::stdout::write(&format!("{clear}{}", table(&snap))).map_err(|e| e.to_string())?;
+        crate::stdout::write(&format!("{clear}{text}")).map_err(|e| e.to_string())?;
         shown += 1;
         if args.iterations.is_some_and(|n| shown >= n) {
             return Ok(());
@@ -291,8 +332,12 @@ fn held_text(snap: &Snapshot) -> String {
 
 /// The daemon's state as a table, one row per tenant.
 pub fn table(snap: &Snapshot) -> String {
+    let device = match snap.device_uuid.as_str() {
+        "" => String::new(),
+        uuid => format!(" of {uuid}"),
+    };
     let mut out = format!(
-        "gpuswapd: mode {}, chunk {}, up {:.0} s, {} tenant(s) served\n\
+        "gpuswapd{device}: mode {}, chunk {}, up {:.0} s, {} tenant(s) served\n\
          VRAM {} of {} used, host {} of {} used\n\n",
         snap.mode,
         format_bytes(snap.chunk_bytes),

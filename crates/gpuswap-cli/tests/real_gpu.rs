@@ -384,6 +384,7 @@ fn json_logs_carry_a_time_stamp_and_a_level_per_line() {
         device_total_bytes: 1 << 30,
         granularity_bytes: 2 * MIB,
         memory_limit_bytes: 0,
+        device_uuid: String::new(),
     };
     gpuswap_wire::write_frame(&mut stream, &hello).unwrap();
     let answer: gpuswap_wire::DaemonMsg = gpuswap_wire::read_frame(&mut stream).unwrap();

@@ -116,8 +116,8 @@ struct Joined {
 /// Connects to the daemon at the socket, checks whom it trusts, says hello and reads
 /// the welcome.
 fn join(granularity: u64) -> Result<Joined, String> {
-    // SAFETY: geteuid has no preconditions.
-    let path = wire::socket_path(None, unsafe { libc::geteuid() });
+    let uuid = driver::first_device_uuid().map(|b| wire::uuid_text(&b));
+    let path = daemon_socket(uuid.as_deref());
     let shown = path.display();
     let mut stream = UnixStream::connect(&path).map_err(|e| {
         format!(
@@ -138,6 +138,7 @@ fn join(granularity: u64) -> Result<Joined, String> {
         device_total_bytes: driver::total_memory()?,
         granularity_bytes: granularity,
         memory_limit_bytes: crate::hami::memory_limit()?.unwrap_or(0),
+        device_uuid: uuid.unwrap_or_default(),
     };
     // A daemon that refuses a connection as it arrives (the connection cap) writes its
     // reason and closes: the hello's write may then fail, but the reason can be read.
@@ -169,6 +170,23 @@ fn join(granularity: u64) -> Result<Joined, String> {
         }
         other => Err(format!("unexpected answer from {shown}: {other:?}")),
     }
+}
+
+/// The daemon's socket for the device `uuid`: `GPUSWAP_SOCKET` if set; else the first
+/// per-GPU socket of the device that exists (the user's daemon, then the system's);
+/// else the default socket (a daemon serving whichever device).
+fn daemon_socket(uuid: Option<&str>) -> std::path::PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let per_gpu = match uuid {
+        Some(uuid) if std::env::var_os(wire::SOCKET_ENV).is_none() => {
+            wire::device_sockets(uuid, uid)
+                .into_iter()
+                .find(|p| p.exists())
+        }
+        _ => None,
+    };
+    per_gpu.unwrap_or_else(|| wire::socket_path(None, uid))
 }
 
 /// Connects and introduces the process. Called after the real `cuInit` succeeded.

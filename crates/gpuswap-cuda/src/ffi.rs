@@ -530,6 +530,24 @@ pub mod driver {
         )
     }
 
+    /// The UUID of the process's first device (ordinal 0: the first that
+    /// `CUDA_VISIBLE_DEVICES` leaves), if the driver tells it.
+    pub fn first_device_uuid() -> Option<[u8; 16]> {
+        type GetUuid = unsafe extern "C" fn(*mut [u8; 16], c_int) -> CuResult;
+        let get = real!(c"cuDeviceGet"; fn(*mut c_int, c_int) -> CuResult);
+        let mut device: c_int = 0;
+        // SAFETY: `device` is valid for a write; ordinal 0.
+        if unsafe { get(&mut device, 0) } != CUDA_SUCCESS {
+            return None;
+        }
+        // SAFETY: both have cuda.h's signature `CUresult (CUuuid *, CUdevice)`.
+        let uuid = unsafe { optional::<GetUuid>(c"cuDeviceGetUuid_v2") }
+            .or_else(|| unsafe { optional::<GetUuid>(c"cuDeviceGetUuid") })?;
+        let mut bytes = [0u8; 16];
+        // SAFETY: `bytes` is a CUuuid (16 bytes), valid for a write.
+        (unsafe { uuid(&mut bytes, device) } == CUDA_SUCCESS).then_some(bytes)
+    }
+
     pub fn stream_destroy(stream: Handle) -> Result<(), String> {
         let f = real!(c"cuStreamDestroy_v2"; fn(Handle) -> CuResult);
         // SAFETY: a stream from `stream_create`, destroyed once.

@@ -162,6 +162,7 @@ pub fn case(seed: u64) -> Case {
         metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
         probe_remote: false,
+        device_uuid: None,
     };
     let programs = (0..n)
         .map(|_| {
@@ -389,6 +390,7 @@ impl<'a> Run<'a> {
                 device_total_bytes: 1 << 30,
                 granularity_bytes: CHUNK_BYTES,
                 memory_limit_bytes: 0,
+                device_uuid: String::new(),
             };
             run.to_daemon_at[p] = program.start_ns;
             run.at(

@@ -42,6 +42,10 @@ pub struct DaemonConfig {
     /// Where to serve the metrics over HTTP (`--metrics-listen`, `127.0.0.1:9402`);
     /// `None`: not at all.
     pub metrics_listen: Option<String>,
+    /// The GPU the daemon is bound to (`--device`, as `gpuswap_wire::uuid_text` writes
+    /// it): processes of another device are refused. `None`: whichever device its
+    /// processes use.
+    pub device_uuid: Option<String>,
     /// Ask the first tenants to measure the link's remote-read cost, which the automatic
     /// choice then starts from (`Welcome::probe_remote`): under `gpu_time = "auto"`
     /// unless the operator gave the cost (`--set remote_cost=`).

@@ -413,11 +413,13 @@ impl Endpoint {
                     device_total_bytes,
                     granularity_bytes,
                     memory_limit_bytes,
+                    device_uuid,
                     ..
                 },
                 None,
             ) => {
                 if let Err(reason) = check_version(protocol)
+                    .and_then(|()| self.same_device(&device_uuid))
                     .and_then(|()| self.admit(device_total_bytes, granularity_bytes))
                 {
                     self.refuse(conn, "hello", reason);
@@ -753,6 +755,19 @@ impl Endpoint {
         let m = self.manager.as_mut().expect("a tenant exists");
         if let Err(e) = m.handle_copy_failed(CopyId(copy)) {
             self.protocol_violation(conn, e.to_string());
+        }
+    }
+
+    /// Whether a process of the device `uuid` (empty: the driver gave none) may be
+    /// served: a daemon bound to one GPU (`--device`) serves that GPU's processes only.
+    fn same_device(&self, uuid: &str) -> Result<(), String> {
+        match &self.config.device_uuid {
+            Some(ours) if !uuid.is_empty() && !uuid.eq_ignore_ascii_case(ours) => Err(format!(
+                "this daemon serves {ours}; the process allocates on {uuid}, whose daemon \
+                 listens at {} (or set GPUSWAP_SOCKET)",
+                wire::device_socket(uuid, self.euid).display()
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -1139,6 +1154,7 @@ impl Endpoint {
     pub fn snapshot(&self) -> wire::Snapshot {
         let Some(m) = self.manager.as_ref() else {
             return wire::Snapshot {
+                device_uuid: self.config.device_uuid.clone().unwrap_or_default(),
                 mode: self.config.policy.name().to_owned(),
                 host_bytes: self.config.host_bytes,
                 chunk_bytes: self.config.chunk_bytes,
@@ -1184,6 +1200,7 @@ impl Endpoint {
             })
             .collect();
         wire::Snapshot {
+            device_uuid: self.config.device_uuid.clone().unwrap_or_default(),
             mode: m.config().policy.name().to_owned(),
             vram_bytes: m.config().vram_bytes,
             vram_used_bytes: m.vram_used_bytes(),

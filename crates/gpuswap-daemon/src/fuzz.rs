@@ -62,6 +62,7 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
         metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
         probe_remote: false,
+        device_uuid: None,
     };
     let mut endpoint = Endpoint::new(config, UID);
     let mut now_ns = 0u64;
@@ -109,6 +110,7 @@ fn message(kind: u8, bytes: &mut Bytes<'_>) -> ClientMsg {
             device_total_bytes: bytes.u64(),
             granularity_bytes: bytes.u64(),
             memory_limit_bytes: 0,
+            device_uuid: String::new(),
         },
         4 => ClientMsg::Observe {
             protocol: PROTOCOL_VERSION,

@@ -103,6 +103,22 @@ pub fn socket_path(flag: Option<PathBuf>) -> PathBuf {
     wire::socket_path(flag, socket::euid())
 }
 
+/// The socket of GPU `uuid`'s daemon, for this user (root: the system's).
+pub fn device_socket(uuid: &str) -> PathBuf {
+    wire::device_socket(uuid, socket::euid())
+}
+
+/// Every per-GPU daemon's socket this user can see, then the default socket's if it
+/// exists: whom `gpuswap top` shows without `--socket`.
+pub fn local_sockets() -> Vec<PathBuf> {
+    let mut found = wire::every_device_socket(socket::euid());
+    let default = socket_path(None);
+    if default.exists() && !found.contains(&default) {
+        found.push(default);
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,7 @@ impl Tenant {
             device_total_bytes: 1 << 30,
             granularity_bytes: 2 * MIB,
             memory_limit_bytes: 0,
+            device_uuid: String::new(),
         };
         wire::write_frame(&mut stream, &hello).unwrap();
         let DaemonMsg::Welcome {
@@ -348,6 +349,7 @@ fn refused_hello(socket: &Path, protocol: u32, name: &str, granularity_bytes: u6
         device_total_bytes: 1 << 30,
         granularity_bytes,
         memory_limit_bytes: 0,
+        device_uuid: String::new(),
     };
     wire::write_frame(&mut s, &hello).unwrap();
     let DaemonMsg::Refused { reason } = wire::read_frame(&mut s).unwrap() else {
@@ -397,6 +399,7 @@ fn refusals_are_clear() {
         metrics_listen: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
         probe_remote: false,
+        device_uuid: None,
     };
     let err = serve(config, &|| true).unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");
@@ -530,6 +533,7 @@ fn say_hello(
         device_total_bytes,
         granularity_bytes,
         memory_limit_bytes: 0,
+        device_uuid: String::new(),
     };
     wire::write_frame(&mut s, &hello).unwrap();
     (wire::read_frame(&mut s).unwrap(), s)

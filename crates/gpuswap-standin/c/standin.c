@@ -25,9 +25,10 @@
  *
  * Threads: one global mutex serializes every call; the current context is per thread.
  * Environment: GPUSWAP_STANDIN_VRAM, GPUSWAP_STANDIN_SHM, GPUSWAP_STANDIN_COPY_DELAY_MS,
- * GPUSWAP_STANDIN_REMOTE_NS, GPUSWAP_STANDIN_TIME_SLICE (see README.md).
+ * GPUSWAP_STANDIN_REMOTE_NS, GPUSWAP_STANDIN_TIME_SLICE, GPUSWAP_STANDIN_UUID (see README.md).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -103,6 +104,7 @@ static int g_inited;
 static uint64_t g_capacity;
 static unsigned long g_copy_delay_ms;
 static uint64_t g_remote_ns; /* GPUSWAP_STANDIN_REMOTE_NS: a kernel's access to host memory */
+static CUuuid g_uuid;        /* GPUSWAP_STANDIN_UUID: the device's UUID */
 static int g_time_slice;     /* GPUSWAP_STANDIN_TIME_SLICE: processes' kernels one at a time */
 static int g_shm_fd = -1;
 static struct shm_table *g_shm;
@@ -285,6 +287,37 @@ static uint64_t vram_used(void)
 
 /* ------------------------------------------------------- cuInit, version */
 
+/* GPUSWAP_STANDIN_UUID: "GPU-" and 32 hex digits grouped 8-4-4-4-12, as nvidia-smi
+ * prints a UUID; unset, the bytes of "gpuswap-standin0". 0, or -1 with a message. */
+static int read_uuid(const char *text, CUuuid *uuid)
+{
+    static const int groups[5] = {8, 4, 4, 4, 12};
+    const char *p = text;
+    memcpy(uuid->bytes, "gpuswap-standin0", 16);
+    if (text == NULL)
+        return 0;
+    if (strncmp(p, "GPU-", 4) == 0)
+        p += 4;
+    for (int g = 0, n = 0; g < 5; g++) {
+        for (int i = 0; i < groups[g]; i += 2, n++) {
+            unsigned int byte;
+            if (!isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]) ||
+                sscanf(p, "%2x", &byte) != 1)
+                goto bad;
+            uuid->bytes[n] = (char)byte;
+            p += 2;
+        }
+        if (*p != (g < 4 ? '-' : '\0'))
+            goto bad;
+        p++;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "gpuswap stand-in: GPUSWAP_STANDIN_UUID=\"%s\" is not valid; expected "
+                    "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hex digits)\n", text);
+    return -1;
+}
+
 static CUresult read_config(void)
 {
     const char *v = getenv("GPUSWAP_STANDIN_VRAM"), *d = getenv("GPUSWAP_STANDIN_COPY_DELAY_MS");
@@ -323,6 +356,8 @@ static CUresult read_config(void)
                         "expected 0 or 1\n", slice);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (read_uuid(getenv("GPUSWAP_STANDIN_UUID"), &g_uuid) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
     g_time_slice = slice != NULL && strcmp(slice, "1") == 0;
     g_capacity = cap;
     g_copy_delay_ms = (unsigned long)delay;
@@ -504,6 +539,21 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
     snprintf(name, (size_t)len, "gpuswap CPU stand-in");
     return end(CUDA_SUCCESS);
+}
+
+API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(uuid == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    *uuid = g_uuid;
+    return end(CUDA_SUCCESS);
+}
+
+/* The same bytes: the two differ only for MIG instances, which the stand-in has none of. */
+API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return cuDeviceGetUuid_v2(uuid, dev);
 }
 
 API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)

@@ -14,8 +14,10 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
+mod devices;
 mod socket;
 mod trust;
+pub use devices::{device_socket, device_sockets, every_device_socket, parse_uuid, uuid_text};
 pub use socket::{
     SOCKET_ENV, peer_credentials, prepare_socket_dir, socket_dir_checked, socket_path,
 };
@@ -80,6 +82,11 @@ pub enum ClientMsg {
         /// the contract's `memory_limit`.
         #[serde(default)]
         memory_limit_bytes: u64,
+        /// The device's UUID (`cuDeviceGetUuid`, as [`uuid_text`] writes it; empty when
+        /// the driver gives none): a daemon bound to one GPU (`--device`) refuses a
+        /// process of another.
+        #[serde(default)]
+        device_uuid: String,
     },
     /// First frame of an observer (`gpuswap top`): answered with one
     /// [`DaemonMsg::Snapshot`], then the daemon closes.
@@ -327,6 +334,10 @@ pub struct ChunkMove {
 /// What `gpuswap top` shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// The GPU the daemon is bound to (`--device`), empty when it serves whichever
+    /// device its processes use.
+    #[serde(default)]
+    pub device_uuid: String,
     /// The manager's mode (`gpuswap`, ...).
     pub mode: String,
     /// VRAM the daemon manages.
@@ -607,7 +618,7 @@ mod tests {
         fn frames_round_trip(request in any::<u64>(), bytes in any::<u64>(), name in ".{0,40}") {
             let msgs = vec![
                 ClientMsg::Alloc { request, bytes },
-                ClientMsg::Hello { protocol: 1, pid: 7, name, device_total_bytes: bytes, granularity_bytes: 2 << 20, memory_limit_bytes: 0 },
+                ClientMsg::Hello { protocol: 1, pid: 7, name, device_total_bytes: bytes, granularity_bytes: 2 << 20, memory_limit_bytes: 0, device_uuid: String::new() },
             ];
             let mut wire = Vec::new();
             for m in &msgs {

@@ -36,6 +36,7 @@ fn endpoint_timed(vram_mib: u64, return_interval_ns: u64, gpu_time: GpuTime) -> 
         metrics_listen: None,
         max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
         probe_remote: false,
+        device_uuid: None,
     };
     Endpoint::new(config, UID)
 }
@@ -92,6 +93,7 @@ fn welcome(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) ->
         device_total_bytes: 1 << 30,
         granularity_bytes: 2 * MIB,
         memory_limit_bytes: 0,
+        device_uuid: String::new(),
     };
     e.handle(now_ns, Input::Frame(conn, hello));
     only(e, conn)
@@ -322,6 +324,7 @@ fn hello_granular(e: &mut Endpoint, conn: ConnId, granularity_bytes: u64) -> Dae
         device_total_bytes: 1 << 30,
         granularity_bytes,
         memory_limit_bytes: 0,
+        device_uuid: String::new(),
     };
     e.handle(0, Input::Frame(conn, hello));
     only(e, conn)

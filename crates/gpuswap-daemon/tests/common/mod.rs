@@ -25,5 +25,6 @@ pub fn config(name: &str) -> DaemonConfig {
         metrics_listen: None,
         max_connections: gpuswap_daemon::DEFAULT_MAX_CONNECTIONS,
         probe_remote: false,
+        device_uuid: None,
     }
 }
