@@ -204,3 +204,22 @@ fn the_daemons_books_equal_the_drivers_memory_after_every_call() {
     assert!(checks >= 40, "only {checks} checkpoints");
     json_of(&alloc.wait_with_output().unwrap(), "alloc");
 }
+
+/// Exporting a managed handle is refused, with a message saying why: another process
+/// that mapped its memory could not follow its moves.
+#[test]
+fn an_export_of_a_managed_handle_is_refused_with_a_message() {
+    let w = World::new("export");
+    let daemon = start(w.config.clone());
+    let args = ["--rounds", "2", "--export"];
+    let out = w.run(gpuswap_standin::vmm_client(), "vmm", &args).output();
+    let out = out.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("export answered 801"), "{stderr}");
+    assert!(
+        stderr.contains("cuMemExportToShareableHandle is not managed by gpuswap"),
+        "{stderr}"
+    );
+    drop(daemon);
+}

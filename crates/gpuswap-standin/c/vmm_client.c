@@ -15,6 +15,9 @@
  * backup: copies every segment to host memory, unmaps and releases it all, creates and
  * maps new handles at the same addresses, copies the data back and verifies it.
  *
+ * With --export it also creates a handle that may be shared, exports it as a POSIX file
+ * descriptor and prints what the driver answered ("export answered CODE" on stderr).
+ *
  * With --checkpoints, after each step it prints "checkpoint STEP HELD" to stdout (HELD:
  * the bytes of its handles that exist now, plus its scratch buffer) and waits for a line
  * on stdin, so that a test can compare the daemon's accounting with the driver's then.
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_subset.h"
 #include "gpuswap_common.h"
@@ -51,7 +55,7 @@ static void usage(const char *what, const char *arg)
             "vmm-client: %s%s\n"
             "usage: gpuswap-vmm-client [--segments N] [--segment BYTES] [--rounds R]\n"
             "                          [--seed S] [--hold-ms MS] [--ptx FILE]\n"
-            "                          [--pause-resume] [--checkpoints]\n"
+            "                          [--pause-resume] [--checkpoints] [--export]\n"
             "  --segments N   segments at its largest, 2 to %d (default 6)\n"
             "  --segment BYTES  bytes per segment, a multiple of the granularity, at least\n"
             "                 two (default 6MiB)\n"
@@ -60,7 +64,9 @@ static void usage(const char *what, const char *arg)
             "  --hold-ms MS   sleep before each round (default 0)\n"
             "  --ptx FILE     load this PTX as the module (default: the stand-in's built-in)\n"
             "  --pause-resume  at the end, unmap and release everything and map it again\n"
-            "  --checkpoints  after each step, print it and wait for a line on stdin\n",
+            "  --checkpoints  after each step, print it and wait for a line on stdin\n"
+            "  --export       export a new handle as a file descriptor and say what the\n"
+            "                 driver answered (\"export answered CODE\")\n",
             what, arg ? arg : "", MAX_SEGMENTS);
     exit(64);
 }
@@ -245,6 +251,25 @@ static void pause_resume(uint32_t **backup, uint32_t *host)
         verify(i, host);
 }
 
+/* Exports a new handle made for it (a POSIX file descriptor) and says what the driver
+ * answered: the stand-in gives a descriptor, the interposer refuses. */
+static void try_export(void)
+{
+    CUmemAllocationProp prop;
+    CUmemGenericAllocationHandle h;
+    int fd = -1;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CK(cuMemCreate(&h, g.granule, &prop, 0));
+    CUresult r = cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    fprintf(stderr, "vmm-client: export answered %d\n", (int)r);
+    if (r == CUDA_SUCCESS)
+        close(fd);
+    CK(cuMemRelease(h));
+}
+
 /* The handle's properties and a retained reference, as an allocator asks for them. */
 static void check_handle_calls(void)
 {
@@ -267,12 +292,16 @@ static void check_handle_calls(void)
 int main(int argc, char **argv)
 {
     uint64_t segments = 6, seg = 6ull << 20, rounds = 4, seed = 1, hold_ms = 0, verified = 0;
-    int pause = 0;
+    int pause = 0, export = 0;
     const char *ptx = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--pause-resume")) {
             pause = 1;
+            continue;
+        }
+        if (!strcmp(a, "--export")) {
+            export = 1;
             continue;
         }
         if (!strcmp(a, "--checkpoints")) {
@@ -332,6 +361,8 @@ int main(int argc, char **argv)
     }
     grow((unsigned)segments, (uint32_t)seed);
     check_handle_calls();
+    if (export)
+        try_export();
     for (uint64_t r = 1; r <= rounds; r++) {
         struct timespec hold = {(time_t)(hold_ms / 1000), (long)(hold_ms % 1000) * 1000000L};
         nanosleep(&hold, NULL);
