@@ -226,14 +226,26 @@ static void shrink(unsigned n)
     }
 }
 
-/* torch_memory_saver's pause and resume with a CPU backup, checked. */
-static void pause_resume(uint32_t **backup, uint32_t *host)
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* torch_memory_saver's pause and resume with a CPU backup, checked; their times in ms
+ * go to times[0] (copies out, unmaps, releases) and times[1] (creates, maps, copies
+ * back). */
+static void pause_resume(uint32_t **backup, uint32_t *host, double *times)
 {
     unsigned n = g.live;
+    double t = now_ms();
     for (unsigned i = 0; i < n; i++)
         CK(cuMemcpyDtoH_v2(backup[i], main_at(i), g.seg));
     shrink(0);
+    times[0] = now_ms() - t;
     checkpoint("paused");
+    t = now_ms();
     unsigned live = g.live;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
@@ -246,6 +258,8 @@ static void pause_resume(uint32_t **backup, uint32_t *host)
         CK(cuMemcpyHtoD_v2(main_at(i), backup[i], g.seg));
         g.live = i + 1;
     }
+    CK(cuCtxSynchronize());
+    times[1] = now_ms() - t;
     checkpoint("resumed");
     for (unsigned i = 0; i < n; i++)
         verify(i, host);
@@ -359,6 +373,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "vmm-client: out of host memory\n");
         return 2;
     }
+    double start = now_ms();
     grow((unsigned)segments, (uint32_t)seed);
     check_handle_calls();
     if (export)
@@ -380,14 +395,17 @@ int main(int argc, char **argv)
     }
     for (unsigned i = 0; i < g.live; i++)
         verify(i, host);
+    double times[2] = {0, 0};
     if (pause)
-        pause_resume(backup, host);
+        pause_resume(backup, host, times);
     shrink(0);
     checkpoint("done");
     CK(cuMemAddressFree(g.base, g.reserved));
     CK(cuMemFree_v2(g.out));
     printf("{\"ok\":true,\"segments\":%" PRIu64 ",\"segment_bytes\":%zu,\"rounds\":%" PRIu64
-           ",\"verified_bytes\":%" PRIu64 ",\"paused\":%s}\n",
-           segments, g.seg, rounds, verified, pause ? "true" : "false");
+           ",\"verified_bytes\":%" PRIu64 ",\"paused\":%s,\"pause_ms\":%.1f,\"resume_ms\":%.1f"
+           ",\"elapsed_ms\":%.0f}\n",
+           segments, g.seg, rounds, verified, pause ? "true" : "false", times[0], times[1],
+           now_ms() - start);
     return 0;
 }
