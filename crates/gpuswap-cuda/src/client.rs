@@ -384,12 +384,13 @@ impl Client {
         lock(&self.buffers).contains_key(&va)
     }
 
-    /// The chunk size and each chunk's memory handle of the buffer at `va` (a program's
-    /// virtual handle's backing, `vmm`), if it is ours.
-    pub fn chunk_handles(&self, va: DevPtr) -> Option<(u64, Vec<u64>)> {
+    /// The daemon's id, the chunk size and each chunk's memory handle of the buffer at
+    /// `va` (a program's virtual handle's backing, `vmm`), if it is ours.
+    pub fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {
         let buffers = lock(&self.buffers);
         let b = buffers.get(&va)?;
-        Some((b.chunk_bytes, b.chunks.iter().map(Memory::handle).collect()))
+        let handles = b.chunks.iter().map(Memory::handle).collect();
+        Some((b.id, b.chunk_bytes, handles))
     }
 
     /// Bytes of the process's buffers in VRAM now (what its view's free memory is

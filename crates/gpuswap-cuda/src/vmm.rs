@@ -8,7 +8,9 @@
 //! program's mappings of the virtual handle maps the same chunk handles again at the
 //! program's addresses, piece by piece, so its bytes are the same at every address.
 //! When the daemon moves a chunk, [`moved`] remaps every piece of it and grants the
-//! program's access there again.
+//! program's access there again. Each mapping is a range of the buffer for the touch
+//! hints too (after a reconnection, until it is unmapped, its marks name the buffer's
+//! id of the lost connection: a hint the new daemon does not know).
 //!
 //! Lock order: the client's buffers, then [`TABLE`]; nothing here calls the client while
 //! it holds [`TABLE`]. The hooks hold the process's gate (as `cuMemFree` does), and
@@ -183,7 +185,7 @@ pub fn map(client: &Client, va: DevPtr, bytes: u64, offset: u64, handle: u64) ->
     if bytes == 0 || !fits || !aligned(va | bytes | offset) {
         return ffi::CUDA_ERROR_INVALID_VALUE;
     }
-    let Some((chunk_bytes, chunks)) = client.chunk_handles(home) else {
+    let Some((id, chunk_bytes, chunks)) = client.chunk_handles(home) else {
         return ffi::CUDA_ERROR_INVALID_HANDLE;
     };
     let mapping = Mapping {
@@ -207,6 +209,8 @@ pub fn map(client: &Client, va: DevPtr, bytes: u64, offset: u64, handle: u64) ->
         done.push(p);
     }
     v.mappings.push(mapping);
+    // A launch that names an address of the mapping touches the buffer.
+    crate::touch::added(id, va, bytes);
     ffi::CUDA_SUCCESS
 }
 
@@ -244,6 +248,7 @@ pub fn unmap(client: &Client, va: DevPtr, bytes: u64) -> Option<CuResult> {
         if let Some(v) = t.handles.get_mut(&handle) {
             v.mappings.retain(|m| m.va != at);
         }
+        crate::touch::removed(at);
         cursor = at + len;
     }
     if cursor < end
