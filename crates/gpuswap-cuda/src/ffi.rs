@@ -475,6 +475,10 @@ pub struct ProgramProp {
     pub alloc_flags: [u8; 8],
 }
 
+// cuda.h's layout: 32 bytes, the location at 8, the flags at 24.
+const _: () = assert!(std::mem::size_of::<ProgramProp>() == 32);
+const _: () = assert!(std::mem::offset_of!(ProgramProp, alloc_flags) == 24);
+
 impl ProgramProp {
     /// Pinned memory on device 0, the only kind the interposer manages.
     pub fn is_device_zero(&self) -> bool {
