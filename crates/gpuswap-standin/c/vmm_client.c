@@ -5,7 +5,9 @@
  * at the end of what it has (cuMemMap, cuMemSetAccess); as it shrinks it unmaps the last
  * segments and releases their handles. Some segments are mapped twice: every odd one at
  * a second address too (its *alias*), every third one in part (from its second granule
- * on) at a third address. Every mapping of a segment must show the same bytes.
+ * on) at a third address. Every mapping of a segment must show the same bytes. Every
+ * fourth one from the third is released as soon as it is mapped, as many allocators
+ * do: its last unmap frees it.
  *
  * Each round it verifies every segment at every mapping (gpuswap_checksum against the
  * host's checksum, and a full copy back of the main mapping compared word by word),
@@ -100,6 +102,8 @@ static CUdeviceptr alias_at(unsigned i) { return g.base + (MAX_SEGMENTS + i) * g
 static CUdeviceptr part_at(unsigned i) { return g.base + (2 * MAX_SEGMENTS + i) * g.seg; }
 static int has_alias(unsigned i) { return i % 2 == 1; }
 static int has_part(unsigned i) { return i % 3 == 0; }
+/* Released as soon as mapped, as many allocators do: freed by its last unmap. */
+static int released_early(unsigned i) { return i % 4 == 2; }
 
 /* The step just done, and the bytes held now; waits for the test's line. */
 static void checkpoint(const char *step)
@@ -193,22 +197,34 @@ static void verify(unsigned i, uint32_t *host)
         }
 }
 
-/* Grows to n segments: a handle per new segment, mapped, filled. */
-static void grow(unsigned n, uint32_t seed)
+/* Segment i's handle, created and mapped at every address it has (and released at
+ * once where it is released early). */
+static void new_segment(unsigned i)
 {
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CK(cuMemCreate(&g.h[i], g.seg, &prop, 0));
+    g.handles++;
+    checkpoint("create");
+    map_segment(i);
+    checkpoint("map");
+    if (released_early(i)) {
+        CK(cuMemRelease(g.h[i]));
+        checkpoint("release-mapped");
+    }
+}
+
+/* Grows to n segments: a handle per new segment, mapped, filled. */
+static void grow(unsigned n, uint32_t seed)
+{
     for (unsigned i = g.live; i < n; i++) {
-        CK(cuMemCreate(&g.h[i], g.seg, &prop, 0));
-        g.handles++;
-        checkpoint("create");
-        map_segment(i);
+        new_segment(i);
         g.seed[i] = seed + 100 * i;
         fill_at(main_at(i), g.seed[i]);
         g.live = i + 1;
-        checkpoint("map");
+        checkpoint("fill");
     }
 }
 
@@ -218,9 +234,13 @@ static void shrink(unsigned n)
     while (g.live > n) {
         unsigned i = g.live - 1;
         unmap_segment(i);
-        checkpoint("unmap");
-        CK(cuMemRelease(g.h[i]));
-        g.handles--;
+        if (released_early(i)) {
+            g.handles--; /* its last unmap freed it */
+        } else {
+            checkpoint("unmap");
+            CK(cuMemRelease(g.h[i]));
+            g.handles--;
+        }
         g.live = i;
         checkpoint("release");
     }
@@ -246,15 +266,8 @@ static void pause_resume(uint32_t **backup, uint32_t *host, double *times)
     times[0] = now_ms() - t;
     checkpoint("paused");
     t = now_ms();
-    unsigned live = g.live;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    for (unsigned i = live; i < n; i++) {
-        CK(cuMemCreate(&g.h[i], g.seg, &prop, 0));
-        g.handles++;
-        map_segment(i);
+    for (unsigned i = g.live; i < n; i++) {
+        new_segment(i);
         CK(cuMemcpyHtoD_v2(main_at(i), backup[i], g.seg));
         g.live = i + 1;
     }
