@@ -609,13 +609,9 @@ fn ends_capture(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult
 }
 
 // A program's own virtual memory management (`vmm`): its handles on device 0 are
-// virtual handles of ours while the daemon is connected; every other handle, and every
-// call on one, goes to the driver.
-
-/// The client that owns virtual handles, connected or lost (not in a forked child).
-fn vmm_client() -> Option<&'static Client> {
-    client()
-}
+// virtual handles of ours while the daemon is connected, and stay ours (`client()`,
+// connected or lost) until they go; every other handle, and every call on one, goes to
+// the driver.
 
 /// # Safety
 /// Called by C with cuda.h's contract.
@@ -632,7 +628,13 @@ pub unsafe extern "C" fn cuMemCreate(
         }
         // SAFETY: the caller gives `prop` null or pointing at a CUmemAllocationProp.
         let program_prop = unsafe { prop.as_ref() }.copied();
-        let on_device = program_prop.filter(ffi::ProgramProp::is_device_zero);
+        let mut on_device = program_prop.filter(ffi::ProgramProp::is_device_zero);
+        if on_device.is_some() && managed().is_some() && ffi::driver::current_context().is_null() {
+            // The daemon's buffers are mapped in a context of the program's.
+            let why = "passed through unmanaged (uncounted)";
+            let _ = refuse_once("cuMemCreate without a current context", why);
+            on_device = None;
+        }
         let client = on_device.and_then(|_| allocating_client("cuMemCreate"));
         let (Some(client), Some(p)) = (client, on_device) else {
             let real = real!(c"cuMemCreate"; fn(*mut u64, usize, *const ffi::ProgramProp, u64) -> CuResult);
@@ -658,7 +660,7 @@ pub unsafe extern "C" fn cuMemCreate(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CuResult {
     guarded("cuMemRelease", || {
-        if let Some(client) = vmm_client().filter(|_| crate::vmm::is_virtual(handle)) {
+        if let Some(client) = client().filter(|_| crate::vmm::is_virtual(handle)) {
             let _held = gate();
             return crate::vmm::release(client, handle);
         }
@@ -679,7 +681,7 @@ pub unsafe extern "C" fn cuMemMap(
     flags: u64,
 ) -> CuResult {
     guarded("cuMemMap", || {
-        if let Some(client) = vmm_client().filter(|_| crate::vmm::is_virtual(handle)) {
+        if let Some(client) = client().filter(|_| crate::vmm::is_virtual(handle)) {
             if flags != 0 {
                 return ffi::CUDA_ERROR_INVALID_VALUE;
             }
@@ -697,7 +699,7 @@ pub unsafe extern "C" fn cuMemMap(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemUnmap(va: DevPtr, bytes: usize) -> CuResult {
     guarded("cuMemUnmap", || {
-        if let Some(client) = vmm_client() {
+        if let Some(client) = client() {
             let _held = gate();
             if let Some(rc) = crate::vmm::unmap(client, va, bytes as u64) {
                 return rc;
@@ -723,7 +725,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
         let real = real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const c_void, usize) -> CuResult);
         // SAFETY: forwarded as given: our mappings are the driver's mappings too.
         let rc = unsafe { real(va, bytes, desc, count) };
-        if rc == ffi::CUDA_SUCCESS && vmm_client().is_some() {
+        if rc == ffi::CUDA_SUCCESS && client().is_some() {
             // SAFETY: the driver accepted `count` descriptors at `desc`.
             let access = unsafe { ffi::Access::copied(desc, count) };
             crate::vmm::granted(va, bytes as u64, access);
@@ -741,7 +743,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
 ) -> CuResult {
     guarded("cuMemRetainAllocationHandle", || {
         if !handle.is_null()
-            && vmm_client().is_some()
+            && client().is_some()
             && let Some(h) = crate::vmm::retain(addr as DevPtr)
         {
             // SAFETY: checked non-null; the caller gives a writable pointer.
