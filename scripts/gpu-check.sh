@@ -35,6 +35,14 @@
 #      wake-up delay, out-of-memory errors: none). scripts/gpu-sharing-summary.py does
 #      the arithmetic. GPUSWAP_CHECK_SHARING (default "mm gpt cold burst notebooks")
 #      picks the workloads.
+#   8. (allocators, not in the default; about 2 minutes by estimate, not yet run on a
+#      GPU) issue 41's programs that map their memory themselves: gpuswap-vmm-client (an
+#      expandable-segments-like allocator, handles mapped in part and at two addresses,
+#      then torch_memory_saver's pause and resume: unmapped, released, created and
+#      mapped again at the same addresses) beside the e2e client, 8 GiB asked of 6;
+#      then step 4's PyTorch pair with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#      (PyTorch maps its segments itself). Data checked, times, and what the daemon
+#      counts for each (GiB, from `top --json`).
 # GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps;
 # GPUSWAP_CHECK_STEPS=sharing runs step 7 alone. --quick (or GPUSWAP_CHECK_QUICK=1)
 # shortens step 7 (the jobs' rounds and steps, the server's cycles, the notebooks' time,
@@ -436,5 +444,56 @@ elif python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; t
     done
 else
     note "{\"step\":\"sharing\",\"rc\":\"no PyTorch with CUDA\"}"
+fi
+# 8. Allocators (issue 41): a program's own VMM memory, managed.
+# What a `top --json` snapshot (file $1) counts for each tenant, in GiB of VRAM and host
+# memory together: {"name": GiB}, or null without a snapshot.
+counted_gib() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(json.dumps({t["name"]: round((t["vram_bytes"] + t["host_bytes"]) / 2**30, 2) for t in d["tenants"]}))' \
+        "$1" 2> /dev/null || echo null
+}
+if want allocators; then
+    # The VMM client, 8 x 512 MiB (and a scratch), beside the e2e client's 4 x 1 GiB:
+    # 8 GiB asked of 6, so that both are moved.
+    start_daemon 6GiB allocators-saver
+    GPUSWAP_TENANT_NAME=alloc LD_PRELOAD=$pre timeout 120 "${client[@]}" \
+        --buffers 4 --size 1GiB --rounds 4 --hold-ms 500 --seed 51 > saver-alloc.json 2> saver-alloc.err &
+    a=$!
+    sleep 1
+    GPUSWAP_TRACE=1 GPUSWAP_TENANT_NAME=saver LD_PRELOAD=$pre timeout 120 "$bundle/gpuswap-vmm-client" \
+        --ptx e2e_kernels.ptx --segments 8 --segment 512MiB --rounds 4 --hold-ms 500 \
+        --pause-resume --export > saver.json 2> saver.err &
+    s=$!
+    sleep 3
+    "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-allocators-saver.json 2>&1
+    wait $a; ra=$?
+    wait $s; rs=$?
+    refused=$(grep -q "cuMemExportToShareableHandle is not managed" saver.err && echo true || echo false)
+    note "{\"step\":\"allocators-saver\",\"rc_alloc\":$ra,\"rc_saver\":$rs,\"export_refused\":$refused,\"counted_gib\":$(counted_gib top-allocators-saver.json),\"saver\":$(cat saver.json 2> /dev/null || echo null),\"alloc\":$(cat saver-alloc.json 2> /dev/null || echo null)}"
+    stop_daemon
+    if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
+        # Step 4's pair, their segments mapped by PyTorch itself.
+        start_daemon 16GiB allocators-torch
+        rm -rf "$out/barrier" && mkdir "$out/barrier"
+        pids=()
+        for run in p:2 q:3; do
+            PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True GPUSWAP_TRACE=1 \
+                GPUSWAP_TENANT_NAME=${run%:*} LD_PRELOAD=$pre timeout 200 \
+                python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --seed "${run#*:}" \
+                --barrier "$out/barrier" > "expandable-${run%:*}.json" 2> "expandable-${run%:*}.err" &
+            pids+=($!)
+        done
+        release 2 3
+        sleep 2
+        "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-allocators-torch.json 2>&1
+        wait "${pids[0]}"; rp=$?
+        wait "${pids[1]}"; rq=$?
+        note "{\"step\":\"allocators-torch\",\"alloc_conf\":\"expandable_segments:True\",\"rc_p\":$rp,\"rc_q\":$rq,\"counted_gib\":$(counted_gib top-allocators-torch.json),\"p\":$(cat expandable-p.json 2> /dev/null || echo null),\"q\":$(cat expandable-q.json 2> /dev/null || echo null)}"
+        stop_daemon
+    else
+        note "{\"step\":\"allocators-torch\",\"rc\":\"no PyTorch with CUDA\"}"
+    fi
 fi
 tar czf "$out/results.tar.gz" --exclude results.tar.gz --exclude calib --exclude gpuswap.sock -C "$out" .

@@ -11,6 +11,7 @@ const INPUTS: &[&str] = &[
     "c/standin.c",
     "c/e2e_client.c",
     "c/vmm_probe.c",
+    "c/vmm_client.c",
 ];
 
 /// Flags of every compile: strict warnings, and no fused multiply-add, so that the
@@ -70,6 +71,7 @@ fn main() {
     for (source, program) in [
         ("e2e_client.c", "gpuswap-e2e-client"),
         ("vmm_probe.c", "gpuswap-vmm-probe"),
+        ("vmm_client.c", "gpuswap-vmm-client"),
     ] {
         compile(
             program,

@@ -431,6 +431,15 @@ impl Client {
         lock(&self.buffers).contains_key(&va)
     }
 
+    /// The daemon's id, the chunk size and each chunk's memory handle of the buffer at
+    /// `va` (a program's virtual handle's backing, `vmm`), if it is ours.
+    pub fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {
+        let buffers = lock(&self.buffers);
+        let b = buffers.get(&va)?;
+        let handles = b.chunks.iter().map(Memory::handle).collect();
+        Some((b.id, b.chunk_bytes, handles))
+    }
+
     /// Bytes of the process's buffers in VRAM now (what its view's free memory is
     /// less of; the rest is in host memory).
     pub fn vram_held_bytes(&self) -> u64 {
@@ -713,6 +722,8 @@ impl Client {
                         if let Some(chunk) = chunk {
                             *chunk = new;
                         }
+                        // A program's own mappings of the chunk follow it (`vmm`).
+                        crate::vmm::moved(m.site.at, m.site.len, new.handle());
                     }
                     (None, error) => failed.push((m.index, error.unwrap_or("?").to_owned())),
                 }

@@ -554,3 +554,83 @@ pub mod driver {
         check(unsafe { f(stream) }, "cuStreamDestroy")
     }
 }
+
+/// `CUDA_ERROR_INVALID_HANDLE`: a handle the driver (or `vmm`) does not know.
+pub const CUDA_ERROR_INVALID_HANDLE: CuResult = 400;
+
+/// `CUmemAllocationProp` as a program gave it to `cuMemCreate`, kept by value for
+/// `cuMemGetAllocationPropertiesFromHandle` (its Win32 pointer kept as an integer, never
+/// followed).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ProgramProp {
+    pub kind: c_int,
+    pub requested_handle_types: c_int,
+    pub location: MemLocation,
+    pub win32_handle_meta_data: u64,
+    pub alloc_flags: [u8; 8],
+}
+
+// cuda.h's layout: 32 bytes, the location at 8, the flags at 24.
+const _: () = assert!(std::mem::size_of::<ProgramProp>() == 32);
+const _: () = assert!(std::mem::offset_of!(ProgramProp, alloc_flags) == 24);
+
+impl ProgramProp {
+    /// Pinned memory on device 0, the only kind the interposer manages.
+    pub fn is_device_zero(&self) -> bool {
+        self.kind == ALLOCATION_PINNED
+            && self.location.kind == LOCATION_DEVICE
+            && self.location.id == 0
+    }
+}
+
+/// A program's `CUmemAccessDesc` list for a range, kept to grant it again where a move
+/// remaps the range: each (location type, location id, flags), as cuda.h lays it out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Access(Vec<[c_int; 3]>);
+
+impl Access {
+    /// The `count` descriptors at `desc`.
+    ///
+    /// # Safety
+    /// `desc` points at `count` `CUmemAccessDesc`s (the driver accepted them).
+    pub unsafe fn copied(desc: *const c_void, count: usize) -> Self {
+        if desc.is_null() {
+            return Self::default();
+        }
+        // SAFETY: the caller's contract; `[c_int; 3]` is `CUmemAccessDesc`'s layout.
+        Self(unsafe { std::slice::from_raw_parts(desc.cast::<[c_int; 3]>(), count) }.to_vec())
+    }
+}
+
+/// The driver calls behind a program's own mappings (`vmm`), each answering the
+/// driver's error code.
+pub mod vmm_driver {
+    use super::*;
+
+    fn code(rc: CuResult) -> Result<(), CuResult> {
+        if rc == CUDA_SUCCESS { Ok(()) } else { Err(rc) }
+    }
+
+    /// Maps `bytes` of `handle` from `offset` at `va`, without access yet.
+    pub fn map_part(va: DevPtr, bytes: u64, offset: u64, handle: u64) -> Result<(), CuResult> {
+        let map = real!(c"cuMemMap"; fn(DevPtr, usize, usize, u64, u64) -> CuResult);
+        // SAFETY: `va` lies in the program's reservation, `handle` is a live one of ours;
+        // the driver checks both.
+        code(unsafe { map(va, bytes as usize, offset as usize, handle, 0) })
+    }
+
+    /// Grants the program's `access` on `[va, va + bytes)` again.
+    pub fn grant(va: DevPtr, bytes: u64, access: &Access) -> Result<(), CuResult> {
+        let f = real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const [c_int; 3], usize) -> CuResult);
+        // SAFETY: `access` holds `len` descriptors of cuda.h's layout.
+        code(unsafe { f(va, bytes as usize, access.0.as_ptr(), access.0.len()) })
+    }
+
+    /// Unmaps `[va, va + bytes)`, whole mappings.
+    pub fn unmap(va: DevPtr, bytes: u64) -> Result<(), CuResult> {
+        let f = real!(c"cuMemUnmap"; fn(DevPtr, usize) -> CuResult);
+        // SAFETY: the driver checks the range.
+        code(unsafe { f(va, bytes as usize) })
+    }
+}

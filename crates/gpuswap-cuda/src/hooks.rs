@@ -608,6 +608,230 @@ fn ends_capture(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult
     })
 }
 
+// A program's own virtual memory management (`vmm`): its handles on device 0 are
+// virtual handles of ours while the daemon is connected, and stay ours (`client()`,
+// connected or lost) until they go; every other handle, and every call on one, goes to
+// the driver.
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    bytes: usize,
+    prop: *const ffi::ProgramProp,
+    flags: u64,
+) -> CuResult {
+    guarded("cuMemCreate", || {
+        if let Some(rc) = failed_start() {
+            return rc;
+        }
+        // SAFETY: the caller gives `prop` null or pointing at a CUmemAllocationProp.
+        let program_prop = unsafe { prop.as_ref() }.copied();
+        let mut on_device = program_prop.filter(ffi::ProgramProp::is_device_zero);
+        if on_device.is_some() && managed().is_some() && ffi::driver::current_context().is_null() {
+            // The daemon's buffers are mapped in a context of the program's.
+            let why = "passed through unmanaged (uncounted)";
+            let _ = refuse_once("cuMemCreate without a current context", why);
+            on_device = None;
+        }
+        let client = on_device.and_then(|_| allocating_client("cuMemCreate"));
+        let (Some(client), Some(p)) = (client, on_device) else {
+            let real = real!(c"cuMemCreate"; fn(*mut u64, usize, *const ffi::ProgramProp, u64) -> CuResult);
+            // SAFETY: forwarded as given.
+            return unsafe { real(handle, bytes, prop, flags) };
+        };
+        if handle.is_null() || flags != 0 {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        match crate::vmm::create(client, bytes as u64, p) {
+            Ok(h) => {
+                // SAFETY: checked non-null; the caller gives a writable pointer.
+                unsafe { *handle = h };
+                ffi::CUDA_SUCCESS
+            }
+            Err(rc) => rc,
+        }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CuResult {
+    guarded("cuMemRelease", || {
+        if let Some(client) = client().filter(|_| crate::vmm::is_virtual(handle)) {
+            let _held = gate();
+            return crate::vmm::release(client, handle);
+        }
+        let real = real!(c"cuMemRelease"; fn(u64) -> CuResult);
+        // SAFETY: not ours: forwarded as given.
+        unsafe { real(handle) }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemMap(
+    va: DevPtr,
+    bytes: usize,
+    offset: usize,
+    handle: u64,
+    flags: u64,
+) -> CuResult {
+    guarded("cuMemMap", || {
+        if let Some(client) = client().filter(|_| crate::vmm::is_virtual(handle)) {
+            if flags != 0 {
+                return ffi::CUDA_ERROR_INVALID_VALUE;
+            }
+            let _held = gate();
+            return crate::vmm::map(client, va, bytes as u64, offset as u64, handle);
+        }
+        let real = real!(c"cuMemMap"; fn(DevPtr, usize, usize, u64, u64) -> CuResult);
+        // SAFETY: not ours: forwarded as given.
+        unsafe { real(va, bytes, offset, handle, flags) }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemUnmap(va: DevPtr, bytes: usize) -> CuResult {
+    guarded("cuMemUnmap", || {
+        if let Some(client) = client() {
+            let _held = gate();
+            if let Some(rc) = crate::vmm::unmap(client, va, bytes as u64) {
+                return rc;
+            }
+        }
+        let real = real!(c"cuMemUnmap"; fn(DevPtr, usize) -> CuResult);
+        // SAFETY: no mapping of ours in the range: forwarded as given.
+        unsafe { real(va, bytes) }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemSetAccess(
+    va: DevPtr,
+    bytes: usize,
+    desc: *const c_void,
+    count: usize,
+) -> CuResult {
+    guarded("cuMemSetAccess", || {
+        let _held = gate();
+        let real = real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const c_void, usize) -> CuResult);
+        // SAFETY: forwarded as given: our mappings are the driver's mappings too.
+        let rc = unsafe { real(va, bytes, desc, count) };
+        if rc == ffi::CUDA_SUCCESS && client().is_some() {
+            // SAFETY: the driver accepted `count` descriptors at `desc`.
+            let access = unsafe { ffi::Access::copied(desc, count) };
+            crate::vmm::granted(va, bytes as u64, access);
+        }
+        rc
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemRetainAllocationHandle(
+    handle: *mut u64,
+    addr: *mut c_void,
+) -> CuResult {
+    guarded("cuMemRetainAllocationHandle", || {
+        if !handle.is_null()
+            && client().is_some()
+            && let Some(h) = crate::vmm::retain(addr as DevPtr)
+        {
+            // SAFETY: checked non-null; the caller gives a writable pointer.
+            unsafe { *handle = h };
+            return ffi::CUDA_SUCCESS;
+        }
+        let real = real!(c"cuMemRetainAllocationHandle"; fn(*mut u64, *mut c_void) -> CuResult);
+        // SAFETY: not in a mapping of ours: forwarded as given.
+        unsafe { real(handle, addr) }
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(
+    prop: *mut ffi::ProgramProp,
+    handle: u64,
+) -> CuResult {
+    guarded("cuMemGetAllocationPropertiesFromHandle", || {
+        if crate::vmm::is_virtual(handle) {
+            let Some(p) = crate::vmm::properties(handle) else {
+                return ffi::CUDA_ERROR_INVALID_VALUE;
+            };
+            if prop.is_null() {
+                return ffi::CUDA_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: checked non-null; the caller gives a writable CUmemAllocationProp.
+            unsafe { *prop = p };
+            return ffi::CUDA_SUCCESS;
+        }
+        let real = real!(c"cuMemGetAllocationPropertiesFromHandle"; fn(*mut ffi::ProgramProp, u64) -> CuResult);
+        // SAFETY: not ours: forwarded as given.
+        unsafe { real(prop, handle) }
+    })
+}
+
+/// An exported virtual handle could be mapped by another process, where gpuswap could
+/// not move it: refused.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemExportToShareableHandle(
+    shareable: *mut c_void,
+    handle: u64,
+    kind: c_int,
+    flags: u64,
+) -> CuResult {
+    guarded("cuMemExportToShareableHandle", || {
+        if crate::vmm::is_virtual(handle) {
+            return refuse_once(
+                "cuMemExportToShareableHandle",
+                "the memory of a handle gpuswap manages moves, and another process that \
+                 mapped it could not follow; the export is refused (pinning exported \
+                 handles: see issue 41)",
+            );
+        }
+        let real =
+            real!(c"cuMemExportToShareableHandle"; fn(*mut c_void, u64, c_int, u64) -> CuResult);
+        // SAFETY: not ours: forwarded as given.
+        unsafe { real(shareable, handle, kind, flags) }
+    })
+}
+
+/// The entry points of a program's own virtual memory management.
+fn vmm_table() -> Vec<(&'static CStr, usize)> {
+    vec![
+        (c"cuMemCreate", cuMemCreate as *const () as usize),
+        (c"cuMemRelease", cuMemRelease as *const () as usize),
+        (c"cuMemMap", cuMemMap as *const () as usize),
+        (c"cuMemUnmap", cuMemUnmap as *const () as usize),
+        (c"cuMemSetAccess", cuMemSetAccess as *const () as usize),
+        (
+            c"cuMemRetainAllocationHandle",
+            cuMemRetainAllocationHandle as *const () as usize,
+        ),
+        (
+            c"cuMemGetAllocationPropertiesFromHandle",
+            cuMemGetAllocationPropertiesFromHandle as *const () as usize,
+        ),
+        (
+            c"cuMemExportToShareableHandle",
+            cuMemExportToShareableHandle as *const () as usize,
+        ),
+    ]
+}
+
 /// Every exported entry point by name.
 pub fn table() -> &'static [(&'static CStr, usize)] {
     static TABLE: OnceLock<Vec<(&'static CStr, usize)>> = OnceLock::new();
@@ -634,6 +858,7 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         t.extend(syncs_table());
         t.extend(capture_begins_table());
         t.extend(capture_ends_table());
+        t.extend(vmm_table());
         t
     })
 }

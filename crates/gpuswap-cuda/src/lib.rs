@@ -27,6 +27,8 @@
 //!   life;
 //! - `rejoin`: what reconnection needs (the lost state, the pace of attempts, the
 //!   declaration of the buffers held) and the device's real free memory;
+//! - `vmm`: a program's own virtual memory management (`cuMemCreate`, `cuMemMap`, ...),
+//!   its handles backed by managed buffers that move under its mappings;
 //! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
 //!   listening process's uid).
 //!
@@ -58,6 +60,7 @@ mod probe;
 mod progress;
 mod rejoin;
 mod touch;
+mod vmm;
 
 /// The names of the driver entry points the interposer exports, for documentation and
 /// tests.

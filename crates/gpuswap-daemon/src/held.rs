@@ -185,7 +185,9 @@ pub(crate) fn vram_in_place(m: &Manager, tenant: TenantId) -> u64 {
         .sum()
 }
 
-/// The bytes of a declared buffer in VRAM.
+/// The bytes of a declared buffer in VRAM, in bytes: its last chunk is shorter when the
+/// buffer is not whole chunks (a program's own handle of a size of its own, issue 41),
+/// and counts at its length where it is in VRAM.
 pub(crate) fn vram_part(b: &HeldBuffer) -> u64 {
     let vram_chunks: u64 = b
         .placement
@@ -193,5 +195,47 @@ pub(crate) fn vram_part(b: &HeldBuffer) -> u64 {
         .filter(|r| r.location == wire::Location::Vram)
         .map(|r| u64::from(r.chunks))
         .sum();
-    vram_chunks.saturating_mul(b.chunk_bytes).min(b.bytes)
+    let last_in_vram = b
+        .placement
+        .iter()
+        .rfind(|r| r.chunks > 0)
+        .is_some_and(|r| r.location == wire::Location::Vram);
+    let short_by = match b.bytes.checked_rem(b.chunk_bytes) {
+        Some(rem) if rem > 0 && last_in_vram => b.chunk_bytes - rem,
+        _ => 0,
+    };
+    vram_chunks
+        .saturating_mul(b.chunk_bytes)
+        .saturating_sub(short_by)
+        .min(b.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn held(bytes: u64, runs: &[(u32, wire::Location)]) -> HeldBuffer {
+        HeldBuffer {
+            bytes,
+            chunk_bytes: 4 * MIB,
+            placement: runs
+                .iter()
+                .map(|&(chunks, location)| wire::Placement { chunks, location })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_short_last_chunk_in_vram_counts_at_its_length() {
+        use wire::Location::{Host, Vram};
+        // 6 MiB in chunks of 4: 4 + 2.
+        assert_eq!(vram_part(&held(6 * MIB, &[(1, Host), (1, Vram)])), 2 * MIB);
+        assert_eq!(vram_part(&held(6 * MIB, &[(1, Vram), (1, Host)])), 4 * MIB);
+        assert_eq!(vram_part(&held(6 * MIB, &[(2, Vram)])), 6 * MIB);
+        assert_eq!(vram_part(&held(8 * MIB, &[(1, Host), (1, Vram)])), 4 * MIB);
+        // Smaller than a chunk: one short chunk.
+        assert_eq!(vram_part(&held(2 * MIB, &[(1, Vram)])), 2 * MIB);
+    }
 }

@@ -68,6 +68,8 @@ struct handle { /* a physical allocation made by cuMemCreate */
     size_t size;
     int vram;      /* location DEVICE: charged against the shared capacity */
     int released;  /* cuMemRelease was called: freed once maps drops to 0 */
+    unsigned retains;         /* cuMemRetainAllocationHandle references not yet released */
+    CUmemAllocationProp prop; /* as cuMemCreate got it, for cuMemGetAllocationPropertiesFromHandle */
     unsigned maps; /* live cuMemMap mappings of it */
 };
 
@@ -884,6 +886,7 @@ static CUresult do_create(CUmemGenericAllocationHandle *out, size_t size,
     h->id = g_next_handle++;
     h->size = size;
     h->vram = vram;
+    h->prop = *prop;
     h->next = g_handles;
     g_handles = h;
     *out = h->id;
@@ -895,6 +898,10 @@ static CUresult do_release(CUmemGenericAllocationHandle id)
     struct handle *h = handle_find(id);
     if (h == NULL || h->released)
         return CUDA_ERROR_INVALID_VALUE;
+    if (h->retains > 0) {
+        h->retains--;
+        return CUDA_SUCCESS;
+    }
     h->released = 1;
     handle_maybe_free(h);
     return CUDA_SUCCESS;
@@ -1093,6 +1100,47 @@ API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc 
     ENTER(0);
     run_queued_copies();
     return end(do_set_access(ptr, size, desc, count));
+}
+
+/* The handle mapped at addr (anywhere in the mapping), one more reference to release. */
+API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    ENTER(0);
+    FAIL_IF(handle == NULL, CUDA_ERROR_INVALID_VALUE);
+    struct mapping *m = mapping_at((uintptr_t)addr);
+    FAIL_IF(m == NULL || m->h->released, CUDA_ERROR_INVALID_VALUE);
+    m->h->retains++;
+    *handle = m->h->id;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                    CUmemGenericAllocationHandle handle)
+{
+    ENTER(0);
+    struct handle *h = handle_find(handle);
+    FAIL_IF(prop == NULL || h == NULL || h->released, CUDA_ERROR_INVALID_VALUE);
+    *prop = h->prop;
+    return end(CUDA_SUCCESS);
+}
+
+/* A POSIX file descriptor (a dup of the handle's memfd: the caller closes it), for a
+ * handle created with that type requested; other types are not supported here. */
+API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                          CUmemAllocationHandleType handleType,
+                                          unsigned long long flags)
+{
+    ENTER(0);
+    struct handle *h = handle_find(handle);
+    FAIL_IF(shareableHandle == NULL || flags != 0 || h == NULL || h->released,
+            CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, CUDA_ERROR_NOT_SUPPORTED);
+    FAIL_IF(!(h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_ERROR_INVALID_VALUE);
+    int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+    FAIL_IF(fd < 0, CUDA_ERROR_OUT_OF_MEMORY);
+    *(int *)shareableHandle = fd;
+    return end(CUDA_SUCCESS);
 }
 
 /* ---------------------------------------------------------- plain memory */

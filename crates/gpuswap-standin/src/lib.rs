@@ -53,6 +53,12 @@ pub fn vmm_probe() -> PathBuf {
     dir().join("gpuswap-vmm-probe")
 }
 
+/// The virtual-memory-management client, `dir()/gpuswap-vmm-client`: an
+/// expandable-segments-like allocator that verifies its data (its flags: `README.md`).
+pub fn vmm_client() -> PathBuf {
+    dir().join("gpuswap-vmm-client")
+}
+
 /// The gpuswap interposer, `libgpuswap_cuda.so`, for tests that run programs under it:
 /// built once per test process into `profile_dir` (`<target>/<profile>`, where it
 /// lands). Cargo builds a dependency's rlib only, so the cdylib is built here, by the
