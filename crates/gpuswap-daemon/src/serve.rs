@@ -336,7 +336,7 @@ fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>, verbose: bool)
         let Ok((pid, uid)) = wire::peer_credentials(&stream) else {
             continue;
         };
-        // Read as the connection comes, while its process surely lives: what a
+        // Read right as the connection comes, while its process almost surely lives: what a
         // contract bound to a cgroup asks for.
         let cgroups = identity::cgroups_of(pid);
         pause = ACCEPT_PAUSE_FIRST;
