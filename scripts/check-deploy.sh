@@ -45,3 +45,61 @@ PY
 else
     echo "skipped the manifests' check: no python3-yaml"
 fi
+# The Slurm scripts: shellcheck where installed, else bash's own parse; then the
+# Prolog run for two fake jobs (shards, a memory GRES) into a folder of its own, what
+# it wrote checked by `gpuswap daemon --check-contracts`, the Epilog removing it and
+# the TaskProlog's export lines.
+for script in deploy/slurm/*.sh; do
+    if command -v shellcheck > /dev/null; then
+        shellcheck "$script"
+    else
+        bash -n "$script"
+    fi
+done
+if command -v shellcheck > /dev/null; then
+    echo "deploy/slurm/*.sh: shellcheck passed"
+else
+    echo "deploy/slurm/*.sh: parsed by bash -n (no shellcheck here)"
+fi
+slurm=$(mktemp -d)
+chmod 0755 "$slurm"
+# shellcheck disable=SC2064
+trap "rm -rf '$slurm' '${dir:-}'" EXIT
+fake_job() {
+    env -i PATH="$PATH" GPUSWAP_SLURM_CONF=/dev/null GPUSWAP_CONTRACTS_DIR="$slurm/contracts" \
+        GPUSWAP_SHARD_BYTES=10GiB GPUSWAP_SLURM_CGROUP=/system.slice/slurmstepd.scope/job_%j \
+        "$@" bash deploy/slurm/prolog.sh
+}
+fake_job SLURM_JOB_ID=42 SLURM_JOB_UID=1001 SLURM_JOB_GPUS=0 GPUSWAP_JOB_GRES="gpu:1(IDX:0),shard:2(2/8)"
+fake_job SLURM_JOB_ID=43 SLURM_JOB_UID=1002 SLURM_JOB_GPUS=0,1 GPUSWAP_JOB_GRES="gpumem:40G" \
+    GPUSWAP_SLURM_AT_LIMIT=spill
+expect() {
+    local file=$1 wanted=$2 out
+    out=$("$bin" daemon --check-contracts "$file")
+    if ! grep -qF "$wanted" <<< "$out"; then
+        echo "deploy/slurm/prolog.sh wrote $file, whose check says:" >&2
+        echo "$out" >&2
+        echo "(expected: $wanted)" >&2
+        exit 1
+    fi
+}
+expect "$slurm/contracts/slurm_job_42.toml" \
+    "guarantee 20.0 GiB: to processes of uid 1001 in cgroup /system.slice/slurmstepd.scope/job_42"
+expect "$slurm/contracts/slurm_job_43.toml" \
+    "guarantee 20.0 GiB, memory limit 20.0 GiB (spill): to processes of uid 1002 in cgroup /system.slice/slurmstepd.scope/job_43"
+env -i GPUSWAP_SLURM_CONF=/dev/null GPUSWAP_CONTRACTS_DIR="$slurm/contracts" SLURM_JOB_ID=42 \
+    bash deploy/slurm/epilog.sh
+if [ -e "$slurm/contracts/slurm_job_42.toml" ]; then
+    echo "deploy/slurm/epilog.sh left job 42's contract" >&2
+    exit 1
+fi
+touch "$slurm/libgpuswap_cuda.so"
+exports=$(env -i GPUSWAP_SLURM_CONF=/dev/null GPUSWAP_LIBRARY="$slurm/libgpuswap_cuda.so" \
+    SLURM_JOB_ID=42 bash deploy/slurm/task_prolog.sh)
+if ! grep -qx "export LD_PRELOAD=$slurm/libgpuswap_cuda.so" <<< "$exports" \
+    || ! grep -qx "export GPUSWAP_TENANT_NAME=slurm_job_42" <<< "$exports"; then
+    echo "deploy/slurm/task_prolog.sh printed:" >&2
+    echo "$exports" >&2
+    exit 1
+fi
+echo "deploy/slurm: the Prolog's contracts check, the Epilog removes them, the TaskProlog exports the preload"

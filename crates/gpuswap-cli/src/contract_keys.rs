@@ -9,9 +9,11 @@ use std::path::Path;
 use gpuswap_core::contract::{ContractError, Term};
 use gpuswap_core::registry::{Condition, POLICIES, PolicyEntry};
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
+use gpuswap_daemon::identity::ProcessContract;
 use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 /// Every contract key: (key, value, default, help), for `gpuswap keys` and
 /// `gpuswap init`.
@@ -285,7 +287,7 @@ pub fn describe(contract: &Contract) -> String {
 }
 
 /// The daemon's `--contracts` file: a `[process.NAME]` table of contract keys per
-/// process name.
+/// process name (its `uids` and `cgroup` taken out first: [`take_binding`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ContractsFile {
@@ -293,24 +295,101 @@ struct ContractsFile {
     process: BTreeMap<String, ContractTable>,
 }
 
-/// Reads the daemon's contracts file, checking each contract, that the mode of
-/// `settings` honours it and that no guarantee exceeds `vram_bytes` (when known);
-/// errors name the file, the key and its line.
+/// Who may take a `[process.NAME]` table: its `uids` and `cgroup`.
+#[derive(Default)]
+struct Binding {
+    uids: Vec<u32>,
+    cgroup: Option<String>,
+}
+
+/// Takes a `[process.NAME]` table's `uids` and `cgroup` out of it, checked, so that
+/// the rest is read as any table of contract keys.
+fn take_binding(
+    table: &mut DeTable<'_>,
+    key: &dyn Fn(&str) -> String,
+    error: KeyError<'_, String>,
+) -> Result<Binding, String> {
+    let mut binding = Binding::default();
+    if let Some(value) = table.remove("uids") {
+        let span = value.span();
+        let bad = |got: String| {
+            error(
+                key("uids"),
+                Some(span.clone()),
+                format!(
+                    "expected a list of one or more uids (whole numbers from 0 to {}), got {got}",
+                    u32::MAX - 1
+                ),
+            )
+        };
+        let numbers = Vec::<i64>::deserialize(toml::de::ValueDeserializer::from(value))
+            .map_err(|e| bad(e.message().to_owned()))?;
+        if numbers.is_empty() {
+            return Err(bad("[]".into()));
+        }
+        for n in numbers {
+            // u32::MAX is (uid_t)-1, no user's.
+            let uid = u32::try_from(n)
+                .ok()
+                .filter(|u| *u != u32::MAX)
+                .ok_or_else(|| bad(n.to_string()))?;
+            binding.uids.push(uid);
+        }
+    }
+    if let Some(value) = table.remove("cgroup") {
+        let span = value.span();
+        let path = String::deserialize(toml::de::ValueDeserializer::from(value))
+            .ok()
+            .filter(|p| p.starts_with('/'));
+        binding.cgroup = Some(path.ok_or_else(|| {
+            error(
+                key("cgroup"),
+                Some(span),
+                "expected an absolute cgroup path (as /proc/PID/cgroup shows it), such as \
+                 \"/system.slice/slurmstepd.scope/job_42\""
+                    .into(),
+            )
+        })?);
+    }
+    Ok(binding)
+}
+
+/// Reads a contracts file (`--contracts`, or one of `--contracts-dir`), checking each
+/// contract, who may take it, that the mode of `settings` honours it and that no
+/// guarantee exceeds `vram_bytes` (when known); errors name the file, the key and its
+/// line.
 pub fn load_contracts(
     path: &Path,
     settings: &PolicySettings,
     vram_bytes: Option<u64>,
-) -> Result<BTreeMap<String, Contract>, String> {
+) -> Result<Vec<ProcessContract>, String> {
     let text = crate::text::read_text(path).map_err(|m| format!("{}: {m}", path.display()))?;
-    let file: ContractsFile = toml::from_str(&text)
-        .map_err(|e| format!("{}: {}", path.display(), crate::text::toml_error(&e)))?;
+    let toml_error = |mut e: toml::de::Error| {
+        e.set_input(Some(&text));
+        format!("{}: {}", path.display(), crate::text::toml_error(&e))
+    };
     let error = |key: String, span: Option<Range<usize>>, message: String| {
         let line = span
             .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
             .unwrap_or_default();
         format!("{}: {key}{line}: {message}", path.display())
     };
-    let mut contracts = BTreeMap::new();
+    let mut root = DeTable::parse(&text).map_err(toml_error)?;
+    let mut bindings = BTreeMap::new();
+    if let Some(process) = root.get_mut().get_mut("process")
+        && let DeValue::Table(tables) = process.get_mut()
+    {
+        for (name, table) in tables.iter_mut() {
+            if let DeValue::Table(table) = table.get_mut() {
+                let key = |k: &str| format!("process.{}.{k}", name.get_ref());
+                let binding = take_binding(table, &key, &error)?;
+                bindings.insert(name.get_ref().to_string(), binding);
+            }
+        }
+    }
+    let file =
+        ContractsFile::deserialize(toml::de::Deserializer::from(root)).map_err(toml_error)?;
+    let mut contracts = Vec::new();
     for (name, table) in &file.process {
         let key = |k: &str| format!("process.{name}.{k}");
         let contract = table.contract(&key, &error)?;
@@ -326,7 +405,14 @@ pub fn load_contracts(
                 ),
             ));
         }
-        contracts.insert(name.clone(), contract);
+        let binding = bindings.remove(name).unwrap_or_default();
+        contracts.push(ProcessContract {
+            name: name.clone(),
+            contract,
+            uids: binding.uids,
+            cgroup: binding.cgroup,
+            source: path.to_owned(),
+        });
     }
     Ok(contracts)
 }
@@ -336,6 +422,11 @@ mod tests {
     use super::*;
 
     fn load(name: &str, text: &str, mode: &str) -> Result<BTreeMap<String, Contract>, String> {
+        load_tables(name, text, mode)
+            .map(|tables| tables.into_iter().map(|t| (t.name, t.contract)).collect())
+    }
+
+    fn load_tables(name: &str, text: &str, mode: &str) -> Result<Vec<ProcessContract>, String> {
         let path = std::env::temp_dir().join(format!(
             "gpuswap-contracts-{}-{name}.toml",
             std::process::id()
@@ -387,5 +478,35 @@ mod tests {
         );
         let e = load("unknown", "[process.a]\nweigth = 2\n", "gpuswap").unwrap_err();
         assert!(e.contains("weigth") && e.contains("weight"), "{e}");
+    }
+
+    #[test]
+    fn uids_and_cgroup_say_who_may_take_a_table() {
+        let text = "[process.job]\nuids = [1001, 1002]\ncgroup = \"/slurm/uid_1001/job_7\"\nvram_guarantee = \"1GiB\"\n\n[process.mine]\nweight = 2\n";
+        let tables = load_tables("bound", text, "gpuswap").unwrap();
+        assert_eq!(tables[0].name, "job");
+        assert_eq!(tables[0].uids, [1001, 1002]);
+        assert_eq!(tables[0].cgroup.as_deref(), Some("/slurm/uid_1001/job_7"));
+        assert_eq!(tables[0].contract.vram_guarantee_bytes, 1 << 30);
+        assert!(tables[1].uids.is_empty() && tables[1].cgroup.is_none());
+        for (bad, what) in [
+            ("uids = []", "got []"),
+            ("uids = [-1]", "got -1"),
+            ("uids = [4294967295]", "got 4294967295"),
+            ("uids = \"root\"", "expected a list of one or more uids"),
+            ("cgroup = \"job_7\"", "expected an absolute cgroup path"),
+            ("cgroup = 7", "expected an absolute cgroup path"),
+        ] {
+            let e = load_tables("bad", &format!("[process.a]\n\n{bad}\n"), "gpuswap").unwrap_err();
+            let field = bad.split(' ').next().unwrap();
+            assert!(
+                e.contains(&format!("process.a.{field} (line 3): ")) && e.contains(what),
+                "{bad}: {e}"
+            );
+        }
+        // The contract keys' mistakes keep their lines with a binding before them.
+        let e =
+            load_tables("after", "[process.a]\nuids = [1]\nweigth = 2\n", "gpuswap").unwrap_err();
+        assert!(e.contains("weigth") && e.contains("line 3"), "{e}");
     }
 }

@@ -2,11 +2,13 @@
 //! tenants, live).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use gpuswap_core::gpu_time::GpuTime;
 use gpuswap_core::{AtLimit, Contract, PolicySettings};
+use gpuswap_daemon::identity::{Contracts, ContractsDir, ProcessContract};
 use gpuswap_daemon::{
     DEFAULT_MAX_CONNECTIONS, DaemonConfig, check_policy, observe, serve, socket_path,
 };
@@ -62,10 +64,23 @@ pub struct DaemonArgs {
     return_interval: u64,
     /// Memory contracts by process name: a TOML file of `[process.NAME]` tables with
     /// the tenant contract keys (vram_guarantee, vram_limit, memory_limit, at_limit,
-    /// host_limit, weight, priority_class; see `gpuswap keys`). A process gives its
-    /// name in GPUSWAP_TENANT_NAME (else its program's name); others get no contract.
+    /// host_limit, weight, priority_class; see `gpuswap keys`), and who may take each:
+    /// `uids = [...]` and `cgroup = "PREFIX"`, checked against what the kernel says of
+    /// the process (without them: the daemon's own user's processes only). A process
+    /// gives its name in GPUSWAP_TENANT_NAME (else its program's name); others get no
+    /// contract.
     #[arg(long, value_name = "FILE")]
     contracts: Option<PathBuf>,
+    /// A folder of contracts files (`*.toml`, as --contracts), one per job, written
+    /// by a scheduler's prolog: read again at SIGHUP and when a file changes (looked
+    /// at every 2 s and before each process's hello). It must belong to the daemon's
+    /// user (root, for a system daemon), and its group and others may not write in it.
+    #[arg(long, value_name = "DIR")]
+    contracts_dir: Option<PathBuf>,
+    /// Check a contracts file (with the --mode, --set and --vram given), print who
+    /// may take each of its contracts, and exit: non-zero when it is wrong.
+    #[arg(long, value_name = "FILE")]
+    check_contracts: Option<PathBuf>,
     /// The most connections served at once (processes, `gpuswap top`s, connections
     /// yet to say hello); one more is refused with a message.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
@@ -199,6 +214,11 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     let (gpu_time, idle) = gpu_time_keys::settings(gpu_time, defaults)
         .map_err(|(key, message)| format!("--set {key}: {message}"))?;
     check_policy(&policy)?;
+    if let Some(path) = &args.check_contracts {
+        let tables = crate::contract_keys::load_contracts(path, &policy, args.vram)?;
+        return crate::stdout::write(&check_text(path, &tables, gpuswap_daemon::euid()))
+            .map_err(|e| e.to_string());
+    }
     if args.chunk_size == 0 || args.return_interval == 0 {
         return Err("--chunk-size and --return-interval must be positive".into());
     }
@@ -220,10 +240,20 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
     if args.max_connections == 0 {
         return Err("--max-connections must be positive".into());
     }
-    let contracts = match &args.contracts {
-        None => Default::default(),
+    let fixed = match &args.contracts {
+        None => Vec::new(),
         Some(path) => crate::contract_keys::load_contracts(path, &policy, args.vram)?,
     };
+    let dir = args.contracts_dir.as_ref().map(|path| {
+        let (policy, vram) = (policy.clone(), args.vram);
+        ContractsDir {
+            path: path.clone(),
+            load: Arc::new(move |file: &std::path::Path| {
+                crate::contract_keys::load_contracts(file, &policy, vram)
+            }),
+        }
+    });
+    let contracts = Contracts::new(fixed, dir);
     let config = DaemonConfig {
         socket: match (&args.socket, &args.device) {
             (None, Some(uuid)) => gpuswap_daemon::device_socket(uuid),
@@ -258,6 +288,29 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         tracing::info!("stopped by a signal; connections closed, socket removed");
     }
     Ok(())
+}
+
+/// What `--check-contracts` prints of a good file: each contract, its terms and who
+/// may take it, from a daemon of uid `euid`.
+fn check_text(path: &std::path::Path, tables: &[ProcessContract], euid: u32) -> String {
+    let mut out = format!(
+        "{}: {} contract(s), as a daemon of uid {euid} would give them\n",
+        path.display(),
+        tables.len()
+    );
+    for t in tables {
+        let terms = match crate::contract_keys::describe(&t.contract) {
+            text if text.is_empty() => "the default terms".to_owned(),
+            text => text,
+        };
+        out += &format!(
+            "  [process.{:?}] {terms}: to {} that claim the name {:?}\n",
+            t.name,
+            t.who(euid),
+            t.name
+        );
+    }
+    out
 }
 
 /// `gpuswap top`: the table (or JSON), refreshed until interrupted. Without `--socket`

@@ -155,7 +155,7 @@ pub fn case(seed: u64) -> Case {
         policy: policy(&mut rng),
         return_interval_ns: rng.random_range(1..100u64) * MS,
         verbose: false,
-        contracts: BTreeMap::new(),
+        contracts: Default::default(),
         gpu_time,
         idle,
         socket_group: None,
@@ -378,6 +378,7 @@ impl<'a> Run<'a> {
                 conn: p as ConnId,
                 pid: 100 + p as u32,
                 uid: UID,
+                cgroups: Vec::new(),
             };
             run.at(
                 program.start_ns,

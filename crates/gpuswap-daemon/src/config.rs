@@ -1,10 +1,11 @@
 //! What the daemon is started with: a leaf the serve loop and the endpoint both read.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use gpuswap_core::PolicySettings;
 use gpuswap_core::gpu_time::{GpuTime, Idle};
-use gpuswap_core::{Contract, PolicySettings};
+
+use crate::identity::Contracts;
 
 /// The connections a daemon serves at once unless told otherwise: far more processes
 /// than share one GPU, few enough that their threads (two each) and files (one each)
@@ -29,9 +30,10 @@ pub struct DaemonConfig {
     /// Log connections and refusals to standard error.
     pub verbose: bool,
     /// Memory contracts by process name (the name a process gives in its hello:
-    /// `GPUSWAP_TENANT_NAME`, else its program's name); other processes get the
-    /// default contract.
-    pub contracts: BTreeMap<String, Contract>,
+    /// `GPUSWAP_TENANT_NAME`, else its program's name), each given only to the
+    /// processes its `uids` and `cgroup` admit, and the `--contracts-dir` they are
+    /// read from again; other processes get the default contract.
+    pub contracts: Contracts,
     /// How tenants share the GPU's time (`--set gpu_time=turns`).
     pub gpu_time: GpuTime,
     /// What becomes of an idle tenant's memory (`--set idle=`, `--set demote_after=`).

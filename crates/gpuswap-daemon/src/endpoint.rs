@@ -17,6 +17,7 @@ use gpuswap_wire::{self as wire, ClientMsg, DaemonMsg, PROTOCOL_VERSION};
 use crate::claims;
 use crate::config::DaemonConfig;
 use crate::held::{self, Held};
+use crate::identity::{Claim, Peer, ProcessContract};
 
 /// How long a process may take to drain for a suspension or to move one chunk.
 pub(crate) const ANSWER_TIMEOUT_NS: u64 = 30_000_000_000;
@@ -53,7 +54,7 @@ pub type ConnId = u64;
 /// What the socket threads hand the endpoint.
 #[derive(Debug)]
 pub enum Input {
-    /// A new connection, and its peer's pid and uid.
+    /// A new connection, and its peer's pid, uid and cgroups.
     Accepted {
         /// Its number.
         conn: ConnId,
@@ -61,6 +62,9 @@ pub enum Input {
         pid: u32,
         /// The peer's user.
         uid: u32,
+        /// The peer's cgroup paths (`identity::cgroups_of`), which contracts bound to
+        /// a cgroup ask for.
+        cgroups: Vec<String>,
     },
     /// A frame arrived.
     Frame(ConnId, ClientMsg),
@@ -94,6 +98,8 @@ pub enum Level {
 /// One connection.
 struct Conn {
     pid: u32,
+    /// Who the kernel says it is: what decides the contract it may take.
+    peer: Peer,
     name: String,
     /// The device's allocation granularity, from the hello: allocations are rounded up
     /// to it, as the process maps them.
@@ -230,6 +236,13 @@ impl Endpoint {
         }
     }
 
+    /// Replaces the contracts read from `--contracts-dir` with `tables` (the serve
+    /// loop read it again): processes that connect from now on get them; those
+    /// connected keep the contract they have.
+    pub fn set_dir_contracts(&mut self, tables: Vec<ProcessContract>) {
+        self.config.contracts.set_dir_tables(tables);
+    }
+
     /// The earliest time (ns since the daemon started) at which the endpoint wants
     /// [`Endpoint::handle_timeout`]: the manager's timer, the deadline of the answer
     /// it waits for, or the oldest connection's hello deadline.
@@ -341,9 +354,15 @@ impl Endpoint {
     pub fn handle(&mut self, now_ns: u64, input: Input) {
         self.now_ns = now_ns;
         match input {
-            Input::Accepted { conn, pid, uid } => {
+            Input::Accepted {
+                conn,
+                pid,
+                uid,
+                cgroups,
+            } => {
                 let c = Conn {
                     pid,
+                    peer: Peer { uid, cgroups },
                     name: String::new(),
                     granularity_bytes: self.config.chunk_bytes,
                     tenant: None,
@@ -518,12 +537,11 @@ impl Endpoint {
             }
         };
         let tenant = TenantId(number as u32);
-        let mut contract = self
+        let claim = self
             .config
             .contracts
-            .get(&name)
-            .copied()
-            .unwrap_or_default();
+            .claim(&name, &self.conns[&conn].peer, self.euid);
+        let mut contract = claim.contract();
         if memory_limit_bytes > 0 {
             let limit = contract
                 .memory_limit_bytes
@@ -543,17 +561,21 @@ impl Endpoint {
         c.tenant = Some(tenant);
         c.name = name;
         c.granularity_bytes = granularity_bytes;
-        let matched = if self.config.contracts.contains_key(&self.conns[&conn].name) {
-            "its contract [process.NAME] matched"
-        } else if self.config.contracts.is_empty() {
-            "no contracts"
-        } else {
-            "no contract of that name: the default"
+        // A claim refused is an operator's business: someone asked for another's
+        // contract, or a prolog bound it to the wrong job.
+        let level = match claim {
+            Claim::Refused(_) => Level::Warn,
+            _ => Level::Info,
         };
-        self.log(format!(
-            "{tenant} connected: pid {}, {:?}; {matched}",
-            self.conns[&conn].pid, self.conns[&conn].name
-        ));
+        self.log_at(
+            level,
+            format!(
+                "{tenant} connected: pid {}, {:?}; {}",
+                self.conns[&conn].pid,
+                self.conns[&conn].name,
+                claim.words()
+            ),
+        );
         self.send(
             conn,
             DaemonMsg::Welcome {

@@ -5,8 +5,6 @@
 //! invariants checked after each. No socket: the daemon's decisions alone. Any panic,
 //! or an invariant broken, is a finding.
 
-use std::collections::BTreeMap;
-
 use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_wire::{ClientMsg, PROTOCOL_VERSION};
 
@@ -55,7 +53,7 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 50_000_000,
         verbose: false,
-        contracts: BTreeMap::new(),
+        contracts: Default::default(),
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,
@@ -76,6 +74,7 @@ pub fn drive(data: &[u8]) -> Result<(), String> {
                 conn,
                 pid: 100 + conn as u32,
                 uid: if bytes.u8() == 0xff { UID + 1 } else { UID },
+                cgroups: Vec::new(),
             },
             1 => Input::Gone(conn, "gone".into()),
             2 => {

@@ -14,9 +14,11 @@ mod backend;
 pub mod check;
 mod claims;
 mod config;
+mod contracts_dir;
 pub mod endpoint;
 pub mod fuzz;
 mod held;
+pub mod identity;
 pub mod metrics;
 mod notify;
 mod serve;
@@ -33,7 +35,7 @@ use thiserror::Error;
 pub use backend::{SUPPLIES, check_policy};
 pub use config::{DEFAULT_MAX_CONNECTIONS, DaemonConfig};
 pub use serve::{DaemonError, serve};
-pub use socket::{group_id, stop_on_signals};
+pub use socket::{euid, group_id, stop_on_signals};
 
 /// Why a client could not talk to the daemon.
 #[derive(Debug, Error)]

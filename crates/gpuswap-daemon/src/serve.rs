@@ -19,8 +19,9 @@ use thiserror::Error;
 
 use crate::backend::check_policy;
 use crate::config::DaemonConfig;
+use crate::contracts_dir::Watcher;
 use crate::endpoint::{ConnId, Endpoint, EndpointEvent, Input, Level};
-use crate::{metrics, notify, socket};
+use crate::{identity, metrics, notify, socket};
 
 /// How long the daemon waits for a process to take a message before it counts the
 /// process as gone: a process stuck in its own code still reads (its reader thread is
@@ -59,6 +60,9 @@ pub enum DaemonError {
         "{0} exists and is not a socket; the daemon will not delete it: remove it, or choose another path with --socket"
     )]
     NotASocket(PathBuf),
+    /// The `--contracts-dir` cannot be used.
+    #[error("{0}")]
+    Contracts(String),
     /// The metrics address could not be listened on.
     #[error("--metrics-listen {addr}: {why}")]
     Metrics {
@@ -85,8 +89,20 @@ enum Arrival {
 }
 
 /// Runs the daemon until `stop` says so (never, for the command line).
-pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), DaemonError> {
+pub fn serve(mut config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), DaemonError> {
     check_policy(&config.policy).map_err(DaemonError::Policy)?;
+    // The contracts' folder before the socket: a daemon that would hand out contracts
+    // whoever may write leaves no socket.
+    let mut contracts_dir = match config.contracts.dir.clone() {
+        None => None,
+        Some(dir) => {
+            let mut watcher = Watcher::open(dir, socket::euid()).map_err(DaemonError::Contracts)?;
+            let (tables, lines) = watcher.refresh(true).expect("a first read always reads");
+            config.contracts.set_dir_tables(tables);
+            write_log(config.verbose, lines);
+            Some((watcher, socket::read_again_on_hangup()))
+        }
+    };
     let path = config.socket.clone();
     wire::prepare_socket_dir(&path, socket::euid()).map_err(DaemonError::Policy)?;
     // Each connection takes one of the daemon's files; the soft limit is often 1024
@@ -141,13 +157,28 @@ pub fn serve(config: DaemonConfig, stop: &dyn Fn() -> bool) -> Result<(), Daemon
                 }
                 endpoint.handle(now_ns(), input);
             }
-            Ok(Arrival::Input(input)) => endpoint.handle(now_ns(), input),
+            Ok(Arrival::Input(input)) => {
+                // A process's hello after its job's prolog wrote the contract: the
+                // folder is looked at first, so the contract is there.
+                if let (Some((watcher, _)), Input::Frame(_, ClientMsg::Hello { .. })) =
+                    (&mut contracts_dir, &input)
+                {
+                    read_contracts(watcher, false, &mut endpoint, verbose);
+                }
+                endpoint.handle(now_ns(), input);
+            }
             Ok(Arrival::Metrics(reply)) => {
                 let _ = reply.send(metrics::encode_snapshot(&endpoint.snapshot()));
             }
             // A due timer is handled below, after an input or a timeout alike.
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some((watcher, hangup)) = &mut contracts_dir {
+            let hung_up = hangup();
+            if hung_up || watcher.due() {
+                read_contracts(watcher, hung_up, &mut endpoint, verbose);
+            }
         }
         endpoint.handle_timeout(now_ns());
         carry_out(&mut endpoint, &mut outboxes);
@@ -174,11 +205,34 @@ fn carry_out(endpoint: &mut Endpoint, outboxes: &mut BTreeMap<ConnId, mpsc::Send
     while let Some(conn) = endpoint.poll_close() {
         outboxes.remove(&conn);
     }
-    while let Some(event) = endpoint.poll_event() {
-        match event {
-            EndpointEvent::Log(Level::Info, line) => tracing::info!("{line}"),
-            EndpointEvent::Log(Level::Warn, line) => tracing::warn!("{line}"),
+    while let Some(EndpointEvent::Log(level, line)) = endpoint.poll_event() {
+        write_line(level, &line);
+    }
+}
+
+/// Writes one line of the daemon's log at its level.
+fn write_line(level: Level, line: &str) {
+    match level {
+        Level::Info => tracing::info!("{line}"),
+        Level::Warn => tracing::warn!("{line}"),
+    }
+}
+
+/// Writes the serve loop's own `lines` when the daemon is verbose.
+fn write_log(verbose: bool, lines: Vec<(Level, String)>) {
+    if verbose {
+        for (level, line) in lines {
+            write_line(level, &line);
         }
+    }
+}
+
+/// Reads the contracts' folder again if its files changed (or `always`: SIGHUP) and
+/// hands its tables to the endpoint.
+fn read_contracts(watcher: &mut Watcher, always: bool, endpoint: &mut Endpoint, verbose: bool) {
+    if let Some((tables, lines)) = watcher.refresh(always) {
+        endpoint.set_dir_contracts(tables);
+        write_log(verbose, lines);
     }
 }
 
@@ -282,6 +336,9 @@ fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>, verbose: bool)
         let Ok((pid, uid)) = wire::peer_credentials(&stream) else {
             continue;
         };
+        // Read right as the connection comes, while its process almost surely lives: what a
+        // contract bound to a cgroup asks for.
+        let cgroups = identity::cgroups_of(pid);
         pause = ACCEPT_PAUSE_FIRST;
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         // One file for both threads (`&UnixStream` reads and writes): a connection takes
@@ -290,7 +347,12 @@ fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Arrival>, verbose: bool)
         let out = Arc::clone(&stream);
         let (outbox, queued) = mpsc::channel();
         let accepted = Arrival::Accepted {
-            input: Input::Accepted { conn, pid, uid },
+            input: Input::Accepted {
+                conn,
+                pid,
+                uid,
+                cgroups,
+            },
             outbox,
         };
         if tx.send(accepted).is_err() {

@@ -91,6 +91,22 @@ pub fn stop_on_signals() -> fn() -> bool {
     || STOP.load(Ordering::SeqCst)
 }
 
+/// Set by SIGHUP once [`read_again_on_hangup`] has installed its handler.
+static HANGUP: AtomicBool = AtomicBool::new(false);
+
+/// The handler: only an atomic store, as [`on_stop_signal`].
+extern "C" fn on_hangup(_: libc::c_int) {
+    HANGUP.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGHUP ask the daemon to read its `--contracts-dir` again (instead of ending
+/// it, SIGHUP's default): returns whether one came since it was last asked.
+pub fn read_again_on_hangup() -> fn() -> bool {
+    // SAFETY: as in `stop_on_signals`.
+    unsafe { libc::signal(libc::SIGHUP, on_hangup as *const () as libc::sighandler_t) };
+    || HANGUP.swap(false, Ordering::SeqCst)
+}
+
 /// A process the daemon waits to see exit: by a pidfd where the kernel has them (Linux
 /// 5.3), which a pid reused by another process cannot fool, else by its pid.
 pub struct Watched {

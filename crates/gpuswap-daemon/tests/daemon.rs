@@ -26,7 +26,7 @@ fn daemon(name: &str, vram_mib: u64) -> Daemon {
 fn daemon_with(name: &str, vram_mib: u64, contracts: BTreeMap<String, Contract>) -> Daemon {
     let mut config = config(name);
     config.vram_bytes = Some(vram_mib * MIB);
-    config.contracts = contracts;
+    config.contracts = contracts.into_iter().collect();
     start(config)
 }
 
@@ -392,7 +392,7 @@ fn refusals_are_clear() {
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 1,
         verbose: false,
-        contracts: BTreeMap::new(),
+        contracts: Default::default(),
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,

@@ -1,8 +1,6 @@
 //! The endpoint without sockets: inputs in on a fake clock, transmits, closes and log
 //! lines out.
 
-use std::collections::BTreeMap;
-
 use gpuswap_core::gpu_time::{AutoSettings, GpuTime};
 use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_wire::{ClientMsg, DaemonMsg, HeldBuffer, Location, PROTOCOL_VERSION, Placement, runs};
@@ -29,7 +27,7 @@ fn endpoint_timed(vram_mib: u64, return_interval_ns: u64, gpu_time: GpuTime) -> 
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns,
         verbose: true,
-        contracts: BTreeMap::new(),
+        contracts: Default::default(),
         gpu_time,
         idle: Default::default(),
         socket_group: None,
@@ -84,6 +82,7 @@ fn welcome(e: &mut Endpoint, now_ns: u64, conn: ConnId, pid: u32, name: &str) ->
             conn,
             pid,
             uid: UID,
+            cgroups: Vec::new(),
         },
     );
     let hello = ClientMsg::Hello {
@@ -129,6 +128,65 @@ fn a_hello_is_welcomed_and_an_allocation_granted() {
         other => panic!("not granted: {other:?}"),
     }
     assert!(closes(&mut e).is_empty());
+    e.check_invariants().unwrap();
+}
+
+/// Issue 42, item 2: a contract bound to a uid or a cgroup goes only to the processes
+/// the kernel says are in them; another that claims its name runs without it, and the
+/// log says why.
+#[test]
+fn a_contract_goes_only_to_the_peers_it_is_bound_to() {
+    let mut e = endpoint(64, 50 * MS);
+    let guarantee = gpuswap_core::Contract {
+        vram_guarantee_bytes: 8 * MIB,
+        ..gpuswap_core::Contract::default()
+    };
+    let job = "/system.slice/slurmstepd.scope/job_42";
+    e.config.contracts.fixed = vec![crate::identity::ProcessContract {
+        name: "job".into(),
+        contract: guarantee,
+        uids: vec![UID],
+        cgroup: Some(job.into()),
+        source: "job_42.toml".into(),
+    }];
+    let connect = |e: &mut Endpoint, conn: ConnId, cgroup: &str| {
+        e.handle(
+            0,
+            Input::Accepted {
+                conn,
+                pid: 100 + conn as u32,
+                uid: UID,
+                cgroups: vec![cgroup.to_owned()],
+            },
+        );
+        let hello = ClientMsg::Hello {
+            protocol: PROTOCOL_VERSION,
+            pid: 100 + conn as u32,
+            name: "job".into(),
+            device_total_bytes: 1 << 30,
+            granularity_bytes: 2 * MIB,
+            memory_limit_bytes: 0,
+            device_uuid: String::new(),
+        };
+        e.handle(0, Input::Frame(conn, hello));
+        transmits(e);
+        logs(e)
+    };
+    let inside = connect(&mut e, 1, &format!("{job}/step_0/user/task_0"));
+    assert!(inside[0].contains("matched (job_42.toml)"), "{inside:?}");
+    let outside = connect(&mut e, 2, "/user.slice/user-1000.slice/session-1.scope");
+    assert!(
+        outside[0].contains("is not its to take: the process is in cgroup /user.slice")
+            && outside[0].contains(&format!("not under {job} (job_42.toml); the default")),
+        "{outside:?}"
+    );
+    let snap = e.snapshot();
+    let guarantees: Vec<u64> = snap
+        .tenants
+        .iter()
+        .map(|t| t.contract.vram_guarantee_bytes)
+        .collect();
+    assert_eq!(guarantees, [8 * MIB, 0]);
     e.check_invariants().unwrap();
 }
 
@@ -250,6 +308,7 @@ fn refusals_and_observations_come_before_their_close() {
             conn: 1,
             pid: 9,
             uid: UID + 1,
+            cgroups: Vec::new(),
         },
     );
     let DaemonMsg::Refused { reason } = only(&mut e, 1) else {
@@ -270,6 +329,7 @@ fn refusals_and_observations_come_before_their_close() {
             conn: 1,
             pid: 9,
             uid: UID + 1,
+            cgroups: Vec::new(),
         },
     );
     assert!(transmits(&mut shared).is_empty() && closes(&mut shared).is_empty());
@@ -279,6 +339,7 @@ fn refusals_and_observations_come_before_their_close() {
             conn: 2,
             pid: 9,
             uid: UID,
+            cgroups: Vec::new(),
         },
     );
     alloc(&mut e, 0, 2, 0, MIB);
@@ -293,6 +354,7 @@ fn refusals_and_observations_come_before_their_close() {
             conn: 3,
             pid: 9,
             uid: UID,
+            cgroups: Vec::new(),
         },
     );
     let observe = ClientMsg::Observe {
@@ -315,6 +377,7 @@ fn hello_granular(e: &mut Endpoint, conn: ConnId, granularity_bytes: u64) -> Dae
             conn,
             pid: 9,
             uid: UID,
+            cgroups: Vec::new(),
         },
     );
     let hello = ClientMsg::Hello {
@@ -368,6 +431,7 @@ fn accept(e: &mut Endpoint, now_ns: u64, conn: ConnId) {
             conn,
             pid: 9,
             uid: UID,
+            cgroups: Vec::new(),
         },
     );
 }
@@ -477,7 +541,7 @@ fn a_wait_at_the_limit_fails_as_out_of_memory_after_its_wait_timeout() {
         wait_timeout_ns: Some(1_000 * MS),
         ..Default::default()
     };
-    e.config.contracts.insert("waiter".into(), contract);
+    e.config.contracts = [("waiter".to_owned(), contract)].into_iter().collect();
     hello(&mut e, 0, 1, "waiter");
     alloc(&mut e, MS, 1, 1, 4 * MIB);
     assert!(matches!(only(&mut e, 1), DaemonMsg::Granted { .. }));

@@ -1,7 +1,5 @@
 //! What the daemon's test binaries share.
 
-use std::collections::BTreeMap;
-
 use gpuswap_core::{MIB, PolicySettings};
 use gpuswap_daemon::DaemonConfig;
 
@@ -18,7 +16,7 @@ pub fn config(name: &str) -> DaemonConfig {
         policy: PolicySettings::named("gpuswap"),
         return_interval_ns: 50_000_000,
         verbose: false,
-        contracts: BTreeMap::new(),
+        contracts: Default::default(),
         gpu_time: Default::default(),
         idle: Default::default(),
         socket_group: None,
