@@ -57,15 +57,27 @@ const FIXED: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "device.sharing",
-        "time-slice, mps or exclusive-quantum",
-        "time-slice",
-        "how tenants' kernels share the GPU: one at a time round-robin, at once (MPS), or one tenant per quantum (nvshare's lock: the manager's turns that hold even when memory fits; not with [manager] gpu_time)",
+        "time-slice, mps, preemptive or exclusive-quantum",
+        "preemptive where the preset has compute preemption (Pascal and later), else time-slice",
+        "how tenants' kernels share the GPU: one whole kernel at a time round-robin (Fermi), at once (MPS), slices of the GPU's time that preempt a kernel mid-way (Pascal and later), or one tenant per quantum (nvshare's lock: the manager's turns that hold even when memory fits; not with [manager] gpu_time)",
     ),
     (
         "device.quantum",
         "duration: ns, us, ms, s",
         "30s",
         "exclusive-quantum: how long a tenant holds the GPU while others wait",
+    ),
+    (
+        "device.time_slice",
+        "duration: ns, us, ms, s",
+        "2ms (assumed; gpuswap presets --json: time_slicing)",
+        "preemptive: how long a process runs its kernels before the GPU preempts it for another with work",
+    ),
+    (
+        "device.preemption_cost",
+        "duration: ns, us, ms, s",
+        "40us (assumed)",
+        "preemptive: device time one preemption takes (the preempted context's state saved), in which no process runs",
     ),
     (
         "device.link_scale",
@@ -388,6 +400,8 @@ pub fn template() -> String {
         ("device.subscription", "0.75"),
         ("device.sharing", "\"mps\""),
         ("device.quantum", "\"30s\""),
+        ("device.time_slice", "\"2ms\""),
+        ("device.preemption_cost", "\"40us\""),
         ("device.link_scale", "0.5"),
     ]);
     out += "\n[manager]\n";

@@ -169,6 +169,22 @@ pub struct Preset {
     pub runtime_constant_bytes: u64,
     /// Features.
     pub features: Features,
+    /// How the GPU time-slices between processes without MPS: with compute preemption
+    /// (`Some`: a context runs for its slice, then is preempted even mid-kernel), or
+    /// one whole kernel per turn (`None`: Fermi, which has no compute preemption).
+    pub time_slicing: Option<TimeSlicing>,
+}
+
+/// Time slicing with compute preemption between processes (Pascal and later): each
+/// context with work runs for up to `slice_ns`, then the GPU saves its state, even in
+/// the middle of a kernel, and runs the next context's for theirs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TimeSlicing {
+    /// How long a context runs before the GPU preempts it for another with work.
+    pub slice_ns: u64,
+    /// The device time a preemption takes (saving the preempted context's state), in
+    /// which no context runs.
+    pub preemption_cost_ns: u64,
 }
 
 /// Common small costs measured on recent GPUs, used where a preset has nothing better.
@@ -236,6 +252,19 @@ mod common {
     /// The GPUswap paper measured 4.6-95 % slowdown from Gdev's scheduler alone; apps with
     /// many short kernels are the ones that suffer.
     pub const GDEV_LAUNCH_NS: u64 = 40_000;
+    /// Time slice between processes under compute preemption: assumed 2 ms until a
+    /// lent GPU measures it (two processes, one with long kernels). NVIDIA publishes
+    /// no default; 2 ms is the short setting of `nvidia-smi compute-policy
+    /// --set-timeslice` (Red Hat's "GPU Timeslicing" guide: short 2 ms, medium 10 ms,
+    /// long 30 ms) and the timeslice NVIDIA DRIVE OS recommends at most for
+    /// medium-priority contexts ("Setting the Timeslice", DRIVE OS 6.0 Linux SDK).
+    pub const TIME_SLICE_NS: u64 = 2_000_000;
+    /// Device time of one compute preemption (the context's registers and shared
+    /// memory saved to VRAM at instruction level, NVIDIA Pascal GP100 whitepaper):
+    /// assumed 40 us, the preemption latency GPreempt measured for context-switch
+    /// preemption (Fan et al., USENIX ATC'25: "within 40 us"), until a lent GPU
+    /// measures it.
+    pub const PREEMPTION_COST_NS: u64 = 40_000;
     /// Code buffer per tenant: unconfirmed, 1 MiB (Gdev allocates code per module).
     pub const CODE_BYTES: u64 = super::MIB;
     /// Constant buffer per tenant: 64 KiB, the size of CUDA constant memory.
@@ -344,6 +373,8 @@ fn gtx480() -> Preset {
             reference_bits: false,
             preemption: false,
         },
+        // Fermi has no compute preemption: contexts take whole kernels in turn.
+        time_slicing: None,
     }
 }
 
@@ -435,6 +466,12 @@ fn unified_memory_gpu() -> Preset {
             reference_bits: false,
             preemption: true,
         },
+        // Compute preemption since Pascal (NVIDIA Pascal GP100 whitepaper, "Compute
+        // Preemption"): contexts are time-sliced even mid-kernel.
+        time_slicing: Some(TimeSlicing {
+            slice_ns: TIME_SLICE_NS,
+            preemption_cost_ns: PREEMPTION_COST_NS,
+        }),
     }
 }
 
@@ -946,6 +983,26 @@ mod tests {
             (refbits.l2_bytes, refbits.sms),
             (testbed.l2_bytes, testbed.sms)
         );
+    }
+
+    #[test]
+    fn gpus_with_compute_preemption_time_slice_preemptively() {
+        for p in all() {
+            assert_eq!(
+                p.time_slicing.is_some(),
+                p.features.preemption,
+                "{}",
+                p.name
+            );
+            if let Some(slicing) = p.time_slicing {
+                // A preemption costs far less than the slice it ends.
+                assert!(
+                    slicing.preemption_cost_ns * 10 < slicing.slice_ns,
+                    "{}",
+                    p.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use gpuswap_core::gpu_time::TurnSettings;
 use gpuswap_core::uvm::pages::PAGE_BYTES;
 use gpuswap_sim::engine::{Sharing, TenantSpec};
 use gpuswap_sim::preset::{self, Preset};
-use gpuswap_sim::units::{format_bytes, parse_bytes};
+use gpuswap_sim::units::{format_bytes, parse_bytes, parse_ns};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -28,6 +28,8 @@ pub(super) struct DeviceTable {
     subscription: Option<Spanned<f64>>,
     pub(super) sharing: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
+    time_slice: Option<Spanned<String>>,
+    preemption_cost: Option<Spanned<String>>,
     link_scale: Option<Spanned<f64>>,
 }
 
@@ -88,7 +90,7 @@ pub(super) fn parse(table: &DeviceTable, value_error: ValueError) -> Result<Devi
             value_error,
         )?;
     }
-    let (sharing, exclusive_quantum_ns) = sharing(table, value_error)?;
+    let (sharing, exclusive_quantum_ns) = sharing(table, &preset, value_error)?;
     if let Some(ratio) = &table.oversubscription {
         check_ratio(
             table,
@@ -221,20 +223,41 @@ fn limit_bytes(
 
 /// What `sharing` may name: the compute engine's models, and nvshare's lock, which is
 /// the manager's turns (`Device::exclusive_quantum_ns`).
-const SHARING_NAMES: [&str; 3] = [Sharing::NAMES[0], Sharing::NAMES[1], EXCLUSIVE_QUANTUM];
+const SHARING_NAMES: [&str; 4] = [
+    Sharing::NAMES[0],
+    Sharing::NAMES[1],
+    Sharing::NAMES[2],
+    EXCLUSIVE_QUANTUM,
+];
 
 /// The alias of turns that always hold (nvshare's lock).
 const EXCLUSIVE_QUANTUM: &str = "exclusive-quantum";
 
-/// The sharing model, and the quantum when it is `exclusive-quantum`.
+/// The sharing model, and the quantum when it is `exclusive-quantum`. Without a
+/// `sharing`, the preset's own: preemptive slices where it has compute preemption.
 fn sharing(
     table: &DeviceTable,
+    preset: &Preset,
     value_error: ValueError,
 ) -> Result<(Sharing, Option<u64>), ScenarioError> {
     let name = table.sharing.as_ref();
     let (sharing, exclusive) = match name.map(|n| n.get_ref().as_str()) {
-        None | Some("time-slice") => (Sharing::TimeSlice, false),
+        None => (Sharing::of_preset(preset), false),
+        Some("time-slice") => (Sharing::TimeSlice, false),
         Some("mps") => (Sharing::Mps, false),
+        Some("preemptive") => {
+            let Some(slicing) = preset.time_slicing else {
+                return Err(value_error(
+                    "device.sharing".into(),
+                    name.map(Spanned::span),
+                    format!(
+                        "{} has no compute preemption (Pascal and later have it); expected time-slice, mps or exclusive-quantum",
+                        preset.name
+                    ),
+                ));
+            };
+            (Sharing::Preemptive(slicing), false)
+        }
         Some(EXCLUSIVE_QUANTUM) => (Sharing::TimeSlice, true),
         Some(other) => {
             return Err(value_error(
@@ -247,6 +270,7 @@ fn sharing(
             ));
         }
     };
+    let sharing = time_slicing(table, sharing, value_error)?;
     let default = exclusive.then_some(NVSHARE_QUANTUM_NS);
     let Some(quantum) = &table.quantum else {
         return Ok((sharing, default));
@@ -264,6 +288,41 @@ fn sharing(
     }
     let quantum_ns = positive_ns(quantum, key(), value_error)?;
     Ok((sharing, Some(quantum_ns)))
+}
+
+/// `sharing` with the table's `time_slice` and `preemption_cost`, which apply to
+/// preemptive slices only.
+fn time_slicing(
+    table: &DeviceTable,
+    sharing: Sharing,
+    value_error: ValueError,
+) -> Result<Sharing, ScenarioError> {
+    let keys = [
+        ("device.time_slice", &table.time_slice),
+        ("device.preemption_cost", &table.preemption_cost),
+    ];
+    let Sharing::Preemptive(mut slicing) = sharing else {
+        if let Some((key, Some(value))) = keys.iter().find(|(_, v)| v.is_some()) {
+            return Err(value_error(
+                (*key).into(),
+                Some(value.span()),
+                format!(
+                    "{} applies to sharing = \"preemptive\" only, not {:?}",
+                    &key["device.".len()..],
+                    sharing.name()
+                ),
+            ));
+        }
+        return Ok(sharing);
+    };
+    if let Some(slice) = &table.time_slice {
+        slicing.slice_ns = positive_ns(slice, "device.time_slice".into(), value_error)?;
+    }
+    if let Some(cost) = &table.preemption_cost {
+        slicing.preemption_cost_ns =
+            parsed(cost, "device.preemption_cost".into(), parse_ns, value_error)?;
+    }
+    Ok(Sharing::Preemptive(slicing))
 }
 
 impl Device {

@@ -93,6 +93,11 @@ fn bad_values_name_key_line_and_expectation() {
             "not both",
         ),
         (
+            format!("[device]\nsharing = \"preemptive\"\n{TENANT}"),
+            "device.sharing (line 2)",
+            "gtx480 has no compute preemption",
+        ),
+        (
             format!("[device]\npreset = \"gtx9000\"\n{TENANT}"),
             "device.preset",
             "gtx480",
@@ -402,8 +407,21 @@ fn sharing_subscription_and_scheduler_are_read() {
     assert!((managed as f64 - working_set as f64 / 0.75).abs() < 8192.0);
     // hs3d asks for three quarters of the SMs (PILOT's table).
     assert_eq!(s.config.tenants[1].sm_share, 0.75);
+    // Without a sharing, the V100's own: preemptive time slices, its slice settable.
     let d = pilot("", "", ["corr", "pagedos"]).unwrap();
-    assert_eq!(d.config.sharing, Sharing::TimeSlice);
+    let slicing = d.config.preset.time_slicing.unwrap();
+    assert_eq!(d.config.sharing, Sharing::Preemptive(slicing));
+    let set = pilot(
+        "sharing = \"preemptive\"\ntime_slice = \"10ms\"\npreemption_cost = \"0s\"",
+        "",
+        ["corr", "nn"],
+    )
+    .unwrap();
+    let expected = gpuswap_sim::preset::TimeSlicing {
+        slice_ns: 10_000_000,
+        preemption_cost_ns: 0,
+    };
+    assert_eq!(set.config.sharing, Sharing::Preemptive(expected));
     assert!(!d.config.manager.scheduling.runs());
     assert!(d.config.tenants[1].endless && !d.config.tenants[0].endless);
     let quota = pilot(
@@ -425,7 +443,28 @@ fn bad_sharing_and_scheduler_settings_name_key_and_expectation() {
             "",
             ["corr", "nn"],
             "device.sharing",
-            "time-slice, mps, exclusive-quantum",
+            "time-slice, mps, preemptive, exclusive-quantum",
+        ),
+        (
+            "sharing = \"time-slice\"\ntime_slice = \"1ms\"",
+            "",
+            ["corr", "nn"],
+            "device.time_slice",
+            "time_slice applies to sharing = \"preemptive\" only, not \"time-slice\"",
+        ),
+        (
+            "preemption_cost = \"-1us\"",
+            "",
+            ["corr", "nn"],
+            "device.preemption_cost",
+            "",
+        ),
+        (
+            "time_slice = \"0ms\"",
+            "",
+            ["corr", "nn"],
+            "device.time_slice",
+            "positive duration",
         ),
         (
             "sharing = \"mps\"\nquantum = \"1s\"",

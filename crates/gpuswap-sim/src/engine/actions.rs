@@ -393,7 +393,10 @@ impl Engine {
             self.done += 1;
         }
         tenant.state = State::Done;
-        self.compute.ready.remove(t);
+        // A kernel it had preempted runs out as a running one does.
+        if !self.compute.slices.has_parked(t) {
+            self.compute.ready.remove(t);
+        }
         tenant.end_ns = self.now_ns;
         tenant.error = error;
         let dropped = tenant.channel.len() + tenant.held.len();
@@ -501,7 +504,9 @@ impl Engine {
             ),
             (self.copies.busy(), "copies still in progress"),
             (
-                !self.compute.running.is_empty() || !self.compute.gated.is_empty(),
+                !self.compute.running.is_empty()
+                    || !self.compute.gated.is_empty()
+                    || !self.compute.slices.parked.is_empty(),
                 "kernels still running",
             ),
             (

@@ -72,7 +72,13 @@ impl Engine {
             return;
         }
         match self.compute.sharing {
-            Sharing::TimeSlice => {
+            Sharing::Preemptive(slicing) if !self.needs.launch_gating => {
+                if self.compute.running.is_empty() {
+                    self.start_sliced(slicing);
+                }
+            }
+            // Gdev's software scheduler takes whole kernels in turn on every device.
+            Sharing::TimeSlice | Sharing::Preemptive(_) => {
                 if let Some(running) = self.compute.running.first() {
                     // Gdev's current context launches on while its kernel runs, as
                     // long as its scheduler admits it (its launch limit); the others
@@ -125,7 +131,7 @@ impl Engine {
 
     /// Takes tenant `t`'s next queued launch to the device (through the software
     /// scheduler's gate where launches are gated).
-    fn launch_next(&mut self, t: usize) {
+    pub(super) fn launch_next(&mut self, t: usize) {
         self.compute.round_robin_next = t + 1;
         if self.manager.schedules_kernels() && !self.admitted(t) {
             return;
@@ -150,7 +156,7 @@ impl Engine {
     /// Only time slicing gates launches ahead of a running kernel: under the other
     /// sharing models a gated launch runs as it comes, as it always has.
     pub(super) fn gated_launch(&mut self, t: usize, launch: Launch) {
-        if !matches!(self.compute.sharing, Sharing::TimeSlice) {
+        if self.compute.sharing.concurrent() {
             return self.run_kernel(t, launch);
         }
         if self.compute.running.is_empty() {
@@ -249,7 +255,7 @@ impl Engine {
         // batches' service except for the share of it that waited for a fault, then the
         // remote accesses' time. Where kernels of several tenants run at once, or a
         // scheduler may stop one, it does so segment by segment.
-        let (mut paged, mut flows_left) = (None, 0);
+        let (mut paged, mut flows_left, mut sliced) = (None, 0, None);
         if self.needs.page_faults {
             let kernel = Rc::clone(self.tenants[t].kernel_at(launch.site));
             let started = self.start_walk(t, &kernel, launch.id.0);
@@ -272,11 +278,18 @@ impl Engine {
             self.recorder
                 .tenant(t)
                 .add_traffic(traffic.local_bytes, traffic.remote_bytes());
+            sliced = self.sliced_run(cost.fixed_ns, &traffic);
             let weight = timing::kernel_pending_bytes(&self.preset);
-            for (direction, bytes) in [
-                (Direction::ToDevice, traffic.link_bytes_to_device()),
-                (Direction::ToHost, traffic.link_bytes_to_host()),
-            ] {
+            let flows = if sliced.is_some() {
+                // Its pieces start their own shares of its link bytes.
+                [(Direction::ToDevice, 0.0), (Direction::ToHost, 0.0)]
+            } else {
+                [
+                    (Direction::ToDevice, traffic.link_bytes_to_device()),
+                    (Direction::ToHost, traffic.link_bytes_to_host()),
+                ]
+            };
+            for (direction, bytes) in flows {
                 if bytes > 0.0 {
                     let owner = FlowOwner::Kernel(launch.id);
                     let flow = (direction, bytes);
@@ -304,6 +317,10 @@ impl Engine {
         });
         if self.needs.page_faults {
             return self.start_segment(launch.id);
+        }
+        if let Some(run) = sliced {
+            self.compute.slices.runs.push((launch.id, run));
+            return self.start_piece(launch.id);
         }
         self.enter_fixed(launch.id, cost.fixed_ns);
         if flows_left > 0 {
@@ -416,7 +433,7 @@ impl Engine {
     /// A running kernel's fixed part (compute, VRAM, latency) of `fixed_ns` at the full
     /// device begins: it ends then, or, where kernels share the SMs, when its share of
     /// them has done that much.
-    fn enter_fixed(&mut self, launch: LaunchId, fixed_ns: u64) {
+    pub(super) fn enter_fixed(&mut self, launch: LaunchId, fixed_ns: u64) {
         if self.compute.sharing.concurrent() {
             let now_ns = self.now_ns;
             let running = self.compute.kernel_mut(launch).expect("the kernel runs");
@@ -716,6 +733,7 @@ impl Engine {
                 .compute
                 .running
                 .iter()
+                .chain(&self.compute.slices.parked)
                 .any(|r| r.written.contains(&buffer))
     }
 
@@ -742,6 +760,10 @@ impl Engine {
             }
             return self.start_segment(launch);
         }
+        if self.compute.slices.is_sliced(launch) && self.piece_done(at) {
+            return;
+        }
+        let running = &mut self.compute.running[at];
         // What the end needs is taken out and the kernel dropped where it lies: moving
         // the large struct out of `running` was a measurable share of every kernel.
         let stats = KernelStats {

@@ -11,6 +11,7 @@ use gpuswap_core::{BufferId, ChunkRef, LaunchId};
 
 use super::compute::FixedShare;
 use super::ready::ReadySet;
+use super::slices::Slices;
 use super::{Launch, PagedRun, Sharing};
 use crate::timing::READ_TRANSACTION_BYTES;
 
@@ -38,6 +39,8 @@ pub(super) struct ComputeEngine {
     pub(super) sharing: Sharing,
     /// Whether unified-memory kernels run in segments (see `compute::SEGMENTS`).
     pub(super) segmented: bool,
+    /// Preemptive time slicing: whose slice runs, and the kernels it preempted.
+    pub(super) slices: Slices,
     /// `Engine::start_kernel` runs, and was called again meanwhile.
     starting: bool,
     start_again: bool,
@@ -56,6 +59,7 @@ impl ComputeEngine {
             gdev_at_limit: None,
             sharing,
             segmented,
+            slices: Slices::default(),
             starting: false,
             start_again: false,
         }

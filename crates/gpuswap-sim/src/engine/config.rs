@@ -8,7 +8,7 @@ use gpuswap_core::{
 };
 use thiserror::Error;
 
-use crate::preset::Preset;
+use crate::preset::{Preset, TimeSlicing};
 use crate::program::{Program, SharedProgram};
 
 /// One tenant of a simulation.
@@ -111,25 +111,40 @@ impl IdleBetween {
 /// How the device shares its compute engine among tenants' kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Sharing {
-    /// One kernel at a time, round-robin over tenants at kernel granularity: what the
-    /// driver's time slicing does between contexts.
+    /// One kernel at a time, round-robin over tenants at kernel granularity: how Fermi,
+    /// without compute preemption, time-slices between contexts.
     #[default]
     TimeSlice,
     /// NVIDIA MPS: kernels of different tenants run at once (each tenant's in order),
     /// sharing the SMs by their demand and VRAM bandwidth and the link max-min fairly.
     Mps,
+    /// Time slicing with compute preemption (Pascal and later): one context at a time,
+    /// each running its kernels back to back for up to a slice while it has work, and
+    /// preempted mid-kernel when its slice ends and another context waits (see
+    /// `engine::slices`).
+    Preemptive(TimeSlicing),
 }
 
 impl Sharing {
     /// The names scenario files use, in the order help texts list them.
-    pub const NAMES: [&str; 2] = ["time-slice", "mps"];
+    pub const NAMES: [&str; 3] = ["time-slice", "mps", "preemptive"];
 
     /// The name scenario files use.
     pub fn name(self) -> &'static str {
         match self {
             Self::TimeSlice => Self::NAMES[0],
             Self::Mps => Self::NAMES[1],
+            Self::Preemptive(_) => Self::NAMES[2],
         }
+    }
+
+    /// How `preset` shares its compute engine between processes without MPS:
+    /// preemptive time slicing where it has compute preemption, whole kernels in
+    /// turn where it has not.
+    pub fn of_preset(preset: &Preset) -> Self {
+        preset
+            .time_slicing
+            .map_or(Self::TimeSlice, Self::Preemptive)
     }
 
     /// Whether kernels of several tenants run at once, so that a kernel's page touches

@@ -40,6 +40,7 @@ mod paging;
 mod progress;
 mod ready;
 mod recorder;
+mod slices;
 mod wakes;
 
 pub use config::{

@@ -2,7 +2,7 @@
 //! quantum) and the scheduling policies as the engine carries them out.
 
 use super::*;
-use crate::preset;
+use crate::preset::{self, TimeSlicing};
 use crate::program::{Access, AccessOrder, Op, Program};
 use gpuswap_core::gpu_time::scheduling::SchedulingConfig;
 use gpuswap_core::gpu_time::{GpuTime, NVSHARE_IDLE_RELEASE_NS, TurnSettings};
@@ -359,4 +359,88 @@ fn amfit_preempts_and_reruns_with_the_work_lost_counted() {
             scheduled("amfit", 1_000_000_000)
         )
     );
+}
+
+/// A tenant in VRAM with `local_kernels` short kernels, and one whose buffer of
+/// `remote_mib` fcfs puts in host memory (VRAM holds the first tenant's 16 MiB only):
+/// each tenant's measured phase under `sharing`, and alone.
+fn beside_a_remote_reader(
+    sharing: Sharing,
+    local_kernels: u32,
+    remote_mib: u64,
+    remote_kernels: u32,
+) -> [(u64, u64); 2] {
+    let none = SchedulingConfig::default;
+    let local = || (program(16, local_kernels, 1 << 20), 1.0);
+    let remote = || (program(remote_mib, remote_kernels, 1 << 20), 1.0);
+    let pair = run(vec![local(), remote()], 16, "fcfs", sharing, none());
+    let local_alone = run(vec![local()], 16, "fcfs", sharing, none());
+    let remote_alone = run(vec![remote()], 16, "fcfs", sharing, none());
+    assert_eq!(pair.tenants[0].remote_bytes, 0.0, "{pair:?}");
+    assert!(pair.tenants[1].remote_bytes > 0.0, "{pair:?}");
+    [
+        (
+            phase_ns(&pair.tenants[0]),
+            phase_ns(&local_alone.tenants[0]),
+        ),
+        (
+            phase_ns(&pair.tenants[1]),
+            phase_ns(&remote_alone.tenants[0]),
+        ),
+    ]
+}
+
+#[test]
+fn preemptive_slices_keep_a_slow_remote_kernel_from_holding_the_gpu() {
+    // 512 MiB read over the V100's 12 GB/s PCIe: about 45 ms a kernel, twenty slices.
+    let slicing = v100().time_slicing.unwrap();
+    let [(local_fermi, local_alone), _] = beside_a_remote_reader(Sharing::TimeSlice, 50, 512, 60);
+    let [(local, alone), (remote, remote_alone)] =
+        beside_a_remote_reader(Sharing::Preemptive(slicing), 50, 512, 60);
+    assert_eq!(alone, local_alone);
+    // Whole kernels in turn: each of the VRAM tenant's kernels waits for a whole
+    // remote one (the remote tenant has more than enough).
+    assert!(local_fermi > 50 * 40_000_000, "{local_fermi}");
+    // Preempted: each waits one slice and the preemption at most.
+    let per_kernel_ns = slicing.slice_ns + slicing.preemption_cost_ns + alone / 50;
+    assert!(
+        local <= 50 * per_kernel_ns,
+        "{local} vs {per_kernel_ns} a kernel"
+    );
+    assert!(local * 10 < local_fermi, "{local} vs {local_fermi}");
+    // Nobody is faster than alone, and the remote reader pays about the VRAM tenant's
+    // time and the preemptions, not more.
+    assert!(local >= alone && remote >= remote_alone, "{local} {remote}");
+    assert!(remote <= remote_alone + local + 60 * slicing.preemption_cost_ns);
+}
+
+#[test]
+fn preemptive_slices_change_nothing_for_one_tenant() {
+    let slicing = v100().time_slicing.unwrap();
+    let none = SchedulingConfig::default;
+    let one = || vec![(program(512, 3, 1 << 20), 1.0)];
+    let sliced = run(one(), 16, "fcfs", Sharing::Preemptive(slicing), none());
+    assert_eq!(sliced, run(one(), 16, "fcfs", Sharing::TimeSlice, none()));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    /// Under preemptive slices no tenant is faster than alone, whatever the lengths of
+    /// the kernels on either side and the slice's (the engine's invariants hold too).
+    #[test]
+    fn preemptive_slices_make_no_tenant_faster_than_alone(
+        local_kernels in 1u32..40,
+        remote_mib in 17u64..400,
+        remote_kernels in 1u32..6,
+        slice_us in 100u64..5_000,
+        cost_us in 0u64..200,
+    ) {
+        let slicing = TimeSlicing { slice_ns: slice_us * 1000, preemption_cost_ns: cost_us * 1000 };
+        let tenants = beside_a_remote_reader(
+            Sharing::Preemptive(slicing), local_kernels, remote_mib, remote_kernels,
+        );
+        for (shared, alone) in tenants {
+            proptest::prop_assert!(shared >= alone, "{} < {}", shared, alone);
+        }
+    }
 }
