@@ -11,6 +11,7 @@ const INPUTS: &[&str] = &[
     "c/standin.c",
     "c/e2e_client.c",
     "c/vmm_probe.c",
+    "c/pool_client.c",
 ];
 
 /// Flags of every compile: strict warnings, and no fused multiply-add, so that the
@@ -70,6 +71,7 @@ fn main() {
     for (source, program) in [
         ("e2e_client.c", "gpuswap-e2e-client"),
         ("vmm_probe.c", "gpuswap-vmm-probe"),
+        ("pool_client.c", "gpuswap-pool-client"),
     ] {
         compile(
             program,

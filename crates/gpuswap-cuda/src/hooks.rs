@@ -38,7 +38,7 @@ extern "C" fn forked_child() {
 }
 
 /// The daemon's client, connected or lost, unless this is a forked child.
-fn client() -> Option<&'static Client> {
+pub(crate) fn client() -> Option<&'static Client> {
     match MODE.get()? {
         Mode::Managed(c) if !FORKED.load(std::sync::atomic::Ordering::Relaxed) => Some(c),
         _ => None,
@@ -46,12 +46,12 @@ fn client() -> Option<&'static Client> {
 }
 
 /// The daemon's client, while it is connected.
-fn managed() -> Option<&'static Client> {
+pub(crate) fn managed() -> Option<&'static Client> {
     client().filter(|c| c.lost().is_none())
 }
 
 /// A call that must not start while the process is suspended holds this.
-fn gate() -> Option<RwLockReadGuard<'static, ()>> {
+pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     managed().map(|c| {
         c.gate
             .read()
@@ -69,7 +69,7 @@ fn meter() -> Option<&'static Meter> {
     managed().and(progress::meter())
 }
 
-fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
+pub(crate) fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
     diag::trace_call(name);
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         diag::warn("internal error (a panic) in the interposer; the call failed");
@@ -78,7 +78,7 @@ fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
 }
 
 /// Says once per name that a call is not managed, and why.
-fn refuse_once(name: &str, why: &str) -> CuResult {
+pub(crate) fn refuse_once(name: &str, why: &str) -> CuResult {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID
         .lock()
@@ -200,7 +200,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
 /// The client that manages an allocation on the current device (the daemon manages
 /// device 0; `CUDA_VISIBLE_DEVICES` picks which GPU that is), or `None` to forward it
 /// to the driver (said once for another device's). See [`failed_start`] first.
-fn allocating_client(what: &str) -> Option<&'static client::Client> {
+pub(crate) fn allocating_client(what: &str) -> Option<&'static client::Client> {
     let device = ffi::driver::current_device();
     let client = managed().filter(|_| device.is_none_or(|d| d == 0));
     if client.is_none() && managed().is_some() {
@@ -214,7 +214,7 @@ fn allocating_client(what: &str) -> Option<&'static client::Client> {
 
 /// `CUDA_ERROR_NOT_INITIALIZED`, said again, when the connection to the daemon failed
 /// at `cuInit`: allocations then fail as `cuInit` did.
-fn failed_start() -> Option<CuResult> {
+pub(crate) fn failed_start() -> Option<CuResult> {
     let Some(Mode::Failed(e)) = MODE.get() else {
         return None;
     };
@@ -226,10 +226,16 @@ fn failed_start() -> Option<CuResult> {
 ///
 /// # Safety
 /// `dptr` is null or writable.
-unsafe fn alloc_managed(client: &client::Client, dptr: *mut DevPtr, bytes: u64) -> CuResult {
+pub(crate) unsafe fn alloc_managed(
+    client: &client::Client,
+    dptr: *mut DevPtr,
+    bytes: u64,
+) -> CuResult {
     if dptr.is_null() {
         return ffi::CUDA_ERROR_INVALID_VALUE;
     }
+    // Buffers whose stream reached their free make room first.
+    crate::pools::reap();
     match client.alloc(bytes) {
         Ok(va) => {
             // SAFETY: checked non-null; the caller gives a writable pointer.
@@ -250,7 +256,12 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
     guarded("cuMemFree_v2", || {
         if let Some(client) = client() {
             let _held = gate();
-            match client.free(dptr) {
+            let freed = client.free(dptr);
+            if freed.is_some() {
+                crate::pools::forget(dptr);
+                crate::managed::forget(client, dptr);
+            }
+            match freed {
                 Some(Ok(())) => return ffi::CUDA_SUCCESS,
                 Some(Err(e)) => {
                     diag::warn(&format!("cuMemFree: {e}"));
@@ -261,7 +272,14 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
         }
         let real = real!(c"cuMemFree_v2"; fn(DevPtr) -> CuResult);
         // SAFETY: not ours: forwarded as given.
-        unsafe { real(dptr) }
+        let rc = unsafe { real(dptr) };
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(client) = client()
+        {
+            // Managed memory is the driver's: freed there, out of the books here.
+            crate::managed::forget(client, dptr);
+        }
+        rc
     })
 }
 
@@ -284,60 +302,15 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
             // As the driver answers without a context.
             return ffi::CUDA_ERROR_INVALID_CONTEXT;
         }
+        crate::pools::reap();
+        // Managed memory counts at its size, as the daemon counts it.
+        let held = client.vram_held_bytes() + crate::managed::managed_bytes();
         // SAFETY: checked non-null; the caller gives writable pointers.
         unsafe {
             *total = client.view_bytes as usize;
-            *free = client.view_bytes.saturating_sub(client.vram_held_bytes()) as usize;
+            *free = client.view_bytes.saturating_sub(held) as usize;
         }
         ffi::CUDA_SUCCESS
-    })
-}
-
-/// A stream-ordered free of one of our buffers waits for the stream, then frees it as
-/// `cuMemFree` does; other pointers go to the driver.
-///
-/// # Safety
-/// Called by C with cuda.h's contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemFreeAsync(dptr: DevPtr, stream: Handle) -> CuResult {
-    free_async("cuMemFreeAsync", c"cuMemFreeAsync", dptr, stream)
-}
-
-/// [`cuMemFreeAsync`] on the per-thread default stream.
-///
-/// # Safety
-/// Called by C with cuda.h's contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: DevPtr, stream: Handle) -> CuResult {
-    free_async("cuMemFreeAsync_ptsz", c"cuMemFreeAsync_ptsz", dptr, stream)
-}
-
-fn free_async(
-    name: &'static str,
-    real_name: &'static CStr,
-    dptr: DevPtr,
-    stream: Handle,
-) -> CuResult {
-    guarded(name, || {
-        if let Some(client) = client()
-            && client.holds(dptr)
-        {
-            if let Err(e) = ffi::driver::synchronize_stream(stream) {
-                diag::warn(&format!("{name}: {e}"));
-            }
-            // SAFETY: our own entry point, with a pointer we manage.
-            return unsafe { cuMemFree_v2(dptr) };
-        }
-        let addr = ffi::real_symbol(real_name);
-        if addr == 0 {
-            return ffi::CUDA_ERROR_NOT_SUPPORTED;
-        }
-        // SAFETY: the driver's function of that name has this signature (cuda.h).
-        let real = unsafe {
-            std::mem::transmute::<usize, unsafe extern "C" fn(DevPtr, Handle) -> CuResult>(addr)
-        };
-        // SAFETY: forwarded as given.
-        unsafe { real(dptr, stream) }
     })
 }
 
@@ -392,20 +365,15 @@ macro_rules! forwarded {
     };
 }
 
-fn cname(with_nul: &'static str) -> &'static CStr {
+pub(crate) fn cname(with_nul: &'static str) -> &'static CStr {
     CStr::from_bytes_with_nul(with_nul.as_bytes()).expect("a NUL-terminated literal")
 }
 
 type P = Handle;
 
-refused! {
-    cuMemAllocManaged(dptr: *mut DevPtr, bytes: usize, flags: c_uint) because "managed memory is paged by the driver, not relocated by gpuswap";
-    cuMemAllocAsync(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocAsync_ptsz(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocFromPoolAsync(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocFromPoolAsync_ptsz(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
-    cuIpcGetMemHandle(handle: P, dptr: DevPtr) because "memory that moves cannot be shared with another process";
-}
+// None now: stream-ordered pools (`pools`), managed memory (`managed`) and IPC exports
+// (`ipc`) are served (issue 41).
+refused! {}
 
 // Calls that start GPU work (copies, memsets, stream memory operations): they wait
 // while the process is suspended.
@@ -570,10 +538,13 @@ fn launches(
 fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
     guarded(name, || {
         let _waiting = managed().and_then(Client::waits);
-        match meter() {
+        let rc = match meter() {
             Some(meter) => meter.synchronize(false, call),
             None => call(),
-        }
+        };
+        // The streams waited for may have reached stream-ordered frees.
+        crate::pools::reap();
+        rc
     })
 }
 
@@ -582,10 +553,12 @@ fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
 fn waits_for_context(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
     guarded(name, || {
         let _waiting = managed().and_then(Client::waits);
-        match meter() {
+        let rc = match meter() {
             Some(meter) => meter.synchronize(true, call),
             None => call(),
-        }
+        };
+        crate::pools::reap();
+        rc
     })
 }
 
@@ -634,6 +607,9 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         t.extend(syncs_table());
         t.extend(capture_begins_table());
         t.extend(capture_ends_table());
+        t.extend(crate::pools::table());
+        t.extend(crate::managed::table());
+        t.extend(crate::ipc::table());
         t
     })
 }

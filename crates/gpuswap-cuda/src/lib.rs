@@ -26,7 +26,12 @@
 //! - `rejoin`: what reconnection needs (the lost state, the pace of attempts, the
 //!   declaration of the buffers held) and the device's real free memory;
 //! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
-//!   listening process's uid).
+//!   listening process's uid);
+//! - `pools`: stream-ordered allocations, served as managed allocations with their
+//!   frees honoured in stream order, and the pool figures they add to;
+//! - `managed`: memory the daemon cannot move (managed memory, buffers pinned for
+//!   IPC), its books and the reports of it;
+//! - `ipc`: IPC exports, which pin a managed buffer where it is.
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_DAEMON_USER` (the user,
 //! a name or a uid, of a daemon run as neither the process's user nor root),
@@ -51,7 +56,10 @@ mod ffi;
 mod hami;
 mod hooks;
 mod host_pool;
+mod ipc;
 mod liveness;
+mod managed;
+mod pools;
 mod progress;
 mod rejoin;
 mod touch;

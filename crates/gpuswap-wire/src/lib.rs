@@ -26,8 +26,9 @@ pub use trust::{Peer, trusted_daemon};
 /// names both. Version 2 added turns (`Busy`, `Idle`, `Welcome::idle_report_ns`) and bulk
 /// moves (`RelocateBatch`, `RelocatedBatch`). Version 3 added progress telemetry
 /// (`Progress`, `Welcome::progress_report_ns`) and what a surviving process declares and
-/// reports of the device (issue 39, item 5).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// reports of the device (issue 39, item 5). Version 4 added memory the daemon cannot
+/// move (`Unmovable`, `TenantRow::managed_bytes` and `pinned_bytes`; issue 41).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The most moves one [`DaemonMsg::RelocateBatch`] carries: 1024 chunks of 2 MiB are
 /// 2 GiB, long enough to run the copy engines at full speed, and the frame (about 60
@@ -157,6 +158,19 @@ pub enum ClientMsg {
         free_bytes: u64,
         /// The device's memory.
         total_bytes: u64,
+    },
+    /// The memory of the tenant that the daemon cannot move, in all, sent whenever it
+    /// changes (and after a reconnection): managed memory (`cuMemAllocManaged`, which
+    /// the driver's own paging moves) and managed buffers pinned in place because
+    /// another process maps them (`cuIpcGetMemHandle`; the process sends this before the
+    /// pinned buffer's [`ClientMsg::Free`], which takes it out of the daemon's movable
+    /// books). The daemon counts both against the tenant and its contract, and gives out
+    /// that much less VRAM.
+    Unmovable {
+        /// Managed memory, at its allocated size.
+        managed_bytes: u64,
+        /// Buffers pinned for IPC, at their size.
+        pinned_bytes: u64,
     },
 }
 
@@ -429,6 +443,13 @@ pub struct TenantRow {
     /// Its memory contract (all defaults: none).
     #[serde(default)]
     pub contract: ContractRow,
+    /// Its managed memory (`cuMemAllocManaged`): paged by the driver, never moved by
+    /// the daemon, counted at its allocated size.
+    #[serde(default)]
+    pub managed_bytes: u64,
+    /// Its buffers pinned in place because another process maps them (IPC).
+    #[serde(default)]
+    pub pinned_bytes: u64,
 }
 
 /// One bulk move in a [`Snapshot`].
