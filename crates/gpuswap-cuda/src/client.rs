@@ -389,8 +389,9 @@ impl Client {
             .saturating_mul(self.granularity)
     }
 
-    /// Tells the daemon what the process holds that it cannot move.
-    pub fn report_unmovable(&self, managed_bytes: u64, pinned_bytes: u64) {
+    /// Tells the daemon what the process holds that it cannot move (`managed`'s books).
+    pub fn report_unmovable(&self) {
+        let (managed_bytes, pinned_bytes) = crate::managed::totals();
         if self.lost().is_none() {
             let _ = self.send(&ClientMsg::Unmovable {
                 managed_bytes,
@@ -419,7 +420,8 @@ impl Client {
         drop(buffers);
         // Touch hints name buffers by the daemon's ids: a pinned buffer has none.
         crate::touch::removed(base);
-        crate::managed::pinned(self, base, bytes);
+        crate::managed::pinned(base, bytes);
+        self.report_unmovable();
         let _ = self.send_on(connection, &ClientMsg::Free { buffer: id });
         true
     }
@@ -817,7 +819,7 @@ impl Client {
         ));
         self.watch(daemon_pid, connection)?;
         self.report_device(connection, false);
-        crate::managed::report(self);
+        self.report_unmovable();
         Ok((reader, early))
     }
 

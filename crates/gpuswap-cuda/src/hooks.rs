@@ -8,6 +8,7 @@ use std::sync::{OnceLock, RwLockReadGuard};
 use crate::client::{self, Client};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, real};
+use crate::pools;
 use crate::progress::{self, Launch, Meter};
 
 /// How the process runs.
@@ -38,7 +39,7 @@ extern "C" fn forked_child() {
 }
 
 /// The daemon's client, connected or lost, unless this is a forked child.
-pub(crate) fn client() -> Option<&'static Client> {
+fn client() -> Option<&'static Client> {
     match MODE.get()? {
         Mode::Managed(c) if !FORKED.load(std::sync::atomic::Ordering::Relaxed) => Some(c),
         _ => None,
@@ -46,12 +47,12 @@ pub(crate) fn client() -> Option<&'static Client> {
 }
 
 /// The daemon's client, while it is connected.
-pub(crate) fn managed() -> Option<&'static Client> {
+fn managed() -> Option<&'static Client> {
     client().filter(|c| c.lost().is_none())
 }
 
 /// A call that must not start while the process is suspended holds this.
-pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
+fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     managed().map(|c| {
         c.gate
             .read()
@@ -69,7 +70,7 @@ fn meter() -> Option<&'static Meter> {
     managed().and(progress::meter())
 }
 
-pub(crate) fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
+fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
     diag::trace_call(name);
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         diag::warn("internal error (a panic) in the interposer; the call failed");
@@ -78,7 +79,7 @@ pub(crate) fn guarded(name: &'static str, f: impl FnOnce() -> CuResult) -> CuRes
 }
 
 /// Says once per name that a call is not managed, and why.
-pub(crate) fn refuse_once(name: &str, why: &str) -> CuResult {
+fn refuse_once(name: &str, why: &str) -> CuResult {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID
         .lock()
@@ -200,7 +201,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
 /// The client that manages an allocation on the current device (the daemon manages
 /// device 0; `CUDA_VISIBLE_DEVICES` picks which GPU that is), or `None` to forward it
 /// to the driver (said once for another device's). See [`failed_start`] first.
-pub(crate) fn allocating_client(what: &str) -> Option<&'static client::Client> {
+fn allocating_client(what: &str) -> Option<&'static client::Client> {
     let device = ffi::driver::current_device();
     let client = managed().filter(|_| device.is_none_or(|d| d == 0));
     if client.is_none() && managed().is_some() {
@@ -214,7 +215,7 @@ pub(crate) fn allocating_client(what: &str) -> Option<&'static client::Client> {
 
 /// `CUDA_ERROR_NOT_INITIALIZED`, said again, when the connection to the daemon failed
 /// at `cuInit`: allocations then fail as `cuInit` did.
-pub(crate) fn failed_start() -> Option<CuResult> {
+fn failed_start() -> Option<CuResult> {
     let Some(Mode::Failed(e)) = MODE.get() else {
         return None;
     };
@@ -235,7 +236,7 @@ pub(crate) unsafe fn alloc_managed(
         return ffi::CUDA_ERROR_INVALID_VALUE;
     }
     // Buffers whose stream reached their free make room first.
-    crate::pools::reap();
+    reap();
     match client.alloc(bytes) {
         Ok(va) => {
             // SAFETY: checked non-null; the caller gives a writable pointer.
@@ -259,7 +260,9 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
             let freed = client.free(dptr);
             if freed.is_some() {
                 crate::pools::forget(dptr);
-                crate::managed::forget(client, dptr);
+                if crate::managed::forget(dptr) {
+                    client.report_unmovable();
+                }
             }
             match freed {
                 Some(Ok(())) => return ffi::CUDA_SUCCESS,
@@ -277,7 +280,9 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
             && let Some(client) = client()
         {
             // Managed memory is the driver's: freed there, out of the books here.
-            crate::managed::forget(client, dptr);
+            if crate::managed::forget(dptr) {
+                client.report_unmovable();
+            }
         }
         rc
     })
@@ -302,7 +307,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
             // As the driver answers without a context.
             return ffi::CUDA_ERROR_INVALID_CONTEXT;
         }
-        crate::pools::reap();
+        reap();
         // Managed memory counts at its size, as the daemon counts it.
         let held = client.vram_held_bytes() + crate::managed::managed_bytes();
         // SAFETY: checked non-null; the caller gives writable pointers.
@@ -312,6 +317,302 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
         }
         ffi::CUDA_SUCCESS
     })
+}
+
+/// A stream-ordered allocation (`pools`) from `pool` (0: the device's current pool):
+/// managed as `cuMemAlloc`'s, else forwarded by `forward`.
+fn alloc_stream_ordered(
+    what: &str,
+    dptr: *mut DevPtr,
+    bytes: usize,
+    pool: usize,
+    forward: impl FnOnce() -> CuResult,
+) -> CuResult {
+    if let Some(rc) = failed_start() {
+        return rc;
+    }
+    let Some(client) = allocating_client(what) else {
+        return forward();
+    };
+    if bytes == 0 {
+        return ffi::CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the caller gives `dptr` as cuda.h says.
+    let rc = unsafe { alloc_managed(client, dptr, bytes as u64) };
+    if rc == ffi::CUDA_SUCCESS {
+        let pool = if pool == 0 {
+            pools::current_pool()
+        } else {
+            pool
+        };
+        // SAFETY: written by the allocation just now.
+        pools::served(unsafe { *dptr }, pool, bytes as u64);
+    }
+    rc
+}
+
+/// The stream-ordered allocation entry points (issue 41, item 2; the design: `pools`),
+/// each `name(dptr, bytes, args)`: managed by [`alloc_stream_ordered`] as `what`, from
+/// the pool the expression after `from` says (0: the device's current one), else
+/// forwarded to the driver's function of the same name.
+macro_rules! stream_ordered_allocs {
+    ($($name:ident($($arg:ident: $ty:ty),*) as $what:literal from $pool:expr;)*) => {
+        $(
+            /// # Safety
+            /// Called by C with cuda.h's contract.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name(dptr: *mut DevPtr, bytes: usize, $($arg: $ty),*) -> CuResult {
+                guarded(stringify!($name), || {
+                    alloc_stream_ordered($what, dptr, bytes, $pool, || {
+                        let real = real!(cname(concat!(stringify!($name), "\0")); fn(*mut DevPtr, usize, $($ty),*) -> CuResult);
+                        // SAFETY: forwarded as given.
+                        unsafe { real(dptr, bytes, $($arg),*) }
+                    })
+                })
+            }
+        )*
+        /// The stream-ordered entry points by name, the frees and pool figures included.
+        fn stream_ordered_allocs_table() -> Vec<(&'static CStr, usize)> {
+            let mut t = vec![$((cname(concat!(stringify!($name), "\0")), $name as *const () as usize)),*];
+            t.extend([
+                (c"cuMemFreeAsync", cuMemFreeAsync as *const () as usize),
+                (c"cuMemFreeAsync_ptsz", cuMemFreeAsync_ptsz as *const () as usize),
+                (c"cuMemPoolGetAttribute", cuMemPoolGetAttribute as *const () as usize),
+                (c"cuMemPoolSetAttribute", cuMemPoolSetAttribute as *const () as usize),
+            ]);
+            t
+        }
+    };
+}
+
+stream_ordered_allocs! {
+    cuMemAllocAsync(stream: P) as "cuMemAllocAsync" from 0;
+    cuMemAllocAsync_ptsz(stream: P) as "cuMemAllocAsync" from 0;
+    cuMemAllocFromPoolAsync(pool: P, stream: P) as "cuMemAllocFromPoolAsync" from pool as usize;
+    cuMemAllocFromPoolAsync_ptsz(pool: P, stream: P) as "cuMemAllocFromPoolAsync" from pool as usize;
+}
+
+/// A stream-ordered free of one of our buffers is honoured when the stream reaches it;
+/// other pointers go to the driver.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFreeAsync(dptr: DevPtr, stream: Handle) -> CuResult {
+    free_async("cuMemFreeAsync", c"cuMemFreeAsync", dptr, stream)
+}
+
+/// [`cuMemFreeAsync`] where the null stream is the per-thread default stream.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: DevPtr, stream: Handle) -> CuResult {
+    let stream = if stream.is_null() {
+        pools::STREAM_PER_THREAD as Handle
+    } else {
+        stream
+    };
+    free_async("cuMemFreeAsync_ptsz", c"cuMemFreeAsync_ptsz", dptr, stream)
+}
+
+fn free_async(
+    name: &'static str,
+    real_name: &'static CStr,
+    dptr: DevPtr,
+    stream: Handle,
+) -> CuResult {
+    guarded(name, || {
+        if let Some(client) = client()
+            && client.holds(dptr)
+        {
+            reap();
+            return free_in_stream_order(name, dptr, stream);
+        }
+        let addr = ffi::real_symbol(real_name);
+        if addr == 0 {
+            return ffi::CUDA_ERROR_NOT_SUPPORTED;
+        }
+        // SAFETY: the driver's function of that name has this signature (cuda.h).
+        let real = unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(DevPtr, Handle) -> CuResult>(addr)
+        };
+        // SAFETY: forwarded as given.
+        unsafe { real(dptr, stream) }
+    })
+}
+
+/// Frees our buffer at `dptr` once `stream` has run what it was given before: at once
+/// when it has, else when the event recorded behind that work completes ([`reap`]).
+/// Without events, the stream is waited for. A stream being captured into a graph
+/// cannot take the free: refused.
+fn free_in_stream_order(name: &str, dptr: DevPtr, stream: Handle) -> CuResult {
+    let Some(events) = ffi::driver::events() else {
+        if let Err(e) = ffi::driver::synchronize_stream(stream) {
+            diag::warn(&format!("{name}: {e}"));
+        }
+        // SAFETY: our own entry point, with a pointer we manage.
+        return unsafe { cuMemFree_v2(dptr) };
+    };
+    if events.capturing(stream) {
+        return refuse_once(
+            &format!("{name} of a managed buffer during graph capture"),
+            "the free would have to be a node of the graph; it fails with \
+             CUDA_ERROR_NOT_SUPPORTED (free it outside the capture)",
+        );
+    }
+    let Some(event) = events.create() else {
+        return ffi::CUDA_ERROR_OUT_OF_MEMORY;
+    };
+    if !events.record(event, stream) {
+        events.destroy(event);
+        return ffi::CUDA_ERROR_INVALID_VALUE;
+    }
+    pools::defer(dptr, event);
+    reap();
+    ffi::CUDA_SUCCESS
+}
+
+/// Frees the buffers whose stream reached their stream-ordered free. Called at
+/// allocations, stream-ordered frees, synchronizations and `cuMemGetInfo`.
+fn reap() {
+    for dptr in pools::reached() {
+        // SAFETY: our own entry point, with a pointer we manage.
+        let rc = unsafe { cuMemFree_v2(dptr) };
+        if rc != ffi::CUDA_SUCCESS {
+            diag::warn(&format!(
+                "a stream-ordered free failed with CUDA error {rc}"
+            ));
+        }
+    }
+}
+
+/// A pool's attribute, as the driver keeps it; its memory figures with the bytes of
+/// the pool's allocations served as managed ones.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolGetAttribute(
+    pool: Handle,
+    attr: c_int,
+    value: *mut c_void,
+) -> CuResult {
+    guarded("cuMemPoolGetAttribute", || {
+        let real = real!(c"cuMemPoolGetAttribute"; fn(Handle, c_int, *mut c_void) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(pool, attr, value) };
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(ours) = pools::figure(pool as usize, attr)
+        {
+            // SAFETY: the driver wrote a cuuint64_t there, as cuda.h says of the figures.
+            unsafe { *value.cast::<u64>() += ours };
+        }
+        rc
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolSetAttribute(
+    pool: Handle,
+    attr: c_int,
+    value: *mut c_void,
+) -> CuResult {
+    guarded("cuMemPoolSetAttribute", || {
+        let real = real!(c"cuMemPoolSetAttribute"; fn(Handle, c_int, *mut c_void) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(pool, attr, value) };
+        if rc == ffi::CUDA_SUCCESS {
+            pools::set_figure(pool as usize, attr);
+        }
+        rc
+    })
+}
+
+/// Managed memory (issue 41, item 3; `managed`): the driver allocates it, the daemon is
+/// told it cannot move it.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocManaged(
+    dptr: *mut DevPtr,
+    bytes: usize,
+    flags: c_uint,
+) -> CuResult {
+    guarded("cuMemAllocManaged", || {
+        if let Some(rc) = failed_start() {
+            return rc;
+        }
+        let real = real!(c"cuMemAllocManaged"; fn(*mut DevPtr, usize, c_uint) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(dptr, bytes, flags) };
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(client) = managed()
+        {
+            // SAFETY: the driver wrote the address there.
+            crate::managed::allocated(unsafe { *dptr }, client.granules(bytes as u64));
+            client.report_unmovable();
+        }
+        rc
+    })
+}
+
+/// An IPC export (issue 41, item 4) of a managed buffer pins it where it is: another
+/// process maps its memory, which the interposer cannot remap under that process, so
+/// the daemon never moves it again; the process counts it as pinned (`managed`) and it
+/// leaves the daemon's movable books. It is counted once, at the exporter: an
+/// importer's `cuIpcOpenMemHandle` and `cuIpcCloseMemHandle` are not interposed and
+/// reach the driver unchanged, so they count nothing. A buffer is pinned as it is:
+/// chunks in VRAM stay there, chunks in host memory at the export stay in host memory
+/// (mapped into the device's address space, as the importer then sees them); all of it
+/// counts as pinned. The pin lasts until the buffer is freed, even if the driver refuses
+/// the export (a real driver exports only `cuMemAlloc`'s own memory and refuses memory
+/// mapped with `cuMemMap`, which managed buffers are: then the program gets the
+/// driver's error, and the pin only costs the daemon a buffer it may not move).
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuIpcGetMemHandle(handle: Handle, dptr: DevPtr) -> CuResult {
+    guarded("cuIpcGetMemHandle", || {
+        let real = real!(c"cuIpcGetMemHandle"; fn(Handle, DevPtr) -> CuResult);
+        let Some(client) = managed() else {
+            // SAFETY: forwarded as given.
+            return unsafe { real(handle, dptr) };
+        };
+        // No move may start between the pin and the export: moves run while the
+        // process is suspended, which waits for the gate.
+        let _held = gate();
+        if client.pin(dptr) {
+            diag::trace_note("a managed buffer was pinned for an IPC export");
+        }
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(handle, dptr) };
+        if rc != ffi::CUDA_SUCCESS {
+            diag::warn(&format!(
+                "cuIpcGetMemHandle failed with CUDA error {rc}; a managed buffer stays pinned \
+                 where it is until it is freed"
+            ));
+        }
+        rc
+    })
+}
+
+/// Managed memory's and IPC's entry points by name.
+fn unmovable_table() -> Vec<(&'static CStr, usize)> {
+    vec![
+        (
+            c"cuMemAllocManaged",
+            cuMemAllocManaged as *const () as usize,
+        ),
+        (
+            c"cuIpcGetMemHandle",
+            cuIpcGetMemHandle as *const () as usize,
+        ),
+    ]
 }
 
 /// Allocation paths the daemon cannot manage: refused while managed, forwarded otherwise.
@@ -365,7 +666,7 @@ macro_rules! forwarded {
     };
 }
 
-pub(crate) fn cname(with_nul: &'static str) -> &'static CStr {
+fn cname(with_nul: &'static str) -> &'static CStr {
     CStr::from_bytes_with_nul(with_nul.as_bytes()).expect("a NUL-terminated literal")
 }
 
@@ -543,7 +844,7 @@ fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
             None => call(),
         };
         // The streams waited for may have reached stream-ordered frees.
-        crate::pools::reap();
+        reap();
         rc
     })
 }
@@ -557,7 +858,7 @@ fn waits_for_context(name: &'static str, call: impl FnOnce() -> CuResult) -> CuR
             Some(meter) => meter.synchronize(true, call),
             None => call(),
         };
-        crate::pools::reap();
+        reap();
         rc
     })
 }
@@ -607,9 +908,8 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         t.extend(syncs_table());
         t.extend(capture_begins_table());
         t.extend(capture_ends_table());
-        t.extend(crate::pools::table());
-        t.extend(crate::managed::table());
-        t.extend(crate::ipc::table());
+        t.extend(stream_ordered_allocs_table());
+        t.extend(unmovable_table());
         t
     })
 }

@@ -27,11 +27,11 @@
 //!   declaration of the buffers held) and the device's real free memory;
 //! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
 //!   listening process's uid);
-//! - `pools`: stream-ordered allocations, served as managed allocations with their
-//!   frees honoured in stream order, and the pool figures they add to;
-//! - `managed`: memory the daemon cannot move (managed memory, buffers pinned for
-//!   IPC), its books and the reports of it;
-//! - `ipc`: IPC exports, which pin a managed buffer where it is.
+//! - `pools`: the books of stream-ordered allocations (served as managed allocations,
+//!   their frees honoured in stream order): the pool figures they add to, the frees
+//!   waiting for their streams;
+//! - `managed`: the books of memory the daemon cannot move (managed memory, buffers
+//!   pinned for IPC exports), which the daemon is told of.
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_DAEMON_USER` (the user,
 //! a name or a uid, of a daemon run as neither the process's user nor root),
@@ -56,7 +56,6 @@ mod ffi;
 mod hami;
 mod hooks;
 mod host_pool;
-mod ipc;
 mod liveness;
 mod managed;
 mod pools;
