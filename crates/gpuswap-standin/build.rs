@@ -12,6 +12,7 @@ const INPUTS: &[&str] = &[
     "c/e2e_client.c",
     "c/vmm_probe.c",
     "c/vmm_client.c",
+    "c/pool_client.c",
 ];
 
 /// Flags of every compile: strict warnings, and no fused multiply-add, so that the
@@ -72,6 +73,7 @@ fn main() {
         ("e2e_client.c", "gpuswap-e2e-client"),
         ("vmm_probe.c", "gpuswap-vmm-probe"),
         ("vmm_client.c", "gpuswap-vmm-client"),
+        ("pool_client.c", "gpuswap-pool-client"),
     ] {
         compile(
             program,

@@ -428,6 +428,13 @@ pub fn table(snap: &Snapshot) -> String {
             if t.suspended { "yes" } else { "" }.to_owned()
         }),
     ]);
+    // Memory the daemon cannot move, shown only where a tenant holds some.
+    if snap.tenants.iter().any(|t| t.managed_bytes > 0) {
+        columns.push(("managed by the driver", &|t| format_bytes(t.managed_bytes)));
+    }
+    if snap.tenants.iter().any(|t| t.pinned_bytes > 0) {
+        columns.push(("pinned (IPC)", &|t| format_bytes(t.pinned_bytes)));
+    }
     if !snap.choice.is_empty() {
         columns.push(("turn", &|t| t.turn.clone()));
     }
@@ -551,6 +558,27 @@ mod tests {
         let text = table(&snap);
         assert!(
             text.contains("VRAM given out now 30.0 MiB: 34.0 MiB held"),
+            "{text}"
+        );
+    }
+
+    /// Memory the daemon cannot move has its columns only where a tenant holds some.
+    #[test]
+    fn top_shows_managed_and_pinned_memory_only_where_held() {
+        let mut snap = Snapshot {
+            tenants: vec![TenantRow {
+                name: "a".into(),
+                ..TenantRow::default()
+            }],
+            ..Snapshot::default()
+        };
+        let text = table(&snap);
+        assert!(!text.contains("managed by the driver") && !text.contains("pinned"));
+        (snap.tenants[0].managed_bytes, snap.tenants[0].pinned_bytes) = (8 << 20, 2 << 20);
+        let text = table(&snap);
+        assert!(text.contains("managed by the driver"), "{text}");
+        assert!(
+            text.contains("pinned (IPC)") && text.contains("8.0 MiB"),
             "{text}"
         );
     }

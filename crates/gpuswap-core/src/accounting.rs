@@ -55,9 +55,18 @@ pub(crate) struct TenantBooks {
     usage_changed: bool,
     /// What it is promised and limited to.
     pub(crate) contract: Contract,
+    /// Memory it holds that the manager cannot move (managed memory the driver pages,
+    /// buffers pinned for IPC): outside the chunks, counted against its share, its VRAM
+    /// cap and its memory limit ([`Held::set_unmovable`](crate::Held::set_unmovable)).
+    pub(crate) unmovable_bytes: u64,
 }
 
 impl TenantBooks {
+    /// The VRAM it counts as holding: its chunks in VRAM and what cannot move.
+    pub(crate) fn vram_share_bytes(&self) -> u64 {
+        self.usage.vram_bytes.saturating_add(self.unmovable_bytes)
+    }
+
     /// Guaranteed VRAM it does not hold yet.
     fn unfilled_guarantee_bytes(&self) -> u64 {
         self.contract
@@ -79,13 +88,13 @@ impl TenantBooks {
     /// for a whole chunk.
     pub(crate) fn can_take(&self, chunk_bytes: u64) -> bool {
         !self.evicted.is_empty()
-            && self.usage.vram_bytes.saturating_add(chunk_bytes) <= self.contract.vram_cap_bytes()
+            && self.vram_share_bytes().saturating_add(chunk_bytes) <= self.contract.vram_cap_bytes()
     }
 
     /// Its places in the [`TenantOrder`] as tenant `id`.
     fn order_keys(&self, id: TenantId, chunk_bytes: u64) -> (Option<GiveKey>, Option<TakeKey>) {
         let (vram_bytes, weight, class) = (
-            self.usage.vram_bytes,
+            self.vram_share_bytes(),
             self.contract.weight,
             self.contract.priority_class,
         );
@@ -179,7 +188,7 @@ impl Books {
         self.tenant(tenant).map_or(u64::MAX, |t| {
             t.contract
                 .vram_cap_bytes()
-                .saturating_sub(t.usage.vram_bytes)
+                .saturating_sub(t.vram_share_bytes())
         })
     }
 
@@ -439,11 +448,33 @@ impl Books {
     /// booked in VRAM (booked memory is held; the budget then only has no room) nor
     /// below the guarantees admitted (promises are kept); host memory back to
     /// `host_bytes` where adoption grew it and nothing holds it any more.
+    /// Memory that cannot move is held outside the chunks: the budget is that much less.
     pub(crate) fn set_budget(&mut self, budget_bytes: u64, host_bytes: u64) {
         self.vram_capacity_bytes = budget_bytes
+            .saturating_sub(self.unmovable_bytes())
             .max(self.vram_used_bytes)
             .max(self.guaranteed_bytes);
         self.host_capacity_bytes = host_bytes.max(self.host_used_bytes);
+    }
+
+    /// What every tenant holds that cannot move.
+    pub(crate) fn unmovable_bytes(&self) -> u64 {
+        self.tenants.iter().map(|t| t.unmovable_bytes).sum()
+    }
+
+    /// Sets what `tenant` holds that cannot move; the VRAM to fill follows at once (by
+    /// the change; [`Books::set_budget`] recomputes it from the budget).
+    pub(crate) fn set_unmovable(&mut self, tenant: TenantId, bytes: u64) {
+        let old = self.tenant(tenant).map_or(0, |t| t.unmovable_bytes);
+        if old == bytes {
+            return;
+        }
+        self.tenant_mut(tenant).unmovable_bytes = bytes;
+        self.vram_capacity_bytes = (self.vram_capacity_bytes.saturating_add(old))
+            .saturating_sub(bytes)
+            .max(self.vram_used_bytes)
+            .max(self.guaranteed_bytes);
+        self.order.mark(tenant);
     }
 
     /// Removes a buffer of `tenant` with every chunk of it.
@@ -658,7 +689,7 @@ impl Books {
             let contract = s.contract;
             TenantView {
                 id: TenantId(id as u32),
-                vram_bytes: s.usage.vram_bytes,
+                vram_bytes: s.vram_share_bytes(),
                 can_give: s.can_give(chunk_bytes),
                 slowdown: if s.ideal_ns == 0 {
                     1.0

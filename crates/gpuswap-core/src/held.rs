@@ -85,6 +85,17 @@ impl<'a> Held<'a> {
         let budget = budget_bytes.min(self.vram_bytes);
         self.books.set_budget(budget, self.host_bytes);
     }
+
+    /// `tenant` holds `bytes` the manager cannot move (issue 41): managed memory, which
+    /// the driver's own paging moves, and buffers pinned in VRAM because another
+    /// process maps them. They stay where they are whatever the policies, turns and
+    /// idle demotion decide (nothing of them is a chunk), count against the tenant's
+    /// share (victim and return order), its VRAM cap and its memory limit, and the VRAM
+    /// the policies fill is that much less, so turns and placements plan around them.
+    /// A later call replaces the figure; the tenant's end clears it.
+    pub fn set_unmovable(&mut self, tenant: TenantId, bytes: u64) {
+        self.books.set_unmovable(tenant, bytes);
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +136,59 @@ mod tests {
         assert!(error.contains("has 2 chunks"), "{error}");
         // Freed, the budget is the configured VRAM again.
         m.handle_free(t, id).unwrap();
+        m.held().set_vram_budget(u64::MAX);
+        assert_eq!(m.vram_used_bytes() + m.vram_free_bytes(), 8 * MIB);
+        m.check_invariants().unwrap();
+    }
+
+    fn request(t: TenantId, n: u64, bytes: u64) -> AllocRequest {
+        AllocRequest {
+            request: RequestId(n),
+            tenant: t,
+            bytes,
+            kind: BufferKind::Device,
+            priority: None,
+            chunk_priorities: Vec::new(),
+        }
+    }
+
+    /// Memory that cannot move shrinks the VRAM to fill, by the change at once and from
+    /// any later budget, counts against the memory limit, and goes with its tenant.
+    #[test]
+    fn unmovable_memory_shrinks_the_budget_and_counts_against_the_limit() {
+        let mut m = manager(8);
+        let (t, u) = (TenantId(0), TenantId(1));
+        m.handle_tenant_start(t, Default::default()).unwrap();
+        let limited = crate::Contract {
+            memory_limit_bytes: Some(8 * MIB),
+            ..Default::default()
+        };
+        m.handle_tenant_start(u, limited).unwrap();
+        m.held().set_unmovable(u, 4 * MIB);
+        assert_eq!(m.vram_used_bytes() + m.vram_free_bytes(), 4 * MIB);
+        m.held().set_vram_budget(u64::MAX);
+        assert_eq!(m.vram_used_bytes() + m.vram_free_bytes(), 4 * MIB);
+        m.handle_alloc(request(t, 0, 6 * MIB));
+        while m.poll_action().is_some() {}
+        assert_eq!(
+            (m.usage(t).vram_bytes, m.usage(t).host_bytes),
+            (4 * MIB, 2 * MIB)
+        );
+        // 4 MiB of managed memory and 6 more are over u's limit of 8.
+        m.handle_alloc(request(u, 1, 6 * MIB));
+        let refused = std::iter::from_fn(|| m.poll_action()).any(|a| {
+            matches!(
+                a,
+                crate::Action::Reply(crate::Reply::Fail {
+                    error: crate::AllocError::OverMemoryLimit { .. },
+                    ..
+                })
+            )
+        });
+        assert!(refused);
+        assert_eq!(m.unmovable_bytes(u), 4 * MIB);
+        m.handle_tenant_exit(u);
+        assert_eq!(m.unmovable_bytes(u), 0);
         m.held().set_vram_budget(u64::MAX);
         assert_eq!(m.vram_used_bytes() + m.vram_free_bytes(), 8 * MIB);
         m.check_invariants().unwrap();

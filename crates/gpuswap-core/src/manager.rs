@@ -352,6 +352,7 @@ impl Manager {
         }
         self.waiting.retain(|r| r.tenant != tenant);
         self.at_limit.retain(|r| r.tenant != tenant);
+        self.books.set_unmovable(tenant, 0);
         self.set_contract(tenant, Contract::default());
         let dropped: Vec<LaunchId> = self
             .waiting_launches
@@ -880,7 +881,11 @@ impl Manager {
     fn serve(&mut self, req: AllocRequest) {
         let contract = self.books.contract(req.tenant);
         let usage = self.books.usage(req.tenant);
-        let allocated_bytes = usage.vram_bytes + usage.host_bytes;
+        let unmovable = self
+            .books
+            .tenant(req.tenant)
+            .map_or(0, |t| t.unmovable_bytes);
+        let allocated_bytes = usage.vram_bytes + usage.host_bytes + unmovable;
         let over = contract
             .allocation_cap_bytes()
             .filter(|limit| allocated_bytes.saturating_add(req.bytes) > *limit);
@@ -1003,8 +1008,13 @@ impl Manager {
         self.take_turns(None);
     }
 
+    /// What `tenant` holds that the manager cannot move ([`Held::set_unmovable`]).
+    pub fn unmovable_bytes(&self, tenant: TenantId) -> u64 {
+        self.books.tenant(tenant).map_or(0, |t| t.unmovable_bytes)
+    }
+
     /// Memory held whatever the manager decides: buffers booked where they already are,
-    /// and the VRAM budget ([`Held`]).
+    /// the VRAM budget and memory that cannot move ([`Held`]).
     pub fn held(&mut self) -> Held<'_> {
         Held::new(
             &mut self.books,

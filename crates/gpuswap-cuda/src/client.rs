@@ -35,6 +35,9 @@ struct Buffer {
     /// The memory mapped at each chunk now.
     chunks: Vec<Memory>,
     ctx: usize,
+    /// Pinned where it is for an IPC export: the daemon no longer books it (its id and
+    /// connection are 0), it is never declared again, and `managed` counts it.
+    pinned: bool,
 }
 
 impl Buffer {
@@ -426,6 +429,50 @@ impl Client {
         Some(result.and(if self.lost().is_some() { Ok(()) } else { told }))
     }
 
+    /// `bytes` rounded up to whole granules, as allocations are.
+    pub fn granules(&self, bytes: u64) -> u64 {
+        bytes
+            .div_ceil(self.granularity)
+            .saturating_mul(self.granularity)
+    }
+
+    /// Tells the daemon what the process holds that it cannot move (`managed`'s books).
+    pub fn report_unmovable(&self) {
+        let (managed_bytes, pinned_bytes) = crate::managed::totals();
+        if self.lost().is_none() {
+            let _ = self.send(&ClientMsg::Unmovable {
+                managed_bytes,
+                pinned_bytes,
+            });
+        }
+    }
+
+    /// Pins the buffer holding `va` where it is (an IPC export): counted as pinned
+    /// first, then freed from the daemon's movable books, never named to the daemon
+    /// again. Returns whether a buffer of ours was newly pinned.
+    pub fn pin(&self, va: DevPtr) -> bool {
+        let mut buffers = lock(&self.buffers);
+        let Some(buffer) = buffers
+            .range_mut(..=va)
+            .next_back()
+            .map(|(_, b)| b)
+            .filter(|b| va < b.va + b.bytes && !b.pinned)
+        else {
+            return false;
+        };
+        buffer.pinned = true;
+        let (id, connection) = (buffer.id, buffer.connection);
+        (buffer.id, buffer.connection) = (0, 0);
+        let (base, bytes) = (buffer.va, buffer.bytes);
+        drop(buffers);
+        // Touch hints name buffers by the daemon's ids: a pinned buffer has none.
+        crate::touch::removed(base);
+        crate::managed::pinned(base, bytes);
+        self.report_unmovable();
+        let _ = self.send_on(connection, &ClientMsg::Free { buffer: id });
+        true
+    }
+
     /// Whether `va` is the start of a buffer of ours.
     pub fn holds(&self, va: DevPtr) -> bool {
         lock(&self.buffers).contains_key(&va)
@@ -641,6 +688,7 @@ impl Client {
             chunk_bytes,
             chunks: Vec::new(),
             ctx,
+            pinned: false,
         };
         for (index, location) in wire::chunks_of(placement).enumerate() {
             let (at, len) = buffer.span(index);
@@ -769,9 +817,15 @@ impl Client {
         } = join(self.granularity)?;
         let connection = self.connection() + 1;
         let mut buffers = lock(&self.buffers);
-        let vas: Vec<u64> = buffers.keys().copied().collect();
-        let held = buffers
-            .values()
+        // Pinned buffers are no longer the daemon's to book: `managed` reports them.
+        let vas: Vec<u64> = buffers
+            .iter()
+            .filter(|(_, b)| !b.pinned)
+            .map(|(va, _)| *va)
+            .collect();
+        let held = vas
+            .iter()
+            .map(|va| &buffers[va])
             .map(|b| HeldBuffer {
                 bytes: b.bytes,
                 chunk_bytes: b.chunk_bytes,
@@ -823,6 +877,7 @@ impl Client {
         ));
         self.watch(daemon_pid, connection)?;
         self.report_device(connection, false);
+        self.report_unmovable();
         Ok((reader, early))
     }
 

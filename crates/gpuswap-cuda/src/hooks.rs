@@ -8,6 +8,7 @@ use std::sync::{OnceLock, RwLockReadGuard};
 use crate::client::{self, Client};
 use crate::diag;
 use crate::ffi::{self, CuResult, DevPtr, Handle, real};
+use crate::pools;
 use crate::progress::{self, Launch, Meter};
 
 /// How the process runs.
@@ -226,10 +227,16 @@ fn failed_start() -> Option<CuResult> {
 ///
 /// # Safety
 /// `dptr` is null or writable.
-unsafe fn alloc_managed(client: &client::Client, dptr: *mut DevPtr, bytes: u64) -> CuResult {
+pub(crate) unsafe fn alloc_managed(
+    client: &client::Client,
+    dptr: *mut DevPtr,
+    bytes: u64,
+) -> CuResult {
     if dptr.is_null() {
         return ffi::CUDA_ERROR_INVALID_VALUE;
     }
+    // Buffers whose stream reached their free make room first.
+    reap();
     match client.alloc(bytes) {
         Ok(va) => {
             // SAFETY: checked non-null; the caller gives a writable pointer.
@@ -250,7 +257,14 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
     guarded("cuMemFree_v2", || {
         if let Some(client) = client() {
             let _held = gate();
-            match client.free(dptr) {
+            let freed = client.free(dptr);
+            if freed.is_some() {
+                crate::pools::forget(dptr);
+                if crate::managed::forget(dptr) {
+                    client.report_unmovable();
+                }
+            }
+            match freed {
                 Some(Ok(())) => return ffi::CUDA_SUCCESS,
                 Some(Err(e)) => {
                     diag::warn(&format!("cuMemFree: {e}"));
@@ -261,7 +275,16 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
         }
         let real = real!(c"cuMemFree_v2"; fn(DevPtr) -> CuResult);
         // SAFETY: not ours: forwarded as given.
-        unsafe { real(dptr) }
+        let rc = unsafe { real(dptr) };
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(client) = client()
+        {
+            // Managed memory is the driver's: freed there, out of the books here.
+            if crate::managed::forget(dptr) {
+                client.report_unmovable();
+            }
+        }
+        rc
     })
 }
 
@@ -284,17 +307,93 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
             // As the driver answers without a context.
             return ffi::CUDA_ERROR_INVALID_CONTEXT;
         }
+        reap();
+        // Managed memory counts at its size, as the daemon counts it.
+        let held = client.vram_held_bytes() + crate::managed::managed_bytes();
         // SAFETY: checked non-null; the caller gives writable pointers.
         unsafe {
             *total = client.view_bytes as usize;
-            *free = client.view_bytes.saturating_sub(client.vram_held_bytes()) as usize;
+            *free = client.view_bytes.saturating_sub(held) as usize;
         }
         ffi::CUDA_SUCCESS
     })
 }
 
-/// A stream-ordered free of one of our buffers waits for the stream, then frees it as
-/// `cuMemFree` does; other pointers go to the driver.
+/// A stream-ordered allocation (`pools`) from `pool` (0: the device's current pool):
+/// managed as `cuMemAlloc`'s, else forwarded by `forward`.
+fn alloc_stream_ordered(
+    what: &str,
+    dptr: *mut DevPtr,
+    bytes: usize,
+    pool: usize,
+    forward: impl FnOnce() -> CuResult,
+) -> CuResult {
+    if let Some(rc) = failed_start() {
+        return rc;
+    }
+    let Some(client) = allocating_client(what) else {
+        return forward();
+    };
+    if bytes == 0 {
+        return ffi::CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the caller gives `dptr` as cuda.h says.
+    let rc = unsafe { alloc_managed(client, dptr, bytes as u64) };
+    if rc == ffi::CUDA_SUCCESS {
+        let pool = if pool == 0 {
+            pools::current_pool()
+        } else {
+            pool
+        };
+        // SAFETY: written by the allocation just now.
+        pools::served(unsafe { *dptr }, pool, bytes as u64);
+    }
+    rc
+}
+
+/// The stream-ordered allocation entry points (issue 41, item 2; the design: `pools`),
+/// each `name(dptr, bytes, args)`: managed by [`alloc_stream_ordered`] as `what`, from
+/// the pool the expression after `from` says (0: the device's current one), else
+/// forwarded to the driver's function of the same name.
+macro_rules! stream_ordered_allocs {
+    ($($name:ident($($arg:ident: $ty:ty),*) as $what:literal from $pool:expr;)*) => {
+        $(
+            /// # Safety
+            /// Called by C with cuda.h's contract.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name(dptr: *mut DevPtr, bytes: usize, $($arg: $ty),*) -> CuResult {
+                guarded(stringify!($name), || {
+                    alloc_stream_ordered($what, dptr, bytes, $pool, || {
+                        let real = real!(cname(concat!(stringify!($name), "\0")); fn(*mut DevPtr, usize, $($ty),*) -> CuResult);
+                        // SAFETY: forwarded as given.
+                        unsafe { real(dptr, bytes, $($arg),*) }
+                    })
+                })
+            }
+        )*
+        /// The stream-ordered entry points by name, the frees and pool figures included.
+        fn stream_ordered_allocs_table() -> Vec<(&'static CStr, usize)> {
+            let mut t = vec![$((cname(concat!(stringify!($name), "\0")), $name as *const () as usize)),*];
+            t.extend([
+                (c"cuMemFreeAsync", cuMemFreeAsync as *const () as usize),
+                (c"cuMemFreeAsync_ptsz", cuMemFreeAsync_ptsz as *const () as usize),
+                (c"cuMemPoolGetAttribute", cuMemPoolGetAttribute as *const () as usize),
+                (c"cuMemPoolSetAttribute", cuMemPoolSetAttribute as *const () as usize),
+            ]);
+            t
+        }
+    };
+}
+
+stream_ordered_allocs! {
+    cuMemAllocAsync(stream: P) as "cuMemAllocAsync" from 0;
+    cuMemAllocAsync_ptsz(stream: P) as "cuMemAllocAsync" from 0;
+    cuMemAllocFromPoolAsync(pool: P, stream: P) as "cuMemAllocFromPoolAsync" from pool as usize;
+    cuMemAllocFromPoolAsync_ptsz(pool: P, stream: P) as "cuMemAllocFromPoolAsync" from pool as usize;
+}
+
+/// A stream-ordered free of one of our buffers is honoured when the stream reaches it;
+/// other pointers go to the driver.
 ///
 /// # Safety
 /// Called by C with cuda.h's contract.
@@ -303,12 +402,17 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: DevPtr, stream: Handle) -> CuResul
     free_async("cuMemFreeAsync", c"cuMemFreeAsync", dptr, stream)
 }
 
-/// [`cuMemFreeAsync`] on the per-thread default stream.
+/// [`cuMemFreeAsync`] where the null stream is the per-thread default stream.
 ///
 /// # Safety
 /// Called by C with cuda.h's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: DevPtr, stream: Handle) -> CuResult {
+    let stream = if stream.is_null() {
+        pools::STREAM_PER_THREAD as Handle
+    } else {
+        stream
+    };
     free_async("cuMemFreeAsync_ptsz", c"cuMemFreeAsync_ptsz", dptr, stream)
 }
 
@@ -322,11 +426,8 @@ fn free_async(
         if let Some(client) = client()
             && client.holds(dptr)
         {
-            if let Err(e) = ffi::driver::synchronize_stream(stream) {
-                diag::warn(&format!("{name}: {e}"));
-            }
-            // SAFETY: our own entry point, with a pointer we manage.
-            return unsafe { cuMemFree_v2(dptr) };
+            reap();
+            return free_in_stream_order(name, dptr, stream);
         }
         let addr = ffi::real_symbol(real_name);
         if addr == 0 {
@@ -339,6 +440,179 @@ fn free_async(
         // SAFETY: forwarded as given.
         unsafe { real(dptr, stream) }
     })
+}
+
+/// Frees our buffer at `dptr` once `stream` has run what it was given before: at once
+/// when it has, else when the event recorded behind that work completes ([`reap`]).
+/// Without events, the stream is waited for. A stream being captured into a graph
+/// cannot take the free: refused.
+fn free_in_stream_order(name: &str, dptr: DevPtr, stream: Handle) -> CuResult {
+    let Some(events) = ffi::driver::events() else {
+        if let Err(e) = ffi::driver::synchronize_stream(stream) {
+            diag::warn(&format!("{name}: {e}"));
+        }
+        // SAFETY: our own entry point, with a pointer we manage.
+        return unsafe { cuMemFree_v2(dptr) };
+    };
+    if events.capturing(stream) {
+        return refuse_once(
+            &format!("{name} of a managed buffer during graph capture"),
+            "the free would have to be a node of the graph; it fails with \
+             CUDA_ERROR_NOT_SUPPORTED (free it outside the capture)",
+        );
+    }
+    let Some(event) = events.create() else {
+        return ffi::CUDA_ERROR_OUT_OF_MEMORY;
+    };
+    if !events.record(event, stream) {
+        events.destroy(event);
+        return ffi::CUDA_ERROR_INVALID_VALUE;
+    }
+    pools::defer(dptr, event);
+    reap();
+    ffi::CUDA_SUCCESS
+}
+
+/// Frees the buffers whose stream reached their stream-ordered free. Called at
+/// allocations, stream-ordered frees, synchronizations and `cuMemGetInfo`.
+fn reap() {
+    for dptr in pools::reached() {
+        // SAFETY: our own entry point, with a pointer we manage.
+        let rc = unsafe { cuMemFree_v2(dptr) };
+        if rc != ffi::CUDA_SUCCESS {
+            diag::warn(&format!(
+                "a stream-ordered free failed with CUDA error {rc}"
+            ));
+        }
+    }
+}
+
+/// A pool's attribute, as the driver keeps it; its memory figures with the bytes of
+/// the pool's allocations served as managed ones.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolGetAttribute(
+    pool: Handle,
+    attr: c_int,
+    value: *mut c_void,
+) -> CuResult {
+    guarded("cuMemPoolGetAttribute", || {
+        let real = real!(c"cuMemPoolGetAttribute"; fn(Handle, c_int, *mut c_void) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(pool, attr, value) };
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(ours) = pools::figure(pool as usize, attr)
+        {
+            // SAFETY: the driver wrote a cuuint64_t there, as cuda.h says of the figures.
+            unsafe { *value.cast::<u64>() += ours };
+        }
+        rc
+    })
+}
+
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolSetAttribute(
+    pool: Handle,
+    attr: c_int,
+    value: *mut c_void,
+) -> CuResult {
+    guarded("cuMemPoolSetAttribute", || {
+        let real = real!(c"cuMemPoolSetAttribute"; fn(Handle, c_int, *mut c_void) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(pool, attr, value) };
+        if rc == ffi::CUDA_SUCCESS {
+            pools::set_figure(pool as usize, attr);
+        }
+        rc
+    })
+}
+
+/// Managed memory (issue 41, item 3; `managed`): the driver allocates it, the daemon is
+/// told it cannot move it.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocManaged(
+    dptr: *mut DevPtr,
+    bytes: usize,
+    flags: c_uint,
+) -> CuResult {
+    guarded("cuMemAllocManaged", || {
+        if let Some(rc) = failed_start() {
+            return rc;
+        }
+        let real = real!(c"cuMemAllocManaged"; fn(*mut DevPtr, usize, c_uint) -> CuResult);
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(dptr, bytes, flags) };
+        if rc == ffi::CUDA_SUCCESS
+            && let Some(client) = managed()
+        {
+            // SAFETY: the driver wrote the address there.
+            crate::managed::allocated(unsafe { *dptr }, client.granules(bytes as u64));
+            client.report_unmovable();
+        }
+        rc
+    })
+}
+
+/// An IPC export (issue 41, item 4) of a managed buffer pins it where it is: another
+/// process maps its memory, which the interposer cannot remap under that process, so
+/// the daemon never moves it again; the process counts it as pinned (`managed`) and it
+/// leaves the daemon's movable books. It is counted once, at the exporter: an
+/// importer's `cuIpcOpenMemHandle` and `cuIpcCloseMemHandle` are not interposed and
+/// reach the driver unchanged, so they count nothing. A buffer is pinned as it is:
+/// chunks in VRAM stay there, chunks in host memory at the export stay in host memory
+/// (mapped into the device's address space, as the importer then sees them); all of it
+/// counts as pinned. The pin lasts until the buffer is freed, even if the driver refuses
+/// the export (a real driver exports only `cuMemAlloc`'s own memory and refuses memory
+/// mapped with `cuMemMap`, which managed buffers are: then the program gets the
+/// driver's error, and the pin only costs the daemon a buffer it may not move).
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuIpcGetMemHandle(handle: Handle, dptr: DevPtr) -> CuResult {
+    guarded("cuIpcGetMemHandle", || {
+        let real = real!(c"cuIpcGetMemHandle"; fn(Handle, DevPtr) -> CuResult);
+        let Some(client) = managed() else {
+            // SAFETY: forwarded as given.
+            return unsafe { real(handle, dptr) };
+        };
+        // No move may start between the pin and the export: moves run while the
+        // process is suspended, which waits for the gate.
+        let _held = gate();
+        if client.pin(dptr) {
+            diag::trace_note("a managed buffer was pinned for an IPC export");
+        }
+        // SAFETY: forwarded as given.
+        let rc = unsafe { real(handle, dptr) };
+        if rc != ffi::CUDA_SUCCESS {
+            diag::warn(&format!(
+                "cuIpcGetMemHandle failed with CUDA error {rc}; a managed buffer stays pinned \
+                 where it is until it is freed"
+            ));
+        }
+        rc
+    })
+}
+
+/// Managed memory's and IPC's entry points by name.
+fn unmovable_table() -> Vec<(&'static CStr, usize)> {
+    vec![
+        (
+            c"cuMemAllocManaged",
+            cuMemAllocManaged as *const () as usize,
+        ),
+        (
+            c"cuIpcGetMemHandle",
+            cuIpcGetMemHandle as *const () as usize,
+        ),
+    ]
 }
 
 /// Allocation paths the daemon cannot manage: refused while managed, forwarded otherwise.
@@ -398,14 +672,9 @@ fn cname(with_nul: &'static str) -> &'static CStr {
 
 type P = Handle;
 
-refused! {
-    cuMemAllocManaged(dptr: *mut DevPtr, bytes: usize, flags: c_uint) because "managed memory is paged by the driver, not relocated by gpuswap";
-    cuMemAllocAsync(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocAsync_ptsz(dptr: *mut DevPtr, bytes: usize, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocFromPoolAsync(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
-    cuMemAllocFromPoolAsync_ptsz(dptr: *mut DevPtr, bytes: usize, pool: P, stream: P) because "stream-ordered pools are not interposed";
-    cuIpcGetMemHandle(handle: P, dptr: DevPtr) because "memory that moves cannot be shared with another process";
-}
+// None now: stream-ordered pools (`pools`), managed memory (`managed`) and IPC exports
+// (`ipc`) are served (issue 41).
+refused! {}
 
 // Calls that start GPU work (copies, memsets, stream memory operations): they wait
 // while the process is suspended.
@@ -570,10 +839,13 @@ fn launches(
 fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
     guarded(name, || {
         let _waiting = managed().and_then(Client::waits);
-        match meter() {
+        let rc = match meter() {
             Some(meter) => meter.synchronize(false, call),
             None => call(),
-        }
+        };
+        // The streams waited for may have reached stream-ordered frees.
+        reap();
+        rc
     })
 }
 
@@ -582,10 +854,12 @@ fn waits(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
 fn waits_for_context(name: &'static str, call: impl FnOnce() -> CuResult) -> CuResult {
     guarded(name, || {
         let _waiting = managed().and_then(Client::waits);
-        match meter() {
+        let rc = match meter() {
             Some(meter) => meter.synchronize(true, call),
             None => call(),
-        }
+        };
+        reap();
+        rc
     })
 }
 
@@ -859,6 +1133,8 @@ pub fn table() -> &'static [(&'static CStr, usize)] {
         t.extend(capture_begins_table());
         t.extend(capture_ends_table());
         t.extend(vmm_table());
+        t.extend(stream_ordered_allocs_table());
+        t.extend(unmovable_table());
         t
     })
 }

@@ -30,7 +30,12 @@
 //! - `vmm`: a program's own virtual memory management (`cuMemCreate`, `cuMemMap`, ...),
 //!   its handles backed by managed buffers that move under its mappings;
 //! - `trust`: whom the interposer takes for its daemon (the socket's folder, the
-//!   listening process's uid).
+//!   listening process's uid);
+//! - `pools`: the books of stream-ordered allocations (served as managed allocations,
+//!   their frees honoured in stream order): the pool figures they add to, the frees
+//!   waiting for their streams;
+//! - `managed`: the books of memory the daemon cannot move (managed memory, buffers
+//!   pinned for IPC exports), which the daemon is told of.
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_DAEMON_USER` (the user,
 //! a name or a uid, of a daemon run as neither the process's user nor root),
@@ -56,6 +61,8 @@ mod hami;
 mod hooks;
 mod host_pool;
 mod liveness;
+mod managed;
+mod pools;
 mod probe;
 mod progress;
 mod rejoin;

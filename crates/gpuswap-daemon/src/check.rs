@@ -9,7 +9,10 @@
 //! end of the run against what it must leave. Half the cases take turns (`gpu_time =
 //! turns`, a short quantum, or `auto`, half of those demoting idle tenants): their
 //! processes say when they are busy and idle, and handovers park and move them in
-//! bulk; under `auto` they report progress, some of it late, missing or nonsense. No socket, thread or clock: the same seed
+//! bulk; under `auto` they report progress, some of it late, missing or nonsense. In a
+//! quarter of the cases processes also hold memory the daemon cannot move (managed
+//! memory that grows and shrinks, buffers pinned for IPC), which the manager must count
+//! as they say, whatever turns and idle demotion do. No socket, thread or clock: the same seed
 //! always makes the same run.
 
 use std::collections::BTreeMap;
@@ -50,6 +53,11 @@ pub enum Step {
     Free,
     /// Free every live buffer.
     FreeAll,
+    /// Hold this many chunks of managed memory now (the interposer's `Unmovable`).
+    Managed(u64),
+    /// Pin one of the live buffers (drawn at run time), if any, as an IPC export does:
+    /// counted as pinned, then freed from the daemon's movable books.
+    Pin,
 }
 
 /// A simulated process: when it connects, and what it does.
@@ -164,7 +172,7 @@ pub fn case(seed: u64) -> Case {
         probe_remote: false,
         device_uuid: None,
     };
-    let programs = (0..n)
+    let mut programs = (0..n)
         .map(|_| {
             let mut steps: Vec<Step> = (0..rng.random_range(1..30))
                 .map(|_| match rng.random_range(0..10) {
@@ -181,6 +189,7 @@ pub fn case(seed: u64) -> Case {
             }
         })
         .collect::<Vec<_>>();
+    unmovable(seed, &mut programs);
     let frozen = rng.random_bool(0.25).then(|| {
         let p = rng.random_range(0..n);
         (p, rng.random_range(0..=programs[p].steps.len()))
@@ -199,6 +208,26 @@ pub fn case(seed: u64) -> Case {
         config,
         programs,
         faults,
+    }
+}
+
+/// Memory the daemon cannot move in a quarter of the cases (issue 41): managed memory
+/// that grows and shrinks, buffers pinned for IPC, as steps put among the programs'
+/// own, drawn from a stream of their own so that the other cases are those they were.
+fn unmovable(seed: u64, programs: &mut [Program]) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x554e_4d4f_5645);
+    if !rng.random_bool(0.25) {
+        return;
+    }
+    for program in programs {
+        for _ in 0..rng.random_range(1..=4) {
+            let step = match rng.random_bool(0.5) {
+                true => Step::Managed(rng.random_range(0..=4)),
+                false => Step::Pin,
+            };
+            let at = rng.random_range(0..=program.steps.len());
+            program.steps.insert(at, step);
+        }
     }
 }
 
@@ -316,6 +345,11 @@ struct Process {
     /// The next step's index.
     next: usize,
     live: Vec<u64>,
+    /// Each live buffer's bytes, as granted.
+    sizes: BTreeMap<u64, u64>,
+    /// Managed memory and pinned buffers it holds (what it says in `Unmovable`).
+    managed_bytes: u64,
+    pinned_bytes: u64,
     /// The request it waits for the answer to.
     waiting: Option<u64>,
     /// Answers each request got.
@@ -585,12 +619,36 @@ impl<'a> Run<'a> {
                     self.frame(p, ClientMsg::Free { buffer });
                 }
             }
+            Step::Managed(chunks) => {
+                self.procs[p].managed_bytes = chunks * CHUNK_BYTES;
+                self.say_unmovable(p);
+            }
+            Step::Pin if !self.procs[p].live.is_empty() => {
+                let proc = &mut self.procs[p];
+                let buffer = proc
+                    .live
+                    .swap_remove(self.rng.random_range(0..proc.live.len()));
+                proc.pinned_bytes += proc.sizes.get(&buffer).copied().unwrap_or(0);
+                self.say_unmovable(p);
+                self.frame(p, ClientMsg::Free { buffer });
+            }
+            Step::Pin => {}
         }
         self.think(p);
     }
 
     /// Process `p` receives `msg` and answers as the interposer would, or as its faults
     /// say; what it receives must follow the protocol.
+    /// Process `p` says what it holds that the daemon cannot move.
+    fn say_unmovable(&mut self, p: usize) {
+        let proc = &self.procs[p];
+        let msg = ClientMsg::Unmovable {
+            managed_bytes: proc.managed_bytes,
+            pinned_bytes: proc.pinned_bytes,
+        };
+        self.frame(p, msg);
+    }
+
     /// A busy process's progress report: most honest, some missing or late, some
     /// nonsense (no window, absurd counts, buffers not its own), none of which may
     /// starve anyone or break an invariant.
@@ -654,10 +712,14 @@ impl<'a> Run<'a> {
                 self.think(p);
             }
             DaemonMsg::Granted {
-                request, buffer, ..
+                request,
+                buffer,
+                bytes,
+                ..
             } => {
                 self.answer(p, request)?;
                 self.procs[p].live.push(buffer);
+                self.procs[p].sizes.insert(buffer, bytes);
                 self.think(p);
             }
             DaemonMsg::AllocFailed { request, .. } => {

@@ -122,6 +122,9 @@ struct Conn {
     /// When its last progress report came (or it connected, or last said busy after
     /// idle): its next report's window is at most the time since.
     last_progress_ns: u64,
+    /// What it last said it holds that the daemon cannot move (`Unmovable`).
+    managed_bytes: u64,
+    pinned_bytes: u64,
 }
 
 /// The endpoint: the manager, the connections, and what waits to be polled out.
@@ -377,6 +380,8 @@ impl Endpoint {
                     drain_ns: 0,
                     busy: false,
                     last_progress_ns: now_ns,
+                    managed_bytes: 0,
+                    pinned_bytes: 0,
                 };
                 let most = self.config.max_connections;
                 let refusal = if uid != self.euid && self.config.socket_group.is_none() {
@@ -495,6 +500,13 @@ impl Endpoint {
             (ClientMsg::RelocateFailed { copy, error }, Some(tenant)) => {
                 self.relocate_failed(conn, tenant, copy, &error);
             }
+            (
+                ClientMsg::Unmovable {
+                    managed_bytes,
+                    pinned_bytes,
+                },
+                Some(tenant),
+            ) => self.unmovable(conn, tenant, managed_bytes, pinned_bytes),
             (msg, _) => {
                 let what = match tenant {
                     None => "before its hello",
@@ -907,7 +919,7 @@ impl Endpoint {
                 ),
             );
             self.tenants[tenant.0 as usize] = None;
-            self.hold_tenant(c.pid, tenant);
+            self.hold_tenant(c.pid, tenant, c.managed_bytes + c.pinned_bytes);
             if self.copy.is_some_and(|(_, t, _)| t == tenant) {
                 self.copy = None;
             }
@@ -1218,6 +1230,8 @@ impl Endpoint {
                         .unwrap_or(0),
                     busy: c.busy,
                     slowdown: m.slowdown_estimate(tenant).unwrap_or(0.0),
+                    managed_bytes: c.managed_bytes,
+                    pinned_bytes: c.pinned_bytes,
                 }
             })
             .collect();
@@ -1284,6 +1298,17 @@ impl Endpoint {
             {
                 return Err(format!(
                     "connection {conn} is {tenant}, which does not map to it"
+                ));
+            }
+            // What a tenant said it cannot have moved is what the manager counts.
+            let unmovable = c.managed_bytes.saturating_add(c.pinned_bytes);
+            if let (Some(tenant), Some(m)) = (c.tenant, &self.manager)
+                && m.unmovable_bytes(tenant) != unmovable
+            {
+                return Err(format!(
+                    "{tenant} said it holds {unmovable} bytes the daemon cannot move, and \
+                     the manager counts {}",
+                    m.unmovable_bytes(tenant)
                 ));
             }
         }
@@ -1443,16 +1468,17 @@ impl Endpoint {
         self.held.pids()
     }
 
-    /// `tenant` of process `pid` closes: the VRAM its chunks are in stays counted until
-    /// the process exits, unless the process is still a tenant through another
-    /// connection (a process has one; the tests' tenants share theirs).
-    fn hold_tenant(&mut self, pid: u32, tenant: TenantId) {
+    /// `tenant` of process `pid` closes: the VRAM its chunks are in, and
+    /// `unmovable_bytes` it said it holds outside them, stay counted until the process
+    /// exits, unless the process is still a tenant through another connection (a
+    /// process has one; the tests' tenants share theirs).
+    fn hold_tenant(&mut self, pid: u32, tenant: TenantId, unmovable_bytes: u64) {
         let served = self
             .conns
             .values()
             .any(|c| c.pid == pid && c.tenant.is_some());
         let vram_bytes = match &self.manager {
-            Some(m) if !served => held::vram_in_place(m, tenant),
+            Some(m) if !served => held::vram_in_place(m, tenant) + unmovable_bytes,
             _ => 0,
         };
         self.hold(pid, vram_bytes);
@@ -1474,6 +1500,17 @@ impl Endpoint {
         if let Some(line) = self.held.exited(pid) {
             self.log(line);
         }
+    }
+
+    /// A tenant says what it holds that the daemon cannot move (managed memory, buffers
+    /// pinned for IPC): the manager counts it against the tenant and gives out that much
+    /// less VRAM; `top` shows it.
+    fn unmovable(&mut self, conn: ConnId, tenant: TenantId, managed_bytes: u64, pinned_bytes: u64) {
+        let c = self.conns.get_mut(&conn).expect("present");
+        (c.managed_bytes, c.pinned_bytes) = (managed_bytes, pinned_bytes);
+        let m = self.manager.as_mut().expect("a tenant exists");
+        m.held()
+            .set_unmovable(tenant, managed_bytes.saturating_add(pinned_bytes));
     }
 
     /// A tenant reports the device's free memory.

@@ -140,13 +140,23 @@ fn register_tenants(registry: &mut Registry, s: &Snapshot) {
         ]
     };
     type Figure = fn(&gpuswap_wire::TenantRow) -> u64;
-    let gauges: [(&str, &str, Figure); 4] = [
+    let gauges: [(&str, &str, Figure); 6] = [
         ("tenant_vram", "its buffers' bytes in VRAM", |t| {
             t.vram_bytes
         }),
         ("tenant_host", "its buffers' bytes in host memory", |t| {
             t.host_bytes
         }),
+        (
+            "tenant_managed",
+            "its managed memory (cuMemAllocManaged), paged by the driver, never moved by the daemon",
+            |t| t.managed_bytes,
+        ),
+        (
+            "tenant_pinned",
+            "its buffers pinned in place because another process maps them (IPC)",
+            |t| t.pinned_bytes,
+        ),
         (
             "tenant_vram_guarantee",
             "its contract's VRAM guarantee",

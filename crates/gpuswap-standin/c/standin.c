@@ -1145,25 +1145,25 @@ API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAll
 
 /* ---------------------------------------------------------- plain memory */
 
-/* create + reserve + map + access of a DEVICE handle; the size (and the VRAM charged)
- * is rounded up to the 2 MiB granularity. */
-API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+/* create + reserve + map + access of a handle at `where` (DEVICE: charged as VRAM),
+ * locked; the size (and the VRAM charged) is rounded up to the 2 MiB granularity. */
+static CUresult alloc_locked(CUdeviceptr *dptr, size_t bytesize, CUmemLocationType where)
 {
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {where, 0}};
     CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, RW};
     CUmemGenericAllocationHandle h;
     uintptr_t va;
     CUresult r;
-    ENTER(1);
-    FAIL_IF(dptr == NULL || bytesize == 0, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(bytesize > SIZE_MAX - GRANULARITY, CUDA_ERROR_OUT_OF_MEMORY);
+    if (dptr == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytesize > SIZE_MAX - GRANULARITY)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     size_t size = (bytesize + GRANULARITY - 1) / GRANULARITY * GRANULARITY;
     if ((r = do_create(&h, size, &prop)) != CUDA_SUCCESS)
-        return end(r);
+        return r;
     if ((r = do_reserve(&va, size, 0)) != CUDA_SUCCESS) {
         do_release(h);
-        return end(r);
+        return r;
     }
     if ((r = do_map(va, size, 0, h)) == CUDA_SUCCESS)
         r = do_set_access(va, size, &rw, 1);
@@ -1171,23 +1171,40 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (r != CUDA_SUCCESS) {
         do_unmap(va, size);
         reservation_free(reservation_at(va));
-        return end(r);
+        return r;
     }
     reservation_at(va)->from_alloc = 1;
     *dptr = va;
-    return end(CUDA_SUCCESS);
+    return CUDA_SUCCESS;
+}
+
+static void alloc_forget(uintptr_t base);
+
+/* Frees an allocation of alloc_locked at dptr, locked. */
+static CUresult free_locked(CUdeviceptr dptr)
+{
+    CUresult r;
+    run_queued_copies();
+    struct reservation *v = reservation_at(dptr);
+    if (v == NULL || v->base != dptr || !v->from_alloc)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = do_unmap(v->base, v->size)) == CUDA_SUCCESS) {
+        alloc_forget(v->base);
+        reservation_free(v);
+    }
+    return r;
+}
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    ENTER(1);
+    return end(alloc_locked(dptr, bytesize, CU_MEM_LOCATION_TYPE_DEVICE));
 }
 
 API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    CUresult r;
     ENTER(1);
-    run_queued_copies();
-    struct reservation *v = reservation_at(dptr);
-    FAIL_IF(v == NULL || v->base != dptr || !v->from_alloc, CUDA_ERROR_INVALID_VALUE);
-    if ((r = do_unmap(v->base, v->size)) == CUDA_SUCCESS)
-        reservation_free(v);
-    return end(r);
+    return end(free_locked(dptr));
 }
 
 API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -1352,34 +1369,6 @@ API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
     for (size_t i = 0; i < N; i++)
         ((uint32_t *)dstDevice)[i] = ui;
     return end(CUDA_SUCCESS);
-}
-
-/* Not supported: managed memory, stream-ordered allocation, IPC. */
-static CUresult unsupported(void)
-{
-    ENTER(0);
-    return end(CUDA_ERROR_NOT_SUPPORTED);
-}
-
-API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-    return (void)dptr, (void)bytesize, (void)flags, unsupported();
-}
-
-API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    return (void)dptr, (void)bytesize, (void)hStream, unsupported();
-}
-
-API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                     CUstream hStream)
-{
-    return (void)dptr, (void)bytesize, (void)pool, (void)hStream, unsupported();
-}
-
-API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
-{
-    return (void)pHandle, (void)dptr, unsupported();
 }
 
 /* ---------------------------------------------------- modules and kernels */
@@ -1582,4 +1571,482 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
         remote_delay(remote_accesses(k, kernelParams));
     device_lock(F_UNLCK);
     return end(r);
+}
+
+/* ------------- stream-ordered pools, managed memory, pitch and IPC (issue 41) */
+
+/*
+ * Pools. A pool is a token with its attributes; cuMemAllocAsync and
+ * cuMemAllocFromPoolAsync allocate as cuMemAlloc_v2 does (the stand-in runs every call
+ * to completion, so an allocation is ready in stream order at once), counted in the
+ * pool's used and reserved figures; cuMemFreeAsync runs the stream's queued copies
+ * first (what the stream did before the free), then frees. Freed memory goes back to
+ * the device at once: the stand-in keeps nothing in reserve whatever the release
+ * threshold says, so reserved equals used.
+ */
+struct CUmemPoolHandle_st {
+    struct CUmemPoolHandle_st *next;
+    int reuse[3]; /* CU_MEMPOOL_ATTR_REUSE_* 1..3 */
+    cuuint64_t release_threshold;
+    cuuint64_t used, used_high;
+};
+
+/* An allocation a pool or managed memory made, by base address. */
+struct pool_alloc {
+    struct pool_alloc *next;
+    uintptr_t base;
+    size_t size;
+    struct CUmemPoolHandle_st *pool; /* NULL: managed memory */
+};
+
+static struct CUmemPoolHandle_st g_default_pool = {NULL, {1, 1, 1}, 0, 0, 0};
+static struct CUmemPoolHandle_st *g_pools; /* made by cuMemPoolCreate */
+static struct CUmemPoolHandle_st *g_current_pool = &g_default_pool;
+static struct pool_alloc *g_pool_allocs;
+
+static int pool_valid(CUmemoryPool p)
+{
+    for (struct CUmemPoolHandle_st *x = g_pools; x; x = x->next)
+        if (x == p)
+            return 1;
+    return p == &g_default_pool;
+}
+
+static struct pool_alloc *alloc_record(uintptr_t base)
+{
+    for (struct pool_alloc *a = g_pool_allocs; a; a = a->next)
+        if (a->base == base)
+            return a;
+    return NULL;
+}
+
+static void ipc_forget(uintptr_t base);
+
+/* An allocation at base is freed: out of its pool's figures, its IPC export gone. */
+static void alloc_forget(uintptr_t base)
+{
+    struct pool_alloc **pp = &g_pool_allocs;
+    ipc_forget(base);
+    while (*pp && (*pp)->base != base)
+        pp = &(*pp)->next;
+    if (*pp == NULL)
+        return;
+    struct pool_alloc *a = *pp;
+    *pp = a->next;
+    if (a->pool)
+        a->pool->used -= a->size;
+    free(a);
+}
+
+/* Records an allocation of alloc_locked; frees it again when out of memory. */
+static CUresult alloc_note(CUdeviceptr va, struct CUmemPoolHandle_st *pool)
+{
+    struct pool_alloc *a = calloc(1, sizeof *a);
+    if (a == NULL) {
+        free_locked(va);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *a = (struct pool_alloc){g_pool_allocs, va, reservation_at(va)->size, pool};
+    g_pool_allocs = a;
+    if (pool) {
+        pool->used += a->size;
+        if (pool->used > pool->used_high)
+            pool->used_high = pool->used;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool)
+{
+    CUresult r;
+    ENTER(1);
+    FAIL_IF(!pool_valid(pool), CUDA_ERROR_INVALID_VALUE);
+    if ((r = alloc_locked(dptr, bytesize, CU_MEM_LOCATION_TYPE_DEVICE)) == CUDA_SUCCESS)
+        r = alloc_note(*dptr, pool);
+    return end(r);
+}
+
+API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    (void)hStream;
+    return pool_alloc(dptr, bytesize, g_current_pool);
+}
+
+API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                     CUstream hStream)
+{
+    (void)hStream;
+    return pool_alloc(dptr, bytesize, pool);
+}
+
+/* Any allocation of cuMemAlloc_v2's kind may be freed so, as in CUDA. */
+API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    (void)hStream;
+    ENTER(1);
+    return end(free_locked(dptr));
+}
+
+/* Only pinned device memory on device 0, as cuda.h's pools hold. */
+API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    ENTER(0);
+    FAIL_IF(pool == NULL || props == NULL || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+                props->location.type != CU_MEM_LOCATION_TYPE_DEVICE,
+            CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(props->location.id != 0, CUDA_ERROR_INVALID_DEVICE);
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+    FAIL_IF(p == NULL, CUDA_ERROR_OUT_OF_MEMORY);
+    *p = (struct CUmemPoolHandle_st){g_pools, {1, 1, 1}, 0, 0, 0};
+    g_pools = p;
+    *pool = p;
+    return end(CUDA_SUCCESS);
+}
+
+/* Its allocations stay valid until freed, as in CUDA; the default pool cannot go. */
+API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    struct CUmemPoolHandle_st **pp = &g_pools;
+    ENTER(0);
+    FAIL_IF(!pool_valid(pool) || pool == &g_default_pool, CUDA_ERROR_INVALID_VALUE);
+    while (*pp != pool)
+        pp = &(*pp)->next;
+    *pp = pool->next;
+    for (struct pool_alloc *a = g_pool_allocs; a; a = a->next)
+        if (a->pool == pool)
+            a->pool = &g_default_pool, g_default_pool.used += a->size;
+    if (g_current_pool == pool)
+        g_current_pool = &g_default_pool;
+    free(pool);
+    return end(CUDA_SUCCESS);
+}
+
+/* The reuse flags are ints, the others cuuint64_t; of the figures only the highs may be
+ * set, and only to 0 (a reset), as in CUDA. */
+API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    ENTER(0);
+    FAIL_IF(!pool_valid(pool) || value == NULL, CUDA_ERROR_INVALID_VALUE);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        pool->reuse[attr - 1] = *(int *)value != 0;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        pool->release_threshold = *(cuuint64_t *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        FAIL_IF(*(cuuint64_t *)value != 0, CUDA_ERROR_INVALID_VALUE);
+        pool->used_high = pool->used;
+        break;
+    default:
+        return end(CUDA_ERROR_INVALID_VALUE);
+    }
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    ENTER(0);
+    FAIL_IF(!pool_valid(pool) || value == NULL, CUDA_ERROR_INVALID_VALUE);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = pool->reuse[attr - 1];
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *(cuuint64_t *)value = pool->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = pool->used;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = pool->used_high;
+        break;
+    default:
+        return end(CUDA_ERROR_INVALID_VALUE);
+    }
+    return end(CUDA_SUCCESS);
+}
+
+/* Nothing is kept in reserve: nothing to trim. */
+API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep;
+    ENTER(0);
+    return end(pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+}
+
+API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(pool_out == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    *pool_out = &g_default_pool;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    ENTER(0);
+    FAIL_IF(pool == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    *pool = g_current_pool;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    ENTER(0);
+    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!pool_valid(pool), CUDA_ERROR_INVALID_VALUE);
+    g_current_pool = pool;
+    return end(CUDA_SUCCESS);
+}
+
+/*
+ * Managed memory, with a simple paging model: its bytes are host memory the device
+ * reads and writes at the same address (a memfd mapped as cuMemAlloc_v2 maps), and it
+ * is resident in VRAM, charged against the shared capacity at its whole size, when the
+ * capacity has room at its allocation or at a cuMemPrefetchAsync to device 0; a
+ * prefetch to CU_DEVICE_CPU, or no room, leaves it in host memory, uncharged. A real
+ * driver reports managed memory in cuMemGetInfo only as far as its pages are resident;
+ * this one pages a whole allocation at a time. Freed by cuMemFree_v2.
+ */
+API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult r;
+    ENTER(1);
+    FAIL_IF(flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST,
+            CUDA_ERROR_INVALID_VALUE);
+    if ((r = alloc_locked(dptr, bytesize, CU_MEM_LOCATION_TYPE_HOST)) != CUDA_SUCCESS ||
+        (r = alloc_note(*dptr, NULL)) != CUDA_SUCCESS)
+        return end(r);
+    struct handle *h = mapping_at(*dptr)->h;
+    if (flags == CU_MEM_ATTACH_GLOBAL && vram_account(h->size, 1) == CUDA_SUCCESS)
+        h->vram = 1;
+    return end(CUDA_SUCCESS);
+}
+
+/* The managed allocation holding [p, p+n), or NULL. */
+static struct pool_alloc *managed_at(uintptr_t p, size_t n)
+{
+    struct reservation *v = reservation_at(p);
+    struct pool_alloc *a = v ? alloc_record(v->base) : NULL;
+    if (a == NULL || a->pool != NULL || n == 0 || n > v->base + v->size - p)
+        return NULL;
+    return a;
+}
+
+API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
+{
+    ENTER(0);
+    FAIL_IF(managed_at(devPtr, count) == NULL || advice < CU_MEM_ADVISE_SET_READ_MOSTLY ||
+                advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY,
+            CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(device != 0 && device != CU_DEVICE_CPU, CUDA_ERROR_INVALID_DEVICE);
+    return end(CUDA_SUCCESS);
+}
+
+/* Pages the whole allocation holding the range (the model's unit) in or out. */
+API CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                CUstream hStream)
+{
+    (void)hStream;
+    ENTER(1);
+    FAIL_IF(managed_at(devPtr, count) == NULL, CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF(dstDevice != 0 && dstDevice != CU_DEVICE_CPU, CUDA_ERROR_INVALID_DEVICE);
+    struct handle *h = mapping_at(devPtr)->h;
+    if (dstDevice == 0 && !h->vram && vram_account(h->size, 1) == CUDA_SUCCESS)
+        h->vram = 1;
+    else if (dstDevice == CU_DEVICE_CPU && h->vram)
+        h->vram = 0, vram_account(h->size, 0);
+    return end(CUDA_SUCCESS);
+}
+
+/* Pitched memory: rows of the width rounded up to 512 bytes, as cuMemAlloc_v2. */
+API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                size_t Height, unsigned int ElementSizeBytes)
+{
+    CUresult r;
+    ENTER(1);
+    FAIL_IF(pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
+                (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+                WidthInBytes > SIZE_MAX - 511,
+            CUDA_ERROR_INVALID_VALUE);
+    size_t pitch = (WidthInBytes + 511) / 512 * 512;
+    FAIL_IF(Height > SIZE_MAX / pitch, CUDA_ERROR_OUT_OF_MEMORY);
+    if ((r = alloc_locked(dptr, pitch * Height, CU_MEM_LOCATION_TYPE_DEVICE)) == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return end(r);
+}
+
+/* One side of a 2D copy: its row 0's address and whether it is device memory. */
+static int copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                     size_t pitch, uintptr_t *at)
+{
+    if (type == CU_MEMORYTYPE_HOST)
+        *at = (uintptr_t)host;
+    else if (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED)
+        *at = (uintptr_t)dev;
+    else
+        return -1; /* arrays are not modelled */
+    *at += y * pitch + x;
+    return type == CU_MEMORYTYPE_HOST ? HOST : type == CU_MEMORYTYPE_DEVICE ? DEV : UVA;
+}
+
+/* Row by row, each row a copy of its own (a bad row fails the rest). */
+API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
+{
+    uintptr_t src, dst;
+    if (c == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int s = copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                      c->srcPitch, &src);
+    int d = copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+                      c->dstPitch, &dst);
+    if (s < 0 || d < 0 || (c->Height > 1 && (c->srcPitch < c->WidthInBytes ||
+                                             c->dstPitch < c->WidthInBytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s == UVA || d == UVA)
+        s = d = UVA;
+    for (size_t row = 0; row < c->Height; row++) {
+        CUresult r = copy(dst + row * c->dstPitch, d, src + row * c->srcPitch, s, c->WidthInBytes);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/*
+ * IPC. cuIpcGetMemHandle writes, for the whole reservation holding dptr (every byte of
+ * it mapped), a descriptor of its mappings to /dev/shm/gpuswap-standin-ipc-PID-BASE: one
+ * line "offset size fd fd_offset" per mapping. The handle names that file (a magic, the
+ * pid, the base). cuIpcOpenMemHandle_v2 in another process reserves a range of the same
+ * size and maps each mapping's memfd there through /proc/PID/fd/FD, so both processes
+ * see the same bytes; the importer charges no VRAM (the exporter's handles do). Unlike a
+ * real driver, which exports only cuMemAlloc's memory, any mapped reservation exports:
+ * the interposer's managed buffers are reservations backed chunk by chunk.
+ */
+#define IPC_MAGIC 0x47534950u /* "GSIP" */
+
+struct ipc_handle {
+    uint32_t magic;
+    int32_t pid;
+    uint64_t base, size;
+};
+_Static_assert(sizeof(struct ipc_handle) <= sizeof(CUipcMemHandle), "IPC handle size");
+
+static void ipc_path(char *out, size_t n, int32_t pid, uint64_t base)
+{
+    snprintf(out, n, "/dev/shm/gpuswap-standin-ipc-%d-%llx", (int)pid, (unsigned long long)base);
+}
+
+/* The export of base, if any, is withdrawn (its memory is freed). */
+static void ipc_forget(uintptr_t base)
+{
+    char path[96];
+    ipc_path(path, sizeof path, (int32_t)getpid(), base);
+    unlink(path);
+}
+
+API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    char path[96];
+    ENTER(1);
+    struct reservation *v = reservation_at(dptr);
+    FAIL_IF(pHandle == NULL || v == NULL || !range_ok(v->base, v->size, 0),
+            CUDA_ERROR_INVALID_VALUE);
+    ipc_path(path, sizeof path, (int32_t)getpid(), v->base);
+    FILE *f = fopen(path, "w");
+    FAIL_IF(f == NULL, CUDA_ERROR_UNKNOWN);
+    for (uintptr_t p = v->base; p < v->base + v->size;) {
+        struct mapping *m = mapping_at(p);
+        /* Mappings here start at offset 0 of their handle (cuMemAlloc's and the
+         * interposer's chunks do; the table keeps no offset). */
+        fprintf(f, "%zu %zu %d 0\n", (size_t)(m->va - v->base), m->size, m->h->fd);
+        p += m->size;
+    }
+    FAIL_IF(fclose(f) != 0, CUDA_ERROR_UNKNOWN);
+    struct ipc_handle h = {IPC_MAGIC, (int32_t)getpid(), v->base, v->size};
+    memset(pHandle, 0, sizeof *pHandle);
+    memcpy(pHandle, &h, sizeof h);
+    return end(CUDA_SUCCESS);
+}
+
+/* Maps one line of an export at base + offset: the exporter's memfd, reopened. */
+static CUresult ipc_map_one(uintptr_t base, int32_t pid, size_t offset, size_t size, int fd)
+{
+    char path[64];
+    struct stat st;
+    struct handle *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
+    h->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (h->fd < 0 || fstat(h->fd, &st) != 0 || (size_t)st.st_size < size) {
+        if (h->fd >= 0)
+            close(h->fd);
+        free(h);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    h->id = g_next_handle++;
+    h->size = (size_t)st.st_size;
+    h->next = g_handles;
+    g_handles = h;
+    CUresult r = do_map(base + offset, size, 0, h->id);
+    do_release(h->id); /* lives as long as its mapping */
+    return r;
+}
+
+API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    struct ipc_handle h;
+    char path[96];
+    size_t offset, size;
+    int fd;
+    uintptr_t base;
+    CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, RW};
+    memcpy(&h, &handle, sizeof h);
+    ENTER(1);
+    FAIL_IF(pdptr == NULL || (Flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0 ||
+                h.magic != IPC_MAGIC,
+            CUDA_ERROR_INVALID_VALUE);
+    /* As CUDA: a process cannot open its own export. */
+    FAIL_IF(h.pid == (int32_t)getpid(), CUDA_ERROR_INVALID_CONTEXT);
+    ipc_path(path, sizeof path, h.pid, h.base);
+    FILE *f = fopen(path, "r");
+    FAIL_IF(f == NULL, CUDA_ERROR_INVALID_HANDLE);
+    CUresult r = do_reserve(&base, (size_t)h.size, 0);
+    while (r == CUDA_SUCCESS && fscanf(f, "%zu %zu %d %*d", &offset, &size, &fd) == 3)
+        r = ipc_map_one(base, h.pid, offset, size, fd);
+    fclose(f);
+    if (r == CUDA_SUCCESS)
+        r = do_set_access(base, (size_t)h.size, &rw, 1);
+    if (r != CUDA_SUCCESS) {
+        struct reservation *v = reservation_at(base);
+        for (struct mapping *m; v && (m = g_mappings) != NULL;) {
+            while (m && (m->va < v->base || m->va - v->base >= v->size))
+                m = m->next;
+            if (m == NULL || do_unmap(m->va, m->size) != CUDA_SUCCESS)
+                break;
+        }
+        if (v)
+            reservation_free(v);
+        return end(r);
+    }
+    reservation_at(base)->from_alloc = 1;
+    *pdptr = base;
+    return end(CUDA_SUCCESS);
+}
+
+API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    ENTER(1);
+    return end(free_locked(dptr));
 }

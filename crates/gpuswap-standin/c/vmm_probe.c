@@ -244,13 +244,12 @@ int main(void)
 
     in_flight_together(g, &dprop, &hprop, back);
 
-    /* Stand-in only: bad addresses are errors, not faults; unsupported calls say so. */
+    /* Stand-in only: bad addresses are errors, not faults. */
     if (standin) {
         unsigned long long n = g / 4;
         unsigned int seed = 1;
         CUdeviceptr hole = va + g; /* reserved, never mapped */
         void *params[] = {&hole, &n, &seed};
-        CUdeviceptr managed;
         CHECK(cuMemcpyHtoD_v2(hole, pat, 16) == CUDA_ERROR_INVALID_VALUE, "copy to a hole");
         CHECK(cuMemcpyDtoD_v2(va + g - 8, va, 16) == CUDA_ERROR_INVALID_VALUE,
               "copy straddling the end of a mapping");
@@ -262,8 +261,6 @@ int main(void)
               "kernel on a hole");
         CHECK(cuMemAddressFree(va, 2 * g) == CUDA_ERROR_INVALID_VALUE,
               "freeing a reservation that still has mappings");
-        CHECK(cuMemAllocManaged(&managed, 4096, 1) == CUDA_ERROR_NOT_SUPPORTED,
-              "cuMemAllocManaged");
         CHECK(cuMemFree_v2(va) == CUDA_ERROR_INVALID_VALUE, "cuMemFree_v2 of a VMM address");
     }
 

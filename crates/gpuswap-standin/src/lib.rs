@@ -15,6 +15,9 @@
 //!   driver (there it loads the kernels from `c/e2e_kernels.cu` compiled to PTX).
 //! - `gpuswap-vmm-probe`: a C program that moves a chunk from a device handle to a host
 //!   handle at an unchanged address and checks bytes and free-memory figures.
+//! - `gpuswap-pool-client`: a C program that allocates as the allocators beside
+//!   `cuMemAlloc` do (stream-ordered pools, managed memory, pitched memory, IPC between
+//!   two processes) and verifies every byte.
 //!
 //! This crate only says where those files are. Run them with `LD_LIBRARY_PATH` set to
 //! [`dir()`]:
@@ -57,6 +60,12 @@ pub fn vmm_probe() -> PathBuf {
 /// expandable-segments-like allocator that verifies its data (its flags: `README.md`).
 pub fn vmm_client() -> PathBuf {
     dir().join("gpuswap-vmm-client")
+}
+
+/// The allocators' test client, `dir()/gpuswap-pool-client`: stream-ordered pools,
+/// managed memory, pitched memory and IPC (its modes: `c/pool_client.c`).
+pub fn pool_client() -> PathBuf {
+    dir().join("gpuswap-pool-client")
 }
 
 /// The gpuswap interposer, `libgpuswap_cuda.so`, for tests that run programs under it:

@@ -29,7 +29,8 @@ pub use trust::{Peer, trusted_daemon};
 /// moves (`RelocateBatch`, `RelocatedBatch`). Version 3 added progress telemetry
 /// (`Progress`, `Welcome::progress_report_ns`) and what a surviving process declares and
 /// reports of the device (issue 39, item 5). Version 4 added the remote-read probe
-/// (`Welcome::probe_remote`, `RemoteCost`).
+/// (`Welcome::probe_remote`, `RemoteCost`) and memory the daemon cannot move
+/// (`Unmovable`, `TenantRow::managed_bytes` and `pinned_bytes`; issue 41).
 pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The most moves one [`DaemonMsg::RelocateBatch`] carries: 1024 chunks of 2 MiB are
@@ -173,6 +174,19 @@ pub enum ClientMsg {
     RemoteCost {
         /// The ratio of a remote to a local read's time, at least 1.
         remote_cost: f64,
+    },
+    /// The memory of the tenant that the daemon cannot move, in all, sent whenever it
+    /// changes (and after a reconnection): managed memory (`cuMemAllocManaged`, which
+    /// the driver's own paging moves) and managed buffers pinned in place because
+    /// another process maps them (`cuIpcGetMemHandle`; the process sends this before the
+    /// pinned buffer's [`ClientMsg::Free`], which takes it out of the daemon's movable
+    /// books). The daemon counts both against the tenant and its contract, and gives out
+    /// that much less VRAM.
+    Unmovable {
+        /// Managed memory, at its allocated size.
+        managed_bytes: u64,
+        /// Buffers pinned for IPC, at their size.
+        pinned_bytes: u64,
     },
 }
 
@@ -454,6 +468,13 @@ pub struct TenantRow {
     /// Its memory contract (all defaults: none).
     #[serde(default)]
     pub contract: ContractRow,
+    /// Its managed memory (`cuMemAllocManaged`): paged by the driver, never moved by
+    /// the daemon, counted at its allocated size.
+    #[serde(default)]
+    pub managed_bytes: u64,
+    /// Its buffers pinned in place because another process maps them (IPC).
+    #[serde(default)]
+    pub pinned_bytes: u64,
 }
 
 /// One bulk move in a [`Snapshot`].

@@ -347,7 +347,9 @@ impl Turns {
     }
 
     /// Whether the demanding tenants' memory (with an `incoming` allocation) does not
-    /// fit in VRAM.
+    /// fit in VRAM. The VRAM is already less what every tenant, demanding or not, holds
+    /// that cannot move (`Held::set_unmovable`): that memory stays where it is through
+    /// handovers and idle demotion, and turns plan the movable chunks around it.
     fn overflows(&self, books: &Books, incoming: Option<(TenantId, u64)>) -> bool {
         let footprint_bytes: u64 = self
             .demanding()

@@ -1,0 +1,342 @@
+//! The allocators beside `cuMemAlloc` end to end on the CUDA stand-in (issue 41):
+//! stream-ordered pools with frees in stream order, managed memory, a pitched 2D copy
+//! and IPC between two processes. Each program runs under the interposer beside a
+//! `cuMemAlloc` program that oversubscribes the daemon's VRAM with it, so chunks move
+//! both ways while both verify every byte; at each step of the program the daemon's
+//! accounting of it equals the stand-in's VRAM use by its process (its chunks in VRAM,
+//! its managed memory at its allocated size, its pinned buffers).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuswap_core::MIB;
+use gpuswap_daemon::{DaemonConfig, observe};
+use gpuswap_wire::{Snapshot, TenantRow};
+
+mod common;
+#[path = "common/serving.rs"]
+mod serving;
+use serving::start;
+
+/// The stand-in's VRAM: far above the daemon's, so that only the daemon's placements
+/// decide what is in VRAM.
+const STANDIN_VRAM: &str = "256MiB";
+
+/// One test's world: its daemon's configuration and the stand-in's shared VRAM table.
+struct World {
+    config: DaemonConfig,
+    shm: String,
+}
+
+impl World {
+    fn new(name: &str, vram_mib: u64) -> World {
+        let mut config = common::config(name);
+        config.vram_bytes = Some(vram_mib * MIB);
+        World {
+            config,
+            shm: format!("/gpuswap-alloc-{}-{name}", std::process::id()),
+        }
+    }
+
+    /// `program` with `args` under the interposer, on the stand-in.
+    fn command(&self, program: PathBuf, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
+        c.args(args)
+            .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
+            .env("LD_PRELOAD", interposer())
+            .env("GPUSWAP_SOCKET", &self.config.socket)
+            .env("GPUSWAP_STANDIN_VRAM", STANDIN_VRAM)
+            .env("GPUSWAP_STANDIN_SHM", &self.shm)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// The `cuMemAlloc` program beside: two 8 MiB buffers checked for a few seconds.
+    fn beside(&self) -> Child {
+        let args = [
+            "--buffers",
+            "2",
+            "--size",
+            "8MiB",
+            "--rounds",
+            "12",
+            "--hold-ms",
+            "150",
+        ];
+        self.command(gpuswap_standin::client(), &args)
+            .spawn()
+            .unwrap()
+    }
+
+    /// The stand-in's VRAM charged to process `pid` now.
+    fn standin_vram(&self, pid: u32) -> u64 {
+        let Ok(table) = std::fs::read(format!("/dev/shm{}", self.shm)) else {
+            return 0;
+        };
+        table
+            .chunks_exact(16)
+            .filter(|slot| i32::from_le_bytes(slot[0..4].try_into().unwrap()) == pid as i32)
+            .map(|slot| u64::from_le_bytes(slot[8..16].try_into().unwrap()))
+            .sum()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(format!("/dev/shm{}", self.shm));
+    }
+}
+
+/// The interposer, built for this test's profile (`<profile>/deps/<this test>`).
+fn interposer() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    gpuswap_standin::interposer(exe.parent().unwrap().parent().unwrap())
+}
+
+/// What the daemon counts of a tenant as VRAM the stand-in charges: its chunks in
+/// VRAM, its managed memory at its size, its pinned buffers.
+fn counted(row: &TenantRow) -> u64 {
+    row.vram_bytes + row.managed_bytes + row.pinned_bytes
+}
+
+/// A program's stderr lines, until one cannot be read.
+type Lines = std::iter::MapWhile<
+    std::io::Lines<BufReader<ChildStderr>>,
+    fn(std::io::Result<String>) -> Option<String>,
+>;
+
+/// A program run step by step (`--steps`): each step is checked, then let go on.
+struct Stepped {
+    child: Child,
+    steps: Lines,
+    log: Vec<String>,
+}
+
+impl Stepped {
+    fn spawn(mut command: Command) -> Stepped {
+        let mut child = command.spawn().unwrap();
+        let steps = BufReader::new(child.stderr.take().unwrap())
+            .lines()
+            .map_while(Result::ok as fn(_) -> _);
+        Stepped {
+            child,
+            steps,
+            log: Vec::new(),
+        }
+    }
+
+    /// Waits for step `name`, checks that the daemon's snapshot soon satisfies `check`
+    /// (given the program's row, none once it holds nothing, and the stand-in's VRAM
+    /// for its process), then lets it go on.
+    fn at(
+        &mut self,
+        w: &World,
+        socket: &Path,
+        name: &str,
+        check: impl Fn(Option<&TenantRow>, u64) -> bool,
+    ) -> Snapshot {
+        let want = format!("pool-client: step {name}");
+        loop {
+            let Some(line) = self.steps.next() else {
+                panic!("no step {name}: {}", self.log.join("\n"));
+            };
+            self.log.push(line.clone());
+            if line == want {
+                break;
+            }
+        }
+        let pid = self.child.id();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let snap = loop {
+            let standin = w.standin_vram(pid);
+            if let Ok(snap) = observe(socket) {
+                let row = snap.tenants.iter().find(|t| t.pid == pid);
+                if check(row, standin) && standin == w.standin_vram(pid) {
+                    break snap;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "at step {name}: stand-in {standin} bytes, daemon {row:?}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        writeln!(self.child.stdin.as_mut().unwrap()).unwrap();
+        snap
+    }
+
+    /// Waits for the end; returns the output (stderr as logged).
+    fn finish(mut self) -> Output {
+        self.log.extend(self.steps.by_ref());
+        let mut out = self.child.wait_with_output().unwrap();
+        out.stderr = self.log.join("\n").into_bytes();
+        out
+    }
+}
+
+/// The program's output, after checking it succeeded (every byte verified).
+fn verified(out: &Output, who: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{who} failed ({}):\n{stderr}",
+        out.status
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert_eq!(json["ok"], true, "{who}: {stderr}");
+}
+
+/// The row's books match the stand-in, and it holds `bytes` in all in chunks.
+fn books(row: Option<&TenantRow>, standin: u64, bytes: u64) -> bool {
+    row.is_some_and(|r| counted(r) == standin && r.vram_bytes + r.host_bytes == bytes)
+}
+
+/// Nothing is left of the program, on either side.
+fn nothing(row: Option<&TenantRow>, standin: u64) -> bool {
+    standin == 0 && row.is_none_or(|r| counted(r) + r.host_bytes == 0)
+}
+
+/// One test's scene: its world, its daemon (24 MiB of VRAM) and the `cuMemAlloc`
+/// program beside, its buffers allocated.
+struct Scene {
+    w: World,
+    d: serving::Daemon,
+    beside: Child,
+}
+
+impl Scene {
+    fn new(name: &str) -> Scene {
+        let w = World::new(name, 24);
+        let d = start(w.config.clone());
+        let beside = w.beside();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !observe(&d.socket).is_ok_and(|s| s.tenants.iter().any(|t| t.buffers >= 2)) {
+            assert!(
+                Instant::now() < deadline,
+                "the program beside never allocated"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Scene { w, d, beside }
+    }
+
+    /// The allocators' client with `args` (split at spaces), step by step.
+    fn client(&self, args: &str) -> Stepped {
+        let mut args: Vec<&str> = args.split(' ').collect();
+        args.push("--steps");
+        Stepped::spawn(self.w.command(gpuswap_standin::pool_client(), &args))
+    }
+
+    /// At step `name` of `p`, see [`Stepped::at`].
+    fn at(
+        &self,
+        p: &mut Stepped,
+        name: &str,
+        check: impl Fn(Option<&TenantRow>, u64) -> bool,
+    ) -> Snapshot {
+        p.at(&self.w, &self.d.socket, name, check)
+    }
+
+    /// The program beside verified every byte too.
+    fn finish(self) {
+        let out = self.beside.wait_with_output().unwrap();
+        verified(&out, "the cuMemAlloc program");
+    }
+}
+
+/// Stream-ordered allocations: 4 buffers of 8 MiB, by turns from the device's pool and
+/// a pool of the program's, are managed allocations the daemon places and moves
+/// (beside 18 MiB of the other program's, in 24 MiB of VRAM); half are copied into the
+/// others and freed in stream order behind the copies, which must have read them whole.
+#[test]
+fn stream_ordered_pools_are_managed_and_free_in_stream_order() {
+    let s = Scene::new("pools");
+    let mut p = s.client("--mode pools --buffers 4 --size 8MiB --rounds 3 --hold-ms 150");
+    let snap = s.at(&mut p, "allocated", |r, vram| books(r, vram, 32 * MIB));
+    assert!(
+        snap.tenants.iter().map(|t| t.host_bytes).sum::<u64>() > 0,
+        "nothing was evicted: {snap:?}"
+    );
+    s.at(&mut p, "freed-in-stream-order", |r, vram| {
+        books(r, vram, 16 * MIB)
+    });
+    // The room the frees made brings evicted chunks back: moves went both ways.
+    let snap = s.at(&mut p, "freed", nothing);
+    let (evicted, returned) = snap.tenants.iter().fold((0, 0), |(e, r), t| {
+        (e + t.evicted_bytes, r + t.returned_bytes)
+    });
+    assert!(evicted > 0 && returned > 0, "{snap:?}");
+    verified(&p.finish(), "pool client");
+    s.finish();
+}
+
+/// Managed memory: 8 MiB of it beside two 8 MiB buffers, in 24 MiB of VRAM beside the
+/// other program's 18: the driver pages it, the daemon counts it at its size and moves
+/// only the buffers around it, and gives out that much less VRAM.
+#[test]
+fn managed_memory_is_counted_and_never_moved() {
+    let s = Scene::new("managed");
+    let mut p = s.client("--mode managed --buffers 2 --size 8MiB --rounds 3 --hold-ms 150");
+    let snap = s.at(&mut p, "allocated", |r, vram| {
+        books(r, vram, 16 * MIB) && r.is_some_and(|r| r.managed_bytes == 8 * MIB)
+    });
+    // The budget shrank by the managed memory (to what is left beside it, or to what
+    // the buffers already hold in VRAM, which nothing moves out for the budget alone).
+    assert!(snap.vram_budget_bytes < 24 * MIB, "{snap:?}");
+    s.at(&mut p, "freed", nothing);
+    verified(&p.finish(), "managed client");
+    s.finish();
+}
+
+/// A pitched allocation of 8 MiB of 1000-byte rows (512-byte-aligned pitch) is a managed
+/// allocation, written and read back with 2D copies of another pitch while it moves.
+#[test]
+fn pitched_memory_is_managed_and_copies_in_2d() {
+    let s = Scene::new("pitch");
+    let mut p = s.client("--mode pitch --size 8MiB --rounds 3 --hold-ms 150");
+    // 8 MiB / 1000 = 8388 rows of a 1024-byte pitch, whole granules: 10 MiB.
+    s.at(&mut p, "allocated", |r, vram| books(r, vram, 10 * MIB));
+    s.at(&mut p, "freed", nothing);
+    verified(&p.finish(), "pitch client");
+    s.finish();
+}
+
+/// IPC: a managed buffer exported by one process is pinned where it is (out of the
+/// daemon's movable books, counted as pinned, once, at the exporter); the importer
+/// reads the exporter's half and writes its own, and the exporter reads that back.
+#[test]
+fn an_ipc_export_pins_its_buffer_and_counts_it_once() {
+    let s = Scene::new("ipc");
+    let mut exporter = s.client("--mode export --size 8MiB");
+    s.at(&mut exporter, "exported", |r, vram| {
+        r.is_some_and(|r| r.pinned_bytes == 8 * MIB && r.buffers == 0 && counted(r) == vram)
+    });
+    let mut handle = String::new();
+    BufReader::new(exporter.child.stdout.as_mut().unwrap())
+        .read_line(&mut handle)
+        .unwrap();
+    let handle = handle
+        .trim()
+        .strip_prefix("handle ")
+        .expect("a handle line");
+    let mut importer = s.client(&format!("--mode import --handle {handle} --size 8MiB"));
+    let snap = s.at(&mut importer, "opened", |r, vram| {
+        vram == 0 && r.is_some_and(|r| counted(r) + r.host_bytes == 0)
+    });
+    let pinned: u64 = snap.tenants.iter().map(|t| t.pinned_bytes).sum();
+    assert_eq!(pinned, 8 * MIB, "counted once: {snap:?}");
+    s.at(&mut importer, "closed", nothing);
+    verified(&importer.finish(), "importer");
+    s.at(&mut exporter, "imported", |r, vram| {
+        r.is_some_and(|r| counted(r) == vram)
+    });
+    s.at(&mut exporter, "freed", nothing);
+    verified(&exporter.finish(), "exporter");
+    s.finish();
+}
