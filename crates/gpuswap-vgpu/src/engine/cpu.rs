@@ -14,9 +14,10 @@
 //!
 //! The mediator runs on the same host. XenGT (and gScale on it) switches vGPUs in Dom0's
 //! `vgt_thread` (`drivers/gpu/drm/i915/vgt/vgt.c`), and `vgt_do_render_context_switch`
-//! (`vgt/render.c`) does the whole switch, ring idle waits, register save and restore and
-//! gScale's translation-table copies, on that CPU under `vgt_lock_dev` (a spinlock taken
-//! with interrupts off), timing it in TSC cycles. So while a switch is in progress one
+//! (`vgt/render.c`) does the whole switch, ring idle waits and register save and
+//! restore, on that CPU under `vgt_lock_dev` (a spinlock taken with interrupts off),
+//! timing it in TSC cycles; gScale's copies of the private tables at the switch (its
+//! paper's design; their code was not among the files read) are counted with it. So while a switch is in progress one
 //! hardware thread is the mediator's, not the VMs' ([`HostCpu::mediate`]). The
 //! mediator's other work, emulating each trapped MMIO access (a guest's ring tail write
 //! is one per submission, `ring_mmio_write_in_rb_mode`, which also scans the new
