@@ -11,11 +11,25 @@
 //! Cost follows events: while no more VMs compute than there are threads, a VM's CPU
 //! phase ends `cpu_ns` after it starts and nothing else is touched; only a change of the
 //! shared rate re-times the computing VMs' ends.
+//!
+//! The mediator runs on the same host. XenGT (and gScale on it) switches vGPUs in Dom0's
+//! `vgt_thread` (`drivers/gpu/drm/i915/vgt/vgt.c`), and `vgt_do_render_context_switch`
+//! (`vgt/render.c`) does the whole switch, ring idle waits and register save and
+//! restore, on that CPU under `vgt_lock_dev` (a spinlock taken with interrupts off),
+//! timing it in TSC cycles; gScale's copies of the private tables at the switch (its
+//! paper's design; their code was not among the files read) are counted with it. So while a switch is in progress one
+//! hardware thread is the mediator's, not the VMs' ([`HostCpu::mediate`]). The
+//! mediator's other work, emulating each trapped MMIO access (a guest's ring tail write
+//! is one per submission, `ring_mmio_write_in_rb_mode`, which also scans the new
+//! commands), is not charged: XenGT counts its cycles (`ring_tail_mmio_wcycles`) but no
+//! source read gives a figure.
 
 /// Processor sharing of the host's hardware threads among computing VMs.
 #[derive(Debug)]
 pub(super) struct HostCpu {
     threads: u32,
+    /// Whether the mediator holds a thread for a vGPU switch.
+    mediating: bool,
     /// CPU time each computing VM has received since the simulation began (every
     /// computing VM receives the same): advances at the shared rate.
     received_ns: f64,
@@ -30,18 +44,26 @@ impl HostCpu {
     pub(super) fn new(threads: u32) -> Self {
         Self {
             threads: threads.max(1),
+            mediating: false,
             received_ns: 0.0,
             at_ns: 0,
             computing: Vec::new(),
         }
     }
 
-    /// The share of a thread each of `k` computing VMs gets.
+    /// The share of a thread each of `k` computing VMs gets. A switching mediator
+    /// holds one of the threads; a one-thread host keeps its thread for the VMs (the
+    /// model has no rate of zero).
     fn rate(&self, k: usize) -> f64 {
-        if k <= self.threads as usize {
+        let threads = if self.mediating {
+            (self.threads - 1).max(1)
+        } else {
+            self.threads
+        };
+        if k <= threads as usize {
             1.0
         } else {
-            f64::from(self.threads) / k as f64
+            f64::from(threads) / k as f64
         }
     }
 
@@ -84,6 +106,19 @@ impl HostCpu {
         } else {
             self.retime(before, ends);
         }
+    }
+
+    /// The mediator starts (`true`) or ends (`false`) a vGPU switch at `now_ns`, taking
+    /// one hardware thread from the VMs meanwhile. Pushes into `ends` the new end times
+    /// of the computing VMs if the shared rate changed.
+    pub(super) fn mediate(&mut self, now_ns: u64, switching: bool, ends: &mut Vec<(usize, u64)>) {
+        if self.mediating == switching {
+            return;
+        }
+        self.advance(now_ns);
+        let before = self.rate(self.computing.len());
+        self.mediating = switching;
+        self.retime(before, ends);
     }
 
     /// `v` stops computing at `now_ns` (its work is done, or it left). Pushes into `ends`
@@ -144,6 +179,23 @@ mod tests {
         ends.clear();
         cpu.stop(300, 2, &mut ends);
         ends.sort();
+        assert_eq!(ends, [(0, 1_100), (1, 1_100)]);
+    }
+
+    #[test]
+    fn a_switch_takes_a_thread_from_the_vms() {
+        // Two VMs on two threads at full speed until the mediator switches at 400 ns:
+        // then they share one thread (half speed) until it is done at 600 ns. Each has
+        // 1000 - 400 - 100 = 500 ns left then: done at 1100 ns.
+        let mut cpu = HostCpu::new(2);
+        let mut ends = Vec::new();
+        cpu.start(0, 0, 1_000, &mut ends);
+        cpu.start(0, 1, 1_000, &mut ends);
+        ends.clear();
+        cpu.mediate(400, true, &mut ends);
+        assert_eq!(ends, [(0, 1_600), (1, 1_600)]);
+        ends.clear();
+        cpu.mediate(600, false, &mut ends);
         assert_eq!(ends, [(0, 1_100), (1, 1_100)]);
     }
 

@@ -2,15 +2,16 @@
 //!
 //! VMs arrive and leave; a placement algorithm of the core puts each vGPU's slots in
 //! high graphics memory. The GPU runs one vGPU at a time, round robin over those with
-//! work, in slices of at most 16 ms of execution (charged by execution time, switch time
-//! excluded). Switching to another vGPU costs a fixed part, the copy of the shared low
-//! memory slot (unless low memory is partitioned, as under gVirt), and the copy of every
-//! slot of the incoming vGPU whose physical translation entries belong to another vGPU.
+//! queued work (`Sim::next_with_work`), in slices of at most 16 ms of execution (charged
+//! by execution time, switch time excluded). Switching to another vGPU costs a fixed
+//! part, the copy of the shared low memory slot (unless low memory is partitioned, as
+//! under gVirt), and the copy of every slot of the incoming vGPU whose physical
+//! translation entries belong to another vGPU.
 //! DymGPU's monitor samples each vGPU's utilization every second, averages it over 20 s,
 //! and marks a vGPU idle after 20 s without GPU work; under DymGPU's placements an idle
 //! vGPU holding slots alone is treated as terminated for placement until it has work
 //! again. Between frames the VMs compute on the host's CPU, shared by processor sharing
-//! of its hardware threads ([`cpu`]).
+//! of its hardware threads with the mediator, which holds one while it switches ([`cpu`]).
 
 mod cpu;
 
@@ -111,6 +112,8 @@ pub struct VmOutcome {
     pub frames: u64,
     /// GPU execution time it received.
     pub gpu_ns: u64,
+    /// Times its context was switched in.
+    pub switch_ins: u64,
     /// Times it was moved by a reallocation.
     pub moves: u32,
     /// Why it could not run, if it could not.
@@ -171,6 +174,9 @@ enum Event {
     /// The running slice ends (tagged with the GPU's generation, so that a slice cut
     /// short by its VM leaving is ignored).
     SliceEnd(u64),
+    /// The mediator's switch is done and its host thread free again (tagged with the
+    /// switch's number: a later switch keeps the thread).
+    SwitchDone(u64),
     /// The monitor's sample.
     Sample,
     /// The placement's period.
@@ -223,6 +229,7 @@ struct Sim {
     loaded: Option<usize>,
     slice: Option<Slice>,
     generation: u64,
+    /// Where the round robin looks first: the VM after the last one run.
     round_robin_next: usize,
     live: usize,
     host: HostCpu,
@@ -263,6 +270,7 @@ pub fn simulate(config: VgpuConfig) -> Result<VgpuOutcome, VgpuError> {
                     end_ns: spec.start_ns,
                     frames: 0,
                     gpu_ns: 0,
+                    switch_ins: 0,
                     moves: 0,
                     error: None,
                 },
@@ -316,6 +324,8 @@ pub fn simulate(config: VgpuConfig) -> Result<VgpuOutcome, VgpuError> {
             Event::FrameReady(..) => {}
             Event::SliceEnd(g) if g == sim.generation => sim.slice_end(),
             Event::SliceEnd(_) => {}
+            Event::SwitchDone(n) if n == sim.out.switches => sim.switch_done(),
+            Event::SwitchDone(_) => {}
             Event::Sample => sim.sample(),
             Event::Periodic => sim.periodic(),
         }
@@ -595,17 +605,39 @@ impl Sim {
         }
     }
 
-    /// When the GPU is free, switches to the next vGPU with work (round robin) and runs
-    /// it for a slice.
+    /// Whether `v` has queued work the GPU may run (XenGT's and gScale's
+    /// `vgt_vrings_empty` is false for it, `vgt/render.c`) and is placed.
+    fn has_queued_work(&self, v: usize) -> bool {
+        let vm = &self.vms[v];
+        vm.state == State::Running && vm.pending_ns > 0 && vm.position.is_some()
+    }
+
+    /// The next vGPU to run: the first with queued work after the last one run. This is
+    /// the choice of the schedulers DymGPU's testbed descends from: XenGT's
+    /// `tbs_next_vgt` (`drivers/gpu/drm/i915/vgt/sched.c`, in Intel's XenGT and in
+    /// gScale, github.com/mjc0608/gscale) walks the run queue from the current owner to
+    /// the next vGPU whose rings are not empty, and GVT-g's `find_busy_vgpu`
+    /// (`drivers/gpu/drm/i915/gvt/sched_policy.c`) skips a vGPU without
+    /// `vgpu_has_pending_workload`; a guest's work is queued when it writes its ring tail
+    /// or ELSP, a trapped MMIO write (`ring_mmio_write_in_rb_mode`, `vgt/render.c`). Two
+    /// refinements of those sources are left out, and why is on the DymGPU page:
+    /// gScale's round lists (`rebuild_slot_aware_sched_list`: work queued mid-round
+    /// waits for the next round) and GVT-g's weighted budgets per 100 ms
+    /// (`gvt_balance_timeslice`).
+    fn next_with_work(&self) -> Option<usize> {
+        let n = self.vms.len();
+        (0..n)
+            .map(|i| (self.round_robin_next + i) % n)
+            .find(|&v| self.has_queued_work(v))
+    }
+
+    /// When the GPU is free, switches to the next vGPU with queued work and runs it for
+    /// a slice.
     fn schedule_gpu(&mut self) {
         if self.slice.is_some() || self.live == 0 {
             return;
         }
-        let n = self.vms.len();
-        let Some(v) = (0..n).map(|i| (self.round_robin_next + i) % n).find(|&v| {
-            let vm = &self.vms[v];
-            vm.state == State::Running && vm.pending_ns > 0 && vm.position.is_some()
-        }) else {
+        let Some(v) = self.next_with_work() else {
             return;
         };
         let switch_ns = if self.loaded == Some(v) {
@@ -648,8 +680,23 @@ impl Sim {
         self.out.switches += 1;
         self.out.entries_copied += copied_entries;
         self.out.switch_cycles += cycles;
+        self.vms[v].outcome.switch_ins += 1;
         self.loaded = Some(v);
-        (cycles as f64 / self.preset.cpu_hz * 1e9).round() as u64
+        let switch_ns = (cycles as f64 / self.preset.cpu_hz * 1e9).round() as u64;
+        // The mediator's thread is busy for the whole switch (see `cpu`).
+        self.host.mediate(self.now_ns, true, &mut self.cpu_ends);
+        self.schedule_cpu_ends();
+        self.queue.push(
+            self.now_ns.saturating_add(switch_ns),
+            Event::SwitchDone(self.out.switches),
+        );
+        switch_ns
+    }
+
+    /// The mediator's switch is done: its thread goes back to the VMs.
+    fn switch_done(&mut self) {
+        self.host.mediate(self.now_ns, false, &mut self.cpu_ends);
+        self.schedule_cpu_ends();
     }
 }
 

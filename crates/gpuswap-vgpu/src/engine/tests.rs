@@ -247,3 +247,60 @@ fn vms_computing_beyond_the_host_threads_share_them() {
         "{shared} / {unshared} = {ratio}"
     );
 }
+
+/// A job that always has queued work: busier than any frame workload.
+static BUSY_JOB: Workload = Workload {
+    name: "busy-job",
+    description: "60 s of GPU work",
+    kind: Kind::Job { gpu_ns: 60 * S },
+};
+
+#[test]
+fn a_vgpu_whose_cpu_work_outlasts_the_round_is_switched_in_less_often() {
+    // Two jobs with queued work at every turn (16 ms slices) and a desktop program with
+    // rare frames (1 ms of GPU, then 50 ms of CPU), each with slots of its own. The
+    // jobs' turns take about 33 ms, so the desktop's next frame is not queued at every
+    // other turn of its: it is passed over, and switched in once per frame, about half
+    // as often as the jobs.
+    static RARE: Workload = Workload {
+        name: "rare",
+        description: "1 ms of GPU, 50 ms of CPU per frame",
+        kind: Kind::Frames {
+            gpu_ns: 1_000_000,
+            cpu_ns: 50_000_000,
+        },
+    };
+    let job = |name: &str| VmSpec {
+        workload: &BUSY_JOB,
+        duration_ns: Some(10 * S),
+        ..vm(name, "lightsmark", 384, 0, 10)
+    };
+    let desktop = VmSpec {
+        workload: &RARE,
+        ..vm("desktop", "lightsmark", 384, 0, 10)
+    };
+    let out = run("gscale", vec![job("a"), job("b"), desktop]);
+    let [a, b, low] = [0, 1, 2].map(|i| out.vms[i].switch_ins);
+    assert!(a.abs_diff(b) <= 1, "{a} {b}");
+    assert!(low.abs_diff(out.vms[2].frames) <= 1, "{:?}", out.vms[2]);
+    assert!((low as f64) < 0.6 * a as f64, "desktop {low} vs job {a}");
+    assert_eq!(out.switches, a + b + low);
+}
+
+#[test]
+fn an_idle_ring_is_never_switched_in() {
+    // The sleepy VM's ring holds work only for its frame at arrival (its next is 30 s
+    // later, after it left): one switch-in, whatever the busy job beside it does.
+    let sleepy = VmSpec {
+        workload: &SLEEPY,
+        ..vm("sleepy", "lightsmark", 384, 0, 10)
+    };
+    let job = VmSpec {
+        workload: &BUSY_JOB,
+        duration_ns: Some(10 * S),
+        ..vm("job", "lightsmark", 384, 0, 10)
+    };
+    let out = run("gscale", vec![sleepy, job]);
+    assert_eq!(out.vms[0].switch_ins, 1, "{:?}", out.vms[0]);
+    assert_eq!(out.vms[1].switch_ins, 1, "{:?}", out.vms[1]);
+}
