@@ -912,6 +912,20 @@ impl Client {
     }
 }
 
+impl crate::vmm::Buffers for Client {
+    fn alloc(&self, bytes: u64) -> Result<DevPtr, (CuResult, String)> {
+        Client::alloc(self, bytes)
+    }
+
+    fn free(&self, va: DevPtr) -> Option<Result<(), String>> {
+        Client::free(self, va)
+    }
+
+    fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {
+        Client::chunk_handles(self, va)
+    }
+}
+
 impl Outbox for Client {
     /// Decides under the connection's lock: messages that report a state (busy, idle)
     /// leave in the order the state changed.

@@ -19,9 +19,19 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::client::Client;
 use crate::diag;
 use crate::ffi::{self, Access, CuResult, DevPtr, ProgramProp, driver, vmm_driver};
+
+/// What these books need of the daemon's connection. The client implements it, so this
+/// module imports no client (which calls [`moved`] after each move).
+pub trait Buffers {
+    /// A managed buffer of `bytes`, mapped at the address returned.
+    fn alloc(&self, bytes: u64) -> Result<DevPtr, (CuResult, String)>;
+    /// Frees the managed buffer at `va`; `None` if it is not one.
+    fn free(&self, va: DevPtr) -> Option<Result<(), String>>;
+    /// The buffer at `va`: its id, chunk size and chunk handles.
+    fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)>;
+}
 
 /// Set in every virtual handle: a real handle is a pointer of the driver's, whose top bit
 /// is clear in a user-space process.
@@ -91,7 +101,7 @@ fn aligned(bytes: u64) -> bool {
 
 /// A managed `cuMemCreate` of `bytes` with `prop`: a buffer of the daemon's, and the
 /// virtual handle that stands for it.
-pub fn create(client: &Client, bytes: u64, prop: ProgramProp) -> Result<u64, CuResult> {
+pub fn create(client: &impl Buffers, bytes: u64, prop: ProgramProp) -> Result<u64, CuResult> {
     if bytes == 0 || !aligned(bytes) {
         // As the driver answers a size that is not a multiple of the granularity.
         return Err(ffi::CUDA_ERROR_INVALID_VALUE);
@@ -115,7 +125,7 @@ pub fn create(client: &Client, bytes: u64, prop: ProgramProp) -> Result<u64, CuR
 }
 
 /// Frees the buffer behind a virtual handle that is gone (taken out of the table).
-fn free(client: &Client, v: &Virtual) -> CuResult {
+fn free(client: &impl Buffers, v: &Virtual) -> CuResult {
     match client.free(v.home) {
         Some(Ok(())) => ffi::CUDA_SUCCESS,
         Some(Err(e)) => {
@@ -127,7 +137,7 @@ fn free(client: &Client, v: &Virtual) -> CuResult {
 }
 
 /// `cuMemRelease` of a virtual handle: its memory goes once it is mapped nowhere too.
-pub fn release(client: &Client, handle: u64) -> CuResult {
+pub fn release(client: &impl Buffers, handle: u64) -> CuResult {
     let gone = {
         let mut t = table();
         let Some(v) = t.handles.get_mut(&handle).filter(|v| v.refs > 0) else {
@@ -172,7 +182,7 @@ fn pieces(m: &Mapping, handle_bytes: u64, chunk_bytes: u64) -> Vec<Piece> {
 
 /// `cuMemMap` of `bytes` of a virtual handle from `offset` at `va`: each piece mapped
 /// to its chunk's handle (all of them undone if one fails).
-pub fn map(client: &Client, va: DevPtr, bytes: u64, offset: u64, handle: u64) -> CuResult {
+pub fn map(client: &impl Buffers, va: DevPtr, bytes: u64, offset: u64, handle: u64) -> CuResult {
     let Some((home, handle_bytes)) = table()
         .handles
         .get(&handle)
@@ -218,7 +228,7 @@ pub fn map(client: &Client, va: DevPtr, bytes: u64, offset: u64, handle: u64) ->
 /// driver's call); else our mappings in it are unmapped (each whole, or the call fails
 /// as the driver's would) and the rest of the range is handed to the driver. A handle
 /// released and now mapped nowhere frees its memory.
-pub fn unmap(client: &Client, va: DevPtr, bytes: u64) -> Option<CuResult> {
+pub fn unmap(client: &impl Buffers, va: DevPtr, bytes: u64) -> Option<CuResult> {
     let end = va.checked_add(bytes)?;
     let mut t = table();
     let mut ours: Vec<(u64, DevPtr, u64)> = t
