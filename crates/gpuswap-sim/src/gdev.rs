@@ -19,6 +19,28 @@
 //!   k (`__gmemcpy_to_device_p`, `common/gdev_api.c`), each piece its own DMA with its own
 //!   setup and fence. The stream runs at one piece per the slower of the two stages; the
 //!   first (upload) or last (download) piece's CPU copy does not overlap.
+//!
+//! What a staged piece costs, and what of it is the scheduler's (issue 43, item 3;
+//! `shinpei0208/gdev` at e328438, read for this, nothing copied):
+//! - Per piece, in every mode: the CPU copy into its bounce buffer, one `gdev_memcpy`
+//!   and one `gdev_poll` (`common/gdev_api.c` 115-156 up, 311-367 down). `gdev_memcpy`
+//!   (`common/gdev_nvidia_compute.c` 104-131) emits a memory barrier on the compute
+//!   subchannel (`nvc0_membar`, `common/gdev_nvidia_nvc0.c` 379-387), a fence and, on
+//!   Fermi, an M2MF copy (`.memcpy = nvc0_memcpy_m2mf`, same file 286-332 and 500):
+//!   the graphics engine's copy, not the separate copy engine (PCOPY serves only the
+//!   asynchronous path). `gdev_poll` spins on the fence (`gdev_nvidia_compute.c`
+//!   187-213). The model's per-piece DMA setup (`Preset::copy_setup_ns`) stands for the
+//!   barrier, fence and poll.
+//! - Per call, with the scheduler only: `gdev_schedule_memory` before the copy and
+//!   `gdev_select_next_memory` after it (`common/gdev_api.c` 287-302 up, 497-513
+//!   down; both reach the compute hooks under `GDEV_SCHED_SDQ`, `common/gdev_sched.c`
+//!   324-330 and 368-377, the hooks 203-311). Nothing in the piece loop calls the
+//!   scheduler, so what grows with the bytes under it is the device held for the whole
+//!   call, CPU copies and polls included: the engine's device lock over the copy's
+//!   setup and flow.
+//! - Not modelled: that the M2MF copy runs on the graphics engine means a staged piece
+//!   cannot overlap another context's kernel without the scheduler either (the engine
+//!   runs those copies beside kernels, as on a separate copy engine).
 
 use crate::preset::Preset;
 use crate::program::CopyDirection;

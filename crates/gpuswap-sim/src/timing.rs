@@ -15,8 +15,11 @@
 //! - `R / B_link_share`: bytes served from host memory over the link share the kernel
 //!   gets; the engine runs `R` as flows on the shared [`crate::link::Link`], so this term
 //!   is the time those flows take, not a formula here;
-//! - `n_remote * latency / MLP`: remote reads are round trips; at most MLP of them
-//!   (the link's outstanding-read limit) are in flight, so latency bounds throughput.
+//! - `n_remote * latency / MLP`: remote reads are round trips; at most MLP of them are
+//!   in flight, so latency bounds throughput. MLP is the lesser of the link's
+//!   outstanding-read limit and the SMs' pending-line registers, and for isolated reads
+//!   also what the kernel's own threads keep in flight ([`remote_latency_ns`]): a
+//!   kernel of few threads hides little of the latency.
 //!
 //! Each term is a separate function, so a better model can replace one at a time.
 
@@ -75,6 +78,14 @@ pub struct Traffic {
     pub remote_write_bytes: f64,
     /// The transactions those writes take ([`write_transaction_bytes`]).
     pub remote_write_transactions: f64,
+    /// Of the remote reads ([`Traffic::remote_reads`]), those made in isolated order
+    /// (random, or strided by a line or more): each thread's load is a line of its own,
+    /// where a warp's loads of consecutive elements share one.
+    pub remote_isolated_reads: f64,
+    /// The kernel's threads, which bound the remote reads it keeps in flight
+    /// ([`remote_latency_ns`]); 0 where its app does not model them: as many as the
+    /// device holds.
+    pub threads: u64,
 }
 
 impl Traffic {
@@ -103,6 +114,9 @@ impl Traffic {
             self.local_random_writes += write_bytes * local_fraction / ISOLATED_WRITE_BYTES as f64;
         }
         self.remote_read_bytes += read_bytes * remote;
+        if write_transaction_bytes(order) == ISOLATED_WRITE_BYTES {
+            self.remote_isolated_reads += read_bytes * remote / READ_TRANSACTION_BYTES as f64;
+        }
         self.remote_write_bytes += write_bytes * remote;
         self.remote_write_transactions +=
             write_bytes * remote / write_transaction_bytes(order) as f64;
@@ -118,6 +132,7 @@ impl Traffic {
         self.remote_read_bytes += other.remote_read_bytes * times;
         self.remote_write_bytes += other.remote_write_bytes * times;
         self.remote_write_transactions += other.remote_write_transactions * times;
+        self.remote_isolated_reads += other.remote_isolated_reads * times;
     }
 
     /// All bytes served remotely.
@@ -202,11 +217,38 @@ fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
     lines * preset.dram.latency_ns as f64 / pending
 }
 
-/// `n_remote * latency / MLP`: time the remote round trips need at the most parallelism
-/// the link allows.
+/// `n_remote * latency / MLP`: time the remote round trips take at the parallelism the
+/// kernel and the link allow (Little's law: reads in flight = throughput x latency).
+///
+/// The reads in flight are bounded by the link's outstanding non-posted requests
+/// (`LinkSpec::outstanding_reads`, the PCIe tags) and the SMs' pending-line registers
+/// (`Preset::pending_reads_per_sm` x SMs). Isolated reads (random, or strided by a line
+/// or more: a line per thread) are bounded by the kernel's threads resident at once as
+/// well (at most `resident_threads_per_sm` x SMs), each keeping one load in flight: a
+/// thread waits for its load before it uses it, and the app models give no count of
+/// independent loads a thread issues ahead (assumed: one; Volkov, "Understanding
+/// Latency Hiding on GPUs", UC Berkeley 2016, ch. 4: a kernel's memory throughput is
+/// its loads in flight over the latency). Reads of consecutive elements keep the
+/// hardware's bound: the app models' thread counts are those of the launch or of its
+/// looping warps (bfs), not those that stream a buffer, and a warp's coalesced loads
+/// share a line, so few threads fill many tags.
+///
+/// A dependent chain of one thread therefore pays the full latency per read, as the
+/// calibration kit's pointer chase measures it.
 pub fn remote_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
-    traffic.remote_reads() * preset.link.latency_ns as f64
-        / f64::from(preset.link.outstanding_reads)
+    let device = f64::from(preset.sms) * f64::from(preset.resident_threads_per_sm);
+    let resident = match traffic.threads {
+        0 => device,
+        threads => (threads as f64).min(device),
+    };
+    let hardware = f64::from(preset.link.outstanding_reads)
+        .min(f64::from(preset.sms) * f64::from(preset.pending_reads_per_sm));
+    let isolated = hardware.min(resident).max(1.0);
+    // An isolated read weighs `hardware / isolated` coalesced ones (at least one): with
+    // both at the hardware's bound the sum is the reads.
+    let reads =
+        traffic.remote_reads() + traffic.remote_isolated_reads * (hardware / isolated - 1.0);
+    reads * preset.link.latency_ns as f64 / hardware
 }
 
 /// The part of a kernel's time that does not depend on link sharing: launch cost plus the
@@ -490,6 +532,55 @@ mod tests {
         let mut w = Traffic::default();
         w.add_part(AccessOrder::Linear, 0.0, 1_048_576.0, 0.0);
         assert_eq!(remote_latency_ns(&p, &w), 0.0);
+    }
+
+    #[test]
+    fn a_kernel_of_few_threads_hides_little_of_the_remote_latency() {
+        // The calibration kit's pointer chase: one thread, each read waiting for the
+        // last, pays the link's whole latency per read (1199 ns measured on the H100).
+        let p = preset::find("h100-sxm").unwrap();
+        let mut chase = Traffic {
+            threads: 1,
+            ..Traffic::default()
+        };
+        chase.add_part(AccessOrder::Random, 1000.0 * 128.0, 0.0, 0.0);
+        assert!((remote_latency_ns(&p, &chase) - 1000.0 * 1199.0).abs() < 1e-6);
+        // 32 threads reading isolated lines keep 32 in flight.
+        let mut scattered = Traffic {
+            threads: 32,
+            ..Traffic::default()
+        };
+        scattered.add_part(AccessOrder::Random, 1000.0 * 128.0, 0.0, 0.0);
+        assert!((remote_latency_ns(&p, &scattered) - 1000.0 * 1199.0 / 32.0).abs() < 1e-6);
+        // Reads of consecutive elements keep the link's bound whatever the threads.
+        let mut warp = Traffic {
+            threads: 32,
+            ..Traffic::default()
+        };
+        warp.add_part(AccessOrder::Linear, 1000.0 * 128.0, 0.0, 0.0);
+        assert_eq!(remote_latency_ns(&p, &warp), 1000.0 * 1199.0 / 256.0);
+        // Enough threads, or threads not modelled: the link's 256 tags bound, as before
+        // (the streaming bound of docs/real-gpu.md, 256 x 128 B / 1.2 us = 27 GB/s).
+        for threads in [0, 1 << 20] {
+            let mut stream = Traffic {
+                threads,
+                ..Traffic::default()
+            };
+            stream.add_part(AccessOrder::Linear, 1000.0 * 128.0, 0.0, 0.0);
+            let mut random = stream;
+            random.add_part(AccessOrder::Random, 1000.0 * 128.0, 0.0, 0.0);
+            assert_eq!(remote_latency_ns(&p, &stream), 1000.0 * 1199.0 / 256.0);
+            assert_eq!(remote_latency_ns(&p, &random), 2000.0 * 1199.0 / 256.0);
+        }
+        // Mixed: 64 threads' isolated lines 64 at a time, their streamed ones 256.
+        let mut mixed = Traffic {
+            threads: 64,
+            ..Traffic::default()
+        };
+        mixed.add_part(AccessOrder::Linear, 640.0 * 128.0, 0.0, 0.0);
+        mixed.add_part(AccessOrder::Random, 640.0 * 128.0, 0.0, 0.0);
+        let want = 640.0 * 1199.0 / 256.0 + 640.0 * 1199.0 / 64.0;
+        assert!((remote_latency_ns(&p, &mixed) - want).abs() < 1e-6);
     }
 
     #[test]

@@ -582,8 +582,13 @@ impl Engine {
         let kernel = &*kernel;
         let mut fractions = cached.map_or_else(Vec::new, |site| site.fractions);
         fractions.resize(kernel.accesses.len(), None);
-        let mut traffic = Traffic::default();
-        let mut ideal = Traffic::default();
+        // The kernel's threads bound the remote reads it keeps in flight.
+        let threads = kernel.outer_loop.threads;
+        let mut traffic = Traffic {
+            threads,
+            ..Traffic::default()
+        };
+        let mut ideal = traffic;
         let mut written = Vec::new();
         for (access, known) in kernel.accesses.iter().zip(&mut fractions) {
             let id = self.tenants[t].slots[access.slot];
@@ -621,7 +626,10 @@ impl Engine {
         let phase_traffic = |local: bool| {
             let mut start = 0;
             kernel.phases.iter().map(move |phase| {
-                let mut t = Traffic::default();
+                let mut t = Traffic {
+                    threads,
+                    ..Traffic::default()
+                };
                 let end = start + phase.accesses;
                 for (access, known) in kernel.accesses[start..end]
                     .iter()

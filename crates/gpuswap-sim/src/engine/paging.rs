@@ -194,6 +194,8 @@ impl Engine {
         self.send_notes();
         walk.done = walk.done.max(to_step);
         let mut cost = batch.cost;
+        // The kernel's threads bound the remote reads it keeps in flight.
+        cost.remote.threads = walk.kernel.outer_loop.threads;
         let (mut walked_bytes, mut stalled_bytes) = (0.0, 0.0);
         for c in &mut walk.cursors {
             // The access's bytes spread evenly over its touches.
