@@ -41,7 +41,8 @@
 #      then torch_memory_saver's pause and resume: unmapped, released, created and
 #      mapped again at the same addresses) beside the e2e client, 8 GiB asked of 6;
 #      then step 4's PyTorch pair with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-#      (PyTorch maps its segments itself). Data checked, times, and what the daemon
+#      (PyTorch maps its segments itself) and with backend:cudaMallocAsync (stream-ordered
+#      pools). Data checked, times, and what the daemon
 #      counts for each (GiB, from `top --json`).
 # GPUSWAP_CHECK_STEPS (default "calib alone e2e torch kill") picks steps;
 # GPUSWAP_CHECK_STEPS=sharing runs step 7 alone. --quick (or GPUSWAP_CHECK_QUICK=1)
@@ -474,24 +475,28 @@ if want allocators; then
     note "{\"step\":\"allocators-saver\",\"rc_alloc\":$ra,\"rc_saver\":$rs,\"export_refused\":$refused,\"counted_gib\":$(counted_gib top-allocators-saver.json),\"saver\":$(cat saver.json 2> /dev/null || echo null),\"alloc\":$(cat saver-alloc.json 2> /dev/null || echo null)}"
     stop_daemon
     if python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
-        # Step 4's pair, their segments mapped by PyTorch itself.
-        start_daemon 16GiB allocators-torch
-        rm -rf "$out/barrier" && mkdir "$out/barrier"
-        pids=()
-        for run in p:2 q:3; do
-            PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True GPUSWAP_TRACE=1 \
-                GPUSWAP_TENANT_NAME=${run%:*} LD_PRELOAD=$pre timeout 200 \
-                python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --seed "${run#*:}" \
-                --barrier "$out/barrier" > "expandable-${run%:*}.json" 2> "expandable-${run%:*}.err" &
-            pids+=($!)
+        # Step 4's pair, their segments mapped by PyTorch itself (expandable segments),
+        # then from stream-ordered pools (cudaMallocAsync, served as managed allocations).
+        for conf in expandable_segments:True backend:cudaMallocAsync; do
+            tag=${conf%%:*}
+            start_daemon 16GiB "allocators-$tag"
+            rm -rf "$out/barrier" && mkdir "$out/barrier"
+            pids=()
+            for run in p:2 q:3; do
+                PYTORCH_CUDA_ALLOC_CONF=$conf GPUSWAP_TRACE=1 \
+                    GPUSWAP_TENANT_NAME=${run%:*} LD_PRELOAD=$pre timeout 200 \
+                    python3 "$here/scripts/gpu-torch-tenant.py" --gib 9.6 --seed "${run#*:}" \
+                    --barrier "$out/barrier" > "$tag-${run%:*}.json" 2> "$tag-${run%:*}.err" &
+                pids+=($!)
+            done
+            release 2 3
+            sleep 2
+            "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > "top-allocators-$tag.json" 2>&1
+            wait "${pids[0]}"; rp=$?
+            wait "${pids[1]}"; rq=$?
+            note "{\"step\":\"allocators-torch\",\"alloc_conf\":\"$conf\",\"rc_p\":$rp,\"rc_q\":$rq,\"counted_gib\":$(counted_gib "top-allocators-$tag.json"),\"p\":$(cat "$tag-p.json" 2> /dev/null || echo null),\"q\":$(cat "$tag-q.json" 2> /dev/null || echo null)}"
+            stop_daemon
         done
-        release 2 3
-        sleep 2
-        "$bundle/gpuswap" top --socket "$GPUSWAP_SOCKET" --json > top-allocators-torch.json 2>&1
-        wait "${pids[0]}"; rp=$?
-        wait "${pids[1]}"; rq=$?
-        note "{\"step\":\"allocators-torch\",\"alloc_conf\":\"expandable_segments:True\",\"rc_p\":$rp,\"rc_q\":$rq,\"counted_gib\":$(counted_gib top-allocators-torch.json),\"p\":$(cat expandable-p.json 2> /dev/null || echo null),\"q\":$(cat expandable-q.json 2> /dev/null || echo null)}"
-        stop_daemon
     else
         note "{\"step\":\"allocators-torch\",\"rc\":\"no PyTorch with CUDA\"}"
     fi
