@@ -478,6 +478,15 @@ impl Client {
         lock(&self.buffers).contains_key(&va)
     }
 
+    /// Whether `va` lies in a buffer of ours.
+    pub fn contains(&self, va: DevPtr) -> bool {
+        let buffers = lock(&self.buffers);
+        buffers
+            .range(..=va)
+            .next_back()
+            .is_some_and(|(_, b)| va < b.va + b.bytes)
+    }
+
     /// The daemon's id, the chunk size and each chunk's memory handle of the buffer at
     /// `va` (a program's virtual handle's backing, `vmm`), if it is ours.
     pub fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {

@@ -583,18 +583,21 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(handle: Handle, dptr: DevPtr) -> CuRe
             // SAFETY: forwarded as given.
             return unsafe { real(handle, dptr) };
         };
-        // No move may start between the pin and the export: moves run while the
+        // No move may start between the export and the pin: moves run while the
         // process is suspended, which waits for the gate.
         let _held = gate();
-        if client.pin(dptr) {
-            diag::trace_note("a managed buffer was pinned for an IPC export");
-        }
         // SAFETY: forwarded as given.
         let rc = unsafe { real(handle, dptr) };
-        if rc != ffi::CUDA_SUCCESS {
+        if rc == ffi::CUDA_SUCCESS {
+            if client.pin(dptr) {
+                diag::trace_note("a managed buffer was pinned for an IPC export");
+            }
+        } else if client.contains(dptr) {
             diag::warn(&format!(
-                "cuIpcGetMemHandle failed with CUDA error {rc}; a managed buffer stays pinned \
-                 where it is until it is freed"
+                "cuIpcGetMemHandle of a managed buffer failed (CUDA error {rc}): the driver \
+                 exports only cuMemAlloc's own memory, and gpuswap maps its buffers with \
+                 cuMemMap; IPC of managed memory is not supported yet \
+                 (GPUSWAP_PASSTHROUGH=1 runs the program unmanaged)"
             ));
         }
         rc

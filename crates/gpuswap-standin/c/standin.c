@@ -1960,7 +1960,11 @@ API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     char path[96];
     ENTER(1);
     struct reservation *v = reservation_at(dptr);
-    FAIL_IF(pHandle == NULL || v == NULL || !range_ok(v->base, v->size, 0),
+    /* As CUDA's: only cuMemAlloc's own memory exports. A range mapped with cuMemMap
+     * does not (cuMemExportToShareableHandle exports its handles), nor managed memory,
+     * nor a pool's (cuMemPoolExportPointer). */
+    FAIL_IF(pHandle == NULL || v == NULL || !v->from_alloc || alloc_record(v->base) != NULL ||
+                !range_ok(v->base, v->size, 0),
             CUDA_ERROR_INVALID_VALUE);
     ipc_path(path, sizeof path, (int32_t)getpid(), v->base);
     FILE *f = fopen(path, "w");
