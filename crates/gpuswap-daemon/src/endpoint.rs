@@ -179,6 +179,9 @@ pub struct Endpoint {
     events: VecDeque<EndpointEvent>,
     /// Memory held outside the books.
     held: Held,
+    /// The allocation the current input asked for, until the input's actions are
+    /// carried out: one still unanswered then is logged as waiting.
+    asked: Option<(TenantId, RequestId, u64)>,
     /// Whether tenants are still asked to measure the link's remote-read cost
     /// (`Welcome::probe_remote`): from the start under `--set probe_remote`'s default,
     /// until the first answer.
@@ -233,6 +236,7 @@ impl Endpoint {
             closes: VecDeque::new(),
             events: VecDeque::new(),
             held: Held::default(),
+            asked: None,
             probe_remote,
             #[cfg(test)]
             mutation: None,
@@ -417,6 +421,26 @@ impl Endpoint {
             Input::Exited(pid) => self.exited(pid),
         }
         self.drain();
+        self.log_wait_begun();
+    }
+
+    /// Logs the allocation this input asked for if it waits now (for room, or at its
+    /// tenant's limit); its answer is logged too if it waited long
+    /// ([`LOGGED_WAIT_NS`]).
+    fn log_wait_begun(&mut self) {
+        let Some((tenant, request, bytes)) = self.asked.take() else {
+            return;
+        };
+        let waiting = self
+            .conn_of(tenant)
+            .and_then(|c| self.conns.get(&c))
+            .is_some_and(|c| c.pending.iter().any(|p| p.0 == request));
+        if waiting {
+            self.log(format!(
+                "{tenant}: an allocation of {:.1} MiB waits for room",
+                bytes as f64 / (1 << 20) as f64
+            ));
+        }
     }
 
     /// A client's frame, by what it says and whether its connection is a tenant yet.
@@ -634,6 +658,7 @@ impl Endpoint {
         let id = RequestId(self.next_request);
         self.next_request += 1;
         c.pending.push((id, request, self.now_ns));
+        self.asked = Some((tenant, id, bytes));
         let m = self.manager.as_mut().expect("a tenant exists");
         m.handle_alloc(AllocRequest {
             request: id,

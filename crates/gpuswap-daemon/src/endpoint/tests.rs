@@ -204,6 +204,32 @@ fn crowded(return_interval_ns: u64) -> Endpoint {
     e
 }
 
+/// An allocation that must wait for room is logged as it begins to wait; one granted at
+/// once is not.
+#[test]
+fn a_wait_is_logged_as_it_begins() {
+    let mut e = endpoint(16, 50 * MS);
+    hello(&mut e, 0, 1, "a");
+    alloc(&mut e, 0, 1, 0, 12 * MIB);
+    transmits(&mut e);
+    let said = logs(&mut e).join("\n");
+    assert!(!said.contains("waits for room"), "{said}");
+    hello(&mut e, 0, 2, "b");
+    logs(&mut e);
+    alloc(&mut e, 10 * MS, 2, 0, 12 * MIB);
+    assert_eq!(transmits(&mut e), [(1, DaemonMsg::Suspend)]);
+    let said = logs(&mut e);
+    let begun: Vec<&String> = said
+        .iter()
+        .filter(|l| l.contains("waits for room"))
+        .collect();
+    assert_eq!(begun.len(), 1, "{said:?}");
+    assert!(
+        begun[0].ends_with("an allocation of 12.0 MiB waits for room"),
+        "{said:?}"
+    );
+}
+
 /// B's allocation needs A's VRAM: A is suspended, moves chunks one relocation at a time,
 /// B is granted and A resumed; the snapshot counts the times on the endpoint's clock.
 #[test]
