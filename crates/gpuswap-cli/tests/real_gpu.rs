@@ -359,6 +359,18 @@ fn metrics_scraped_during_an_oversubscribed_run_agree_with_top() {
             );
             assert_eq!(value("gpuswap_tenant_moves", Some(t.tenant)), t.relocations);
         }
+        // Under concurrent time each move is one chunk's: the histogram counts them all.
+        let moves: u64 = snap.tenants.iter().map(|t| t.relocations).sum();
+        let latency = parsed.families["gpuswap_move_latency_seconds"]
+            .iter_samples()
+            .next()
+            .map(|s| match &s.value {
+                OpenMetricsValue::Histogram(h) => h.count.unwrap_or(0),
+                other => panic!("{other:?}"),
+            })
+            .unwrap();
+        assert_eq!(latency, snap.move_latency.count());
+        assert!(latency >= moves, "{latency} moves timed, {moves} counted");
         agreed += 1;
         if agreed >= 3 && snap.host_used_bytes > 0 {
             break;

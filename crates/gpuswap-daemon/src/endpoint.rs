@@ -179,6 +179,8 @@ pub struct Endpoint {
     events: VecDeque<EndpointEvent>,
     /// Memory held outside the books.
     held: Held,
+    /// How long moves took, each from its command to its answer.
+    move_latency: wire::LatencyHistogram,
     /// The allocation the current input asked for, until the input's actions are
     /// carried out: one still unanswered then is logged as waiting.
     asked: Option<(TenantId, RequestId, u64)>,
@@ -237,6 +239,7 @@ impl Endpoint {
             events: VecDeque::new(),
             held: Held::default(),
             asked: None,
+            move_latency: wire::LatencyHistogram::default(),
             probe_remote,
             #[cfg(test)]
             mutation: None,
@@ -680,6 +683,7 @@ impl Endpoint {
         let c = self.conns.get_mut(&conn).expect("present");
         c.relocations += 1;
         c.relocation_ns += self.now_ns.saturating_sub(sent);
+        self.move_latency.record(self.now_ns.saturating_sub(sent));
         self.copy = None;
         self.awaiting = None;
         let m = self.manager.as_mut().expect("a tenant exists");
@@ -699,10 +703,11 @@ impl Endpoint {
         error: &str,
         elapsed_ns: u64,
     ) {
-        if self.own_copy(batch, tenant).is_none() {
+        let Some(sent) = self.own_copy(batch, tenant) else {
             self.protocol_violation(conn, format!("bulk move {batch} is not its own"));
             return;
-        }
+        };
+        self.move_latency.record(self.now_ns.saturating_sub(sent));
         self.copy = None;
         self.awaiting = None;
         if !failed.is_empty() {
@@ -1261,6 +1266,7 @@ impl Endpoint {
             })
             .collect();
         wire::Snapshot {
+            move_latency: self.move_latency.clone(),
             device_uuid: self.config.device_uuid.clone().unwrap_or_default(),
             mode: m.config().policy.name().to_owned(),
             vram_bytes: m.config().vram_bytes,

@@ -7,11 +7,13 @@
 //! escaping, `# TYPE`/`# HELP`/`# UNIT` lines, `_total` suffixes and the `# EOF` end are
 //! its, not ours).
 
-use gpuswap_wire::Snapshot;
+use gpuswap_wire::{LatencyHistogram, MOVE_LATENCY_BOUNDS_NS, Snapshot};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
 
 /// The content type of [`encode_snapshot`]'s text (OpenMetrics 1.0).
@@ -31,6 +33,40 @@ fn counter(value: u64) -> Counter {
     let c = Counter::default();
     c.inc_by(value);
     c
+}
+
+/// The snapshot's move latencies as a histogram in seconds: the daemon keeps the
+/// buckets' counts (the snapshot carries them), so this encodes them as they are rather
+/// than replaying observations into a `Histogram`.
+#[derive(Debug)]
+struct MoveLatency(LatencyHistogram);
+
+impl TypedMetric for MoveLatency {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for MoveLatency {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let counts = &self.0.counts;
+        // The last bucket is +Inf, which the encoder writes as `le="+Inf"`.
+        let buckets: Vec<(f64, u64)> = MOVE_LATENCY_BOUNDS_NS
+            .iter()
+            .map(|&ns| ns as f64 / 1e9)
+            .chain(std::iter::once(f64::INFINITY))
+            .enumerate()
+            .map(|(i, bound)| (bound, counts.get(i).copied().unwrap_or(0)))
+            .collect();
+        encoder.encode_histogram::<NoLabelSet>(
+            self.0.sum_ns as f64 / 1e9,
+            self.0.count(),
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
 }
 
 /// The snapshot's figures as OpenMetrics text.
@@ -124,6 +160,13 @@ pub fn encode_snapshot(s: &Snapshot) -> String {
             .inc_by(*n);
     }
     registry.register("refusals", "connections refused, by reason", refusals);
+    // Named in seconds without a `# UNIT` line: openmetrics-parser 0.5 refuses units
+    // on histograms.
+    registry.register(
+        "move_latency_seconds",
+        "moves (a chunk, or a bulk move) from the daemon's command to the process's answer",
+        MoveLatency(s.move_latency.clone()),
+    );
     register_tenants(&mut registry, s);
     let mut text = String::new();
     encode(&mut text, &registry).expect("writing to a String cannot fail");
@@ -224,6 +267,10 @@ mod tests {
             ..Snapshot::default()
         };
         snap.refusals.insert("user".into(), 3);
+        // Two moves of 2 ms, one of 40 ms and one beyond every bound.
+        for ns in [2_000_000, 2_000_000, 40_000_000, 20_000_000_000] {
+            snap.move_latency.record(ns);
+        }
         snap.tenants.push(TenantRow {
             tenant: 1,
             pid: 4242,
@@ -277,5 +324,28 @@ mod tests {
             (16 << 20) as f64
         );
         assert_eq!(value("gpuswap_tenant_moves", &who), 5.0);
+        let latency = parsed.families.get("gpuswap_move_latency_seconds").unwrap();
+        let sample = latency.iter_samples().next().unwrap();
+        let OpenMetricsValue::Histogram(h) = &sample.value else {
+            panic!("not a histogram: {:?}", sample.value)
+        };
+        assert_eq!(h.count, Some(4));
+        assert!(
+            (h.sum.as_ref().unwrap().as_f64() - 20.044).abs() < 1e-9,
+            "{h:?}"
+        );
+        // Cumulative: none within 1 ms, two within 3.16 ms, three within 100 ms, all.
+        let within = |le: f64| {
+            h.buckets
+                .iter()
+                .find(|b| (b.upper_bound - le).abs() < 1e-9 * le.max(1.0))
+                .unwrap_or_else(|| panic!("no bucket {le} in {h:?}"))
+                .count
+                .as_f64()
+        };
+        assert_eq!(within(0.001), 0.0);
+        assert_eq!(within(0.003162278), 2.0);
+        assert_eq!(within(0.1), 3.0);
+        assert_eq!(within(10.0), 3.0);
     }
 }

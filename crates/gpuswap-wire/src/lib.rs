@@ -345,9 +345,55 @@ pub struct ChunkMove {
     pub to: Location,
 }
 
+/// The upper bounds of [`LatencyHistogram`]'s buckets, ns: 100 us to 10 s in steps of
+/// about the square root of 10, from a single 2 MiB chunk's move to a bulk move of
+/// gigabytes over PCIe.
+pub const MOVE_LATENCY_BOUNDS_NS: [u64; 11] = [
+    100_000,
+    316_228,
+    1_000_000,
+    3_162_278,
+    10_000_000,
+    31_622_777,
+    100_000_000,
+    316_227_766,
+    1_000_000_000,
+    3_162_277_660,
+    10_000_000_000,
+];
+
+/// How long the daemon's moves took, each from its command (`Relocate` or
+/// `RelocateBatch`) to the process's answer, by the daemon's clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyHistogram {
+    /// Moves per bucket of [`MOVE_LATENCY_BOUNDS_NS`] (not cumulative), and one more for
+    /// those beyond the last bound; empty before the first move.
+    pub counts: Vec<u64>,
+    /// The moves' times, in all.
+    pub sum_ns: u64,
+}
+
+impl LatencyHistogram {
+    /// Counts a move of `ns`.
+    pub fn record(&mut self, ns: u64) {
+        self.counts.resize(MOVE_LATENCY_BOUNDS_NS.len() + 1, 0);
+        let bucket = MOVE_LATENCY_BOUNDS_NS.partition_point(|&bound| bound < ns);
+        self.counts[bucket] += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+    }
+
+    /// Moves counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
 /// What `gpuswap top` shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// How long moves took (daemon-wide).
+    #[serde(default)]
+    pub move_latency: LatencyHistogram,
     /// The GPU the daemon is bound to (`--device`), empty when it serves whichever
     /// device its processes use.
     #[serde(default)]
