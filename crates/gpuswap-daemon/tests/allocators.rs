@@ -7,54 +7,27 @@
 //! its managed memory at its allocated size, its pinned buffers).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Output};
 use std::time::{Duration, Instant};
 
 use gpuswap_core::MIB;
-use gpuswap_daemon::{DaemonConfig, observe};
+use gpuswap_daemon::observe;
 use gpuswap_wire::{Snapshot, TenantRow};
 
 mod common;
 #[path = "common/serving.rs"]
 mod serving;
+#[path = "common/standin.rs"]
+mod standin;
 use serving::start;
+use standin::{World, verified};
 
 /// The stand-in's VRAM: far above the daemon's, so that only the daemon's placements
 /// decide what is in VRAM.
 const STANDIN_VRAM: &str = "256MiB";
 
-/// One test's world: its daemon's configuration and the stand-in's shared VRAM table.
-struct World {
-    config: DaemonConfig,
-    shm: String,
-}
-
 impl World {
-    fn new(name: &str, vram_mib: u64) -> World {
-        let mut config = common::config(name);
-        config.vram_bytes = Some(vram_mib * MIB);
-        World {
-            config,
-            shm: format!("/gpuswap-alloc-{}-{name}", std::process::id()),
-        }
-    }
-
-    /// `program` with `args` under the interposer, on the stand-in.
-    fn command(&self, program: PathBuf, args: &[&str]) -> Command {
-        let mut c = Command::new(program);
-        c.args(args)
-            .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
-            .env("LD_PRELOAD", interposer())
-            .env("GPUSWAP_SOCKET", &self.config.socket)
-            .env("GPUSWAP_STANDIN_VRAM", STANDIN_VRAM)
-            .env("GPUSWAP_STANDIN_SHM", &self.shm)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-
     /// The `cuMemAlloc` program beside: two 8 MiB buffers checked for a few seconds.
     fn beside(&self) -> Child {
         let args = [
@@ -67,34 +40,10 @@ impl World {
             "--hold-ms",
             "150",
         ];
-        self.command(gpuswap_standin::client(), &args)
+        self.command(gpuswap_standin::client(), &args, STANDIN_VRAM)
             .spawn()
             .unwrap()
     }
-
-    /// The stand-in's VRAM charged to process `pid` now.
-    fn standin_vram(&self, pid: u32) -> u64 {
-        let Ok(table) = std::fs::read(format!("/dev/shm{}", self.shm)) else {
-            return 0;
-        };
-        table
-            .chunks_exact(16)
-            .filter(|slot| i32::from_le_bytes(slot[0..4].try_into().unwrap()) == pid as i32)
-            .map(|slot| u64::from_le_bytes(slot[8..16].try_into().unwrap()))
-            .sum()
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(format!("/dev/shm{}", self.shm));
-    }
-}
-
-/// The interposer, built for this test's profile (`<profile>/deps/<this test>`).
-fn interposer() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    gpuswap_standin::interposer(exe.parent().unwrap().parent().unwrap())
 }
 
 /// What the daemon counts of a tenant as VRAM the stand-in charges: its chunks in
@@ -178,20 +127,6 @@ impl Stepped {
     }
 }
 
-/// The program's output, after checking it succeeded (every byte verified).
-fn verified(out: &Output, who: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{who} failed ({}):\n{stderr}",
-        out.status
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    let json: serde_json::Value = serde_json::from_str(last).unwrap();
-    assert_eq!(json["ok"], true, "{who}: {stderr}");
-}
-
 /// The row's books match the stand-in, and it holds `bytes` in all in chunks.
 fn books(row: Option<&TenantRow>, standin: u64, bytes: u64) -> bool {
     row.is_some_and(|r| counted(r) == standin && r.vram_bytes + r.host_bytes == bytes)
@@ -230,7 +165,10 @@ impl Scene {
     fn client(&self, args: &str) -> Stepped {
         let mut args: Vec<&str> = args.split(' ').collect();
         args.push("--steps");
-        Stepped::spawn(self.w.command(gpuswap_standin::pool_client(), &args))
+        Stepped::spawn(
+            self.w
+                .command(gpuswap_standin::pool_client(), &args, STANDIN_VRAM),
+        )
     }
 
     /// At step `name` of `p`, see [`Stepped::at`].
@@ -318,6 +256,7 @@ fn ipc_of_a_managed_buffer_fails_cleanly_and_an_import_counts_nothing() {
         s.w.command(
             gpuswap_standin::pool_client(),
             &["--mode", "export", "--size", "8MiB"],
+            STANDIN_VRAM,
         )
         .output()
         .unwrap();
@@ -332,6 +271,7 @@ fn ipc_of_a_managed_buffer_fails_cleanly_and_an_import_counts_nothing() {
     let mut plain = s.w.command(
         gpuswap_standin::pool_client(),
         &["--mode", "export", "--size", "8MiB", "--steps"],
+        STANDIN_VRAM,
     );
     plain.env_remove("LD_PRELOAD");
     let mut exporter = Stepped::spawn(plain);

@@ -5,56 +5,31 @@
 //! declares, and memory a process outside the daemon uses is not given out; every
 //! client checks every byte of its buffers.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use gpuswap_core::MIB;
-use gpuswap_daemon::{DaemonConfig, observe};
+use gpuswap_daemon::observe;
 use gpuswap_wire::Snapshot;
 
 mod common;
 #[path = "common/serving.rs"]
 mod serving;
+#[path = "common/standin.rs"]
+mod standin;
 use serving::start;
-
-/// One test's world: its daemon's configuration and the stand-in's shared VRAM.
-struct World {
-    config: DaemonConfig,
-    shm: String,
-}
+use standin::{World, verified};
 
 impl World {
-    fn new(name: &str, vram_mib: u64) -> World {
-        let mut config = common::config(name);
-        config.vram_bytes = Some(vram_mib * MIB);
-        World {
-            config,
-            shm: format!("/gpuswap-held-{}-{name}", std::process::id()),
-        }
-    }
-
     /// The stand-in's client with `args` on a stand-in of 64 MiB; under the interposer
     /// unless `outside` (then a process the daemon does not know of).
     fn client(&self, args: &[&str], outside: bool) -> Command {
-        let mut c = Command::new(gpuswap_standin::client());
-        c.args(args)
-            .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
-            .env("GPUSWAP_SOCKET", &self.config.socket)
-            .env("GPUSWAP_STANDIN_VRAM", "64MiB")
-            .env("GPUSWAP_STANDIN_SHM", &self.shm)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if !outside {
-            c.env("LD_PRELOAD", interposer());
+        let mut c = self.command(gpuswap_standin::client(), args, "64MiB");
+        if outside {
+            c.env_remove("LD_PRELOAD");
         }
         c
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(format!("/dev/shm{}", self.shm));
     }
 }
 
@@ -71,25 +46,6 @@ fn wait_for(socket: &Path, what: &str, done: impl Fn(&Snapshot) -> bool) -> Snap
         assert!(Instant::now() < deadline, "never {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The interposer, built for this test's profile (`<profile>/deps/<this test>`).
-fn interposer() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    gpuswap_standin::interposer(exe.parent().unwrap().parent().unwrap())
-}
-
-/// The client's JSON line, after checking it succeeded (every byte verified).
-fn verified(out: &Output, who: &str) -> serde_json::Value {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{who} failed ({}):\n{stderr}",
-        out.status
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["ok"], true, "{who}: {json}");
-    json
 }
 
 fn signal(child: &Child, name: &str) {

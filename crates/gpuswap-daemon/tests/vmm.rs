@@ -8,71 +8,37 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use gpuswap_core::MIB;
-use gpuswap_daemon::{DaemonConfig, observe};
+use gpuswap_daemon::observe;
 use gpuswap_wire::{Snapshot, TenantRow};
 
 mod common;
 #[path = "common/serving.rs"]
 mod serving;
+#[path = "common/standin.rs"]
+mod standin;
 use serving::{Daemon, start};
+use standin::{World, verified};
 
 /// The daemon's chunk size here: a 6 MiB segment is a chunk of 4 MiB and one of 2.
 const CHUNK_BYTES: u64 = 4 * MIB;
 
-/// One test's daemon configuration (64 MiB of VRAM) and the stand-in's shared VRAM.
-struct World {
-    config: DaemonConfig,
-    shm: String,
+/// One test's world: 64 MiB of VRAM in chunks of [`CHUNK_BYTES`].
+fn world(name: &str) -> World {
+    let mut w = World::new(&format!("vmm-{name}"), 64);
+    w.config.chunk_bytes = CHUNK_BYTES;
+    w
 }
 
 impl World {
-    fn new(name: &str) -> World {
-        let mut config = common::config(&format!("vmm-{name}"));
-        config.vram_bytes = Some(64 * MIB);
-        config.chunk_bytes = CHUNK_BYTES;
-        World {
-            config,
-            shm: format!("/gpuswap-vmm-{}-{name}", std::process::id()),
-        }
-    }
-
     /// `program` (a stand-in program) under the interposer as tenant `name`.
     fn run(&self, program: PathBuf, name: &str, args: &[&str]) -> Command {
-        let exe = std::env::current_exe().unwrap();
-        let interposer = gpuswap_standin::interposer(exe.parent().unwrap().parent().unwrap());
-        let mut c = Command::new(program);
-        c.args(args)
-            .env("LD_LIBRARY_PATH", gpuswap_standin::dir())
-            .env("LD_PRELOAD", interposer)
-            .env("GPUSWAP_SOCKET", &self.config.socket)
-            .env("GPUSWAP_TENANT_NAME", name)
-            .env("GPUSWAP_STANDIN_VRAM", "64MiB")
-            .env("GPUSWAP_STANDIN_SHM", &self.shm)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut c = self.command(program, args, "64MiB");
+        c.env("GPUSWAP_TENANT_NAME", name);
         c
-    }
-
-    /// VRAM the stand-in charges to process `pid` now (its shared table: 256 slots of
-    /// pid (i32), padding, bytes (u64)).
-    fn driver_vram_bytes(&self, pid: u32) -> u64 {
-        let table = std::fs::read(format!("/dev/shm{}", self.shm)).unwrap_or_default();
-        table
-            .chunks_exact(16)
-            .filter(|s| i32::from_ne_bytes(s[..4].try_into().unwrap()) == pid as i32)
-            .map(|s| u64::from_ne_bytes(s[8..].try_into().unwrap()))
-            .sum()
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(format!("/dev/shm{}", self.shm));
     }
 }
 
@@ -96,18 +62,11 @@ fn tenant<'a>(snap: &'a Snapshot, name: &str) -> Option<&'a TenantRow> {
     snap.tenants.iter().find(|t| t.name == name)
 }
 
-/// The program's JSON line, after checking that it verified every byte.
+/// The program's JSON line, after checking that it verified every byte and that the
+/// interposer managed all its memory.
 fn json_of(out: &Output, who: &str) -> serde_json::Value {
+    let json = verified(out, who);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{who} failed ({}):\n{stderr}",
-        out.status
-    );
-    let last = String::from_utf8_lossy(&out.stdout);
-    let line = last.lines().last().unwrap_or_default();
-    let json: serde_json::Value = serde_json::from_str(line).unwrap();
-    assert_eq!(json["ok"], true, "{who}: {json}");
     assert!(!stderr.contains("not managed"), "{who}: {stderr}");
     json
 }
@@ -119,7 +78,7 @@ fn json_of(out: &Output, who: &str) -> serde_json::Value {
 /// booked.
 #[test]
 fn an_expandable_allocator_beside_a_cumemalloc_program_oversubscribes_and_keeps_every_byte() {
-    let w = World::new("pair");
+    let w = world("pair");
     let alloc = "--buffers 3 --size 12MiB --rounds 6 --hold-ms 150";
     let vmm = "--rounds 6 --hold-ms 150 --pause-resume";
     let (daemon, alloc, mut vmm) = start_pair(&w, alloc, vmm);
@@ -158,7 +117,7 @@ fn an_expandable_allocator_beside_a_cumemalloc_program_oversubscribes_and_keeps_
 /// program that its growth evicts from.
 #[test]
 fn the_daemons_books_equal_the_drivers_memory_after_every_call() {
-    let w = World::new("books");
+    let w = world("books");
     let alloc = "--buffers 2 --size 12MiB --rounds 2 --hold-ms 1500";
     let vmm = "--segments 8 --rounds 2 --pause-resume --checkpoints";
     let (daemon, alloc, mut vmm) = start_pair(&w, alloc, vmm);
@@ -180,7 +139,7 @@ fn the_daemons_books_equal_the_drivers_memory_after_every_call() {
             let snap = observe(&daemon.socket).unwrap();
             let t = tenant(&snap, "vmm").expect("the VMM program is a tenant");
             let books = (t.vram_bytes + t.host_bytes, t.vram_bytes);
-            let driver = (held, w.driver_vram_bytes(pid));
+            let driver = (held, w.standin_vram(pid));
             if books == driver {
                 break;
             }
@@ -209,7 +168,7 @@ fn the_daemons_books_equal_the_drivers_memory_after_every_call() {
 /// that mapped its memory could not follow its moves.
 #[test]
 fn an_export_of_a_managed_handle_is_refused_with_a_message() {
-    let w = World::new("export");
+    let w = world("export");
     let daemon = start(w.config.clone());
     let args = ["--rounds", "2", "--export"];
     let out = w.run(gpuswap_standin::vmm_client(), "vmm", &args).output();
