@@ -487,15 +487,6 @@ impl Client {
             .is_some_and(|(_, b)| va < b.va + b.bytes)
     }
 
-    /// The daemon's id, the chunk size and each chunk's memory handle of the buffer at
-    /// `va` (a program's virtual handle's backing, `vmm`), if it is ours.
-    pub fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {
-        let buffers = lock(&self.buffers);
-        let b = buffers.get(&va)?;
-        let handles = b.chunks.iter().map(Memory::handle).collect();
-        Some((b.id, b.chunk_bytes, handles))
-    }
-
     /// Bytes of the process's buffers in VRAM now (what its view's free memory is
     /// less of; the rest is in host memory).
     pub fn vram_held_bytes(&self) -> u64 {
@@ -931,7 +922,10 @@ impl crate::vmm::Buffers for Client {
     }
 
     fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {
-        Client::chunk_handles(self, va)
+        let buffers = lock(&self.buffers);
+        let b = buffers.get(&va)?;
+        let handles = b.chunks.iter().map(Memory::handle).collect();
+        Some((b.id, b.chunk_bytes, handles))
     }
 }
 

@@ -217,6 +217,14 @@ pub mod driver {
         check(unsafe { f() }, "cuCtxSynchronize")
     }
 
+    /// The device's free and total memory as the driver itself reports them.
+    pub fn memory_info() -> Option<(u64, u64)> {
+        let f = real!(c"cuMemGetInfo_v2"; fn(*mut usize, *mut usize) -> CuResult);
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: both pointers are valid for a write.
+        (unsafe { f(&mut free, &mut total) } == CUDA_SUCCESS).then_some((free as u64, total as u64))
+    }
+
     pub fn total_memory() -> Result<u64, String> {
         let f = real!(c"cuDeviceTotalMem_v2"; fn(*mut usize, c_int) -> CuResult);
         let mut bytes = 0usize;

@@ -177,10 +177,7 @@ impl Reads {
 /// Measures the remote-read cost in the current context (the program's, before its
 /// first allocation). `granularity`: the driver's allocation granularity.
 pub(crate) fn remote_cost(granularity: u64) -> Result<f64, String> {
-    let free = match crate::rejoin::device_memory() {
-        Some(gpuswap_wire::ClientMsg::DeviceMemory { free_bytes, .. }) => free_bytes,
-        _ => return Err("cuMemGetInfo failed".into()),
-    };
+    let (free, _) = driver::memory_info().ok_or("cuMemGetInfo failed")?;
     let most = round_up(MOST_BYTES.min(free / 4), granularity);
     let kernel = Kernel::load()?;
     let region = Region::new(&[

@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use gpuswap_wire::{ClientMsg, HeldBuffer};
 
-use crate::ffi::{CUDA_SUCCESS, CuResult, real};
-
 /// Why the daemon is lost, while it is: set at each loss, cleared at each reconnection.
 /// Every launch asks, so a read takes no lock: the reason is a leaked string, one per
 /// loss (a process loses its daemon a few times at most).
@@ -99,13 +97,10 @@ pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// (`cuMemGetInfo`, not the interposer's view), in the calling thread's current
 /// context; `None` without one.
 pub(crate) fn device_memory() -> Option<ClientMsg> {
-    let f = real!(c"cuMemGetInfo_v2"; fn(*mut usize, *mut usize) -> CuResult);
-    let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: both pointers are valid for a write.
-    let rc = unsafe { f(&mut free, &mut total) };
-    (rc == CUDA_SUCCESS).then_some(ClientMsg::DeviceMemory {
-        free_bytes: free as u64,
-        total_bytes: total as u64,
+    let (free_bytes, total_bytes) = crate::ffi::driver::memory_info()?;
+    Some(ClientMsg::DeviceMemory {
+        free_bytes,
+        total_bytes,
     })
 }
 
