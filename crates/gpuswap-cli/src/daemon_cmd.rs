@@ -31,7 +31,7 @@ pub struct DaemonArgs {
     /// The GPU to serve, by its UUID (`nvidia-smi -L`: GPU-xxxxxxxx-...): one daemon per
     /// GPU. Processes find it by their device's UUID, and a process of another GPU is
     /// refused. Default: whichever device its processes use, at the default socket.
-    #[arg(long, value_name = "UUID", value_parser = gpuswap_wire::parse_uuid)]
+    #[arg(long, value_name = "UUID", value_parser = device_uuid)]
     device: Option<String>,
     /// VRAM to manage (e.g. 70GiB). Default: nine tenths of what the first process's
     /// device reports, the rest left to CUDA contexts and unmanaged memory.
@@ -122,6 +122,18 @@ pub struct TopArgs {
     /// Refreshes before exiting (default: until interrupted).
     #[arg(long)]
     iterations: Option<u64>,
+}
+
+/// `--device`'s UUID. An index (`--device 0`) would need the driver to name its UUID,
+/// and the daemon makes no CUDA call: it is refused with what to give instead.
+fn device_uuid(text: &str) -> Result<String, String> {
+    if text.parse::<u32>().is_ok() {
+        return Err(format!(
+            "{text:?} is a GPU index; give the GPU's UUID instead (`nvidia-smi -L` lists \
+             them, e.g. GPU-3f2a...)"
+        ));
+    }
+    gpuswap_wire::parse_uuid(text)
 }
 
 fn bytes(text: &str) -> Result<u64, String> {
@@ -341,14 +353,15 @@ pub fn top(args: &TopArgs) -> Result<(), String> {
     }
     let mut shown = 0;
     loop {
+        let several = sockets.len() > 1;
         let mut text = String::new();
         for socket in &sockets {
-            if let [_, _, ..] = sockets.as_slice() {
+            if several {
                 text += &format!("== {}\n", socket.display());
             }
             match observe(socket) {
                 Ok(snap) => text += &table(&snap),
-                Err(e) if sockets.len() > 1 => text += &format!("{e}\n\n"),
+                Err(e) if several => text += &format!("{e}\n\n"),
                 Err(e) => return Err(e.to_string()),
             }
         }

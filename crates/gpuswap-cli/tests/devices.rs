@@ -177,4 +177,14 @@ fn a_bad_device_is_refused_before_the_daemon_starts() {
         stderr.contains("\"GPU-1234\" is not a GPU UUID"),
         "{stderr}"
     );
+    let index = Command::new(env!("CARGO_BIN_EXE_gpuswap"))
+        .args(["daemon", "--device", "0", "--socket", "/tmp/never.sock"])
+        .output()
+        .unwrap();
+    assert!(!index.status.success());
+    let stderr = String::from_utf8_lossy(&index.stderr);
+    assert!(
+        stderr.contains("is a GPU index; give the GPU's UUID"),
+        "{stderr}"
+    );
 }
