@@ -237,8 +237,9 @@ fn an_idle_tenants_vram_goes_to_the_busy_one_and_comes_back_at_its_next_launch()
 fn the_first_tenant_measures_the_link_and_the_choice_starts_from_it() {
     let _one = one_at_a_time();
     // Without a slow link the stand-in's host memory reads as fast as its VRAM; with
-    // 20 ns a word, dozens of times slower: PCIe's order, turns first.
-    for (remote_ns, first) in [("0", "share first"), (REMOTE_NS, "turns first")] {
+    // 200 ns a word, about 200 times slower (20 ns gave 20.9, too near the threshold of
+    // 16 for a loaded machine): PCIe's order, turns first.
+    for (remote_ns, first) in [("0", "share first"), ("200", "turns first")] {
         let w = World::logged(&format!("probe-{remote_ns}"), 64, &[]);
         let args = ["--buffers", "1", "--size", "2MiB", "--rounds", "1"];
         let out = w
