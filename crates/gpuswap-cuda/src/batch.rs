@@ -38,6 +38,15 @@ pub(crate) enum Memory {
     Vram(u64),
     /// Host memory, mapped at its window too.
     Host(HostChunk),
+    /// Memory re-created exportable for an IPC export (`ipc`, [`Mover::re_create`]),
+    /// where the chunk was, mapped at a window too as host memory is. Released when let
+    /// go, never kept for other data: another process may still map it.
+    Exportable {
+        handle: u64,
+        window: DevPtr,
+        len: u64,
+        location: Location,
+    },
 }
 
 impl Memory {
@@ -58,6 +67,24 @@ impl Memory {
         match self {
             Memory::Vram(_) => Location::Vram,
             Memory::Host(_) => Location::Host,
+            Memory::Exportable { location, .. } => *location,
+        }
+    }
+
+    /// New memory of `len` bytes where `like` is, exportable, mapped at its window.
+    fn exportable(len: u64, like: Memory) -> Result<Self, String> {
+        let handle = driver::create_exportable(like.handle(), len)?;
+        match driver::map_window(handle, len) {
+            Ok(window) => Ok(Memory::Exportable {
+                handle,
+                window,
+                len,
+                location: like.location(),
+            }),
+            Err(e) => {
+                let _ = driver::release(handle);
+                Err(e)
+            }
         }
     }
 
@@ -66,6 +93,7 @@ impl Memory {
         match self {
             Memory::Vram(handle) => *handle,
             Memory::Host(host) => host.handle,
+            Memory::Exportable { handle, .. } => *handle,
         }
     }
 
@@ -74,6 +102,7 @@ impl Memory {
         match self {
             Memory::Vram(_) => None,
             Memory::Host(host) => Some(host.window),
+            Memory::Exportable { window, .. } => Some(*window),
         }
     }
 
@@ -86,6 +115,12 @@ impl Memory {
                 host_pool::give(host);
                 Ok(())
             }
+            Memory::Exportable {
+                handle,
+                window,
+                len,
+                ..
+            } => driver::unmap_window(window, len).and(driver::release(handle)),
         }
     }
 }
@@ -253,15 +288,15 @@ impl Mover {
     fn copy(&self, pass: &mut [Move]) {
         let mut used: Vec<(usize, Handle)> = Vec::new();
         for m in pass.iter_mut().filter(|m| m.live()) {
-            let (dst, src) = match (m.new, m.site.memory) {
-                (Some(Memory::Host(host)), _) => (host.window, m.site.at),
-                (_, old) => match old.window() {
-                    Some(window) => (m.site.at, window),
-                    None => {
-                        m.fail("a move from VRAM to VRAM".into());
-                        continue;
-                    }
-                },
+            // Into the destination's window before the remap, else out of the old
+            // memory's window after it.
+            let (dst, src) = match (m.new.and_then(|new| new.window()), m.site.memory.window()) {
+                (Some(window), _) => (window, m.site.at),
+                (None, Some(window)) => (m.site.at, window),
+                (None, None) => {
+                    m.fail("a move from VRAM to VRAM".into());
+                    continue;
+                }
             };
             let queued = driver::set_context(m.site.ctx as Handle)
                 .and_then(|()| self.stream(m.site.ctx))
@@ -287,6 +322,35 @@ impl Mover {
                 on_it.for_each(|m| m.fail(e.clone()));
             }
         }
+    }
+
+    /// Re-creates the chunk at `site` in exportable memory where it is (an IPC export,
+    /// `ipc`): the new memory is copied into through its window and mapped at the
+    /// chunk's address as a move's is, then the old memory let go. Returns the new
+    /// memory; on failure the chunk keeps its old memory. The process must run nothing
+    /// on the GPU meanwhile, as for a move.
+    pub fn re_create(&self, site: Site) -> Result<Memory, String> {
+        let mut pass = [Move {
+            index: 0,
+            buffer: 0,
+            chunk: 0,
+            to: site.memory.location(),
+            site,
+            new: None,
+            queued: false,
+            remapped: false,
+            error: None,
+        }];
+        pass[0].new = Some(
+            driver::set_context(site.ctx as Handle)
+                .and_then(|()| Memory::exportable(site.len, site.memory))?,
+        );
+        self.copy(&mut pass);
+        remap(&mut pass);
+        let [mut m] = pass;
+        release(&mut m);
+        m.moved_to()
+            .ok_or_else(|| m.error().unwrap_or("?").to_owned())
     }
 
     /// The moves' stream in `ctx` (current), created at its first move.

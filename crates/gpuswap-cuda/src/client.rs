@@ -447,19 +447,37 @@ impl Client {
         }
     }
 
-    /// Pins the buffer holding `va` where it is (an IPC export): counted as pinned
-    /// first, then freed from the daemon's movable books, never named to the daemon
-    /// again. Returns whether a buffer of ours was newly pinned.
-    pub fn pin(&self, va: DevPtr) -> bool {
+    /// Pins the buffer holding `va` where it is for an IPC export (`ipc`), its chunks
+    /// first re-created in exportable memory at their addresses
+    /// ([`batch::Mover::re_create`]: memory that is never exported is created as
+    /// before): counted as pinned, then freed from the daemon's movable books, never
+    /// named to the daemon again. The process's GPU work is drained and held off
+    /// meanwhile, as for a move. Returns the buffer's address and bytes, and whether it
+    /// was pinned now (a pinned buffer exported again pins nothing more); `None` if
+    /// `va` is in no buffer of ours. A chunk that cannot be re-created leaves the
+    /// buffer movable (with the chunks re-created so far, which move as others do).
+    pub fn pin(&self, va: DevPtr) -> Option<Result<(DevPtr, u64, bool), String>> {
+        let _held_off = self
+            .gate
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut buffers = lock(&self.buffers);
-        let Some(buffer) = buffers
+        let buffer = buffers
             .range_mut(..=va)
             .next_back()
             .map(|(_, b)| b)
-            .filter(|b| va < b.va + b.bytes && !b.pinned)
-        else {
-            return false;
-        };
+            .filter(|b| va < b.va + b.bytes)?;
+        if buffer.pinned {
+            return Some(Ok((buffer.va, buffer.bytes, false)));
+        }
+        let current = driver::current_context();
+        let exportable = self.drain().and_then(|()| self.make_exportable(buffer));
+        // The program's thread: its context as it was (the drain and the copies set
+        // the buffers' own).
+        let _ = driver::set_context(current);
+        if let Err(e) = exportable {
+            return Some(Err(e));
+        }
         buffer.pinned = true;
         let (id, connection) = (buffer.id, buffer.connection);
         (buffer.id, buffer.connection) = (0, 0);
@@ -470,21 +488,59 @@ impl Client {
         crate::managed::pinned(base, bytes);
         self.report_unmovable();
         let _ = self.send_on(connection, &ClientMsg::Free { buffer: id });
-        true
+        Some(Ok((base, bytes, true)))
+    }
+
+    /// Re-creates each chunk of `buffer` not yet so in exportable memory where it is.
+    fn make_exportable(&self, buffer: &mut Buffer) -> Result<(), String> {
+        for index in 0..buffer.chunks.len() {
+            let memory = buffer.chunks[index];
+            if matches!(memory, Memory::Exportable { .. }) {
+                continue;
+            }
+            let (at, len) = buffer.span(index);
+            let site = batch::Site {
+                ctx: buffer.ctx,
+                at,
+                len,
+                memory,
+            };
+            let new = self.mover.re_create(site)?;
+            buffer.chunks[index] = new;
+            // A program's own mappings of the chunk follow it (`vmm`).
+            crate::vmm::moved(at, len, new.handle());
+        }
+        Ok(())
+    }
+
+    /// Chunk `index` of the pinned buffer at `base` of `bytes`, for an IPC import
+    /// (`ipc`): its offset in the buffer, its length and a descriptor of its memory;
+    /// `Ok(None)` past the last chunk. Looked up and exported under the buffers' lock,
+    /// so that a buffer freed meanwhile is never exported; an error when no such
+    /// pinned buffer is here.
+    pub fn exported_chunk(
+        &self,
+        base: DevPtr,
+        bytes: u64,
+        index: usize,
+    ) -> Result<Option<(u64, u64, std::os::fd::OwnedFd)>, String> {
+        let buffers = lock(&self.buffers);
+        let buffer = buffers
+            .get(&base)
+            .filter(|b| b.pinned && b.bytes == bytes)
+            .ok_or("no such exported buffer here (it was freed)")?;
+        let Some(memory) = buffer.chunks.get(index) else {
+            return Ok(None);
+        };
+        let (at, len) = buffer.span(index);
+        driver::set_context(buffer.ctx as Handle)?;
+        let fd = driver::export_fd(memory.handle())?;
+        Ok(Some((at - base, len, fd)))
     }
 
     /// Whether `va` is the start of a buffer of ours.
     pub fn holds(&self, va: DevPtr) -> bool {
         lock(&self.buffers).contains_key(&va)
-    }
-
-    /// Whether `va` lies in a buffer of ours.
-    pub fn contains(&self, va: DevPtr) -> bool {
-        let buffers = lock(&self.buffers);
-        buffers
-            .range(..=va)
-            .next_back()
-            .is_some_and(|(_, b)| va < b.va + b.bytes)
     }
 
     /// Bytes of the process's buffers in VRAM now (what its view's free memory is
@@ -496,7 +552,7 @@ impl Client {
                 b.chunks
                     .iter()
                     .enumerate()
-                    .filter(|(_, m)| matches!(m, Memory::Vram(_)))
+                    .filter(|(_, m)| m.location() == wire::Location::Vram)
                     .map(|(i, _)| b.span(i).1)
             })
             .sum()

@@ -31,6 +31,8 @@ pub const LOCATION_HOST: c_int = 2;
 const LOCATION_HOST_NUMA: c_int = 3;
 /// `CU_MEM_ALLOCATION_TYPE_PINNED`.
 const ALLOCATION_PINNED: c_int = 1;
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+const HANDLE_TYPE_POSIX_FD: c_int = 1;
 /// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
 const ACCESS_READWRITE: c_int = 3;
 
@@ -561,10 +563,88 @@ pub mod driver {
         // SAFETY: a stream from `stream_create`, destroyed once.
         check(unsafe { f(stream) }, "cuStreamDestroy")
     }
+
+    /// New memory of `bytes` of the kind `like` is (its location, as the driver says
+    /// of it), exportable as a POSIX file descriptor ([`export_fd`]): `cuMemCreate`
+    /// fixes the types a handle exports at its creation.
+    pub fn create_exportable(like: u64, bytes: u64) -> Result<u64, String> {
+        let props = real!(c"cuMemGetAllocationPropertiesFromHandle"; fn(*mut AllocationProp, u64) -> CuResult);
+        let create =
+            real!(c"cuMemCreate"; fn(*mut u64, usize, *const AllocationProp, u64) -> CuResult);
+        let mut p = prop(LOCATION_DEVICE);
+        // SAFETY: `p` is valid for a write; `like` is a live handle of ours.
+        check(
+            unsafe { props(&mut p, like) },
+            "cuMemGetAllocationPropertiesFromHandle",
+        )?;
+        p.requested_handle_types = HANDLE_TYPE_POSIX_FD;
+        let mut handle = 0u64;
+        // SAFETY: valid pointers; flags must be 0.
+        check(
+            unsafe { create(&mut handle, bytes as usize, &p, 0) },
+            "cuMemCreate of exportable memory",
+        )?;
+        Ok(handle)
+    }
+
+    /// A file descriptor of `handle`'s memory (made by [`create_exportable`]) for
+    /// another process to import; closed when dropped.
+    pub fn export_fd(handle: u64) -> Result<std::os::fd::OwnedFd, String> {
+        let f = real!(c"cuMemExportToShareableHandle"; fn(*mut c_int, u64, c_int, u64) -> CuResult);
+        let mut fd: c_int = -1;
+        // SAFETY: `fd` is valid for the int a POSIX descriptor export writes.
+        check(
+            unsafe { f(&mut fd, handle, HANDLE_TYPE_POSIX_FD, 0) },
+            "cuMemExportToShareableHandle",
+        )?;
+        // SAFETY: the driver made the descriptor for the caller, who owns it.
+        Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    }
+
+    /// A handle of the memory another process exported as `fd` (the descriptor stays
+    /// the caller's to close); the driver's error as its code.
+    pub fn import_fd(fd: std::os::fd::BorrowedFd<'_>) -> Result<u64, CuResult> {
+        use std::os::fd::AsRawFd;
+        let f =
+            real!(c"cuMemImportFromShareableHandle"; fn(*mut u64, *mut c_void, c_int) -> CuResult);
+        let mut handle = 0u64;
+        // SAFETY: `handle` is valid for a write; a POSIX descriptor is passed as the
+        // pointer's value, as cuda.h says of that type.
+        let rc = unsafe {
+            f(
+                &mut handle,
+                fd.as_raw_fd() as usize as *mut c_void,
+                HANDLE_TYPE_POSIX_FD,
+            )
+        };
+        if rc == CUDA_SUCCESS {
+            Ok(handle)
+        } else {
+            Err(rc)
+        }
+    }
+
+    /// Maps `handle` (of `bytes`) at a range of its own, readable and writable by the
+    /// device: a window that copies reach it through.
+    pub fn map_window(handle: u64, bytes: u64) -> Result<DevPtr, String> {
+        let window = reserve(bytes, 0)?;
+        map(window, bytes, handle)
+            .map(|()| window)
+            .inspect_err(|_| {
+                let _ = unreserve(window, bytes);
+            })
+    }
+
+    /// Unmaps a window of [`map_window`] and gives its range back.
+    pub fn unmap_window(window: DevPtr, bytes: u64) -> Result<(), String> {
+        unmap(window, bytes).and(unreserve(window, bytes))
+    }
 }
 
 /// `CUDA_ERROR_INVALID_HANDLE`: a handle the driver (or `vmm`) does not know.
 pub const CUDA_ERROR_INVALID_HANDLE: CuResult = 400;
+/// `CUDA_ERROR_MAP_FAILED`: an IPC import that could not be mapped.
+pub const CUDA_ERROR_MAP_FAILED: CuResult = 205;
 
 /// `CUmemAllocationProp` as a program gave it to `cuMemCreate`, kept by value for
 /// `cuMemGetAllocationPropertiesFromHandle` (its Win32 pointer kept as an integer, never

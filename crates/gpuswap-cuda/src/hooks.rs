@@ -560,47 +560,90 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     })
 }
 
-/// An IPC export (issue 41, item 4) of a managed buffer pins it where it is: another
-/// process maps its memory, which the interposer cannot remap under that process, so
-/// the daemon never moves it again; the process counts it as pinned (`managed`) and it
-/// leaves the daemon's movable books. It is counted once, at the exporter: an
-/// importer's `cuIpcOpenMemHandle` and `cuIpcCloseMemHandle` are not interposed and
-/// reach the driver unchanged, so they count nothing. A buffer is pinned as it is:
-/// chunks in VRAM stay there, chunks in host memory at the export stay in host memory
-/// (mapped into the device's address space, as the importer then sees them); all of it
-/// counts as pinned. The pin lasts until the buffer is freed, even if the driver refuses
-/// the export (a real driver exports only `cuMemAlloc`'s own memory and refuses memory
-/// mapped with `cuMemMap`, which managed buffers are: then the program gets the
-/// driver's error, and the pin only costs the daemon a buffer it may not move).
+/// An IPC export (issue 41, item 4) of an address in a managed buffer (`ipc`): the
+/// buffer is pinned where it is (another process maps its memory, which the interposer
+/// cannot remap under that process, so the daemon never moves it again; the process
+/// counts it as pinned, `managed`), its chunks made exportable, and the handle is
+/// gpuswap's, served by the interposer. It is counted once, at the exporter: the
+/// importer's interposer counts nothing. A buffer is pinned as it is: chunks in VRAM
+/// stay there, chunks in host memory at the export stay in host memory (mapped into
+/// the device's address space, as the importer then sees them); all of it counts as
+/// pinned, until the buffer is freed. Other memory's export is the driver's.
 ///
 /// # Safety
 /// Called by C with cuda.h's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuIpcGetMemHandle(handle: Handle, dptr: DevPtr) -> CuResult {
     guarded("cuIpcGetMemHandle", || {
-        let real = real!(c"cuIpcGetMemHandle"; fn(Handle, DevPtr) -> CuResult);
-        let Some(client) = managed() else {
-            // SAFETY: forwarded as given.
-            return unsafe { real(handle, dptr) };
-        };
-        // No move may start between the export and the pin: moves run while the
-        // process is suspended, which waits for the gate.
-        let _held = gate();
-        // SAFETY: forwarded as given.
-        let rc = unsafe { real(handle, dptr) };
-        if rc == ffi::CUDA_SUCCESS {
-            if client.pin(dptr) {
+        let exported = client()
+            .filter(|_| !handle.is_null())
+            .and_then(|client| crate::ipc::export(client, dptr));
+        match exported {
+            Some(Ok(ours)) => {
                 diag::trace_note("a managed buffer was pinned for an IPC export");
+                // SAFETY: checked non-null; the caller gives a CUipcMemHandle.
+                unsafe { *handle.cast::<crate::ipc::IpcMemHandle>() = ours };
+                ffi::CUDA_SUCCESS
             }
-        } else if client.contains(dptr) {
-            diag::warn(&format!(
-                "cuIpcGetMemHandle of a managed buffer failed (CUDA error {rc}): the driver \
-                 exports only cuMemAlloc's own memory, and gpuswap maps its buffers with \
-                 cuMemMap; IPC of managed memory is not supported yet \
-                 (GPUSWAP_PASSTHROUGH=1 runs the program unmanaged)"
-            ));
+            Some(Err((rc, why))) => {
+                diag::warn(&format!(
+                    "cuIpcGetMemHandle of a managed buffer failed (CUDA error {rc}): {why}"
+                ));
+                rc
+            }
+            None => {
+                let real = real!(c"cuIpcGetMemHandle"; fn(Handle, DevPtr) -> CuResult);
+                // SAFETY: not ours: forwarded as given.
+                unsafe { real(handle, dptr) }
+            }
         }
-        rc
+    })
+}
+
+/// Opens an IPC handle: a gpuswap handle maps the exporter's buffer here (`ipc`),
+/// whether or not this process is managed, and counts nothing; another goes to the
+/// driver.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
+    dptr: *mut DevPtr,
+    handle: crate::ipc::IpcMemHandle,
+    flags: c_uint,
+) -> CuResult {
+    guarded("cuIpcOpenMemHandle_v2", || {
+        let Some(ticket) = crate::ipc::Ticket::read(&handle) else {
+            let real = real!(c"cuIpcOpenMemHandle_v2"; fn(*mut DevPtr, crate::ipc::IpcMemHandle, c_uint) -> CuResult);
+            // SAFETY: not ours: forwarded as given.
+            return unsafe { real(dptr, handle, flags) };
+        };
+        if dptr.is_null() {
+            return ffi::CUDA_ERROR_INVALID_VALUE;
+        }
+        match crate::ipc::open(ticket, flags) {
+            Ok(va) => {
+                // SAFETY: checked non-null; the caller gives a writable pointer.
+                unsafe { *dptr = va };
+                ffi::CUDA_SUCCESS
+            }
+            Err(rc) => rc,
+        }
+    })
+}
+
+/// Closes an opened IPC handle: ours (`ipc`), or the driver's.
+///
+/// # Safety
+/// Called by C with cuda.h's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: DevPtr) -> CuResult {
+    guarded("cuIpcCloseMemHandle", || {
+        crate::ipc::close(dptr).unwrap_or_else(|| {
+            let real = real!(c"cuIpcCloseMemHandle"; fn(DevPtr) -> CuResult);
+            // SAFETY: not ours: forwarded as given.
+            unsafe { real(dptr) }
+        })
     })
 }
 
@@ -614,6 +657,14 @@ fn unmovable_table() -> Vec<(&'static CStr, usize)> {
         (
             c"cuIpcGetMemHandle",
             cuIpcGetMemHandle as *const () as usize,
+        ),
+        (
+            c"cuIpcOpenMemHandle_v2",
+            cuIpcOpenMemHandle_v2 as *const () as usize,
+        ),
+        (
+            c"cuIpcCloseMemHandle",
+            cuIpcCloseMemHandle as *const () as usize,
         ),
     ]
 }

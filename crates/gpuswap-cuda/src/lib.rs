@@ -35,7 +35,9 @@
 //!   their frees honoured in stream order): the pool figures they add to, the frees
 //!   waiting for their streams;
 //! - `managed`: the books of memory the daemon cannot move (managed memory, buffers
-//!   pinned for IPC exports), which the daemon is told of.
+//!   pinned for IPC exports), which the daemon is told of;
+//! - `ipc`: IPC of managed buffers, by descriptor passing: the exporter's handles, the
+//!   thread that serves their memory to importers, and the importer's mappings.
 //!
 //! Environment: `GPUSWAP_SOCKET` (the daemon's socket), `GPUSWAP_DAEMON_USER` (the user,
 //! a name or a uid, of a daemon run as neither the process's user nor root),
@@ -60,6 +62,7 @@ mod ffi;
 mod hami;
 mod hooks;
 mod host_pool;
+mod ipc;
 mod liveness;
 mod managed;
 mod pools;

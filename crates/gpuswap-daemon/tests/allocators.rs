@@ -88,6 +88,19 @@ impl Stepped {
         name: &str,
         check: impl Fn(Option<&TenantRow>, u64) -> bool,
     ) -> Snapshot {
+        let snap = self.reach(w, socket, name, check);
+        self.go_on();
+        snap
+    }
+
+    /// [`Stepped::at`] without letting the program go on ([`Stepped::go_on`]).
+    fn reach(
+        &mut self,
+        w: &World,
+        socket: &Path,
+        name: &str,
+        check: impl Fn(Option<&TenantRow>, u64) -> bool,
+    ) -> Snapshot {
         let want = format!("pool-client: step {name}");
         loop {
             let Some(line) = self.steps.next() else {
@@ -100,7 +113,7 @@ impl Stepped {
         }
         let pid = self.child.id();
         let deadline = Instant::now() + Duration::from_secs(30);
-        let snap = loop {
+        loop {
             let standin = w.standin_vram(pid);
             if let Ok(snap) = observe(socket) {
                 let row = snap.tenants.iter().find(|t| t.pid == pid);
@@ -113,9 +126,12 @@ impl Stepped {
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
-        };
+        }
+    }
+
+    /// Lets the program go on from the step it waits at.
+    fn go_on(&mut self) {
         writeln!(self.child.stdin.as_mut().unwrap()).unwrap();
-        snap
     }
 
     /// Waits for the end; returns the output (stderr as logged).
@@ -245,56 +261,115 @@ fn pitched_memory_is_managed_and_copies_in_2d() {
     s.finish();
 }
 
-/// IPC as a real driver allows it: `cuIpcGetMemHandle` exports only `cuMemAlloc`'s own
-/// memory, and a managed buffer is mapped with `cuMemMap`, so its export fails with a
-/// message and pins nothing; a process outside gpuswap exports, and one under it opens
-/// the export unmanaged and counted nothing (the exporter's memory is not the daemon's).
+/// IPC of a managed buffer between two processes under gpuswap: the exporter's 8 MiB
+/// buffer is pinned in VRAM at its export and counted there once (pinned, as `top`
+/// shows it), never at the importer; the exporter then allocates 16 MiB more beside the
+/// other program's 16, in 24 MiB of VRAM, and the daemon evicts around the pinned
+/// buffer, never moving it: the importer, which opened it before, reads the exporter's
+/// half after the evictions and writes its own, and both verify every byte. After the
+/// free, the handle opens nothing.
 #[test]
-fn ipc_of_a_managed_buffer_fails_cleanly_and_an_import_counts_nothing() {
+fn ipc_of_a_managed_buffer_pins_it_at_the_exporter_only() {
     let s = Scene::new("ipc");
-    let managed =
+    let mut exporter = s.client("--mode export --buffers 2 --size 8MiB --rounds 3 --hold-ms 150");
+    s.at(&mut exporter, "allocated", |r, vram| {
+        books(r, vram, 8 * MIB)
+    });
+    // Pinned: out of the movable chunks, counted once as pinned, charged as before.
+    let pinned = |r: Option<&TenantRow>, vram: u64, movable: u64| {
+        books(r, vram, movable) && r.is_some_and(|r| r.pinned_bytes == 8 * MIB)
+    };
+    exporter.reach(&s.w, &s.d.socket, "exported", |r, vram| pinned(r, vram, 0));
+    let handle = handle_line(&mut exporter);
+    let mut importer = s.client(&format!("--mode import --handle {handle} --size 8MiB"));
+    let exporter_pid = exporter.child.id();
+    let snap = importer.reach(&s.w, &s.d.socket, "opened", |r, vram| {
+        vram == 0 && r.is_none_or(|r| counted(r) + r.host_bytes == 0)
+    });
+    let row = snap.tenants.iter().find(|t| t.pid == exporter_pid);
+    assert!(row.is_some_and(|r| r.pinned_bytes == 8 * MIB), "{snap:?}");
+    // 8 MiB pinned, 16 movable beside the other program's 16, in 24: evictions.
+    exporter.go_on();
+    let snap = exporter.reach(&s.w, &s.d.socket, "oversubscribed", |r, vram| {
+        pinned(r, vram, 16 * MIB)
+    });
+    assert!(
+        snap.tenants.iter().map(|t| t.host_bytes).sum::<u64>() > 0,
+        "nothing was evicted: {snap:?}"
+    );
+    // The importer reads the exporter's half after the evictions and writes its own.
+    importer.go_on();
+    s.at(&mut importer, "closed", nothing);
+    verified(&importer.finish(), "importer");
+    exporter.go_on();
+    exporter.reach(&s.w, &s.d.socket, "freed", nothing);
+    // The exporter lives on at its last step: the freed buffer's handle opens nothing.
+    let stale =
         s.w.command(
             gpuswap_standin::pool_client(),
-            &["--mode", "export", "--size", "8MiB"],
+            &["--mode", "import", "--handle", &handle, "--size", "8MiB"],
             STANDIN_VRAM,
         )
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&managed.stderr);
-    assert_eq!(managed.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("IPC of managed memory is not supported yet"),
-        "{stderr}"
-    );
-    let snap = observe(&s.d.socket).unwrap();
-    assert!(snap.tenants.iter().all(|t| t.pinned_bytes == 0), "{snap:?}");
+    let stderr = String::from_utf8_lossy(&stale.stderr);
+    assert_eq!(stale.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("CUDA_ERROR_INVALID_HANDLE"), "{stderr}");
+    exporter.go_on();
+    verified(&exporter.finish(), "exporter");
+    s.finish();
+}
+
+/// The handle line an exporter printed before its step.
+fn handle_line(exporter: &mut Stepped) -> String {
+    let mut line = String::new();
+    BufReader::new(exporter.child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let handle = line.trim().strip_prefix("handle ");
+    handle.expect("a handle line").to_owned()
+}
+
+/// The driver's own IPC handles pass through the interposer: a process outside
+/// gpuswap exports a buffer, and one under it opens the export unmanaged and counts
+/// nothing (the exporter's memory is not the daemon's).
+#[test]
+fn the_drivers_own_ipc_handles_pass_through_and_an_import_counts_nothing() {
+    let s = Scene::new("ipc-plain");
     let mut plain = s.w.command(
         gpuswap_standin::pool_client(),
-        &["--mode", "export", "--size", "8MiB", "--steps"],
+        &[
+            "--mode",
+            "export",
+            "--buffers",
+            "1",
+            "--size",
+            "8MiB",
+            "--rounds",
+            "1",
+            "--steps",
+        ],
         STANDIN_VRAM,
     );
     plain.env_remove("LD_PRELOAD");
     let mut exporter = Stepped::spawn(plain);
+    s.at(&mut exporter, "allocated", |r, vram| {
+        r.is_none() && vram == 8 * MIB
+    });
     s.at(&mut exporter, "exported", |r, vram| {
         r.is_none() && vram == 8 * MIB
     });
-    let mut handle = String::new();
-    BufReader::new(exporter.child.stdout.as_mut().unwrap())
-        .read_line(&mut handle)
-        .unwrap();
-    let handle = handle
-        .trim()
-        .strip_prefix("handle ")
-        .expect("a handle line");
+    let handle = handle_line(&mut exporter);
+    exporter.reach(&s.w, &s.d.socket, "oversubscribed", |r, vram| {
+        r.is_none() && vram == 16 * MIB
+    });
     let mut importer = s.client(&format!("--mode import --handle {handle} --size 8MiB"));
     s.at(&mut importer, "opened", |r, vram| {
         vram == 0 && r.is_none_or(|r| counted(r) + r.host_bytes == 0)
     });
     s.at(&mut importer, "closed", nothing);
     verified(&importer.finish(), "importer");
-    s.at(&mut exporter, "imported", |r, vram| {
-        r.is_none() && vram == 8 * MIB
-    });
+    exporter.go_on();
     s.at(&mut exporter, "freed", nothing);
     verified(&exporter.finish(), "exporter");
     s.finish();

@@ -12,11 +12,14 @@
  *                   the host directly and read back by the device.
  *   --mode pitch    a cuMemAllocPitch of SIZE rows of 1000 bytes, written and read with
  *                   cuMemcpy2D from host rows of another pitch.
- *   --mode export   one cuMemAlloc buffer of SIZE, exported with cuIpcGetMemHandle: the
- *                   handle goes to stdout as "handle HEX"; once stdin says a line, the
- *                   importer's writes to its second half are verified.
+ *   --mode export   one cuMemAlloc buffer of SIZE, exported with cuIpcGetMemHandle of
+ *                   its middle (the handle names the whole buffer): the handle goes to
+ *                   stdout as "handle HEX"; then BUFFERS more buffers of SIZE are
+ *                   allocated beside it (under gpuswap beside another tenant: an
+ *                   oversubscription, chunks evicted); once the importer wrote its
+ *                   second half, both halves and the other buffers are verified.
  *   --mode import --handle HEX   opens the export, verifies its first half and writes
- *                   its second half.
+ *                   its second half, verified again before it closes.
  *
  * Every buffer is written with gpuswap_pattern(seed, word) and verified word by word
  * ROUNDS times, HOLD_MS apart, so that a manager may move it between the checks. With
@@ -248,23 +251,41 @@ static void mode_pitch(size_t height)
     step("freed");
 }
 
-static void mode_export(size_t bytes)
+/* The exported buffer holds the exporter's pattern in its first half, the importer's
+ * in its second. */
+static void verify_halves(CUdeviceptr d, size_t bytes)
 {
-    CUdeviceptr d;
+    verify(d, bytes / 2, 11, 0, "the exporter's half");
+    verify(d + bytes / 2, bytes / 2, 12, bytes / 8, "the importer's half");
+}
+
+static void mode_export(size_t n, size_t bytes)
+{
+    CUdeviceptr d, others[MAX_BUFFERS];
+    uint32_t seed[MAX_BUFFERS];
     CUipcMemHandle h;
     CHECK(cuMemAlloc_v2(&d, bytes));
     fill(d, bytes, 11, 0);
-    CHECK(cuIpcGetMemHandle(&h, d));
+    step("allocated");
+    CHECK(cuIpcGetMemHandle(&h, d + bytes / 2));
     printf("handle ");
     for (size_t i = 0; i < sizeof h.reserved; i++)
         printf("%02x", (unsigned char)h.reserved[i]);
     printf("\n");
     fflush(stdout);
     step("exported");
-    /* The importer wrote the second half; the first is still ours. */
-    step("imported");
-    verify(d, bytes / 2, 11, 0, "the exporter's half");
-    verify(d + bytes / 2, bytes / 2, 12, bytes / 8, "the importer's half");
+    for (size_t i = 0; i < n; i++) {
+        CHECK(cuMemAlloc_v2(&others[i], bytes));
+        seed[i] = (uint32_t)(20 + i);
+        fill(others[i], bytes, seed[i], 0);
+    }
+    /* The importer writes the second half meanwhile; the first is still ours. */
+    step("oversubscribed");
+    verify_halves(d, bytes);
+    rounds(others, n, bytes, seed);
+    verify_halves(d, bytes);
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemFree_v2(others[i]));
     CHECK(cuMemFree_v2(d));
     step("freed");
 }
@@ -284,6 +305,7 @@ static void mode_import(const char *hex, size_t bytes)
     step("opened");
     verify(d, bytes / 2, 11, 0, "the exporter's half, imported");
     fill(d + bytes / 2, bytes / 2, 12, bytes / 8);
+    verify_halves(d, bytes);
     CHECK(cuIpcCloseMemHandle(d));
     step("closed");
 }
@@ -339,7 +361,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "pitch"))
         mode_pitch((size_t)bytes / PITCH_WIDTH);
     else if (!strcmp(mode, "export"))
-        mode_export((size_t)bytes);
+        mode_export((size_t)n, (size_t)bytes);
     else if (!strcmp(mode, "import"))
         mode_import(handle, (size_t)bytes);
     else {

@@ -1143,6 +1143,39 @@ API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAll
     return end(CUDA_SUCCESS);
 }
 
+/* A new handle of the memory another process exported with
+ * cuMemExportToShareableHandle: a POSIX file descriptor, passed as the pointer's value
+ * as cuda.h says; the new handle holds a dup of it (the caller still closes its own).
+ * It is charged no VRAM: the exporter's handle is. Only stand-in memory imports (a
+ * memfd, as every handle's memory is); its properties read as pinned memory on device
+ * 0 that exports by descriptor (a descriptor does not tell host memory from VRAM). */
+API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                            CUmemAllocationHandleType shHandleType)
+{
+    struct stat st;
+    struct handle *h;
+    int fd = (int)(intptr_t)osHandle;
+    ENTER(0);
+    FAIL_IF(shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, CUDA_ERROR_NOT_SUPPORTED);
+    FAIL_IF(handle == NULL || fcntl(fd, F_GET_SEALS) < 0 || fstat(fd, &st) != 0 ||
+                st.st_size <= 0 || (size_t)st.st_size % GRANULARITY != 0,
+            CUDA_ERROR_INVALID_VALUE);
+    FAIL_IF((h = calloc(1, sizeof *h)) == NULL, CUDA_ERROR_OUT_OF_MEMORY);
+    if ((h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        free(h);
+        return end(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    h->id = g_next_handle++;
+    h->size = (size_t)st.st_size;
+    h->prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    h->next = g_handles;
+    g_handles = h;
+    *handle = h->id;
+    return end(CUDA_SUCCESS);
+}
+
 /* ---------------------------------------------------------- plain memory */
 
 /* create + reserve + map + access of a handle at `where` (DEVICE: charged as VRAM),
@@ -1929,9 +1962,10 @@ API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
  * line "offset size fd fd_offset" per mapping. The handle names that file (a magic, the
  * pid, the base). cuIpcOpenMemHandle_v2 in another process reserves a range of the same
  * size and maps each mapping's memfd there through /proc/PID/fd/FD, so both processes
- * see the same bytes; the importer charges no VRAM (the exporter's handles do). Unlike a
- * real driver, which exports only cuMemAlloc's memory, any mapped reservation exports:
- * the interposer's managed buffers are reservations backed chunk by chunk.
+ * see the same bytes; the importer charges no VRAM (the exporter's handles do). As a
+ * real driver, it exports only cuMemAlloc's own memory: the interposer exports its
+ * managed buffers (reservations backed chunk by chunk) by descriptor passing instead,
+ * with cuMemExportToShareableHandle and cuMemImportFromShareableHandle.
  */
 #define IPC_MAGIC 0x47534950u /* "GSIP" */
 
