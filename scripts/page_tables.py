@@ -452,18 +452,20 @@ def real_e2e(bin_path, out):
 
 
 def measured_chunks():
-    """{chunk size: (a's moves, b's moves, b's waits in s, a's time, b's time)}, each a list
-    over the runs of the chunks step."""
+    """{chunk size: (a's moves, b's moves, bytes evicted and returned of both in GB, b's
+    waits in s, a's time, b's time)}, each a list over the runs of the chunks step."""
     found = {}
     for run in CHUNK_RUNS:
         for line in steps(run, "chunks"):
             chunk = line["chunk"]
             totals = daemon_totals(line["daemon"], {0: "a", 1: "b"})
-            row = found.setdefault(chunk, ([], [], [], [], []))
+            row = found.setdefault(chunk, ([], [], [], [], [], [], []))
             row[0].append(totals["a"][2])
             row[1].append(totals["b"][2])
-            row[2].append(totals["b"][3])
-            for i, who in [(3, "a"), (4, "b")]:
+            for i in (0, 1):
+                row[2 + i].append(sum(t[i] for t in totals.values()) / 1e9)
+            row[4].append(totals["b"][3])
+            for i, who in [(5, "a"), (6, "b")]:
                 client = run / f"chunks-{chunk}-{who}.json"
                 if client.exists():
                     row[i].append(json.loads(client.read_text())["elapsed_ms"] / 1e3)
@@ -475,7 +477,15 @@ def real_chunks(bin_path, out):
     rows = read(sweep(bin_path, "real/chunks-h100.toml", out) / "results.csv")
     base = (ROOT / "scenarios/real/chunks-h100.toml").read_text()
     measured = measured_chunks()
-    names = ["a's chunk moves", "b's chunk moves", "b's allocations waited (s)", "a's time (s)", "b's time (s)"]
+    names = [
+        "a's chunk moves",
+        "b's chunk moves",
+        "bytes evicted, both (GB)",
+        "bytes returned, both (GB)",
+        "b's allocations waited (s)",
+        "a's time (s)",
+        "b's time (s)",
+    ]
     lines = ["| chunk | figure | measured | simulated | simulated / measured |", "|---|---|---|---|---|"]
     for r in rows:
         chunk = r["manager.chunk_size"]
@@ -484,8 +494,9 @@ def real_chunks(bin_path, out):
         point.write_text(base.replace('chunk_size = "2MiB"', f'chunk_size = "{chunk}"'))
         waits = sim_totals(simulated(bin_path, point)["b"], chunk_bytes)[3]
         moves = [round(int(r[f"{w}.bytes_evicted"]) / chunk_bytes) + round(int(r[f"{w}.bytes_returned"]) / chunk_bytes) for w in "ab"]
-        sims = moves + [waits, int(r["a.total_ns"]) / 1e9, int(r["b.total_ns"]) / 1e9]
-        for name, m, sim in zip(names, measured.get(chunk, ([],) * 5), sims):
+        both = [sum(int(r[f"{w}.bytes_{way}"]) for w in "ab") / 1e9 for way in ["evicted", "returned"]]
+        sims = moves + both + [waits, int(r["a.total_ns"]) / 1e9, int(r["b.total_ns"]) / 1e9]
+        for name, m, sim in zip(names, measured.get(chunk, ([],) * len(names)), sims):
             lines.append(f"| {chunk[:-3]} MiB | {name} | " + " | ".join(versus(m, sim)) + " |")
     return lines
 
