@@ -15,6 +15,7 @@ whose tables pass --check says what the binary gives.
 
 import argparse
 import difflib
+import json
 import math
 import os
 import re
@@ -336,6 +337,199 @@ def pilot_mps_levels(bin_path, out):
     return lines
 
 
+
+REAL_RUNS = DOCS / "real-gpu"
+# The H200's runs of the e2e pair and alone; the H100's at the daemon's defaults (the tenth
+# run, 2026-11-26-h100-pool, had a pool of pinned host memory: left out).
+H200_RUNS = sorted(REAL_RUNS.glob("2026-11-26-h200*"))
+H100_RUNS = [REAL_RUNS / "2026-11-26-h100-moves", REAL_RUNS / "2026-11-26-h100-final"]
+CHUNK_RUNS = [REAL_RUNS / "2026-11-26-h100-moves", REAL_RUNS / "2026-11-26-h100-chunks"]
+GONE = re.compile(
+    r"tenant (\d+) \(pid \d+\) gone: [^;]*; (\d+) bytes evicted, (\d+) returned, (\d+) chunk moves.*? (\d+) allocations waited ([\d.]+) ms"
+)
+CONNECTED = re.compile(r'tenant (\d+) connected: pid \d+, "(\w+)"')
+
+
+def steps(run, step):
+    """The lines of a run's summary.jsonl for `step`."""
+    path = run / "summary.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [d for d in map(json.loads, lines) if d.get("step") == step]
+
+
+def daemon_totals(text, names):
+    """{tenant name: (bytes evicted, bytes returned, chunk moves, allocation waits in s)} from
+    the daemon's lines for the tenants that left; `names` maps its tenant numbers to names
+    (the clients connect in order: a a second before b)."""
+    names = {**names, **{int(i): n for i, n in CONNECTED.findall(text)}}
+    return {
+        names[int(i)]: (int(ev), int(ret), int(moves), float(ms) / 1e3)
+        for i, ev, ret, moves, _, ms in GONE.findall(text)
+    }
+
+
+def measured_pair(runs):
+    """Each e2e pair's client times (s) and daemon totals, over `runs`."""
+    times = {"a": [], "b": []}
+    totals = []
+    for run in runs:
+        for line in steps(run, "e2e-daemon"):
+            for who in times:
+                times[who].append(line[who]["elapsed_ms"] / 1e3)
+        log = run / "daemon-e2e.log"
+        found = daemon_totals(log.read_text(), {}) if log.exists() else {}
+        if found:
+            totals.append(found)
+    return times, totals
+
+
+def simulated(bin_path, scenario):
+    """{tenant name: its record} of `gpuswap run --json` of a scenario file."""
+    text = subprocess.run([str(bin_path), "run", "--json", str(scenario)], check=True, capture_output=True, text=True).stdout
+    return {t["name"]: t for t in json.loads(text)["tenants"]}
+
+
+def sim_totals(tenant, chunk_bytes):
+    """A simulated tenant's (bytes evicted, bytes returned, chunk moves, waits in s), as the
+    daemon counts them: each chunk moved either way is a move."""
+    ev, ret = tenant["bytes_evicted"], tenant["bytes_returned"]
+    return ev, ret, round(ev / chunk_bytes) + round(ret / chunk_bytes), sum(tenant["eviction_split_ns"].values()) / 1e9
+
+
+def figure(x):
+    """Three significant digits, whole numbers from 100 on."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def ratio(sim, measured):
+    return f"{sim / measured:.2f}" if measured else "-"
+
+
+def versus(measured, sim):
+    """`measured | simulated | simulated / measured` cells: a range of the runs' values
+    where they differ in each run (times), else each value with its count of runs."""
+    if not measured:
+        return ["-", figure(sim), "-"]
+    values = list(dict.fromkeys(figure(m) for m in measured))
+    if len(values) > 2 and len(values) == len(measured):
+        low, high = min(measured), max(measured)
+        return [f"{figure(low)}-{figure(high)} ({len(measured)} runs)", figure(sim), f"{ratio(sim, high)}-{ratio(sim, low)}"]
+    counted = {v: sum(figure(m) == v for m in measured) for v in values}
+    firsts = {figure(m): m for m in reversed(measured)}
+    shown = ", ".join(v + (f" ({n} runs)" if n > 1 else "") for v, n in counted.items())
+    return [shown, figure(sim), ", ".join(ratio(sim, firsts[v]) for v in values)]
+
+
+E2E_FIGURES = [
+    ("bytes evicted (GB)", 0, 1e9),
+    ("bytes returned (GB)", 1, 1e9),
+    ("chunk moves", 2, 1),
+    ("allocations waited (s)", 3, 1),
+]
+
+
+def real_e2e(bin_path, out):
+    """docs/real-gpu.md, "The simulator against our runs": the e2e client alone and the pair."""
+    lines = ["| run | figure | measured | simulated | simulated / measured |", "|---|---|---|---|---|"]
+    alone = [line["result"]["elapsed_ms"] / 1e3 for run in H200_RUNS for line in steps(run, "e2e-alone")]
+    sim = simulated(bin_path, ROOT / "scenarios/real/e2e-alone.toml")["alone"]
+    lines.append("| H200, alone (e2e-alone.toml) | time (s) | " + " | ".join(versus(alone, sim["total_ns"] / 1e9)) + " |")
+    for label, runs, scenario in [
+        ("H200, pair (e2e-pair.toml)", H200_RUNS, "e2e-pair.toml"),
+        ("H100, pair (e2e-pair-h100.toml)", H100_RUNS, "e2e-pair-h100.toml"),
+    ]:
+        times, totals = measured_pair(runs)
+        sim = simulated(bin_path, ROOT / "scenarios/real" / scenario)
+        for who in ["a", "b"]:
+            cells = versus(times[who], sim[who]["total_ns"] / 1e9)
+            lines.append(f"| {label} | {who}'s time (s) | " + " | ".join(cells) + " |")
+        for who in ["a", "b"]:
+            mine = sim_totals(sim[who], 2 << 20)
+            for name, i, unit in E2E_FIGURES:
+                cells = versus([t[who][i] / unit for t in totals], mine[i] / unit)
+                lines.append(f"| {label} | {who}'s {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def measured_chunks():
+    """{chunk size: (a's moves, b's moves, bytes evicted and returned of both in GB, b's
+    waits in s, a's time, b's time)}, each a list over the runs of the chunks step."""
+    found = {}
+    for run in CHUNK_RUNS:
+        for line in steps(run, "chunks"):
+            chunk = line["chunk"]
+            totals = daemon_totals(line["daemon"], {0: "a", 1: "b"})
+            row = found.setdefault(chunk, ([], [], [], [], [], [], []))
+            row[0].append(totals["a"][2])
+            row[1].append(totals["b"][2])
+            for i in (0, 1):
+                row[2 + i].append(sum(t[i] for t in totals.values()) / 1e9)
+            row[4].append(totals["b"][3])
+            for i, who in [(5, "a"), (6, "b")]:
+                client = run / f"chunks-{chunk}-{who}.json"
+                if client.exists():
+                    row[i].append(json.loads(client.read_text())["elapsed_ms"] / 1e3)
+    return found
+
+
+def real_chunks(bin_path, out):
+    """docs/real-gpu.md, "The simulator against our runs": the chunks step on the H100."""
+    rows = read(sweep(bin_path, "real/chunks-h100.toml", out) / "results.csv")
+    base = (ROOT / "scenarios/real/chunks-h100.toml").read_text()
+    measured = measured_chunks()
+    names = [
+        "a's chunk moves",
+        "b's chunk moves",
+        "bytes evicted, both (GB)",
+        "bytes returned, both (GB)",
+        "b's allocations waited (s)",
+        "a's time (s)",
+        "b's time (s)",
+    ]
+    lines = ["| chunk | figure | measured | simulated | simulated / measured |", "|---|---|---|---|---|"]
+    for r in rows:
+        chunk = r["manager.chunk_size"]
+        chunk_bytes = int(chunk[:-3]) << 20
+        point = out / f"chunks-h100-{chunk}.toml"
+        point.write_text(base.replace('chunk_size = "2MiB"', f'chunk_size = "{chunk}"'))
+        waits = sim_totals(simulated(bin_path, point)["b"], chunk_bytes)[3]
+        moves = [round(int(r[f"{w}.bytes_evicted"]) / chunk_bytes) + round(int(r[f"{w}.bytes_returned"]) / chunk_bytes) for w in "ab"]
+        both = [sum(int(r[f"{w}.bytes_{way}"]) for w in "ab") / 1e9 for way in ["evicted", "returned"]]
+        sims = moves + both + [waits, int(r["a.total_ns"]) / 1e9, int(r["b.total_ns"]) / 1e9]
+        for name, m, sim in zip(names, measured.get(chunk, ([],) * len(names)), sims):
+            lines.append(f"| {chunk[:-3]} MiB | {name} | " + " | ".join(versus(m, sim)) + " |")
+    return lines
+
+
+def real_torch(bin_path, out):
+    """docs/real-gpu.md, "The simulator against our runs": the PyTorch pairs, shared as measured."""
+    lines = ["| run | figure | measured | simulated | simulated / measured |", "|---|---|---|---|---|"]
+    for label, runs, scenario in [
+        ("H200 (torch-pair.toml)", H200_RUNS, "torch-pair.toml"),
+        ("H100 (torch-pair-h100.toml)", H100_RUNS, "torch-pair-h100.toml"),
+    ]:
+        alone, pair, slowdowns = [], [], []
+        for run in runs:
+            for a, p in zip(steps(run, "torch-alone"), steps(run, "torch-pair")):
+                each = [p[w]["compute_s"] for w in "pq"]
+                alone.append(a["result"]["compute_s"])
+                pair += each
+                slowdowns += [t / a["result"]["compute_s"] for t in each]
+        # The measured pairs shared the GPU: the daemon had no turns then.
+        text = (ROOT / "scenarios/real" / scenario).read_text().replace('gpu_time = "auto"', 'gpu_time = "concurrent"')
+        point = out / f"concurrent-{scenario}"
+        point.write_text(text)
+        sim = simulated(bin_path, point)
+        phase = max(t["phase_ns"] for t in sim.values()) / 1e9
+        slowdown = max(t["slowdown"] for t in sim.values())
+        for name, measured, simulated_value in [
+            ("one tenant alone, compute (s)", alone, phase / slowdown),
+            ("the pair, each tenant's compute (s)", pair, phase),
+            ("slowdown", slowdowns, slowdown),
+        ]:
+            lines.append(f"| {label} | {name} | " + " | ".join(versus(measured, simulated_value)) + " |")
+    return lines
+
 # name: (page, function)
 TABLES = {
     "gdev-gap": ("reproduction.md", gdev_gap),
@@ -353,6 +547,9 @@ TABLES = {
     "uvm-geomeans": ("uvm-reproduction.md", uvm_geomeans),
     "vgpu-placement": ("dymgpu-reproduction.md", vgpu_placement),
     "vgpu-mixed": ("dymgpu-reproduction.md", vgpu_mixed),
+    "real-e2e": ("real-gpu.md", real_e2e),
+    "real-chunks": ("real-gpu.md", real_chunks),
+    "real-torch": ("real-gpu.md", real_torch),
 }
 
 

@@ -74,6 +74,7 @@ mod common;
 mod conv2d;
 mod corr;
 mod decode_step;
+mod e2e;
 mod fdtd2d;
 mod gaussian;
 mod gesummv;
@@ -131,6 +132,7 @@ pub fn all() -> Vec<&'static dyn AppModel> {
         &matmul::Matmul,
         &train_step::TrainStep,
         &decode_step::DecodeStep,
+        &e2e::E2e,
     ]
 }
 
