@@ -71,10 +71,20 @@ pub enum AccessOrder {
 pub struct Access {
     /// The buffer.
     pub slot: Slot,
-    /// Bytes read (after coalescing, at cache-line granularity).
+    /// Bytes read (after coalescing, at cache-line granularity), once the L2 has served
+    /// the re-reads of lines this launch already brought in.
     pub read_bytes: u64,
+    /// Bytes of re-reads the L2 served (not in `read_bytes`). A line of host memory is
+    /// not cached on the GPU, so each of them crosses the link again where the buffer is
+    /// remote (NVIDIA's CUDA C++ Best Practices Guide, "Zero Copy": "any repeated access
+    /// to such memory areas causes repeated CPU-GPU transfers").
+    pub reread_bytes: u64,
     /// Bytes written.
     pub write_bytes: u64,
+    /// Bytes of stores the L2 combined with earlier stores of this launch to the same
+    /// lines (not in `write_bytes`); in host memory each crosses the link, for the same
+    /// reason.
+    pub rewrite_bytes: u64,
     /// How those bytes spread over the buffer.
     pub distribution: Distribution,
     /// In which order.
@@ -319,10 +329,27 @@ impl Access {
         Self {
             slot,
             read_bytes,
+            reread_bytes: 0,
             write_bytes,
+            rewrite_bytes: 0,
             distribution: Distribution::Uniform,
             order: AccessOrder::Linear,
         }
+    }
+
+    /// This access, whose threads read `unfiltered_read_bytes` before the L2 served the
+    /// re-reads among them: what its reads of host memory put on the link.
+    pub fn read_before_l2(mut self, unfiltered_read_bytes: u64) -> Self {
+        self.reread_bytes = unfiltered_read_bytes.saturating_sub(self.read_bytes);
+        self
+    }
+
+    /// This access, whose threads stored `unfiltered_write_bytes` before the L2 combined
+    /// the stores to lines already written: what its stores to host memory put on the
+    /// link.
+    pub fn written_before_l2(mut self, unfiltered_write_bytes: u64) -> Self {
+        self.rewrite_bytes = unfiltered_write_bytes.saturating_sub(self.write_bytes);
+        self
     }
 }
 

@@ -93,6 +93,19 @@ impl Traffic {
     pub fn add(&mut self, access: &Access, local_fraction: f64) {
         let (read_bytes, write_bytes) = (access.read_bytes as f64, access.write_bytes as f64);
         self.add_part(access.order, read_bytes, write_bytes, local_fraction);
+        self.add_l2_bypass(access, 1.0 - local_fraction);
+    }
+
+    /// Adds `remote_share` of `access`'s re-reads and rewrites
+    /// ([`Access::reread_bytes`], [`Access::rewrite_bytes`]): in host memory they cross
+    /// the link again, where in VRAM the L2 served them (counted in neither traffic
+    /// then).
+    pub fn add_l2_bypass(&mut self, access: &Access, remote_share: f64) {
+        self.add_remote(
+            access.order,
+            access.reread_bytes as f64 * remote_share,
+            access.rewrite_bytes as f64 * remote_share,
+        );
     }
 
     /// Adds `read_bytes` and `write_bytes` made in `order` (a part of an access),
@@ -113,13 +126,17 @@ impl Traffic {
             self.local_random_reads += read_bytes * local_fraction / READ_TRANSACTION_BYTES as f64;
             self.local_random_writes += write_bytes * local_fraction / ISOLATED_WRITE_BYTES as f64;
         }
-        self.remote_read_bytes += read_bytes * remote;
+        self.add_remote(order, read_bytes * remote, write_bytes * remote);
+    }
+
+    /// Adds `read_bytes` and `write_bytes` made in `order` in host memory.
+    fn add_remote(&mut self, order: AccessOrder, read_bytes: f64, write_bytes: f64) {
+        self.remote_read_bytes += read_bytes;
         if write_transaction_bytes(order) == ISOLATED_WRITE_BYTES {
-            self.remote_isolated_reads += read_bytes * remote / READ_TRANSACTION_BYTES as f64;
+            self.remote_isolated_reads += read_bytes / READ_TRANSACTION_BYTES as f64;
         }
-        self.remote_write_bytes += write_bytes * remote;
-        self.remote_write_transactions +=
-            write_bytes * remote / write_transaction_bytes(order) as f64;
+        self.remote_write_bytes += write_bytes;
+        self.remote_write_transactions += write_bytes / write_transaction_bytes(order) as f64;
     }
 
     /// Adds `times` times `other`.
@@ -713,5 +730,32 @@ mod tests {
         assert_eq!(local_fraction(&profile, &b), 0.5);
         assert_eq!(local_fraction(&Distribution::Uniform, &buffer([V; 4])), 1.0);
         assert_eq!(local_fraction(&hot_first, &buffer([H; 4])), 0.0);
+    }
+
+    #[test]
+    fn re_reads_and_rewrites_cross_the_link_only_from_host_memory() {
+        // A small vector every block reads: 16 KiB from memory once the L2 served the
+        // rest of the 4 MiB its threads read; stored 1 MiB times, combined to 16 KiB.
+        let vector = Access::uniform(0, 16 << 10, 16 << 10)
+            .read_before_l2(4 << 20)
+            .written_before_l2(1 << 20);
+        assert_eq!(vector.reread_bytes, (4 << 20) - (16 << 10));
+        assert_eq!(vector.rewrite_bytes, (1 << 20) - (16 << 10));
+        let plain = Access::uniform(0, 16 << 10, 16 << 10);
+        let traffic = |access: &Access, local_fraction: f64| {
+            let mut t = Traffic::default();
+            t.add(access, local_fraction);
+            t
+        };
+        // In VRAM the L2 serves them: nothing changes.
+        assert_eq!(traffic(&vector, 1.0), traffic(&plain, 1.0));
+        // In host memory every read and store crosses the link.
+        let remote = traffic(&vector, 0.0);
+        assert_eq!(remote.remote_read_bytes, (4 << 20) as f64);
+        assert_eq!(remote.remote_write_bytes, (1 << 20) as f64);
+        // Half remote: half of them.
+        let half = traffic(&vector, 0.5);
+        assert_eq!(half.remote_read_bytes, (2 << 20) as f64);
+        assert_eq!(half.local_read_bytes, (8 << 10) as f64);
     }
 }

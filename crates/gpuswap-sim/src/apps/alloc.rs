@@ -133,7 +133,9 @@ fn program(input: &Input, repeat: u32) -> Program {
             .map(|&slot| Access {
                 slot,
                 read_bytes: touched * READ_LINE_BYTES,
+                reread_bytes: 0,
                 write_bytes: touched * WRITE_SECTOR_BYTES,
+                rewrite_bytes: 0,
                 distribution: Distribution::Uniform,
                 order: AccessOrder::Strided {
                     stride_bytes: TOUCH_STRIDE_BYTES,

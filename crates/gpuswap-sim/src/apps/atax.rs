@@ -126,8 +126,9 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
     let elements = (n * n) as f64;
     let warps = n.div_ceil(32);
     // A vector every warp reads whole, or that every iteration stores into.
-    let broadcast = device.l2_resident_reads(vector, warps * vector);
-    let stored = device.l2_resident_reads(vector, matrix);
+    let (broadcast_unfiltered, stored_unfiltered) = (warps * vector, matrix);
+    let broadcast = device.l2_resident_reads(vector, broadcast_unfiltered);
+    let stored = device.l2_resident_reads(vector, stored_unfiltered);
     let kernel1 = Kernel {
         name: "atax_kernel1".into(),
         ops: (elements * KERNEL1_OPS_PER_ELEMENT).round() as u64,
@@ -141,8 +142,10 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                     stride_bytes: vector,
                 },
             ),
-            data_access(x, vector, broadcast, 0, AccessOrder::Linear),
-            data_access(tmp, vector, vector, stored, AccessOrder::Linear),
+            data_access(x, vector, broadcast, 0, AccessOrder::Linear)
+                .read_before_l2(broadcast_unfiltered),
+            data_access(tmp, vector, vector, stored, AccessOrder::Linear)
+                .written_before_l2(stored_unfiltered),
         ],
         phases: Vec::new(),
         outer_loop: Default::default(),
@@ -152,8 +155,10 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
         ops: (elements * KERNEL2_OPS_PER_ELEMENT).round() as u64,
         accesses: vec![
             data_access(a, matrix, matrix, 0, AccessOrder::Linear),
-            data_access(tmp, vector, broadcast, 0, AccessOrder::Linear),
-            data_access(y, vector, vector, stored, AccessOrder::Linear),
+            data_access(tmp, vector, broadcast, 0, AccessOrder::Linear)
+                .read_before_l2(broadcast_unfiltered),
+            data_access(y, vector, vector, stored, AccessOrder::Linear)
+                .written_before_l2(stored_unfiltered),
         ],
         phases: Vec::new(),
         outer_loop: Default::default(),

@@ -188,7 +188,8 @@ fn program(units: u64, repeat: u32, device: DeviceShape) -> Program {
                 device.l2_resident_reads(small_bytes, threads * FLOAT_BYTES),
                 0,
                 AccessOrder::Linear,
-            ),
+            )
+            .read_before_l2(threads * FLOAT_BYTES),
             uniform(input, units * FLOAT_BYTES, 0, AccessOrder::Linear),
             uniform(weights, rows_read, rows_written, AccessOrder::Linear),
             uniform(prev_weights, rows_read, rows_written, AccessOrder::Linear),

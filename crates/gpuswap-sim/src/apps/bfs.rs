@@ -78,7 +78,8 @@
 //! model, as BFS is.
 
 use super::common::{
-    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, isolated_bytes, parse_size, phased,
+    random_access, uniform, within,
 };
 use super::model::{AppModel, PatternClass, SizeError};
 use crate::device::{DeviceShape, scattered_bytes};
@@ -194,8 +195,6 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
     let read = |slot: usize, accesses: f64| scattered_bytes(size(slot), accesses, READ_LINE_BYTES);
     let write =
         |slot: usize, accesses: f64| scattered_bytes(size(slot), accesses, WRITE_SECTOR_BYTES);
-    let random_read =
-        |slot: usize, accesses: f64| device.random_bytes(size(slot), accesses, READ_LINE_BYTES);
     let random_write =
         |slot: usize, accesses: f64| device.random_bytes(size(slot), accesses, WRITE_SECTOR_BYTES);
     // A 24-byte edge run at a 4-byte-aligned place spans two 128-byte lines when it
@@ -223,19 +222,15 @@ fn program(nodes: u64, repeat: u32, device: DeviceShape) -> Program {
                     0,
                     AccessOrder::Linear,
                 ),
-                uniform(
-                    visited,
-                    random_read(visited, DEGREE as f64 * f),
-                    0,
-                    AccessOrder::Random,
-                ),
+                random_access(device, visited, size(visited), (DEGREE as f64 * f, 0.0)),
                 uniform(
                     cost,
                     read(cost, f),
                     random_write(cost, u),
                     AccessOrder::Random,
-                ),
-                uniform(updating, 0, random_write(updating, u), AccessOrder::Random),
+                )
+                .written_before_l2(isolated_bytes(u, WRITE_SECTOR_BYTES)),
+                random_access(device, updating, size(updating), (0.0, u)),
             ],
             phases: Vec::new(),
             outer_loop: OuterLoop::uniform(looping, DEGREE),

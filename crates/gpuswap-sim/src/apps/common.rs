@@ -4,6 +4,7 @@
 //! it without importing the list of apps.
 
 use super::model::SizeError;
+use crate::device::DeviceShape;
 use crate::program::{Access, AccessOrder, CopyDirection, Distribution, Op, Slot, WeightedRange};
 use crate::timing::{ISOLATED_WRITE_BYTES, READ_TRANSACTION_BYTES};
 
@@ -14,12 +15,40 @@ pub(crate) const READ_LINE_BYTES: u64 = READ_TRANSACTION_BYTES;
 /// coalesced), the write transaction of the timing model.
 pub(crate) const WRITE_SECTOR_BYTES: u64 = ISOLATED_WRITE_BYTES;
 
+/// Bytes `accesses` isolated accesses move when no cache serves any of them again: a
+/// granule of `granule_bytes` each (what they put on the link in host memory, where
+/// [`DeviceShape::random_bytes`] gives what reaches VRAM).
+pub(crate) fn isolated_bytes(accesses: f64, granule_bytes: u64) -> u64 {
+    (accesses.max(0.0) * granule_bytes as f64).round() as u64
+}
+
+/// `reads` isolated reads and `writes` isolated writes at uniformly random places of
+/// `slot`, a region of `region_bytes`, in random order: what reaches VRAM once the L2
+/// served some ([`DeviceShape::random_bytes`]), every one of them in host memory.
+pub(crate) fn random_access(
+    device: DeviceShape,
+    slot: Slot,
+    region_bytes: u64,
+    (reads, writes): (f64, f64),
+) -> Access {
+    uniform(
+        slot,
+        device.random_bytes(region_bytes, reads, READ_LINE_BYTES),
+        device.random_bytes(region_bytes, writes, WRITE_SECTOR_BYTES),
+        AccessOrder::Random,
+    )
+    .read_before_l2(isolated_bytes(reads, READ_LINE_BYTES))
+    .written_before_l2(isolated_bytes(writes, WRITE_SECTOR_BYTES))
+}
+
 /// An access spread uniformly over the buffer, in the given order.
 pub(crate) fn uniform(slot: Slot, read_bytes: u64, write_bytes: u64, order: AccessOrder) -> Access {
     Access {
         slot,
         read_bytes,
+        reread_bytes: 0,
         write_bytes,
+        rewrite_bytes: 0,
         distribution: Distribution::Uniform,
         order,
     }
@@ -54,7 +83,9 @@ pub(crate) fn data_access(
     Access {
         slot,
         read_bytes,
+        reread_bytes: 0,
         write_bytes,
+        rewrite_bytes: 0,
         distribution: Distribution::Ranges(vec![WeightedRange {
             offset_bytes: 0,
             bytes: data_bytes,

@@ -205,13 +205,14 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
     let covered = columns * FLOAT_BYTES;
     let column_walk = columns * n * FLOAT_BYTES;
     // A vector stored every iteration, plus its initial zero and its final value.
-    let stored = device.l2_resident_reads(covered, columns * (n + 2) * FLOAT_BYTES);
+    let stores = columns * (n + 2) * FLOAT_BYTES;
+    let stored = device.l2_resident_reads(covered, stores);
 
     let mean_kernel = Kernel {
         name: "mean_kernel".into(),
         ops: columns * (n * MEAN_ITER_OPS + MEAN_THREAD_OPS),
         accesses: vec![
-            uniform(mean, 0, stored, AccessOrder::Linear),
+            uniform(mean, 0, stored, AccessOrder::Linear).written_before_l2(stores),
             uniform(data, column_walk, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
@@ -226,8 +227,9 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 device.l2_resident_reads(covered, column_walk),
                 0,
                 AccessOrder::Linear,
-            ),
-            uniform(stddev, 0, stored, AccessOrder::Linear),
+            )
+            .read_before_l2(column_walk),
+            uniform(stddev, 0, stored, AccessOrder::Linear).written_before_l2(stores),
             uniform(data, column_walk, 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),
@@ -235,16 +237,14 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
     };
     let elements3 = columns3 * rows3;
     // Each block reads one line of 32 floats of each vector.
-    let per_block = device.l2_resident_reads(
-        columns3 * FLOAT_BYTES,
-        elements3 / (BLOCK3_X * BLOCK3_Y) * BLOCK3_X * FLOAT_BYTES,
-    );
+    let per_block_unfiltered = elements3 / (BLOCK3_X * BLOCK3_Y) * BLOCK3_X * FLOAT_BYTES;
+    let per_block = device.l2_resident_reads(columns3 * FLOAT_BYTES, per_block_unfiltered);
     let reduce_kernel = Kernel {
         name: "reduce_kernel".into(),
         ops: elements3 * REDUCE_OPS,
         accesses: vec![
-            uniform(mean, per_block, 0, AccessOrder::Linear),
-            uniform(stddev, per_block, 0, AccessOrder::Linear),
+            uniform(mean, per_block, 0, AccessOrder::Linear).read_before_l2(per_block_unfiltered),
+            uniform(stddev, per_block, 0, AccessOrder::Linear).read_before_l2(per_block_unfiltered),
             uniform(
                 data,
                 elements3 * FLOAT_BYTES,
@@ -260,10 +260,12 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
     let pairs = pairs(n, working);
     // Each working thread's line of `symmat`, and one iteration's `data` beside them.
     let hot = working * READ_LINE_BYTES + 2 * working * FLOAT_BYTES;
+    // A sector per store when the lines do not stay in the L2 (always in host memory).
+    let stores_unfiltered = pairs * n * WRITE_SECTOR_BYTES;
     let running_sums = if hot <= device.l2_bytes {
         pairs * FLOAT_BYTES
     } else {
-        pairs * n * WRITE_SECTOR_BYTES
+        stores_unfiltered
     };
     let corr_kernel = Kernel {
         name: "corr_kernel".into(),
@@ -278,7 +280,8 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 AccessOrder::Strided {
                     stride_bytes: vector,
                 },
-            ),
+            )
+            .written_before_l2(stores_unfiltered + (pairs + working) * WRITE_SECTOR_BYTES),
             uniform(data, corr_data_reads(n, columns), 0, AccessOrder::Linear),
         ],
         phases: Vec::new(),

@@ -145,7 +145,9 @@ fn range(
     Access {
         slot,
         read_bytes: read,
+        reread_bytes: 0,
         write_bytes: write,
+        rewrite_bytes: 0,
         distribution: Distribution::Ranges(vec![WeightedRange {
             offset_bytes: offset,
             bytes,
@@ -191,6 +193,14 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             outer_loop: Default::default(),
         };
         let elements = r * c;
+        // What the strips move when no line stays in the L2 between them: in host memory
+        // every strip's reads and writes cross the link.
+        let strips = c.div_ceil(FAN2_BLOCK);
+        let unfiltered = (
+            elements * READ_LINE_BYTES / FAN2_BLOCK,
+            elements * WRITE_SECTOR_BYTES / FAN2_BLOCK,
+            r * strips * READ_LINE_BYTES,
+        );
         let (a_read, a_written, m_read) = if lines_stay {
             (
                 elements * FLOAT_BYTES,
@@ -198,12 +208,7 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 r * READ_LINE_BYTES,
             )
         } else {
-            let strips = c.div_ceil(FAN2_BLOCK);
-            (
-                elements * READ_LINE_BYTES / FAN2_BLOCK,
-                elements * WRITE_SECTOR_BYTES / FAN2_BLOCK,
-                r * strips * READ_LINE_BYTES,
-            )
+            unfiltered
         };
         let fan2 = Kernel {
             name: "Fan2".into(),
@@ -211,8 +216,10 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 + r * FAN2_COLUMN_OPS
                 + (fan2_threads - elements) * FAN2_IDLE_OPS,
             accesses: vec![
-                rows_from(m, t + 1, row, (m_read, 0)),
-                rows_from(a, t, row, (a_read + c * FLOAT_BYTES, a_written)),
+                rows_from(m, t + 1, row, (m_read, 0)).read_before_l2(unfiltered.2),
+                rows_from(a, t, row, (a_read + c * FLOAT_BYTES, a_written))
+                    .read_before_l2(unfiltered.0 + c * FLOAT_BYTES)
+                    .written_before_l2(unfiltered.1),
                 range(
                     b,
                     t * FLOAT_BYTES,

@@ -118,10 +118,12 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
 
     // Every row's current line of both matrices, and the stored vectors beside them.
     let in_flight = 2 * n * READ_LINE_BYTES + 2 * vector;
+    // A line per element when no row's line stays in the L2 (always in host memory).
+    let rows_unfiltered = n * n * READ_LINE_BYTES;
     let rows = if in_flight <= device.l2_bytes {
         matrix
     } else {
-        n * n * READ_LINE_BYTES
+        rows_unfiltered
     };
     let row_walk = AccessOrder::Strided {
         stride_bytes: vector,
@@ -130,20 +132,27 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
     let threads = n.div_ceil(BLOCK) * BLOCK;
     // A vector loaded or stored by every thread `times` times.
     let each = |times: u64| device.l2_resident_reads(vector, times * vector);
+    // A vector loaded `reads` times and stored `writes` times by every thread.
+    let read_written = |slot, reads: u64, writes: u64| {
+        uniform(slot, each(reads), each(writes), AccessOrder::Linear)
+            .read_before_l2(reads * vector)
+            .written_before_l2(writes * vector)
+    };
     let kernel = Kernel {
         name: "gesummv_kernel".into(),
         ops: n * (n * ITER_OPS + THREAD_OPS) + (threads - n) * IDLE_OPS,
         accesses: vec![
-            uniform(a, rows, 0, row_walk),
-            uniform(b, rows, 0, row_walk),
+            uniform(a, rows, 0, row_walk).read_before_l2(rows_unfiltered),
+            uniform(b, rows, 0, row_walk).read_before_l2(rows_unfiltered),
             uniform(
                 x,
                 device.l2_resident_reads(vector, 2 * warps * vector),
                 0,
                 AccessOrder::Linear,
-            ),
-            uniform(y, each(n), each(n + 1), AccessOrder::Linear),
-            uniform(tmp, each(n + 1), each(n), AccessOrder::Linear),
+            )
+            .read_before_l2(2 * warps * vector),
+            read_written(y, n, n + 1),
+            read_written(tmp, n + 1, n),
         ],
         phases: Vec::new(),
         outer_loop: OuterLoop::uniform(n, n),

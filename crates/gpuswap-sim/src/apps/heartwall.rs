@@ -269,7 +269,9 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
         accesses.push(Access {
             slot: frame,
             read_bytes: frame_elements * WORD_BYTES,
+            reread_bytes: 0,
             write_bytes: 0,
+            rewrite_bytes: 0,
             distribution: Distribution::Ranges(vec![WeightedRange {
                 offset_bytes: FIRST_COLUMN * column_bytes,
                 bytes: (LAST_COLUMN - FIRST_COLUMN + 1) * column_bytes,
@@ -293,33 +295,37 @@ fn program(frames: u64, repeat: u32, device: DeviceShape) -> Program {
             ));
             // Point lists: read by every block (they stay in L2); written on updates.
             let list_bytes = p.buffers[wall.row].bytes;
-            let list_reads = device.l2_resident_reads(list_bytes, n * 3 * READ_LINE_BYTES);
+            let list_streamed = n * 3 * READ_LINE_BYTES;
+            let list_reads = device.l2_resident_reads(list_bytes, list_streamed);
             let list_writes = if update {
                 scattered_bytes(list_bytes, n as f64, WRITE_SECTOR_BYTES)
             } else {
                 0
             };
             for list in [wall.row, wall.col] {
-                accesses.push(uniform(list, list_reads, list_writes, AccessOrder::Linear));
+                accesses.push(
+                    uniform(list, list_reads, list_writes, AccessOrder::Linear)
+                        .read_before_l2(list_streamed),
+                );
             }
             // Locations: each block writes its entry for this frame (entries are a
             // video length apart) and, when tracking, reads the previous one.
             let loc_bytes = p.buffers[wall.row_loc].bytes;
-            let loc_reads = if track {
-                device.l2_resident_reads(loc_bytes, n * READ_LINE_BYTES)
-            } else {
-                0
-            };
+            let loc_streamed = if track { n * READ_LINE_BYTES } else { 0 };
+            let loc_reads = device.l2_resident_reads(loc_bytes, loc_streamed);
             for loc in [wall.row_loc, wall.col_loc] {
                 let writes = n * WRITE_SECTOR_BYTES;
-                accesses.push(uniform(
-                    loc,
-                    loc_reads,
-                    writes,
-                    AccessOrder::Strided {
-                        stride_bytes: VIDEO_FRAMES * WORD_BYTES,
-                    },
-                ));
+                accesses.push(
+                    uniform(
+                        loc,
+                        loc_reads,
+                        writes,
+                        AccessOrder::Strided {
+                            stride_bytes: VIDEO_FRAMES * WORD_BYTES,
+                        },
+                    )
+                    .read_before_l2(loc_streamed),
+                );
             }
         }
         // Cutting or blending the templates: one pass over each template.

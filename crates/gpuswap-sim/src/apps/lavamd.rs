@@ -189,6 +189,8 @@ fn program(side: u64, repeat: u32, device: DeviceShape) -> Program {
     let fv = p.buffer("fv", fv_bytes);
 
     let pairs = pairs_from_memory(side, device);
+    // Every pair reads from memory when the L2 catches no re-read (in host memory).
+    let every_pair = box_pairs(side);
     let linear = AccessOrder::Linear;
     let ops = THREADS * (boxes * SETUP_OPS + box_pairs(side) * (BOX_OPS + PARTICLES * PAIR_OPS));
     let kernel = Kernel {
@@ -200,9 +202,10 @@ fn program(side: u64, repeat: u32, device: DeviceShape) -> Program {
                 box_bytes + (pairs - boxes) * READ_LINE_BYTES,
                 0,
                 linear,
-            ),
-            uniform(rv, pairs * RV_BOX_BYTES, 0, linear),
-            uniform(qv, pairs * QV_BOX_BYTES, 0, linear),
+            )
+            .read_before_l2(box_bytes + (every_pair - boxes) * READ_LINE_BYTES),
+            uniform(rv, pairs * RV_BOX_BYTES, 0, linear).read_before_l2(every_pair * RV_BOX_BYTES),
+            uniform(qv, pairs * QV_BOX_BYTES, 0, linear).read_before_l2(every_pair * QV_BOX_BYTES),
             uniform(fv, fv_bytes, fv_bytes, linear),
         ],
         phases: Vec::new(),

@@ -117,7 +117,9 @@ fn banded(slot: usize, read: u64, write: u64, bands: &[(u64, u64, u64)]) -> Acce
     Access {
         slot,
         read_bytes: read,
+        reread_bytes: 0,
         write_bytes: write,
+        rewrite_bytes: 0,
         distribution: Distribution::Ranges(
             bands
                 .iter()
@@ -164,15 +166,18 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
         body.push(Op::Launch(Kernel {
             name: "lud_perimeter".into(),
             ops: n * 2 * TILE * PERIMETER_OPS_PER_THREAD,
-            accesses: vec![banded(
-                m,
-                band_read + col_read,
-                band_write + col_write,
-                &[
-                    (row_band.0, row_band.1, band_read + band_write),
-                    (below.0, below.1, col_read + col_write),
-                ],
-            )],
+            accesses: vec![
+                banded(
+                    m,
+                    band_read + col_read,
+                    band_write + col_write,
+                    &[
+                        (row_band.0, row_band.1, band_read + band_write),
+                        (below.0, below.1, col_read + col_write),
+                    ],
+                )
+                .read_before_l2(2 * n * TILE_BYTES + col_read),
+            ],
             phases: Vec::new(),
             outer_loop: Default::default(),
         }));
@@ -186,15 +191,18 @@ fn program(dim: u64, repeat: u32, device: DeviceShape) -> Program {
         body.push(Op::Launch(Kernel {
             name: "lud_internal".into(),
             ops: blocks * TILE * TILE * INTERNAL_OPS_PER_THREAD,
-            accesses: vec![banded(
-                m,
-                band_read + below_read,
-                below_write,
-                &[
-                    (row_band.0, row_band.1, band_read),
-                    (below.0, below.1, below_read + below_write),
-                ],
-            )],
+            accesses: vec![
+                banded(
+                    m,
+                    band_read + below_read,
+                    below_write,
+                    &[
+                        (row_band.0, row_band.1, band_read),
+                        (below.0, below.1, below_read + below_write),
+                    ],
+                )
+                .read_before_l2((2 * blocks + n * n) * TILE_BYTES),
+            ],
             phases: Vec::new(),
             outer_loop: Default::default(),
         }));

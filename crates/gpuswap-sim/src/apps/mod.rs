@@ -30,7 +30,11 @@
 //! - a buffer of at most a twelfth of the L2 ([`DeviceShape::l2_resident_bytes`], 64 KiB
 //!   on the GTX 480) that every block re-reads (index tables, flags, small vectors)
 //!   stays in the L2 and is read from memory once per launch
-//!   ([`DeviceShape::l2_resident_reads`]).
+//!   ([`DeviceShape::l2_resident_reads`]);
+//! - whatever the L2 serves again (the two rules above, and each app's own) is still
+//!   counted beside the access (`Access::read_before_l2`, `Access::written_before_l2`):
+//!   a line of host memory is not cached on the GPU, so in host memory every one of
+//!   those accesses crosses the link (CUDA C++ Best Practices Guide, "Zero Copy").
 //!
 //! **Device.** [`AppModel::program`] receives the [`DeviceShape`] of the scenario's
 //! preset: its L2 (the two estimates above) and its SM count. No app's numbers depend

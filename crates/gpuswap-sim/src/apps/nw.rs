@@ -160,7 +160,9 @@ fn rows(slot: usize, read: u64, write: u64, first: u64, rows: u64, row_bytes: u6
     Access {
         slot,
         read_bytes: read,
+        reread_bytes: 0,
         write_bytes: write,
+        rewrite_bytes: 0,
         distribution: Distribution::Ranges(vec![WeightedRange {
             offset_bytes: first * row_bytes,
             bytes: rows * row_bytes,

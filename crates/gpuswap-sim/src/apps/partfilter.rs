@@ -90,7 +90,7 @@
 
 use super::common::{
     READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, pilot_rodinia_sizes,
-    uniform, within,
+    random_access, uniform, within,
 };
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
@@ -214,6 +214,9 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
     let sums = blocks * DOUBLE_BYTES;
     // One line read by every block, from the L2.
     let every_block = device.l2_resident_reads(READ_LINE_BYTES, blocks * READ_LINE_BYTES);
+    let from_every_block =
+        |slot, write| once(slot, every_block, write).read_before_l2(blocks * READ_LINE_BYTES);
+    let disk_points = (DISK_POINTS * n) as f64;
 
     let likelihood_kernel = Kernel {
         name: "likelihood_kernel".into(),
@@ -225,17 +228,13 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
             once(yj, vector, 0),
             once(likelihood, 0, vector),
             once(weights, vector, vector),
-            uniform(
-                video,
-                device.random_bytes(VIDEO_BYTES, (DISK_POINTS * n) as f64, READ_LINE_BYTES),
-                0,
-                AccessOrder::Random,
-            ),
+            random_access(device, video, VIDEO_BYTES, (disk_points, 0.0)),
             once(
                 objxy,
                 device.l2_resident_reads(DISK_BYTES, warps * DISK_BYTES),
                 0,
-            ),
+            )
+            .read_before_l2(warps * DISK_BYTES),
             once(ind, ind_bytes, ind_bytes),
             once(seed, seeds, seeds),
             once(partial_sums, 0, sums),
@@ -258,9 +257,9 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
         ops: n * NORMALIZE_OPS + idle * NORMALIZE_IDLE_OPS + n * CDF_STEP_OPS,
         accesses: vec![
             once(weights, 2 * vector, vector),
-            once(partial_sums, every_block, 0),
+            from_every_block(partial_sums, 0),
             once(cdf, 0, vector),
-            once(u, every_block, vector),
+            from_every_block(u, vector),
             once(seed, READ_LINE_BYTES, WRITE_SECTOR_BYTES),
         ],
         phases: Vec::new(),
@@ -275,7 +274,8 @@ fn program(n: u64, repeat: u32, device: DeviceShape) -> Program {
                 cdf,
                 device.reused_reads(vector, scanned * DOUBLE_BYTES, 0),
                 0,
-            ),
+            )
+            .read_before_l2(scanned * DOUBLE_BYTES),
             once(u, vector, 0),
             once(array_x, vector, 0),
             once(array_y, vector, 0),

@@ -166,7 +166,9 @@ fn program(cols: u64, repeat: u32) -> Program {
                 Access {
                     slot: wall,
                     read_bytes: moved.wall * INT_BYTES,
+                    reread_bytes: 0,
                     write_bytes: 0,
+                    rewrite_bytes: 0,
                     distribution: Distribution::Ranges(vec![WeightedRange {
                         offset_bytes: start * row_bytes,
                         bytes: iteration * row_bytes,

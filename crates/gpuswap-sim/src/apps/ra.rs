@@ -45,8 +45,7 @@
 //! about 1.4x compute bound.
 
 use super::common::{
-    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
-    workload_sizes,
+    READ_LINE_BYTES, d2h, h2d, parse_size, phased, random_access, uniform, within, workload_sizes,
 };
 use super::model::{AppModel, PatternClass, SizeError};
 use crate::device::DeviceShape;
@@ -123,18 +122,8 @@ fn program(floats: u64, repeat: u32, device: DeviceShape) -> Program {
                     stride_bytes: ACTIVE_EVERY * FLOAT_BYTES,
                 },
             ),
-            uniform(
-                table,
-                device.random_bytes(bytes, active as f64, READ_LINE_BYTES),
-                0,
-                AccessOrder::Random,
-            ),
-            uniform(
-                output,
-                0,
-                device.random_bytes(bytes, active as f64, WRITE_SECTOR_BYTES),
-                AccessOrder::Random,
-            ),
+            random_access(device, table, bytes, (active as f64, 0.0)),
+            random_access(device, output, bytes, (0.0, active as f64)),
         ],
         phases: Vec::new(),
         outer_loop: Default::default(),

@@ -15,7 +15,7 @@
 //! (The UVM Smart "ra" benchmark of `spec/apps.md` differs in shape: three 4 MiB float
 //! arrays and 1 active thread in 100; this model follows HPCC instead.)
 
-use super::common::{READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform};
+use super::common::{d2h, h2d, parse_size, phased, random_access, uniform};
 use super::model::{AppModel, SizeError};
 use crate::device::DeviceShape;
 use crate::program::{AccessOrder, Kernel, Op, Program};
@@ -75,12 +75,7 @@ fn program(words: u64, repeat: u32, device: DeviceShape) -> Program {
         ops: count * OPS_PER_UPDATE,
         accesses: vec![
             uniform(updates, updates_bytes, 0, AccessOrder::Linear),
-            uniform(
-                table,
-                device.random_bytes(table_bytes, count as f64, READ_LINE_BYTES),
-                device.random_bytes(table_bytes, count as f64, WRITE_SECTOR_BYTES),
-                AccessOrder::Random,
-            ),
+            random_access(device, table, table_bytes, (count as f64, count as f64)),
         ],
         phases: Vec::new(),
         outer_loop: Default::default(),

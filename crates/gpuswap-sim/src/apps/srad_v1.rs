@@ -155,7 +155,7 @@ fn program(input: Input, repeat: u32, device: DeviceShape) -> Program {
     let linear =
         |slot: Slot, read: u64, write: u64| uniform(slot, read, write, AccessOrder::Linear);
     let table = |p: &Program, slot: Slot| {
-        linear(slot, device.l2_resident_reads(p.buffers[slot].bytes, b), 0)
+        linear(slot, device.l2_resident_reads(p.buffers[slot].bytes, b), 0).read_before_l2(b)
     };
     let kernel = |name: &str, ops_per_thread: u64, accesses| {
         Op::Launch(Kernel {

@@ -130,7 +130,9 @@ fn rows_read(slot: Slot, rows: u64, row_bytes: u64, weight: impl Fn(u64) -> f64)
     Access {
         slot,
         read_bytes: read,
+        reread_bytes: 0,
         write_bytes: 0,
+        rewrite_bytes: 0,
         distribution: Distribution::Profile {
             page_bytes: row_bytes,
             weights,

@@ -78,8 +78,8 @@
 //! the research simulator). A number sets the vertices.
 
 use super::common::{
-    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, uniform, within,
-    workload_sizes,
+    READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, random_access, uniform,
+    within, workload_sizes,
 };
 use super::model::{AppModel, PatternClass, SizeError};
 use crate::device::{DeviceShape, scattered_bytes};
@@ -241,11 +241,7 @@ fn program(vertices: u64, repeat: u32, device: DeviceShape) -> Program {
                     random(edges, read(edges, f), 0),
                     random(weights, read(weights, f), 0),
                     random(distances, read(distances, f), 0),
-                    random(
-                        updating,
-                        device.random_bytes(size(updating), relaxations, READ_LINE_BYTES),
-                        device.random_bytes(size(updating), relaxations, WRITE_SECTOR_BYTES),
-                    ),
+                    random_access(device, updating, size(updating), (relaxations, relaxations)),
                 ]),
                 phases: Vec::new(),
                 outer_loop: Default::default(),

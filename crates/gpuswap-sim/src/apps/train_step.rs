@@ -158,7 +158,9 @@ fn range(slot: Slot, offset_bytes: u64, bytes: u64, read: bool, write: bool) -> 
     Access {
         slot,
         read_bytes: if read { bytes } else { 0 },
+        reread_bytes: 0,
         write_bytes: if write { bytes } else { 0 },
+        rewrite_bytes: 0,
         distribution: Distribution::Ranges(vec![WeightedRange {
             offset_bytes,
             bytes,

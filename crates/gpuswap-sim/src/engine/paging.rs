@@ -215,6 +215,7 @@ impl Engine {
                     access.write_bytes as f64 * share,
                     0.0,
                 );
+                cost.remote.add_l2_bypass(access, share);
                 c.remote_charged = c.remote;
             }
         }

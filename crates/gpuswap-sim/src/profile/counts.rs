@@ -80,6 +80,7 @@ pub(super) fn moved_per_unit(
                     access.write_bytes as f64 * share,
                     0.0,
                 );
+                moved[unit as usize].add_l2_bypass(access, share);
                 start = unit_end;
             }
         }

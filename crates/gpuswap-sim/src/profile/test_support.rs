@@ -29,15 +29,21 @@ pub(super) fn buffer<'a>(profile: &'a Profile, label: &str) -> &'a BufferProfile
 }
 
 /// Read and write transactions per slot of all launches of `ops`, loops unrolled: the
-/// app model's own traffic, computed without the profiler's walk.
+/// app model's own traffic in host memory, computed without the profiler's walk.
 pub(super) fn model_traffic(ops: &[Op], sums: &mut [(f64, f64)], times: f64) {
     for op in ops {
         match op {
             Op::Launch(kernel) => {
                 for a in &kernel.accesses {
-                    sums[a.slot].0 += times * a.read_bytes as f64 / READ_TRANSACTION_BYTES as f64;
+                    // In host memory every read and store crosses the link, those the
+                    // L2 would have served included.
+                    let (reads, writes) = (
+                        a.read_bytes + a.reread_bytes,
+                        a.write_bytes + a.rewrite_bytes,
+                    );
+                    sums[a.slot].0 += times * reads as f64 / READ_TRANSACTION_BYTES as f64;
                     sums[a.slot].1 +=
-                        times * a.write_bytes as f64 / write_transaction_bytes(a.order) as f64;
+                        times * writes as f64 / write_transaction_bytes(a.order) as f64;
                 }
             }
             Op::Repeat { times: t, body } => model_traffic(body, sums, times * f64::from(*t)),

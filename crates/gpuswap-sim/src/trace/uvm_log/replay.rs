@@ -125,7 +125,9 @@ fn accesses(pages: &BTreeMap<u64, bool>, regions: &[(u64, u64)]) -> Vec<Access> 
             Access {
                 slot,
                 read_bytes: if writes { 0 } else { bytes },
+                reread_bytes: 0,
                 write_bytes: if writes { bytes } else { 0 },
+                rewrite_bytes: 0,
                 distribution: Distribution::Ranges(ranges),
                 order: AccessOrder::Linear,
             }
