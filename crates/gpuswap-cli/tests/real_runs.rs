@@ -15,9 +15,7 @@ use binary::{gpuswap, repo_file, stderr};
 use gpuswap_core::{Contract, PolicySettings};
 use gpuswap_sim::engine::{SimConfig, TenantSpec, simulate};
 use gpuswap_sim::preset::{self, Preset};
-use gpuswap_sim::program::{
-    Access, AccessOrder, CopyDirection, Distribution, Kernel, Op, OuterLoop, Program,
-};
+use gpuswap_sim::program::{Access, AccessOrder, CopyDirection, Kernel, Op, OuterLoop, Program};
 use serde_json::Value;
 
 /// `gpuswap run --json` of a scenario file: its tenants by name.
@@ -203,11 +201,8 @@ fn copy_us(preset: &Preset, direction: CopyDirection, bytes: u64) -> f64 {
 /// 128-byte lines, in VRAM or in mapped host memory.
 fn chase_ns_per_read(preset: &Preset, host: bool) -> f64 {
     let chain = Access {
-        slot: 0,
-        read_bytes: KIT_HOPS * 128,
-        write_bytes: 0,
-        distribution: Distribution::Uniform,
         order: AccessOrder::Random,
+        ..Access::uniform(0, KIT_HOPS * 128, 0)
     };
     let p = kit_program(KIT_CHASE_BYTES, Vec::new(), vec![kernel("chase", 1, chain)]);
     let mode = if host { "gpuswap" } else { "native" };
@@ -219,11 +214,8 @@ fn chase_ns_per_read(preset: &Preset, host: bool) -> f64 {
 fn touch_us_per_page(preset: &Preset, order: AccessOrder) -> f64 {
     let pages = KIT_MANAGED_BYTES / KIT_PAGE_BYTES;
     let touch = Access {
-        slot: 0,
-        read_bytes: pages * 128,
-        write_bytes: pages * 32,
-        distribution: Distribution::Uniform,
         order,
+        ..Access::uniform(0, pages * 128, pages * 32)
     };
     let host_wrote = vec![Op::Copy {
         slot: 0,
