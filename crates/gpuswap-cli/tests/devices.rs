@@ -2,7 +2,8 @@
 //! (each its own UUID and its own memory), a daemon bound to each with `--device`, and
 //! processes that find their device's daemon with nothing set but their runtime folder;
 //! a stand-in of two devices, one process allocating on both and holding a connection
-//! to each daemon; a daemon bound to a GPU by its index.
+//! to each daemon (and a device without one left unmanaged); a daemon bound to a GPU by
+//! its index.
 
 mod common;
 
@@ -313,4 +314,26 @@ fn a_gpu_index_names_the_drivers_device_or_is_refused() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(sockets.len(), 1, "{sockets:?}");
+}
+
+#[test]
+fn a_device_without_a_daemon_is_said_once_and_left_unmanaged() {
+    let node = Node::start_with("alone", &[(GPU_A, GPU_A)]);
+    let out = node
+        .two_device_standin(gpuswap_standin::client())
+        .args(["--devices", "2", "--buffers", "4", "--size", "8MiB"])
+        .args(["--rounds", "1"])
+        .env("LD_PRELOAD", interposer())
+        .output()
+        .unwrap();
+    verified(&out, "the client on two devices, one with a daemon");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let missing = format!("no gpuswap daemon for device 1 ({GPU_B})");
+    assert_eq!(stderr.matches(&missing).count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("allocations on device 1 pass through unmanaged"),
+        "{stderr}"
+    );
+    let snap = observe(&node.socket(GPU_A)).unwrap();
+    assert_eq!(snap.tenants_served, 1, "{snap:?}");
 }

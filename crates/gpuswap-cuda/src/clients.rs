@@ -18,6 +18,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::client::{self, Client};
 use crate::diag;
 use crate::ffi::{CuResult, DevPtr, driver};
+use crate::vmm::Buffers;
 
 /// Devices a process may have clients on; beyond, a device is unmanaged (said once).
 const DEVICES_MAX: usize = 64;
@@ -140,13 +141,14 @@ pub fn holding(va: DevPtr) -> Option<&'static Client> {
 }
 
 /// The clients together, as a program's own mappings (`vmm`) see them: an address
-/// goes to the client holding it, an allocation to the current device's.
+/// goes to the client holding it, an allocation to the current device's (the hook
+/// made sure it has one).
 pub struct Everyone;
 
-impl crate::vmm::Buffers for Everyone {
+impl Buffers for Everyone {
     fn alloc(&self, bytes: u64) -> Result<DevPtr, (CuResult, String)> {
         match current() {
-            Some(client) => client.alloc(bytes),
+            Some(client) => Buffers::alloc(client, bytes),
             None => Err((
                 crate::ffi::CUDA_ERROR_NOT_SUPPORTED,
                 "the current device has no gpuswap daemon".into(),
@@ -155,10 +157,10 @@ impl crate::vmm::Buffers for Everyone {
     }
 
     fn free(&self, va: DevPtr) -> Option<Result<(), String>> {
-        holding(va)?.free(va)
+        Buffers::free(holding(va)?, va)
     }
 
     fn chunk_handles(&self, va: DevPtr) -> Option<(u64, u64, Vec<u64>)> {
-        crate::vmm::Buffers::chunk_handles(holding(va)?, va)
+        Buffers::chunk_handles(holding(va)?, va)
     }
 }

@@ -965,18 +965,17 @@ pub unsafe extern "C" fn cuMemCreate(
             on_device = None;
         }
         let device = on_device.and_then(|p| p.device());
-        let client = on_device
-            .and_then(|_| allocating_client())
-            .filter(|c| Some(c.device) == device);
-        if client.is_none() && on_device.is_some() && managed().is_some() {
-            // The daemon's buffers are the current context's device's.
+        if on_device.is_some() && managed().is_some() && device != ffi::driver::current_device() {
+            // A daemon's buffers are mapped in a context of their device's.
             let why = "passed through unmanaged (uncounted)";
             let _ = refuse_once(
                 "cuMemCreate on a device other than the current context's",
                 why,
             );
+            on_device = None;
         }
-        let (Some(client), Some(p)) = (client, on_device) else {
+        // The current device's daemon places it (`Everyone` allocates there).
+        let Some(p) = on_device.filter(|_| allocating_client().is_some()) else {
             let real = real!(c"cuMemCreate"; fn(*mut u64, usize, *const ffi::ProgramProp, u64) -> CuResult);
             // SAFETY: forwarded as given.
             return unsafe { real(handle, bytes, prop, flags) };
@@ -984,7 +983,7 @@ pub unsafe extern "C" fn cuMemCreate(
         if handle.is_null() || flags != 0 {
             return ffi::CUDA_ERROR_INVALID_VALUE;
         }
-        match crate::vmm::create(client, bytes as u64, p) {
+        match crate::vmm::create(&clients::Everyone, bytes as u64, p) {
             Ok(h) => {
                 // SAFETY: checked non-null; the caller gives a writable pointer.
                 unsafe { *handle = h };
