@@ -28,11 +28,13 @@ pub struct DaemonArgs {
     /// /tmp/gpuswap-UID/gpuswap.sock (in a folder of the user's own, made 0700).
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// The GPU to serve, by its UUID (`nvidia-smi -L`: GPU-xxxxxxxx-...): one daemon per
+    /// The GPU to serve, by its UUID (`nvidia-smi -L`: GPU-xxxxxxxx-...) or its index as
+    /// the CUDA driver numbers it (after CUDA_VISIBLE_DEVICES; the daemon loads the
+    /// driver, GPUSWAP_REAL_LIBCUDA or libcuda.so.1, to learn its UUID): one daemon per
     /// GPU. Processes find it by their device's UUID, and a process of another GPU is
     /// refused. Default: whichever device its processes use, at the default socket.
-    #[arg(long, value_name = "UUID", value_parser = device_uuid)]
-    device: Option<String>,
+    #[arg(long, value_name = "UUID|INDEX", value_parser = device_arg)]
+    device: Option<DeviceArg>,
     /// VRAM to manage (e.g. 70GiB). Default: nine tenths of what the first process's
     /// device reports, the rest left to CUDA contexts and unmanaged memory.
     #[arg(long, value_parser = bytes)]
@@ -124,16 +126,128 @@ pub struct TopArgs {
     iterations: Option<u64>,
 }
 
-/// `--device`'s UUID. An index (`--device 0`) would need the driver to name its UUID,
-/// and the daemon makes no CUDA call: it is refused with what to give instead.
-fn device_uuid(text: &str) -> Result<String, String> {
-    if text.parse::<u32>().is_ok() {
-        return Err(format!(
-            "{text:?} is a GPU index; give the GPU's UUID instead (`nvidia-smi -L` lists \
-             them, e.g. GPU-3f2a...)"
-        ));
+/// `--device`: a GPU's UUID, or its index as the CUDA driver numbers the GPUs it shows.
+#[derive(Clone)]
+enum DeviceArg {
+    Uuid(String),
+    Index(u16),
+}
+
+fn device_arg(text: &str) -> Result<DeviceArg, String> {
+    match text.parse::<u16>() {
+        Ok(index) => Ok(DeviceArg::Index(index)),
+        Err(_) => gpuswap_wire::parse_uuid(text).map(DeviceArg::Uuid),
     }
-    gpuswap_wire::parse_uuid(text)
+}
+
+impl DeviceArg {
+    /// The GPU's UUID: an index is looked up in the driver.
+    fn uuid(&self) -> Result<String, String> {
+        match self {
+            DeviceArg::Uuid(uuid) => Ok(uuid.clone()),
+            DeviceArg::Index(index) => {
+                gpu_index::uuid(i32::from(*index)).map_err(|e| format!("--device {index}: {e}"))
+            }
+        }
+    }
+}
+
+/// The one lookup the daemon asks of the CUDA driver: which GPU an index names. The
+/// driver is loaded as the interposer loads it (`GPUSWAP_REAL_LIBCUDA`, else
+/// `libcuda.so.1`), so the index counts the GPUs the daemon's processes see: the
+/// driver applies `CUDA_VISIBLE_DEVICES` itself. `cuInit` creates no context, so the
+/// daemon holds no GPU memory for it.
+mod gpu_index {
+    use std::ffi::{CStr, CString, c_int, c_uint, c_void};
+
+    /// `cuInit`, `cuDeviceGetCount`, `cuDeviceGet` and `cuDeviceGetUuid_v2` as cuda.h
+    /// declares them (a `CUresult` is an int, a `CUdevice` an int, a `CUuuid` 16 bytes).
+    type Init = unsafe extern "C" fn(c_uint) -> c_int;
+    type Count = unsafe extern "C" fn(*mut c_int) -> c_int;
+    type Get = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+    type Uuid = unsafe extern "C" fn(*mut [u8; 16], c_int) -> c_int;
+
+    /// The last `dlopen` or `dlsym` error.
+    fn dl_error() -> String {
+        // SAFETY: dlerror returns null or a NUL-terminated string valid until the next
+        // dl call on this thread, copied at once.
+        let text = unsafe { libc::dlerror() };
+        if text.is_null() {
+            return "no reason given".into();
+        }
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// The UUID of the GPU of index `index`.
+    pub fn uuid(index: c_int) -> Result<String, String> {
+        let library =
+            std::env::var("GPUSWAP_REAL_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".into());
+        let give_uuid = "give the GPU's UUID instead (`nvidia-smi -L` lists them)";
+        let name = CString::new(library.as_str())
+            .map_err(|_| format!("GPUSWAP_REAL_LIBCUDA={library:?} is no library name"))?;
+        // SAFETY: a NUL-terminated name; the library is the CUDA driver, whose
+        // initializers expect nothing of the caller.
+        let lib = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if lib.is_null() {
+            return Err(format!(
+                "cannot load the CUDA driver {library} to find GPU {index} ({}); {give_uuid}",
+                dl_error()
+            ));
+        }
+        let find = |symbol: &CStr| -> Result<*mut c_void, String> {
+            // SAFETY: a live handle and a NUL-terminated name.
+            let address = unsafe { libc::dlsym(lib, symbol.as_ptr()) };
+            match address.is_null() {
+                true => Err(format!("the CUDA driver {library} has no {symbol:?}")),
+                false => Ok(address),
+            }
+        };
+        // SAFETY: the driver's functions of these names have these signatures (cuda.h).
+        let (init, count, get, uuid) = unsafe {
+            (
+                std::mem::transmute::<*mut c_void, Init>(find(c"cuInit")?),
+                std::mem::transmute::<*mut c_void, Count>(find(c"cuDeviceGetCount")?),
+                std::mem::transmute::<*mut c_void, Get>(find(c"cuDeviceGet")?),
+                std::mem::transmute::<*mut c_void, Uuid>(find(c"cuDeviceGetUuid_v2")?),
+            )
+        };
+        // SAFETY: flags must be 0.
+        let rc = unsafe { init(0) };
+        if rc != 0 {
+            return Err(format!(
+                "the CUDA driver {library} does not start (cuInit: CUDA error {rc}), so it \
+                 names no GPU {index}; {give_uuid}"
+            ));
+        }
+        let mut devices: c_int = 0;
+        // SAFETY: `devices` is valid for a write.
+        if unsafe { count(&mut devices) } != 0 {
+            devices = 0;
+        }
+        let mut device: c_int = 0;
+        // SAFETY: `device` is valid for a write; the driver checks the index.
+        if unsafe { get(&mut device, index) } != 0 {
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                .map(|v| format!(" (CUDA_VISIBLE_DEVICES={v})"))
+                .unwrap_or_default();
+            return Err(format!(
+                "there is no GPU {index}: the CUDA driver shows {devices}{visible}, numbered \
+                 from 0"
+            ));
+        }
+        let mut bytes = [0u8; 16];
+        // SAFETY: `bytes` is a CUuuid, valid for a write.
+        let rc = unsafe { uuid(&mut bytes, device) };
+        if rc != 0 {
+            return Err(format!(
+                "the CUDA driver does not tell GPU {index}'s UUID (CUDA error {rc}); {give_uuid}"
+            ));
+        }
+        Ok(gpuswap_wire::uuid_text(&bytes))
+    }
 }
 
 fn bytes(text: &str) -> Result<u64, String> {
@@ -266,8 +380,9 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         }
     });
     let contracts = Contracts::new(fixed, dir);
+    let device = args.device.as_ref().map(DeviceArg::uuid).transpose()?;
     let config = DaemonConfig {
-        socket: match (&args.socket, &args.device) {
+        socket: match (&args.socket, &device) {
             (None, Some(uuid)) => gpuswap_daemon::device_socket(uuid),
             (flag, _) => socket_path(flag.clone()),
         },
@@ -290,7 +405,7 @@ pub fn daemon(args: &DaemonArgs) -> Result<(), String> {
         max_connections: args.max_connections,
         // The first tenants measure the link unless the operator gave its cost.
         probe_remote: matches!(gpu_time, GpuTime::Auto(_)) && !cost_given,
-        device_uuid: args.device.clone(),
+        device_uuid: device,
     };
     init_logs(args.log_format)?;
     let verbose = config.verbose;

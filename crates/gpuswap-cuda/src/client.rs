@@ -1,9 +1,18 @@
-//! The process's side of gpuswapd: the connection, the buffers the daemon placed, and
-//! the thread that carries out the daemon's commands (suspend, relocate, resume) on the
-//! real driver. Commands are carried out in the order they arrive, on that one thread,
-//! so a buffer is mapped before any command can move one of its chunks.
+//! The process's side of one device's gpuswapd: the connection, the buffers the daemon
+//! placed, and the thread that carries out the daemon's commands (suspend, relocate,
+//! resume) on the real driver. Commands are carried out in the order they arrive, on
+//! that one thread, so a buffer is mapped before any command can move one of its chunks.
+//! A process has one client per device it allocates on (`clients`).
+//!
+//! A suspension by any device's daemon holds every launch, copy and free of the whole
+//! process ([`GATE`]) and drains every context the process allocated in, on every
+//! device: a launch or copy on one device can reach another device's memory
+//! (`cuMemcpyPeer`, peer access, a kernel given a pointer of another device), and
+//! nothing in a launch says which memory it touches (touch hints are hints). The cost
+//! is that a move on one device pauses the process's work on the others for as long.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ffi::c_int;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -54,8 +63,25 @@ enum Answer {
     Done(Result<DevPtr, (CuResult, String)>),
 }
 
-/// The connection and everything it manages.
+/// Launches, copies and frees of the whole process take it shared; a suspension, by
+/// any device's daemon, holds it exclusively (see the module's documentation).
+static GATE: RwLock<()> = RwLock::new(());
+
+/// Every context the process allocated in, on any device: what a suspension drains.
+static CONTEXTS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Holds [`GATE`] shared: a call that must not start while the process is suspended.
+pub fn gate() -> std::sync::RwLockReadGuard<'static, ()> {
+    GATE.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The connection to one device's daemon and everything it manages.
 pub struct Client {
+    /// The device (an ordinal) whose daemon this is: 0 for the first device (the one
+    /// connected at `cuInit`, the one `GPUSWAP_SOCKET` names, the one progress reports
+    /// go to).
+    pub device: c_int,
     out: Mutex<UnixStream>,
     /// The process's view of the device's memory (`cuMemGetInfo`'s total): the smaller
     /// of the daemon's VRAM and its contract's `vram_limit`.
@@ -66,8 +92,6 @@ pub struct Client {
     answers: Mutex<BTreeMap<u64, Answer>>,
     answered: Condvar,
     next_request: std::sync::atomic::AtomicU64,
-    /// Launches, copies and frees take it shared; a suspension holds it exclusively.
-    pub gate: RwLock<()>,
     /// Set while the connection to the daemon is lost: every launch asks, so a read
     /// takes no lock.
     lost: Lost,
@@ -86,6 +110,7 @@ pub struct Client {
     gave_up: Mutex<Option<String>>,
     /// The connection on which the device's memory was last reported, and when.
     reported: Mutex<(u64, Option<Instant>)>,
+    /// The contexts the program allocated in on this device.
     contexts: Mutex<Vec<usize>>,
     /// What chunk moves keep between them.
     mover: batch::Mover,
@@ -96,10 +121,27 @@ pub struct Client {
     probe_remote: AtomicBool,
 }
 
-/// A call's hold on the gate for GPU work ([`Client::start_work`]), work until it goes.
+/// A call's hold on the gate for GPU work ([`start_work`]), work until it goes.
 pub struct Work<'a> {
     _call: Option<InCall<'a>>,
-    _gate: std::sync::RwLockReadGuard<'a, ()>,
+    _gate: std::sync::RwLockReadGuard<'static, ()>,
+}
+
+/// Holds the gate for a call that starts GPU work (a launch, copy or memset): it waits
+/// while the process is suspended, and says the process is busy first to `client`'s
+/// daemon (the current device's) when it asked (`Demand`); the call is work until the
+/// hold goes.
+pub fn start_work(client: Option<&Client>) -> Work<'_> {
+    let demand = client.and_then(|c| c.demand.as_ref().map(|d| (c, d)));
+    let call = demand.map(|(c, d)| d.before_gate(c));
+    let gate = gate();
+    if let Some((_, d)) = demand {
+        d.after_gate();
+    }
+    Work {
+        _call: call,
+        _gate: gate,
+    }
 }
 
 /// A connection to the daemon, trusted, introduced and welcomed (its read timeout still
@@ -116,11 +158,11 @@ struct Joined {
     probe_remote: bool,
 }
 
-/// Connects to the daemon at the socket, checks whom it trusts, says hello and reads
-/// the welcome.
-fn join(granularity: u64) -> Result<Joined, String> {
-    let uuid = driver::first_device_uuid().map(|b| wire::uuid_text(&b));
-    let path = daemon_socket(uuid.as_deref());
+/// Connects to device `device`'s daemon at its socket, checks whom it trusts, says
+/// hello and reads the welcome.
+fn join(granularity: u64, device: c_int) -> Result<Joined, String> {
+    let uuid = driver::device_uuid(device).map(|b| wire::uuid_text(&b));
+    let path = daemon_socket(device, uuid.as_deref())?;
     let shown = path.display();
     let mut stream = UnixStream::connect(&path).map_err(|e| {
         format!(
@@ -138,9 +180,9 @@ fn join(granularity: u64) -> Result<Joined, String> {
         protocol: PROTOCOL_VERSION,
         pid: std::process::id(),
         name: std::env::var("GPUSWAP_TENANT_NAME").unwrap_or_else(|_| program_name()),
-        device_total_bytes: driver::total_memory()?,
+        device_total_bytes: driver::total_memory(device)?,
         granularity_bytes: granularity,
-        memory_limit_bytes: crate::hami::memory_limit()?.unwrap_or(0),
+        memory_limit_bytes: crate::hami::memory_limit(device)?.unwrap_or(0),
         device_uuid: uuid.unwrap_or_default(),
     };
     // A daemon that refuses a connection as it arrives (the connection cap) writes its
@@ -175,27 +217,47 @@ fn join(granularity: u64) -> Result<Joined, String> {
     }
 }
 
-/// The daemon's socket for the device `uuid`: `GPUSWAP_SOCKET` if set; else the first
-/// per-GPU socket of the device that exists (the user's daemon, then the system's);
-/// else the default socket (a daemon serving whichever device).
-fn daemon_socket(uuid: Option<&str>) -> std::path::PathBuf {
+/// The daemon's socket for device `device`, of UUID `uuid`. The first device (0):
+/// `GPUSWAP_SOCKET` if set; else the first per-GPU socket of the device that exists
+/// (the user's daemon, then the system's); else the default socket (a daemon serving
+/// whichever device). Another device: its per-GPU socket only, since a daemon of the
+/// default socket or of `GPUSWAP_SOCKET` serves the first device.
+fn daemon_socket(device: c_int, uuid: Option<&str>) -> Result<std::path::PathBuf, String> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
+    let first = device == 0;
     let per_gpu = match uuid {
-        Some(uuid) if std::env::var_os(wire::SOCKET_ENV).is_none() => {
+        Some(uuid) if !first || std::env::var_os(wire::SOCKET_ENV).is_none() => {
             wire::device_sockets(uuid, uid)
                 .into_iter()
                 .find(|p| p.exists())
         }
         _ => None,
     };
-    per_gpu.unwrap_or_else(|| wire::socket_path(None, uid))
+    match (per_gpu, uuid) {
+        (Some(path), _) => Ok(path),
+        _ if first => Ok(wire::socket_path(None, uid)),
+        (None, Some(uuid)) => Err(format!(
+            "no gpuswap daemon for device {device} ({uuid}) at {}. Start one with \
+             `gpuswap daemon --device {uuid}`",
+            wire::device_sockets(uuid, uid)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )),
+        (None, None) => Err(format!(
+            "the driver tells no UUID of device {device}, so its gpuswap daemon cannot be found"
+        )),
+    }
 }
 
-/// Connects and introduces the process. Called after the real `cuInit` succeeded.
-pub fn connect() -> Result<&'static Client, String> {
+/// Connects device `device`'s client and introduces the process, the first device's
+/// at `cuInit` (after the real one succeeded), another's at its first managed call
+/// (`clients`).
+pub fn connect(device: c_int) -> Result<&'static Client, String> {
     crate::hami::refuse_if_chained()?;
-    let granularity = driver::granularity()?;
+    let granularity = driver::granularity(device)?;
     let Joined {
         stream,
         daemon_pid,
@@ -204,14 +266,15 @@ pub fn connect() -> Result<&'static Client, String> {
         idle_report_ns,
         progress_report_ns,
         probe_remote,
-    } = join(granularity)?;
+    } = join(granularity, device)?;
     let talk = |e: std::io::Error| format!("talking to the gpuswap daemon: {e}");
     stream.set_read_timeout(None).map_err(talk)?;
-    host_pool::set_bound(vram_bytes);
+    host_pool::add_bound(vram_bytes);
     let reader = stream.try_clone().map_err(talk)?;
     let control = stream.try_clone().map_err(talk)?;
     let fds = [&stream, &reader, &control].map(|s| AtomicI32::new(s.as_raw_fd()));
     let client: &'static Client = Box::leak(Box::new(Client {
+        device,
         out: Mutex::new(stream),
         view_bytes: match vram_limit_bytes {
             0 => vram_bytes,
@@ -222,7 +285,6 @@ pub fn connect() -> Result<&'static Client, String> {
         answers: Mutex::new(BTreeMap::new()),
         answered: Condvar::new(),
         next_request: AtomicU64::new(1),
-        gate: RwLock::new(()),
         lost: Lost::new(),
         lost_for_good: AtomicBool::new(false),
         connection: AtomicU64::new(1),
@@ -242,7 +304,9 @@ pub fn connect() -> Result<&'static Client, String> {
     if let Some(demand) = &client.demand {
         demand.start_timer(client)?;
     }
-    if progress_report_ns > 0 {
+    // The process's launches, on every device, are one count: reported to the first
+    // device's daemon only, so that no daemon is told another's buffers (touch hints).
+    if progress_report_ns > 0 && device == 0 {
         crate::progress::start(progress_report_ns, client)?;
     }
     client.watch(daemon_pid, 1)?;
@@ -291,24 +355,6 @@ impl Client {
         )
     }
 
-    /// Holds the gate for a call that starts GPU work (a launch, copy or memset): it
-    /// waits while the process is suspended, and says the process is busy first when
-    /// the daemon asked (`Demand`); the call is work until the hold goes.
-    pub fn start_work(&self) -> Work<'_> {
-        let call = self.demand.as_ref().map(|d| d.before_gate(self));
-        let gate = self
-            .gate
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(demand) = &self.demand {
-            demand.after_gate();
-        }
-        Work {
-            _call: call,
-            _gate: gate,
-        }
-    }
-
     /// A synchronization's wait for the GPU, work for the busy and idle reports while
     /// the returned guard lives.
     pub fn waits(&self) -> Option<InCall<'_>> {
@@ -348,8 +394,8 @@ impl Client {
         if ctx.is_null() {
             return Err((ffi::CUDA_ERROR_INVALID_CONTEXT, "no current context".into()));
         }
-        {
-            let mut contexts = lock(&self.contexts);
+        for contexts in [&self.contexts, &CONTEXTS] {
+            let mut contexts = lock(contexts);
             if !contexts.contains(&(ctx as usize)) {
                 contexts.push(ctx as usize);
             }
@@ -438,7 +484,7 @@ impl Client {
 
     /// Tells the daemon what the process holds that it cannot move (`managed`'s books).
     pub fn report_unmovable(&self) {
-        let (managed_bytes, pinned_bytes) = crate::managed::totals();
+        let (managed_bytes, pinned_bytes) = crate::managed::totals(self.device);
         if self.lost().is_none() {
             let _ = self.send(&ClientMsg::Unmovable {
                 managed_bytes,
@@ -457,8 +503,7 @@ impl Client {
     /// `va` is in no buffer of ours. A chunk that cannot be re-created leaves the
     /// buffer movable (with the chunks re-created so far, which move as others do).
     pub fn pin(&self, va: DevPtr) -> Option<Result<(DevPtr, u64, bool), String>> {
-        let _held_off = self
-            .gate
+        let _held_off = GATE
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut buffers = lock(&self.buffers);
@@ -485,7 +530,7 @@ impl Client {
         drop(buffers);
         // Touch hints name buffers by the daemon's ids: a pinned buffer has none.
         crate::touch::removed(base);
-        crate::managed::pinned(base, bytes);
+        crate::managed::pinned(base, self.device, bytes);
         self.report_unmovable();
         let _ = self.send_on(connection, &ClientMsg::Free { buffer: id });
         Some(Ok((base, bytes, true)))
@@ -541,6 +586,15 @@ impl Client {
     /// Whether `va` is the start of a buffer of ours.
     pub fn holds(&self, va: DevPtr) -> bool {
         lock(&self.buffers).contains_key(&va)
+    }
+
+    /// Whether `va` lies in a buffer of ours.
+    pub fn contains(&self, va: DevPtr) -> bool {
+        let buffers = lock(&self.buffers);
+        buffers
+            .range(..=va)
+            .next_back()
+            .is_some_and(|(_, b)| va < b.va + b.bytes)
     }
 
     /// Bytes of the process's buffers in VRAM now (what its view's free memory is
@@ -641,8 +695,7 @@ impl Client {
                 DaemonMsg::Suspend => {
                     if suspended.is_none() {
                         suspended = Some(
-                            self.gate
-                                .write()
+                            GATE.write()
                                 .unwrap_or_else(std::sync::PoisonError::into_inner),
                         );
                     }
@@ -767,15 +820,25 @@ impl Client {
             }
         }
         lock(&self.buffers).insert(va, buffer);
-        crate::touch::added(id, va, bytes);
+        self.touch_added(id, va, bytes);
         Ok(va)
     }
 
-    /// Waits for everything the process started on the GPU.
+    /// The buffer `id` is mapped at `[va, va + bytes)`: touch hints name it, when this
+    /// is the first device's client (the one progress reports, which carry the hints,
+    /// go to).
+    fn touch_added(&self, id: u64, va: DevPtr, bytes: u64) {
+        if self.device == 0 {
+            crate::touch::added(id, va, bytes);
+        }
+    }
+
+    /// Waits for everything the process started on any GPU (see the module's
+    /// documentation).
     fn drain(&self) -> Result<(), String> {
         let mut result = Ok(());
         // Every context, even after one fails (a destroyed context has nothing running).
-        for ctx in lock(&self.contexts).iter() {
+        for ctx in lock(&CONTEXTS).iter() {
             let synced = driver::set_context(*ctx as Handle).and_then(|()| driver::synchronize());
             result = result.and(synced);
         }
@@ -870,7 +933,7 @@ impl Client {
             mut stream,
             daemon_pid,
             ..
-        } = join(self.granularity)?;
+        } = join(self.granularity, self.device)?;
         let connection = self.connection() + 1;
         let mut buffers = lock(&self.buffers);
         // Pinned buffers are no longer the daemon's to book: `managed` reports them.
@@ -908,7 +971,7 @@ impl Client {
             // Touch hints name buffers by the daemon's ids: the new ones, or none.
             crate::touch::removed(*va);
             if let Some(id) = id {
-                crate::touch::added(id, *va, b.bytes);
+                self.touch_added(id, *va, b.bytes);
             }
         }
         let io = |e: std::io::Error| format!("reconnecting: {e}");

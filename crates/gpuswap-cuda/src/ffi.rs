@@ -227,32 +227,45 @@ pub mod driver {
         (unsafe { f(&mut free, &mut total) } == CUDA_SUCCESS).then_some((free as u64, total as u64))
     }
 
-    pub fn total_memory() -> Result<u64, String> {
+    /// Device `device`'s memory (an ordinal).
+    pub fn total_memory(device: c_int) -> Result<u64, String> {
         let f = real!(c"cuDeviceTotalMem_v2"; fn(*mut usize, c_int) -> CuResult);
         let mut bytes = 0usize;
-        // SAFETY: `bytes` is valid for a write; device 0.
-        check(unsafe { f(&mut bytes, 0) }, "cuDeviceTotalMem")?;
+        // SAFETY: `bytes` is valid for a write; the driver checks the ordinal.
+        check(unsafe { f(&mut bytes, device) }, "cuDeviceTotalMem")?;
         Ok(bytes as u64)
     }
 
-    fn prop(location: c_int) -> AllocationProp {
+    /// The device the interposer's own memory goes to: the current context's (the
+    /// buffer's, made current before any of its memory is made or mapped), else 0.
+    fn this_device() -> c_int {
+        current_device().unwrap_or(0)
+    }
+
+    /// Pinned memory at `location` (`device`: the device of a device location; NUMA
+    /// node 0 for `HOST_NUMA`; ignored for plain host memory).
+    fn prop(location: c_int, device: c_int) -> AllocationProp {
         AllocationProp {
             kind: ALLOCATION_PINNED,
             requested_handle_types: 0,
             location: MemLocation {
                 kind: location,
-                // Device 0; NUMA node 0; ignored for plain host memory.
-                id: 0,
+                id: if location == LOCATION_DEVICE {
+                    device
+                } else {
+                    0
+                },
             },
             win32_handle_meta_data: std::ptr::null_mut(),
             alloc_flags: [0; 8],
         }
     }
 
-    pub fn granularity() -> Result<u64, String> {
+    /// Device `device`'s allocation granularity.
+    pub fn granularity(device: c_int) -> Result<u64, String> {
         let f = real!(c"cuMemGetAllocationGranularity"; fn(*mut usize, *const AllocationProp, c_int) -> CuResult);
         let mut bytes = 0usize;
-        let p = prop(LOCATION_DEVICE);
+        let p = prop(LOCATION_DEVICE, device);
         // SAFETY: valid pointers; option 0 is CU_MEM_ALLOC_GRANULARITY_MINIMUM.
         check(
             unsafe { f(&mut bytes, &p, 0) },
@@ -261,16 +274,18 @@ pub mod driver {
         Ok(bytes as u64)
     }
 
-    /// Physical memory of `bytes` in VRAM (`LOCATION_DEVICE`) or host memory
+    /// Physical memory of `bytes` in the current context's device's VRAM
+    /// (`LOCATION_DEVICE`) or host memory
     /// (`LOCATION_HOST`). Drivers that refuse plain host memory for `cuMemCreate` get
     /// NUMA node 0's (`HOST_NUMA`), and that choice is kept.
     pub fn create(bytes: u64, location: c_int) -> Result<u64, CuResult> {
         static HOST_KIND: std::sync::atomic::AtomicI32 =
             std::sync::atomic::AtomicI32::new(LOCATION_HOST);
         let f = real!(c"cuMemCreate"; fn(*mut u64, usize, *const AllocationProp, u64) -> CuResult);
+        let device = this_device();
         let attempt = |kind: c_int| {
             let mut handle = 0u64;
-            let p = prop(kind);
+            let p = prop(kind, device);
             // SAFETY: valid pointers; flags must be 0.
             match unsafe { f(&mut handle, bytes as usize, &p, 0) } {
                 CUDA_SUCCESS => Ok(handle),
@@ -331,15 +346,16 @@ pub mod driver {
         check(unsafe { map(va, bytes as usize, 0, handle, 0) }, "cuMemMap")
     }
 
-    /// Lets the device read and write `[va, va + bytes)`, mapped (it may span adjacent
-    /// mappings of one reservation, as PyTorch's expandable segments grant it).
+    /// Lets the current context's device read and write `[va, va + bytes)`, mapped (it
+    /// may span adjacent mappings of one reservation, as PyTorch's expandable segments
+    /// grant it).
     pub fn set_access(va: DevPtr, bytes: u64) -> Result<(), String> {
         let access =
             real!(c"cuMemSetAccess"; fn(DevPtr, usize, *const AccessDesc, usize) -> CuResult);
         let desc = AccessDesc {
             location: MemLocation {
                 kind: LOCATION_DEVICE,
-                id: 0,
+                id: this_device(),
             },
             flags: ACCESS_READWRITE,
         };
@@ -540,14 +556,14 @@ pub mod driver {
         )
     }
 
-    /// The UUID of the process's first device (ordinal 0: the first that
+    /// The UUID of the process's device of ordinal `ordinal` (0: the first that
     /// `CUDA_VISIBLE_DEVICES` leaves), if the driver tells it.
-    pub fn first_device_uuid() -> Option<[u8; 16]> {
+    pub fn device_uuid(ordinal: c_int) -> Option<[u8; 16]> {
         type GetUuid = unsafe extern "C" fn(*mut [u8; 16], c_int) -> CuResult;
         let get = real!(c"cuDeviceGet"; fn(*mut c_int, c_int) -> CuResult);
         let mut device: c_int = 0;
-        // SAFETY: `device` is valid for a write; ordinal 0.
-        if unsafe { get(&mut device, 0) } != CUDA_SUCCESS {
+        // SAFETY: `device` is valid for a write; the driver checks the ordinal.
+        if unsafe { get(&mut device, ordinal) } != CUDA_SUCCESS {
             return None;
         }
         // SAFETY: both have cuda.h's signature `CUresult (CUuuid *, CUdevice)`.
@@ -571,7 +587,8 @@ pub mod driver {
         let props = real!(c"cuMemGetAllocationPropertiesFromHandle"; fn(*mut AllocationProp, u64) -> CuResult);
         let create =
             real!(c"cuMemCreate"; fn(*mut u64, usize, *const AllocationProp, u64) -> CuResult);
-        let mut p = prop(LOCATION_DEVICE);
+        // Filled in by the driver below.
+        let mut p = prop(LOCATION_DEVICE, 0);
         // SAFETY: `p` is valid for a write; `like` is a live handle of ours.
         check(
             unsafe { props(&mut p, like) },
@@ -664,11 +681,10 @@ const _: () = assert!(std::mem::size_of::<ProgramProp>() == 32);
 const _: () = assert!(std::mem::offset_of!(ProgramProp, alloc_flags) == 24);
 
 impl ProgramProp {
-    /// Pinned memory on device 0, the only kind the interposer manages.
-    pub fn is_device_zero(&self) -> bool {
-        self.kind == ALLOCATION_PINNED
-            && self.location.kind == LOCATION_DEVICE
-            && self.location.id == 0
+    /// The device of pinned device memory, the only kind the interposer manages.
+    pub fn device(&self) -> Option<c_int> {
+        (self.kind == ALLOCATION_PINNED && self.location.kind == LOCATION_DEVICE)
+            .then_some(self.location.id)
     }
 }
 

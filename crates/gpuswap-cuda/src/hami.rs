@@ -10,11 +10,13 @@
 /// HAMi-core's library, as its containers preload it.
 const HAMI_LIBRARY: &str = "libvgpu.so";
 
-/// The memory limit HAMi-core's variables set for device 0 (the one the daemon
-/// manages): `CUDA_DEVICE_MEMORY_LIMIT_0`, else `CUDA_DEVICE_MEMORY_LIMIT`; `Ok(None)`
-/// without either, `Err` naming the variable for a value that is no limit.
-pub(crate) fn memory_limit() -> Result<Option<u64>, String> {
-    for name in ["CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_MEMORY_LIMIT"] {
+/// The memory limit HAMi-core's variables set for device `device` (an ordinal, whose
+/// daemon is told it): `CUDA_DEVICE_MEMORY_LIMIT_<device>`, else
+/// `CUDA_DEVICE_MEMORY_LIMIT`; `Ok(None)` without either, `Err` naming the variable for
+/// a value that is no limit.
+pub(crate) fn memory_limit(device: std::ffi::c_int) -> Result<Option<u64>, String> {
+    let own = format!("CUDA_DEVICE_MEMORY_LIMIT_{device}");
+    for name in [own.as_str(), "CUDA_DEVICE_MEMORY_LIMIT"] {
         if let Ok(text) = std::env::var(name) {
             return parse_limit(&text).map(Some).ok_or_else(|| {
                 format!(

@@ -82,13 +82,20 @@ fn lock() -> std::sync::MutexGuard<'static, Pool> {
 }
 
 /// The most the pool may keep, and its size when `GPUSWAP_HOST_POOL` is unset: the
-/// daemon's VRAM or the machine's available memory, the smaller, set at the connection.
+/// daemons' VRAM or the machine's available memory, the smaller, set at each
+/// connection.
 static BOUND_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// Bounds the pool by the VRAM the daemon manages (the most of the process's data the
-/// daemon places in host memory, its host budget as a tenant sees it) and by the
-/// memory the machine has available; says so when `GPUSWAP_HOST_POOL` asks for more.
-pub(crate) fn set_bound(vram_bytes: u64) {
+/// The VRAM of the daemons the process connected to, one per device.
+static DAEMONS_VRAM_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Bounds the pool by the VRAM the daemons manage, `vram_bytes` more for a newly
+/// connected device's (the most of the process's data they place in host memory, its
+/// host budget as a tenant sees it: one pool serves every device, host memory being no
+/// device's) and by the memory the machine has available; says so when
+/// `GPUSWAP_HOST_POOL` asks for more.
+pub(crate) fn add_bound(vram_bytes: u64) {
+    let vram_bytes = DAEMONS_VRAM_BYTES.fetch_add(vram_bytes, Ordering::Relaxed) + vram_bytes;
     let available = available_bytes();
     let bound = vram_bytes.min(available.unwrap_or(u64::MAX));
     BOUND_BYTES.store(bound, Ordering::Relaxed);

@@ -88,10 +88,11 @@ pub fn is_virtual(handle: u64) -> bool {
     handle & VIRTUAL_TAG != 0 && table().handles.contains_key(&handle)
 }
 
-/// The device's allocation granularity, asked once (0 if the driver will not say).
+/// Device 0's allocation granularity, asked once (0 if the driver will not say): every
+/// GPU the VMM API runs on has the same minimum (2 MiB).
 fn granularity() -> u64 {
     static BYTES: OnceLock<u64> = OnceLock::new();
-    *BYTES.get_or_init(|| driver::granularity().unwrap_or(0))
+    *BYTES.get_or_init(|| driver::granularity(0).unwrap_or(0))
 }
 
 fn aligned(bytes: u64) -> bool {

@@ -26,6 +26,11 @@
  * stay cold (filled at the start, verified at the end only), as a program's data it
  * rarely touches, which a memory manager may leave in host memory.
  *
+ * With --devices D it spreads the buffers over devices 0 to D-1 (buffer b on device
+ * b mod D), each device with its own context, module and scratch buffer, and makes the
+ * buffer's device's context current before each call on it, as a program that uses
+ * several GPUs from one thread does.
+ *
  * With --resolve runtime it finds the calls that allocate, free, copy and launch as the
  * CUDA runtime (libcudart) does: dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2",
  * then each function by its base name; an interposer must answer both look-ups.
@@ -120,7 +125,7 @@ static void usage(const char *what, const char *arg)
             "                          [--hold-ms MS] [--ptx FILE] [--own-context]\n"
             "                          [--resolve link|runtime] [--fork-child-ms MS]\n"
             "                          [--try-alloc BYTES] [--launches K] [--pitched]\n"
-            "                          [--hot-buffers H]\n"
+            "                          [--hot-buffers H] [--devices D]\n"
             "  --buffers N    buffers to allocate, 1 to 100000 (default 4)\n"
             "  --size BYTES   bytes per buffer, a positive multiple of 4, with an optional\n"
             "                 K/M/G or KiB/MiB/GiB suffix (default 16MiB)\n"
@@ -138,7 +143,8 @@ static void usage(const char *what, const char *arg)
             "  --pitched      allocate each buffer as 2 rows of size/2 bytes with\n"
             "                 cuMemAllocPitch_v2 (found at run time: the interposer's), and\n"
             "                 check the pitch (a multiple of 512, at least a row)\n"
-            "  --hot-buffers H  the rounds touch only the first H buffers (default all)\n",
+            "  --hot-buffers H  the rounds touch only the first H buffers (default all)\n"
+            "  --devices D    spread the buffers over devices 0 to D-1, 1 to 8 (default 1)\n",
             what, arg ? arg : "");
     exit(64);
 }
@@ -183,6 +189,23 @@ static char *read_file(const char *path)
 }
 
 static CUfunction f_fill, f_checksum, f_axpy;
+
+#define DEVICES_MAX 8
+
+/* What the program keeps per device (--devices). */
+struct device {
+    CUcontext ctx;
+    CUfunction fill, checksum, axpy;
+    CUdeviceptr scratch;
+};
+static struct device g_dev[DEVICES_MAX];
+
+/* Makes device d's context current and its kernels the ones launched. */
+static void use_device(uint64_t d)
+{
+    CK(cuCtxSetCurrent(g_dev[d].ctx), -1, 0);
+    f_fill = g_dev[d].fill, f_checksum = g_dev[d].checksum, f_axpy = g_dev[d].axpy;
+}
 
 /* Grid-stride launch: 256 blocks of 256 threads whatever the size. */
 static CUresult launch(CUfunction f, void **params)
@@ -313,6 +336,7 @@ int main(int argc, char **argv)
 {
     uint64_t buffers = 4, size = 16ull << 20, rounds = 3, seed = 1, hold_ms = 0, verified = 0;
     uint64_t fork_child_ms = 0, try_alloc = 0, launches = 0, pitched = 0, hot = UINT64_MAX;
+    uint64_t devices = 1;
     double launch_ns_each = 0;
     const char *ptx = NULL;
     int own_context = 0, resolve_runtime = 0;
@@ -344,6 +368,8 @@ int main(int argc, char **argv)
             launches = number(a, v, 1000000000);
         else if (!strcmp(a, "--hot-buffers"))
             hot = number(a, v, 100000);
+        else if (!strcmp(a, "--devices"))
+            devices = number(a, v, DEVICES_MAX);
         else if (!strcmp(a, "--ptx") && v == NULL)
             usage("missing file after ", a);
         else if (!strcmp(a, "--ptx"))
@@ -358,13 +384,15 @@ int main(int argc, char **argv)
     }
     if (buffers == 0 || size == 0 || size % 4 != 0)
         usage("--buffers must be at least 1 and --size a positive multiple of 4", NULL);
+    if (devices == 0)
+        usage("--devices must be at least 1", NULL);
 
     double t0 = now_ms();
     uint64_t words = size / 4;
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
-    CUdeviceptr scratch, *buf = calloc(buffers, sizeof *buf);
+    CUdeviceptr *buf = calloc(buffers, sizeof *buf);
     uint32_t *host = malloc(size);
     if (buf == NULL || host == NULL) {
         fprintf(stderr, "e2e-client: out of host memory\n");
@@ -373,43 +401,59 @@ int main(int argc, char **argv)
     if (resolve_runtime)
         resolve_as_runtime();
     CK(cuInit(0), -1, 0);
-    CK(cuDeviceGet(&dev, 0), -1, 0);
-    if (own_context)
-        CK(cuCtxCreate_v2(&ctx, 0, dev), -1, 0);
-    else {
-        CK(cuDevicePrimaryCtxRetain(&ctx, dev), -1, 0);
-        CK(cuCtxSetCurrent(ctx), -1, 0);
+    for (uint64_t d = 0; d < devices; d++) {
+        CK(cuDeviceGet(&dev, (int)d), -1, 0);
+        if (own_context)
+            CK(cuCtxCreate_v2(&ctx, 0, dev), -1, 0);
+        else {
+            CK(cuDevicePrimaryCtxRetain(&ctx, dev), -1, 0);
+            CK(cuCtxSetCurrent(ctx), -1, 0);
+        }
+        g_dev[d].ctx = ctx;
     }
+    use_device(0);
     if (try_alloc > 0) {
         CUdeviceptr probe;
         CK(cuMemAlloc_v2(&probe, (size_t)try_alloc), -1, 0);
         CK(cuMemFree_v2(probe), -1, 0);
         return 0;
     }
-    if (ptx != NULL)
-        CK(cuModuleLoadData(&mod, read_file(ptx)), -1, 0);
-    else
-        CK(cuModuleLoadData(&mod, "gpuswap-standin-builtin\0"), -1, 0);
-    CK(cuModuleGetFunction(&f_fill, mod, "gpuswap_fill"), -1, 0);
-    CK(cuModuleGetFunction(&f_checksum, mod, "gpuswap_checksum"), -1, 0);
-    CK(cuModuleGetFunction(&f_axpy, mod, "gpuswap_axpy"), -1, 0);
+    for (uint64_t d = 0; d < devices; d++) { /* a module is its context's */
+        CK(cuCtxSetCurrent(g_dev[d].ctx), -1, 0);
+        if (ptx != NULL)
+            CK(cuModuleLoadData(&mod, read_file(ptx)), -1, 0);
+        else
+            CK(cuModuleLoadData(&mod, "gpuswap-standin-builtin\0"), -1, 0);
+        CK(cuModuleGetFunction(&g_dev[d].fill, mod, "gpuswap_fill"), -1, 0);
+        CK(cuModuleGetFunction(&g_dev[d].checksum, mod, "gpuswap_checksum"), -1, 0);
+        CK(cuModuleGetFunction(&g_dev[d].axpy, mod, "gpuswap_axpy"), -1, 0);
+    }
 
     for (uint64_t b = 0; b < buffers; b++) {
+        use_device(b % devices);
         if (pitched)
             alloc_pitched(&buf[b], size, b);
         else
             CK(cuMemAlloc_v2(&buf[b], size), b, 0);
         fill(buf[b], words, (uint32_t)(seed + b * 1000), (long)b, 0);
     }
-    CK(cuMemAlloc_v2(&scratch, 4096 + 2 * AXPY_N * sizeof(float)), -1, 0);
-    CK(cuCtxSynchronize(), -1, 0);
+    for (uint64_t d = 0; d < devices; d++) {
+        use_device(d);
+        CK(cuMemAlloc_v2(&g_dev[d].scratch, 4096 + 2 * AXPY_N * sizeof(float)), -1, 0);
+        CK(cuCtxSynchronize(), -1, 0);
+    }
+    use_device(0);
     if (fork_child_ms > 0)
         fork_child(fork_child_ms);
     fprintf(stderr, "e2e-client: allocated %" PRIu64 " buffers of %" PRIu64 " bytes\n", buffers,
             size);
-    check_axpy(scratch);
+    for (uint64_t d = 0; d < devices; d++) {
+        use_device(d);
+        check_axpy(g_dev[d].scratch);
+    }
+    use_device(0);
     if (launches > 0)
-        launch_ns_each = launch_many(launches, buf[0], scratch);
+        launch_ns_each = launch_many(launches, buf[0], g_dev[0].scratch);
 
     for (uint64_t r = 1; r <= rounds + 1; r++) { /* round rounds+1: the final check */
         if (r <= rounds)
@@ -419,13 +463,17 @@ int main(int argc, char **argv)
             if (b >= hot && r <= rounds)
                 continue;
             uint64_t last = b < hot ? r - 1 : 0;
-            verify(buf[b], words, (uint32_t)(seed + b * 1000 + last), host, scratch, (long)b,
-                   (long)r);
+            use_device(b % devices);
+            verify(buf[b], words, (uint32_t)(seed + b * 1000 + last), host,
+                   g_dev[b % devices].scratch, (long)b, (long)r);
             verified += size;
             if (r <= rounds)
                 fill(buf[b], words, (uint32_t)(seed + b * 1000 + r), (long)b, (long)r);
         }
-        CK(cuCtxSynchronize(), -1, r);
+        for (uint64_t d = 0; d < devices; d++) {
+            use_device(d);
+            CK(cuCtxSynchronize(), -1, r);
+        }
         if (r <= rounds)
             fprintf(stderr, "e2e-client: round %" PRIu64 " verified\n", r);
         else
@@ -433,10 +481,16 @@ int main(int argc, char **argv)
     }
 
     size_t mem_free = 0, mem_total = 0;
+    use_device(0);
     CK(cuMemGetInfo_v2(&mem_free, &mem_total), -1, 0);
-    for (uint64_t b = 0; b < buffers; b++)
+    for (uint64_t b = 0; b < buffers; b++) {
+        use_device(b % devices);
         CK(cuMemFree_v2(buf[b]), b, 0);
-    CK(cuMemFree_v2(scratch), -1, 0);
+    }
+    for (uint64_t d = 0; d < devices; d++) {
+        use_device(d);
+        CK(cuMemFree_v2(g_dev[d].scratch), -1, 0);
+    }
     printf("{\"ok\":true,\"buffers\":%" PRIu64 ",\"bytes_per_buffer\":%" PRIu64
            ",\"rounds\":%" PRIu64 ",\"verified_bytes\":%" PRIu64 ",\"mem_info_free\":%zu"
            ",\"mem_info_total\":%zu,\"elapsed_ms\":%.0f,\"launches\":%" PRIu64

@@ -18,14 +18,17 @@
  * Every device range that a copy, memset or kernel touches is checked against the
  * table of mappings first, so a bad address is an error code, never a segfault.
  *
- * VRAM. Handles on the device (location DEVICE, cuMemAlloc_v2's included) are charged
- * against a capacity shared by every process using the stand-in, as one GPU's memory
- * is: a POSIX shared-memory table of (pid, bytes) slots under flock(). Slots of dead
- * processes are cleared whenever the table is used, so a killed process frees its part.
+ * VRAM. Handles on a device (location DEVICE, cuMemAlloc_v2's included, on the current
+ * context's device) are charged against that device's capacity, shared by every process
+ * using the stand-in, as one GPU's memory is: a POSIX shared-memory table of (pid, bytes)
+ * slots under flock() per device. Slots of dead processes are cleared whenever the table
+ * is used, so a killed process frees its part. GPUSWAP_STANDIN_DEVICES devices (default
+ * 1) each have their own UUID, capacity, table and primary context.
  *
  * Threads: one global mutex serializes every call; the current context is per thread.
  * Environment: GPUSWAP_STANDIN_VRAM, GPUSWAP_STANDIN_SHM, GPUSWAP_STANDIN_COPY_DELAY_MS,
- * GPUSWAP_STANDIN_REMOTE_NS, GPUSWAP_STANDIN_TIME_SLICE, GPUSWAP_STANDIN_UUID (see README.md).
+ * GPUSWAP_STANDIN_REMOTE_NS, GPUSWAP_STANDIN_TIME_SLICE, GPUSWAP_STANDIN_UUID,
+ * GPUSWAP_STANDIN_DEVICES (see README.md).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -50,6 +53,7 @@
 #define API __attribute__((visibility("default")))
 #define GRANULARITY ((size_t)2 << 20)
 #define SHM_SLOTS 256
+#define DEVICES_MAX 8
 #define RO CU_MEM_ACCESS_FLAGS_PROT_READ
 #define RW CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 
@@ -67,6 +71,7 @@ struct handle { /* a physical allocation made by cuMemCreate */
     int fd; /* memfd holding the bytes */
     size_t size;
     int vram;      /* location DEVICE: charged against the shared capacity */
+    int dev;       /* the device whose capacity it is charged against, if vram */
     int released;  /* cuMemRelease was called: freed once maps drops to 0 */
     unsigned retains;         /* cuMemRetainAllocationHandle references not yet released */
     CUmemAllocationProp prop; /* as cuMemCreate got it, for cuMemGetAllocationPropertiesFromHandle */
@@ -85,10 +90,10 @@ struct mapping { /* a handle mapped by cuMemMap */
     uintptr_t va;
     size_t size;
     struct handle *h;
-    int prot; /* CUmemAccess_flags in force for the device */
+    int prot; /* CUmemAccess_flags in force for the devices (one for all: see do_set_access) */
 };
 
-struct CUctx_st { struct CUctx_st *next; };
+struct CUctx_st { struct CUctx_st *next; int dev; };
 /* An event: complete once the queued copies it was recorded behind have run (launches
  * and every other call finish before they return). */
 struct CUevent_st {
@@ -103,20 +108,22 @@ struct shm_table {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_inited;
-static uint64_t g_capacity;
+static uint64_t g_capacity; /* each device's */
+static int g_devices = 1;   /* GPUSWAP_STANDIN_DEVICES */
 static unsigned long g_copy_delay_ms;
 static uint64_t g_remote_ns; /* GPUSWAP_STANDIN_REMOTE_NS: a kernel's access to host memory */
-static CUuuid g_uuid;        /* GPUSWAP_STANDIN_UUID: the device's UUID */
+static CUuuid g_uuid[DEVICES_MAX]; /* device 0's from GPUSWAP_STANDIN_UUID; see read_uuid */
 static int g_time_slice;     /* GPUSWAP_STANDIN_TIME_SLICE: processes' kernels one at a time */
-static int g_shm_fd = -1;
-static struct shm_table *g_shm;
+/* Each device's VRAM table, shared by the processes that use the stand-in. */
+static int g_shm_fd[DEVICES_MAX] = {-1};
+static struct shm_table *g_shm[DEVICES_MAX];
 static struct handle *g_handles;
 static struct reservation *g_reservations;
 static struct mapping *g_mappings;
 static CUmemGenericAllocationHandle g_next_handle = 1;
 static uintptr_t g_next_token = 0x10000; /* stream and module tokens */
-static struct CUctx_st g_primary;        /* device 0's primary context */
-static unsigned g_primary_refs;
+static struct CUctx_st g_primary[DEVICES_MAX]; /* each device's primary context */
+static unsigned g_primary_refs[DEVICES_MAX];
 static struct CUctx_st *g_contexts; /* made by cuCtxCreate_v2 */
 static __thread CUcontext tls_ctx;
 
@@ -145,7 +152,19 @@ static int ctx_valid(CUcontext c)
     for (struct CUctx_st *x = g_contexts; x; x = x->next)
         if (x == c)
             return 1;
-    return c == &g_primary;
+    return c >= g_primary && c < g_primary + g_devices;
+}
+
+/* The current context's device (begin(1) checked that there is a valid one). */
+static int ctx_device(void)
+{
+    return tls_ctx->dev;
+}
+
+/* Whether dev is one of the stand-in's devices. */
+static int device_valid(CUdevice dev)
+{
+    return dev >= 0 && dev < g_devices;
 }
 
 static CUresult begin(int need_ctx)
@@ -234,63 +253,67 @@ static int holds_vram(pid_t pid)
     return !(end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X'));
 }
 
-/* Sum of the live slots; clears the slots of dead processes. Called under flock. */
-static uint64_t shm_used_locked(void)
+/* Sum of the live slots of a device's table; clears the slots of dead processes.
+ * Called under flock. */
+static uint64_t shm_used_locked(struct shm_table *t)
 {
     uint64_t used = 0;
     for (int i = 0; i < SHM_SLOTS; i++) {
-        if (g_shm->slot[i].pid == 0)
+        if (t->slot[i].pid == 0)
             continue;
-        if (!holds_vram(g_shm->slot[i].pid))
-            g_shm->slot[i].pid = 0, g_shm->slot[i].bytes = 0;
+        if (!holds_vram(t->slot[i].pid))
+            t->slot[i].pid = 0, t->slot[i].bytes = 0;
         else
-            used += g_shm->slot[i].bytes;
+            used += t->slot[i].bytes;
     }
     return used;
 }
 
-/* Charges (charge = 1) or uncharges (charge = 0) bytes of VRAM to this process. */
-static CUresult vram_account(uint64_t bytes, int charge)
+/* Charges (charge = 1) or uncharges (charge = 0) bytes of device dev's VRAM to this
+ * process. */
+static CUresult vram_account(int dev, uint64_t bytes, int charge)
 {
     CUresult r = CUDA_SUCCESS;
     int32_t me = (int32_t)getpid();
     int mine = -1, empty = -1;
-    flock(g_shm_fd, LOCK_EX);
-    uint64_t used = shm_used_locked();
+    struct shm_table *t = g_shm[dev];
+    flock(g_shm_fd[dev], LOCK_EX);
+    uint64_t used = shm_used_locked(t);
     for (int i = 0; i < SHM_SLOTS; i++) {
-        if (g_shm->slot[i].pid == me)
+        if (t->slot[i].pid == me)
             mine = i;
-        else if (g_shm->slot[i].pid == 0 && empty < 0)
+        else if (t->slot[i].pid == 0 && empty < 0)
             empty = i;
     }
     if (charge && (bytes > g_capacity || used > g_capacity - bytes || (mine < 0 && empty < 0))) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (charge) {
         if (mine < 0)
-            mine = empty, g_shm->slot[mine].pid = me, g_shm->slot[mine].bytes = 0;
-        g_shm->slot[mine].bytes += bytes;
+            mine = empty, t->slot[mine].pid = me, t->slot[mine].bytes = 0;
+        t->slot[mine].bytes += bytes;
     } else if (mine >= 0) {
-        uint64_t *b = &g_shm->slot[mine].bytes;
+        uint64_t *b = &t->slot[mine].bytes;
         *b -= bytes < *b ? bytes : *b;
         if (*b == 0)
-            g_shm->slot[mine].pid = 0;
+            t->slot[mine].pid = 0;
     }
-    flock(g_shm_fd, LOCK_UN);
+    flock(g_shm_fd[dev], LOCK_UN);
     return r;
 }
 
-static uint64_t vram_used(void)
+static uint64_t vram_used(int dev)
 {
-    flock(g_shm_fd, LOCK_EX);
-    uint64_t used = shm_used_locked();
-    flock(g_shm_fd, LOCK_UN);
+    flock(g_shm_fd[dev], LOCK_EX);
+    uint64_t used = shm_used_locked(g_shm[dev]);
+    flock(g_shm_fd[dev], LOCK_UN);
     return used;
 }
 
 /* ------------------------------------------------------- cuInit, version */
 
 /* GPUSWAP_STANDIN_UUID: "GPU-" and 32 hex digits grouped 8-4-4-4-12, as nvidia-smi
- * prints a UUID; unset, the bytes of "gpuswap-standin0". 0, or -1 with a message. */
+ * prints a UUID; unset, the bytes of "gpuswap-standin0". 0, or -1 with a message.
+ * Device i's UUID is device 0's with i added to its last byte ("gpuswap-standin1", ...). */
 static int read_uuid(const char *text, CUuuid *uuid)
 {
     static const int groups[5] = {8, 4, 4, 4, 12};
@@ -325,6 +348,7 @@ static CUresult read_config(void)
     const char *v = getenv("GPUSWAP_STANDIN_VRAM"), *d = getenv("GPUSWAP_STANDIN_COPY_DELAY_MS");
     const char *remote = getenv("GPUSWAP_STANDIN_REMOTE_NS");
     const char *slice = getenv("GPUSWAP_STANDIN_TIME_SLICE");
+    const char *devices = getenv("GPUSWAP_STANDIN_DEVICES");
     uint64_t cap = (uint64_t)1 << 30, delay = 0, remote_ns = 0;
     char *end = NULL;
     if (v != NULL && (gpuswap_parse_size(v, &cap) != 0 || cap == 0)) {
@@ -358,8 +382,20 @@ static CUresult read_config(void)
                         "expected 0 or 1\n", slice);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (read_uuid(getenv("GPUSWAP_STANDIN_UUID"), &g_uuid) != 0)
+    if (devices != NULL && (strlen(devices) != 1 || devices[0] < '1' ||
+                            devices[0] > '0' + DEVICES_MAX)) {
+        fprintf(stderr, "gpuswap stand-in: GPUSWAP_STANDIN_DEVICES=\"%s\" is not valid; "
+                        "expected a device count from 1 to %d\n", devices, DEVICES_MAX);
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (read_uuid(getenv("GPUSWAP_STANDIN_UUID"), &g_uuid[0]) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    g_devices = devices != NULL ? devices[0] - '0' : 1;
+    for (int i = 0; i < g_devices; i++) {
+        g_uuid[i] = g_uuid[0];
+        g_uuid[i].bytes[15] = (char)(g_uuid[0].bytes[15] + i);
+        g_primary[i].dev = i;
+    }
     g_time_slice = slice != NULL && strcmp(slice, "1") == 0;
     g_capacity = cap;
     g_copy_delay_ms = (unsigned long)delay;
@@ -367,20 +403,26 @@ static CUresult read_config(void)
     return CUDA_SUCCESS;
 }
 
-static CUresult open_shm(void)
+/* Device dev's VRAM table: GPUSWAP_STANDIN_SHM (default /gpuswap-standin-UID) for
+ * device 0, that name and "-dev" for the others. */
+static CUresult open_shm(int dev)
 {
-    char dflt[64];
-    const char *name = getenv("GPUSWAP_STANDIN_SHM");
+    char dflt[64], name[256];
+    const char *base = getenv("GPUSWAP_STANDIN_SHM");
     struct stat st;
     void *p = MAP_FAILED;
-    if (name == NULL || *name == '\0') {
+    if (base == NULL || *base == '\0') {
         snprintf(dflt, sizeof dflt, "/gpuswap-standin-%u", (unsigned)getuid());
-        name = dflt;
+        base = dflt;
     }
+    if (dev == 0)
+        snprintf(name, sizeof name, "%s", base);
+    else
+        snprintf(name, sizeof name, "%s-%d", base, dev);
     int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0 && fstat(fd, &st) == 0 &&
-        ((size_t)st.st_size >= sizeof *g_shm || ftruncate(fd, sizeof *g_shm) == 0))
-        p = mmap(NULL, sizeof *g_shm, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ((size_t)st.st_size >= sizeof *g_shm[0] || ftruncate(fd, sizeof *g_shm[0]) == 0))
+        p = mmap(NULL, sizeof *g_shm[0], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         fprintf(stderr, "gpuswap stand-in: cannot use shared memory \"%s\" "
                         "(GPUSWAP_STANDIN_SHM): %s\n", name, strerror(errno));
@@ -388,8 +430,8 @@ static CUresult open_shm(void)
             close(fd);
         return CUDA_ERROR_UNKNOWN;
     }
-    g_shm_fd = fd;
-    g_shm = p;
+    g_shm_fd[dev] = fd;
+    g_shm[dev] = p;
     return CUDA_SUCCESS;
 }
 
@@ -399,8 +441,8 @@ API CUresult cuInit(unsigned int Flags)
     pthread_mutex_lock(&g_mu);
     if (!g_inited) {
         r = Flags != 0 ? CUDA_ERROR_INVALID_VALUE : read_config();
-        if (r == CUDA_SUCCESS)
-            r = open_shm();
+        for (int i = 0; i < g_devices && r == CUDA_SUCCESS; i++)
+            r = open_shm(i);
         g_inited = r == CUDA_SUCCESS;
     }
     return end(r);
@@ -521,8 +563,8 @@ API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     ENTER(0);
     FAIL_IF(device == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(ordinal != 0, CUDA_ERROR_INVALID_DEVICE);
-    *device = 0;
+    FAIL_IF(!device_valid(ordinal), CUDA_ERROR_INVALID_DEVICE);
+    *device = ordinal;
     return end(CUDA_SUCCESS);
 }
 
@@ -530,7 +572,7 @@ API CUresult cuDeviceGetCount(int *count)
 {
     ENTER(0);
     FAIL_IF(count == NULL, CUDA_ERROR_INVALID_VALUE);
-    *count = 1;
+    *count = g_devices;
     return end(CUDA_SUCCESS);
 }
 
@@ -538,7 +580,7 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     ENTER(0);
     FAIL_IF(name == NULL || len <= 0, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     snprintf(name, (size_t)len, "gpuswap CPU stand-in");
     return end(CUDA_SUCCESS);
 }
@@ -547,8 +589,8 @@ API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     ENTER(0);
     FAIL_IF(uuid == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
-    *uuid = g_uuid;
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
+    *uuid = g_uuid[dev];
     return end(CUDA_SUCCESS);
 }
 
@@ -562,7 +604,7 @@ API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     ENTER(0);
     FAIL_IF(bytes == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     *bytes = g_capacity;
     return end(CUDA_SUCCESS);
 }
@@ -588,7 +630,7 @@ API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice d
 {
     ENTER(0);
     FAIL_IF(pi == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     *pi = 0;
     for (size_t i = 0; i < sizeof g_attributes / sizeof g_attributes[0]; i++)
         if (g_attributes[i][0] == (int)attrib)
@@ -602,9 +644,9 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     ENTER(0);
     FAIL_IF(pctx == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
-    g_primary_refs++;
-    *pctx = &g_primary;
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
+    g_primary_refs[dev]++;
+    *pctx = &g_primary[dev];
     return end(CUDA_SUCCESS);
 }
 
@@ -612,9 +654,9 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     ENTER(0);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
-    FAIL_IF(g_primary_refs == 0, CUDA_ERROR_INVALID_CONTEXT);
-    g_primary_refs--;
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(g_primary_refs[dev] == 0, CUDA_ERROR_INVALID_CONTEXT);
+    g_primary_refs[dev]--;
     return end(CUDA_SUCCESS);
 }
 
@@ -624,8 +666,9 @@ API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
     (void)flags;
     ENTER(0);
     FAIL_IF(pctx == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     FAIL_IF((c = calloc(1, sizeof *c)) == NULL, CUDA_ERROR_OUT_OF_MEMORY);
+    c->dev = dev;
     c->next = g_contexts;
     g_contexts = c;
     *pctx = tls_ctx = c;
@@ -667,7 +710,7 @@ API CUresult cuCtxGetDevice(CUdevice *device)
 {
     ENTER(1);
     FAIL_IF(device == NULL, CUDA_ERROR_INVALID_VALUE);
-    *device = 0;
+    *device = ctx_device();
     return end(CUDA_SUCCESS);
 }
 
@@ -840,7 +883,7 @@ static void handle_maybe_free(struct handle *h)
     *pp = h->next;
     close(h->fd);
     if (h->vram)
-        vram_account(h->size, 0);
+        vram_account(h->dev, h->size, 0);
     free(h);
 }
 
@@ -856,7 +899,7 @@ static CUresult do_create(CUmemGenericAllocationHandle *out, size_t size,
         return CUDA_ERROR_INVALID_VALUE;
     switch (prop->location.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-        if (prop->location.id != 0)
+        if (!device_valid(prop->location.id))
             return CUDA_ERROR_INVALID_DEVICE;
         vram = 1;
         break;
@@ -870,7 +913,7 @@ static CUresult do_create(CUmemGenericAllocationHandle *out, size_t size,
     }
     if ((h = calloc(1, sizeof *h)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (vram && vram_account(size, 1) != CUDA_SUCCESS) {
+    if (vram && vram_account(prop->location.id, size, 1) != CUDA_SUCCESS) {
         free(h);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -879,13 +922,14 @@ static CUresult do_create(CUmemGenericAllocationHandle *out, size_t size,
         if (h->fd >= 0)
             close(h->fd);
         if (vram)
-            vram_account(size, 0);
+            vram_account(prop->location.id, size, 0);
         free(h);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     h->id = g_next_handle++;
     h->size = size;
     h->vram = vram;
+    h->dev = vram ? prop->location.id : 0;
     h->prop = *prop;
     h->next = g_handles;
     g_handles = h;
@@ -997,7 +1041,9 @@ static CUresult do_unmap(uintptr_t va, size_t size)
     return CUDA_SUCCESS;
 }
 
-/* Device locations set the protection; host locations are accepted and change nothing. */
+/* Device locations set the protection; host locations are accepted and change nothing.
+ * One protection stands for every device's access (the kernels and copies of all of
+ * them run on the CPU, through the same mapping): the last device location given wins. */
 static CUresult do_set_access(uintptr_t va, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     int prot = -1;
@@ -1007,7 +1053,8 @@ static CUresult do_set_access(uintptr_t va, size_t size, const CUmemAccessDesc *
         CUmemAccess_flags f = desc[i].flags;
         if (f != CU_MEM_ACCESS_FLAGS_PROT_NONE && f != RO && f != RW)
             return CUDA_ERROR_INVALID_VALUE;
-        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[i].location.id != 0)
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+            !device_valid(desc[i].location.id))
             return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE)
             prot = (int)f;
@@ -1178,12 +1225,15 @@ API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle
 
 /* ---------------------------------------------------------- plain memory */
 
-/* create + reserve + map + access of a handle at `where` (DEVICE: charged as VRAM),
- * locked; the size (and the VRAM charged) is rounded up to the 2 MiB granularity. */
+/* create + reserve + map + access of a handle at `where` (DEVICE: charged as the
+ * current context's device's VRAM), locked; the size (and the VRAM charged) is rounded
+ * up to the 2 MiB granularity. */
 static CUresult alloc_locked(CUdeviceptr *dptr, size_t bytesize, CUmemLocationType where)
 {
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {where, 0}};
-    CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, RW};
+    int dev = ctx_device();
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {where, where == CU_MEM_LOCATION_TYPE_DEVICE ? dev : 0}};
+    CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, RW};
     CUmemGenericAllocationHandle h;
     uintptr_t va;
     CUresult r;
@@ -1244,7 +1294,7 @@ API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     ENTER(1);
     FAIL_IF(free == NULL || total == NULL, CUDA_ERROR_INVALID_VALUE);
-    uint64_t used = vram_used();
+    uint64_t used = vram_used(ctx_device());
     *free = used < g_capacity ? g_capacity - used : 0;
     *total = g_capacity;
     return end(CUDA_SUCCESS);
@@ -1527,11 +1577,12 @@ static void remote_delay(uint64_t accesses)
  * serve the daemon meanwhile. Locked on entry and return. */
 static void device_lock(short type)
 {
-    struct flock l = {.l_type = type, .l_whence = SEEK_SET, .l_start = sizeof *g_shm, .l_len = 1};
+    struct flock l = {.l_type = type, .l_whence = SEEK_SET, .l_start = sizeof *g_shm[0], .l_len = 1};
+    int fd = g_shm_fd[ctx_device()];
     if (!g_time_slice)
         return;
     pthread_mutex_unlock(&g_mu);
-    while (fcntl(g_shm_fd, F_OFD_SETLKW, &l) != 0 && errno == EINTR) {
+    while (fcntl(fd, F_OFD_SETLKW, &l) != 0 && errno == EINTR) {
     }
     pthread_mutex_lock(&g_mu);
 }
@@ -1846,7 +1897,7 @@ API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
  * Managed memory, with a simple paging model: its bytes are host memory the device
  * reads and writes at the same address (a memfd mapped as cuMemAlloc_v2 maps), and it
  * is resident in VRAM, charged against the shared capacity at its whole size, when the
- * capacity has room at its allocation or at a cuMemPrefetchAsync to device 0; a
+ * capacity has room at its allocation or at a cuMemPrefetchAsync to a device; a
  * prefetch to CU_DEVICE_CPU, or no room, leaves it in host memory, uncharged. A real
  * driver reports managed memory in cuMemGetInfo only as far as its pages are resident;
  * this one pages a whole allocation at a time. Freed by cuMemFree_v2.
@@ -1861,8 +1912,8 @@ API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int 
         (r = alloc_note(*dptr, NULL)) != CUDA_SUCCESS)
         return end(r);
     struct handle *h = mapping_at(*dptr)->h;
-    if (flags == CU_MEM_ATTACH_GLOBAL && vram_account(h->size, 1) == CUDA_SUCCESS)
-        h->vram = 1;
+    if (flags == CU_MEM_ATTACH_GLOBAL && vram_account(ctx_device(), h->size, 1) == CUDA_SUCCESS)
+        h->vram = 1, h->dev = ctx_device();
     return end(CUDA_SUCCESS);
 }
 
@@ -1882,7 +1933,7 @@ API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, 
     FAIL_IF(managed_at(devPtr, count) == NULL || advice < CU_MEM_ADVISE_SET_READ_MOSTLY ||
                 advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY,
             CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(device != 0 && device != CU_DEVICE_CPU, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(device) && device != CU_DEVICE_CPU, CUDA_ERROR_INVALID_DEVICE);
     return end(CUDA_SUCCESS);
 }
 
@@ -1893,12 +1944,13 @@ API CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDe
     (void)hStream;
     ENTER(1);
     FAIL_IF(managed_at(devPtr, count) == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dstDevice != 0 && dstDevice != CU_DEVICE_CPU, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dstDevice) && dstDevice != CU_DEVICE_CPU, CUDA_ERROR_INVALID_DEVICE);
     struct handle *h = mapping_at(devPtr)->h;
-    if (dstDevice == 0 && !h->vram && vram_account(h->size, 1) == CUDA_SUCCESS)
-        h->vram = 1;
-    else if (dstDevice == CU_DEVICE_CPU && h->vram)
-        h->vram = 0, vram_account(h->size, 0);
+    if (h->vram && h->dev != dstDevice) /* to the host or to another device's VRAM */
+        h->vram = 0, vram_account(h->dev, h->size, 0);
+    if (dstDevice != CU_DEVICE_CPU && !h->vram &&
+        vram_account(dstDevice, h->size, 1) == CUDA_SUCCESS)
+        h->vram = 1, h->dev = dstDevice;
     return end(CUDA_SUCCESS);
 }
 
@@ -2048,7 +2100,7 @@ API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, un
     char path[96];
     size_t offset, size;
     int fd;
-    uintptr_t base;
+    uintptr_t base = 0;
     CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, RW};
     memcpy(&h, &handle, sizeof h);
     ENTER(1);

@@ -45,6 +45,18 @@ pub fn library() -> PathBuf {
     dir().join("libcuda.so.1")
 }
 
+/// The VRAM that the stand-in's accounting table `shm` (a `GPUSWAP_STANDIN_SHM` name;
+/// device i's, i > 0, is that name and `-i`) charges to process `pid` now; 0 without
+/// the table. The table: 256 slots of a pid (i32), padding and bytes (u64).
+pub fn charged_bytes(shm: &str, pid: u32) -> u64 {
+    let table = std::fs::read(format!("/dev/shm{shm}")).unwrap_or_default();
+    table
+        .chunks_exact(16)
+        .filter(|slot| slot[..4] == (pid as i32).to_ne_bytes())
+        .map(|slot| u64::from_ne_bytes(slot[8..].try_into().expect("8 bytes")))
+        .sum()
+}
+
 /// The end-to-end test client, `dir()/gpuswap-e2e-client` (its flags: `README.md`).
 pub fn client() -> PathBuf {
     dir().join("gpuswap-e2e-client")

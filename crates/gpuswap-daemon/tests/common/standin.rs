@@ -45,15 +45,9 @@ impl World {
         c
     }
 
-    /// The VRAM the stand-in charges to process `pid` now (its table: 256 slots of a
-    /// pid (i32), padding and bytes (u64)).
+    /// The VRAM the stand-in charges to process `pid` now.
     pub fn standin_vram(&self, pid: u32) -> u64 {
-        let table = std::fs::read(format!("/dev/shm{}", self.shm)).unwrap_or_default();
-        table
-            .chunks_exact(16)
-            .filter(|slot| i32::from_ne_bytes(slot[..4].try_into().unwrap()) == pid as i32)
-            .map(|slot| u64::from_ne_bytes(slot[8..].try_into().unwrap()))
-            .sum()
+        gpuswap_standin::charged_bytes(&self.shm, pid)
     }
 }
 
