@@ -14,6 +14,7 @@ pub mod program;
 pub mod queue;
 pub mod report;
 pub mod runtime;
+pub mod serial_loop;
 pub mod timing;
 pub mod trace;
 /// Sizes and durations written by people (its own crate: the interposer reads them too),

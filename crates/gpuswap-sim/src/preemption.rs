@@ -20,6 +20,7 @@
 
 use crate::preset::Preset;
 use crate::program::OuterLoop;
+use crate::serial_loop;
 
 /// Instructions one check adds per trip: load the flag, compare it with zero, branch to
 /// the exit on the result (the least a flag test compiles to; the flag's address is set
@@ -28,10 +29,8 @@ use crate::program::OuterLoop;
 pub const CHECK_INSTRUCTIONS: u64 = 3;
 
 /// Latency of the flag read. The flag is written almost never and read by every thread,
-/// so the read hits in the L2: 193 cycles on Volta (Jia et al., "Dissecting the NVIDIA
-/// Volta GPU Architecture via Microbenchmarking", 2018), 140 ns at the V100's 1.38 GHz.
-/// Taken for every preset (unconfirmed elsewhere; PILOT ran on a V100 and a Titan Xp).
-pub const FLAG_READ_NS: f64 = 140.0;
+/// so the read hits in the L2 ([`serial_loop::L2_HIT_NS`], Volta's).
+pub const FLAG_READ_NS: f64 = serial_loop::L2_HIT_NS;
 
 /// Warp schedulers per SM, each issuing one warp instruction per cycle: four processing
 /// blocks per SM on Volta (NVIDIA Tesla V100 GPU architecture whitepaper, 2017), as on

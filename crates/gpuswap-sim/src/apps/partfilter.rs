@@ -84,9 +84,12 @@
 //! about 2 n^2 in all, compute bound for all but small n.
 //!
 //! Thread 0's serial loops (the partial sums, the CDF: n steps by one thread) are
-//! spread over the whole device by the timing model like any instructions (see
-//! [`DeviceShape::sm_count`]): the model understates `normalize_weights_kernel`'s
-//! time, which on hardware is a single thread's walk over n doubles.
+//! outermost loops of one thread ([`OuterLoop`] with `threads` 1): besides their
+//! instructions, which the timing model spreads over the device like any, each trip
+//! waits for its read, an L2 hit (`sum += partial_sums[x]`; `CDF[x] = weights[x] +
+//! CDF[x - 1]`, whose load may alias the store before it), so `sum_kernel` takes at
+//! least a read's latency per block and `normalize_weights_kernel` one per particle
+//! ([`crate::serial_loop`]).
 
 use super::common::{
     READ_LINE_BYTES, WRITE_SECTOR_BYTES, d2h, h2d, parse_size, phased, pilot_rodinia_sizes,

@@ -17,6 +17,7 @@
 
 use super::*;
 use crate::preemption;
+use crate::serial_loop;
 
 /// Segments of a unified-memory kernel that runs in segments: the granularity at which
 /// concurrent kernels' page touches interleave and at which a scheduler's preemption
@@ -657,6 +658,9 @@ impl Engine {
                 timing::phased_fixed_ns(&self.preset, phase_traffic(true)),
             )
         };
+        // A loop one thread runs alone takes its trips in a row, whatever the device.
+        let floor_ns = serial_loop::floor_ns(&self.preset, kernel.outer_loop);
+        let (fixed_ns, ideal_ns) = (fixed_ns.max(floor_ns), ideal_ns.max(floor_ns));
         let cost = KernelCost {
             traffic,
             fixed_ns,
