@@ -4,6 +4,7 @@ pub mod apps;
 pub mod check;
 pub mod device;
 pub mod engine;
+pub mod forwarding;
 pub mod gdev;
 pub mod link;
 pub mod mmu;

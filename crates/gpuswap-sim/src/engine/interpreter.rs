@@ -91,6 +91,9 @@ impl Engine {
                         return;
                     }
                     tenant.pc += 1;
+                    if self.forward_ns > 0 {
+                        return self.schedule_step(t, self.forward_ns);
+                    }
                 }
                 Instr::Cpu(ns) => {
                     tenant.pc += 1;

@@ -288,6 +288,9 @@ enum Write {
 /// The simulation.
 pub struct Engine {
     preset: Preset,
+    /// What each forwarded launch and synchronization adds to a tenant's wait: PILOT's
+    /// socket round trip where its runtime carries the calls, 0 elsewhere.
+    forward_ns: u64,
     manager: Manager,
     tenants: Vec<Tenant>,
     queue: EventQueue<Event>,
@@ -377,6 +380,7 @@ impl Engine {
         let segmented = (config.sharing.concurrent() || schedules_kernels) && tenant_count > 1;
         Self {
             preset,
+            forward_ns: crate::forwarding::call_ns(schedules_kernels),
             manager,
             tenants,
             queue: EventQueue::default(),
@@ -709,15 +713,13 @@ impl Engine {
         let tenant = &self.tenants[t];
         let full = tenant.in_flight >= self.preset.launch_queue_depth;
         let launch_next = matches!(tenant.instrs.get(tenant.pc), Some(Instr::Launch(_)));
+        let call_ns = self.preset.launch_enqueue_ns + self.forward_ns;
         if tenant.state == State::Done || !full || !launch_next {
-            return self.schedule_step(t, self.preset.launch_enqueue_ns);
+            return self.schedule_step(t, call_ns);
         }
         let seq = self.next_seq();
         let tenant = &mut self.tenants[t];
-        tenant.deferred_step = Some((
-            self.now_ns.saturating_add(self.preset.launch_enqueue_ns),
-            seq,
-        ));
+        tenant.deferred_step = Some((self.now_ns.saturating_add(call_ns), seq));
         tenant.state = State::WaitingQueueSpace;
     }
 
