@@ -7,13 +7,16 @@ use super::counts::accessed_slots;
 use crate::link::size_curve_bytes_per_s;
 use crate::preset::Preset;
 use crate::program::{Kernel, Program};
+use crate::serial_loop;
 use crate::timing::{self, Traffic};
 
-/// A kernel's run time alone on the device: its fixed part and its remote flows run side
-/// by side, as the engine runs them, each flow with its link direction to itself.
-pub(super) fn kernel_ns(preset: &Preset, ops: u64, traffic: &Traffic) -> u64 {
+/// A kernel's run time alone on the device: its fixed part (at least the trips of a loop
+/// one thread runs alone, [`serial_loop::floor_ns`]) and its remote flows run side by
+/// side, as the engine runs them, each flow with its link direction to itself.
+pub(super) fn kernel_ns(preset: &Preset, kernel: &Kernel, traffic: &Traffic) -> u64 {
     let flow_ns = |bytes: f64, bytes_per_s: f64| (bytes / bytes_per_s * 1e9).ceil() as u64;
-    timing::fixed_ns(preset, ops, traffic)
+    timing::fixed_ns(preset, kernel.ops, traffic)
+        .max(serial_loop::floor_ns(preset, kernel.outer_loop))
         .max(flow_ns(
             traffic.link_bytes_to_device(),
             preset.link.h2d_bytes_per_s,
@@ -89,5 +92,21 @@ mod tests {
         assert_eq!(p.repetitions, 4);
         assert_eq!(p.profiling_ns, 4 * (remote_ns + relocation + restore));
         assert!((p.slowdown - p.profiling_ns as f64 / normal as f64).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_loop_one_thread_runs_alone_sets_the_kernels_least_time() {
+        // As in the engine: 1000 trips of one thread wait for an L2 read each, however
+        // little the kernel reads and computes.
+        let preset = gtx480();
+        let mut program = one_kernel(2 * PAGE_BYTES, vec![Access::uniform(0, 8192, 0)]);
+        if let crate::program::Op::Launch(kernel) = &mut program.ops[1] {
+            kernel.outer_loop = crate::program::OuterLoop::uniform(1, 1000);
+        }
+        let p = profile(&program, &preset, Granularity::Page, 4 << 20);
+        let floor =
+            crate::serial_loop::floor_ns(&preset, crate::program::OuterLoop::uniform(1, 1000));
+        assert_eq!(p.normal_ns, floor);
+        assert!(floor > 100_000);
     }
 }

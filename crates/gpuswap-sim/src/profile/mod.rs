@@ -258,7 +258,7 @@ fn repeat(
         for access in &kernel.accesses {
             all_local.add(access, 1.0);
         }
-        repeated.normal_ns += times * kernel_ns(preset, kernel.ops, &all_local);
+        repeated.normal_ns += times * kernel_ns(preset, &kernel, &all_local);
         let restore_ns = restore_ns(preset, program, &kernel);
         for slot in accessed_slots(&kernel) {
             let (bytes, unit_bytes) = (buffers[slot].bytes, unit_bytes_of(slot));
@@ -271,7 +271,7 @@ fn repeat(
                     local_bytes: (all_local.local_bytes - moved.remote_bytes()).max(0.0),
                     ..moved
                 };
-                let repetition_ns = kernel_ns(preset, kernel.ops, &traffic)
+                let repetition_ns = kernel_ns(preset, &kernel, &traffic)
                     + relocation_ns(preset, unit_bytes)
                     + restore_ns;
                 repeated.profiling_ns += 2 * times * alike * repetition_ns;
