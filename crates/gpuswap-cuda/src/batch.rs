@@ -657,6 +657,7 @@ mod tests {
                 handle,
                 window: at + (1 << 40),
                 len,
+                device: 0,
             })
         };
         Ok(Site {

@@ -498,11 +498,10 @@ impl Client {
     /// ([`batch::Mover::re_create`]: memory that is never exported is created as
     /// before): counted as pinned, then freed from the daemon's movable books, never
     /// named to the daemon again. The process's GPU work is drained and held off
-    /// meanwhile, as for a move. Returns the buffer's address and bytes, and whether it
-    /// was pinned now (a pinned buffer exported again pins nothing more); `None` if
-    /// `va` is in no buffer of ours. A chunk that cannot be re-created leaves the
+    /// meanwhile, as for a move. Returns the buffer's address and bytes (a pinned buffer
+    /// exported again pins nothing more); `None` if `va` is in no buffer of ours. A chunk that cannot be re-created leaves the
     /// buffer movable (with the chunks re-created so far, which move as others do).
-    pub fn pin(&self, va: DevPtr) -> Option<Result<(DevPtr, u64, bool), String>> {
+    pub fn pin(&self, va: DevPtr) -> Option<Result<(DevPtr, u64), String>> {
         let _held_off = GATE
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -513,7 +512,7 @@ impl Client {
             .map(|(_, b)| b)
             .filter(|b| va < b.va + b.bytes)?;
         if buffer.pinned {
-            return Some(Ok((buffer.va, buffer.bytes, false)));
+            return Some(Ok((buffer.va, buffer.bytes)));
         }
         let current = driver::current_context();
         let exportable = self.drain().and_then(|()| self.make_exportable(buffer));
@@ -533,7 +532,7 @@ impl Client {
         crate::managed::pinned(base, self.device, bytes);
         self.report_unmovable();
         let _ = self.send_on(connection, &ClientMsg::Free { buffer: id });
-        Some(Ok((base, bytes, true)))
+        Some(Ok((base, bytes)))
     }
 
     /// Re-creates each chunk of `buffer` not yet so in exportable memory where it is.

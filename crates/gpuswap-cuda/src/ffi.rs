@@ -238,7 +238,7 @@ pub mod driver {
 
     /// The device the interposer's own memory goes to: the current context's (the
     /// buffer's, made current before any of its memory is made or mapped), else 0.
-    fn this_device() -> c_int {
+    pub fn this_device() -> c_int {
         current_device().unwrap_or(0)
     }
 

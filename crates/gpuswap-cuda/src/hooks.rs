@@ -281,9 +281,10 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
     })
 }
 
-/// Memory at `dptr` was freed: out of the unmovable books (`managed`), and its device's
-/// daemon told if it was in them.
+/// Memory at `dptr` was freed: out of the unmovable books (`managed`) and the IPC
+/// exports, and its device's daemon told if it was in the books.
 fn forget_unmovable(dptr: DevPtr) {
+    crate::ipc::forget(dptr);
     if let Some(device) = crate::managed::forget(dptr)
         && let Some(client) = clients::existing(device)
     {

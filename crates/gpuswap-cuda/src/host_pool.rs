@@ -45,6 +45,9 @@ pub(crate) struct HostChunk {
     pub window: DevPtr,
     /// Its length (whole granules).
     pub len: u64,
+    /// The device whose context mapped it: only that device may reach the window (the
+    /// access granted is the current device's), so only its moves may take it.
+    pub device: std::ffi::c_int,
 }
 
 /// The ready memory and what the pinning thread needs to know.
@@ -179,6 +182,7 @@ fn create(len: u64) -> Result<HostChunk, String> {
             handle,
             window,
             len,
+            device: driver::this_device(),
         }),
         Err(e) => {
             let _ = driver::release(handle);
@@ -213,7 +217,8 @@ fn take_kept(len: u64, ctx: usize, eviction: bool) -> Option<HostChunk> {
             .spawn(pin_ahead)
             .is_ok();
     }
-    let found = pool.ready.iter().position(|c| c.len == len);
+    let device = driver::this_device();
+    let found = (pool.ready.iter()).position(|c| c.len == len && c.device == device);
     let taken = found.map(|at| pool.ready.swap_remove(at));
     if let Some(chunk) = taken {
         pool.ready_bytes -= chunk.len;

@@ -138,11 +138,17 @@ struct Export {
 /// Exports by buffer address.
 static EXPORTS: Mutex<BTreeMap<DevPtr, Export>> = Mutex::new(BTreeMap::new());
 
+/// The buffer at `base` was freed: its export, if any, is gone, so a handle of it opens
+/// nothing and a new buffer at that address gets a token of its own.
+pub fn forget(base: DevPtr) {
+    lock(&EXPORTS).remove(&base);
+}
+
 /// `cuIpcGetMemHandle` of `dptr`: the handle of the managed buffer holding it, pinned
 /// for the export; `None` if `dptr` is in no buffer of `client`'s; else the CUDA error
-/// and why. A buffer exported again keeps its handle; one pinned anew (a new buffer at
-/// a freed one's address) gets a new token, so a handle of the freed one opens nothing
-/// (the client finds no pinned buffer of its size there, or the token differs).
+/// and why. A buffer exported again, or by two threads at once, keeps one handle; a
+/// freed buffer's export is forgotten ([`forget`]), so a new buffer at its address gets
+/// a new token and a handle of the freed one opens nothing.
 pub fn export(
     client: &'static Client,
     dptr: DevPtr,
@@ -150,13 +156,13 @@ pub fn export(
     if let Err(e) = listening() {
         return Some(Err((ffi::CUDA_ERROR_MAP_FAILED, e)));
     }
-    let (base, bytes, newly) = match client.pin(dptr)? {
+    let (base, bytes) = match client.pin(dptr)? {
         Ok(pinned) => pinned,
         Err(e) => return Some(Err((ffi::CUDA_ERROR_OUT_OF_MEMORY, e))),
     };
     let mut exports = lock(&EXPORTS);
     let token = match exports.get(&base) {
-        Some(e) if !newly && e.bytes == bytes => e.token,
+        Some(e) if e.bytes == bytes => e.token,
         _ => {
             let token = match new_token() {
                 Ok(token) => token,
@@ -454,10 +460,13 @@ fn map_chunks(
             ))
         })?;
         let mapped = driver::map_only(va + offset, len, handle);
+        if mapped.is_ok() {
+            // Mapped: the undo must unmap it, whatever follows.
+            spans.push((offset, len));
+        }
         // The mapping keeps the memory; the descriptor closes as `fd` goes.
         let released = driver::release(handle);
         mapped.and(released).map_err(failed)?;
-        spans.push((offset, len));
     }
 }
 
