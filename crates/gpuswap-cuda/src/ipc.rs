@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_uint;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use nix::sys::socket::{
     AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
@@ -202,26 +202,28 @@ fn new_token() -> Result<[u8; 16], String> {
     }
 }
 
-/// Binds the exports' socket and starts the thread that serves it, once; says why not.
+/// Binds the exports' socket and starts the thread that serves it, once it works; says
+/// why not (a later export tries again: the failure may pass).
 fn listening() -> Result<(), String> {
-    static LISTENING: OnceLock<Result<(), String>> = OnceLock::new();
-    LISTENING
-        .get_or_init(|| {
-            let io = |e: nix::Error| format!("the IPC exports' socket: {e}");
-            let listener = seqpacket().map_err(io)?;
-            bind(
-                listener.as_raw_fd(),
-                &address(std::process::id()).map_err(io)?,
-            )
-            .map_err(io)?;
-            listen(&listener, Backlog::new(16).map_err(io)?).map_err(io)?;
-            std::thread::Builder::new()
-                .name("gpuswap-ipc".into())
-                .spawn(move || serve(listener))
-                .map(drop)
-                .map_err(|e| format!("the IPC exports' thread: {e}"))
-        })
-        .clone()
+    static LISTENING: Mutex<bool> = Mutex::new(false);
+    let mut started = lock(&LISTENING);
+    if *started {
+        return Ok(());
+    }
+    let io = |e: nix::Error| format!("the IPC exports' socket: {e}");
+    let listener = seqpacket().map_err(io)?;
+    bind(
+        listener.as_raw_fd(),
+        &address(std::process::id()).map_err(io)?,
+    )
+    .map_err(io)?;
+    listen(&listener, Backlog::new(16).map_err(io)?).map_err(io)?;
+    std::thread::Builder::new()
+        .name("gpuswap-ipc".into())
+        .spawn(move || serve(listener))
+        .map_err(|e| format!("the IPC exports' thread: {e}"))?;
+    *started = true;
+    Ok(())
 }
 
 /// The exports' thread: answers one importer at a time.
@@ -238,6 +240,17 @@ fn serve(listener: OwnedFd) {
                 }
             }
             Err(nix::Error::EINTR | nix::Error::ECONNABORTED) => {}
+            // Out of descriptors or memory for a moment: the handles given out stay
+            // valid, so wait and serve on.
+            Err(
+                e @ (nix::Error::EMFILE
+                | nix::Error::ENFILE
+                | nix::Error::ENOBUFS
+                | nix::Error::ENOMEM),
+            ) => {
+                diag::warn(&format!("an IPC import waits: {e}"));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
             Err(e) => {
                 diag::warn(&format!("IPC exports are no longer served: {e}"));
                 return;
