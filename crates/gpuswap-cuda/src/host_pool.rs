@@ -217,8 +217,7 @@ fn take_kept(len: u64, ctx: usize, eviction: bool) -> Option<HostChunk> {
             .spawn(pin_ahead)
             .is_ok();
     }
-    let device = driver::this_device();
-    let found = (pool.ready.iter()).position(|c| c.len == len && c.device == device);
+    let found = usable(&pool.ready, len, driver::this_device());
     let taken = found.map(|at| pool.ready.swap_remove(at));
     if let Some(chunk) = taken {
         pool.ready_bytes -= chunk.len;
@@ -232,6 +231,14 @@ fn take_kept(len: u64, ctx: usize, eviction: bool) -> Option<HostChunk> {
     }
     BELOW.notify_one();
     taken
+}
+
+/// Which of the `ready` chunks a move of `len` bytes on `device` may take: one of its
+/// length that `device` mapped (another device cannot reach its window).
+fn usable(ready: &[HostChunk], len: u64, device: std::ffi::c_int) -> Option<usize> {
+    ready
+        .iter()
+        .position(|c| c.len == len && c.device == device)
 }
 
 /// Host memory a chunk no longer holds: kept for the next eviction, or released when
@@ -306,6 +313,21 @@ fn report() -> Option<String> {
 mod tests {
     fn parse_bytes(text: &str) -> Option<u64> {
         super::parse_bytes(text).ok()
+    }
+
+    #[test]
+    fn a_move_takes_only_host_memory_of_its_length_that_its_device_mapped() {
+        let chunk = |len, device| super::HostChunk {
+            handle: 1,
+            window: 2,
+            len,
+            device,
+        };
+        let ready = [chunk(4 << 20, 0), chunk(2 << 20, 1), chunk(2 << 20, 0)];
+        assert_eq!(super::usable(&ready, 2 << 20, 0), Some(2));
+        assert_eq!(super::usable(&ready, 2 << 20, 1), Some(1));
+        assert_eq!(super::usable(&ready, 4 << 20, 1), None);
+        assert_eq!(super::usable(&ready, 8 << 20, 0), None);
     }
 
     #[test]
