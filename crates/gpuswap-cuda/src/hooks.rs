@@ -966,7 +966,8 @@ pub unsafe extern "C" fn cuMemCreate(
             on_device = None;
         }
         let device = on_device.and_then(|p| p.device());
-        if on_device.is_some() && managed().is_some() && device != ffi::driver::current_device() {
+        // Whichever daemons are connected: the current device's client would place it.
+        if on_device.is_some() && client().is_some() && device != ffi::driver::current_device() {
             // A daemon's buffers are mapped in a context of their device's.
             let why = "passed through unmanaged (uncounted)";
             let _ = refuse_once(
