@@ -14,9 +14,10 @@
 //!   ([`exposed_ns`]). That is why the overhead is large for small inputs and falls with
 //!   size, as PILOT reports.
 //!
-//! Not modelled: the registers the instrumentation adds (the flag's address), which cost
-//! occupancy only where a kernel sits at an occupancy boundary; no source gives the
-//! benchmarks' register counts.
+//! Not modelled: the registers the check adds. Compiled for `sm_70` with and without a
+//! check before the back-edge, no benchmark kernel's resident warps change
+//! (docs/pilot-reproduction.md, "Registers and occupancy"), so the check hides behind
+//! as many warps as the kernel alone.
 
 use crate::preset::Preset;
 use crate::program::OuterLoop;
