@@ -6,7 +6,8 @@ use serde::Serialize;
 use std::sync::Mutex;
 
 use crate::engine::{
-    Engine, Outcome, PagingOutcome, SimConfig, SimError, TenantOutcome, TenantSpec, simulate,
+    Engine, Outcome, PagingOutcome, SimConfig, SimError, TenantOutcome, TenantSpec, VictimPause,
+    simulate,
 };
 use gpuswap_core::registry::ParamValue;
 use gpuswap_core::uvm::AllocationPaging;
@@ -76,9 +77,11 @@ pub struct TenantReport {
     pub eviction_latency_ns: LatencySummary,
     /// Where those evictions' time went, summed over them.
     pub eviction_split_ns: EvictionSplit,
-    /// Suspensions as a victim: time to drain queued work.
+    /// Suspensions as a victim (not those while its own allocation waited): time to
+    /// drain queued work.
     pub victim_drain_ns: LatencySummary,
-    /// Suspensions as a victim: time paused while chunks were copied.
+    /// Suspensions as a victim (as `victim_drain_ns`): time paused while chunks were
+    /// copied.
     pub victim_pause_ns: LatencySummary,
     /// VRAM accounted to the tenant over time: [time_ns, bytes] at every change.
     pub vram_timeline: Vec<(u64, u64)>,
@@ -484,6 +487,15 @@ fn build(
 impl TenantReport {
     /// The figures of tenant `t`, whose solo run took `solo_ns` (0: none to compare).
     fn new(t: &TenantOutcome, solo_ns: u64, spec: &TenantSpec) -> Self {
+        // Suspensions for another tenant's allocation, or a return or swap: those for
+        // its own allocation count in its eviction latency.
+        let victim = |of: fn(&VictimPause) -> u64| -> Vec<u64> {
+            t.pauses
+                .iter()
+                .filter(|p| !p.own_allocation)
+                .map(of)
+                .collect()
+        };
         TenantReport {
             name: t.name.clone(),
             app: t.app.clone(),
@@ -513,12 +525,8 @@ impl TenantReport {
                     waiting: s.waiting + e.waiting_ns,
                 }
             }),
-            victim_drain_ns: LatencySummary::of(
-                &t.pauses.iter().map(|p| p.drain_ns).collect::<Vec<_>>(),
-            ),
-            victim_pause_ns: LatencySummary::of(
-                &t.pauses.iter().map(|p| p.pause_ns).collect::<Vec<_>>(),
-            ),
+            victim_drain_ns: LatencySummary::of(&victim(|p| p.drain_ns)),
+            victim_pause_ns: LatencySummary::of(&victim(|p| p.pause_ns)),
             vram_timeline: t.vram_timeline.clone(),
             error: t.error.clone(),
             contract: (!t.contract.is_default()).then_some(t.contract),

@@ -393,7 +393,7 @@ pub(super) type TenantColumn = (&'static str, fn(&TenantReport) -> Figure);
 
 /// Per-tenant columns of results.csv and how each is taken from a tenant's report (an
 /// error column follows them).
-pub(super) const TENANT_COLUMNS: [TenantColumn; 15] = [
+pub(super) const TENANT_COLUMNS: [TenantColumn; 17] = [
     ("total_ns", |t| Figure::Count(t.total_ns)),
     ("phase_ns", |t| Figure::Count(t.phase_ns)),
     ("slowdown", |t| Figure::Ratio(t.slowdown)),
@@ -409,6 +409,12 @@ pub(super) const TENANT_COLUMNS: [TenantColumn; 15] = [
     }),
     ("eviction_max_ns", |t| {
         Figure::Count(t.eviction_latency_ns.max)
+    }),
+    ("victim_pause_p50_ns", |t| {
+        Figure::Count(t.victim_pause_ns.p50)
+    }),
+    ("victim_pause_max_ns", |t| {
+        Figure::Count(t.victim_pause_ns.max)
     }),
     ("preemptions", |t| Figure::Count(u64::from(t.preemptions))),
     ("wasted_ns", |t| Figure::Count(t.wasted_ns)),

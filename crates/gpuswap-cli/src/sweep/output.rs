@@ -290,6 +290,8 @@ mod tests {
                 "alloc_p99_ns" => ("alloc_latency_ns", "p99"),
                 "eviction_p50_ns" => ("eviction_latency_ns", "p50"),
                 "eviction_max_ns" => ("eviction_latency_ns", "max"),
+                "victim_pause_p50_ns" => ("victim_pause_ns", "p50"),
+                "victim_pause_max_ns" => ("victim_pause_ns", "max"),
                 "error" => {
                     assert!(t["error"].is_null());
                     return None;

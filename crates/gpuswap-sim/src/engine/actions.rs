@@ -307,9 +307,11 @@ impl Engine {
         {
             tenant.draining_since = None;
             tenant.drained_at = self.now_ns;
+            let own_allocation = tenant.pending_alloc.is_some();
             self.recorder.tenant(t).pauses.push(VictimPause {
                 drain_ns: self.now_ns - since,
                 pause_ns: 0,
+                own_allocation,
             });
             match self.chaos.as_mut().map_or(0, |c| c.answer_delay_ns()) {
                 0 => self.report_drained(t),

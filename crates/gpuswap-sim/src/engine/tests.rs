@@ -542,6 +542,10 @@ fn gpuswap_keeps_both_tenants_running_where_native_fails_one() {
     assert!(early.remote_bytes > 0.0);
     assert_eq!(early.pauses.len(), 1);
     assert!(early.pauses[0].pause_ns > 0);
+    assert!(
+        !early.pauses[0].own_allocation,
+        "a victim of the late tenant"
+    );
     // The late tenant's allocation waited for the eviction.
     assert_eq!(late.evictions.len(), 1);
     let e = late.evictions[0];
@@ -550,6 +554,38 @@ fn gpuswap_keeps_both_tenants_running_where_native_fails_one() {
         e.policy_ns + e.dma_setup_ns + e.dma_ns + e.waiting_ns
     );
     assert!(e.dma_ns > 0 && e.dma_setup_ns > 0 && e.policy_ns > 0);
+}
+
+/// One tenant whose second 40 MiB buffer does not fit beside its first in 48 MiB: its
+/// own allocation evicts its own chunks.
+#[test]
+fn a_tenant_moved_for_its_own_allocation_is_an_allocator_not_a_victim() {
+    let mut p = Program::default();
+    let (a, b) = (p.buffer("a", 40 * MIB), p.buffer("b", 40 * MIB));
+    let write = |slot| {
+        Op::Launch(Kernel {
+            name: "write".into(),
+            ops: 0,
+            accesses: vec![Access::uniform(slot, 40 * MIB, 40 * MIB)],
+            phases: Vec::new(),
+            outer_loop: Default::default(),
+        })
+    };
+    p.ops = vec![Op::Alloc(a), write(a), Op::Alloc(b), write(b), Op::Sync];
+    let mut cfg = config(vec![tenant("alone", p)], runtime_bytes() + 48 * MIB);
+    cfg.manager.policy = PolicySettings::new("gpuswap", 3).unwrap();
+    let report = crate::report::run_and_report("own", 1, &cfg).unwrap();
+    let t = &report.tenants[0];
+    assert_eq!(t.error, None);
+    assert!(
+        t.bytes_evicted > 0 && t.eviction_latency_ns.count == 1,
+        "{t:?}"
+    );
+    // Its pause is inside its allocation's latency, so it is no victim's.
+    assert_eq!(t.victim_pause_ns.count, 0, "{t:?}");
+    let out = simulate(cfg).unwrap();
+    assert!(!out.tenants[0].pauses.is_empty());
+    assert!(out.tenants[0].pauses.iter().all(|p| p.own_allocation));
 }
 
 #[test]
