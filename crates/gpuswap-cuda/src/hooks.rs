@@ -29,14 +29,15 @@ static MODE: OnceLock<Mode> = OnceLock::new();
 /// parent's context in a child).
 static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The child's side of `fork`: it manages nothing, and closes its copy of the
-/// connection, so that a parent that ends is seen gone while the child lives (a program
-/// the child execs connects as a tenant of its own).
+/// The child's side of `fork`: it manages nothing, and closes its copies of the
+/// connections and of the IPC exports' socket, so that a parent that ends is seen gone
+/// while the child lives (a program the child execs connects as a tenant of its own).
 extern "C" fn forked_child() {
     FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(Mode::Managed(_)) = MODE.get() {
         // Lock-free: the clients' books are atomics.
         clients::every().for_each(Client::close_in_child);
+        crate::ipc::close_in_child();
     }
 }
 

@@ -38,6 +38,7 @@ use std::ffi::c_uint;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::socket::{
     AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
@@ -202,6 +203,22 @@ fn new_token() -> Result<[u8; 16], String> {
     }
 }
 
+/// The exports' listening socket once bound (-1 before): a forked child closes its copy.
+static LISTENER: AtomicI32 = AtomicI32::new(-1);
+
+/// In a child after `fork`, closes its copy of the exports' socket: the exports are the
+/// parent's, and a copy held open would keep the parent's name bound after the parent
+/// ended, so that an importer of a stale handle would wait for an answer nobody gives
+/// instead of being refused at once. Only `close`, which is async-signal-safe.
+pub fn close_in_child() {
+    let fd = LISTENER.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: the child's copy of a descriptor no thread of the child uses (the
+        // serving thread is the parent's and did not survive the fork).
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// Binds the exports' socket and starts the thread that serves it, once it works; says
 /// why not (a later export tries again: the failure may pass).
 fn listening() -> Result<(), String> {
@@ -218,6 +235,7 @@ fn listening() -> Result<(), String> {
     )
     .map_err(io)?;
     listen(&listener, Backlog::new(16).map_err(io)?).map_err(io)?;
+    LISTENER.store(listener.as_raw_fd(), Ordering::Relaxed);
     std::thread::Builder::new()
         .name("gpuswap-ipc".into())
         .spawn(move || serve(listener))

@@ -306,20 +306,78 @@ fn ipc_of_a_managed_buffer_pins_it_at_the_exporter_only() {
     exporter.go_on();
     exporter.reach(&s.w, &s.d.socket, "freed", nothing);
     // The exporter lives on at its last step: the freed buffer's handle opens nothing.
-    let stale =
-        s.w.command(
+    assert_stale(&s.w, &handle);
+    exporter.go_on();
+    verified(&exporter.finish(), "exporter");
+    s.finish();
+}
+
+/// An exporter that forked a child (which makes no CUDA call, as a DataLoader worker)
+/// and then died: the child's copy of the exports' socket is closed at the fork, so the
+/// exporter's name is no longer bound and an importer of its handle is refused at once
+/// (`CUDA_ERROR_INVALID_HANDLE`) instead of waiting for an answer nobody gives.
+#[test]
+fn a_forked_child_does_not_keep_a_dead_exporters_handles_open() {
+    let s = Scene::new("ipc-fork");
+    let mut exporter =
+        s.client("--mode export --buffers 1 --size 8MiB --rounds 1 --fork-child-ms 60000");
+    s.at(&mut exporter, "allocated", |r, vram| {
+        books(r, vram, 8 * MIB)
+    });
+    exporter.reach(&s.w, &s.d.socket, "exported", |r, vram| {
+        books(r, vram, 0) && r.is_some_and(|r| r.pinned_bytes == 8 * MIB)
+    });
+    let handle = handle_line(&mut exporter);
+    let forked = exporter.log.iter().find_map(|line| {
+        line.strip_prefix("pool-client: forked child ")?
+            .parse::<u32>()
+            .ok()
+    });
+    // Killed at the end, whatever the test finds.
+    let _child = Killed(forked.expect("the exporter forks"));
+    let name = format!("@gpuswap-ipc-{}", exporter.child.id());
+    let bound = || {
+        std::fs::read_to_string("/proc/net/unix")
+            .unwrap()
+            .contains(&name)
+    };
+    assert!(bound(), "the exporter serves {name}");
+    exporter.child.kill().unwrap();
+    exporter.child.wait().unwrap();
+    assert!(!bound(), "{name} is still bound after its exporter died");
+    let started = Instant::now();
+    assert_stale(&s.w, &handle);
+    // Refused by the kernel, not after the importer's 10 s of patience.
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(8), "{waited:?}");
+    s.finish();
+}
+
+/// Opening `handle` fails as a stale handle's open must: exit status 2 (a CUDA error),
+/// `CUDA_ERROR_INVALID_HANDLE`.
+fn assert_stale(w: &World, handle: &str) {
+    let out = w
+        .command(
             gpuswap_standin::pool_client(),
-            &["--mode", "import", "--handle", &handle, "--size", "8MiB"],
+            &["--mode", "import", "--handle", handle, "--size", "8MiB"],
             STANDIN_VRAM,
         )
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&stale.stderr);
-    assert_eq!(stale.status.code(), Some(2), "{stderr}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("CUDA_ERROR_INVALID_HANDLE"), "{stderr}");
-    exporter.go_on();
-    verified(&exporter.finish(), "exporter");
-    s.finish();
+}
+
+/// A process killed when this is dropped.
+struct Killed(u32);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .status();
+    }
 }
 
 /// The handle line an exporter printed before its step.

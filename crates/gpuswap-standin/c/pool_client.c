@@ -18,6 +18,9 @@
  *                   allocated beside it (under gpuswap beside another tenant: an
  *                   oversubscription, chunks evicted); once the importer wrote its
  *                   second half, both halves and the other buffers are verified.
+ *                   With --fork-child-ms MS it forks, once exported, a child that makes
+ *                   no CUDA call and lives MS ("pool-client: forked child PID" on
+ *                   stderr), as a DataLoader worker outlives its trainer.
  *   --mode import --handle HEX   opens the export, verifies its first half and writes
  *                   its second half, verified again before it closes.
  *
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_subset.h"
 #include "gpuswap_common.h"
@@ -43,6 +47,7 @@
 #define PITCH_WIDTH 1000
 
 static int g_steps;
+static unsigned long g_fork_child_ms;
 static unsigned g_rounds = 2;
 static unsigned long g_hold_ms = 100;
 
@@ -273,6 +278,22 @@ static void mode_export(size_t n, size_t bytes)
         printf("%02x", (unsigned char)h.reserved[i]);
     printf("\n");
     fflush(stdout);
+    if (g_fork_child_ms > 0) {
+        fflush(stderr);
+        pid_t child = fork();
+        if (child < 0) {
+            say("fork failed");
+            exit(2);
+        }
+        if (child == 0) {
+            struct timespec t = {(time_t)(g_fork_child_ms / 1000),
+                                 (long)(g_fork_child_ms % 1000) * 1000000L};
+            nanosleep(&t, NULL);
+            _exit(0);
+        }
+        fprintf(stderr, "pool-client: forked child %d\n", (int)child);
+        fflush(stderr);
+    }
     step("exported");
     for (size_t i = 0; i < n; i++) {
         CHECK(cuMemAlloc_v2(&others[i], bytes));
@@ -335,6 +356,8 @@ int main(int argc, char **argv)
             g_rounds = (unsigned)strtoul(v, NULL, 10);
         else if (!strcmp(a, "--hold-ms"))
             g_hold_ms = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--fork-child-ms"))
+            g_fork_child_ms = strtoul(v, NULL, 10);
         else
             bad = 1;
         if (bad || bytes == 0 || bytes % 8 != 0) {
@@ -345,7 +368,7 @@ int main(int argc, char **argv)
     }
     if (mode == NULL || (!strcmp(mode, "import") && handle == NULL)) {
         say("usage: --mode pools|managed|pitch|export|import [--handle HEX] [--size S] "
-            "[--buffers N] [--rounds R] [--hold-ms MS] [--steps]");
+            "[--buffers N] [--rounds R] [--hold-ms MS] [--fork-child-ms MS] [--steps]");
         return 64;
     }
     CUdevice dev;
