@@ -153,6 +153,8 @@ pub struct Endpoint {
     refusals: BTreeMap<&'static str, u64>,
     /// Allocations answered `AllocFailed`.
     allocations_failed: u64,
+    /// Contract claims refused (the process runs under the default).
+    claims_refused: u64,
     /// The outstanding relocation copy, its tenant (only that tenant may answer it) and
     /// when it was asked for.
     copy: Option<(CopyId, TenantId, u64)>,
@@ -227,6 +229,7 @@ impl Endpoint {
             generation: 0,
             refusals: BTreeMap::new(),
             allocations_failed: 0,
+            claims_refused: 0,
             copy: None,
             batch: None,
             batches: VecDeque::new(),
@@ -603,7 +606,10 @@ impl Endpoint {
         // A claim refused is an operator's business: someone asked for another's
         // contract, or a prolog bound it to the wrong job.
         let level = match claim {
-            Claim::Refused(_) => Level::Warn,
+            Claim::Refused(_) => {
+                self.claims_refused += 1;
+                Level::Warn
+            }
             _ => Level::Info,
         };
         self.log_at(
@@ -1285,6 +1291,7 @@ impl Endpoint {
             generation: self.generation,
             refusals: self.refusal_counts(),
             allocations_failed: self.allocations_failed,
+            claims_refused: self.claims_refused,
             holder: m.holder().map(|t| t.0),
             handovers: m.handovers(),
             batch_moved_bytes: self.batch_moved_bytes,

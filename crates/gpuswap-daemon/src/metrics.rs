@@ -149,6 +149,11 @@ pub fn encode_snapshot(s: &Snapshot) -> String {
             "bytes moved by bulk moves",
             s.batch_moved_bytes,
         ),
+        (
+            "claims_refused",
+            "contracts named by processes not theirs to take (they run under the default)",
+            s.claims_refused,
+        ),
     ];
     for (name, help, value) in daemon_counters {
         registry.register(name, help, counter(value));
@@ -264,6 +269,7 @@ mod tests {
             vram_used_bytes: 48 << 20,
             generation: 7,
             handovers: 2,
+            claims_refused: 4,
             ..Snapshot::default()
         };
         snap.refusals.insert("user".into(), 3);
@@ -312,6 +318,7 @@ mod tests {
         assert_eq!(value("gpuswap_vram_free_bytes", &[]), (16 << 20) as f64);
         assert_eq!(value("gpuswap_snapshot_generation", &[]), 7.0);
         assert_eq!(value("gpuswap_handovers", &[]), 2.0);
+        assert_eq!(value("gpuswap_claims_refused", &[]), 4.0);
         assert_eq!(value("gpuswap_refusals", &[("reason", "user")]), 3.0);
         let who = [
             ("tenant", "1"),

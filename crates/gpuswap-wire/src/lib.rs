@@ -436,6 +436,11 @@ pub struct Snapshot {
     /// Allocations answered `AllocFailed` so far.
     #[serde(default)]
     pub allocations_failed: u64,
+    /// Contract claims refused so far: processes that named a contract not theirs to
+    /// take (another user's, or one bound to another job's cgroup) and run under the
+    /// default.
+    #[serde(default)]
+    pub claims_refused: u64,
     /// Under turns: the tenant holding the GPU, if one does.
     #[serde(default)]
     pub holder: Option<u32>,

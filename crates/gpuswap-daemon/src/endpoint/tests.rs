@@ -187,6 +187,8 @@ fn a_contract_goes_only_to_the_peers_it_is_bound_to() {
         .map(|t| t.contract.vram_guarantee_bytes)
         .collect();
     assert_eq!(guarantees, [8 * MIB, 0]);
+    // Counted for the operator's metrics: the matching claim is not, the refused one is.
+    assert_eq!(snap.claims_refused, 1);
     e.check_invariants().unwrap();
 }
 
