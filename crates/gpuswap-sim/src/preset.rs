@@ -46,7 +46,8 @@ pub struct LinkSpec {
     /// setup cost alone.
     pub size_curve_k_per_kib: Option<f64>,
     /// Non-posted requests (reads) the GPU can keep in flight on the link: the MLP of the
-    /// remote-latency term. PCIe tags: 32 without extended tags, 256 with.
+    /// remote-latency term. PCIe tags: 32 without extended tags, 256 with; 1 where the
+    /// GPU's memory unit serves remote reads one at a time (`gtx1080ti-uvmsmart`).
     pub outstanding_reads: u32,
 }
 
@@ -279,6 +280,7 @@ pub fn all() -> Vec<Preset> {
         gtx480(),
         gtx480_refbits(),
         gtx1080ti(),
+        gtx1080ti_uvmsmart(),
         v100_pcie_32gb(),
         a100_80gb(),
         h100_pcie_80gb(),
@@ -520,7 +522,8 @@ fn gtx1080ti() -> Preset {
             h2d_bytes_per_s: 12e9,
             d2h_bytes_per_s: 12e9,
             // unconfirmed: 1 us, between the dissertation's "several hundred ns" and
-            // the 1.2 us measured on an H200.
+            // the 1.2 us measured on an H200 (`gtx1080ti-uvmsmart` has the research
+            // simulator's remote reads instead).
             latency_ns: 1_000,
             // calibration.md: uvmsmart's fit k = 0.07292 per KB; the fit includes the
             // fixed cost of small transfers, hence copy_setup_ns = 0 below.
@@ -542,6 +545,28 @@ fn gtx1080ti() -> Preset {
         ..base
     }
     .with_full_stack()
+}
+
+/// The GTX 1080 Ti as GPGPU-Sim UVM Smart simulates it, whose figures the adaptive
+/// paper gives: its GMMU serves the kernels' reads of host memory one at a time.
+fn gtx1080ti_uvmsmart() -> Preset {
+    let card = gtx1080ti();
+    Preset {
+        name: "gtx1080ti-uvmsmart",
+        description: "GeForce GTX 1080 Ti as GPGPU-Sim UVM Smart simulates it (the adaptive paper): remote reads one at a time",
+        link: LinkSpec {
+            // uvmsmart (`src/gpgpu-sim/gpu-sim.cc`, `gmmu_t::get_ready_cycle_dma`): a
+            // kernel's read of host memory is a DMA request of one memory fetch, 200
+            // core cycles long, 135 ns at 1481 MHz...
+            latency_ns: 135,
+            // ...through a PCIe read queue that holds one transfer at a time
+            // (`pcie_read_latency_queue`; remote reads go before page migrations), so
+            // reads do not overlap each other.
+            outstanding_reads: 1,
+            ..card.link
+        },
+        ..card
+    }
 }
 
 /// PILOT's GPU.

@@ -552,6 +552,29 @@ mod tests {
     }
 
     #[test]
+    fn the_research_simulators_gpu_serves_remote_reads_one_at_a_time() {
+        // UVM Smart's GMMU takes one remote read at a time, 200 cycles each: a kernel's
+        // reads cost 135 ns apiece however many threads or tags it has, streamed or
+        // scattered.
+        let p = preset::find("gtx1080ti-uvmsmart").unwrap();
+        for order in [AccessOrder::Linear, AccessOrder::Random] {
+            let mut t = Traffic {
+                threads: 1 << 20,
+                ..Traffic::default()
+            };
+            t.add_part(order, 1000.0 * 128.0, 0.0, 0.0);
+            assert!(
+                (remote_latency_ns(&p, &t) - 1000.0 * 135.0).abs() < 1e-6,
+                "{order:?}"
+            );
+        }
+        // 128 KiB read remotely take 135 us: about 1 GB/s, a twelfth of its link's copies.
+        let mut t = Traffic::default();
+        t.add_part(AccessOrder::Linear, 131_072.0, 0.0, 0.0);
+        assert!(remote_latency_ns(&p, &t) > 131_072.0 / p.link.h2d_bytes_per_s * 1e9 * 10.0);
+    }
+
+    #[test]
     fn a_kernel_of_few_threads_hides_little_of_the_remote_latency() {
         // The calibration kit's pointer chase: one thread, each read waiting for the
         // last, pays the link's whole latency per read (1199 ns measured on the H100).
