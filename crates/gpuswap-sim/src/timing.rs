@@ -82,9 +82,9 @@ pub struct Traffic {
     /// (random, or strided by a line or more): each thread's load is a line of its own,
     /// where a warp's loads of consecutive elements share one.
     pub remote_isolated_reads: f64,
-    /// The kernel's threads, which bound the remote reads it keeps in flight
-    /// ([`remote_latency_ns`]); 0 where its app does not model them: as many as the
-    /// device holds.
+    /// The kernel's threads, which bound the isolated reads it keeps in flight, in VRAM
+    /// and in host memory ([`isolated_in_flight`]); 0 where its app does not model
+    /// them: as many as the device holds.
     pub threads: u64,
 }
 
@@ -210,7 +210,9 @@ pub fn compute_ns(preset: &Preset, ops: u64) -> f64 {
 ///   counted; a write its sector) and a row switch ([`DramSpec::row_switch_bytes`]).
 /// - Latency (Little's law): a read holds one of the SMs' pending-line registers for the
 ///   DRAM latency, so the kernel's read lines take at least `lines x latency / (SMs x
-///   pending lines per SM)`.
+///   pending lines per SM)`; its isolated reads are bounded by its threads too
+///   ([`isolated_in_flight`]), as in host memory: a chain one thread follows pays the
+///   whole latency per read.
 ///
 /// [`DramSpec::read_sector_bytes`]: crate::preset::DramSpec::read_sector_bytes
 /// [`DramSpec::row_switch_bytes`]: crate::preset::DramSpec::row_switch_bytes
@@ -226,12 +228,30 @@ pub fn vram_ns(preset: &Preset, traffic: &Traffic) -> f64 {
 }
 
 /// The latency bound of [`vram_ns`]: the local reads' lines, each holding a pending-line
-/// register for the DRAM latency, over the registers of every SM.
+/// register for the DRAM latency, over the registers of every SM (an isolated read
+/// weighing more where the kernel's threads keep fewer in flight).
 fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
     let lines = traffic.local_read_bytes / READ_TRANSACTION_BYTES as f64;
     // Exact: the product of small integers over a power of two.
     let pending = kernel_pending_bytes(preset) / READ_TRANSACTION_BYTES as f64;
-    lines * preset.dram.latency_ns as f64 / pending
+    let isolated = isolated_in_flight(preset, traffic, pending);
+    let reads = lines + traffic.local_random_reads * (pending / isolated - 1.0);
+    reads * preset.dram.latency_ns as f64 / pending
+}
+
+/// The isolated reads (random: a line per thread) a kernel keeps in flight: one per
+/// thread resident at once (at most `resident_threads_per_sm` x SMs), and at most
+/// `hardware`, what the SMs or the link allow. A thread waits for its load before it
+/// uses it, and the app models give no count of independent loads a thread issues ahead
+/// (assumed: one; Volkov, "Understanding Latency Hiding on GPUs", UC Berkeley 2016, ch.
+/// 4: a kernel's memory throughput is its loads in flight over the latency).
+fn isolated_in_flight(preset: &Preset, traffic: &Traffic, hardware: f64) -> f64 {
+    let device = f64::from(preset.sms) * f64::from(preset.resident_threads_per_sm);
+    let resident = match traffic.threads {
+        0 => device,
+        threads => (threads as f64).min(device),
+    };
+    hardware.min(resident).max(1.0)
 }
 
 /// `n_remote * latency / MLP`: time the remote round trips take at the parallelism the
@@ -240,12 +260,8 @@ fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
 /// The reads in flight are bounded by the link's outstanding non-posted requests
 /// (`LinkSpec::outstanding_reads`, the PCIe tags) and the SMs' pending-line registers
 /// (`Preset::pending_reads_per_sm` x SMs). Isolated reads (random, or strided by a line
-/// or more: a line per thread) are bounded by the kernel's threads resident at once as
-/// well (at most `resident_threads_per_sm` x SMs), each keeping one load in flight: a
-/// thread waits for its load before it uses it, and the app models give no count of
-/// independent loads a thread issues ahead (assumed: one; Volkov, "Understanding
-/// Latency Hiding on GPUs", UC Berkeley 2016, ch. 4: a kernel's memory throughput is
-/// its loads in flight over the latency). Reads of consecutive elements keep the
+/// or more: a line per thread) are bounded by the kernel's threads as well
+/// ([`isolated_in_flight`]). Reads of consecutive elements keep the
 /// hardware's bound: the app models' thread counts are those of the launch or of its
 /// looping warps (bfs), not those that stream a buffer, and a warp's coalesced loads
 /// share a line, so few threads fill many tags.
@@ -253,14 +269,9 @@ fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
 /// A dependent chain of one thread therefore pays the full latency per read, as the
 /// calibration kit's pointer chase measures it.
 pub fn remote_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
-    let device = f64::from(preset.sms) * f64::from(preset.resident_threads_per_sm);
-    let resident = match traffic.threads {
-        0 => device,
-        threads => (threads as f64).min(device),
-    };
     let hardware = f64::from(preset.link.outstanding_reads)
         .min(f64::from(preset.sms) * f64::from(preset.pending_reads_per_sm));
-    let isolated = hardware.min(resident).max(1.0);
+    let isolated = isolated_in_flight(preset, traffic, hardware);
     // An isolated read weighs `hardware / isolated` coalesced ones (at least one): with
     // both at the hardware's bound the sum is the reads.
     let reads =
@@ -549,6 +560,26 @@ mod tests {
         let mut w = Traffic::default();
         w.add_part(AccessOrder::Linear, 0.0, 1_048_576.0, 0.0);
         assert_eq!(remote_latency_ns(&p, &w), 0.0);
+    }
+
+    #[test]
+    fn a_chain_one_thread_follows_in_vram_pays_the_dram_latency_per_read() {
+        // The calibration kit's chase in device memory: each read waits for the last.
+        let p = preset::find("h200").unwrap();
+        let chain = |threads| {
+            let mut t = Traffic {
+                threads,
+                ..Traffic::default()
+            };
+            t.add_part(AccessOrder::Random, 1000.0 * 128.0, 0.0, 1.0);
+            vram_ns(&p, &t)
+        };
+        let latency = p.dram.latency_ns as f64;
+        assert!((chain(1) - 1000.0 * latency).abs() < 1e-6);
+        // Threads not modelled, or a full device: every pending-line register busy, so
+        // the same reads take a ten-thousandth of that, as before.
+        assert!(chain(0) < chain(1) / 10_000.0);
+        assert_eq!(chain(1 << 20), chain(0));
     }
 
     #[test]
