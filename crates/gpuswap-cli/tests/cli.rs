@@ -1884,11 +1884,13 @@ fn the_adaptive_sweep_normalises_to_the_default_and_beats_the_coarse_runtime() {
     for row in &means {
         let adaptive = ratio(row, "adaptive");
         // Never much worse than the default on a class; over all workloads better than
-        // the research simulator's one switch, and short of the offline optimum.
+        // the research simulator's one switch, and within 10 % of the offline optimum
+        // (the best fixed policy per workload: a plan per allocation may beat it, as at
+        // 150 % on the research simulator's GPU, but its trials cost time).
         assert!(adaptive <= 1.05, "{row:?}");
         if row["class"] == "all" {
             assert!(adaptive < ratio(row, "adaptive-coarse"), "{row:?}");
-            assert!(ratio(row, "optimum") <= adaptive, "{row:?}");
+            assert!(adaptive <= ratio(row, "optimum") * 1.10, "{row:?}");
         }
     }
     // The pattern timeline: observations of every run, switches only where a runtime
