@@ -19,8 +19,8 @@
 //!   `cuMemAlloc` do (stream-ordered pools, managed memory, pitched memory, IPC between
 //!   two processes) and verifies every byte.
 //!
-//! This crate only says where those files are. Run them with `LD_LIBRARY_PATH` set to
-//! [`dir()`]:
+//! This crate says where those files are, and reads a program's verdict ([`verified`]).
+//! Run them with `LD_LIBRARY_PATH` set to [`dir()`]:
 //!
 //! ```no_run
 //! let status = std::process::Command::new(gpuswap_standin::client())
@@ -33,6 +33,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 /// The directory holding the stand-in library and the test programs, as built by this
 /// crate's build script (`<target>/<profile>/standin`). Put it on `LD_LIBRARY_PATH`.
@@ -104,4 +105,21 @@ pub fn interposer(profile_dir: &Path) -> PathBuf {
             lib
         })
         .clone()
+}
+
+/// A test program's last line of output as JSON, after checking that it succeeded and
+/// verified every byte (`"ok": true`); `who` names it in the panic.
+pub fn verified(out: &Output, who: &str) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{who} failed ({}):\n{stderr}",
+        out.status
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{who}'s last line is not JSON ({e}): {last}\n{stderr}"));
+    assert_eq!(json["ok"], true, "{who}: {json}\n{stderr}");
+    json
 }

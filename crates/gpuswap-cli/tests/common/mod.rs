@@ -6,10 +6,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuswap_daemon::observe;
+pub use gpuswap_standin::verified;
 
 pub const MIB: u64 = 1 << 20;
 
@@ -184,17 +185,4 @@ impl Drop for World {
         let _ = std::fs::remove_file(format!("/dev/shm{}", self.shm));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The client's JSON line, after checking it succeeded.
-pub fn verified(out: &Output, who: &str) -> serde_json::Value {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{who} failed ({}):\n{stderr}",
-        out.status
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["ok"], true, "{who}: {json}");
-    json
 }

@@ -6,10 +6,11 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use gpuswap_core::MIB;
 use gpuswap_daemon::DaemonConfig;
+pub use gpuswap_standin::verified;
 
 /// One test's world: its daemon's configuration and the stand-in's VRAM table, which
 /// the processes of the test share as one GPU's memory.
@@ -61,20 +62,4 @@ impl Drop for World {
 pub fn interposer() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     gpuswap_standin::interposer(exe.parent().unwrap().parent().unwrap())
-}
-
-/// The program's last line of output as JSON, after checking that it succeeded and
-/// verified every byte (`"ok": true`).
-pub fn verified(out: &Output, who: &str) -> serde_json::Value {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{who} failed ({}):\n{stderr}",
-        out.status
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    let json: serde_json::Value = serde_json::from_str(last).unwrap();
-    assert_eq!(json["ok"], true, "{who}: {json}\n{stderr}");
-    json
 }
