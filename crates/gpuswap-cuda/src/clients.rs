@@ -8,8 +8,9 @@
 //!
 //! Calls that name an address (frees, a program's mappings, IPC exports) go to the
 //! client that holds it; calls that allocate go to the current context's device's.
-//! The books are read without a lock (a slot per device, set once), so a launch that
-//! asks for its device's client costs two atomic loads.
+//! The books are read without a lock (a slot per device, set once): while only the first
+//! device has a client, a launch that asks for its device's client costs two atomic
+//! loads; once a second one connected, it also asks the driver for the current device.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

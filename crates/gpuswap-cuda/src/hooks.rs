@@ -115,7 +115,8 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CuResult {
             }
             match clients::connect_first() {
                 Ok(c) => {
-                    // SAFETY: registers a handler that only stores to an atomic.
+                    // SAFETY: registers a handler that reads only atomics and `OnceLock`s
+                    // and calls only `close`, async-signal-safe as a forked child needs.
                     unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
                     Mode::Managed(c)
                 }

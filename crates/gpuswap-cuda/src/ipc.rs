@@ -203,7 +203,8 @@ fn new_token() -> Result<[u8; 16], String> {
     }
 }
 
-/// The exports' listening socket once bound (-1 before): a forked child closes its copy.
+/// The exports' listening socket once its thread serves it (-1 before): whether exports
+/// are served, and the descriptor a forked child closes.
 static LISTENER: AtomicI32 = AtomicI32::new(-1);
 
 /// In a child after `fork`, closes its copy of the exports' socket: the exports are the
@@ -222,9 +223,9 @@ pub fn close_in_child() {
 /// Binds the exports' socket and starts the thread that serves it, once it works; says
 /// why not (a later export tries again: the failure may pass).
 fn listening() -> Result<(), String> {
-    static LISTENING: Mutex<bool> = Mutex::new(false);
-    let mut started = lock(&LISTENING);
-    if *started {
+    static STARTING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = lock(&STARTING);
+    if LISTENER.load(Ordering::Relaxed) >= 0 {
         return Ok(());
     }
     let io = |e: nix::Error| format!("the IPC exports' socket: {e}");
@@ -235,12 +236,14 @@ fn listening() -> Result<(), String> {
     )
     .map_err(io)?;
     listen(&listener, Backlog::new(16).map_err(io)?).map_err(io)?;
-    LISTENER.store(listener.as_raw_fd(), Ordering::Relaxed);
+    let fd = listener.as_raw_fd();
+    // Stored only once the thread owns the socket: a failed spawn drops (closes) it, and
+    // the number may be reused.
     std::thread::Builder::new()
         .name("gpuswap-ipc".into())
         .spawn(move || serve(listener))
         .map_err(|e| format!("the IPC exports' thread: {e}"))?;
-    *started = true;
+    LISTENER.store(fd, Ordering::Relaxed);
     Ok(())
 }
 
@@ -450,9 +453,15 @@ fn receive(peer: &OwnedFd) -> Result<(CuResult, u64, u64, Option<OwnedFd>), Stri
             fds.len()
         ));
     }
+    let (status, offset, len) = parse(&m);
+    Ok((status, offset, len, fds.pop()))
+}
+
+/// A message's (status, offset, length), as [`message`] wrote them.
+fn parse(m: &[u8; MESSAGE_BYTES]) -> (CuResult, u64, u64) {
     let word = |at: usize| u64::from_le_bytes(m[at..at + 8].try_into().expect("8 bytes"));
     let status = CuResult::from_le_bytes(m[..4].try_into().expect("4 bytes"));
-    Ok((status, word(8), word(16), fds.pop()))
+    (status, word(8), word(16))
 }
 
 /// Maps the exporter's chunks in `[va, va + bytes)` as they come, each span mapped
@@ -554,8 +563,7 @@ mod tests {
     #[test]
     fn messages_carry_status_offset_and_length() {
         let m = message(ffi::CUDA_ERROR_INVALID_HANDLE, 2 << 20, 4 << 20);
-        assert_eq!(i32::from_le_bytes(m[..4].try_into().unwrap()), 400);
-        assert_eq!(u64::from_le_bytes(m[8..16].try_into().unwrap()), 2 << 20);
-        assert_eq!(u64::from_le_bytes(m[16..].try_into().unwrap()), 4 << 20);
+        assert_eq!(parse(&m), (400, 2 << 20, 4 << 20));
+        assert_eq!(parse(&message(0, 0, 0)), (0, 0, 0));
     }
 }
