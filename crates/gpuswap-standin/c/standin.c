@@ -1866,11 +1866,12 @@ API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return end(pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
 }
 
+/* The pools are device 0's for every device (README, "Several devices"). */
 API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
     ENTER(0);
     FAIL_IF(pool_out == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     *pool_out = &g_default_pool;
     return end(CUDA_SUCCESS);
 }
@@ -1879,7 +1880,7 @@ API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     ENTER(0);
     FAIL_IF(pool == NULL, CUDA_ERROR_INVALID_VALUE);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     *pool = g_current_pool;
     return end(CUDA_SUCCESS);
 }
@@ -1887,7 +1888,7 @@ API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
     ENTER(0);
-    FAIL_IF(dev != 0, CUDA_ERROR_INVALID_DEVICE);
+    FAIL_IF(!device_valid(dev), CUDA_ERROR_INVALID_DEVICE);
     FAIL_IF(!pool_valid(pool), CUDA_ERROR_INVALID_VALUE);
     g_current_pool = pool;
     return end(CUDA_SUCCESS);
