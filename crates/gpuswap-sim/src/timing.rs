@@ -96,11 +96,19 @@ impl Traffic {
         self.add_l2_bypass(access, 1.0 - local_fraction);
     }
 
+    /// Adds `share` of `access` as made in host memory: its reads and writes, and its
+    /// re-reads and rewrites, which cross the link again there.
+    pub fn add_remote_share(&mut self, access: &Access, share: f64) {
+        let (read_bytes, write_bytes) = (access.read_bytes as f64, access.write_bytes as f64);
+        self.add_part(access.order, read_bytes * share, write_bytes * share, 0.0);
+        self.add_l2_bypass(access, share);
+    }
+
     /// Adds `remote_share` of `access`'s re-reads and rewrites
     /// ([`Access::reread_bytes`], [`Access::rewrite_bytes`]): in host memory they cross
     /// the link again, where in VRAM the L2 served them (counted in neither traffic
     /// then).
-    pub fn add_l2_bypass(&mut self, access: &Access, remote_share: f64) {
+    fn add_l2_bypass(&mut self, access: &Access, remote_share: f64) {
         self.add_remote(
             access.order,
             access.reread_bytes as f64 * remote_share,
@@ -210,9 +218,10 @@ pub fn compute_ns(preset: &Preset, ops: u64) -> f64 {
 ///   counted; a write its sector) and a row switch ([`DramSpec::row_switch_bytes`]).
 /// - Latency (Little's law): a read holds one of the SMs' pending-line registers for the
 ///   DRAM latency, so the kernel's read lines take at least `lines x latency / (SMs x
-///   pending lines per SM)`; its isolated reads are bounded by its threads too
-///   ([`isolated_in_flight`]), as in host memory: a chain one thread follows pays the
-///   whole latency per read.
+///   pending lines per SM)`; its random reads are bounded by its threads too
+///   ([`isolated_in_flight`]), as isolated reads in host memory are: a chain one thread
+///   follows pays the whole latency per read. (Reads strided by a line or more count
+///   as isolated in host memory only; in VRAM the model counts them with the streams.)
 ///
 /// [`DramSpec::read_sector_bytes`]: crate::preset::DramSpec::read_sector_bytes
 /// [`DramSpec::row_switch_bytes`]: crate::preset::DramSpec::row_switch_bytes
@@ -228,7 +237,7 @@ pub fn vram_ns(preset: &Preset, traffic: &Traffic) -> f64 {
 }
 
 /// The latency bound of [`vram_ns`]: the local reads' lines, each holding a pending-line
-/// register for the DRAM latency, over the registers of every SM (an isolated read
+/// register for the DRAM latency, over the registers of every SM (a random read
 /// weighing more where the kernel's threads keep fewer in flight).
 fn dram_latency_ns(preset: &Preset, traffic: &Traffic) -> f64 {
     let lines = traffic.local_read_bytes / READ_TRANSACTION_BYTES as f64;

@@ -170,18 +170,7 @@ fn program(input: &Input, repeat: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, launches, phase_body, rejects};
-
-    /// Host time of the ops, loops unrolled.
-    fn cpu_ns(ops: &[Op]) -> u64 {
-        ops.iter()
-            .map(|op| match op {
-                Op::Cpu { ns } => *ns,
-                Op::Repeat { times, body } => u64::from(*times) * cpu_ns(body),
-                _ => 0,
-            })
-            .sum()
-    }
+    use crate::apps::testing::{check_app, cpu_ns, gtx480, launches, phase_body, rejects};
 
     #[test]
     fn default_allocates_62_buffers_of_32_mb() {

@@ -273,7 +273,7 @@ fn program(input: Input, rounds: u32) -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apps::testing::{check_app, gtx480, launches, phase_body, rejects, traffic};
+    use crate::apps::testing::{check_app, cpu_ns, gtx480, launches, phase_body, rejects, traffic};
     use crate::program::CopyDirection;
 
     /// Bytes copied to the host by `ops`, loops unrolled.
@@ -286,17 +286,6 @@ mod tests {
                     ..
                 } => *bytes,
                 Op::Repeat { times, body } => u64::from(*times) * copied_back(body),
-                _ => 0,
-            })
-            .sum()
-    }
-
-    /// Host time of `ops`, loops unrolled.
-    fn host_time_ns(ops: &[Op]) -> u64 {
-        ops.iter()
-            .map(|op| match op {
-                Op::Cpu { ns } => *ns,
-                Op::Repeat { times, body } => u64::from(*times) * host_time_ns(body),
                 _ => 0,
             })
             .sum()
@@ -339,7 +328,7 @@ mod tests {
         // Two verifications (the round and the final check), each the expected checksum
         // (1.7 ns a word) and the comparison (0.9 ns a word): 1.40 s for 1 GiB.
         let each = words * 1700 / 1000 + words * 900 / 1000;
-        assert_eq!(host_time_ns(&p.ops), 2 * each);
+        assert_eq!(cpu_ns(&p.ops), 2 * each);
         assert_eq!(2 * each / 10_000_000, 139);
     }
 

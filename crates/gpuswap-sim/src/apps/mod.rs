@@ -210,6 +210,17 @@ pub(crate) mod testing {
             .sum()
     }
 
+    /// Host time of the ops (`Op::Cpu`), loops unrolled.
+    pub fn cpu_ns(ops: &[Op]) -> u64 {
+        ops.iter()
+            .map(|op| match op {
+                Op::Cpu { ns } => *ns,
+                Op::Repeat { times, body } => u64::from(*times) * cpu_ns(body),
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// Bytes read and written per slot by the kernels of `ops`, loops unrolled.
     pub fn traffic(ops: &[Op], slots: usize) -> Vec<(u64, u64)> {
         let mut sums = vec![(0, 0); slots];

@@ -209,13 +209,7 @@ impl Engine {
             let remote = c.remote - c.remote_charged;
             if remote > 0 {
                 let share = remote as f64 / c.count.max(1) as f64;
-                cost.remote.add_part(
-                    access.order,
-                    access.read_bytes as f64 * share,
-                    access.write_bytes as f64 * share,
-                    0.0,
-                );
-                cost.remote.add_l2_bypass(access, share);
+                cost.remote.add_remote_share(access, share);
                 c.remote_charged = c.remote;
             }
         }

@@ -74,13 +74,7 @@ pub(super) fn moved_per_unit(
                 let unit = start / unit_bytes;
                 let unit_end = ((unit + 1) * unit_bytes).min(end);
                 let share = share_per_byte * (unit_end - start) as f64;
-                moved[unit as usize].add_part(
-                    access.order,
-                    access.read_bytes as f64 * share,
-                    access.write_bytes as f64 * share,
-                    0.0,
-                );
-                moved[unit as usize].add_l2_bypass(access, share);
+                moved[unit as usize].add_remote_share(access, share);
                 start = unit_end;
             }
         }
