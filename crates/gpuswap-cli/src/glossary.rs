@@ -31,7 +31,7 @@ Relocations (gpuswap run):
                         run, the copy engines' setup, the transfers
   waiting               the rest: victims draining their queued work, queueing
   suspensions           times the tenant was suspended as a victim (or for a
-                        return), not while its own allocation waited
+                        return), not for its own allocation's eviction
   drain p50             time from a suspension request until its queued work
                         ended
   pause p50, pause max  time suspended while its chunks were copied

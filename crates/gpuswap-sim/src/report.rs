@@ -77,7 +77,7 @@ pub struct TenantReport {
     pub eviction_latency_ns: LatencySummary,
     /// Where those evictions' time went, summed over them.
     pub eviction_split_ns: EvictionSplit,
-    /// Suspensions as a victim (not those while its own allocation waited): time to
+    /// Suspensions as a victim (not those for its own allocation's eviction): time to
     /// drain queued work.
     pub victim_drain_ns: LatencySummary,
     /// Suspensions as a victim (as `victim_drain_ns`): time paused while chunks were

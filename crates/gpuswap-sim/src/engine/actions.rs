@@ -307,7 +307,9 @@ impl Engine {
         {
             tenant.draining_since = None;
             tenant.drained_at = self.now_ns;
-            let own_allocation = tenant.pending_alloc.is_some();
+            // Suspended for the eviction its own allocation asked for (one eviction runs
+            // at a time, so the requester is the same from the suspension to here).
+            let own_allocation = self.evicting_for == Some(t);
             self.recorder.tenant(t).pauses.push(VictimPause {
                 drain_ns: self.now_ns - since,
                 pause_ns: 0,

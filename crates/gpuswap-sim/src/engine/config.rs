@@ -372,7 +372,7 @@ pub struct VictimPause {
     pub drain_ns: u64,
     /// From drained until resumed (the copies).
     pub pause_ns: u64,
-    /// Whether the tenant's own allocation was waiting when it was suspended: the
+    /// Whether it was suspended for the eviction its own allocation asked for: the
     /// manager moves the allocator's own chunks too (fair victim selection can pick
     /// it), and that pause is part of its allocation's latency, not a victim's.
     pub own_allocation: bool,
