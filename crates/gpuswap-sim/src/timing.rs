@@ -82,6 +82,10 @@ pub struct Traffic {
     /// (random, or strided by a line or more): each thread's load is a line of its own,
     /// where a warp's loads of consecutive elements share one.
     pub remote_isolated_reads: f64,
+    /// Of the remote bytes, those that cross the link again where the L2 would have
+    /// served them in VRAM (re-reads and rewrites, [`Traffic::add_remote_share`]): in
+    /// VRAM they move nothing.
+    pub remote_again_bytes: f64,
     /// The kernel's threads, which bound the isolated reads it keeps in flight, in VRAM
     /// and in host memory ([`isolated_in_flight`]); 0 where its app does not model
     /// them: as many as the device holds.
@@ -109,11 +113,12 @@ impl Traffic {
     /// the link again, where in VRAM the L2 served them (counted in neither traffic
     /// then).
     fn add_l2_bypass(&mut self, access: &Access, remote_share: f64) {
-        self.add_remote(
-            access.order,
+        let (reread, rewrite) = (
             access.reread_bytes as f64 * remote_share,
             access.rewrite_bytes as f64 * remote_share,
         );
+        self.add_remote(access.order, reread, rewrite);
+        self.remote_again_bytes += reread + rewrite;
     }
 
     /// Adds `read_bytes` and `write_bytes` made in `order` (a part of an access),
@@ -158,11 +163,18 @@ impl Traffic {
         self.remote_write_bytes += other.remote_write_bytes * times;
         self.remote_write_transactions += other.remote_write_transactions * times;
         self.remote_isolated_reads += other.remote_isolated_reads * times;
+        self.remote_again_bytes += other.remote_again_bytes * times;
     }
 
     /// All bytes served remotely.
     pub fn remote_bytes(&self) -> f64 {
         self.remote_read_bytes + self.remote_write_bytes
+    }
+
+    /// The remote bytes that VRAM would have served too (all but the re-reads and
+    /// rewrites, which the L2 serves there).
+    pub fn remote_bytes_vram_would_move(&self) -> f64 {
+        self.remote_bytes() - self.remote_again_bytes
     }
 
     /// Bytes the remote reads put on the link toward the device, with packet overhead.

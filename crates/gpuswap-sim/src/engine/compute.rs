@@ -273,7 +273,7 @@ impl Engine {
                 segments,
                 segment: 0,
                 started_segment_ns: self.now_ns,
-                all_bytes: traffic.local_bytes + traffic.remote_bytes(),
+                all_bytes: traffic.local_bytes + traffic.remote_bytes_vram_would_move(),
             }));
         } else {
             self.recorder
@@ -382,9 +382,8 @@ impl Engine {
             .expect("a paging kernel");
         paged.walk = Some(walk);
         let remote = paging.remote.remote_bytes();
-        self.recorder
-            .tenant(t)
-            .add_traffic((part(paged.all_bytes) - remote).max(0.0), remote);
+        let local = part(paged.all_bytes) - paging.remote.remote_bytes_vram_would_move();
+        self.recorder.tenant(t).add_traffic(local.max(0.0), remote);
         let remote_ns = timing::remote_ns(&self.preset, &paging.remote);
         let fixed_ns = timing::paged_fixed_ns(
             ideal_ns,

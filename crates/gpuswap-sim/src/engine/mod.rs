@@ -243,7 +243,8 @@ struct PagedRun {
     segments: u32,
     segment: u32,
     started_segment_ns: u64,
-    /// The bytes its accesses move in all.
+    /// The bytes its accesses move in all, wherever their pages are (re-reads of host
+    /// memory aside: in VRAM the L2 serves them).
     all_bytes: f64,
 }
 

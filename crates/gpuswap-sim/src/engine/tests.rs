@@ -991,6 +991,26 @@ fn uvm_sweep_beside(
 
 /// A program allocating `mib` of memory and launching `passes` kernels, each making
 /// the access `access` of the buffer's slot.
+/// A kernel re-reading its data ten times (the L2 serves nine in VRAM) whose pages
+/// start in host memory and migrate in as it runs: the bytes VRAM served are the
+/// kernel's own, not also the re-reads its pages would have cost in host memory at
+/// launch.
+#[test]
+fn re_reads_of_host_memory_do_not_count_as_vram_bytes_once_the_pages_came_in() {
+    let mib = 16;
+    let p = kernels_over(mib, 1, |a| {
+        Access::uniform(a, mib * MIB, 0).read_before_l2(10 * mib * MIB)
+    });
+    let out = run_uvm(p, 64, gtx480(), PolicySettings::named("uvm"), None);
+    let t = &out.tenants[0];
+    assert!(
+        t.local_bytes <= (mib * MIB) as f64 * 1.01,
+        "{} bytes from VRAM for a kernel reading {} once",
+        t.local_bytes,
+        mib * MIB
+    );
+}
+
 fn kernels_over(mib: u64, passes: u32, access: impl Fn(usize) -> Access) -> Program {
     let mut p = Program::default();
     let a = p.buffer("a", mib * MIB);

@@ -268,7 +268,8 @@ fn repeat(
             let units = chunk_layout(bytes, unit_bytes).map(|(_, unit_bytes)| unit_bytes);
             for (alike, (unit_bytes, moved)) in runs(units.zip(moved.iter().copied())) {
                 let traffic = Traffic {
-                    local_bytes: (all_local.local_bytes - moved.remote_bytes()).max(0.0),
+                    local_bytes: (all_local.local_bytes - moved.remote_bytes_vram_would_move())
+                        .max(0.0),
                     ..moved
                 };
                 let repetition_ns = kernel_ns(preset, &kernel, &traffic)
