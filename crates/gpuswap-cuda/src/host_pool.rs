@@ -170,14 +170,7 @@ pub(crate) fn take(len: u64, ctx: usize, eviction: bool) -> Result<HostChunk, St
 fn create(len: u64) -> Result<HostChunk, String> {
     let handle = driver::create(len, ffi::LOCATION_HOST)
         .map_err(|rc| format!("cuMemCreate of {len} bytes in Host failed with CUDA error {rc}"))?;
-    let window = driver::reserve(len, 0).and_then(|window| {
-        driver::map(window, len, handle)
-            .map(|()| window)
-            .inspect_err(|_| {
-                let _ = driver::unreserve(window, len);
-            })
-    });
-    match window {
+    match driver::map_window(handle, len) {
         Ok(window) => Ok(HostChunk {
             handle,
             window,
@@ -193,9 +186,7 @@ fn create(len: u64) -> Result<HostChunk, String> {
 
 /// Unmaps host memory from its window and releases it.
 fn destroy(chunk: HostChunk) {
-    let released = driver::unmap(chunk.window, chunk.len)
-        .and(driver::unreserve(chunk.window, chunk.len))
-        .and(driver::release(chunk.handle));
+    let released = driver::unmap_window(chunk.window, chunk.len).and(driver::release(chunk.handle));
     if let Err(e) = released {
         diag::warn(&format!("releasing host memory: {e}"));
     }
